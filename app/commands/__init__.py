@@ -1,0 +1,1 @@
+"""One module per `coremap` subcommand; each defines `register(subparsers)` and sets `func`."""

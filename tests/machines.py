@@ -1,0 +1,103 @@
+"""The real machines in tests/fixtures (copied from ../shared/fixtures with their SOURCE and licence
+files), extracted on demand into a cache folder. Used by unit tests, GUI tests and benchmarks.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+MACHINES_DIR = FIXTURES / "machines"
+INTERRUPTS_DIR = FIXTURES / "interrupts"
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str          # e.g. "128arm-2pa2n8cluster4co", "worker1.internal"
+    source: str        # hwloc, ghw, openshift-nto, iree
+    archive: Path
+    arch: str
+    model: str
+    row: dict
+
+    @property
+    def oracle(self) -> Path | None:
+        p = MACHINES_DIR / self.source / "oracle" / f"{self.name}.csv"
+        return p if p.exists() else None
+
+    def oracle_rows(self) -> list[dict]:
+        """Oracle rows; cadvisor files start with a '#' comment line."""
+        p = self.oracle
+        if p is None:
+            return []
+        lines = [ln for ln in p.read_text().splitlines() if ln and not ln.startswith("#")]
+        return list(csv.DictReader(lines))
+
+
+def _name_of(archive: Path) -> str:
+    n = archive.name
+    for suffix in (".sysinfo.tgz", ".tar.bz2", ".tar.gz", ".tgz"):
+        if n.endswith(suffix):
+            return n[: -len(suffix)]
+    return n
+
+
+def all_machines() -> list[Machine]:
+    """Every machine in index.tsv (the prometheus-procfs composite tree is not a machine)."""
+    out = []
+    with open(FIXTURES / "index.tsv") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            archive = FIXTURES / row["file"]
+            out.append(Machine(_name_of(archive), row["source"], archive, row["arch"], row["model"], row))
+    return out
+
+
+def machine(name: str) -> Machine:
+    for m in all_machines():
+        if m.name == name:
+            return m
+    raise KeyError(name)
+
+
+def _cache_dir() -> Path:
+    base = Path(os.environ.get("COREMAP_FIXTURE_CACHE", Path(tempfile.gettempdir()) / f"coremap-fixtures-{os.getuid()}"))
+    base.mkdir(parents=True, exist_ok=True)
+    return base
+
+
+def extract(m: Machine | str) -> Path:
+    """The folder that holds the machine's sys/ (and proc/), extracting it once per cache."""
+    if isinstance(m, str):
+        m = machine(m)
+    dest = _cache_dir() / m.name
+    stamp = dest / ".extracted"
+    if not stamp.exists() or stamp.stat().st_mtime < m.archive.stat().st_mtime:
+        tmp = Path(tempfile.mkdtemp(dir=_cache_dir()))
+        with tarfile.open(m.archive) as tf:
+            tf.extractall(tmp, filter="tar") if hasattr(tarfile, "data_filter") else tf.extractall(tmp)
+        if dest.exists():
+            import shutil
+            shutil.rmtree(dest)
+        tmp.rename(dest)
+        stamp.touch()
+    return find_root(dest)
+
+
+def find_root(folder: Path) -> Path:
+    """The shallowest folder under `folder` that holds sys/ or proc/."""
+    for depth in range(3):
+        for cand in ([folder] if depth == 0 else sorted(folder.glob("/".join(["*"] * depth)))):
+            if cand.is_dir() and ((cand / "sys").is_dir() or (cand / "proc").is_dir()):
+                return cand
+    raise FileNotFoundError(f"no sys/ or proc/ under {folder}")
+
+
+def procfs_composite() -> Path:
+    """prometheus/procfs's composite fixture tree (not one machine): has proc/PID/task/TID/stat."""
+    archive = MACHINES_DIR / "prometheus-procfs" / "fixtures.tar.gz"
+    m = Machine("prometheus-procfs", "prometheus-procfs", archive, "", "", {})
+    return extract(m)

@@ -1,0 +1,1 @@
+"""All of coremap's Qt: the main window, topology view, tables, plots and the sampling thread."""
