@@ -1,0 +1,1 @@
+"""read_* functions: SysRoot -> frozen dataclasses (Topology, IrqTable, ThreadsSample, MachineSample)."""
