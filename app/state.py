@@ -1,0 +1,30 @@
+"""MachineState: the one immutable value the window draws.
+
+The sampler (app/sampler.py, driven by a QThread in widgets/) produces one MachineState per tick with
+a rising `generation`; every widget's `set_state(state)` only applies it. Widgets never read /proc or
+/sys themselves and never mutate a state.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only for annotations: keeps this module import-light
+    from app.machine.interrupts import IrqTable
+    from app.machine.sample import MachineSample
+    from app.machine.topology import Topology
+    from app.rates import Rates
+
+
+@dataclass(frozen=True)
+class MachineState:
+    generation: int                       # rises by one per tick; stale states are dropped by it
+    topology: "Topology"
+    sample: "MachineSample"               # the newest counters
+    rates: "Rates | None" = None          # None until two samples exist (or a one-capture snapshot)
+    irqs: "IrqTable | None" = None        # per-IRQ affinity/device info (refreshed every few ticks)
+    live: bool = True                     # False for a snapshot or a reopened session: no live actions
+    source: str = "/"                     # root path, or session file, shown in the title
+    notes: tuple[str, ...] = ()           # e.g. "one capture only: totals shown, not rates"
+    residency: dict = field(default_factory=dict)   # tid/pid -> {cpu: share} for tracked threads
+    trails: dict = field(default_factory=dict)      # tid -> ((time, cpu), ...)
