@@ -2,10 +2,20 @@
 
 Per-thread values always come from task/TID/stat, never /proc/TID/stat (which, for a thread id,
 reports the whole thread group's times: fs/proc/base.c proc_tgid_stat vs proc_tid_stat).
+
+The sampler calls `TaskReader.sample()` every tick on every thread of the machine, so the "fast" path
+is written for speed: os.open/os.read on bytes, path strings built once from the root, only the stat
+fields the UI shows are converted, and per-process text (cmdline) is cached in the reader across
+ticks. It must cost no more than `ps -eLo tid,psr` on the same threads
+(tests/benchmarks/bench_threads.py measures it).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+
+from app.errors import CoremapError, ParseError
+from app.sysroot import SysRoot
 
 
 @dataclass(frozen=True)
@@ -61,3 +71,237 @@ class ThreadsSample:
         if p is None:
             return [t for t in self.tasks.values() if t.pid == pid]
         return [self.tasks[t] for t in p.tids if t in self.tasks]
+
+
+class TaskGone(CoremapError):
+    """A thread or process that is not there (any more): it exited, or the capture never held it."""
+
+    def __init__(self, pid: int, tid: int | None = None, *, live: bool = True):
+        self.pid = pid
+        self.tid = tid
+        what = f"thread {tid}" if tid is not None else f"process {pid}"
+        if live:
+            msg = f"{what} has exited; refresh the list"
+        else:
+            msg = f"{what} is not in this capture; choose one from `coremap threads`"
+        super().__init__(msg)
+
+
+DETAILS = ("fast", "full")
+
+# USER_HZ: the unit of utime/stime. sysconf gives this machine's; for a capture of another machine it
+# is an assumption, but USER_HZ is 100 on every mainstream architecture (include/asm-generic/param.h).
+try:
+    _CLK_TCK = os.sysconf("SC_CLK_TCK")
+except (ValueError, OSError):
+    _CLK_TCK = 100
+
+_STATES = {bytes([c]): chr(c) for c in b"RSDZTtXxKWPI"}
+_GONE = (FileNotFoundError, ProcessLookupError)
+
+
+class TaskReader:
+    """Reads every thread of a root, tick after tick. Owns the per-process cache (cmdline keyed by
+    (pid, starttime of the process), so a recycled pid is read afresh), so keep one per sampler.
+
+    detail="fast" reads task/TID/stat only (plus proc/PID/cmdline once per process when `cmdline`);
+    "full" also reads task/TID/status (context switches, allowed CPUs) and task/TID/sched (migrations).
+    """
+
+    def __init__(self, root: SysRoot, *, detail: str = "fast", cmdline: bool = True):
+        if detail not in DETAILS:
+            raise ValueError(f"detail must be one of {DETAILS}, not {detail!r}")
+        self.root = root
+        self.detail = detail
+        self.cmdline = cmdline
+        self.live = root.is_live
+        self._base = str(root.proc()) + "/"
+        self._cmdlines: dict[tuple[int, int], str] = {}
+        self.clk_tck = _CLK_TCK if self.live else 100
+
+    def sample(self, pids=None) -> ThreadsSample:
+        """Every thread now (or only those of `pids`). Threads that exit while being read are skipped."""
+        base = self._base
+        full = self.detail == "full"
+        want_cmdline = self.cmdline
+        cmdlines = self._cmdlines
+        seen_keys = set()
+        tasks: dict[int, TaskSample] = {}
+        processes: dict[int, ProcessInfo] = {}
+        _open, _read, _close, rdonly = os.open, os.read, os.close, os.O_RDONLY
+        states = _STATES
+        make = TaskSample
+        if pids is None:
+            try:
+                names = os.listdir(base)
+            except FileNotFoundError:
+                names = []
+        else:
+            names = [str(int(p)) for p in pids]
+        for pid_s in names:
+            if not pid_s.isdigit():
+                continue
+            tdir = base + pid_s + "/task/"
+            try:
+                tid_names = os.listdir(tdir)
+            except (FileNotFoundError, NotADirectoryError):
+                # The process exited between listing proc/ and here (normal churn), or a fake tree
+                # holds the process without a task/ folder: nothing per-thread to read.
+                continue
+            pid = int(pid_s)
+            tids = []
+            leader = None
+            for tid_s in tid_names:
+                path = tdir + tid_s + "/stat"
+                try:
+                    fd = _open(path, rdonly)
+                    try:
+                        data = _read(fd, 4096)
+                    finally:
+                        _close(fd)
+                except _GONE:
+                    # The thread exited between listdir and open/read (ESRCH once it is reaped): normal.
+                    continue
+                r = data.rfind(b")")
+                rest = data[r + 2:].split()
+                try:
+                    t = make(pid, int(tid_s), data[data.find(b"(") + 1:r].decode("utf-8", "replace"),
+                             states.get(rest[0]) or rest[0].decode("ascii", "replace"),
+                             int(rest[36]), int(rest[11]), int(rest[12]), int(rest[6]), int(rest[19]),
+                             int(rest[16]), int(rest[37]), int(rest[38]))
+                except (IndexError, ValueError):
+                    raise _bad_stat(path, data) from None
+                if full:
+                    t = self._add_detail(t, tdir + tid_s)
+                    if t is None:
+                        continue
+                tasks[t.tid] = t
+                tids.append(t.tid)
+                if t.tid == pid:
+                    leader = t
+            if not tids:
+                continue
+            tids.sort()
+            comm, start = (leader.comm, leader.starttime) if leader else (None, tasks[tids[0]].starttime)
+            if comm is None:
+                # The group leader exited (a zombie leader has no task entry) while its threads run on.
+                comm = _read_small(base + pid_s + "/comm")
+                if comm is None:
+                    continue
+                comm = comm.rstrip("\n")
+            cmd = ""
+            if want_cmdline:
+                key = (pid, start)
+                seen_keys.add(key)
+                cmd = cmdlines.get(key)
+                if cmd is None:
+                    cmd = _read_cmdline(base + pid_s + "/cmdline")
+                    cmdlines[key] = cmd
+            processes[pid] = ProcessInfo(pid, comm, cmd, tuple(tids))
+        if want_cmdline and pids is None:
+            # Forget processes that are gone so the cache does not grow with every pid ever seen.
+            for key in [k for k in cmdlines if k not in seen_keys]:
+                del cmdlines[key]
+        return ThreadsSample(tasks, processes, self.clk_tck)
+
+    def _add_detail(self, t: TaskSample, tpath: str) -> TaskSample | None:
+        """t with status and sched fields; None when the thread exited meanwhile."""
+        from dataclasses import replace
+
+        from app.parse.task_stat import parse_sched, parse_status
+        status = _read_small(tpath + "/status")
+        if status is None:
+            return None
+        st = parse_status(status, what=tpath + "/status")
+        sched_text = _read_small(tpath + "/sched")
+        # sched exists only with CONFIG_SCHED_DEBUG (kernel/sched/debug.c); absent means unknown.
+        migrations = parse_sched(sched_text).get("se.nr_migrations") if sched_text is not None else None
+        return replace(t, voluntary_switches=st.get("voluntary_ctxt_switches"),
+                       involuntary_switches=st.get("nonvoluntary_ctxt_switches"),
+                       migrations=int(migrations) if migrations is not None else None,
+                       allowed=st.get("Cpus_allowed_list"))
+
+
+def _bad_stat(path: str, data: bytes) -> ParseError:
+    from app.parse.task_stat import parse_task_stat
+    try:
+        parse_task_stat(data, what=path)
+    except ParseError as e:
+        return e
+    return ParseError(path, "not the kernel's stat format")
+
+
+def _read_small(path: str) -> str | None:
+    """Whole text of a small proc file, or None when the task is gone (ENOENT/ESRCH)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            chunks = []
+            while True:
+                b = os.read(fd, 65536)
+                if not b:
+                    break
+                chunks.append(b)
+        finally:
+            os.close(fd)
+    except _GONE:
+        # The task exited between listing and reading: the caller treats it as gone.
+        return None
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _read_cmdline(path: str) -> str:
+    # proc/PID/cmdline: argv NUL-separated (fs/proc/base.c get_mm_cmdline); empty for kernel threads
+    # and zombies. A process gone meanwhile also gives "", which is what its row will show until the
+    # next tick drops it.
+    text = _read_small(path)
+    if not text:
+        return ""
+    return text.replace("\0", " ").strip()
+
+
+def read_tasks(root: SysRoot, *, detail: str = "fast", pids=None, cmdline: bool = True) -> ThreadsSample:
+    """Every process and thread under root's proc/PID/task/TID (or only `pids`), one shot.
+
+    A sampler that reads every tick should keep a TaskReader instead, which caches cmdlines.
+    """
+    return TaskReader(root, detail=detail, cmdline=cmdline).sample(pids)
+
+
+def read_task(root: SysRoot, pid: int, tid: int, detail: str = "full") -> TaskSample:
+    """One thread. Raises TaskGone when it exited (or the capture does not hold it)."""
+    reader = TaskReader(root, detail=detail, cmdline=False)
+    tpath = reader._base + f"{int(pid)}/task/{int(tid)}"
+    data = _read_small(tpath + "/stat")
+    if data is None:
+        raise TaskGone(pid, tid, live=reader.live)
+    from app.parse.task_stat import parse_task_stat
+    s = parse_task_stat(data, what=tpath + "/stat")
+    t = TaskSample(int(pid), s.tid, s.comm, s.state, s.processor, s.utime, s.stime, s.flags, s.starttime,
+                   s.nice, s.rt_priority, s.policy)
+    if detail == "full":
+        t = reader._add_detail(t, tpath)
+        if t is None:
+            raise TaskGone(pid, tid, live=reader.live)
+    return t
+
+
+def read_process(root: SysRoot, pid: int) -> ProcessInfo:
+    """A process's name, command line and threads. Raises TaskGone when it exited."""
+    s = TaskReader(root, detail="fast", cmdline=True).sample([pid])
+    p = s.processes.get(int(pid))
+    if p is None:
+        raise TaskGone(pid, None, live=root.is_live)
+    return p
+
+
+def find_threads_by_name(sample: ThreadsSample, pattern: str) -> list[TaskSample]:
+    """Threads whose comm contains `pattern`, case-insensitively, ordered by (pid, tid).
+
+    comm is the per-thread name (Java names its threads, e.g. "C2 CompilerThre", "GC Thread#0"), and the
+    kernel truncates it to 15 bytes (TASK_COMM_LEN 16 with the NUL, include/linux/sched.h): search for
+    the start of a long name, not its end.
+    """
+    p = pattern.casefold()
+    return sorted((t for t in sample.tasks.values() if p in t.comm.casefold()),
+                  key=lambda t: (t.pid, t.tid))

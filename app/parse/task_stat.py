@@ -1,13 +1,30 @@
-"""/proc/PID/task/TID/stat (Documentation/filesystems/proc.rst, Table 1-4; fs/proc/array.c
-do_task_stat). comm is in parentheses and may itself hold spaces and ')': split at the LAST ')'.
-Field 39 (1-based) is `processor`, the CPU the task last ran on; field 9 is `flags` (PF_*).
+"""/proc/PID/task/TID/stat, status and sched.
+
+stat: Documentation/filesystems/proc.rst, Table 1-4; fs/proc/array.c do_task_stat. comm is in
+parentheses and may itself hold spaces, '(' , ')' and even a newline (do_task_stat prints it with
+proc_task_name(..., escape=false)): split at the LAST ')'. Field 39 (1-based) is `processor`, the CPU
+the task last ran on; field 9 is `flags` (PF_*).
+
+status: Documentation/filesystems/proc.rst, Table 1-2; fs/proc/array.c proc_pid_status. "Key:\\tvalue"
+lines; Name is escaped there (escape=true), unlike stat.
+
+sched: kernel/sched/debug.c proc_sched_show_task, present only with CONFIG_SCHED_DEBUG. A header line
+"comm (tid, #threads: n)", a dashed line, then "key    :    value" lines (integers, or "secs.nsecs"
+floats for times).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.errors import CpuListError, ParseError
+from app.parse.cpulist import parse_cpulist
+
 PF_KTHREAD = 0x00200000          # include/linux/sched.h
 PF_NO_SETAFFINITY = 0x04000000   # include/linux/sched.h: "Userland is not allowed to meddle with cpus_mask"
+
+# The stat line after "pid (comm) " is split on whitespace; field N (1-based, as in proc.rst) is at
+# index N - 3 of that list. Field 41 (policy) is the last one this module reads.
+_MIN_FIELDS_AFTER_COMM = 41 - 2
 
 
 @dataclass(frozen=True)
@@ -36,3 +53,90 @@ class TaskStat:
     @property
     def no_setaffinity(self) -> bool:
         return bool(self.flags & PF_NO_SETAFFINITY)
+
+
+def parse_task_stat(text: str | bytes, *, what: str = "task stat") -> TaskStat:
+    """One stat line (proc/PID/stat or proc/PID/task/TID/stat) as a TaskStat.
+
+    Raises ParseError naming `what` when the line is not the kernel's format.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    open_ = text.find("(")
+    close = text.rfind(")")
+    if open_ < 0 or close < open_:
+        raise ParseError(what, "no '(comm)' in the line; expected 'pid (comm) state ...'")
+    try:
+        tid = int(text[:open_])
+    except ValueError:
+        raise ParseError(what, f"{text[:open_].strip()[:20]!r} is not a task id") from None
+    comm = text[open_ + 1:close]
+    rest = text[close + 1:].split()
+    if len(rest) < _MIN_FIELDS_AFTER_COMM:
+        raise ParseError(what, f"only {len(rest) + 2} fields; the kernel prints at least 41 since 2.6")
+    try:
+        return TaskStat(
+            tid=tid, comm=comm, state=rest[0], ppid=int(rest[1]), flags=int(rest[6]),
+            minflt=int(rest[7]), majflt=int(rest[9]), utime=int(rest[11]), stime=int(rest[12]),
+            priority=int(rest[15]), nice=int(rest[16]), num_threads=int(rest[17]),
+            starttime=int(rest[19]), processor=int(rest[36]), rt_priority=int(rest[37]),
+            policy=int(rest[38]))
+    except ValueError as e:
+        raise ParseError(what, f"a numeric field is not a number ({e})") from None
+
+
+# status keys this project uses; everything else in the file is ignored.
+_STATUS_INT = ("Tgid", "Pid", "PPid", "Threads", "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
+
+
+def parse_status(text: str, *, what: str = "task status") -> dict:
+    """The few status fields coremap needs, typed: "Name" (str, kernel-escaped), "State" (one letter),
+    "Tgid", "Pid", "PPid", "Threads", "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches" (int),
+    "Cpus_allowed_list" (tuple of CPU ids). Keys absent from the text are absent from the dict.
+    """
+    out: dict = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        value = value.strip()
+        if key in _STATUS_INT:
+            try:
+                out[key] = int(value)
+            except ValueError:
+                raise ParseError(what, f"{key} {value[:20]!r} is not a number", n) from None
+        elif key == "Cpus_allowed_list":
+            try:
+                out[key] = parse_cpulist(value, what=f"{what} Cpus_allowed_list")
+            except CpuListError as e:
+                raise ParseError(what, str(e), n) from None
+        elif key == "Name":
+            out[key] = value
+        elif key == "State":
+            out[key] = value[:1]
+    return out
+
+
+def parse_sched(text: str) -> dict[str, int | float]:
+    """proc/PID/task/TID/sched as {key: number}, e.g. {"se.nr_migrations": 5, "se.vruntime": 149.79}.
+
+    Lines without " : " (the header, the dashes, "current_node=0, numa_group_id=0") and values that are
+    not numbers are skipped: the file is a debugging aid whose lines vary by kernel version and config.
+    """
+    out: dict[str, int | float] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key = key.strip()
+        value = value.strip()
+        if not key or " " in key or "(" in key:
+            continue
+        try:
+            out[key] = int(value)
+        except ValueError:
+            try:
+                out[key] = float(value)
+            except ValueError:
+                continue
+    return out
