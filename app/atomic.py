@@ -1,0 +1,88 @@
+"""Atomic file writes: a reader (or a crash) sees the old file or the new one, never half of one.
+
+The recipe is the one ext4's and XFS's authors give (see the "data=ordered" discussion around
+Documentation/admin-guide/ext4.rst `auto_da_alloc`, and rename(2)): write a temporary file in the
+SAME folder (rename is atomic only within one filesystem), fsync it so its blocks are on disk
+before the name points at them, rename it over the target, then fsync the folder so the rename
+itself survives a power cut. Until the rename, the previous file is untouched.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+from app.errors import CoremapError
+
+
+class AtomicWriteError(CoremapError):
+    """The target folder cannot take the file (missing, read-only, full)."""
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        # Some filesystems (and non-Linux platforms) refuse to open a folder for reading; the
+        # rename has still happened, only its durability across a power cut is unknown.
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        # EINVAL on filesystems that do not support fsync on folders (e.g. some FUSE mounts):
+        # as above, the rename is done, only its durability is unconfirmed.
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike, mode: int | None = None) -> Iterator[BinaryIO]:
+    """`with atomic_writer(p) as f: f.write(...)` streams into a temporary file beside `p` and
+    renames it over `p` only when the block ends without an exception. On an exception the
+    temporary file is removed and `p` (if it existed) is left exactly as it was.
+
+    `mode` defaults to the replaced file's mode, else 0o644 less the umask (mkstemp makes 0o600).
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise AtomicWriteError(f"{target}: folder {folder} does not exist; create it or choose another path")
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise AtomicWriteError(f"{target}: cannot create a file in {folder} ({os.strerror(e.errno or 0)}); "
+                               "choose a writable folder") from None
+    tmp = Path(tmp_name)
+    if mode is None:
+        try:
+            mode = target.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o644 & ~umask
+    done = False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+        done = True
+        _fsync_dir(folder)
+    except OSError as e:
+        raise AtomicWriteError(f"{target}: write failed ({os.strerror(e.errno or 0) if e.errno else e}); "
+                               f"the previous file, if any, is unchanged") from None
+    finally:
+        if not done:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+
+def write_atomic(path: str | os.PathLike, data: bytes, mode: int | None = None) -> None:
+    """Replace `path` with `data` atomically (see module docstring)."""
+    with atomic_writer(path, mode) as f:
+        f.write(data)
