@@ -5,10 +5,19 @@ kernel/irq/proc.c show_interrupts(): a header of "CPUn" columns for the ONLINE C
 column index is not a CPU number once a CPU is offline; then one row per IRQ: "label:" counts...
 chip-name [hwirq[-trigger]] [trigger] actions. Architecture rows (NMI, LOC, ERR, MIS, IPIn, FIQ)
 may have one count (ERR, MIS), no count (FIQ on ARM) or a description after the counts.
+
+Each count is printed "%10u " (kernel/irq/proc.c), so counts are separated by at least one space;
+only the label can touch the first count: arm64's arch_show_interrupts prints "%*s%u:%s" for IPIn
+with no space when the label width is under 4, giving "IPI0:2768808080" (node_exporter's fixture).
+
+/proc/softirqs (fs/proc/softirqs.c show_softirqs) iterates for_each_possible_cpu, unlike
+/proc/interrupts (for_each_online_cpu): its columns are the POSSIBLE CPUs.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from app.errors import ParseError
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,11 @@ class InterruptRow:
         """Best short name: the actions joined, else the description."""
         return ", ".join(self.actions) if self.actions else self.description
 
+    @property
+    def per_cpu(self) -> bool:
+        """True when the row has one count per CPU column (ERR, MIS and FIQ do not)."""
+        return bool(self.counts)
+
 
 @dataclass(frozen=True)
 class InterruptTable:
@@ -49,3 +63,222 @@ class InterruptTable:
 class SoftirqTable:
     cpus: tuple[int, ...]                          # CPU ids from the header
     counts: dict[str, tuple[int, ...]]             # "NET_RX" -> per CPU, same order as cpus
+
+
+# Rows the architectures print with one global count and no per-CPU columns:
+# x86 arch/x86/kernel/irq.c arch_show_interrupts ("ERR", "MIS"), arm/arm64 (older) "Err",
+# alpha/mips/sh/xtensa "ERR", "BAD" on some older ports.
+SINGLE_COUNT_ROWS = frozenset({"ERR", "MIS", "Err", "BAD"})
+
+# Flow-handler names (desc->name, set by irq_set_chip_and_handler_name) that old kernels glued to
+# the chip name: "IR-IO-APIC-edge", "IR-PCI-MSI-edge", "DMAR_MSI-edge", "IO-APIC-fasteoi".
+_FLOW_NAMES = frozenset({"edge", "level", "fasteoi", "simple", "percpu", "percpu_devid",
+                         "fasteoi_ack", "bad", "edge_eoi", "ioapic"})
+# CONFIG_GENERIC_IRQ_SHOW_LEVEL (ARM, RISC-V) prints "Level"/"Edge" after the hwirq.
+_LEVELS = frozenset({"Level", "Edge"})
+
+
+def _cpu_header(line: str, what: str, lineno: int) -> tuple[int, ...]:
+    cpus = []
+    for tok in line.split():
+        n = tok[3:]
+        if not (tok.startswith("CPU") and n.isdigit() and n.isascii()):
+            raise ParseError(what, f"header column {tok[:30]!r} is not CPUn; expected a header like "
+                                   "'CPU0 CPU1 ...'", lineno)
+        cpus.append(int(n))
+    if len(set(cpus)) != len(cpus):
+        raise ParseError(what, "header names a CPU twice", lineno)
+    return tuple(cpus)
+
+
+def _header(lines: list[str], what: str) -> tuple[int, tuple[int, ...]]:
+    """(index of the header line, CPU ids)."""
+    for i, line in enumerate(lines):
+        if line.strip():
+            cpus = _cpu_header(line, what, i + 1)
+            return i, cpus
+    raise ParseError(what, "empty: no 'CPU0 CPU1 ...' header; is this the right file?")
+
+
+def _describe(rest: list[str]) -> tuple[str | None, str | None, str | None, tuple[str, ...]]:
+    """(chip, hwirq, trigger, actions) from the tokens after the counts of a numbered row.
+
+    kernel/irq/proc.c show_interrupts prints " %8s" chip (or irq_print_chip's own text, e.g.
+    "IR-PCI-MSIX-0000:b1:00.0"), " %*lu" hwirq when the IRQ has a domain, " %-8s" Level/Edge with
+    GENERIC_IRQ_SHOW_LEVEL, "-%-8s" desc->name (so "2-edge" glues to the hwirq), then "  action" and
+    ", action" for each further handler. Kernels before the hwirq column printed "chip-name" glued.
+    """
+    n = len(rest)
+    if n == 0:
+        return None, None, None, ()
+    chip = rest[0]
+    hwirq = trigger = None
+    i = 1
+    if i < n:
+        t = rest[i]
+        if t.isdigit():
+            hwirq, i = t, i + 1
+            if i < n and rest[i] in _LEVELS:
+                trigger, i = rest[i], i + 1
+        elif t in _LEVELS:
+            trigger, i = t, i + 1
+        elif t[:1] == "-" and t[1:] in _FLOW_NAMES:
+            # a chip without an irq domain: blank hwirq, then "-edge"
+            trigger, i = t[1:], i + 1
+        else:
+            head, sep, tail = t.partition("-")
+            if sep and head.isdigit() and tail in _FLOW_NAMES:
+                hwirq, trigger, i = head, tail, i + 1
+    if i < n and trigger in _LEVELS and rest[i][:1] == "-" and rest[i][1:] in _FLOW_NAMES:
+        i += 1          # "Level   -fasteoi": SHOW_LEVEL then desc->name; the flow name adds nothing
+    if hwirq is None and trigger is None:
+        base, sep, flow = chip.rpartition("-")
+        if sep and base and flow in _FLOW_NAMES:
+            chip, trigger = base, flow
+    actions = tuple(a for a in " ".join(rest[i:]).split(", ") if a) if i < n else ()
+    return chip, hwirq, trigger, actions
+
+
+class _Counts(dict):
+    """Token -> int, memoised for one parse: most cells repeat ("0" fills most of a 112-CPU table),
+    so a dict hit replaces most int() calls (3x faster on master.internal). Validates on a miss:
+    a count is ASCII digits only (int() would also take "+1", "-1", "1_0" and other scripts' digits),
+    so a cached hit was validated when first seen. Lives for one parse, so it cannot grow unbounded.
+    """
+
+    def __missing__(self, tok: str) -> int:
+        if not (tok.isdigit() and tok.isascii()):
+            raise ValueError(tok)
+        v = self[tok] = int(tok)
+        return v
+
+
+def parse_interrupts(text: str, *, what: str = "interrupts") -> InterruptTable:
+    """The table of /proc/interrupts. Raises ParseError naming the line for a truncated row."""
+    lines = text.split("\n")
+    start, cpus = _header(lines, what)
+    ncpu = len(cpus)
+    rows = []
+    seen = set()
+    append = rows.append
+    conv = _Counts().__getitem__
+    # Fast path. kernel/irq/proc.c prints every CPU cell 11 characters wide ("%10u " after "N: ",
+    # or " %10u" after "N:" since v6.x), so the counts of a row are the 11*ncpu+1 characters after
+    # its colon. Rows on a big machine repeat the same cells (most queues idle: all zeros), so the
+    # whole count segment is looked up in a per-parse memo before anything is split or converted.
+    # The segment is trusted only when it ends on whitespace (a count is never cut) and splits into
+    # exactly ncpu ASCII-digit tokens; any other row takes the token path below.
+    width = 11 * ncpu + 1
+    segments: dict[str, tuple[tuple[int, ...], int]] = {}
+    for lineno in range(start + 1, len(lines)):
+        line = lines[lineno]
+        colon = line.find(":")
+        label = line[:colon].strip() if colon > 0 else ""
+        # isprintable() is False for every whitespace but " " (categories Zs/Zl/Zp/Cc), so this
+        # accepts exactly the labels str.split() would keep as one token.
+        if label and label.isprintable() and " " not in label:
+            seg = line[colon + 1:colon + 1 + width]
+            hit = segments.get(seg)
+            if hit is None and (len(seg) < width or seg[-1] in " \t"):
+                toks = seg.split()
+                if len(toks) == ncpu:
+                    try:
+                        c = tuple(map(conv, toks))
+                    except ValueError:
+                        c = None
+                    if c is not None:
+                        hit = segments[seg] = (c, sum(c))
+            if hit is not None:
+                counts, total = hit
+                rest = line[colon + 1 + width:].split()
+                if label.isdigit():
+                    chip, hwirq, trigger, actions = _describe(rest)
+                    row = InterruptRow(label, counts, total, chip, hwirq, trigger, actions, " ".join(rest))
+                else:
+                    row = InterruptRow(label, counts, total, description=" ".join(rest))
+                if label in seen:
+                    raise ParseError(what, f"row {label!r} appears twice", lineno + 1)
+                seen.add(label)
+                append(row)
+                continue
+        toks = line.split()
+        if not toks:
+            continue            # blank lines occur (prometheus-procfs before PIN:, trailing newline)
+        row = _row_from_tokens(toks, ncpu, conv, what, lineno + 1)
+        if row.irq in seen:
+            raise ParseError(what, f"row {row.irq!r} appears twice", lineno + 1)
+        seen.add(row.irq)
+        append(row)
+    return InterruptTable(cpus, tuple(rows))
+
+
+def _row_from_tokens(toks: list[str], ncpu: int, conv, what: str, lineno: int) -> InterruptRow:
+    """A row whose counts are not where the kernel's fixed widths put them: hand-edited or
+    re-indented files (telegraf's), single-count (ERR, MIS) and no-count (FIQ) rows, and errors."""
+    first = toks[0]
+    if first[-1:] == ":":
+        label = first[:-1]
+        off = 1
+    else:
+        label, sep, glued = first.partition(":")
+        if not sep:
+            raise ParseError(what, f"row {first[:30]!r} has no 'label:'", lineno)
+        toks[0] = glued     # "IPI0:2768808080": the label touches its first count
+        off = 0
+    if not label:
+        raise ParseError(what, "row has an empty label", lineno)
+    cnt = toks[off:off + ncpu]
+    counts = None
+    if len(cnt) == ncpu:
+        try:
+            counts = tuple(map(conv, cnt))
+        except ValueError:
+            counts = None
+    if counts is not None:
+        rest = toks[off + ncpu:]
+        if label.isdigit():
+            chip, hwirq, trigger, actions = _describe(rest)
+            return InterruptRow(label, counts, sum(counts), chip, hwirq, trigger, actions, " ".join(rest))
+        return InterruptRow(label, counts, sum(counts), description=" ".join(rest))
+    body = toks[off:]
+    if label in SINGLE_COUNT_ROWS and body and body[0].isdigit() and body[0].isascii():
+        return InterruptRow(label, (), int(body[0]), description=" ".join(body[1:]))
+    if not label.isdigit() and label not in SINGLE_COUNT_ROWS and body and not body[0][:1].isdigit():
+        # A row with no counts at all: the Raspberry Pi kernel's "FIQ:  usb_fiq"
+        # (arch/arm/kernel/fiq.c show_fiq_list).
+        return InterruptRow(label, (), 0, description=" ".join(body))
+    have = 0
+    for t in body:
+        if not (t.isdigit() and t.isascii()):
+            break
+        have += 1
+    raise ParseError(
+        what, f"row {label!r} has {min(have, ncpu)} counts where the header names {ncpu} CPUs "
+              "(truncated, or not /proc/interrupts); capture the file again", lineno)
+
+
+def parse_softirqs(text: str, *, what: str = "softirqs") -> SoftirqTable:
+    """The table of /proc/softirqs: kind ("NET_RX") -> counts per CPU column."""
+    lines = text.split("\n")
+    start, cpus = _header(lines, what)
+    ncpu = len(cpus)
+    counts: dict[str, tuple[int, ...]] = {}
+    for lineno in range(start + 1, len(lines)):
+        toks = lines[lineno].split()
+        if not toks:
+            continue
+        first = toks[0]
+        label, sep, glued = first.partition(":")
+        if not sep or not label:
+            raise ParseError(what, f"row {first[:30]!r} has no 'NAME:'", lineno + 1)
+        body = toks[1:]
+        if glued:
+            body.insert(0, glued)
+        joined = "".join(body)
+        if len(body) != ncpu or not (joined.isdigit() and joined.isascii()):
+            raise ParseError(what, f"row {label!r} needs {ncpu} counts, one per header CPU; "
+                                   "capture the file again", lineno + 1)
+        if label in counts:
+            raise ParseError(what, f"row {label!r} appears twice", lineno + 1)
+        counts[label] = tuple(map(int, body))
+    return SoftirqTable(cpus, counts)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.errors import ParseError
+
 
 @dataclass(frozen=True)
 class CpuTimes:
@@ -42,3 +44,65 @@ class StatSample:
     procs_blocked: int | None = None
     intr_total: int | None = None
     softirq_total: int | None = None
+
+
+# Fields of a "cpu" line in order. Kernels print 4 (2.4), 7 (2.6.0: iowait irq softirq),
+# 8 (2.6.11: steal), 9 (2.6.24: guest), 10 (2.6.33: guest_nice); fs/proc/stat.c show_stat.
+_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest",
+               "guest_nice")
+_SCALARS = ("ctxt", "btime", "processes", "procs_running", "procs_blocked")
+
+
+def _ints(toks: list[str], what: str, lineno: int, key: str) -> list[int]:
+    out = []
+    for t in toks:
+        if not (t.isdigit() and t.isascii()):
+            raise ParseError(what, f"{key}: {t[:30]!r} is not a count", lineno)
+        out.append(int(t))
+    return out
+
+
+def parse_stat(text: str, *, what: str = "stat") -> StatSample:
+    """/proc/stat. Lines this parser does not know (page, swap, disk_io on old kernels) are skipped."""
+    total: CpuTimes | None = None
+    cpus: dict[int, CpuTimes] = {}
+    scalars: dict[str, int] = {}
+    intr_total = softirq_total = None
+    for lineno, line in enumerate(text.split("\n"), 1):
+        toks = line.split()
+        if not toks:
+            continue
+        key = toks[0]
+        if key.startswith("cpu"):
+            ident = key[3:]
+            if ident and not (ident.isdigit() and ident.isascii()):
+                raise ParseError(what, f"{key[:30]!r} is neither 'cpu' nor 'cpuN'", lineno)
+            values = _ints(toks[1:], what, lineno, key)
+            if len(values) < 4:
+                raise ParseError(what, f"{key} has {len(values)} times; the kernel prints at least 4 "
+                                       "(user nice system idle); capture the file again", lineno)
+            times = CpuTimes(*values[:10])     # later kernels may add fields: ignore them
+            if ident:
+                n = int(ident)
+                if n in cpus:
+                    raise ParseError(what, f"{key} appears twice", lineno)
+                cpus[n] = times
+            else:
+                if total is not None:
+                    raise ParseError(what, "the 'cpu' line appears twice", lineno)
+                total = times
+        elif key in ("intr", "softirq"):
+            if len(toks) < 2:
+                raise ParseError(what, f"{key} has no total", lineno)
+            first = _ints(toks[1:2], what, lineno, key)[0]
+            if key == "intr":
+                intr_total = first
+            else:
+                softirq_total = first
+        elif key in _SCALARS:
+            if len(toks) != 2:
+                raise ParseError(what, f"{key} should have one value, found {len(toks) - 1}", lineno)
+            scalars[key] = _ints(toks[1:2], what, lineno, key)[0]
+    if total is None:
+        raise ParseError(what, "no 'cpu' line; is this /proc/stat?")
+    return StatSample(total, cpus, intr_total=intr_total, softirq_total=softirq_total, **scalars)
