@@ -210,9 +210,10 @@ class TaskReader:
 
         from app.parse.task_stat import parse_sched, parse_status
         status = _read_small(tpath + "/status")
-        if status is None:
-            return None
-        st = parse_status(status, what=tpath + "/status")
+        if status is None and self.live:
+            return None        # stat was there a moment ago: the thread exited meanwhile
+        # A capture may hold stat without status (prometheus/procfs's tree does): unknown, not gone.
+        st = parse_status(status, what=tpath + "/status") if status is not None else {}
         sched_text = _read_small(tpath + "/sched")
         # sched exists only with CONFIG_SCHED_DEBUG (kernel/sched/debug.c); absent means unknown.
         migrations = parse_sched(sched_text).get("se.nr_migrations") if sched_text is not None else None

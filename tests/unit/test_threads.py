@@ -1,0 +1,158 @@
+"""read_tasks / TaskReader / read_task / read_process on the live machine and the procfs fixture tree."""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+
+import pytest
+
+from app.errors import CoremapError, ParseError
+from app.machine.threads import (TaskGone, TaskReader, ThreadsSample, find_threads_by_name,
+                                 read_process, read_task, read_tasks)
+from app.parse.cpulist import parse_cpulist
+from app.sysroot import SysRoot
+from tests.machines import procfs_composite
+
+LIVE = SysRoot("/")
+
+
+def _online() -> set[int]:
+    return set(parse_cpulist(LIVE.read(LIVE.cpu_dir("online"))))
+
+
+class _Sleeper:
+    """A thread of this test process that waits until told to stop."""
+
+    def __enter__(self):
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="coremap-test")
+        self.thread.start()
+        self.ready.wait(5)
+        # Wait until it is asleep on the Event (status "State:\tS"), so state and switch counts are known.
+        for _ in range(500):
+            with open(f"/proc/self/task/{self.tid}/status") as f:
+                if "\nState:\tS" in f.read():
+                    break
+            threading.Event().wait(0.002)
+        return self
+
+    def _run(self):
+        self.tid = threading.get_native_id()
+        self.ready.set()
+        self.stop.wait(10)
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(5)
+
+
+def test_live_finds_own_process_and_a_test_thread():
+    with _Sleeper() as sl:
+        s = read_tasks(LIVE)
+        me = s.processes[os.getpid()]
+        assert threading.get_native_id() in me.tids and sl.tid in me.tids
+        t = s.tasks[sl.tid]
+        assert t.pid == os.getpid()
+        assert t.state == "S"          # waiting on the Event
+        assert t.last_cpu in _online()
+        assert t.allowed is None and t.voluntary_switches is None   # fast: stat only
+        assert me.cmdline and "python" in me.cmdline.split()[0]
+    online = _online()
+    assert all(t.last_cpu in online for t in s.tasks.values())
+    # pid 2 is kthreadd on every Linux since 2.6.22: a kernel thread with no cmdline
+    if 2 in s.tasks:
+        assert s.tasks[2].kthread and s.processes[2].cmdline == ""
+
+
+def test_live_full_detail_fills_allowed_and_switches():
+    with _Sleeper() as sl:
+        s = read_tasks(LIVE, detail="full", pids=[os.getpid()])
+        t = s.tasks[sl.tid]
+        assert set(t.allowed) == os.sched_getaffinity(sl.tid)
+        assert t.voluntary_switches >= 1        # it slept at least once on the Event
+        assert t.involuntary_switches >= 0
+        if os.path.exists(f"/proc/self/task/{sl.tid}/sched"):
+            assert t.migrations is not None and t.migrations >= 0
+        one = read_task(LIVE, os.getpid(), sl.tid)
+        assert one.tid == sl.tid and one.allowed == t.allowed
+    assert set(s.tasks) == set(s.processes[os.getpid()].tids)
+    assert set(s.processes) == {os.getpid()}
+
+
+def test_thread_that_exits_between_samples_is_absent():
+    reader = TaskReader(LIVE)
+    with _Sleeper() as sl:
+        before = reader.sample()
+        assert sl.tid in before.tasks
+    sl.thread.join()
+    # join() returns once the Python side is done; the kernel task can linger a moment longer.
+    for _ in range(500):
+        if not os.path.exists(f"/proc/self/task/{sl.tid}"):
+            break
+        threading.Event().wait(0.01)
+    after = reader.sample()
+    assert sl.tid not in after.tasks
+    assert sl.tid not in after.processes[os.getpid()].tids
+    with pytest.raises(TaskGone, match=f"thread {sl.tid} has exited"):
+        read_task(LIVE, os.getpid(), sl.tid)
+
+
+def test_read_process_and_gone_process():
+    p = read_process(LIVE, os.getpid())
+    assert p.pid == os.getpid() and threading.get_native_id() in p.tids
+    with open(f"/proc/{os.getpid()}/comm") as f:
+        assert p.comm == f.read().strip()
+    pid_max = int(LIVE.read(LIVE.proc("sys", "kernel", "pid_max")))
+    with pytest.raises(TaskGone) as e:
+        read_process(LIVE, pid_max + 1)
+    assert isinstance(e.value, CoremapError) and "has exited" in str(e.value)
+
+
+def test_cmdline_cache_is_keyed_by_process_start():
+    reader = TaskReader(LIVE)
+    reader.sample()
+    key = next(k for k in reader._cmdlines if k[0] == os.getpid())
+    # A recycled pid has another start time: the cached text must not be reused for it.
+    reader._cmdlines[(os.getpid(), key[1] + 1)] = "stale"
+    s = reader.sample()
+    assert s.processes[os.getpid()].cmdline != "stale"
+    assert (os.getpid(), key[1] + 1) not in reader._cmdlines
+
+
+def test_composite_fixture_tree():
+    root = SysRoot(procfs_composite())
+    s = read_tasks(root, detail="full")
+    assert isinstance(s, ThreadsSample)
+    # Only 27079 has a task/ folder in prometheus/procfs's tree; its 5 threads, values from task/TID/stat.
+    assert set(s.processes) == {27079}
+    assert s.processes[27079].tids == (27079, 27080, 27081, 27082, 27083)
+    assert {t: x.last_cpu for t, x in s.tasks.items()} == {27079: 2, 27080: 0, 27081: 5, 27082: 1, 27083: 4}
+    # task/TID/stat, not proc/27079/stat (which holds the whole group's utime 58125)
+    assert s.tasks[27079].utime == 0 and s.tasks[27080].utime == 34136
+    assert s.tasks[27080].allowed is None      # the fixture has no task status files
+    assert s.processes[27079].comm == "pthread_load"
+    with pytest.raises(TaskGone, match="not in this capture"):
+        read_task(root, 27079, 99999)
+
+
+def test_bad_stat_in_tree_names_the_file(tmp_path):
+    src = procfs_composite()
+    shutil.copytree(src / "proc" / "27079", tmp_path / "proc" / "27079")
+    (tmp_path / "proc" / "stat").write_text("cpu 1 2 3 4\n")
+    bad = tmp_path / "proc" / "27079" / "task" / "27081" / "stat"
+    bad.write_text("27081 (x) S 1 2\n")
+    with pytest.raises(ParseError, match="27081/stat"):
+        read_tasks(SysRoot(tmp_path))
+
+
+def test_find_threads_by_name():
+    with _Sleeper() as sl:
+        s = read_tasks(LIVE, pids=[os.getpid()])
+    mine = s.tasks[sl.tid].comm
+    found = find_threads_by_name(s, mine.upper()[:4])
+    assert sl.tid in [t.tid for t in found]
+    assert find_threads_by_name(s, "no-such-thread-name-xyz") == []
+    s2 = read_tasks(SysRoot(procfs_composite()))
+    assert [t.tid for t in find_threads_by_name(s2, "LOAD")] == [27079, 27080, 27081, 27082, 27083]
