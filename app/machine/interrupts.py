@@ -1,0 +1,339 @@
+"""Interrupts of a machine: the counters (/proc/interrupts, /proc/softirqs, /proc/stat) and, per
+numbered IRQ, where it may run, where it does run, and which device and queue raise it.
+
+Per-IRQ files: Documentation/core-api/irq/irq-affinity.rst and kernel/irq/proc.c
+(smp_affinity[_list] = the requested mask, effective_affinity[_list] = where the interrupt
+controller actually delivers it, node, affinity_hint). Device: Documentation/ABI/testing/
+sysfs-bus-pci (msi_irqs/<N> per MSI/MSI-X vector, `irq` = the legacy INTx line), and the chip
+name x86 prints for per-device MSI domains ("IR-PCI-MSIX-0000:b1:00.0", kernel/irq/msi.c
+msi_domain_set_default_info_flags / pci_msi_domain names since v6.2). Managed IRQs (whose affinity
+the kernel owns, see kernel/irq/affinity.c) are visible only in debugfs (kernel/irq/debugfs.c
+prints IRQD_AFFINITY_MANAGED), so `managed` is None where debugfs is not mounted.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from app.errors import CoremapError, CpuListError, SysRootReadError
+from app.parse.cpulist import parse_cpulist, parse_cpumask
+from app.parse.interrupts import (InterruptRow, InterruptTable, SoftirqTable, parse_interrupts,
+                                  parse_softirqs)
+from app.parse.stat import StatSample, parse_stat
+from app.sysroot import SysRoot
+
+
+@dataclass(frozen=True)
+class IrqDevice:
+    pci_address: str | None     # "0000:31:00.0"
+    driver: str | None          # "i40e" (the PCI driver link), else the action's driver prefix
+    netdev: str | None          # "eno12399"
+    queue: str | None           # "TxRx-3", "rx-0", "q3", "msix5", "misc"
+    description: str            # one line for people: "i40e eno12399 TxRx-3 (0000:31:00.0)"
+
+
+@dataclass(frozen=True)
+class IrqInfo:
+    irq: str
+    requested: tuple[int, ...] | None = None   # smp_affinity_list (or the smp_affinity mask)
+    effective: tuple[int, ...] | None = None   # effective_affinity_list (or effective_affinity)
+    node: int | None = None                    # -1 in the file -> None
+    hint: tuple[int, ...] | None = None        # affinity_hint mask; all-zero -> None
+    device: IrqDevice | None = None
+    managed: bool | None = None                # None: not knowable here (no debugfs)
+
+
+@dataclass(frozen=True)
+class IrqTable:
+    cpus: tuple[int, ...]                      # CPU ids of the /proc/interrupts header
+    rows: tuple[InterruptRow, ...]
+    info: dict[str, IrqInfo] = field(default_factory=dict)   # numbered IRQs only
+
+    def row(self, irq: str) -> InterruptRow | None:
+        for r in self.rows:
+            if r.irq == irq:
+                return r
+        return None
+
+    @property
+    def table(self) -> InterruptTable:
+        return InterruptTable(self.cpus, self.rows)
+
+
+# -- counters --------------------------------------------------------------------------------------
+def read_interrupts(root: SysRoot) -> InterruptTable:
+    path = root.proc("interrupts")
+    return parse_interrupts(root.read(path), what=str(path))
+
+
+def read_softirqs(root: SysRoot) -> SoftirqTable | None:
+    path = root.proc("softirqs")
+    text = root.read_optional(path)
+    return None if text is None else parse_softirqs(text, what=str(path))
+
+
+def read_stat(root: SysRoot) -> StatSample | None:
+    path = root.proc("stat")
+    text = root.read_optional(path)
+    return None if text is None else parse_stat(text, what=str(path))
+
+
+# -- action names -> netdev / queue ----------------------------------------------------------------
+_PCI_ADDR = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+_PCI_IN_CHIP = re.compile(r"PCI-MSIX?-(" + _PCI_ADDR + r")$")
+_PCI_ANYWHERE = re.compile(r"(?<![0-9a-fA-F])(" + _PCI_ADDR + r")(?![0-9a-fA-F])")
+# Network queue vectors as drivers name them: i40e/ice "<drv>-<iface>-TxRx-<n>", igb/ixgbe
+# "<iface>-TxRx-<n>", ena "<iface>-Tx-Rx-<n>", tg3/bnxt/virtio_net "<iface>-rx-<n>"/"-tx-<n>",
+# mlx4 "<iface>-<n>"-style is not matched (too ambiguous).
+_NET_QUEUE = re.compile(r"^(?P<prefix>.+?)-(?P<queue>(?:TxRx|Tx-Rx|txrx|rx|tx|Rx|Tx|combined|fp)-\d+)$")
+_NVME_QUEUE = re.compile(r"^(?P<dev>nvme\d+)(?P<queue>q\d+)$")
+_MSIX_QUEUE = re.compile(r"^(?P<dev>[a-z][a-z0-9_]*?\d+)-(?P<queue>msix\d+)$")            # megasas0-msix5
+_VIRTIO_QUEUE = re.compile(r"^(?P<dev>virtio\d+)-(?P<queue>[\w.]+)$")                     # virtio2-input.0
+_PCI_SUFFIX = re.compile(r"^(?P<drv>[\w.]+)-(?:" + _PCI_ADDR + r"):(?P<queue>[\w-]+)$")   # i40e-0000:31:00.0:misc
+_PCI_DASH = re.compile(r"^(?P<drv>[\w.]+)-(?:" + _PCI_ADDR + r")-(?P<queue>[\w-]+)$")     # irdma-0000:4b:00.0-CEQ-3
+_AT_PCI = re.compile(r"^(?P<queue>[\w.-]+)@pci:(?:" + _PCI_ADDR + r")$")                 # mlx5_comp3@pci:0000:..
+
+
+@dataclass(frozen=True)
+class ActionName:
+    """What an action (handler) name says by itself."""
+    driver: str | None = None
+    netdev: str | None = None
+    queue: str | None = None
+    pci_address: str | None = None
+    block: str | None = None        # "nvme0"
+
+
+def parse_action_name(name: str, *, netdevs: frozenset[str] = frozenset(),
+                      driver: str | None = None) -> ActionName:
+    """Driver, netdev and queue from a handler name. `netdevs` (names known on the machine) and
+    `driver` (the PCI driver) disambiguate "<drv>-<iface>-TxRx-<n>" from "<iface>-TxRx-<n>"."""
+    m = _PCI_ANYWHERE.search(name)
+    pci = m.group(1).lower() if m else None
+    if (m2 := _NVME_QUEUE.match(name)):
+        return ActionName(driver="nvme", queue=m2["queue"], block=m2["dev"], pci_address=pci)
+    if (m2 := _PCI_SUFFIX.match(name)) or (m2 := _PCI_DASH.match(name)):
+        return ActionName(driver=m2["drv"], queue=m2["queue"], pci_address=pci)
+    if (m2 := _AT_PCI.match(name)):
+        return ActionName(queue=m2["queue"], pci_address=pci)
+    if (m2 := _NET_QUEUE.match(name)):
+        prefix = m2["prefix"]
+        drv = None
+        if prefix in netdevs:
+            iface = prefix
+        elif driver and prefix.startswith(driver + "-"):
+            drv, iface = driver, prefix[len(driver) + 1:]
+        else:
+            known = [n for n in netdevs if prefix.endswith("-" + n)]
+            if known:
+                iface = max(known, key=len)
+                drv = prefix[: -len(iface) - 1]
+            elif "-" in prefix:
+                drv, iface = prefix.split("-", 1)
+            else:
+                iface = prefix
+        return ActionName(driver=drv, netdev=iface, queue=m2["queue"], pci_address=pci)
+    if (m2 := _MSIX_QUEUE.match(name)):
+        return ActionName(queue=m2["queue"], block=m2["dev"], pci_address=pci)
+    if (m2 := _VIRTIO_QUEUE.match(name)):
+        return ActionName(driver="virtio", queue=m2["queue"], block=m2["dev"], pci_address=pci)
+    if name in netdevs:
+        return ActionName(netdev=name, pci_address=pci)
+    return ActionName(pci_address=pci)
+
+
+# -- PCI devices -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _PciDev:
+    address: str
+    driver: str | None
+    netdevs: tuple[str, ...]
+
+
+@dataclass
+class _DeviceIndex:
+    by_msi: dict[str, _PciDev]              # IRQ number -> device, from msi_irqs/
+    by_legacy: dict[str, list[_PciDev]]     # IRQ number -> devices on that INTx line
+    by_address: dict[str, _PciDev]
+    netdevs: frozenset[str]
+    live: bool
+    _udev: object = None
+    _udev_cache: dict = field(default_factory=dict)
+
+    def udev_model(self, address: str) -> str | None:
+        """"Intel Corporation Ethernet Controller X710" from the hwdb, on the live machine only."""
+        if not self.live:
+            return None
+        if address in self._udev_cache:
+            return self._udev_cache[address]
+        text = None
+        try:
+            import pyudev
+        except ImportError:
+            pyudev = None       # optional: descriptions stay without the model name
+        if pyudev is not None:
+            try:
+                if self._udev is None:
+                    self._udev = pyudev.Context()
+                dev = pyudev.Devices.from_path(self._udev, f"/bus/pci/devices/{address}")
+                vendor = dev.properties.get("ID_VENDOR_FROM_DATABASE")
+                model = dev.properties.get("ID_MODEL_FROM_DATABASE")
+                text = " ".join(x for x in (vendor, model) if x) or None
+            except (pyudev.DeviceNotFoundError, OSError):
+                text = None     # the device went away (hot-unplug) between listing and asking udev
+        self._udev_cache[address] = text
+        return text
+
+
+def _pci_devices(root: SysRoot) -> _DeviceIndex:
+    base = root.sys("bus", "pci", "devices")
+    iface_of: dict[str, list[str]] = {}
+    class_net = root.sys("class", "net")
+    netdevs = set()
+    for iface in root.listdir(class_net):
+        netdevs.add(iface)
+        target = root.readlink(class_net / iface)
+        if not target:
+            continue
+        # ../../devices/pci0000:00/0000:00:03.0/virtio0/net/ens3: the last PCI address on the way
+        # owns the interface (virtio_net hangs it under virtioN, i40e directly under the function).
+        addrs = _PCI_ANYWHERE.findall(target.split("/net/")[0])
+        if addrs:
+            iface_of.setdefault(addrs[-1].lower(), []).append(iface)
+    by_msi: dict[str, _PciDev] = {}
+    by_legacy: dict[str, list[_PciDev]] = {}
+    by_address: dict[str, _PciDev] = {}
+    for addr in root.listdir(base):
+        d = base / addr
+        link = root.readlink(d / "driver")
+        driver = os.path.basename(link) if link else None
+        nets = set(iface_of.get(addr.lower(), ()))
+        nets.update(root.listdir(d / "net"))
+        netdevs.update(nets)
+        dev = _PciDev(addr.lower(), driver, tuple(sorted(nets)))
+        by_address[dev.address] = dev
+        for n in root.listdir(d / "msi_irqs"):
+            by_msi[n] = dev
+        legacy = root.read_first_line(d / "irq")
+        if legacy and legacy.isdigit() and legacy != "0":
+            by_legacy.setdefault(legacy, []).append(dev)
+    return _DeviceIndex(by_msi, by_legacy, by_address, frozenset(netdevs), root.is_live)
+
+
+def _device_for(row: InterruptRow | None, irq: str, index: _DeviceIndex) -> IrqDevice | None:
+    actions = row.actions if row is not None else ()
+    dev = index.by_msi.get(irq)
+    if dev is None and row is not None and row.chip:
+        m = _PCI_IN_CHIP.search(row.chip)
+        if m:
+            addr = m.group(1).lower()
+            dev = index.by_address.get(addr) or _PciDev(addr, None, ())
+    parsed = [parse_action_name(a, netdevs=index.netdevs, driver=dev.driver if dev else None)
+              for a in actions]
+    if dev is None:
+        for p in parsed:
+            if p.pci_address:
+                dev = index.by_address.get(p.pci_address) or _PciDev(p.pci_address, None, ())
+                break
+    if dev is None and irq in index.by_legacy:
+        shared = index.by_legacy[irq]
+        # An INTx line is often shared: prefer the device whose driver named a handler.
+        dev = next((d for d in shared if d.driver and any(a.startswith(d.driver) for a in actions)),
+                   shared[0])
+    first = next((p for p in parsed if p.queue or p.netdev), parsed[0] if parsed else ActionName())
+    if dev is None and not (first.netdev or first.queue or first.block):
+        return None
+    netdev = first.netdev
+    # A PCI function with one interface owns its vectors' traffic; virtio_net hangs the interface
+    # under virtioN, so "virtio2-input.0" is eth0's queue when 0000:00:03.0 holds only eth0.
+    if (netdev is None and dev is not None and len(dev.netdevs) == 1
+            and (not first.block or first.block.startswith("virtio"))):
+        netdev = dev.netdevs[0]
+    driver = (dev.driver if dev else None) or first.driver
+    queue = first.queue
+    # The handler's own driver prefix ("irdma" on an "ice" function) says more than the PCI driver.
+    parts = [first.driver if first.driver and first.driver != "virtio" else (driver or ""),
+             netdev or first.block or "", queue or ""]
+    desc = " ".join(p for p in parts if p) or (", ".join(actions))
+    if dev is not None:
+        model = index.udev_model(dev.address)
+        desc = f"{desc} ({dev.address}{', ' + model if model else ''})" if desc else dev.address
+    return IrqDevice(dev.address if dev else first.pci_address, driver, netdev, queue, desc)
+
+
+# -- per-IRQ folders ---------------------------------------------------------------------------------
+def _cpus(root: SysRoot, folder, names: set[str], list_name: str, mask_name: str):
+    """The CPU list file, falling back to the mask file (kernels before 2.6.28 have no _list)."""
+    try:
+        if list_name in names:
+            return parse_cpulist(root.read(folder / list_name), what=str(folder / list_name))
+        if mask_name in names:
+            return parse_cpumask(root.read(folder / mask_name), what=str(folder / mask_name))
+    except CpuListError as e:
+        raise SysRootReadError(folder, f"unreadable CPU set: {e}") from None
+    return None
+
+
+def _managed(root: SysRoot, irq: str, debug_irqs) -> bool | None:
+    if debug_irqs is None:
+        return None
+    text = root.read_optional(debug_irqs / irq)
+    if text is None:
+        return None
+    return "IRQD_AFFINITY_MANAGED" in text
+
+
+def _info(root: SysRoot, irq: str, row: InterruptRow | None, index: _DeviceIndex, debug_irqs) -> IrqInfo:
+    folder = root.irq_dir(irq)
+    names = set(root.listdir(folder))     # raises SysRootReadError on permission denied
+    requested = _cpus(root, folder, names, "smp_affinity_list", "smp_affinity")
+    effective = _cpus(root, folder, names, "effective_affinity_list", "effective_affinity")
+    node = None
+    if "node" in names:
+        n = root.read_int(folder / "node")
+        node = None if n is None or n < 0 else n
+    hint = None
+    if "affinity_hint" in names:
+        try:
+            hint = parse_cpumask(root.read(folder / "affinity_hint"), what=str(folder / "affinity_hint"))
+        except CpuListError as e:
+            raise SysRootReadError(folder / "affinity_hint", str(e)) from None
+        hint = hint or None
+    return IrqInfo(irq, requested, effective, node, hint, _device_for(row, irq, index),
+                   _managed(root, irq, debug_irqs))
+
+
+def _debug_irqs(root: SysRoot):
+    d = root.sys("kernel", "debug", "irq", "irqs")
+    try:
+        return d if d.is_dir() else None
+    except PermissionError:
+        return None     # debugfs is 0700 root: without it `managed` is simply unknown
+
+
+def read_irq_info(root: SysRoot, irq: str, row: InterruptRow | None = None) -> IrqInfo:
+    """One IRQ's affinity, node, hint, device and queue. `row` (its /proc/interrupts row) names the
+    chip and handlers; when None it is looked up when /proc/interrupts exists."""
+    irq = str(irq)
+    if row is None:
+        text = root.read_optional(root.proc("interrupts"))
+        if text is not None:
+            row = parse_interrupts(text, what=str(root.proc("interrupts"))).row(irq)
+    return _info(root, irq, row, _pci_devices(root), _debug_irqs(root))
+
+
+def read_irqs(root: SysRoot) -> IrqTable:
+    """Every row of /proc/interrupts, with IrqInfo for each numbered IRQ."""
+    table = read_interrupts(root)
+    index = _pci_devices(root)
+    debug = _debug_irqs(root)
+    info = {}
+    for r in table.rows:
+        if r.numbered:
+            info[r.irq] = _info(root, r.irq, r, index, debug)
+    return IrqTable(table.cpus, table.rows, info)
+
+
+__all__ = ["IrqDevice", "IrqInfo", "IrqTable", "ActionName", "parse_action_name", "read_interrupts",
+           "read_softirqs", "read_stat", "read_irq_info", "read_irqs", "CoremapError"]
