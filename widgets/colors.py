@@ -1,0 +1,246 @@
+"""What colours the grid: the metrics a CPU cell can show, their values from a MachineState, and the
+perceptual colour scale (viridis, from pyqtgraph's colormap module) with a log mapping for rates.
+
+The value functions read only the MachineState (never /proc); with `state.rates is None` (a snapshot
+with one capture) they fall back to totals since boot and say so, so a count is never shown as a rate.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pyqtgraph as pg
+from PySide6.QtGui import QColor
+
+from app.errors import CoremapError
+
+# Softirq kinds in kernel order (include/linux/interrupt.h, softirq_to_name[] in kernel/softirq.c).
+SOFTIRQ_KINDS = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED",
+                 "HRTIMER", "RCU")
+
+
+class UnknownMetric(CoremapError):
+    """--color-by named no metric this window knows."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str            # "irq", "softirq", "softirq:NET_RX", "irqtime", "busy", "residency"
+    label: str          # what the legend says
+    unit: str           # "/s" or "%"
+    log: bool           # rates span decades: a log scale keeps a quiet CPU distinguishable from 0
+    softirq_kind: str | None = None
+
+    @property
+    def base(self) -> str:
+        return self.key.split(":", 1)[0]
+
+
+METRIC_BASES = (
+    ("irq", "Hard IRQs"),
+    ("softirq", "Softirqs"),
+    ("irqtime", "IRQ + softirq time"),
+    ("busy", "Busy"),
+    ("residency", "Residency of selection"),
+)
+
+
+def parse_metric(text: str | None) -> Metric:
+    """'irq', 'softirq', 'softirq:NET_RX', 'irqtime', 'busy', 'residency' -> Metric."""
+    text = (text or "irq").strip()
+    base, _, kind = text.partition(":")
+    base = base.lower()
+    if base == "irq" and not kind:
+        return Metric("irq", "Hard IRQs", "/s", True)
+    if base == "softirq":
+        if not kind or kind.upper() == "ALL":
+            return Metric("softirq", "Softirqs (all kinds)", "/s", True)
+        kind = kind.upper()
+        if kind not in SOFTIRQ_KINDS:
+            raise UnknownMetric(f"--color-by {text!r}: unknown softirq kind {kind!r}; "
+                                f"choose one of {', '.join(SOFTIRQ_KINDS)}")
+        return Metric(f"softirq:{kind}", f"{kind} softirqs", "/s", True, kind)
+    if base == "irqtime" and not kind:
+        return Metric("irqtime", "IRQ + softirq time", "%", False)
+    if base == "busy" and not kind:
+        return Metric("busy", "Busy", "%", False)
+    if base == "residency" and not kind:
+        return Metric("residency", "Residency of the selected threads", "%", False)
+    raise UnknownMetric(f"--color-by {text!r}: unknown metric; choose irq, softirq[:KIND], "
+                        "irqtime, busy or residency")
+
+
+# -- values ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MetricValues:
+    values: dict            # cpu -> float; a CPU absent from it has no figure (offline, not sampled)
+    totals: bool            # True: counts/shares since boot from one capture, not rates
+    unit: str               # unit of the values as shown ("/s", "%", "" for counts)
+    label: str
+    empty_reason: str = ""  # why there are no values at all (e.g. "select a thread")
+
+
+def metric_values(state, metric: Metric) -> MetricValues:
+    """Per-CPU figures of `metric` from one MachineState."""
+    if metric.base == "residency":
+        return _residency_values(state, metric)
+    rates = state.rates
+    if rates is not None:
+        out = {}
+        for cpu, r in rates.per_cpu.items():
+            v = _rate_of(r, metric)
+            if v is not None:
+                out[cpu] = float(v)
+        reason = "" if out else "no counters for this metric in this capture"
+        return MetricValues(out, False, metric.unit, metric.label, reason)
+    return _total_values(state, metric)
+
+
+def _rate_of(r, metric: Metric):
+    b = metric.base
+    if b == "irq":
+        return r.irq_per_s
+    if b == "softirq":
+        if metric.softirq_kind:
+            return (r.softirq_per_s or {}).get(metric.softirq_kind)
+        return r.softirq_total_per_s
+    if b == "irqtime":
+        return r.irq_softirq_pct
+    if b == "busy":
+        return r.busy_pct
+    return None
+
+
+def _total_values(state, metric: Metric) -> MetricValues:
+    """Totals since boot from one capture: counts for interrupts, shares of time for stat."""
+    s = state.sample
+    b = metric.base
+    label = f"{metric.label} since boot"
+    if b == "irq":
+        t = s.interrupts
+        if t is None:
+            return MetricValues({}, True, "", label, "no /proc/interrupts in this capture")
+        out = {cpu: 0.0 for cpu in t.cpus}
+        for row in t.rows:
+            # Single-count rows (ERR, MIS) are machine-wide and belong to no CPU.
+            if len(row.counts) == len(t.cpus):
+                for cpu, c in zip(t.cpus, row.counts):
+                    out[cpu] += c
+        return MetricValues(out, True, "", label)
+    if b == "softirq":
+        t = s.softirqs
+        if t is None:
+            return MetricValues({}, True, "", label, "no /proc/softirqs in this capture")
+        out = {cpu: 0.0 for cpu in t.cpus}
+        kinds = [metric.softirq_kind] if metric.softirq_kind else list(t.counts)
+        for k in kinds:
+            for cpu, c in zip(t.cpus, t.counts.get(k, ())):
+                out[cpu] += c
+        return MetricValues(out, True, "", label)
+    st = s.stat
+    if st is None:
+        return MetricValues({}, True, "%", label, "no /proc/stat in this capture")
+    out = {}
+    for cpu, times in st.cpus.items():
+        if times.total <= 0:
+            continue
+        part = times.irq + times.softirq if b == "irqtime" else times.busy
+        out[cpu] = 100.0 * part / times.total
+    return MetricValues(out, True, "%", label)
+
+
+def _residency_values(state, metric: Metric) -> MetricValues:
+    """Share of the tracked threads' CPU time on each CPU (state.residency: key -> {cpu: share})."""
+    res = state.residency or {}
+    if not res:
+        return MetricValues({}, False, "%", metric.label, "select a thread or process to see where it runs")
+    out: dict[int, float] = {}
+    for shares in res.values():
+        for cpu, share in shares.items():
+            out[cpu] = out.get(cpu, 0.0) + share
+    n = len(res)
+    return MetricValues({cpu: 100.0 * v / n for cpu, v in out.items()}, False, "%", metric.label)
+
+
+# -- scale ---------------------------------------------------------------------------------------
+_LUT_SIZE = 64          # 64 steps: finer than the eye separates on a small cell, and few brushes
+
+
+def _make_lut() -> tuple[QColor, ...]:
+    rgb = pg.colormap.get("viridis").getLookupTable(nPts=_LUT_SIZE, alpha=False)
+    return tuple(QColor(int(r), int(g), int(b)) for r, g, b in rgb)
+
+
+LUT: tuple[QColor, ...] = _make_lut()
+OFFLINE_COLOR = QColor(150, 150, 150)
+NO_DATA_COLOR = QColor(215, 215, 215)
+
+
+def nice_ceiling(v: float) -> float:
+    """The smallest 1, 2 or 5 x 10^k at or above v (a scale maximum that reads well)."""
+    if v <= 0:
+        return 1.0
+    e = math.floor(math.log10(v))
+    for m in (1, 2, 5, 10):
+        c = m * 10.0 ** e
+        if c >= v * (1 - 1e-12):
+            return c
+    return 10.0 ** (e + 1)
+
+
+@dataclass(frozen=True)
+class ColorScale:
+    vmin: float
+    vmax: float
+    log: bool
+
+    def fraction(self, v: float) -> float:
+        if self.vmax <= self.vmin:
+            return 0.0
+        if self.log:
+            # log10(1 + v): 0 stays at the bottom of the scale, decades spread evenly above ~10.
+            lo, hi = math.log10(1 + max(self.vmin, 0)), math.log10(1 + self.vmax)
+            t = (math.log10(1 + max(v, 0)) - lo) / (hi - lo)
+        else:
+            t = (v - self.vmin) / (self.vmax - self.vmin)
+        return 0.0 if t < 0 else 1.0 if t > 1 else t
+
+    def index(self, v: float) -> int:
+        return min(_LUT_SIZE - 1, int(self.fraction(v) * _LUT_SIZE))
+
+    def color(self, v: float) -> QColor:
+        return LUT[self.index(v)]
+
+
+def scale_for(values: dict, metric: Metric, totals: bool, previous: ColorScale | None = None) -> ColorScale:
+    """Percentages: fixed 0-100. Rates and counts: 0 to a round maximum, log-mapped.
+
+    The maximum only moves when the data leaves its bracket (above it, or below a tenth of it), so
+    colours do not shimmer from one tick to the next on a steady machine.
+    """
+    if metric.unit == "%" and not (totals and metric.base in ("irq", "softirq")):
+        return ColorScale(0.0, 100.0, False)
+    peak = max(values.values(), default=0.0)
+    top = nice_ceiling(peak)
+    if previous is not None and previous.log and previous.vmax >= peak and peak > previous.vmax / 10:
+        top = previous.vmax
+    return ColorScale(0.0, top, True)
+
+
+def text_color_for(index: int) -> QColor:
+    """Black on the bright (yellow/green) end of viridis, white on the dark end."""
+    return QColor(20, 20, 20) if index >= _LUT_SIZE * 0.55 else QColor(245, 245, 245)
+
+
+def format_value(v: float | None, unit: str) -> str:
+    """Short figure for a cell or legend: 0, 12, 1.2k, 35k, 1.2M, 47%."""
+    if v is None:
+        return "–"
+    if unit == "%":
+        return f"{v:.0f}%" if v >= 9.5 or v == 0 else f"{v:.1f}%"
+    a = abs(v)
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= div:
+            x = v / div
+            return f"{x:.1f}{suffix}" if abs(x) < 10 else f"{x:.0f}{suffix}"
+    return f"{v:.1f}" if 0 < a < 10 and v != int(v) else f"{v:.0f}"
