@@ -1,0 +1,549 @@
+"""AffinityService: every pin, undo, redo and restore goes through here (the window and the CLI alike).
+
+A pin: read the current affinity (before), journal it (app.journal, fsync'ed) BEFORE the write,
+write, read back, and mark the journal entry done/failed. Threads are set with sched_setaffinity(2)
+on the tid (a process = each of its threads, one result each); IRQs by writing
+proc/irq/N/smp_affinity_list through the SysRoot (Documentation/core-api/irq/irq-affinity.rst), then
+reading back smp_affinity_list and effective_affinity_list.
+
+Errors the kernel gives, and what they mean here:
+  sched_setaffinity: ESRCH the thread exited; EPERM another user's thread without CAP_SYS_NICE;
+    EINVAL either PF_NO_SETAFFINITY (per-CPU kernel threads, kernel/sched/core.c
+    __sched_setaffinity -> -EINVAL) or no CPU left once the mask is ANDed with the cpuset's.
+  proc/irq/N/smp_affinity_list (kernel/irq/proc.c write_irq_affinity): EIO when the IRQ cannot be
+    moved from user space (irq_can_set_affinity_usr: managed or per-CPU IRQs), EINVAL when no online
+    CPU is in the list, ENOSPC when the target CPUs have no free vector (x86 vector.c), EPERM/EACCES
+    without privilege (and EPERM for managed IRQs on newer kernels when already root).
+"""
+from __future__ import annotations
+
+import errno
+import os
+import time
+from dataclasses import dataclass
+
+from app.errors import CoremapError, CpuListError, SysRootReadError
+from app.journal import Journal, JournalEntry
+from app.machine.threads import TaskGone, read_task
+from app.parse.cpulist import MAX_CPU, format_cpulist, parse_cpulist, parse_cpumask
+from app.sysroot import SysRoot
+
+KINDS = ("thread", "process", "irq")
+CODES = ("ok", "trimmed", "gone", "denied", "kthread", "cpuset", "offline", "managed", "nospc",
+         "invalid")
+NEEDS_HELPER = ("needs the helper: run `coremap pin` with pkexec/sudo, or allow org.coremap.helper")
+
+
+@dataclass(frozen=True)
+class PinTarget:
+    kind: str            # "thread" | "process" | "irq"
+    id: int              # tid, pid or IRQ number
+    pid: int | None = None
+    label: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"pin target kind {self.kind!r}: expected one of {', '.join(KINDS)}")
+
+    def describe(self) -> str:
+        """"thread 1234 (java)", "irq 24 (ttyS0)"."""
+        return f"{self.kind} {self.id}" + (f" ({self.label})" if self.label else "")
+
+
+@dataclass(frozen=True)
+class PinRequest:
+    targets: tuple[PinTarget, ...]
+    cpus: tuple[int, ...]
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class PinResult:
+    target: PinTarget
+    ok: bool
+    code: str
+    message: str
+    before: tuple[int, ...] | None
+    requested: tuple[int, ...]
+    after: tuple[int, ...] | None
+    effective: tuple[int, ...] | None
+    journal_id: int | None
+    warning: str = ""          # e.g. irqbalance may undo this pin
+
+    def line(self) -> str:
+        """`thread 1234 (java): 0-3 -> 2 ok` (the CLI prints this; the window shows it per row)."""
+        before = format_cpulist(self.before) if self.before is not None else "?"
+        s = f"{self.target.describe()}: {before} -> {format_cpulist(self.requested)} {self.code}"
+        if self.target.kind == "irq" and self.effective is not None:
+            s += f" (effective {format_cpulist(self.effective) or 'none'})"
+        if self.code != "ok":
+            s += f": {self.message}"
+        if self.warning:
+            s += f"; warning: {self.warning}"
+        return s
+
+
+class PinWriteError(CoremapError):
+    """A write the helper refused or could not do (not a kernel errno)."""
+
+
+def online_cpus(root: SysRoot) -> tuple[int, ...]:
+    """Online CPUs: cpu/online (Documentation/ABI/testing/sysfs-devices-system-cpu), else every
+    cpuN folder whose `online` file is absent (cpu0 often has none) or says 1."""
+    text = root.read_optional(root.cpu_dir("online"))
+    if text is not None and text.strip():
+        return parse_cpulist(text, what=str(root.cpu_dir("online")))
+    out = []
+    for name in root.listdir(root.cpu_dir()):
+        if name.startswith("cpu") and name[3:].isdigit():
+            flag = root.read_first_line(root.cpu_dir(name, "online"))
+            if flag is None or flag == "1":
+                out.append(int(name[3:]))
+    return tuple(sorted(out))
+
+
+def _cpus(cpus) -> str:
+    return format_cpulist(cpus) or "(none)"
+
+
+class AffinityService:
+    """`AffinityService(root, journal, writer=None)`: pins on `root`, journalled in `journal`.
+
+    `writer` (an app.helper.HelperClient) is tried when a direct write gets EPERM/EACCES.
+    """
+
+    def __init__(self, root: SysRoot, journal: Journal, writer=None):
+        self.root = root
+        self.journal = journal
+        self.writer = writer
+        self.root_key = str(root.root.resolve())
+        self._irqbalance = None
+
+    # -- public ---------------------------------------------------------------------------------
+    def apply(self, request: PinRequest) -> list[PinResult]:
+        cpus = tuple(sorted(set(int(c) for c in request.cpus)))
+        origin = request.origin or "pin"
+        bad = self._check_cpus(cpus)
+        results: list[PinResult] = []
+        if bad:
+            return [self._refused(t, "invalid", bad, None, cpus) for t in request.targets]
+        online = online_cpus(self.root)
+        self._irqbalance = None
+        batch = _Batch()
+        for target in request.targets:
+            for t in self._expand(target, results, cpus):
+                results.append(self._pin_one(t, cpus, online, origin, batch))
+        return results
+
+    def undo(self) -> list[PinResult]:
+        """Put back what the last pin (or redo) changed; [] when there is nothing to undo."""
+        undo_stack, _ = self._stacks()
+        if not undo_stack:
+            return []
+        b = undo_stack[-1]
+        return self._replay([e for e in self._batch_entries(b) if e.state == "done"][::-1],
+                            lambda e: e.before, f"undo:{b}")
+
+    def redo(self) -> list[PinResult]:
+        """Re-apply the last undone pin; [] when there is nothing to redo."""
+        _, redo_stack = self._stacks()
+        if not redo_stack:
+            return []
+        # The redo stack holds undo batches: redoing one writes back what each of its writes found.
+        b = redo_stack[-1]
+        return self._replay([e for e in self._batch_entries(b) if e.state == "done"][::-1],
+                            lambda e: e.before, f"redo:{b}")
+
+    def can_undo(self) -> bool:
+        return bool(self._stacks()[0])
+
+    def can_redo(self) -> bool:
+        return bool(self._stacks()[1])
+
+    def restore_all(self) -> list[PinResult]:
+        """Every changed target back to its first journalled `before`, newest first."""
+        firsts = sorted(self.journal.unrestored(self.root_key), key=lambda e: e.id, reverse=True)
+        return self._replay(firsts, lambda e: e.before, "restore")
+
+    def pending_restore(self) -> list[JournalEntry]:
+        """Changes a previous run left behind (crash, kill -9, quit without restoring): for each
+        target, the entry whose `before` restore_all() would write back. Threads that exited since
+        (or whose tid now belongs to another thread) are left out: there is nothing to restore."""
+        out = []
+        for e in self.journal.unrestored(self.root_key):
+            if e.session == self.journal.session_id:
+                continue
+            if e.kind == "thread" and self._same_thread(e) is None:
+                continue
+            out.append(e)
+        return out
+
+    def preflight(self, request: PinRequest) -> list[str]:
+        """Why targets cannot take these CPUs, before anything is written ([] = no objection known)."""
+        cpus = tuple(sorted(set(request.cpus)))
+        bad = self._check_cpus(cpus)
+        if bad:
+            return [bad]
+        online = online_cpus(self.root)
+        reasons = []
+        offline = sorted(set(cpus) - set(online))
+        if offline:
+            reasons.append(self._offline_msg(None, offline, online))
+        for t in request.targets:
+            if t.kind == "irq":
+                if not self.root.exists(self.root.irq_dir(t.id)):
+                    reasons.append(f"IRQ {t.id} does not exist on this machine; see `coremap irqs`")
+                elif self._irq_managed(t.id):
+                    reasons.append(f"IRQ {t.id} is managed by the kernel (its driver spreads it over "
+                                   "CPUs itself) and cannot be moved; pick another IRQ")
+                continue
+            pid = t.pid if t.pid is not None else (t.id if t.kind == "process" else self._tgid(t.id))
+            tid = t.id
+            if pid is None:
+                reasons.append(f"{t.describe()} has exited")
+                continue
+            try:
+                task = read_task(self.root, pid, tid, detail="fast")
+            except TaskGone:
+                reasons.append(f"{t.describe()} has exited")
+                continue
+            if task.no_setaffinity:
+                reasons.append(f"kernel thread {tid} ({task.comm}) refuses affinity changes")
+                continue
+            allowed, where = self._cpuset_cpus(pid, tid)
+            if allowed is not None and not set(cpus) & set(allowed):
+                reasons.append(f"{t.describe()} may run only on CPUs {_cpus(allowed)} (cpuset {where}); "
+                               "choose CPUs among them")
+        return reasons
+
+    # -- one target -----------------------------------------------------------------------------
+    def _expand(self, target: PinTarget, results: list, cpus) -> list[PinTarget]:
+        if target.kind != "process":
+            return [target]
+        pid = target.id
+        names = [n for n in self.root.listdir(self.root.task_dir(pid, None, "task")) if n.isdigit()]
+        if not names:
+            results.append(self._refused(target, "gone", f"process {pid} has exited; refresh the list",
+                                         None, cpus))
+            return []
+        return [PinTarget("thread", int(n), pid, "") for n in sorted(names, key=int)]
+
+    def _pin_one(self, t: PinTarget, cpus, online, origin, batch: "_Batch",
+                 expect_starttime: int | None = None) -> PinResult:
+        if t.kind == "thread":
+            return self._pin_thread(t, cpus, online, origin, batch, expect_starttime)
+        return self._pin_irq(t, cpus, online, origin, batch)
+
+    def _pin_thread(self, t, cpus, online, origin, batch, expect_starttime) -> PinResult:
+        if not self.root.is_live:
+            return self._refused(t, "invalid", f"{t.describe()}: threads can be pinned only on the live "
+                                 f"machine, not on the capture {self.root.root}; drop --root", None, cpus)
+        tid = t.id
+        pid = t.pid if t.pid is not None else self._tgid(tid)
+        task = None
+        if pid is not None:
+            try:
+                task = read_task(self.root, pid, tid, detail="fast")
+            except TaskGone:
+                task = None
+        if task is not None and t.label == "":
+            t = PinTarget("thread", tid, pid, task.comm)
+        elif t.pid is None and pid is not None:
+            t = PinTarget("thread", tid, pid, t.label)
+        before = None
+        gone_msg = f"{t.describe()} has exited; refresh the list"
+        if task is not None and expect_starttime is not None and task.starttime != expect_starttime:
+            task = None
+            gone_msg = f"{t.describe()}: the thread that was pinned exited and its id was reused; left alone"
+        if task is not None:
+            try:
+                before = tuple(sorted(os.sched_getaffinity(tid)))
+            except ProcessLookupError:
+                task = None
+        jid = self._record(t, before, cpus, origin, batch, task.starttime if task else expect_starttime)
+        if task is None:
+            return self._finish(t, jid, "gone", gone_msg, before, cpus)
+        offline = sorted(set(cpus) - set(online))
+        if offline:
+            return self._finish(t, jid, "offline", self._offline_msg(t, offline, online), before, cpus)
+        try:
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except PermissionError:
+                if self.writer is None:
+                    raise
+                self.writer.set_thread_affinity(tid, cpus)
+        except PinWriteError as e:
+            return self._finish(t, jid, "denied", f"{t.describe()}: {e}", before, cpus)
+        except OSError as e:
+            code, msg = self._thread_error(t, pid, e, cpus)
+            return self._finish(t, jid, code, msg, before, cpus)
+        try:
+            after = tuple(sorted(os.sched_getaffinity(tid)))
+        except ProcessLookupError:
+            return self._finish(t, jid, "gone", f"{t.describe()} exited right after the write", before, cpus)
+        if after != cpus:
+            return self._finish(t, jid, "trimmed", f"{t.describe()} runs on {_cpus(after)}, not the "
+                                f"requested {_cpus(cpus)}: the kernel trimmed the mask to its cpuset",
+                                before, cpus, after, after, state="done")
+        return self._finish(t, jid, "ok", "", before, cpus, after, after, state="done")
+
+    def _thread_error(self, t, pid, e: OSError, cpus) -> tuple[str, str]:
+        if e.errno == errno.ESRCH:
+            return "gone", f"{t.describe()} has exited; refresh the list"
+        if e.errno in (errno.EPERM, errno.EACCES):
+            return "denied", f"{t.describe()} belongs to another user; {NEEDS_HELPER}"
+        if e.errno == errno.EINVAL:
+            try:
+                task = read_task(self.root, pid, t.id, detail="fast")
+            except TaskGone:
+                return "gone", f"{t.describe()} has exited; refresh the list"
+            if task.no_setaffinity:
+                return "kthread", (f"kernel thread {t.id} ({task.comm}) refuses affinity changes "
+                                   "(a per-CPU kernel thread); leave it where it is")
+            allowed, where = self._cpuset_cpus(pid, t.id)
+            if allowed is not None:
+                return "cpuset", (f"{t.describe()} may run only on CPUs {_cpus(allowed)} of its cpuset "
+                                  f"{where}; choose CPUs among them or move it to another cpuset")
+            return "cpuset", (f"the kernel refused CPUs {_cpus(cpus)} for {t.describe()}: they lie outside "
+                              f"its cpuset (see /proc/{pid}/task/{t.id}/cpuset); choose other CPUs")
+        return "denied", f"{t.describe()}: {os.strerror(e.errno or 0)}"
+
+    def _pin_irq(self, t, cpus, online, origin, batch) -> PinResult:
+        irq = t.id
+        d = self.root.irq_dir(irq)
+        path = self.root.irq_dir(irq, "smp_affinity_list")
+        if not self.root.exists(d):
+            return self._refused(t, "invalid", f"IRQ {irq} does not exist on this machine; see "
+                                 "`coremap irqs`", None, cpus)
+        if not t.label:
+            names = [n for n in self.root.listdir(d) if (d / n).is_dir()]
+            if names:
+                t = PinTarget("irq", irq, None, ",".join(names))
+        before = self._read_irq_affinity(irq)
+        warning = self._irqbalance_status().warning_for(irq)
+        jid = self._record(t, before, cpus, origin, batch, None)
+        offline = sorted(set(cpus) - set(online))
+        if offline:
+            return self._finish(t, jid, "offline", self._offline_msg(t, offline, online), before, cpus,
+                                warning=warning)
+        try:
+            try:
+                _write_proc(path, format_cpulist(cpus))
+            except PermissionError as e:
+                if self.writer is None or (e.errno == errno.EPERM and os.geteuid() == 0):
+                    raise
+                self.writer.set_irq_affinity(irq, cpus)
+        except PinWriteError as e:
+            return self._finish(t, jid, "denied", f"{t.describe()}: {e}", before, cpus, warning=warning)
+        except OSError as e:
+            code, msg = self._irq_error(t, e, cpus)
+            return self._finish(t, jid, code, msg, before, cpus, warning=warning)
+        after = self._read_irq_affinity(irq)
+        effective = self._read_effective(irq, cpus)
+        if after != cpus:
+            return self._finish(t, jid, "trimmed", f"{t.describe()} reads back {_cpus(after or ())}, not the "
+                                f"requested {_cpus(cpus)}: the kernel trimmed the mask", before, cpus,
+                                after, effective, state="done", warning=warning)
+        if effective is not None and not set(effective) <= set(cpus):
+            return self._finish(t, jid, "trimmed", (
+                f"{t.describe()} is still served by CPU {_cpus(effective)}, outside the requested "
+                f"{_cpus(cpus)}: x86 moves some IRQs only at their next interrupt, or the chip cannot "
+                "target those CPUs; check its effective affinity again after it fires"),
+                before, cpus, after, effective, state="done", warning=warning)
+        return self._finish(t, jid, "ok", "", before, cpus, after, effective, state="done", warning=warning)
+
+    def _irq_error(self, t, e: OSError, cpus) -> tuple[str, str]:
+        irq = t.id
+        if e.errno == errno.EIO or (e.errno == errno.EPERM and os.geteuid() == 0):
+            return "managed", (f"{t.describe()} cannot be moved: the kernel manages its affinity "
+                               "(a managed or per-CPU interrupt); pin the thread that services it instead")
+        if e.errno in (errno.EPERM, errno.EACCES):
+            return "denied", f"{t.describe()}: {NEEDS_HELPER}"
+        if e.errno == errno.ENOSPC:
+            return "nospc", (f"{t.describe()}: CPUs {_cpus(cpus)} have no free interrupt vector left; "
+                             "add CPUs to the list or move other IRQs off them first")
+        if e.errno == errno.EINVAL:
+            return "invalid", (f"the kernel refused CPUs {_cpus(cpus)} for {t.describe()} (none of them "
+                               "can take it); choose online CPUs")
+        if e.errno == errno.ENOENT:
+            return "invalid", f"IRQ {irq} has gone (its driver was unloaded); see `coremap irqs`"
+        return "denied", f"{t.describe()}: {os.strerror(e.errno or 0)}"
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _check_cpus(self, cpus) -> str:
+        if not cpus:
+            return "no CPUs given; write CPUs like 2-5,8"
+        if any(c < 0 or c >= MAX_CPU for c in cpus):
+            return f"CPU list {cpus!r} holds CPU numbers beyond any machine; write CPUs like 2-5,8"
+        return ""
+
+    def _offline_msg(self, t, offline, online) -> str:
+        who = f"{t.describe()}: " if t is not None else ""
+        s = "s" if len(offline) > 1 else ""
+        return (f"{who}CPU{s} {_cpus(offline)} {'are' if s else 'is'} offline; choose among the online "
+                f"CPUs {_cpus(online)}")
+
+    def _record(self, t, before, cpus, origin, batch, starttime) -> int:
+        jid = self.journal.record(kind="thread" if t.kind == "thread" else "irq", target_id=t.id,
+                                  requested=cpus, before=before, pid=t.pid, label=t.label,
+                                  root=self.root_key, origin=origin, batch=batch.id, starttime=starttime)
+        if batch.id is None:
+            batch.id = jid
+        return jid
+
+    def _finish(self, t, jid, code, message, before, cpus, after=None, effective=None, *,
+                state="failed", warning="") -> PinResult:
+        self.journal.mark(jid, state, after, effective, code=code, message=message)
+        return PinResult(t, code == "ok", code, message, before, cpus, after, effective, jid, warning)
+
+    def _refused(self, t, code, message, before, cpus) -> PinResult:
+        """A request refused before anything was journalled or written (bad input)."""
+        return PinResult(t, False, code, message, before, tuple(cpus), None, None, None)
+
+    def _replay(self, entries: list[JournalEntry], value, origin: str) -> list[PinResult]:
+        online = online_cpus(self.root)
+        self._irqbalance = None
+        batch = _Batch()
+        out = []
+        for e in entries:
+            cpus = value(e)
+            if cpus is None:
+                continue
+            t = PinTarget(e.kind, e.target_id, e.pid, e.label)
+            out.append(self._pin_one(t, tuple(cpus), online, origin, batch,
+                                     expect_starttime=e.starttime if e.kind == "thread" else None))
+        return out
+
+    def _stacks(self) -> tuple[list[int], list[int]]:
+        """Undo and redo stacks of batch ids, rebuilt from the journal (so `coremap undo` in a new
+        process undoes what the window did)."""
+        batches: dict[int, list[JournalEntry]] = {}
+        for e in self.journal.entries():
+            if e.root == self.root_key:
+                batches.setdefault(e.batch, []).append(e)
+        undo: list[int] = []
+        redo: list[int] = []
+        for b in sorted(batches):
+            origin = batches[b][0].origin
+            if origin.startswith("undo:"):
+                src = int(origin[5:])
+                if src in undo:
+                    undo.remove(src)
+                redo.append(b)
+            elif origin.startswith("redo:"):
+                src = int(origin[5:])
+                if src in redo:
+                    redo.remove(src)
+                undo.append(b)
+            elif origin == "restore":
+                undo.clear()
+                redo.clear()
+            elif any(e.state == "done" for e in batches[b]):
+                undo.append(b)
+                redo.clear()
+        self._batches = batches
+        return undo, redo
+
+    def _batch_entries(self, b: int) -> list[JournalEntry]:
+        return self._batches.get(b, [])
+
+    def _same_thread(self, e: JournalEntry):
+        pid = e.pid if e.pid is not None else self._tgid(e.target_id)
+        if pid is None:
+            return None
+        try:
+            task = read_task(self.root, pid, e.target_id, detail="fast")
+        except TaskGone:
+            return None
+        if e.starttime is not None and task.starttime != e.starttime:
+            return None
+        return task
+
+    def _tgid(self, tid: int) -> int | None:
+        """The process of thread `tid` (status Tgid; /proc/TID resolves for any thread id)."""
+        text = self.root.read_optional(self.root.proc(tid, "status"))
+        for line in (text or "").splitlines():
+            if line.startswith("Tgid:"):
+                return int(line.split()[1])
+        return None
+
+    def _read_irq_affinity(self, irq: int) -> tuple[int, ...] | None:
+        text = self.root.read_optional(self.root.irq_dir(irq, "smp_affinity_list"))
+        if text is not None:
+            return parse_cpulist(text, what=str(self.root.irq_dir(irq, "smp_affinity_list")))
+        text = self.root.read_optional(self.root.irq_dir(irq, "smp_affinity"))
+        if text is not None:
+            return parse_cpumask(text, what=str(self.root.irq_dir(irq, "smp_affinity")))
+        return None
+
+    def _read_effective(self, irq: int, cpus) -> tuple[int, ...] | None:
+        # effective_affinity_list exists with CONFIG_GENERIC_IRQ_EFFECTIVE_AFF_MASK. Where the chip
+        # moves the vector in process context it is updated by the write itself; give it a few
+        # milliseconds before calling the result trimmed.
+        path = self.root.irq_dir(irq, "effective_affinity_list")
+        eff = None
+        for delay in (0, 0.002, 0.005, 0.01):
+            time.sleep(delay)
+            text = self.root.read_optional(path)
+            if text is None:
+                return None
+            eff = parse_cpulist(text, what=str(path))
+            if set(eff) <= set(cpus):
+                break
+        return eff
+
+    def _irq_managed(self, irq: int) -> bool:
+        """Managed IRQs are flagged only in debugfs (GENERIC_IRQ_DEBUGFS: irq/irqs/N lists
+        IRQD_AFFINITY_MANAGED); without it the write's EIO is the first sign."""
+        try:
+            text = self.root.read_optional(self.root.sys("kernel", "debug", "irq", "irqs", str(irq)))
+        except SysRootReadError:
+            return False        # debugfs readable by root only: no verdict
+        return text is not None and "AFFINITY_MANAGED" in text
+
+    def _cpuset_cpus(self, pid: int, tid: int) -> tuple[tuple[int, ...] | None, str]:
+        """CPUs the thread's cpuset allows and the cpuset's path, from proc/PID/task/TID/cpuset and the
+        cgroup's cpuset.cpus.effective (v2) or cpuset.effective_cpus (v1); (None, path) if unreadable."""
+        try:
+            where = (self.root.read_first_line(self.root.task_dir(pid, tid, "cpuset")) or "").strip()
+        except SysRootReadError:
+            return None, "?"
+        if not where:
+            return None, "?"
+        rel = where.strip("/")
+        for parts in (("fs", "cgroup"), ("fs", "cgroup", "cpuset")):
+            for name in ("cpuset.cpus.effective", "cpuset.effective_cpus"):
+                p = self.root.sys(*parts, *(rel.split("/") if rel else []), name)
+                try:
+                    text = self.root.read_optional(p)
+                except SysRootReadError:
+                    continue
+                if text is not None and text.strip():
+                    try:
+                        return parse_cpulist(text, what=str(p)), where
+                    except CpuListError:
+                        continue
+        return None, where
+
+    def _irqbalance_status(self):
+        if self._irqbalance is None:
+            from app.irqbalance import read_irqbalance
+            self._irqbalance = read_irqbalance(self.root)
+        return self._irqbalance
+
+
+class _Batch:
+    """The id of a batch's first journal entry, set when it is recorded."""
+
+    def __init__(self):
+        self.id: int | None = None
+
+
+def _write_proc(path, text: str) -> None:
+    """One write(2) of the whole list, as procfs wants; no O_CREAT, so a missing file is ENOENT."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+    try:
+        os.write(fd, (text + "\n").encode())
+    finally:
+        os.close(fd)

@@ -1,0 +1,260 @@
+"""coremap-helper: the only code that runs with privilege, and it can do exactly two things.
+
+Reads ONE JSON request per line on stdin, writes one JSON reply per line on stdout:
+
+  {"op": "hello"}                                          -> {"ok": true, "version": N}
+  {"op": "set_thread_affinity", "tid": T, "cpus": "LIST"}  -> sched_setaffinity(T, LIST)
+  {"op": "set_irq_affinity", "irq": N, "cpus": "LIST"}     -> write /proc/irq/N/smp_affinity_list
+
+Everything else is refused with {"ok": false, "error": "..."} and nothing is written: unknown ops or
+keys, non-integers (JSON true is not 1), numbers out of range (tid 1..4194304 = PID_MAX_LIMIT on 64-bit,
+include/linux/threads.h; irq 0..65535), CPU lists that do not parse or name offline CPUs, targets that
+do not exist, lines over 4096 bytes. It never takes a path, and takes no command-line arguments: the
+root is always "/", so `pkexec coremap-helper` cannot be pointed at a folder of symlinks.
+Kernel errors come back as {"ok": false, "error": "...", "errno": "EPERM"} so the client can classify
+them exactly as a direct write's.
+
+`HelperClient` starts it with pkexec (polkit action org.coremap.helper, resources/) or `sudo -n` and
+keeps it open for the session.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from app.errors import CpuListError
+from app.parse.cpulist import format_cpulist, parse_cpulist
+from app.sysroot import SysRoot
+
+VERSION = 1
+MAX_LINE = 4096
+MAX_TID = 4194304
+MAX_IRQ = 65535
+OPS = {
+    "hello": {"op"},
+    "set_thread_affinity": {"op", "tid", "cpus"},
+    "set_irq_affinity": {"op", "irq", "cpus"},
+}
+
+
+class Refused(Exception):
+    """A request the helper will not carry out; str() is the reply's error."""
+
+
+class Helper:
+    """The request handler, separate from stdin/stdout so tests can run it against a fixture root."""
+
+    def __init__(self, root: SysRoot):
+        self.root = root
+
+    def handle(self, line: bytes | str) -> dict:
+        try:
+            return self._handle(line)
+        except Refused as e:
+            return {"ok": False, "error": str(e)}
+
+    def _handle(self, line) -> dict:
+        raw = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else bytes(line)
+        if len(raw) > MAX_LINE:
+            raise Refused(f"request longer than {MAX_LINE} bytes")
+        try:
+            req = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise Refused("not a JSON object") from None
+        if not isinstance(req, dict):
+            raise Refused("not a JSON object")
+        op = req.get("op")
+        if not isinstance(op, str) or op not in OPS:
+            raise Refused(f"unknown op; allowed: {', '.join(sorted(OPS))}")
+        keys = set(req)
+        if keys != OPS[op]:
+            extra = sorted(keys - OPS[op])
+            missing = sorted(OPS[op] - keys)
+            raise Refused(f"{op}: " + "; ".join(
+                ([f"unknown keys {extra}"] if extra else []) + ([f"missing keys {missing}"] if missing else [])))
+        if op == "hello":
+            return {"ok": True, "version": VERSION}
+        cpus = self._cpus(req["cpus"])
+        if op == "set_thread_affinity":
+            tid = _int(req["tid"], "tid", 1, MAX_TID)
+            if not self.root.is_live:
+                raise Refused("threads can be set only on the live machine")
+            # proc/TID resolves for any thread id, listed or not (fs/proc/base.c proc_pid_lookup).
+            if not self.root.exists(self.root.proc(tid, "status")):
+                raise Refused(f"no thread {tid}")
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except OSError as e:
+                return _os_error(e, f"thread {tid}")
+            return {"ok": True, "cpus": format_cpulist(os.sched_getaffinity(tid))}
+        irq = _int(req["irq"], "irq", 0, MAX_IRQ)
+        path = self.root.irq_dir(irq, "smp_affinity_list")
+        if not self.root.exists(path):
+            raise Refused(f"no IRQ {irq}")
+        try:
+            # O_NOFOLLOW: the path is built from an integer, but never follow a link planted there.
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.write(fd, (format_cpulist(cpus) + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError as e:
+            return _os_error(e, f"IRQ {irq}")
+        return {"ok": True}
+
+    def _cpus(self, value) -> tuple[int, ...]:
+        if not isinstance(value, str) or len(value) > 1024:
+            raise Refused("cpus must be a CPU list string such as \"2-5,8\"")
+        try:
+            cpus = parse_cpulist(value, what="cpus")
+        except CpuListError as e:
+            raise Refused(str(e)) from None
+        if not cpus:
+            raise Refused("cpus is empty")
+        from app.affinity import online_cpus
+        online = set(online_cpus(self.root))
+        off = sorted(set(cpus) - online)
+        if off:
+            raise Refused(f"CPUs {format_cpulist(off)} are not online")
+        return cpus
+
+
+def _int(value, name: str, lo: int, hi: int) -> int:
+    if type(value) is not int or not lo <= value <= hi:
+        raise Refused(f"{name} must be an integer in {lo}..{hi}")
+    return value
+
+
+def _os_error(e: OSError, what: str) -> dict:
+    name = errno.errorcode.get(e.errno or 0, "EIO")
+    return {"ok": False, "error": f"{what}: {os.strerror(e.errno or errno.EIO)}", "errno": name}
+
+
+def serve(root: SysRoot, stdin, stdout) -> None:
+    """Answer requests from binary `stdin` until EOF, one reply line per request line."""
+    helper = Helper(root)
+    while True:
+        line = stdin.readline(MAX_LINE + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE and not line.endswith(b"\n"):
+            # Over-long: discard the rest of the line unread into memory, then refuse it once.
+            while True:
+                chunk = stdin.readline(MAX_LINE)
+                if not chunk or chunk.endswith(b"\n"):
+                    break
+            reply = {"ok": False, "error": f"request longer than {MAX_LINE} bytes"}
+        else:
+            reply = helper.handle(line.rstrip(b"\n"))
+        stdout.write(json.dumps(reply) + "\n")
+        stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv:
+        print("coremap-helper takes no arguments; it reads JSON requests on stdin", file=sys.stderr)
+        return 2
+    serve(SysRoot("/"), sys.stdin.buffer, sys.stdout)
+    return 0
+
+
+# -- client -----------------------------------------------------------------------------------------
+class HelperClient:
+    """Talks to a coremap-helper started once per session. Used by AffinityService as its `writer`
+    when a direct write is denied.
+
+    Methods raise OSError (with the kernel's errno) when the helper's write failed, and
+    PinWriteError when the helper refused or could not be started.
+    """
+
+    def __init__(self, command: list[str] | None = None):
+        self.command = command or default_command()
+        self._proc: subprocess.Popen | None = None
+
+    def _start(self) -> subprocess.Popen:
+        from app.affinity import PinWriteError
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        try:
+            self._proc = subprocess.Popen(
+                self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=_project_dir(),
+                text=True, bufsize=1)
+        except OSError as e:
+            raise PinWriteError(f"cannot start the helper `{' '.join(self.command)}` ({e.strerror}); "
+                                "install polkit's pkexec or sudo") from None
+        return self._proc
+
+    def request(self, obj: dict) -> dict:
+        from app.affinity import PinWriteError
+        proc = self._start()
+        try:
+            proc.stdin.write(json.dumps(obj) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        if not line:
+            code = proc.poll()
+            self._proc = None
+            raise PinWriteError(f"the helper stopped (exit status {code}): authorisation refused or "
+                                "cancelled; allow org.coremap.helper or run coremap with sudo")
+        return json.loads(line)
+
+    def hello(self) -> int:
+        return int(self.request({"op": "hello"})["version"])
+
+    def set_thread_affinity(self, tid: int, cpus) -> None:
+        self._check(self.request({"op": "set_thread_affinity", "tid": int(tid), "cpus": format_cpulist(cpus)}))
+
+    def set_irq_affinity(self, irq: int, cpus) -> None:
+        self._check(self.request({"op": "set_irq_affinity", "irq": int(irq), "cpus": format_cpulist(cpus)}))
+
+    def _check(self, reply: dict) -> None:
+        from app.affinity import PinWriteError
+        if reply.get("ok"):
+            return
+        name = reply.get("errno")
+        if name and hasattr(errno, name):
+            code = getattr(errno, name)
+            raise OSError(code, os.strerror(code))
+        raise PinWriteError(f"the helper refused: {reply.get('error', 'no reason given')}")
+
+    def close(self) -> None:
+        if self._proc is not None:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass    # the helper already exited; its pipe is gone
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+
+
+def _project_dir() -> str:
+    """The folder holding the app package, so `python -m app.helper` finds it from a source tree."""
+    return str(Path(__file__).resolve().parent.parent)
+
+
+def default_command() -> list[str]:
+    """Root already: the helper directly. Else pkexec on the installed coremap-helper (the path the
+    polkit policy names), else pkexec/sudo -n on this Python running app.helper."""
+    here = [sys.executable, "-m", "app.helper"]
+    if os.geteuid() == 0:
+        return here
+    installed = shutil.which("coremap-helper")
+    if shutil.which("pkexec") and (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return ["pkexec", installed] if installed else ["pkexec", *here]
+    return ["sudo", "-n", installed] if installed else ["sudo", "-n", *here]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Is irqbalance running, and what does it leave alone?
+
+irqbalance rewrites /proc/irq/N/smp_affinity every 10 s, so a hand-made IRQ pin lasts only until
+its next pass unless the IRQ is banned (`--banirq=N`, irqbalance(1)) or its CPUs are banned
+(IRQBALANCE_BANNED_CPULIST / the older IRQBALANCE_BANNED_CPUS mask, read from its environment or
+Debian's /etc/default/irqbalance). It is found by its comm, or by the socket it opens at
+/run/irqbalance/irqbalance<pid>.sock (irqbalance's ui/ protocol), which also shows when its process
+is hidden in another pid namespace.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from app.errors import CpuListError, SysRootReadError
+from app.parse.cpulist import parse_cpulist, parse_cpumask
+from app.sysroot import SysRoot
+
+_SOCKET = re.compile(r"^irqbalance(\d+)\.sock$")
+
+
+@dataclass(frozen=True)
+class IrqbalanceStatus:
+    running: bool
+    pid: int | None = None
+    banned_cpus: tuple[int, ...] = ()
+    banned_irqs: tuple[int, ...] = ()
+    socket: str | None = None
+
+    def warning_for(self, irq: int) -> str:
+        """The warning a pin of `irq` carries, or "" when irqbalance will leave it alone."""
+        if not self.running or irq in self.banned_irqs:
+            return ""
+        who = f"irqbalance (pid {self.pid})" if self.pid is not None else "irqbalance"
+        return f"{who} may move IRQ {irq} back; ban it with --banirq={irq} or stop irqbalance"
+
+
+def read_irqbalance(root: SysRoot) -> IrqbalanceStatus:
+    pid = _find_process(root)
+    sock = None
+    run_dir = root.root.joinpath("run", "irqbalance")
+    for name in root.listdir(run_dir):
+        m = _SOCKET.match(name)
+        if m and (pid is None or int(m.group(1)) == pid):
+            sock = str(run_dir / name)
+            if pid is None:
+                pid = int(m.group(1))
+            break
+    if pid is None:
+        return IrqbalanceStatus(False)
+    env = _read_environ(root, pid)
+    banned_cpus = _banned_cpus(env) if env else ()
+    if not banned_cpus:
+        banned_cpus = _banned_cpus(_read_default_file(root))
+    cmdline = root.read_optional(root.proc(pid, "cmdline")) or ""
+    return IrqbalanceStatus(True, pid, banned_cpus, parse_banirq(cmdline.split("\0")), sock)
+
+
+def _find_process(root: SysRoot) -> int | None:
+    for name in root.listdir(root.proc()):
+        if not name.isdigit():
+            continue
+        # read_optional: a process that exits mid-scan has no comm any more (ENOENT); skip it.
+        comm = root.read_optional(root.proc(name, "comm"))
+        if comm is not None and comm.strip() == "irqbalance":
+            return int(name)
+    return None
+
+
+def _read_environ(root: SysRoot, pid: int) -> dict[str, str]:
+    try:
+        text = root.read_optional(root.proc(pid, "environ"))
+    except SysRootReadError:
+        # environ is readable only by the process's owner (or root): fall back to the defaults file.
+        return {}
+    env = {}
+    for item in (text or "").split("\0"):
+        k, sep, v = item.partition("=")
+        if sep:
+            env[k] = v
+    return env
+
+
+def _read_default_file(root: SysRoot) -> dict[str, str]:
+    """KEY="value" lines of /etc/default/irqbalance (a shell fragment sourced by its unit)."""
+    try:
+        text = root.read_optional(root.root.joinpath("etc", "default", "irqbalance"))
+    except SysRootReadError:
+        return {}
+    env = {}
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        k, _, v = line.partition("=")
+        try:
+            parts = shlex.split(v)
+        except ValueError:
+            continue
+        env[k.strip()] = parts[0] if parts else ""
+    return env
+
+
+def _banned_cpus(env: dict[str, str]) -> tuple[int, ...]:
+    try:
+        if env.get("IRQBALANCE_BANNED_CPULIST"):
+            return parse_cpulist(env["IRQBALANCE_BANNED_CPULIST"], what="IRQBALANCE_BANNED_CPULIST")
+        if env.get("IRQBALANCE_BANNED_CPUS"):
+            return parse_cpumask(env["IRQBALANCE_BANNED_CPUS"], what="IRQBALANCE_BANNED_CPUS")
+    except CpuListError:
+        # irqbalance itself ignores a value it cannot parse; so do we (the warning stays on).
+        return ()
+    return ()
+
+
+def parse_banirq(argv: list[str]) -> tuple[int, ...]:
+    """IRQ numbers from irqbalance's --banirq=N / --banirq N / -i N / -iN arguments."""
+    out = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        val = None
+        if a.startswith("--banirq="):
+            val = a.split("=", 1)[1]
+        elif a in ("--banirq", "-i") and i + 1 < len(argv):
+            val = argv[i + 1]
+            i += 1
+        elif a.startswith("-i") and len(a) > 2 and not a.startswith("--"):
+            val = a[2:]
+        if val is not None and val.strip().isdigit():
+            out.append(int(val))
+        i += 1
+    return tuple(sorted(set(out)))
