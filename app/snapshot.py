@@ -1,0 +1,299 @@
+"""`coremap snapshot`: capture the parts of /sys and /proc that coremap reads into a tarball that
+`--root` accepts once extracted, like hwloc-gather-topology. No Qt, no display: runs on a server.
+
+Layout of the tarball (every member under one top folder, so `tar xf` gives DIR/<top>/{sys,proc}):
+
+    <host>-<YYYYmmddTHHMMSS>/sys/devices/system/cpu/...      topology, caches, cpufreq limits, masks
+    <host>-<...>/sys/devices/system/node/...                 NUMA nodes
+    <host>-<...>/sys/bus/pci/devices/*  (symlinks, as in sysfs) and the devices they point to
+    <host>-<...>/sys/class/net/*        (symlinks)
+    <host>-<...>/proc/{interrupts,softirqs,stat,cpuinfo,cmdline,version}, proc/sys/kernel/*, proc/irq/N/*
+    <host>-<...>/.coremap/t1/proc/{interrupts,softirqs,stat}   the counters again, `interval` s later
+    <host>-<...>/.coremap/meta.json
+
+sysfs reports every attribute as 4096 bytes long (fs/sysfs/file.c: the size of a page), so each file
+is read and stored with its real length. Unreadable files (permission, EIO from a driver, an IRQ freed
+between listing and reading) are skipped and listed in meta.json "skipped".
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import io
+import json
+import os
+import posixpath
+import re
+import socket
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import app
+from app.atomic import atomic_writer
+from app.errors import CoremapError
+from app.sysroot import SNAPSHOT_META_DIR, SysRoot
+
+FORMAT = 1
+
+COUNTERS = ("interrupts", "softirqs", "stat")
+PROC_FILES = COUNTERS + ("cpuinfo", "cmdline", "version", "sys/kernel/osrelease", "sys/kernel/hostname")
+CPU_TOP_FILES = ("online", "offline", "possible", "present", "isolated", "nohz_full", "kernel_max",
+                 "smt/active", "smt/control")
+CPU_FILES = ("online", "cpu_capacity")
+CPUFREQ_FILES = ("cpuinfo_min_freq", "cpuinfo_max_freq")      # plus every scaling_*
+NODE_TOP_FILES = ("online", "possible", "has_cpu", "has_memory", "has_normal_memory")
+NODE_FILES = ("cpulist", "cpumap", "distance", "meminfo")
+IRQ_FILES = ("smp_affinity", "smp_affinity_list", "effective_affinity", "effective_affinity_list",
+             "node", "affinity_hint")
+PCI_FILES = ("vendor", "device", "class", "numa_node", "local_cpulist", "local_cpus", "irq")
+HYBRID_PMUS = ("cpu_core", "cpu_atom")    # Intel hybrid: sys/devices/cpu_core/cpus lists the P-cores
+
+_CPU_DIR = re.compile(r"^cpu\d+$")
+_NODE_DIR = re.compile(r"^node\d+$")
+_INDEX_DIR = re.compile(r"^index\d+$")
+
+
+class SnapshotError(CoremapError):
+    """A snapshot that cannot be written (bad output path) or a root that cannot be captured."""
+
+
+@dataclass
+class SnapshotResult:
+    path: Path
+    top: str                         # the top folder inside the tarball
+    files: int
+    links: int
+    interval: float | None           # seconds between the two counter captures; None without one
+    skipped: list[str] = field(default_factory=list)
+
+
+class _Capture:
+    """Reads files under a root into an in-memory list of tar members (relative paths)."""
+
+    def __init__(self, root: SysRoot):
+        self.root = root
+        self.base = Path(root.root)
+        self.files: dict[str, bytes] = {}
+        self.links: dict[str, str] = {}
+        self.skipped: list[str] = []
+
+    def file(self, rel: str, *, optional: bool = True, dest: str | None = None) -> bytes | None:
+        try:
+            with open(self.base / rel, "rb") as f:
+                data = f.read()
+        except (FileNotFoundError, NotADirectoryError):
+            if not optional:
+                self.skipped.append(f"{rel}: missing")
+            return None
+        except IsADirectoryError:
+            return None
+        except OSError as e:
+            # Permission (e.g. proc/irq/N/* to a non-root user on some kernels), EIO/EINVAL from a
+            # driver's show() method, or an IRQ/task freed between listing and reading: note it, go on.
+            self.skipped.append(f"{rel}: {os.strerror(e.errno) if e.errno else e}")
+            return None
+        self.files[dest or rel] = data
+        return data
+
+    def listdir(self, rel: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.base / rel))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as e:
+            self.skipped.append(f"{rel}/: {os.strerror(e.errno) if e.errno else e}")
+            return []
+
+    def regular_files(self, rel: str, *, exclude=("uevent",)) -> None:
+        for name in self.listdir(rel):
+            p = self.base / rel / name
+            if name in exclude or p.is_symlink() or not p.is_file():
+                continue
+            self.file(f"{rel}/{name}")
+
+    def link(self, rel: str) -> str | None:
+        """Store `rel` as a symlink with sysfs's own relative target; the normalised target path
+        (relative to the root) is returned, or None when it is not a link or would leave the root."""
+        try:
+            target = os.readlink(self.base / rel)
+        except (FileNotFoundError, OSError):
+            # Not a link (EINVAL), or removed meanwhile (a hot-unplugged device): nothing to store.
+            return None
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
+        if posixpath.isabs(target) or resolved.startswith("../") or resolved == "..":
+            self.skipped.append(f"{rel}: link to {target} leaves the captured tree")
+            return None
+        self.links[rel] = target
+        return resolved
+
+
+def _capture_static(c: _Capture) -> None:
+    cpu = "sys/devices/system/cpu"
+    for name in CPU_TOP_FILES:
+        c.file(f"{cpu}/{name}")
+    for d in c.listdir(cpu):
+        if not _CPU_DIR.match(d):
+            continue
+        for name in CPU_FILES:
+            c.file(f"{cpu}/{d}/{name}")
+        c.regular_files(f"{cpu}/{d}/topology")
+        for idx in c.listdir(f"{cpu}/{d}/cache"):
+            if _INDEX_DIR.match(idx):
+                c.regular_files(f"{cpu}/{d}/cache/{idx}")
+        freq = f"{cpu}/{d}/cpufreq"      # a link to ../cpufreq/policyN on live systems: read through it
+        for name in c.listdir(freq):
+            if name in CPUFREQ_FILES or name.startswith("scaling_"):
+                c.file(f"{freq}/{name}")
+    node = "sys/devices/system/node"
+    for name in NODE_TOP_FILES:
+        c.file(f"{node}/{name}")
+    for d in c.listdir(node):
+        if _NODE_DIR.match(d):
+            for name in NODE_FILES:
+                c.file(f"{node}/{d}/{name}")
+    for pmu in HYBRID_PMUS:
+        c.file(f"sys/devices/{pmu}/cpus")
+    for name in PROC_FILES:
+        if name not in COUNTERS:         # read first, by take_snapshot, to time the interval
+            c.file(f"proc/{name}")
+    c.file("proc/irq/default_smp_affinity")
+    for irq in c.listdir("proc/irq"):
+        if irq.isdigit():
+            for name in IRQ_FILES:
+                c.file(f"proc/irq/{irq}/{name}")
+    for dev in c.listdir("sys/bus/pci/devices"):
+        target = c.link(f"sys/bus/pci/devices/{dev}")
+        if target is None:
+            continue
+        for name in PCI_FILES:
+            c.file(f"{target}/{name}")
+        for irq in c.listdir(f"{target}/msi_irqs"):
+            c.file(f"{target}/msi_irqs/{irq}")
+        c.link(f"{target}/driver")
+    for iface in c.listdir("sys/class/net"):
+        c.link(f"sys/class/net/{iface}")
+
+
+def _host_of(c: _Capture) -> str:
+    text = c.files.get("proc/sys/kernel/hostname")
+    if text is not None and text.strip():
+        return text.decode("utf-8", "replace").strip()
+    if c.root.is_live:
+        return socket.gethostname()
+    return c.base.resolve().name or "machine"
+
+
+def _kernel_of(c: _Capture) -> str | None:
+    for rel in ("proc/sys/kernel/osrelease", "proc/version"):
+        text = c.files.get(rel)
+        if text:
+            return text.decode("utf-8", "replace").strip()
+    return None
+
+
+def _safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "machine"
+
+
+def check_output_path(out: str | os.PathLike) -> Path:
+    """The output path, refused early (before any capture or wait) when it cannot be written."""
+    out = Path(out)
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise SnapshotError(f"{out}: folder {folder} does not exist; create it or choose another path")
+    if out.is_dir():
+        raise SnapshotError(f"{out} is a folder; give a file name such as {out / 'machine.tar.gz'}")
+    if not os.access(folder, os.W_OK):
+        raise SnapshotError(f"{out}: folder {folder} is not writable; choose another path")
+    return out
+
+
+def take_snapshot(out: str | os.PathLike, root: SysRoot | None = None, *, interval: float = 1.0,
+                  second: bool = True, sleep=time.sleep) -> SnapshotResult:
+    """Capture `root` (default: this machine) into the tarball `out`, written atomically.
+
+    With `second`, the counters (interrupts, softirqs, stat) are read again `interval` seconds after
+    the first read, so rates can be shown for the captured machine. For a capture root (not the live
+    machine) the counters cannot move: its own second capture, if it holds one, is carried over;
+    otherwise the snapshot has none.
+    """
+    root = root or SysRoot("/")
+    out = check_output_path(out)
+    if not interval > 0 and second:
+        raise SnapshotError(f"--interval {interval}: give a positive number of seconds, or --no-second")
+    c = _Capture(root)
+    live = root.is_live
+    # The counters first, back to back, so `interval` is measured between the two reads of them.
+    t0 = time.monotonic()
+    for name in COUNTERS:
+        c.file(f"proc/{name}", optional=False)
+    t0 = (t0 + time.monotonic()) / 2
+    when = _dt.datetime.now().astimezone()
+    _capture_static(c)
+    if not c.files:
+        raise SnapshotError(f"{root.root}: nothing to capture (no sys/devices/system/cpu, no proc/); "
+                            "point --root at a folder that holds sys/ and proc/")
+    t1_files: dict[str, bytes] = {}
+    measured: float | None = None
+    if second and live:
+        wait = t0 + interval - time.monotonic()
+        if wait > 0:
+            sleep(wait)
+        t1 = time.monotonic()
+        sub = _Capture(root)
+        for name in COUNTERS:
+            sub.file(f"proc/{name}", optional=False)
+        t1 = (t1 + time.monotonic()) / 2
+        c.skipped += [f"{SNAPSHOT_META_DIR}/t1/{s}" for s in sub.skipped]
+        t1_files = {f"{SNAPSHOT_META_DIR}/t1/{k}": v for k, v in sub.files.items()}
+        measured = round(t1 - t0, 6)
+    elif second:
+        later = root.later()
+        if later is not None:
+            sub = _Capture(later[0])
+            for name in COUNTERS:
+                sub.file(f"proc/{name}")
+            t1_files = {f"{SNAPSHOT_META_DIR}/t1/{k}": v for k, v in sub.files.items()}
+            measured = later[1]
+    host = _host_of(c)
+    top = f"{_safe_name(host)}-{when:%Y%m%dT%H%M%S}"
+    meta = {"format": FORMAT, "coremap": app.__version__, "host": host,
+            "time": when.isoformat(timespec="seconds"), "interval": measured if t1_files else None,
+            "kernel": _kernel_of(c), "live": live, "skipped": c.skipped}
+    files = dict(c.files)
+    files.update(t1_files)
+    files[f"{SNAPSHOT_META_DIR}/meta.json"] = (json.dumps(meta, indent=1) + "\n").encode()
+    _write_tar(out, top, files, c.links, when.timestamp())
+    return SnapshotResult(out, top, len(files), len(c.links), meta["interval"], c.skipped)
+
+
+def _write_tar(out: Path, top: str, files: dict[str, bytes], links: dict[str, str], mtime: float) -> None:
+    dirs = set()
+    for rel in list(files) + list(links):
+        parts = rel.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            dirs.add("/".join(parts[:i]))
+    with atomic_writer(out) as f:
+        with tarfile.open(fileobj=f, mode="w:gz", format=tarfile.PAX_FORMAT) as tf:
+            tf.addfile(_info(top, tarfile.DIRTYPE, mtime))
+            for d in sorted(dirs):
+                tf.addfile(_info(f"{top}/{d}", tarfile.DIRTYPE, mtime))
+            for rel in sorted(files):
+                data = files[rel]
+                ti = _info(f"{top}/{rel}", tarfile.REGTYPE, mtime)
+                ti.size = len(data)          # the real length, not sysfs's 4096
+                tf.addfile(ti, io.BytesIO(data))
+            for rel in sorted(links):
+                ti = _info(f"{top}/{rel}", tarfile.SYMTYPE, mtime)
+                ti.linkname = links[rel]
+                tf.addfile(ti)
+
+
+def _info(name: str, kind: bytes, mtime: float) -> tarfile.TarInfo:
+    ti = tarfile.TarInfo(name)
+    ti.type = kind
+    ti.mtime = int(mtime)
+    ti.mode = 0o755 if kind == tarfile.DIRTYPE else 0o644
+    ti.uname = ti.gname = "root"
+    return ti
