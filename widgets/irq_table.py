@@ -1,0 +1,424 @@
+"""The IRQ table: one row per line of /proc/interrupts, with its rate, where it lands, and its affinity.
+
+`IrqTableModel.set_state(state)` applies one MachineState. When the set of IRQs is unchanged (every
+tick but the rare hot-plug), only the cells whose text changed are announced with dataChanged; IRQs
+that appear or vanish are inserted/removed in place (`sync_rows`), so sorting, the filter, the
+selection and the scroll position survive every tick.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTableView, QVBoxLayout, QWidget
+
+from widgets.formatting import format_count, format_cpus, format_rate, format_shares, nonzero_pairs, shares_of
+
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1      # a number or a padded string, so columns sort naturally
+FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # (haystack text, CPUs the IRQ may or does land on)
+KEY_ROLE = Qt.ItemDataRole.UserRole + 3       # the IRQ label, e.g. "24" or "LOC"
+
+# Translucent so they read on light and dark palettes alike.
+NARROWED_BRUSH = QColor(255, 170, 0, 70)      # effective is a strict subset of requested
+OUTSIDE_BRUSH = QColor(230, 40, 40, 100)      # effective holds CPUs that were not requested
+
+COL_IRQ, COL_DEVICE, COL_RATE, COL_SPREAD, COL_REQUESTED, COL_EFFECTIVE, COL_NODE = range(7)
+_HEADERS = ("IRQ", "Device / queue", "Rate", "Per-CPU spread", "Requested", "Effective", "Node")
+_NUMERIC = (COL_RATE, COL_NODE)
+
+
+def sync_rows(model, parent: QModelIndex, old: list, new: Sequence,
+              after_edit: Callable[[], None] | None = None) -> bool:
+    """Turn the row list `old` (edited in place) into `new` with begin/endRemoveRows and
+    begin/endInsertRows on `parent`, one call per contiguous run.
+
+    Both lists must be in the same order for the rows they share (the models keep their rows sorted
+    by a stable key). Returns False, leaving `old` untouched, when they are not; the caller then
+    resets instead. `after_edit` runs after each edit of `old`, before the matching end*Rows, so the
+    model can refresh its row lookups before views ask for indexes.
+    """
+    new_set = set(new)
+    survivors = [k for k in old if k in new_set]
+    old_set = set(old)
+    if survivors != [k for k in new if k in old_set]:
+        return False
+    i = len(old) - 1
+    while i >= 0:                      # remove from the bottom so earlier indexes stay valid
+        if old[i] in new_set:
+            i -= 1
+            continue
+        last = i
+        while i - 1 >= 0 and old[i - 1] not in new_set:
+            i -= 1
+        model.beginRemoveRows(parent, i, last)
+        del old[i:last + 1]
+        if after_edit is not None:
+            after_edit()
+        model.endRemoveRows()
+        i -= 1
+    i = 0
+    while i < len(new):
+        if i < len(old) and old[i] == new[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(new) and new[j] not in old_set:
+            j += 1
+        model.beginInsertRows(parent, i, j - 1)
+        old[i:i] = new[i:j]
+        if after_edit is not None:
+            after_edit()
+        model.endInsertRows()
+        i = j
+    return True
+
+
+def emit_changed_runs(model, changed: dict[int, list[int]], parent: QModelIndex = QModelIndex()) -> int:
+    """dataChanged for each contiguous run of changed rows, per column. Returns the number of signals."""
+    n = 0
+    for col, rows in changed.items():
+        rows.sort()
+        start = prev = rows[0]
+        for r in rows[1:] + [None]:
+            if r is not None and r == prev + 1:
+                prev = r
+                continue
+            model.dataChanged.emit(model.index(start, col, parent), model.index(prev, col, parent))
+            n += 1
+            if r is not None:
+                start = prev = r
+    return n
+
+
+def _irq_order(irq: str) -> tuple:
+    # Numbered device IRQs first in numeric order, then the architecture rows (NMI, LOC, IPI0...) by name.
+    return (0, int(irq), "") if irq.isdigit() else (1, 0, irq)
+
+
+def _irq_sort(irq: str) -> str:
+    return f"0{int(irq):012d}" if irq.isdigit() else f"1{irq.lower()}"
+
+
+def _cpus_sort(cpus) -> str:
+    if not cpus:
+        return ""
+    return ",".join(f"{c:05d}" for c in sorted(cpus))
+
+
+def device_text(row, info) -> str:
+    """The device line read from sysfs ("i40e eno1 TxRx-0 (0000:3b:00.0)") where known, else the
+    handler names printed in /proc/interrupts."""
+    dev = getattr(info, "device", None) if info is not None else None
+    if dev is not None and dev.description:
+        return dev.description
+    return row.name if row is not None else ""
+
+
+class _Cell(tuple):
+    """(display, sort, tooltip, background) of one cell; compared to decide what changed."""
+    __slots__ = ()
+
+
+class IrqTableModel(QAbstractTableModel):
+    """One row per /proc/interrupts line. Roles: DisplayRole, SORT_ROLE, FILTER_ROLE, KEY_ROLE,
+    ToolTipRole, BackgroundRole (affinity mismatch), TextAlignmentRole."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._keys: list[str] = []
+        self._cells: dict[str, tuple[_Cell, ...]] = {}
+        self._filter: dict[str, tuple[str, frozenset]] = {}
+        self._rates_known = False
+        self._built: dict[str, tuple] = {}     # irq -> (inputs, cells, filter): skip unchanged rows
+        self.generation = -1
+
+    # -- the one way in ---------------------------------------------------------------------
+    def set_state(self, state) -> None:
+        """Apply one MachineState: insert/remove IRQs that came or went, dataChanged for changed cells."""
+        self.generation = state.generation
+        rows, cpus, info = _rows_of(state)
+        rates = state.rates
+        rates_known = rates is not None
+        new_cells: dict[str, tuple[_Cell, ...]] = {}
+        new_filter: dict[str, tuple[str, frozenset]] = {}
+        built = {}
+        for row in rows:
+            irq = row.irq
+            row_info = info.get(irq)
+            rate = rates.irqs.get(irq) if rates is not None else None
+            inputs = (row, row_info, cpus, rates is not None, rate)
+            prev = self._built.get(irq)
+            if prev is not None and prev[0] == inputs:
+                cells, filt = prev[1], prev[2]
+            else:
+                cells, filt = _build_row(row, cpus, row_info, rates)
+            built[irq] = (inputs, cells, filt)
+            new_cells[irq], new_filter[irq] = cells, filt
+        self._built = built
+        new_keys = sorted(new_cells, key=_irq_order)
+
+        old_cells = self._cells
+        # Rows that stay keep showing their old cells until the dataChanged below; new rows need
+        # their cells before endInsertRows (views query them at once).
+        self._cells = {**old_cells, **new_cells}
+        self._filter = {**self._filter, **new_filter}
+        if not sync_rows(self, QModelIndex(), self._keys, new_keys):
+            self.beginResetModel()
+            self._keys = list(new_keys)
+            self._cells, self._filter = new_cells, new_filter
+            self.endResetModel()
+        self._cells, self._filter = new_cells, new_filter
+        if rates_known != self._rates_known:
+            self._rates_known = rates_known
+            self.headerDataChanged.emit(Qt.Orientation.Horizontal, COL_RATE, COL_RATE)
+        changed: dict[int, list[int]] = {}
+        for r, key in enumerate(self._keys):
+            old = old_cells.get(key)
+            if old is None:
+                continue
+            new = new_cells[key]
+            if old != new:
+                for c in range(len(_HEADERS)):
+                    if old[c] != new[c]:
+                        changed.setdefault(c, []).append(r)
+        if changed:
+            emit_changed_runs(self, changed)
+
+    def irq_at(self, row: int) -> str:
+        return self._keys[row]
+
+    def row_of(self, irq: str) -> int:
+        """Row of an IRQ label, -1 when absent."""
+        try:
+            return self._keys.index(irq)
+        except ValueError:
+            return -1
+
+    # -- Qt model interface -----------------------------------------------------------------
+    def rowCount(self, parent=QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._keys)
+
+    def columnCount(self, parent=QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(_HEADERS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
+        if orientation != Qt.Orientation.Horizontal or not 0 <= section < len(_HEADERS):
+            return None
+        if role == Qt.ItemDataRole.DisplayRole:
+            if section == COL_RATE:
+                return "Rate (/s)" if self._rates_known else "Count"
+            return _HEADERS[section]
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if section == COL_RATE and not self._rates_known:
+                return "Interrupts since boot: only one sample exists, so no rate yet"
+            if section == COL_EFFECTIVE:
+                return "effective_affinity_list: the CPUs the kernel actually delivers this IRQ on"
+            if section == COL_REQUESTED:
+                return "smp_affinity_list: the CPUs requested for this IRQ"
+        return None
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        r, c = index.row(), index.column()
+        if not (0 <= r < len(self._keys) and 0 <= c < len(_HEADERS)):
+            return None
+        key = self._keys[r]
+        cell = self._cells[key][c]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return cell[0]
+        if role == SORT_ROLE:
+            return cell[1]
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return cell[2]
+        if role == Qt.ItemDataRole.BackgroundRole:
+            return cell[3]
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            if c in _NUMERIC:
+                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            return None
+        if role == FILTER_ROLE:
+            return self._filter[key]
+        if role == KEY_ROLE:
+            return key
+        return None
+
+
+def _rows_of(state):
+    """(InterruptRows, CPU id per column, {irq: IrqInfo}) from the newest counters, with the affinity
+    info that is refreshed every few ticks."""
+    irqs = state.irqs
+    info = dict(getattr(irqs, "info", None) or {}) if irqs is not None else {}
+    table = state.sample.interrupts if state.sample is not None else None
+    if table is not None:
+        return table.rows, table.cpus, info
+    if irqs is not None:
+        return irqs.rows, irqs.cpus, info
+    return (), (), info
+
+
+def _build_row(row, cpus, info, rates) -> tuple[tuple[_Cell, ...], tuple[str, frozenset]]:
+    irq = row.irq
+    dev = device_text(row, info)
+    rate = rates.irqs.get(irq) if rates is not None else None
+    if rates is not None:
+        value = rate.total if rate is not None else None
+        rate_cell = _Cell((format_rate(value), float(value) if value is not None else -1.0, None, None))
+        load = rate.per_cpu if rate is not None else None
+        load_cpus = getattr(rates, "cpus", None) or cpus
+    else:
+        rate_cell = _Cell((format_count(row.total), float(row.total), "interrupts since boot", None))
+        load = row.counts
+        load_cpus = cpus
+    pairs = nonzero_pairs(load, load_cpus)
+    shares = shares_of(pairs)
+    spread_cell = _Cell((format_shares(shares), shares[0][1] if shares else 0.0,
+                         "\n".join(f"CPU {c}: {f * 100:.1f}%" for c, f in shares[:16]) or None, None))
+    requested = getattr(info, "requested", None) if info is not None else None
+    effective = getattr(info, "effective", None) if info is not None else None
+    node = getattr(info, "node", None) if info is not None else None
+    req_text, eff_text = format_cpus(requested), format_cpus(effective)
+    tip, brush = None, None
+    if requested is not None and effective is not None and set(requested) != set(effective):
+        tip = f"the kernel delivers on {eff_text}, not on {req_text} as requested"
+        if set(effective) <= set(requested):
+            brush = NARROWED_BRUSH
+            if len(effective) == 1 and len(requested) > 1:
+                # x86 vector allocation targets one CPU of the mask (arch/x86/kernel/apic/vector.c).
+                tip += " (the interrupt controller delivers to one CPU of the mask)"
+        else:
+            brush = OUTSIDE_BRUSH
+            tip += " (outside the requested set: e.g. a managed IRQ or an isolcpus=managed_irq CPU)"
+    if info is not None and getattr(info, "managed", False):
+        tip = (tip + "\n" if tip else "") + "kernel-managed: its affinity cannot be changed"
+    cells = (
+        _Cell((irq, _irq_sort(irq), row.description or None, None)),
+        _Cell((dev, dev.lower(), row.description or None, None)),
+        rate_cell,
+        spread_cell,
+        _Cell((req_text, _cpus_sort(requested), None, None)),
+        _Cell((eff_text, _cpus_sort(effective), tip, brush)),
+        _Cell(("" if node is None or node < 0 else str(node), float(node if node is not None else -1),
+               "no NUMA node (-1)" if node is not None and node < 0 else None, None)),
+    )
+    # Where it lands: CPUs with a non-zero rate (or, in a one-capture snapshot, a non-zero count
+    # since boot), and the CPUs the kernel currently delivers it on.
+    landing = {c for c, _ in pairs}
+    landing.update(effective or ())
+    haystack = " ".join(x for x in (irq, dev, row.name, row.description, row.chip or "") if x).lower()
+    return cells, (haystack, frozenset(landing))
+
+
+def parse_filter(text: str) -> tuple[list[str], set[int]]:
+    """Filter words and CPU ids: "cpu:5", "cpu5" or "cpu 5" select the IRQs landing on CPU 5."""
+    words: list[str] = []
+    cpus: set[int] = set()
+    parts = text.lower().split()
+    i = 0
+    while i < len(parts):
+        p = parts[i]
+        if p.startswith("cpu"):
+            rest = p[3:].lstrip(":=")
+            if rest.isdigit():
+                cpus.add(int(rest))
+                i += 1
+                continue
+            if rest == "" and i + 1 < len(parts) and parts[i + 1].isdigit():
+                cpus.add(int(parts[i + 1]))
+                i += 2
+                continue
+        words.append(p)
+        i += 1
+    return words, cpus
+
+
+class IrqFilterProxyModel(QSortFilterProxyModel):
+    """Sorts by SORT_ROLE; keeps rows whose IRQ/device/queue text holds every word, and that land on
+    every CPU named with "cpu:N"."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._words: list[str] = []
+        self._cpus: set[int] = set()
+        self.setSortRole(SORT_ROLE)
+        self.setDynamicSortFilter(True)
+
+    def set_filter_text(self, text: str) -> None:
+        self.beginFilterChange()
+        self._words, self._cpus = parse_filter(text)
+        self.endFilterChange()
+
+    def filterAcceptsRow(self, source_row, source_parent):
+        if not self._words and not self._cpus:
+            return True
+        src = self.sourceModel()
+        hay, landing = src.data(src.index(source_row, 0, source_parent), FILTER_ROLE)
+        return all(w in hay for w in self._words) and self._cpus <= landing
+
+
+class IrqTableWidget(QWidget):
+    """A filter box over a sortable IRQ table. Emits irq_selected(irq label) when the current row changes."""
+
+    irq_selected = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.model = IrqTableModel(self)
+        self.proxy = IrqFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.filter_edit = QLineEdit(self)
+        self.filter_edit.setPlaceholderText("Filter: IRQ, device, NIC queue (TxRx), cpu:N")
+        self.filter_edit.setClearButtonEnabled(True)
+        self.count_label = QLabel(self)
+        self.view = QTableView(self)
+        self.view.setModel(self.proxy)
+        self.view.setSortingEnabled(True)
+        self.view.sortByColumn(COL_IRQ, Qt.SortOrder.AscendingOrder)
+        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.view.verticalHeader().setVisible(False)
+        self.view.verticalHeader().setDefaultSectionSize(self.view.fontMetrics().height() + 6)
+        self.view.horizontalHeader().setSectionResizeMode(COL_DEVICE, QHeaderView.ResizeMode.Stretch)
+        self.view.setWordWrap(False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.filter_edit)
+        layout.addWidget(self.view)
+        layout.addWidget(self.count_label)
+        self.filter_edit.textChanged.connect(self._on_filter_text_changed)
+        self.view.selectionModel().currentRowChanged.connect(self._on_current_row_changed)
+        self.proxy.rowsInserted.connect(self._update_count)
+        self.proxy.rowsRemoved.connect(self._update_count)
+        self.proxy.modelReset.connect(self._update_count)
+        self.proxy.layoutChanged.connect(self._update_count)
+
+    def set_state(self, state) -> None:
+        self.model.set_state(state)
+        self._update_count()
+
+    def set_filter(self, text: str) -> None:
+        self.filter_edit.setText(text)
+
+    def select_irq(self, irq: str) -> bool:
+        """Make `irq` the current row (when it passes the filter). Returns whether it is shown."""
+        r = self.model.row_of(irq)
+        if r < 0:
+            return False
+        idx = self.proxy.mapFromSource(self.model.index(r, 0))
+        if not idx.isValid():
+            return False
+        self.view.setCurrentIndex(idx)
+        self.view.scrollTo(idx)
+        return True
+
+    def _on_filter_text_changed(self, text: str) -> None:
+        self.proxy.set_filter_text(text)
+        self._update_count()
+
+    def _on_current_row_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if current.isValid():
+            self.irq_selected.emit(current.data(KEY_ROLE))
+
+    def _update_count(self, *_args) -> None:
+        self.count_label.setText(f"{self.proxy.rowCount():,} of {self.model.rowCount():,} IRQs")

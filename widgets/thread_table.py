@@ -1,0 +1,423 @@
+"""Processes and their threads: a two-level tree, updated in place every tick.
+
+`ThreadTreeModel.set_state(state)` applies one MachineState. Processes are top-level rows (sorted by
+pid), threads their children (sorted by tid). Threads and processes that appear or exit are inserted
+or removed with begin/endInsertRows and begin/endRemoveRows; every other change is a dataChanged for
+the cells whose text changed. The model is never reset on a tick, so the views' selection, expansion
+and scroll position survive.
+
+Index scheme: a process index carries internalId 0, a thread index carries its process's pid + 1, so
+`parent()` is one dict lookup and no Python object has to outlive a call through Qt.
+"""
+from __future__ import annotations
+
+from PySide6.QtCore import QAbstractItemModel, QItemSelection, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout, QWidget
+
+from widgets.formatting import format_cpus, format_percent, format_rate
+from widgets.irq_table import emit_changed_runs, sync_rows
+
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # lower-case text the filter words are looked for in
+ID_ROLE = Qt.ItemDataRole.UserRole + 3        # ("process", pid) or ("thread", tid)
+
+COL_NAME, COL_ID, COL_CPU, COL_PCT, COL_MIGR, COL_ALLOWED, COL_STATE = range(7)
+_HEADERS = ("Name", "PID / TID", "Last CPU", "CPU %", "Migrations/s", "Allowed CPUs", "State")
+_NUMERIC = (COL_ID, COL_CPU, COL_PCT, COL_MIGR)
+_KTHREAD_FG = QColor(128, 128, 128)
+
+# Documentation/filesystems/proc.rst, Table 1-4 (field 3, state), fs/proc/array.c task_state_array.
+_STATE_NAMES = {"R": "running", "S": "sleeping", "D": "disk sleep", "T": "stopped", "t": "tracing stop",
+                "X": "dead", "Z": "zombie", "P": "parked", "I": "idle"}
+
+
+def _rate_of(rates, tid):
+    if rates is None:
+        return None
+    tasks = getattr(rates, "tasks", None)
+    return tasks.get(tid) if tasks else None
+
+
+def _thread_cells(t, proc_comm: str, rate) -> tuple:
+    """(display, sort, tooltip, foreground) per column for one thread."""
+    last_cpu = getattr(rate, "last_cpu", None) if rate is not None else None
+    if last_cpu is None:
+        last_cpu = t.last_cpu
+    pct = getattr(rate, "cpu_pct", None) if rate is not None else None
+    migr = getattr(rate, "migrations_per_s", None) if rate is not None else None
+    moved = getattr(rate, "moved", None) if rate is not None else None
+    fg = _KTHREAD_FG if t.kthread else None
+    cpu_tip = None
+    if moved:
+        cpu_tip = "moved to this CPU since the previous sample"
+    state = t.state
+    return (
+        (t.comm, t.comm.lower(), f"{t.comm} (tid {t.tid}) in {proc_comm} (pid {t.pid})", fg),
+        (str(t.tid), t.tid, None, fg),
+        (str(last_cpu), last_cpu, cpu_tip, fg),
+        (format_percent(pct), pct if pct is not None else -1.0, None, fg),
+        (format_rate(migr), migr if migr is not None else -1.0,
+         None if migr is not None or rate is None else "migration count unavailable (needs CONFIG_SCHED_DEBUG)",
+         fg),
+        (format_cpus(t.allowed), _cpus_key(t.allowed),
+         "PF_NO_SETAFFINITY: the kernel does not let this thread be moved" if t.no_setaffinity else None, fg),
+        (state, state, _STATE_NAMES.get(state), fg),
+    )
+
+
+def _process_cells(pid, comm, cmdline, threads, rates) -> tuple:
+    pct_sum = 0.0
+    pct_known = False
+    migr_sum = 0.0
+    migr_known = False
+    cpus = set()
+    leader = None
+    for t in threads:
+        if t.tid == pid:
+            leader = t
+        rate = _rate_of(rates, t.tid)
+        cpu = getattr(rate, "last_cpu", None) if rate is not None else None
+        cpus.add(t.last_cpu if cpu is None else cpu)
+        if rate is not None:
+            if rate.cpu_pct is not None:
+                pct_sum += rate.cpu_pct
+                pct_known = True
+            m = getattr(rate, "migrations_per_s", None)
+            if m is not None:
+                migr_sum += m
+                migr_known = True
+    leader = leader or (threads[0] if threads else None)
+    kthread = leader.kthread if leader is not None else False
+    fg = _KTHREAD_FG if kthread else None
+    pct = pct_sum if pct_known else None
+    migr = migr_sum if migr_known else None
+    allowed = leader.allowed if leader is not None else None
+    state = leader.state if leader is not None else ""
+    n = len(threads)
+    tip = (cmdline or f"[{comm}] (kernel thread)" if kthread else cmdline or comm)
+    tip = f"{tip}\n{n} thread{'s' if n != 1 else ''}"
+    return (
+        (comm, comm.lower(), tip, fg),
+        (str(pid), pid, None, fg),
+        (format_cpus(cpus) if cpus else "", min(cpus) if cpus else -1,
+         "the CPUs its threads last ran on" if n > 1 else None, fg),
+        (format_percent(pct), pct if pct is not None else -1.0, "sum over its threads" if n > 1 else None, fg),
+        (format_rate(migr), migr if migr is not None else -1.0, None, fg),
+        (format_cpus(allowed), _cpus_key(allowed), "the main thread's Cpus_allowed_list", fg),
+        (state, state, _STATE_NAMES.get(state), fg),
+    )
+
+
+def _cpus_key(cpus) -> str:
+    return ",".join(f"{c:05d}" for c in cpus) if cpus else ""
+
+
+class ThreadTreeModel(QAbstractItemModel):
+    """Processes (top level) and their threads (children). Roles: DisplayRole, SORT_ROLE, FILTER_ROLE,
+    ID_ROLE, ToolTipRole, ForegroundRole (kernel threads greyed), TextAlignmentRole."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._pids: list[int] = []
+        self._pid_row: dict[int, int] = {}
+        self._tids: dict[int, list[int]] = {}          # pid -> its tids, in row order
+        self._tid_row: dict[int, dict[int, int]] = {}   # pid -> {tid: row}
+        self._pcells: dict[int, tuple] = {}
+        self._tcells: dict[int, tuple] = {}
+        self._pfilter: dict[int, str] = {}
+        self._tfilter: dict[int, str] = {}
+        self.generation = -1
+
+    # -- the one way in ---------------------------------------------------------------------
+    def set_state(self, state) -> None:
+        """Apply one MachineState without resetting: rows in/out for threads that came or went,
+        dataChanged for the cells whose text changed."""
+        self.generation = state.generation
+        sample = state.sample.tasks if state.sample is not None else None
+        rates = state.rates
+        tasks = sample.tasks if sample is not None else {}
+        processes = sample.processes if sample is not None else {}
+        by_pid: dict[int, list] = {}
+        for t in tasks.values():
+            by_pid.setdefault(t.pid, []).append(t)
+        new_pcells: dict[int, tuple] = {}
+        new_tcells: dict[int, tuple] = {}
+        new_pfilter: dict[int, str] = {}
+        new_tfilter: dict[int, str] = {}
+        new_tids: dict[int, list[int]] = {}
+        for pid, threads in by_pid.items():
+            threads.sort(key=lambda t: t.tid)
+            info = processes.get(pid)
+            leader = next((t for t in threads if t.tid == pid), threads[0])
+            comm = info.comm if info is not None else leader.comm
+            cmdline = info.cmdline if info is not None else ""
+            new_pcells[pid] = _process_cells(pid, comm, cmdline, threads, rates)
+            hay = f"{comm} {cmdline} {pid}".lower()
+            new_pfilter[pid] = hay
+            tids = []
+            for t in threads:
+                new_tcells[t.tid] = _thread_cells(t, comm, _rate_of(rates, t.tid))
+                new_tfilter[t.tid] = f"{t.comm} {t.tid}".lower()
+                tids.append(t.tid)
+            new_tids[pid] = tids
+        new_pids = sorted(new_pcells)
+
+        old_pcells, old_tcells = self._pcells, self._tcells
+        # During the row moves below, views may ask for any row, old or new: serve both.
+        self._pcells = {**old_pcells, **new_pcells}
+        self._tcells = {**old_tcells, **new_tcells}
+        self._pfilter = {**self._pfilter, **new_pfilter}
+        self._tfilter = {**self._tfilter, **new_tfilter}
+        for pid in new_pids:
+            if pid not in self._tids:          # a new process arrives with its threads
+                self._tids[pid] = list(new_tids[pid])
+                self._tid_row[pid] = {tid: r for r, tid in enumerate(new_tids[pid])}
+        if not sync_rows(self, QModelIndex(), self._pids, new_pids, self._reindex_pids):
+            raise AssertionError("pid lists are both sorted; sync_rows cannot refuse them")
+        for pid in list(self._tids):
+            if pid not in self._pid_row:       # its process row is gone, and its threads with it
+                del self._tids[pid]
+                del self._tid_row[pid]
+        for pid in new_pids:
+            have, want = self._tids[pid], new_tids[pid]
+            if have != want:
+                parent = self.createIndex(self._pid_row[pid], 0, 0)
+                sync_rows(self, parent, have, want, lambda p=pid: self._reindex_tids(p))
+        self._pcells, self._tcells = new_pcells, new_tcells
+        self._pfilter, self._tfilter = new_pfilter, new_tfilter
+
+        changed: dict[int, list[int]] = {}
+        for pid in new_pids:
+            old = old_pcells.get(pid)
+            new = new_pcells[pid]
+            if old is not None and old != new:
+                r = self._pid_row[pid]
+                for c in range(len(_HEADERS)):
+                    if old[c] != new[c]:
+                        changed.setdefault(c, []).append(r)
+            tchanged: dict[int, list[int]] = {}
+            rows = self._tid_row[pid]
+            for tid in new_tids[pid]:
+                old = old_tcells.get(tid)
+                new = new_tcells[tid]
+                if old is not None and old != new:
+                    r = rows[tid]
+                    for c in range(len(_HEADERS)):
+                        if old[c] != new[c]:
+                            tchanged.setdefault(c, []).append(r)
+            if tchanged:
+                emit_changed_runs(self, tchanged, self.createIndex(self._pid_row[pid], 0, 0))
+        if changed:
+            emit_changed_runs(self, changed)
+
+    def _reindex_pids(self) -> None:
+        self._pid_row = {pid: r for r, pid in enumerate(self._pids)}
+
+    def _reindex_tids(self, pid: int) -> None:
+        self._tid_row[pid] = {tid: r for r, tid in enumerate(self._tids[pid])}
+
+    # -- lookups for the widget and tests ---------------------------------------------------
+    def process_index(self, pid: int, column: int = 0) -> QModelIndex:
+        r = self._pid_row.get(pid)
+        return QModelIndex() if r is None else self.createIndex(r, column, 0)
+
+    def thread_index(self, pid: int, tid: int, column: int = 0) -> QModelIndex:
+        rows = self._tid_row.get(pid)
+        r = rows.get(tid) if rows else None
+        return QModelIndex() if r is None else self.createIndex(r, column, pid + 1)
+
+    def pids(self) -> list[int]:
+        return list(self._pids)
+
+    def tids_of(self, pid: int) -> list[int]:
+        return list(self._tids.get(pid, ()))
+
+    # -- Qt model interface -----------------------------------------------------------------
+    def index(self, row, column, parent=QModelIndex()):
+        if column < 0 or column >= len(_HEADERS) or row < 0:
+            return QModelIndex()
+        if not parent.isValid():
+            return self.createIndex(row, column, 0) if row < len(self._pids) else QModelIndex()
+        if parent.internalId() != 0 or parent.column() != 0:
+            return QModelIndex()               # threads have no children; only column 0 has any
+        pid = self._pids[parent.row()]
+        if row >= len(self._tids.get(pid, ())):
+            return QModelIndex()
+        return self.createIndex(row, column, pid + 1)
+
+    def parent(self, index=QModelIndex()):
+        if not index.isValid():
+            return QModelIndex()
+        ident = index.internalId()
+        if ident == 0:
+            return QModelIndex()
+        return self.createIndex(self._pid_row[ident - 1], 0, 0)
+
+    def rowCount(self, parent=QModelIndex()) -> int:
+        if not parent.isValid():
+            return len(self._pids)
+        if parent.internalId() != 0 or parent.column() != 0:
+            return 0
+        return len(self._tids.get(self._pids[parent.row()], ()))
+
+    def columnCount(self, parent=QModelIndex()) -> int:
+        return len(_HEADERS)
+
+    def hasChildren(self, parent=QModelIndex()) -> bool:
+        return self.rowCount(parent) > 0
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
+        if orientation == Qt.Orientation.Horizontal and 0 <= section < len(_HEADERS):
+            if role == Qt.ItemDataRole.DisplayRole:
+                return _HEADERS[section]
+            if role == Qt.ItemDataRole.ToolTipRole and section == COL_PCT:
+                return "CPU time over the last interval, in % of one CPU"
+        return None
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        c = index.column()
+        ident = index.internalId()
+        if ident == 0:
+            key = self._pids[index.row()]
+            cells = self._pcells[key]
+        else:
+            key = self._tids[ident - 1][index.row()]
+            cells = self._tcells[key]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return cells[c][0]
+        if role == SORT_ROLE:
+            return cells[c][1]
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return cells[c][2]
+        if role == Qt.ItemDataRole.ForegroundRole:
+            return cells[c][3]
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            if c in _NUMERIC:
+                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            return None
+        if role == FILTER_ROLE:
+            if ident == 0:
+                return self._pfilter[key]
+            return self._tfilter[key] + " " + self._pfilter[ident - 1]
+        if role == ID_ROLE:
+            return ("process", key) if ident == 0 else ("thread", key)
+        return None
+
+
+class ThreadFilterProxyModel(QSortFilterProxyModel):
+    """Sorts by SORT_ROLE. Every filter word must occur in a thread's comm, its process's comm or
+    cmdline (or the ids); a process is kept when it or any of its threads matches (recursive filtering)."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._words: list[str] = []
+        self.setSortRole(SORT_ROLE)
+        self.setDynamicSortFilter(True)
+        self.setRecursiveFilteringEnabled(True)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._words)
+
+    def set_filter_text(self, text: str) -> None:
+        self.beginFilterChange()
+        self._words = text.lower().split()
+        self.endFilterChange()
+
+    def filterAcceptsRow(self, source_row, source_parent):
+        if not self._words:
+            return True
+        src = self.sourceModel()
+        hay = src.data(src.index(source_row, 0, source_parent), FILTER_ROLE)
+        return all(w in hay for w in self._words)
+
+
+class ThreadTableWidget(QWidget):
+    """A filter box over the process/thread tree. Emits selection_changed(tids, pids): the threads and
+    the processes whose rows are selected."""
+
+    selection_changed = Signal(list, list)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.model = ThreadTreeModel(self)
+        self.proxy = ThreadFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.filter_edit = QLineEdit(self)
+        self.filter_edit.setPlaceholderText("Find a thread: name, process name or command line")
+        self.filter_edit.setClearButtonEnabled(True)
+        self.count_label = QLabel(self)
+        self.view = QTreeView(self)
+        self.view.setModel(self.proxy)
+        self.view.setUniformRowHeights(True)          # needed for 2,000+ rows to lay out quickly
+        self.view.setSortingEnabled(True)
+        self.view.sortByColumn(COL_PCT, Qt.SortOrder.DescendingOrder)
+        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.view.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.view.setAllColumnsShowFocus(True)
+        self.view.header().setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Interactive)
+        self.view.header().resizeSection(COL_NAME, 220)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.filter_edit)
+        layout.addWidget(self.view)
+        layout.addWidget(self.count_label)
+        self._last_selection: tuple[list, list] = ([], [])
+        self.filter_edit.textChanged.connect(self._on_filter_text_changed)
+        self.view.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        self.proxy.rowsInserted.connect(self._on_proxy_rows_inserted)
+
+    def set_state(self, state) -> None:
+        self.model.set_state(state)
+        n_threads = sum(len(self.model.tids_of(p)) for p in self.model.pids())
+        self.count_label.setText(f"{len(self.model.pids()):,} processes, {n_threads:,} threads")
+        # Rows removed under a selection change it without a selectionChanged carrying them.
+        self._emit_selection()
+
+    def set_filter(self, text: str) -> None:
+        self.filter_edit.setText(text)
+
+    def selected(self) -> tuple[list[int], list[int]]:
+        """(tids, pids) of the selected rows."""
+        tids, pids = [], []
+        for idx in self.view.selectionModel().selectedRows(0):
+            kind, key = idx.data(ID_ROLE)
+            (tids if kind == "thread" else pids).append(key)
+        return sorted(tids), sorted(pids)
+
+    def select_thread(self, pid: int, tid: int) -> bool:
+        """Select one thread's row (expanding its process). Returns whether it is shown."""
+        idx = self.proxy.mapFromSource(self.model.thread_index(pid, tid))
+        if not idx.isValid():
+            return False
+        self.view.expand(idx.parent())
+        self.view.selectionModel().select(
+            idx, self.view.selectionModel().SelectionFlag.ClearAndSelect
+            | self.view.selectionModel().SelectionFlag.Rows)
+        self.view.scrollTo(idx)
+        return True
+
+    def _on_filter_text_changed(self, text: str) -> None:
+        self.proxy.set_filter_text(text)
+        if self.proxy.active:
+            self.view.expandAll()                      # show the matching threads under each process
+        else:
+            self.view.collapseAll()
+
+    def _on_proxy_rows_inserted(self, parent: QModelIndex, first: int, last: int) -> None:
+        # A process that starts matching the filter mid-session opens like the others did.
+        if self.proxy.active and not parent.isValid():
+            for r in range(first, last + 1):
+                self.view.expand(self.proxy.index(r, 0))
+
+    def _on_selection_changed(self, _selected: QItemSelection, _deselected: QItemSelection) -> None:
+        self._emit_selection()
+
+    def _emit_selection(self) -> None:
+        sel = self.selected()
+        if sel != self._last_selection:
+            self._last_selection = sel
+            self.selection_changed.emit(*sel)
