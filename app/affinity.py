@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from app.errors import CoremapError, CpuListError, SysRootReadError
 from app.journal import Journal, JournalEntry
 from app.machine.threads import TaskGone, read_task
+from app.machine.topology import read_online_cpus
 from app.parse.cpulist import MAX_CPU, format_cpulist, parse_cpulist, parse_cpumask
 from app.sysroot import SysRoot
 
@@ -87,21 +88,6 @@ class PinWriteError(CoremapError):
     """A write the helper refused or could not do (not a kernel errno)."""
 
 
-def online_cpus(root: SysRoot) -> tuple[int, ...]:
-    """Online CPUs: cpu/online (Documentation/ABI/testing/sysfs-devices-system-cpu), else every
-    cpuN folder whose `online` file is absent (cpu0 often has none) or says 1."""
-    text = root.read_optional(root.cpu_dir("online"))
-    if text is not None and text.strip():
-        return parse_cpulist(text, what=str(root.cpu_dir("online")))
-    out = []
-    for name in root.listdir(root.cpu_dir()):
-        if name.startswith("cpu") and name[3:].isdigit():
-            flag = root.read_first_line(root.cpu_dir(name, "online"))
-            if flag is None or flag == "1":
-                out.append(int(name[3:]))
-    return tuple(sorted(out))
-
-
 def _cpus(cpus) -> str:
     return format_cpulist(cpus) or "(none)"
 
@@ -127,7 +113,7 @@ class AffinityService:
         results: list[PinResult] = []
         if bad:
             return [self._refused(t, "invalid", bad, None, cpus) for t in request.targets]
-        online = online_cpus(self.root)
+        online = read_online_cpus(self.root)
         self._irqbalance = None
         batch = _Batch()
         for target in request.targets:
@@ -184,7 +170,7 @@ class AffinityService:
         bad = self._check_cpus(cpus)
         if bad:
             return [bad]
-        online = online_cpus(self.root)
+        online = read_online_cpus(self.root)
         reasons = []
         offline = sorted(set(cpus) - set(online))
         if offline:
@@ -402,7 +388,7 @@ class AffinityService:
         return PinResult(t, False, code, message, before, tuple(cpus), None, None, None)
 
     def _replay(self, entries: list[JournalEntry], value, origin: str) -> list[PinResult]:
-        online = online_cpus(self.root)
+        online = read_online_cpus(self.root)
         self._irqbalance = None
         batch = _Batch()
         out = []

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from app.errors import CpuListError
+from app.machine.topology import read_online_cpus
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.sysroot import SysRoot
 
@@ -116,8 +117,7 @@ class Helper:
             raise Refused(str(e)) from None
         if not cpus:
             raise Refused("cpus is empty")
-        from app.affinity import online_cpus
-        online = set(online_cpus(self.root))
+        online = set(read_online_cpus(self.root))
         off = sorted(set(cpus) - online)
         if off:
             raise Refused(f"CPUs {format_cpulist(off)} are not online")

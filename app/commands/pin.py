@@ -1,0 +1,159 @@
+"""`coremap pin | undo | redo | restore | journal`: pin threads, processes, Java threads and IRQs to
+CPUs, through AffinityService (so the journal and undo stack are the window's too).
+
+  coremap pin (--tid T | --pid P | --irq N | --java NAME --pid P) --cpus LIST [--root DIR]
+  coremap undo | redo | restore [--root DIR]
+  coremap journal [--json]
+
+One line per target (`thread 1234 (java): 0-3 -> 2 ok`). Exit status: 0 all ok, 1 some target
+failed (the line says why and what to do), 2 bad input ("2-x", an unknown IRQ, a --root that is not a
+sysroot).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from datetime import datetime
+
+from app.affinity import AffinityService, PinRequest, PinResult, PinTarget
+from app.errors import CoremapError
+from app.journal import Journal
+from app.parse.cpulist import format_cpulist, parse_cpulist
+from app.statedir import journal_path
+from app.sysroot import SysRoot
+
+
+class PinInputError(CoremapError):
+    """A pin request that names nothing that exists, or names it twice."""
+
+
+def _root_arg(p) -> None:
+    # SUPPRESS: `coremap --root X pin ...` keeps the top-level value.
+    p.add_argument("--root", metavar="DIR", default=argparse.SUPPRESS,
+                   help="a captured machine (folder holding sys/ and proc/) instead of this one; "
+                        "IRQ pins then write into its proc/irq")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "pin", help="pin a thread, process, Java thread or IRQ to CPUs",
+        description="Set CPU affinity. The previous value is journalled first, so `coremap undo` and "
+                    "`coremap restore` can put it back even after a crash.")
+    p.add_argument("--tid", type=int, metavar="T", help="one thread")
+    p.add_argument("--pid", type=int, metavar="P", help="every thread of a process (or the JVM for --java)")
+    p.add_argument("--irq", type=int, metavar="N", help="an interrupt (/proc/irq/N)")
+    p.add_argument("--java", metavar="NAME", help="the Java thread of this full name in JVM --pid "
+                   "(found through jcmd/jstack's thread dump)")
+    p.add_argument("--cpus", required=True, metavar="LIST", help="CPU list such as 2-5,8")
+    _root_arg(p)
+    p.set_defaults(func=run_pin)
+    for name, func, text in (("undo", run_undo, "undo the last pin"),
+                             ("redo", run_redo, "redo the last undone pin"),
+                             ("restore", run_restore,
+                              "put every pinned target back to its original affinity")):
+        q = subparsers.add_parser(name, help=text, description=text.capitalize() + " (from the journal).")
+        _root_arg(q)
+        q.set_defaults(func=func)
+    j = subparsers.add_parser("journal", help="show the pin journal",
+                              description="Every pin, undo and restore, oldest first.")
+    j.add_argument("--json", action="store_true", help="a JSON array of entries")
+    j.set_defaults(func=run_journal)
+
+
+def _service(args) -> AffinityService:
+    root = SysRoot(getattr(args, "root", None) or "/")
+    journal = Journal(journal_path())
+    for note in journal.notes:
+        print(f"coremap: note: {note}", file=sys.stderr)
+    writer = None
+    if os.geteuid() != 0 and root.is_live:
+        from app.helper import HelperClient
+        writer = HelperClient()      # started only if a direct write is denied
+    return AffinityService(root, journal, writer)
+
+
+def _target(args, root: SysRoot) -> PinTarget:
+    given = [n for n in ("tid", "irq") if getattr(args, n) is not None]
+    if args.java is not None:
+        if args.pid is None:
+            raise PinInputError("--java NAME needs --pid P, the JVM's process id (see `jcmd -l`)")
+        if given:
+            raise PinInputError("give one of --tid, --pid, --irq or --java NAME --pid P")
+        from app.java import find_java_thread
+        tid = find_java_thread(args.pid, args.java, root)
+        return PinTarget("thread", tid, args.pid, args.java)
+    if args.pid is not None:
+        given.append("pid")
+    if len(given) != 1:
+        raise PinInputError("give exactly one of --tid T, --pid P, --irq N or --java NAME --pid P")
+    if args.irq is not None:
+        if args.irq < 0 or not root.exists(root.irq_dir(args.irq)):
+            raise PinInputError(f"IRQ {args.irq} does not exist on {'this machine' if root.is_live else root.root}; "
+                                "see `coremap irqs`")
+        return PinTarget("irq", args.irq)
+    if args.pid is not None:
+        if args.pid <= 0 or not root.exists(root.task_dir(args.pid, None, "task")):
+            raise PinInputError(f"process {args.pid} does not exist; see `coremap threads`")
+        return PinTarget("process", args.pid)
+    if args.tid <= 0 or not root.exists(root.proc(args.tid, "status")):
+        raise PinInputError(f"thread {args.tid} does not exist; see `coremap threads`")
+    return PinTarget("thread", args.tid)
+
+
+def _report(results: list[PinResult], nothing: str) -> int:
+    if not results:
+        print(nothing)
+        return 0
+    for r in results:
+        print(r.line())
+    if any(r.code == "invalid" for r in results):
+        return 2
+    return 0 if all(r.ok for r in results) else 1
+
+
+def run_pin(args) -> int:
+    cpus = parse_cpulist(args.cpus, what="--cpus")
+    if not cpus:
+        raise PinInputError("--cpus is empty; write CPUs like 2-5,8")
+    service = _service(args)
+    target = _target(args, service.root)
+    return _report(service.apply(PinRequest((target,), cpus, origin="cli")), "nothing to pin")
+
+
+def run_undo(args) -> int:
+    return _report(_service(args).undo(), "nothing to undo")
+
+
+def run_redo(args) -> int:
+    return _report(_service(args).redo(), "nothing to redo")
+
+
+def run_restore(args) -> int:
+    return _report(_service(args).restore_all(), "nothing to restore: every pinned target has its "
+                                                 "original affinity")
+
+
+def run_journal(args) -> int:
+    journal = Journal(journal_path())
+    for note in journal.notes:
+        print(f"coremap: note: {note}", file=sys.stderr)
+    entries = journal.entries()
+    if args.json:
+        json.dump([asdict(e) for e in entries], sys.stdout, indent=1)
+        print()
+        return 0
+    if not entries:
+        print(f"the journal {journal.path} is empty")
+        return 0
+    for e in entries:
+        when = datetime.fromtimestamp(e.time).strftime("%Y-%m-%d %H:%M:%S")
+        label = f" ({e.label})" if e.label else ""
+        before = format_cpulist(e.before) if e.before is not None else "?"
+        where = "" if e.root == "/" else f" [{e.root}]"
+        code = f" {e.code}" if e.code else ""
+        print(f"#{e.id} {when} {e.origin:<8} {e.kind} {e.target_id}{label}{where}: "
+              f"{before} -> {format_cpulist(e.requested)} {e.state}{code}")
+    return 0
