@@ -613,8 +613,8 @@ static const struct ev EVENTS[] = {
 static PyObject *py_count_command(PyObject *self, PyObject *args)
 {
     PyObject *argv_obj;
-    int cpu = -1;
-    if (!PyArg_ParseTuple(args, "O!|i", &PyList_Type, &argv_obj, &cpu))
+    int cpu = -1, stdout_fd = -1;
+    if (!PyArg_ParseTuple(args, "O!|ii", &PyList_Type, &argv_obj, &cpu, &stdout_fd))
         return NULL;
     Py_ssize_t argc = PyList_GET_SIZE(argv_obj);
     if (argc < 1) {
@@ -656,6 +656,8 @@ static PyObject *py_count_command(PyObject *self, PyObject *args)
             _exit(127);
         }
         if (read(go[0], &c, 1) != 1)
+            _exit(127);
+        if (stdout_fd >= 0 && dup2(stdout_fd, 1) < 0)
             _exit(127);
         execvp(argv[0], argv);
         int e = errno;
@@ -757,8 +759,8 @@ static PyMethodDef methods[] = {
      "c2c(cpu_a, cpu_b, round_trips, batches) -> [ns per round trip per batch]: one cache line "
      "passed back and forth between a thread on cpu_a and one on cpu_b."},
     {"count_command", py_count_command, METH_VARARGS,
-     "count_command(argv, cpu=-1) -> {counts, unavailable, exit_status, wall_ns}: run argv "
-     "(pinned to cpu when >= 0) under perf_event_open counters (inherit, enable_on_exec)."},
+     "count_command(argv, cpu=-1, stdout_fd=-1) -> {counts, unavailable, exit_status, wall_ns}: run argv "
+     "(pinned to cpu when >= 0; its stdout sent to stdout_fd when >= 0) under perf_event_open counters (inherit, enable_on_exec)."},
     {NULL, NULL, 0, NULL},
 };
 

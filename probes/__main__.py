@@ -1,0 +1,53 @@
+"""`python -m probes NAME --cpu N [options]`: one probe, one process, JSON lines on stdout.
+
+Checks the CPU before any loop: a bad, offline or disallowed CPU gives one `error` line naming the
+CPU and the allowed set, and exit status 2.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+from app.errors import CoremapError
+from probes.common import EXIT_BAD_INPUT, check_cpus, emit, log, pin
+
+PROBES = ("jitter", "wakeup", "sweep", "c2c", "counters")
+MULTI_CPU = ("sweep", "c2c")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in PROBES:
+        emit({"type": "error", "message": f"name a probe: one of {', '.join(PROBES)}"})
+        return EXIT_BAD_INPUT
+    name = argv[0]
+    mod = importlib.import_module(f"probes.{name}")
+    try:
+        args = mod.build_parser().parse_args(argv[1:])
+        args.cpu_ids = ()
+        args.cpu_id = None
+        if name in MULTI_CPU:
+            if args.cpu is not None or name == "sweep":
+                args.cpu_ids = check_cpus(args.cpu)
+        elif not args.unbound or args.cpu is not None:
+            (args.cpu_id, *rest) = check_cpus(args.cpu)
+            if rest:
+                raise CoremapError(f"--cpu {args.cpu!r}: {name} runs on one CPU per process; "
+                                   "the coremap CLI runs one process per CPU of a list")
+            if not args.unbound and name != "counters":
+                pin(args.cpu_id)
+        return int(mod.run(args, emit) or 0)
+    except CoremapError as e:
+        emit({"type": "error", "message": str(e)})
+        return EXIT_BAD_INPUT
+    except ImportError as e:
+        emit({"type": "error", "message": f"probes._native is not built ({e}); run `pip install -e .`"})
+        return EXIT_BAD_INPUT
+    except OSError as e:
+        log(f"{type(e).__name__}: {e}")
+        emit({"type": "error", "message": f"{name}: {e}"})
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Core-to-core latency: two threads pinned to CPUs a and b pass one 64-byte-aligned cache line back
+and forth (an atomic counter each side bumps in turn). One-way latency = round trip / 2; each pair
+runs several batches and reports the median and the minimum batch."""
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import time
+
+from app.parse.cpulist import parse_cpulist
+from probes.common import ProbeArgumentParser, ProbeError, add_common_args, hello
+from probes.jitter import _host
+
+NAME = "c2c"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = ProbeArgumentParser(prog="python -m probes c2c", description=__doc__)
+    add_common_args(p, cpu_list=True)
+    p.add_argument("--pairs", default=None, metavar="A:B,...",
+                   help="measure only these pairs (default: every pair of --cpu)")
+    p.add_argument("--trips", type=int, default=20000, help="round trips per batch (default 20000)")
+    p.add_argument("--batches", type=int, default=5, help="batches per pair (default 5)")
+    return p
+
+
+def parse_pairs(text: str, allowed) -> list[tuple[int, int]]:
+    pairs = []
+    for piece in text.split(","):
+        a, sep, b = piece.strip().partition(":")
+        if not sep:
+            raise ProbeError(f"--pairs {text!r}: {piece!r} is not A:B; write pairs like 0:1,0:2")
+        (ca,), (cb,) = parse_cpulist(a, what="--pairs"), parse_cpulist(b, what="--pairs")
+        for c in (ca, cb):
+            if c not in allowed:
+                raise ProbeError(f"CPU {c} is not available to this process; choose from "
+                                 f"{','.join(map(str, allowed))}")
+        if ca == cb:
+            raise ProbeError(f"--pairs {piece!r}: a pair needs two different CPUs")
+        pairs.append((ca, cb))
+    return pairs
+
+
+def run(args, emit) -> int:
+    from probes import _native
+    from probes.common import ProbeArgumentParser, allowed_cpus
+    pairs = parse_pairs(args.pairs, allowed_cpus()) if args.pairs else list(itertools.combinations(args.cpu_ids, 2))
+    if not pairs:
+        raise ProbeError("c2c needs at least two CPUs: pass --cpu 0-1 or --pairs 0:1")
+    emit(hello(NAME, list(args.cpu_ids or sorted({c for p in pairs for c in p})),
+               {"trips": args.trips, "batches": args.batches}))
+    t0 = time.monotonic_ns()
+    for a, b in pairs:
+        rts = _native.c2c(a, b, args.trips, args.batches)
+        one_way = [rt / 2 for rt in rts]
+        emit({"type": "interval", "elapsed_ns": time.monotonic_ns() - t0, "pair": [a, b],
+              "one_way_ns": one_way, "median_ns": statistics.median(one_way), "min_ns": min(one_way)})
+    emit({"type": "done", "elapsed_ns": time.monotonic_ns() - t0, "pairs": len(pairs)})
+    return 0
+
+
+def summarize(lines) -> dict:
+    hello_line = next((l for l in lines if l.get("type") == "hello"), {})
+    ivs = [l for l in lines if l.get("type") == "interval"]
+    cpus = sorted({c for iv in ivs for c in iv["pair"]})
+    matrix = [[None] * len(cpus) for _ in cpus]
+    idx = {c: i for i, c in enumerate(cpus)}
+    for iv in ivs:
+        a, b = iv["pair"]
+        matrix[idx[a]][idx[b]] = matrix[idx[b]][idx[a]] = iv["median_ns"]
+    return {"probe": NAME, "cpu": hello_line.get("cpu"), "loop_ns": None, "sampled_seconds": None,
+            "achieved_duty": None, "buckets": [], "percentiles": None,
+            "pairs": [{"a": iv["pair"][0], "b": iv["pair"][1], "median_ns": iv["median_ns"], "min_ns": iv["min_ns"]}
+                      for iv in ivs],
+            "matrix_cpus": cpus, "matrix_ns": matrix, "host": _host(hello_line)}

@@ -1,0 +1,144 @@
+"""What every probe process shares: the JSON-lines writer, CPU checks, pinning, scheduling setup,
+and the `hello` line.
+
+The protocol (one JSON object per line on stdout, flushed at once; logs go to stderr):
+  {"type": "hello", kernel, clocksource, tsc_hz, tsc_usable, timer_slack_ns, policy, priority, cpu,
+   isolated, pid, probe, ...}
+  {"type": "interval", elapsed_ns, ...probe-specific...}      one per chunk (~100 ms) or step
+  {"type": "done", ...summary...}                             the last line of a good run
+  {"type": "error", "message": "..."}                         the last line of a failed run (exit 2)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from app.errors import CoremapError
+from app.parse.cpulist import format_cpulist, parse_cpulist
+from app.sysroot import SysRoot
+
+EXIT_BAD_INPUT = 2
+
+
+class ProbeError(CoremapError):
+    """A probe that cannot start as asked (bad CPU, no permission for SCHED_FIFO, ...)."""
+
+
+def emit(obj: dict, stream=None) -> None:
+    """Write one protocol line and flush it, so a reader sees each chunk as soon as it is done."""
+    out = stream or sys.stdout
+    out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    out.flush()
+
+
+def log(msg: str) -> None:
+    print(f"probe[{os.getpid()}]: {msg}", file=sys.stderr, flush=True)
+
+
+def add_common_args(p: argparse.ArgumentParser, *, cpu_list: bool = False) -> None:
+    p.add_argument("--cpu", default=None, metavar="LIST" if cpu_list else "N",
+                   help="CPUs to measure on" if cpu_list else "the CPU to pin the probe to")
+    p.add_argument("--unbound", action="store_true", help="do not pin; let the scheduler place the probe")
+    p.add_argument("--seconds", type=float, default=1.0, metavar="S", help="how long to measure (default 1)")
+    p.add_argument("--chunk-ms", type=float, default=100.0, metavar="MS",
+                   help="one interval line per this many ms (default 100)")
+    p.add_argument("--policy", choices=("other", "fifo"), default="other",
+                   help="scheduling policy of the probe (default other)")
+    p.add_argument("--priority", type=int, default=None, metavar="P",
+                   help="SCHED_FIFO priority 1-99 (default 80 with --policy fifo)")
+    p.add_argument("--slack-ns", type=int, default=None, metavar="NS",
+                   help="timer slack for the probe (prctl PR_SET_TIMERSLACK); default: leave as inherited")
+
+
+class ProbeArgumentParser(argparse.ArgumentParser):
+    """argparse that raises ProbeError, so a bad option becomes an `error` line like any other."""
+
+    def error(self, message):
+        raise ProbeError(f"{self.prog}: {message}")
+
+
+def online_cpus(root: SysRoot | None = None) -> tuple[int, ...]:
+    root = root or SysRoot("/")
+    text = root.read_optional(root.cpu_dir("online"))
+    return parse_cpulist(text, what="online CPUs") if text is not None else tuple(range(os.cpu_count() or 1))
+
+
+def allowed_cpus(root: SysRoot | None = None) -> tuple[int, ...]:
+    """CPUs this process may run on and that are online (an offline CPU can stay in the mask)."""
+    online = set(online_cpus(root))
+    return tuple(sorted(c for c in os.sched_getaffinity(0) if c in online))
+
+
+def check_cpus(text: str | None, *, root: SysRoot | None = None) -> tuple[int, ...]:
+    """Parse a CPU list and make sure every CPU is usable here. Raises ProbeError naming the CPU."""
+    allowed = allowed_cpus(root)
+    if text is None:
+        raise ProbeError(f"no CPU given; pass --cpu N (choose from {format_cpulist(allowed)}) or --unbound")
+    cpus = parse_cpulist(str(text), what="--cpu")
+    if not cpus:
+        raise ProbeError(f"--cpu {text!r} names no CPU; choose from {format_cpulist(allowed)}")
+    for c in cpus:
+        if c not in allowed:
+            raise ProbeError(f"CPU {c} is not available to this process; choose from {format_cpulist(allowed)}")
+    return cpus
+
+
+def pin(cpu: int) -> None:
+    os.sched_setaffinity(0, {cpu})
+
+
+def apply_sched(args) -> None:
+    """Scheduling policy, priority and timer slack for this process, set before any loop."""
+    from probes import _native
+    if args.slack_ns is not None:
+        if args.slack_ns < 0:
+            raise ProbeError(f"--slack-ns {args.slack_ns}: must be >= 0 (1 = as small as the kernel allows)")
+        _native.set_timer_slack(args.slack_ns)
+    if args.policy == "fifo":
+        prio = 80 if args.priority is None else args.priority
+        if not 1 <= prio <= 99:
+            raise ProbeError(f"--priority {prio}: SCHED_FIFO priorities run 1-99")
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
+        except PermissionError:
+            raise ProbeError("SCHED_FIFO needs root or CAP_SYS_NICE (or an RLIMIT_RTPRIO); "
+                             "run as root or use --policy other") from None
+    elif args.priority is not None:
+        raise ProbeError("--priority applies to --policy fifo only")
+
+
+def duty_split(percent: float) -> tuple[int, int]:
+    """(on_ns, off_ns) for a duty cycle: 100% = always on (on_ns 0 means no sleep), else 1 ms off and
+    on = 1 ms * P / (100 - P): 50% -> 1 ms on / 1 ms off, 10% -> 0.111 ms on / 1 ms off."""
+    if not 0 < percent <= 100:
+        raise ProbeError(f"--duty {percent}: give a percentage in (0, 100]")
+    if percent >= 100:
+        return 0, 0
+    off = 1_000_000
+    return int(round(off * percent / (100.0 - percent))), off
+
+
+_POLICY_NAMES = {os.SCHED_OTHER: "other", os.SCHED_FIFO: "fifo", os.SCHED_RR: "rr",
+                 getattr(os, "SCHED_BATCH", 3): "batch", getattr(os, "SCHED_IDLE", 5): "idle"}
+
+
+def hello(probe: str, cpu, extra: dict | None = None, root: SysRoot | None = None) -> dict:
+    from probes import _native
+    root = root or SysRoot("/")
+    tsc = _native.tsc_info()
+    pol = os.sched_getscheduler(0)
+    isolated = root.read_optional(root.cpu_dir("isolated"))
+    clocksource = root.read_first_line(root.sys("devices", "system", "clocksource", "clocksource0",
+                                                "current_clocksource"))
+    d = {"type": "hello", "probe": probe, "kernel": os.uname().release, "clocksource": clocksource,
+         "tsc_hz": tsc["hz"] if tsc["usable"] else None, "tsc_usable": tsc["usable"],
+         "rdtsc_ns": tsc["rdtsc_ns"] if tsc["usable"] else None, "clock_gettime_ns": tsc["clock_gettime_ns"],
+         "timer_slack_ns": _native.get_timer_slack(), "policy": _POLICY_NAMES.get(pol, str(pol)),
+         "priority": os.sched_getparam(0).sched_priority, "cpu": cpu,
+         "isolated": list(parse_cpulist(isolated, what="isolated CPUs")) if isolated else [],
+         "pid": os.getpid()}
+    if extra:
+        d.update(extra)
+    return d

@@ -1,0 +1,82 @@
+"""Jitter: a busy loop reading the TSC (CLOCK_MONOTONIC without an invariant TSC) on one CPU; every
+time the loop is held off (interrupt, softirq, another task, SMI, hypervisor) shows up as a gap
+between two reads. Like oslat, but streamed per chunk and with a duty cycle."""
+from __future__ import annotations
+
+import argparse
+import time
+
+from probes import histogram
+from probes.common import ProbeArgumentParser, add_common_args, apply_sched, duty_split, hello
+
+NAME = "jitter"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = ProbeArgumentParser(prog="python -m probes jitter", description=__doc__)
+    add_common_args(p)
+    p.add_argument("--duty", type=float, default=100.0, metavar="P",
+                   help="percent of time spent sampling: 100 = always, 50 = 1 ms on/1 ms off (default 100)")
+    p.add_argument("--threshold-ns", type=int, default=1000, metavar="NS",
+                   help="gaps at least this long are binned finely and kept as top gaps (default 1000)")
+    p.add_argument("--top", type=int, default=16, help="largest gaps kept per interval (default 16)")
+    p.add_argument("--no-tsc", action="store_true", help="read CLOCK_MONOTONIC even where rdtsc is usable")
+    return p
+
+
+def run(args, emit) -> int:
+    from probes import _native
+    on_ns, off_ns = duty_split(args.duty)
+    apply_sched(args)
+    emit(hello(NAME, args.cpu_id, {"duty": args.duty, "on_ns": on_ns, "off_ns": off_ns,
+                                    "threshold_ns": args.threshold_ns, "top": args.top}))
+    chunk_ns = int(args.chunk_ms * 1e6)
+    total_ns = int(args.seconds * 1e9)
+    t0 = time.monotonic_ns()
+    sampled = iterations = 0
+    while True:
+        elapsed = time.monotonic_ns() - t0
+        if elapsed >= total_ns:
+            break
+        r = _native.jitter_chunk(min(chunk_ns, total_ns - elapsed), args.threshold_ns, on_ns, off_ns,
+                                 args.top, not args.no_tsc)
+        sampled += r["sampled_ns"]
+        iterations += r["iterations"]
+        emit({"type": "interval", "elapsed_ns": time.monotonic_ns() - t0, "chunk_ns": r["elapsed_ns"],
+              "sampled_ns": r["sampled_ns"], "iterations": r["iterations"], "loop_ns": r["loop_ns"],
+              "tsc": r["tsc"], "buckets": r["buckets"],
+              "top_gaps": sorted([[t - t0, g] for t, g in r["top_gaps"]])})
+    emit({"type": "done", "elapsed_ns": time.monotonic_ns() - t0, "sampled_ns": sampled,
+          "iterations": iterations, "loop_ns": sampled / iterations if iterations else None})
+    return 0
+
+
+def summarize(lines) -> dict:
+    """The CLI's result object for one jitter run."""
+    hello_line = next((l for l in lines if l.get("type") == "hello"), {})
+    ivs = [l for l in lines if l.get("type") == "interval"]
+    buckets = histogram.merge_buckets(*(iv["buckets"] for iv in ivs))
+    sampled = sum(iv["sampled_ns"] for iv in ivs)
+    elapsed = sum(iv["chunk_ns"] for iv in ivs)
+    iters = sum(iv["iterations"] for iv in ivs)
+    h = histogram.buckets_to_histogram(buckets)
+    top = sorted((g for iv in ivs for g in iv["top_gaps"]), key=lambda g: -g[1])[:hello_line.get("top", 16)]
+    gaps = histogram.gaps_per_hour(buckets, sampled)
+    pct = histogram.percentiles(h)
+    if top:
+        # the loop knows the exact longest gap; the histogram only knows its bucket's midpoint
+        pct["max"] = max(pct["max"] or 0, top[0][1])
+    return {"probe": NAME, "cpu": hello_line.get("cpu"), "loop_ns": sampled / iters if iters else None,
+            "sampled_seconds": sampled / 1e9, "elapsed_seconds": elapsed / 1e9,
+            "achieved_duty": sampled / elapsed if elapsed else None,
+            "requested_duty": hello_line.get("duty"), "iterations": iters,
+            "threshold_ns": hello_line.get("threshold_ns"),
+            "buckets": histogram.buckets_as_dicts(buckets), "percentiles": pct,
+            "gaps_per_cpu_hour": gaps["rows"], "lost_share": gaps["lost_share"],
+            "top_gaps": [{"t_ns": t, "gap_ns": g} for t, g in top], "intervals": len(ivs),
+            "host": _host(hello_line)}
+
+
+def _host(h: dict) -> dict:
+    return {k: h.get(k) for k in ("kernel", "clocksource", "tsc_hz", "tsc_usable", "timer_slack_ns",
+                                  "policy", "priority", "isolated", "pid")}
