@@ -1,0 +1,41 @@
+"""`coremap snapshot OUT.tar.gz [--root DIR] [--interval S] [--no-second]`: capture this machine's
+topology, interrupts, IRQ affinities, PCI devices and counters into a tarball that
+`coremap --root DIR` opens after `tar xf OUT.tar.gz -C DIR` (see app/snapshot.py for the layout).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.snapshot import take_snapshot
+from app.sysroot import SysRoot
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "snapshot", help="capture this machine's /sys and /proc into a tarball for --root",
+        description="Capture the parts of /sys and /proc that coremap reads (topology, caches, NUMA, "
+                    "interrupts, IRQ affinities, PCI devices, counters twice) into OUT.tar.gz. Extract "
+                    "it anywhere and open it with `coremap --root DIR/<host-time>`.")
+    p.add_argument("out", metavar="OUT.tar.gz", help="the tarball to write (its folder must exist)")
+    # SUPPRESS: `coremap --root X snapshot OUT` must keep the top-level value.
+    p.add_argument("--root", metavar="DIR", default=argparse.SUPPRESS,
+                   help="capture a captured machine again (a folder holding sys/ and proc/)")
+    # Own dest: the top-level --interval is the window's sampling interval.
+    p.add_argument("--interval", dest="snapshot_interval", type=float, default=1.0, metavar="S",
+                   help="seconds between the two counter captures (default 1)")
+    p.add_argument("--no-second", action="store_true",
+                   help="capture the counters once only (no rates for this snapshot)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    root = SysRoot(getattr(args, "root", None) or "/")
+    res = take_snapshot(args.out, root, interval=args.snapshot_interval, second=not args.no_second)
+    what = f"counters twice, {res.interval:.3f} s apart" if res.interval is not None else "counters once"
+    print(f"{res.path}: {res.files} files, {res.links} links, {what}; extract with "
+          f"`tar xf {res.path}` and open {res.top}/ with --root")
+    if res.skipped:
+        print(f"skipped {len(res.skipped)} unreadable or missing file(s), listed in "
+              f"{res.top}/.coremap/meta.json", file=sys.stderr)
+    return 0
