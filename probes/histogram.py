@@ -139,7 +139,8 @@ class HlogData:
 
 def write_hlog(out, intervals, *, start_time_s: float | None = None, comment: str | None = None,
                tag: str | None = None) -> None:
-    """Write intervals [(start_s relative to start_time_s, length_s, HdrHistogram)] as a v1.2 .hlog.
+    """Write intervals [(start_s relative to start_time_s, length_s, HdrHistogram[, tag])] as a v1.2
+    .hlog. A 4th element tags that interval (jHiccup-style "Tag=NAME,"); else `tag` applies.
 
     `out` is a path or a text file object.
     """
@@ -153,9 +154,11 @@ def write_hlog(out, intervals, *, start_time_s: float | None = None, comment: st
     out.write(f"#[StartTime: {st:.3f} (seconds since epoch), "
               f"{time.strftime('%a %b %d %H:%M:%S %Z %Y', time.localtime(st))}]\n")
     out.write('"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n')
-    for start_s, length_s, h in intervals:
+    for item in intervals:
+        start_s, length_s, h = item[:3]
+        t = item[3] if len(item) > 3 else tag
         payload = h.encode().decode("ascii")
-        prefix = f"Tag={tag}," if tag else ""
+        prefix = f"Tag={t}," if t else ""
         out.write(f"{prefix}{start_s:.3f},{length_s:.3f},{h.get_max_value() / MAX_VALUE_UNIT_RATIO:.3f},"
                   f"{payload}\n")
 
