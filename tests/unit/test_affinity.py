@@ -1,0 +1,373 @@
+"""AffinityService on this machine's own threads (pinned for real, then restored), on IRQs of a
+temporary copy of a real captured machine (openshift-nto "sno"), on one real IRQ as root, and across a
+SIGKILL: the next start restores what the killed process pinned."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.affinity import AffinityService, PinRequest, PinTarget
+from app.irqbalance import parse_banirq, read_irqbalance
+from app.journal import Journal
+from app.machine.threads import read_task
+from app.sysroot import SysRoot
+from tests.machines import extract
+
+ROOT = Path(__file__).resolve().parents[2]
+CPUS = tuple(sorted(os.sched_getaffinity(0)))
+needs_two_cpus = pytest.mark.skipif(len(CPUS) < 2, reason="pinning needs at least 2 CPUs to move between")
+
+
+def _aff(tid):
+    return tuple(sorted(os.sched_getaffinity(tid)))
+
+
+@pytest.fixture
+def journal(tmp_path):
+    j = Journal(tmp_path / "journal.jsonl")
+    yield j
+    j.close()
+
+
+@pytest.fixture
+def live(journal):
+    return AffinityService(SysRoot("/"), journal)
+
+
+@pytest.fixture
+def parked_thread():
+    """A real thread of this test process, waiting; its native_id is a tid to pin."""
+    ev = threading.Event()
+    th = threading.Thread(target=ev.wait, name="pin-me")
+    th.start()
+    yield th
+    ev.set()
+    th.join()
+
+
+@pytest.fixture
+def sno(tmp_path):
+    """A writable copy of the sno machine's proc/irq and cpu folders."""
+    src = extract("sno")
+    dst = tmp_path / "sno"
+    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
+    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
+                    ignore=shutil.ignore_patterns("cache"))
+    shutil.copy(src / "proc" / "interrupts", dst / "proc" / "interrupts")
+    return SysRoot(dst)
+
+
+# -- threads of this process --------------------------------------------------------------------
+@needs_two_cpus
+def test_pin_own_thread_then_undo_redo_restore(live, journal, parked_thread):
+    tid = parked_thread.native_id
+    original = _aff(tid)
+    one = (CPUS[-1],)
+    try:
+        [r] = live.apply(PinRequest((PinTarget("thread", tid),), one))
+        assert (r.ok, r.code, r.before, r.after) == (True, "ok", original, one)
+        assert _aff(tid) == one
+        comm = Path(f"/proc/{os.getpid()}/task/{tid}/comm").read_text().strip()
+        assert r.target.pid == os.getpid() and r.target.label == comm
+        assert r.line() == f"thread {tid} ({comm}): {_fmt(original)} -> {_fmt(one)} ok"
+        e = journal.get(r.journal_id)
+        assert (e.state, e.before, e.requested, e.after) == ("done", original, one, one)
+
+        [u] = live.undo()
+        assert u.ok and _aff(tid) == original
+        assert live.undo() == []                   # one pin, one undo
+        [rd] = live.redo()
+        assert rd.ok and _aff(tid) == one
+        assert live.redo() == []
+        [u2] = live.undo()
+        assert u2.ok and _aff(tid) == original
+        [rd2] = live.redo()
+        assert _aff(tid) == one
+
+        restored = live.restore_all()
+        assert [x.code for x in restored] == ["ok"] and _aff(tid) == original
+        assert journal.unrestored(live.root_key) == []
+        assert live.undo() == [] and live.redo() == []   # restore closes the history
+    finally:
+        os.sched_setaffinity(tid, original)
+
+
+def _fmt(cpus):
+    from app.parse.cpulist import format_cpulist
+    return format_cpulist(cpus)
+
+
+def test_exited_thread_is_gone_and_journalled_failed(live, journal):
+    th = threading.Thread(target=lambda: None)
+    th.start()
+    tid = th.native_id
+    th.join()
+    mine = _aff(0)
+    [r] = live.apply(PinRequest((PinTarget("thread", tid, os.getpid()),), (CPUS[0],)))
+    assert (r.ok, r.code) == (False, "gone")
+    assert str(tid) in r.message and "exited" in r.message
+    [e] = journal.entries()
+    assert (e.state, e.code, e.target_id) == ("failed", "gone", tid)
+    assert _aff(0) == mine                        # nothing else changed
+    assert journal.unrestored() == [] and live.undo() == []
+
+
+@needs_two_cpus
+def test_process_is_each_of_its_threads(live):
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import threading,time; threading.Thread(target=time.sleep,args=(60,)).start(); "
+                              "print('up', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "up"
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{child.pid}/task"))
+        results = live.apply(PinRequest((PinTarget("process", child.pid),), (CPUS[-1],)))
+        assert sorted(r.target.id for r in results) == tids and len(tids) >= 2
+        assert all(r.ok for r in results)
+        assert all(_aff(t) == (CPUS[-1],) for t in tids)
+        live.undo()
+        assert all(_aff(t) == CPUS for t in tids)
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_offline_cpu_is_refused_before_writing(live, journal, parked_thread):
+    tid = parked_thread.native_id
+    before = _aff(tid)
+    beyond = max(CPUS) + 1000
+    req = PinRequest((PinTarget("thread", tid),), (beyond,))
+    assert any("offline" in s for s in live.preflight(req))
+    [r] = live.apply(req)
+    assert r.code == "offline" and f"CPU {beyond} is offline" in r.message
+    assert _aff(tid) == before
+    assert journal.get(r.journal_id).state == "failed"
+
+
+def _no_setaffinity_kthread():
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                t = read_task(SysRoot("/"), int(name), int(name), detail="fast")
+            except Exception:           # exited meanwhile: try the next
+                continue
+            if t.no_setaffinity:
+                return t
+    return None
+
+
+def test_kernel_thread_refuses(live):
+    t = _no_setaffinity_kthread()
+    if t is None:
+        pytest.skip("no kernel thread with PF_NO_SETAFFINITY here")
+    before = _aff(t.tid)
+    req = PinRequest((PinTarget("thread", t.tid),), (CPUS[0],))
+    assert live.preflight(req) == [f"kernel thread {t.tid} ({t.comm}) refuses affinity changes"]
+    [r] = live.apply(req)
+    assert r.code == "kthread" and f"kernel thread {t.tid}" in r.message
+    assert _aff(t.tid) == before
+
+
+CPUSET_V1 = Path("/sys/fs/cgroup/cpuset")
+
+
+@needs_two_cpus
+def test_cpuset_refusal_names_the_cpusets_cpus(live):
+    if os.geteuid() != 0 or not (CPUSET_V1 / "cpuset.cpus").exists():
+        pytest.skip("needs root and a cgroup v1 cpuset hierarchy at /sys/fs/cgroup/cpuset")
+    cg = CPUSET_V1 / f"coremap-test-{os.getpid()}"
+    cg.mkdir()
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        (cg / "cpuset.cpus").write_text(str(CPUS[0]))
+        (cg / "cpuset.mems").write_text((CPUSET_V1 / "cpuset.mems").read_text().strip().split(",")[0].split("-")[0])
+        (cg / "tasks").write_text(str(sleeper.pid))
+        req = PinRequest((PinTarget("thread", sleeper.pid),), (CPUS[-1],))
+        assert any(f"may run only on CPUs {CPUS[0]}" in s for s in live.preflight(req))
+        [r] = live.apply(req)
+        assert r.code == "cpuset"
+        assert f"CPUs {CPUS[0]} of its cpuset /{cg.name}" in r.message
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        cg.rmdir()
+
+
+# -- IRQs on a copy of a captured machine ---------------------------------------------------------
+def _irq(root, n, name="smp_affinity_list"):
+    return root.irq_dir(n, name).read_text().strip()
+
+
+def test_irq_pin_on_fixture_copy(sno, journal):
+    svc = AffinityService(sno, journal)
+    assert _irq(sno, 24) == "1" and _irq(sno, 24, "effective_affinity_list") == "1"
+    [r] = svc.apply(PinRequest((PinTarget("irq", 24),), (0, 1)))
+    assert (r.code, r.before, r.after, r.effective) == ("ok", (1,), (0, 1), (1,))
+    assert _irq(sno, 24) == "0-1"
+    e = journal.get(r.journal_id)
+    assert (e.kind, e.target_id, e.before, e.requested, e.state, e.root) == (
+        "irq", 24, (1,), (0, 1), "done", str(sno.root.resolve()))
+    assert r.line() == "irq 24: 1 -> 0-1 ok (effective 1)"
+    [u] = svc.undo()
+    assert u.ok and _irq(sno, 24) == "1"
+    [rd] = svc.redo()
+    assert _irq(sno, 24) == "0-1"
+    svc.restore_all()
+    assert _irq(sno, 24) == "1"
+
+
+def test_irq_trimmed_when_effective_lies_outside(sno, journal):
+    # The copy's effective_affinity_list does not follow the write, as a kernel that kept the
+    # vector elsewhere would not: CPU 7 outside the requested 0-1.
+    sno.irq_dir(24, "effective_affinity_list").write_text("7\n")
+    [r] = AffinityService(sno, journal).apply(PinRequest((PinTarget("irq", 24),), (0, 1)))
+    assert (r.ok, r.code, r.after, r.effective) == (False, "trimmed", (0, 1), (7,))
+    assert "CPU 7" in r.message and "irq 24" in r.message
+    assert journal.get(r.journal_id).state == "done"      # the write happened; the result differs
+
+
+def test_irq_bad_requests_write_nothing(sno, journal):
+    svc = AffinityService(sno, journal)
+    before = {n: _irq(sno, n) for n in (24, 25)}
+    [off] = svc.apply(PinRequest((PinTarget("irq", 24),), (12,)))      # sno has CPUs 0-11
+    assert off.code == "offline" and "CPU 12 is offline" in off.message and "0-11" in off.message
+    [unknown] = svc.apply(PinRequest((PinTarget("irq", 999),), (1,)))
+    assert unknown.code == "invalid" and "IRQ 999 does not exist" in unknown.message
+    [empty] = svc.apply(PinRequest((PinTarget("irq", 25),), ()))
+    assert empty.code == "invalid" and empty.journal_id is None
+    assert {n: _irq(sno, n) for n in (24, 25)} == before
+    assert [e.state for e in journal.entries()] == ["failed"]          # only the offline attempt
+    assert svc.preflight(PinRequest((PinTarget("irq", 999),), (1,))) == [
+        "IRQ 999 does not exist on this machine; see `coremap irqs`"]
+
+
+def test_threads_are_not_pinned_through_a_capture(sno, journal, parked_thread):
+    before = _aff(parked_thread.native_id)
+    [r] = AffinityService(sno, journal).apply(PinRequest((PinTarget("thread", parked_thread.native_id),), (0,)))
+    assert r.code == "invalid" and "live machine" in r.message
+    assert _aff(parked_thread.native_id) == before
+
+
+def test_irqbalance_warning(sno, journal):
+    proc = sno.proc("4242")
+    proc.mkdir()
+    (proc / "comm").write_text("irqbalance\n")
+    (proc / "cmdline").write_text("/usr/sbin/irqbalance\0--foreground\0--banirq=25\0")
+    (proc / "environ").write_text("PATH=/usr/bin\0IRQBALANCE_BANNED_CPULIST=0-1\0")
+    run = sno.root / "run" / "irqbalance"
+    run.mkdir(parents=True)
+    (run / "irqbalance4242.sock").write_text("")
+    st = read_irqbalance(sno)
+    assert (st.running, st.pid, st.banned_cpus, st.banned_irqs) == (True, 4242, (0, 1), (25,))
+    r24, r25 = AffinityService(sno, journal).apply(
+        PinRequest((PinTarget("irq", 24), PinTarget("irq", 25)), (1, 2)))
+    assert r24.warning == "irqbalance (pid 4242) may move IRQ 24 back; ban it with --banirq=24 or stop irqbalance"
+    assert r25.warning == ""
+
+
+def test_irqbalance_absent_on_a_capture_and_banirq_forms(sno):
+    assert read_irqbalance(sno).running is False
+    assert parse_banirq(["irqbalance", "--banirq=3", "-i", "4", "-i5", "--banirq", "6", "--oneshot"]) == (3, 4, 5, 6)
+
+
+def test_irqbalance_live_matches_process_list():
+    import psutil
+    running = any(p.info["name"] == "irqbalance" for p in psutil.process_iter(["name"]))
+    assert read_irqbalance(SysRoot("/")).running == running
+
+
+# -- one real IRQ --------------------------------------------------------------------------------
+@needs_two_cpus
+def test_live_irq_moved_and_restored(live, journal):
+    if os.geteuid() != 0:
+        pytest.skip("moving a real IRQ needs root")
+    proc_irq = Path("/proc/irq")
+    tried = []
+    for name in sorted((n for n in os.listdir(proc_irq) if n.isdigit()), key=int):
+        original = (proc_irq / name / "smp_affinity_list").read_text().strip()
+        if original != _fmt(CPUS):
+            continue
+        irq = int(name)
+        try:
+            [r] = live.apply(PinRequest((PinTarget("irq", irq),), (CPUS[-1],)))
+            tried.append((irq, r.code))
+            if r.code in ("managed", "denied"):
+                continue
+            assert r.code in ("ok", "trimmed"), r.message
+            assert r.before == CPUS and r.after == (CPUS[-1],)
+            assert (proc_irq / name / "smp_affinity_list").read_text().strip() == str(CPUS[-1])
+            [back] = live.restore_all()
+            assert back.target.id == irq and back.after == CPUS
+            assert (proc_irq / name / "smp_affinity_list").read_text().strip() == original
+            return
+        finally:
+            if (proc_irq / name / "smp_affinity_list").read_text().strip() != original:
+                (proc_irq / name / "smp_affinity_list").write_text(original)
+    pytest.skip(f"no movable IRQ spread over all CPUs here (tried {tried})")
+
+
+# -- crash: kill -9 after pinning, restore at the next start -------------------------------------
+CHILD = r"""
+import os, signal, sys
+from app.affinity import AffinityService, PinRequest, PinTarget
+from app.journal import Journal
+from app.machine.threads import read_task
+from app.sysroot import SysRoot
+journal = Journal(sys.argv[1])
+victim, cpu, mode = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+if mode == "done":
+    [r] = AffinityService(SysRoot("/"), journal).apply(PinRequest((PinTarget("process", victim),), (cpu,)))
+    assert r.ok, r.message
+else:
+    # Killed between the journal line and its mark: journal, write, die.
+    t = read_task(SysRoot("/"), victim, victim, detail="fast")
+    journal.record(kind="thread", target_id=victim, pid=victim, before=tuple(sorted(os.sched_getaffinity(victim))),
+                   requested=(cpu,), starttime=t.starttime)
+    os.sched_setaffinity(victim, {cpu})
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@needs_two_cpus
+@pytest.mark.parametrize("mode", ["done", "pending"])
+def test_sigkill_then_next_start_restores(tmp_path, mode):
+    jpath = tmp_path / "journal.jsonl"
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        original = _aff(sleeper.pid)
+        r = subprocess.run([sys.executable, "-c", CHILD, str(jpath), str(sleeper.pid), str(CPUS[-1]), mode],
+                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+        assert r.returncode == -signal.SIGKILL, r.stderr
+        assert _aff(sleeper.pid) == (CPUS[-1],)           # the pin outlived the pinner
+        with Journal(jpath) as j:
+            svc = AffinityService(SysRoot("/"), j)
+            [pending] = svc.pending_restore()
+            assert (pending.target_id, pending.before, pending.requested) == (sleeper.pid, original, (CPUS[-1],))
+            assert pending.state == ("done" if mode == "done" else "pending")
+            [res] = svc.restore_all()
+            assert res.ok and _aff(sleeper.pid) == original
+            assert svc.pending_restore() == []
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_pending_restore_skips_a_thread_that_exited(tmp_path):
+    jpath = tmp_path / "journal.jsonl"
+    sleeper = subprocess.Popen(["sleep", "60"])
+    with Journal(jpath) as j:
+        t = read_task(SysRoot("/"), sleeper.pid, sleeper.pid, detail="fast")
+        j.record(kind="thread", target_id=sleeper.pid, pid=sleeper.pid, before=CPUS, requested=(CPUS[0],),
+                 starttime=t.starttime)
+    sleeper.kill()
+    sleeper.wait()
+    with Journal(jpath) as j:
+        svc = AffinityService(SysRoot("/"), j)
+        assert svc.pending_restore() == []
+        [r] = svc.restore_all()
+        assert r.code == "gone"
+        assert j.unrestored() == []

@@ -1,0 +1,115 @@
+"""The pin journal: fsync'ed JSON lines that survive a crash, torn lines skipped, ids unique across
+processes, and `unrestored()` naming what a restore must put back."""
+import json
+import os
+
+import pytest
+
+from app.journal import Journal
+from app.statedir import journal_path, state_dir
+
+
+def test_record_mark_and_reopen(tmp_path):
+    p = tmp_path / "j.jsonl"
+    j = Journal(p)
+    a = j.record(kind="thread", target_id=100, pid=99, label="x", before=(0, 1), requested=(1,),
+                 starttime=5)
+    b = j.record(kind="irq", target_id=24, before=(0,), requested=(1,), batch=a)
+    j.mark(a, "done", after=(1,), effective=(1,), code="ok")
+    j.mark(b, "failed", code="offline", message="CPU 1 is offline")
+    j.close()
+    again = Journal(p)
+    es = again.entries()
+    assert [e.id for e in es] == [a, b]
+    assert es[0].state == "done" and es[0].after == (1,) and es[0].starttime == 5 and es[0].pid == 99
+    assert es[1].state == "failed" and es[1].code == "offline" and es[1].batch == a
+    assert again.session_id != j.session_id
+    assert es[0].session == j.session_id
+
+
+def test_record_is_on_disk_before_mark(tmp_path):
+    # What a crash between journal and write leaves: a pending line, already on disk.
+    p = tmp_path / "j.jsonl"
+    j = Journal(p)
+    j.record(kind="thread", target_id=7, before=(0, 1), requested=(0,))
+    lines = p.read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["ev"] == "record"
+    assert Journal(p).entries()[0].state == "pending"
+
+
+def test_torn_last_line_is_skipped_with_a_note_and_appends_continue(tmp_path):
+    p = tmp_path / "j.jsonl"
+    j = Journal(p)
+    first = j.record(kind="irq", target_id=24, before=(0,), requested=(1,))
+    j.mark(first, "done", after=(1,))
+    j.close()
+    with open(p, "ab") as f:
+        f.write(b'{"ev":"record","id":3,"sess')      # kill -9 in the middle of a write
+    j2 = Journal(p)
+    assert [e.id for e in j2.entries()] == [first]
+    # The torn line has no newline yet: it is not read as a line until something follows it.
+    new = j2.record(kind="irq", target_id=25, before=(0,), requested=(1,))
+    j3 = Journal(p)
+    assert [e.id for e in j3.entries()] == [first, new]
+    assert any("skipped" in n for n in j3.notes)
+
+
+def test_garbage_lines_are_never_fatal(tmp_path):
+    p = tmp_path / "j.jsonl"
+    p.write_text('not json\n{"ev":"mark","id":42,"state":"done"}\n[1,2]\n{"ev":"weird"}\n')
+    j = Journal(p)
+    assert j.entries() == []
+    assert len(j.notes) == 4
+
+
+def test_two_processes_get_distinct_ids(tmp_path):
+    p = tmp_path / "j.jsonl"
+    a, b = Journal(p), Journal(p)
+    ids = [a.record(kind="irq", target_id=1, requested=(0,)),
+           b.record(kind="irq", target_id=2, requested=(0,)),
+           a.record(kind="irq", target_id=3, requested=(0,))]
+    assert ids == [1, 2, 3]
+    assert [e.target_id for e in b.entries()] == [1, 2, 3]
+
+
+def test_unrestored_follows_changes_back_to_the_original(tmp_path):
+    j = Journal(tmp_path / "j.jsonl")
+
+    def pin(tid, before, req, state="done", code="ok", st=1):
+        i = j.record(kind="thread", target_id=tid, before=before, requested=req, starttime=st)
+        j.mark(i, state, code=code)
+        return i
+
+    first = pin(10, (0, 1), (1,))
+    pin(10, (1,), (0,))
+    assert [e.id for e in j.unrestored()] == [first]      # still away from 0-1
+    pin(10, (0,), (0, 1))
+    assert j.unrestored() == []                            # back to its original affinity
+    pin(11, (0, 1), (1,), state="failed", code="denied")   # a failed write changed nothing
+    assert j.unrestored() == []
+    crashed = j.record(kind="thread", target_id=12, before=(0, 1), requested=(0,), starttime=1)
+    assert [e.id for e in j.unrestored()] == [crashed]    # pending: the write may have happened
+    pin(12, (0, 1), (0, 1), code="gone")                   # found gone: nothing left to restore
+    assert j.unrestored() == []
+    a = pin(13, (0, 1), (1,), st=100)
+    b = pin(13, (0, 1), (0,), st=200)                      # the tid was reused by a new thread
+    assert [e.id for e in j.unrestored()] == [b] and a != b
+
+
+def test_state_dir_precedence(tmp_path, monkeypatch):
+    monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "explicit"))
+    assert state_dir() == tmp_path / "explicit" and (tmp_path / "explicit").is_dir()
+    assert journal_path() == tmp_path / "explicit" / "journal.jsonl"
+    monkeypatch.delenv("COREMAP_STATE_DIR")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert state_dir(create=False) == tmp_path / "xdg" / "coremap"
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/ignored")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert state_dir(create=False) == tmp_path / "home" / ".local" / "state" / "coremap"
+
+
+def test_mark_rejects_unknown_state(tmp_path):
+    j = Journal(tmp_path / "j.jsonl")
+    i = j.record(kind="irq", target_id=1, requested=(0,))
+    with pytest.raises(ValueError):
+        j.mark(i, "finished")
