@@ -301,7 +301,8 @@ def find_threads_by_name(sample: ThreadsSample, pattern: str) -> list[TaskSample
 
     comm is the per-thread name (Java names its threads, e.g. "C2 CompilerThre", "GC Thread#0"), and the
     kernel truncates it to 15 bytes (TASK_COMM_LEN 16 with the NUL, include/linux/sched.h): search for
-    the start of a long name, not its end.
+    the start of a long name, not its end. (Workqueue workers are the exception: proc_task_name() prints
+    their longer "kworker/R-..." name from wq_worker_comm().)
     """
     p = pattern.casefold()
     return sorted((t for t in sample.tasks.values() if p in t.comm.casefold()),

@@ -156,3 +156,43 @@ def test_find_threads_by_name():
     assert find_threads_by_name(s, "no-such-thread-name-xyz") == []
     s2 = read_tasks(SysRoot(procfs_composite()))
     assert [t.tid for t in find_threads_by_name(s2, "LOAD")] == [27079, 27080, 27081, 27082, 27083]
+
+
+def test_cli_threads_json_with_cpu_percent(capsys):
+    import json
+
+    from app.__main__ import main
+    stop = threading.Event()
+    box = {}
+
+    def spin():
+        box["tid"] = threading.get_native_id()
+        while not stop.is_set():
+            pass
+
+    th = threading.Thread(target=spin)
+    th.start()
+    try:
+        while "tid" not in box:
+            threading.Event().wait(0.001)
+        assert main(["threads", "--pid", str(os.getpid()), "--json", "--interval", "0.3"]) == 0
+    finally:
+        stop.set()
+        th.join()
+    rows = {r["tid"]: r for r in json.loads(capsys.readouterr().out)}
+    busy = rows[box["tid"]]
+    assert busy["pid"] == os.getpid() and set(busy["allowed"]) == os.sched_getaffinity(0)
+    assert 0 < busy["cpu_pct"] <= 100.0 + 1e-6   # one spinning thread uses at most one CPU
+
+
+def test_cli_threads_on_fixtures(capsys):
+    from app.__main__ import main
+    from tests.machines import extract
+    assert main(["threads", "--root", str(procfs_composite()), "--name", "LOAD"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:5] == ["PID", "TID", "COMM", "S", "CPU"]
+    assert [ln.split()[1] for ln in out[1:]] == ["27079", "27080", "27081", "27082", "27083"]
+    assert main(["threads", "--root", str(procfs_composite()), "--name", "nope"]) == 1
+    assert main(["--root", str(extract("sno")), "threads"]) == 2
+    assert "no proc/PID/task" in capsys.readouterr().err
+    assert main(["threads", "--root", str(procfs_composite()), "--interval", "1"]) == 2

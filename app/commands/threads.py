@@ -1,0 +1,122 @@
+"""`coremap threads [--root DIR] [--pid P] [--name SUBSTR] [--interval S] [--json]`: every thread
+with its process, name, state, last CPU, allowed CPUs and kernel-thread / no-setaffinity flags.
+
+--name finds threads by their own name (comm), which is how Java, Go and database threads are told
+apart ("C2 CompilerThre", "GC Thread#0"); comm is cut to 15 characters by the kernel. With
+--interval S (live machine only) each thread's CPU use over S seconds is shown, from app.rates.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from app.errors import CoremapError
+from app.machine.sample import MachineSample
+from app.machine.threads import (TaskGone, TaskReader, TaskSample, ThreadsSample,
+                                 find_threads_by_name)
+from app.parse.cpulist import format_cpulist
+from app.sysroot import SysRoot
+
+
+class NoThreads(CoremapError):
+    """A root that holds no proc/PID/task folders (snapshots and most fixtures)."""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "threads", help="list threads: process, name, state, last CPU, allowed CPUs",
+        description="List every thread (or those of --pid, or whose name contains --name) with its "
+                    "last CPU, allowed CPUs and flags (K = kernel thread, N = affinity cannot be "
+                    "changed, PF_NO_SETAFFINITY).")
+    # SUPPRESS: `coremap --root X threads` must keep the top-level value.
+    p.add_argument("--root", metavar="DIR", default=argparse.SUPPRESS,
+                   help="a captured machine (folder holding proc/PID/task/) instead of this one")
+    p.add_argument("--pid", type=int, action="append", metavar="P",
+                   help="only the threads of process P (repeatable)")
+    p.add_argument("--name", metavar="SUBSTR",
+                   help="only threads whose name contains SUBSTR, any case (names are cut to 15 chars)")
+    # Own dest: the top-level --interval (default 1) is the window's sampling interval.
+    p.add_argument("--interval", dest="threads_interval", type=float, default=0.0, metavar="S",
+                   help="also show CPU %% over S seconds (live machine only; default 0 = no)")
+    p.add_argument("--json", action="store_true", help="one JSON list of threads")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    root = SysRoot(getattr(args, "root", None) or "/")
+    interval = args.threads_interval
+    if interval < 0:
+        raise CoremapError(f"--interval {interval}: give a positive number of seconds (or 0 for none)")
+    if interval > 0 and not root.is_live:
+        raise CoremapError(f"--interval needs the live machine; {root.root} is a capture with one sample")
+    reader = TaskReader(root, detail="full")
+    t0 = time.monotonic()
+    sample = reader.sample(args.pid)
+    cpu_pct: dict[int, float] | None = None
+    if interval > 0:
+        time.sleep(interval)
+        t1 = time.monotonic()
+        later = reader.sample(args.pid)
+        cpu_pct = _cpu_pct(MachineSample(t0, tasks=sample), MachineSample(t1, tasks=later), t1 - t0)
+        sample = later
+    if not sample.tasks:
+        if args.pid:
+            raise TaskGone(args.pid[0], None, live=root.is_live)
+        raise NoThreads(f"{root.root} holds no proc/PID/task/ folders (snapshots do not capture "
+                        "threads); run on the live machine")
+    tasks = find_threads_by_name(sample, args.name) if args.name else \
+        sorted(sample.tasks.values(), key=lambda t: (t.pid, t.tid))
+    if args.json:
+        json.dump([_as_json(t, sample, cpu_pct) for t in tasks], sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    elif tasks:
+        sys.stdout.write(format_table(tasks, sample, cpu_pct))
+    if args.name and not tasks:
+        print(f"coremap: no thread name contains {args.name!r} (the kernel keeps 15 characters of a "
+              "name; search for its start)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cpu_pct(prev: MachineSample, cur: MachineSample, seconds: float) -> dict[int, float]:
+    """% of one CPU per tid, from app.rates (which matches threads by (tid, starttime))."""
+    from app.rates import rates
+    return {tid: r.cpu_pct for tid, r in rates(prev, cur, seconds).tasks.items()}
+
+
+def _flags(t: TaskSample) -> str:
+    return ("K" if t.kthread else "") + ("N" if t.no_setaffinity else "") or "-"
+
+
+def _as_json(t: TaskSample, s: ThreadsSample, cpu_pct) -> dict:
+    p = s.processes.get(t.pid)
+    d = {"pid": t.pid, "tid": t.tid, "comm": t.comm, "process": p.comm if p else None,
+         "cmdline": p.cmdline if p else None, "state": t.state, "last_cpu": t.last_cpu,
+         "allowed": list(t.allowed) if t.allowed is not None else None,
+         "kthread": t.kthread, "no_setaffinity": t.no_setaffinity, "nice": t.nice,
+         "rt_priority": t.rt_priority, "policy": t.policy,
+         "utime_s": t.utime / s.clk_tck, "stime_s": t.stime / s.clk_tck,
+         "voluntary_switches": t.voluntary_switches, "involuntary_switches": t.involuntary_switches,
+         "migrations": t.migrations}
+    if cpu_pct is not None:
+        d["cpu_pct"] = cpu_pct.get(t.tid)
+    return d
+
+
+def format_table(tasks: list[TaskSample], s: ThreadsSample, cpu_pct=None) -> str:
+    head = ["PID", "TID", "COMM", "S", "CPU", "ALLOWED", "FLAGS"] + (["CPU%"] if cpu_pct is not None else [])
+    rows = []
+    for t in tasks:
+        row = [str(t.pid), str(t.tid), t.comm, t.state, str(t.last_cpu),
+               format_cpulist(t.allowed) if t.allowed is not None else "?", _flags(t)]
+        if cpu_pct is not None:
+            v = cpu_pct.get(t.tid)
+            row.append(f"{v:.1f}" if v is not None else "-")     # new thread: no baseline
+        rows.append(row)
+    widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
+    right = {0, 1, 4, 7}
+    lines = ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             .rstrip() for r in [head] + rows]
+    return "\n".join(lines) + "\n"
