@@ -176,7 +176,7 @@ def parse_interrupts(text: str, *, what: str = "interrupts") -> InterruptTable:
         label = line[:colon].strip() if colon > 0 else ""
         # isprintable() is False for every whitespace but " " (categories Zs/Zl/Zp/Cc), so this
         # accepts exactly the labels str.split() would keep as one token.
-        if label and label.isprintable() and " " not in label:
+        if label and label.isprintable() and " " not in label and label not in SINGLE_COUNT_ROWS:
             seg = line[colon + 1:colon + 1 + width]
             hit = segments.get(seg)
             if hit is None and (len(seg) < width or seg[-1] in " \t"):
@@ -227,6 +227,10 @@ def _row_from_tokens(toks: list[str], ncpu: int, conv, what: str, lineno: int) -
         off = 0
     if not label:
         raise ParseError(what, "row has an empty label", lineno)
+    body = toks[off:]
+    # Checked first: on a 1-CPU machine "ERR: 0" would otherwise pass for a per-CPU row.
+    if label in SINGLE_COUNT_ROWS and body and body[0].isdigit() and body[0].isascii():
+        return InterruptRow(label, (), int(body[0]), description=" ".join(body[1:]))
     cnt = toks[off:off + ncpu]
     counts = None
     if len(cnt) == ncpu:
@@ -240,9 +244,6 @@ def _row_from_tokens(toks: list[str], ncpu: int, conv, what: str, lineno: int) -
             chip, hwirq, trigger, actions = _describe(rest)
             return InterruptRow(label, counts, sum(counts), chip, hwirq, trigger, actions, " ".join(rest))
         return InterruptRow(label, counts, sum(counts), description=" ".join(rest))
-    body = toks[off:]
-    if label in SINGLE_COUNT_ROWS and body and body[0].isdigit() and body[0].isascii():
-        return InterruptRow(label, (), int(body[0]), description=" ".join(body[1:]))
     if not label.isdigit() and label not in SINGLE_COUNT_ROWS and body and not body[0][:1].isdigit():
         # A row with no counts at all: the Raspberry Pi kernel's "FIQ:  usb_fiq"
         # (arch/arm/kernel/fiq.c show_fiq_list).
