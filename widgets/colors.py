@@ -112,41 +112,31 @@ def _rate_of(r, metric: Metric):
 
 
 def _total_values(state, metric: Metric) -> MetricValues:
-    """Totals since boot from one capture: counts for interrupts, shares of time for stat."""
+    """Totals since boot from one capture (app.rates.totals): counts for interrupts, shares of time
+    for the /proc/stat metrics."""
+    from app.rates import totals
     s = state.sample
     b = metric.base
     label = f"{metric.label} since boot"
-    if b == "irq":
-        t = s.interrupts
-        if t is None:
-            return MetricValues({}, True, "", label, "no /proc/interrupts in this capture")
-        out = {cpu: 0.0 for cpu in t.cpus}
-        for row in t.rows:
-            # Single-count rows (ERR, MIS) are machine-wide and belong to no CPU.
-            if len(row.counts) == len(t.cpus):
-                for cpu, c in zip(t.cpus, row.counts):
-                    out[cpu] += c
-        return MetricValues(out, True, "", label)
-    if b == "softirq":
-        t = s.softirqs
-        if t is None:
-            return MetricValues({}, True, "", label, "no /proc/softirqs in this capture")
-        out = {cpu: 0.0 for cpu in t.cpus}
-        kinds = [metric.softirq_kind] if metric.softirq_kind else list(t.counts)
-        for k in kinds:
-            for cpu, c in zip(t.cpus, t.counts.get(k, ())):
-                out[cpu] += c
-        return MetricValues(out, True, "", label)
-    st = s.stat
-    if st is None:
-        return MetricValues({}, True, "%", label, "no /proc/stat in this capture")
+    missing = {"irq": (s.interrupts, "/proc/interrupts"), "softirq": (s.softirqs, "/proc/softirqs")}.get(
+        b, (s.stat, "/proc/stat"))
+    if missing[0] is None:
+        return MetricValues({}, True, "%" if metric.unit == "%" else "", label,
+                            f"no {missing[1]} in this capture")
+    t = totals(s)
     out = {}
-    for cpu, times in st.cpus.items():
-        if times.total <= 0:
-            continue
-        part = times.irq + times.softirq if b == "irqtime" else times.busy
-        out[cpu] = 100.0 * part / times.total
-    return MetricValues(out, True, "%", label)
+    for cpu, ct in t.per_cpu.items():
+        if b == "irq":
+            v = ct.irqs
+        elif b == "softirq":
+            v = ct.softirqs.get(metric.softirq_kind) if metric.softirq_kind else ct.softirq_total
+        elif b == "irqtime":
+            v = ct.irq_softirq_pct
+        else:
+            v = ct.busy_pct
+        if v is not None:
+            out[cpu] = float(v)
+    return MetricValues(out, True, "%" if metric.unit == "%" else "", label)
 
 
 def _residency_values(state, metric: Metric) -> MetricValues:
@@ -213,16 +203,23 @@ class ColorScale:
 
 
 def scale_for(values: dict, metric: Metric, totals: bool, previous: ColorScale | None = None) -> ColorScale:
-    """Percentages: fixed 0-100. Rates and counts: 0 to a round maximum, log-mapped.
+    """Percentages: fixed 0-100. Rates: 0 to a round maximum, log-mapped. Counts since boot (one
+    capture): their own min to max, since every CPU has counted for hours and what tells CPUs apart
+    is the spread, not the distance from 0 (log only when they span more than two decades).
 
-    The maximum only moves when the data leaves its bracket (above it, or below a tenth of it), so
-    colours do not shimmer from one tick to the next on a steady machine.
+    A rate maximum only moves when the data leaves its bracket (above it, or below a tenth of it),
+    so colours do not shimmer from one tick to the next on a steady machine.
     """
-    if metric.unit == "%" and not (totals and metric.base in ("irq", "softirq")):
+    if metric.unit == "%":
         return ColorScale(0.0, 100.0, False)
     peak = max(values.values(), default=0.0)
+    if totals:
+        low = min(values.values(), default=0.0)
+        if peak <= low:
+            return ColorScale(0.0, nice_ceiling(peak), False)
+        return ColorScale(low, peak, peak > 100 * max(low, 1.0))
     top = nice_ceiling(peak)
-    if previous is not None and previous.log and previous.vmax >= peak and peak > previous.vmax / 10:
+    if previous is not None and previous.log and previous.vmin == 0 and previous.vmax >= peak > previous.vmax / 10:
         top = previous.vmax
     return ColorScale(0.0, top, True)
 

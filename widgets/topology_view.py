@@ -23,7 +23,7 @@ from widgets.colors import (LUT, NO_DATA_COLOR, OFFLINE_COLOR, ColorScale, Metri
                             format_value, metric_values, parse_metric, scale_for, text_color_for)
 
 # -- geometry (scene units: one unit is one pixel at zoom 1) ---------------------------------------
-CELL_W, CELL_H = 50.0, 36.0       # one hardware thread
+CELL_W, CELL_H = 60.0, 36.0       # one hardware thread
 CELL_GAP = 2.0                    # between threads of one core
 CORE_PAD = 3.0
 KIND_STRIP = 12.0                 # left strip of a hybrid core box holding "P" / "E"
@@ -31,7 +31,7 @@ GROUP_PAD = 5.0
 GROUP_GAP = 6.0                   # between children of a group
 HEADER_H = 17.0                   # group label band
 MIN_READABLE_PX = 6.5
-MAX_FIT_SCALE = 1.6             # a label painted smaller than this on screen is hidden
+MAX_FIT_SCALE = 2.0             # a label painted smaller than this on screen is hidden
 
 ISO_COLOR = QColor(232, 89, 12)       # outside viridis's hues: an isolated CPU never looks "hot"
 NOHZ_COLOR = QColor(214, 51, 108)
@@ -119,8 +119,11 @@ class CpuCellItem(QGraphicsItem):
             painter.fillRect(r, LUT[self.color_index])
             fg = text_color_for(self.color_index)
         if self.isolated:
-            painter.setPen(QPen(ISO_COLOR, 3.0 if lod * 3 >= 1.5 else 1.5 / max(lod, 1e-3)))
-            painter.drawRect(r.adjusted(1.5, 1.5, -1.5, -1.5))
+            # At least 1.5 device pixels wide, so the border survives zooming out to a 1000-CPU fit.
+            w = max(2.5, 1.5 / max(lod, 1e-3))
+            painter.setPen(QPen(ISO_COLOR, w))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRect(r.adjusted(w / 2, w / 2, -w / 2, -w / 2))
         if self.nohz_full:
             # A corner flag stays visible when the letters are too small to read.
             s = 11.0
@@ -838,23 +841,21 @@ def _tree_from_group(group, topology) -> _Node:
 
 def _top_irqs(state, cpu_id: int, n: int = 3) -> list[str]:
     rates = state.rates
-    irqs = getattr(rates, "irqs", None) or {}
+    try:
+        col = rates.cpus.index(cpu_id)
+    except ValueError:
+        return []
     found = []
-    for irq, r in irqs.items():
-        per = r.per_cpu
-        v = per.get(cpu_id) if isinstance(per, dict) else None
-        if v:
-            found.append((v, irq))
+    for irq, r in rates.irqs.items():
+        if len(r.per_cpu) > col and r.per_cpu[col] > 0:
+            found.append((r.per_cpu[col], irq))
     found.sort(reverse=True)
-    names = {}
     table = state.sample.interrupts
-    if table is not None:
-        for row in table.rows:
-            names[row.irq] = row.name
     out = []
     for v, irq in found[:n]:
-        name = names.get(str(irq), "")
-        out.append(f"{irq} {name[:28]} {format_value(v, '/s')}/s".replace("  ", " "))
+        row = table.row(irq) if table is not None else None
+        name = (row.name if row is not None else "")[:28]
+        out.append(f"{irq}{' ' + name if name else ''} {format_value(v, '/s')}/s")
     return out
 
 

@@ -1,0 +1,119 @@
+"""SummaryBar: one line that says what machine this is and how it is being watched.
+
+Model, sockets x cores x threads, NUMA nodes, kernel, isolated / nohz_full CPUs, whether irqbalance
+runs (it would undo manual IRQ pinning), the source (live or a snapshot path), the sampling interval
+and "paused". Text is rebuilt only when one of those facts changes, not on every tick.
+"""
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
+
+from app.parse.cpulist import format_cpulist
+
+
+def machine_facts(topology) -> list[str]:
+    """Short facts about a topology, in reading order (no Qt: used by the title and tests too)."""
+    facts = []
+    if topology.model_name:
+        facts.append(topology.model_name)
+    n_online = len(topology.online)
+    pkgs = len(topology.packages) or 1
+    n_cores = len(topology.cores)
+    tpc = topology.threads_per_core
+    threads = "-".join(map(str, (tpc[0], tpc[-1]))) if len(tpc) > 1 else (str(tpc[0]) if tpc else "?")
+    per_socket = n_cores // pkgs if n_cores % pkgs == 0 else f"{n_cores / pkgs:.1f}"
+    shape = (f"{pkgs} socket{'s' if pkgs != 1 else ''} × {per_socket} cores × {threads} "
+             f"thread{'s' if threads != '1' else ''} = {n_online} CPUs")
+    if topology.offline:
+        shape += f" ({len(topology.offline)} offline)"
+    facts.append(shape)
+    n_nodes = sum(1 for n in topology.nodes if n.cpus)
+    if n_nodes:
+        facts.append(f"{n_nodes} NUMA node{'s' if n_nodes != 1 else ''}")
+    if topology.hybrid:
+        kinds = {}
+        for c in topology.cpus:
+            if c.online and c.kind:
+                kinds[c.kind] = kinds.get(c.kind, 0) + 1
+        facts.append("hybrid: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
+    if topology.kernel_release:
+        facts.append(f"kernel {topology.kernel_release}")
+    return facts
+
+
+def irqbalance_running(state) -> bool | None:
+    """True/False from the sample's process list; None when the capture has no processes."""
+    tasks = state.sample.tasks
+    if tasks is None or not tasks.tasks:
+        return None
+    for p in tasks.processes.values():
+        if p.comm == "irqbalance":
+            return True
+    return any(t.comm == "irqbalance" and t.tid == t.pid for t in tasks.tasks.values())
+
+
+class SummaryBar(QWidget):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._label = QLabel(self)
+        self._label.setTextFormat(Qt.TextFormat.RichText)
+        self._label.setWordWrap(True)
+        self._label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self._label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(6, 3, 6, 3)
+        lay.addWidget(self._label)
+        self._key = None
+        self._topology = None
+        self._irqbalance: bool | None = None
+        self._source = ""
+        self._live = True
+        self._interval = 1.0
+        self._paused = False
+
+    def text(self) -> str:
+        return self._label.text()
+
+    def set_state(self, state) -> None:
+        self._topology = state.topology
+        self._irqbalance = irqbalance_running(state)
+        self._source = state.source
+        self._live = state.live
+        self._refresh()
+
+    def set_interval(self, seconds: float) -> None:
+        self._interval = seconds
+        self._refresh()
+
+    def set_paused(self, paused: bool) -> None:
+        self._paused = paused
+        self._refresh()
+
+    def _refresh(self) -> None:
+        key = (id(self._topology), self._irqbalance, self._source, self._live, self._interval, self._paused)
+        if key == self._key or self._topology is None:
+            return
+        self._key = key
+        t = self._topology
+        parts = [html.escape(f) for f in machine_facts(t)]
+        if t.isolated:
+            parts.append(f"<b>isolated</b> {format_cpulist(t.isolated)}")
+        if t.nohz_full:
+            parts.append(f"<b>nohz_full</b> {format_cpulist(t.nohz_full)}")
+        if self._irqbalance is True:
+            parts.append("<b>irqbalance running</b> (it moves IRQs you pin)")
+        elif self._irqbalance is False:
+            parts.append("irqbalance not running")
+        else:
+            parts.append("irqbalance: unknown (no process list)")
+        if self._live:
+            src = f"live, every {self._interval:g} s"
+        else:
+            src = f"snapshot {html.escape(self._source)}"
+        if self._paused:
+            src += " — <b>paused</b>"
+        parts.append(src)
+        self._label.setText(" · ".join(parts))
