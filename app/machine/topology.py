@@ -735,8 +735,9 @@ def layout(topo: Topology) -> Group:
     for kind, gid, s in cand:
         if kind in ("die", "l3", "cluster") and s in core_sets:
             continue  # a cluster or L3 of one core adds nothing
-        # The smallest placed box that holds s.
-        parent = min((p for p in placed if s <= p[2]), key=lambda p: len(p[2]))
+        # The smallest placed box that holds s; among equal boxes the innermost (placed last), so
+        # a node equal to a package equal to the whole machine folds into the package.
+        parent = min((p for p in reversed(placed) if s <= p[2]), key=lambda p: len(p[2]))
         if parent[2] == s and parent is not machine and kind != "core":
             parent[4].append((kind, gid))
             continue
@@ -760,11 +761,13 @@ def layout(topo: Topology) -> Group:
         kids = tuple(sorted((build(ch) for ch in children), key=lambda g: g.cpus[0] if g.cpus else 1 << 30))
         if kind == "machine":
             label = topo.hostname or topo.model_name or "machine"
-            return Group("machine", None, label, cpus, kids, False, tuple(merged))
+            return Group("machine", None, label, cpus, kids, False,
+                         tuple((k, i[1] if k == "die" else i) for k, i in merged))
         # Only a folded node is worth naming: a die or L3 equal to its package adds nothing.
         label = " · ".join([_label(kind, gid, topo)] + [_label(k, i, topo) for k, i in merged if k == "node"])
         out_id = gid[1] if kind == "die" else gid
-        return Group(kind, out_id, label, cpus, kids, False, tuple(merged))
+        merged_ids = tuple((k, i[1] if k == "die" else i) for k, i in merged)
+        return Group(kind, out_id, label, cpus, kids, False, merged_ids)
 
     root_group = build(machine)
     # Offline CPUs have no topology folder, so their place is unknown: one "offline" box. CPUs that

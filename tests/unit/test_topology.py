@@ -80,6 +80,13 @@ def test_every_machine_parses_and_holds_together(name):
         kids = [k for k in g.children if isinstance(k, Group)]
         for k in kids:
             assert set(k.cpus) <= set(g.cpus) or g.kind == "machine"
+        for k in kids:
+            assert k.cpus, f"{k.label}: an empty box"
+            if k.kind != "core":
+                assert k.children, f"{k.label}: a box with nothing inside"
+                assert k.cpus != g.cpus or g.kind == "machine", f"{k.label} adds nothing to {g.label}"
+        for kind, i in g.merged:
+            assert i is None or isinstance(i, int), (g.label, kind, i)
         starts = [k.cpus[0] for k in kids if k.cpus and not k.offline]
         assert starts == sorted(starts), f"{g.label}: children out of CPU order"
 
@@ -272,6 +279,18 @@ def test_layout_x3950_packages_inside_nodes():
     tree = layout(topo("96em64t-4no4pa3ca2co"))
     assert [g.kind for g in tree.children] == ["node"] * 4
     assert all(sum(1 for k in n.children if k.kind == "package") == 4 for n in tree.children)
+
+
+def test_layout_package_equal_to_machine_is_one_box_with_the_rest_folded_in():
+    tree = layout(topo("linux-amd64-intel-i7-1270P"))
+    assert [g.kind for g in tree.children] == ["package"]
+    pkg = tree.children[0]
+    assert pkg.label == "package 0 · node 0" and ("l3", 0) in pkg.merged and ("die", 0) in pkg.merged
+    kids = [(g.kind, g.cpus) for g in pkg.children]
+    assert kids[:4] == [("core", (0, 1)), ("core", (2, 3)), ("core", (4, 5)), ("core", (6, 7))]
+    assert kids[4:] == [("cluster", (8, 9, 10, 11)), ("cluster", (12, 13, 14, 15))]
+    power7 = layout(topo("256ppc-8n8s4t"))
+    assert ("package", None) in power7.merged and [g.kind for g in power7.children] == ["node"] * 8
 
 
 def test_layout_opteron_nodes_inside_packages():
