@@ -274,7 +274,7 @@ def _rt_json(text: str, what: str) -> dict:
 
 
 def read_cyclictest_json(text: str, *, what: str = "cyclictest --json") -> dict[int, dict]:
-    """{thread number: {"cpu", "buckets", "min_ns", "avg_ns", "max_ns", "cycles"}}.
+    """{thread number: {"cpu", "buckets", "min_ns", "avg_ns", "max_ns", "cycles", "overflows"}}.
 
     cyclictest (src/cyclictest/cyclictest.c write_stats via rt-utils.c rt_write_json) writes each
     thread's "histogram" as {"<us>": count} with latencies truncated to whole microseconds, so key k is
@@ -285,7 +285,11 @@ def read_cyclictest_json(text: str, *, what: str = "cyclictest --json") -> dict[
     for k, t in d["thread"].items():
         hist = t.get("histogram", {})
         buckets = sorted([int(us) * 1000, (int(us) + 1) * 1000, int(c)] for us, c in hist.items())
-        out[int(k)] = {"cpu": t.get("cpu"), "buckets": buckets, "cycles": t.get("cycles"),
+        counted = sum(b[2] for b in buckets)
+        # latencies beyond the -h range are not in the JSON histogram (cyclictest counts them only
+        # in its text output's "Histogram Overflows"); cycles - counted recovers how many.
+        overflows = t["cycles"] - counted if isinstance(t.get("cycles"), int) else None
+        out[int(k)] = {"cpu": t.get("cpu"), "buckets": buckets, "cycles": t.get("cycles"), "overflows": overflows,
                        "min_ns": _us(t.get("min")), "avg_ns": _us(t.get("avg")), "max_ns": _us(t.get("max"))}
     return out
 
