@@ -1,0 +1,246 @@
+"""The privileged helper refuses every malformed request (hypothesis-generated mutations of valid
+ones) and writes nothing: IRQ requests run against a temporary copy of the sno capture, where a
+write would show in proc/irq; thread requests run on the live machine against a thread of this test.
+Valid requests work, in-process and through HelperClient's subprocess; AffinityService falls back
+to the helper on EPERM."""
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.affinity import PinWriteError
+from app.helper import MAX_LINE, Helper, HelperClient, main, serve
+from app.sysroot import SysRoot
+from tests.machines import extract
+
+ROOT = Path(__file__).resolve().parents[2]
+CPUS = tuple(sorted(os.sched_getaffinity(0)))
+
+
+@pytest.fixture(scope="module")
+def sno_root(tmp_path_factory):
+    src = extract("sno")
+    dst = tmp_path_factory.mktemp("helper") / "sno"
+    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
+    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
+                    ignore=shutil.ignore_patterns("cache"))
+    return SysRoot(dst)
+
+
+@pytest.fixture(scope="module")
+def parked():
+    ev = threading.Event()
+    th = threading.Thread(target=ev.wait)
+    th.start()
+    yield th.native_id
+    ev.set()
+    th.join()
+
+
+def _irq_state(root: SysRoot) -> dict:
+    return {n: (root.irq_dir(n) / "smp_affinity_list").read_bytes()
+            for n in os.listdir(root.proc("irq")) if (root.irq_dir(n) / "smp_affinity_list").exists()}
+
+
+def _irq_base():
+    return {"op": "set_irq_affinity", "irq": 24, "cpus": "0-1"}
+
+
+def _thread_base(tid):
+    return {"op": "set_thread_affinity", "tid": tid, "cpus": str(CPUS[0])}
+
+
+BAD_VALUES = st.one_of(
+    st.none(), st.booleans(), st.floats(allow_nan=False), st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.sampled_from(["/etc/shadow", "../../../etc/passwd", "/proc/1/mem", "24; rm -rf /", "0x18"]))
+BAD_INTS = st.one_of(st.integers(max_value=-1), st.integers(min_value=4194305),
+                     st.integers(min_value=2 ** 63, max_value=2 ** 70))
+BAD_CPUS = st.one_of(
+    st.sampled_from(["2-x", "", " ", "-1", "0-", "1-0", "0,,1", "0-99999999", "(null)", "12", "0-12",
+                     "/sys/devices/system/cpu/online", "0-11:0/4", "abc"]),
+    st.text(alphabet="0123456789-,:/ x", max_size=12).filter(lambda s: not _valid_cpus(s)),
+    BAD_VALUES, st.integers())
+
+
+def _valid_cpus(s):
+    from app.errors import CpuListError
+    from app.parse.cpulist import parse_cpulist
+    try:
+        c = parse_cpulist(s)
+    except CpuListError:
+        return False
+    return bool(c) and max(c) <= 11        # sno's CPUs 0-11 (the live machine's are fewer)
+
+
+@st.composite
+def malformed(draw, base):
+    req = dict(base)
+    op_key = next(k for k in req if k in ("tid", "irq"))
+    how = draw(st.sampled_from(["op", "id_type", "id_range", "cpus", "extra", "missing", "other_op_keys"]))
+    if how == "op":
+        req["op"] = draw(st.one_of(st.text(max_size=20).filter(
+            lambda s: s not in ("set_irq_affinity", "set_thread_affinity", "hello")),
+            st.sampled_from(["write_file", "exec", "set_irq_affinity ", "SET_IRQ_AFFINITY"]), BAD_VALUES))
+    elif how == "id_type":
+        req[op_key] = draw(st.one_of(BAD_VALUES, st.text(max_size=8)))
+    elif how == "id_range":
+        req[op_key] = draw(BAD_INTS) if op_key == "tid" else draw(
+            st.one_of(st.integers(max_value=-1), st.integers(min_value=65536)))
+    elif how == "cpus":
+        req["cpus"] = draw(BAD_CPUS)
+    elif how == "extra":
+        key = draw(st.sampled_from(["path", "file", "root", "value", "pid", "cmd"]) | st.text(max_size=6).filter(
+            lambda k: k not in req))
+        req[key] = draw(BAD_VALUES | st.just("/proc/irq/24/smp_affinity_list"))
+    elif how == "missing":
+        del req[draw(st.sampled_from(sorted(req)))]
+    else:
+        # The other op's key: a thread request carrying "irq" (or the reverse).
+        req["irq" if op_key == "tid" else "tid"] = req.pop(op_key)
+    return json.dumps(req)
+
+
+RAW_JUNK = st.one_of(
+    st.binary(max_size=64), st.sampled_from([b"{", b"[]", b"null", b'"set_irq_affinity"', b"42", b"{}",
+                                             b'{"op":"hello","op":"exec"}'.replace(b'"op":"exec"', b'"x":1')]),
+    st.just(json.dumps(_irq_base()).encode() + b" " * (MAX_LINE + 1)))
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@SETTINGS
+@given(line=malformed(_irq_base()) | RAW_JUNK)
+def test_malformed_irq_requests_are_refused_and_write_nothing(sno_root, line):
+    before = _irq_state(sno_root)
+    reply = Helper(sno_root).handle(line)
+    assert reply["ok"] is False and reply["error"], reply
+    assert set(reply) == {"ok", "error"}
+    assert _irq_state(sno_root) == before
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs 2 CPUs to see a thread write")
+def test_malformed_thread_requests_are_refused_and_write_nothing(parked):
+    live = Helper(SysRoot("/"))
+    before = os.sched_getaffinity(parked)
+    assert before != {CPUS[0]}
+
+    @SETTINGS
+    @given(line=malformed(_thread_base(parked)))
+    def check(line):
+        reply = live.handle(line)
+        assert reply["ok"] is False and reply["error"], reply
+        assert os.sched_getaffinity(parked) == before
+
+    check()
+
+
+def test_valid_irq_request_writes(tmp_path):
+    src = extract("sno")
+    dst = tmp_path / "sno"
+    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
+    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
+                    ignore=shutil.ignore_patterns("cache"))
+    root = SysRoot(dst)
+    h = Helper(root)
+    assert h.handle(json.dumps(_irq_base())) == {"ok": True}
+    assert (root.irq_dir(24) / "smp_affinity_list").read_text() == "0-1\n"
+    assert h.handle('{"op":"hello"}') == {"ok": True, "version": 1}
+    # Offline for this machine (sno has 0-11): refused, unchanged.
+    assert h.handle('{"op":"set_irq_affinity","irq":24,"cpus":"11-12"}')["error"] == "CPUs 12 are not online"
+    assert (root.irq_dir(24) / "smp_affinity_list").read_text() == "0-1\n"
+    # A thread request through a capture is refused: only the live machine has threads to set.
+    assert Helper(root).handle(json.dumps(_thread_base(os.getpid())))["ok"] is False
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs 2 CPUs")
+def test_valid_thread_request_on_the_live_machine(parked):
+    original = os.sched_getaffinity(parked)
+    try:
+        reply = Helper(SysRoot("/")).handle(json.dumps(_thread_base(parked)))
+        assert reply == {"ok": True, "cpus": str(CPUS[0])}
+        assert os.sched_getaffinity(parked) == {CPUS[0]}
+    finally:
+        os.sched_setaffinity(parked, original)
+
+
+def test_serve_refuses_an_overlong_line_once_and_goes_on(sno_root):
+    data = b'{"op":"hello",' + b" " * (3 * MAX_LINE) + b'"x":1}\n{"op":"hello"}\n'
+    out = io.StringIO()
+    serve(sno_root, io.BytesIO(data), out)
+    replies = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert replies == [{"ok": False, "error": f"request longer than {MAX_LINE} bytes"},
+                       {"ok": True, "version": 1}]
+
+
+def test_helper_takes_no_arguments(capsys):
+    assert main(["--root", "/tmp"]) == 2
+    assert "takes no arguments" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(len(CPUS) < 2 or os.geteuid() != 0, reason="starts the helper as root directly")
+def test_client_talks_to_a_helper_process(parked):
+    original = os.sched_getaffinity(parked)
+    client = HelperClient([sys.executable, "-m", "app.helper"])
+    try:
+        assert client.hello() == 1
+        client.set_thread_affinity(parked, (CPUS[-1],))
+        assert os.sched_getaffinity(parked) == {CPUS[-1]}
+        with pytest.raises(PinWriteError, match="no thread 4194304"):
+            client.set_thread_affinity(4194304, (CPUS[-1],))    # refused before any write
+    finally:
+        os.sched_setaffinity(parked, original)
+        client.close()
+
+
+DROPPED = r"""
+import json, os, sys
+from app.affinity import AffinityService, PinRequest, PinTarget
+from app.affinity import PinWriteError
+from app.helper import HelperClient
+from app.journal import Journal
+from app.sysroot import SysRoot
+victim, cpu, jdir, use_helper = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+client = HelperClient([sys.executable, "-m", "app.helper"]) if use_helper else None
+if client:
+    client.hello()                      # started while still root, as pkexec would have
+os.setgroups([])
+os.setresgid(65534, 65534, 65534)
+os.setresuid(65534, 65534, 65534)
+svc = AffinityService(SysRoot("/"), Journal(jdir + "/journal.jsonl"), writer=client)
+[r] = svc.apply(PinRequest((PinTarget("thread", victim),), (cpu,)))
+print(json.dumps({"code": r.code, "message": r.message, "after": r.after}))
+"""
+
+
+@pytest.mark.skipif(len(CPUS) < 2 or os.geteuid() != 0, reason="needs root to drop privileges")
+@pytest.mark.parametrize("use_helper", [False, True])
+def test_denied_direct_write_goes_through_the_helper(use_helper):
+    import tempfile
+    tmp_path = Path(tempfile.mkdtemp(prefix="coremap-dropped-"))   # pytest's tmp is 0700 root's
+    tmp_path.chmod(0o777)
+    sleeper = subprocess.Popen(["sleep", "60"])          # root's process: nobody may not pin it
+    try:
+        original = os.sched_getaffinity(sleeper.pid)
+        r = subprocess.run([sys.executable, "-c", DROPPED, str(sleeper.pid), str(CPUS[-1]), str(tmp_path),
+                            "1" if use_helper else "0"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        if use_helper:
+            assert out["code"] == "ok" and os.sched_getaffinity(sleeper.pid) == {CPUS[-1]}
+        else:
+            assert out["code"] == "denied" and "needs the helper" in out["message"]
+            assert os.sched_getaffinity(sleeper.pid) == original
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        shutil.rmtree(tmp_path)
