@@ -74,7 +74,7 @@ def cpu_softirqs(state, cpu: int) -> list[Landing]:
     rates = state.rates
     per = getattr(rates, "per_cpu", None) if rates is not None else None
     cpu_rates = per.get(cpu) if per else None
-    soft_rates = getattr(cpu_rates, "softirqs", None) if cpu_rates is not None else None
+    soft_rates = getattr(cpu_rates, "softirq_per_s", None) if cpu_rates is not None else None
     out = []
     if soft_rates:
         out = [Landing(name, name, float(v), True) for name, v in soft_rates.items() if v]

@@ -1,0 +1,325 @@
+"""IrqTableModel / IrqTableWidget and ThreadTreeModel / ThreadTableWidget on real machines.
+
+Oracles are read straight from the fixture's files (a few lines of independent parsing here), not
+from the readers the widgets are fed by.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from dataclasses import replace
+
+import pytest
+from PySide6.QtCore import QModelIndex, Qt
+
+from app.machine.interrupts import IrqTable
+from app.sampler import Sampler
+from app.sysroot import SysRoot
+from tests.machines import extract
+from widgets.irq_table import (COL_EFFECTIVE, COL_IRQ, COL_RATE, NARROWED_BRUSH, IrqTableModel,
+                               IrqTableWidget, KEY_ROLE, parse_filter)
+from widgets.thread_table import COL_ID, ID_ROLE, ThreadTableWidget
+
+pytestmark = pytest.mark.qt_log_level_fail("WARNING")
+
+
+# -- oracles ----------------------------------------------------------------------------------------
+def raw_interrupts(root) -> tuple[list[int], dict[str, tuple[list[int], str]]]:
+    """(CPU ids of the header, {label: (per-CPU counts, the rest of the line)}) from proc/interrupts."""
+    lines = (root / "proc" / "interrupts").read_text().splitlines()
+    cpus = [int(tok[3:]) for tok in lines[0].split()]
+    rows = {}
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        label, _, rest = line.partition(":")
+        toks = rest.split()
+        counts = []
+        while toks and toks[0].isdigit() and len(counts) < len(cpus):
+            counts.append(int(toks.pop(0)))
+        rows[label.strip()] = (counts, " ".join(toks))
+    return cpus, rows
+
+
+@pytest.fixture(scope="module")
+def master_root():
+    return extract("master.internal")
+
+
+@pytest.fixture(scope="module")
+def master_state(master_root):
+    return Sampler(SysRoot(master_root)).tick()
+
+
+def cell(model, row, col, role=Qt.ItemDataRole.DisplayRole):
+    return model.data(model.index(row, col), role)
+
+
+def proxy_row_of(widget, irq):
+    r = widget.model.row_of(irq)
+    return widget.proxy.mapFromSource(widget.model.index(r, 0)).row()
+
+
+# -- IRQ table --------------------------------------------------------------------------------------
+def test_irq_model_master_rows_sort_filter(qtbot, qtmodeltester, master_root, master_state):
+    widget = IrqTableWidget()
+    qtbot.addWidget(widget)
+    qtmodeltester.check(widget.model)
+    qtmodeltester.check(widget.proxy)
+    widget.set_state(master_state)
+
+    _, raw = raw_interrupts(master_root)
+    # 1874 IRQ folders (and default_smp_affinity); 1862 of them have a line in /proc/interrupts.
+    assert len([d for d in (master_root / "proc" / "irq").iterdir() if d.is_dir()]) == 1874
+    assert len([k for k in raw if k.isdigit()]) == 1862
+    assert widget.model.rowCount() == len(raw)
+    assert {cell(widget.model, r, COL_IRQ) for r in range(widget.model.rowCount())} == set(raw)
+
+    # One capture: the rate column is a count since boot and says so.
+    assert master_state.rates is None
+    assert widget.model.headerData(COL_RATE, Qt.Orientation.Horizontal) == "Count"
+
+    # Sort by count, largest first: the order of the totals read from the file.
+    widget.view.sortByColumn(COL_RATE, Qt.SortOrder.DescendingOrder)
+    shown = [widget.proxy.index(r, COL_IRQ).data() for r in range(widget.proxy.rowCount())]
+    totals = [sum(raw[k][0]) if len(raw[k][0]) > 1 else (raw[k][0] or [0])[0] for k in shown]
+    assert totals == sorted(totals, reverse=True)
+    assert totals[0] == max(sum(c) for c, _ in raw.values())
+
+    # Filter by NIC queue name: exactly the lines whose handler names a TxRx queue.
+    widget.set_filter("TxRx")
+    txrx = {k for k, (_, rest) in raw.items() if "txrx" in rest.lower()}
+    assert len(txrx) > 100
+    got = {widget.proxy.index(r, COL_IRQ).data() for r in range(widget.proxy.rowCount())}
+    assert got == txrx
+    assert widget.count_label.text() == f"{len(txrx):,} of {len(raw):,} IRQs"
+
+    # Filter by CPU: IRQs the kernel delivers on CPU 5 (effective_affinity_list) or that landed there.
+    widget.set_filter("cpu:5")
+    irq_dir = master_root / "proc" / "irq"
+    eff5 = {d.name for d in irq_dir.iterdir()
+            if d.name in raw and (d / "effective_affinity_list").read_text().strip() == "5"}
+    cpus, _ = raw_interrupts(master_root)
+    counted5 = {k for k, (c, _) in raw.items() if len(c) == len(cpus) and c[cpus.index(5)]}
+    got = {widget.proxy.index(r, COL_IRQ).data() for r in range(widget.proxy.rowCount())}
+    assert eff5 and eff5 <= got
+    assert got >= counted5
+    widget.set_filter("")
+    assert widget.proxy.rowCount() == len(raw)
+
+
+def test_parse_filter_words_and_cpus():
+    assert parse_filter("TxRx cpu:5 CPU 7 cpu9 eno1") == (["txrx", "eno1"], {5, 7, 9})
+    assert parse_filter("cpufreq") == (["cpufreq"], set())
+
+
+def test_irq_affinity_mismatch_highlighted(qtbot, master_root, master_state):
+    model = IrqTableModel()
+    model.set_state(master_state)
+    irq_dir = master_root / "proc" / "irq"
+    narrowed = equal = None
+    for d in sorted((d for d in irq_dir.iterdir() if d.is_dir()), key=lambda p: int(p.name)):
+        req = (d / "smp_affinity_list").read_text().strip()
+        eff = (d / "effective_affinity_list").read_text().strip()
+        if narrowed is None and req != eff and "," in req and "-" not in req:
+            narrowed = (d.name, req, eff)
+        if equal is None and req == eff:
+            equal = d.name
+    assert narrowed is not None and equal is not None
+    irq, req, eff = narrowed
+    r = model.row_of(irq)
+    assert cell(model, r, COL_EFFECTIVE) == eff
+    assert cell(model, r, COL_EFFECTIVE, Qt.ItemDataRole.BackgroundRole) == NARROWED_BRUSH
+    tip = cell(model, r, COL_EFFECTIVE, Qt.ItemDataRole.ToolTipRole)
+    assert f"the kernel delivers on {eff}, not on {req} as requested" in tip
+    r = model.row_of(equal)
+    assert cell(model, r, COL_EFFECTIVE, Qt.ItemDataRole.BackgroundRole) is None
+    assert cell(model, r, COL_EFFECTIVE, Qt.ItemDataRole.ToolTipRole) is None
+
+
+def test_irq_rows_vanish_and_return_without_reset(qtbot, qtmodeltester, master_state):
+    model = IrqTableModel()
+    qtmodeltester.check(model)
+    model.set_state(master_state)
+    n = model.rowCount()
+    table = master_state.sample.interrupts
+    gone = {"300", "301", "1500", "LOC"}
+    fewer = replace(table, rows=tuple(r for r in table.rows if r.irq not in gone))
+    smaller = replace(master_state, generation=2, sample=replace(master_state.sample, interrupts=fewer))
+    resets, removed, inserted = [], [], []
+    model.modelReset.connect(lambda: resets.append(1))
+    model.rowsRemoved.connect(lambda p, a, b: removed.append(b - a + 1))
+    model.rowsInserted.connect(lambda p, a, b: inserted.append(b - a + 1))
+    model.set_state(smaller)
+    assert model.rowCount() == n - len(gone) and sum(removed) == len(gone)
+    assert all(model.row_of(i) < 0 for i in gone)
+    model.set_state(replace(master_state, generation=3))
+    assert model.rowCount() == n and sum(inserted) == len(gone)
+    assert resets == []
+    keys = [cell(model, r, 0, KEY_ROLE) for r in range(n)]
+    assert keys[model.row_of("301")] == "301" and keys.index("LOC") == model.row_of("LOC")
+
+
+def test_irq_model_live_updates_changed_cells_only(qtbot, qtmodeltester):
+    sampler = Sampler(SysRoot("/"), interval=0.25)
+    first = sampler.tick()
+    widget = IrqTableWidget()
+    qtbot.addWidget(widget)
+    qtmodeltester.check(widget.model)
+    qtmodeltester.check(widget.proxy)
+    widget.set_state(first)
+    model = widget.model
+    live_rows = first.sample.interrupts.rows
+    assert model.rowCount() == len(live_rows)
+    assert model.headerData(COL_RATE, Qt.Orientation.Horizontal) == "Count"
+    # A selected IRQ keeps its selection across ticks.
+    with qtbot.waitSignal(widget.irq_selected) as sel:
+        assert widget.select_irq("LOC")
+    assert sel.args == ["LOC"]
+
+    roles = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.UserRole + 1, Qt.ItemDataRole.ToolTipRole,
+             Qt.ItemDataRole.BackgroundRole)
+
+    def snapshot():
+        return {(r, c): tuple(cell(model, r, c, role) for role in roles)
+                for r in range(model.rowCount()) for c in range(model.columnCount())}
+
+    before = snapshot()
+    resets, changed, headers = [], set(), []
+    model.modelReset.connect(lambda: resets.append(1))
+    model.headerDataChanged.connect(lambda o, a, b: headers.append((a, b)))
+
+    def on_changed(tl, br, roles=()):
+        for r in range(tl.row(), br.row() + 1):
+            for c in range(tl.column(), br.column() + 1):
+                changed.add((r, c))
+    model.dataChanged.connect(on_changed)
+    time.sleep(0.3)
+    second = sampler.tick()
+    assert second.rates is not None
+    widget.set_state(second)
+    after = snapshot()
+    assert resets == []
+    assert model.headerData(COL_RATE, Qt.Orientation.Horizontal) == "Rate (/s)"
+    assert headers == [(COL_RATE, COL_RATE)]
+    # Every announced cell really changed, and every changed cell was announced.
+    assert changed == {k for k in after if after[k] != before.get(k)}
+    assert changed, "the local timer alone changes the live table between two ticks"
+    cur = widget.view.selectionModel().selectedRows()
+    assert [i.data(KEY_ROLE) for i in cur] == ["LOC"]
+    # Rates sort numerically, not as text.
+    widget.view.sortByColumn(COL_RATE, Qt.SortOrder.DescendingOrder)
+    rates = [second.rates.irqs[widget.proxy.index(r, 0).data(KEY_ROLE)].total
+             for r in range(widget.proxy.rowCount())
+             if widget.proxy.index(r, 0).data(KEY_ROLE) in second.rates.irqs]
+    assert rates == sorted(rates, reverse=True)
+
+
+# -- thread tree ------------------------------------------------------------------------------------
+_libc = ctypes.CDLL(None, use_errno=True)
+_PR_SET_NAME = 15    # include/uapi/linux/prctl.h: sets this thread's comm (16 bytes with the NUL)
+
+
+def start_named_thread(name: str) -> tuple[threading.Thread, threading.Event, list]:
+    """A real OS thread whose comm is `name`, as the JVM names its threads; returns (thread, stop, [tid])."""
+    stop = threading.Event()
+    ready = threading.Event()
+    tid: list[int] = []
+
+    def run():
+        _libc.prctl(_PR_SET_NAME, name.encode(), 0, 0, 0)
+        tid.append(threading.get_native_id())
+        ready.set()
+        stop.wait(30)
+
+    t = threading.Thread(target=run, name=name, daemon=True)
+    t.start()
+    assert ready.wait(5)
+    return t, stop, tid
+
+
+def test_thread_tree_live_filter_select_exit(qtbot, qtmodeltester):
+    needle = f"cmneedle{os.getpid() % 100000}"[:15]
+    thread, stop, tid_box = start_named_thread(needle)
+    tid, pid = tid_box[0], os.getpid()
+    sampler = Sampler(SysRoot("/"), interval=0.25)
+    widget = ThreadTableWidget()
+    qtbot.addWidget(widget)
+    qtmodeltester.check(widget.model)
+    qtmodeltester.check(widget.proxy)
+    try:
+        widget.set_state(sampler.tick())
+        model = widget.model
+        assert pid in model.pids() and tid in model.tids_of(pid)
+        assert threading.get_native_id() in model.tids_of(pid)
+        tindex = model.thread_index(pid, tid)
+        assert tindex.data() == needle and model.thread_index(pid, tid, COL_ID).data() == str(tid)
+
+        # The filter finds the thread by its name alone, shows its process, expanded to the match.
+        widget.set_filter(needle)
+        proxy = widget.proxy
+        assert proxy.rowCount() == 1
+        pidx = proxy.index(0, 0)
+        assert pidx.data(ID_ROLE) == ("process", pid)
+        assert proxy.rowCount(pidx) == 1 and proxy.index(0, 0, pidx).data(ID_ROLE) == ("thread", tid)
+        assert widget.view.isExpanded(pidx)
+        # The process's command line finds every thread of it.
+        widget.set_filter("pytest")
+        assert proxy.rowCount(proxy.mapFromSource(model.process_index(pid))) == len(model.tids_of(pid)) >= 2
+        # Words narrow: the command line and the thread name together find the one thread.
+        widget.set_filter(f"pytest {needle[:6]}")
+        assert proxy.rowCount(proxy.mapFromSource(model.process_index(pid))) == 1
+
+        widget.set_filter(needle)
+        with qtbot.waitSignal(widget.selection_changed) as sel:
+            assert widget.select_thread(pid, tid)
+        assert sel.args == [[tid], []]
+
+        resets, removed = [], []
+        model.modelReset.connect(lambda: resets.append(1))
+        time.sleep(0.3)
+        widget.set_state(sampler.tick())      # a tick with rates
+        assert widget.selected() == ([tid], [])
+        assert widget.view.isExpanded(proxy.index(0, 0))
+
+        stop.set()
+        thread.join(5)
+        model.rowsAboutToBeRemoved.connect(lambda parent, a, b: removed.append(model.data(parent, ID_ROLE)))
+        with qtbot.waitSignal(widget.selection_changed) as sel:
+            widget.set_state(sampler.tick())
+        assert sel.args == [[], []]
+        assert tid not in model.tids_of(pid)
+        assert not model.thread_index(pid, tid).isValid()
+        assert ("process", pid) in removed       # removed from under its process row
+        assert resets == []
+        assert pid in model.pids()
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def test_thread_tree_process_columns(qtbot, qtmodeltester):
+    sampler = Sampler(SysRoot("/"))
+    sampler.tick()
+    time.sleep(0.25)
+    state = sampler.tick()
+    widget = ThreadTableWidget()
+    qtbot.addWidget(widget)
+    widget.set_state(state)
+    model = widget.model
+    tasks = state.sample.tasks.tasks
+    assert sum(len(model.tids_of(p)) for p in model.pids()) == len(tasks)
+    me = os.getpid()
+    pidx = model.process_index(me)
+    assert pidx.data() == tasks[me].comm
+    pct_sum = sum(state.rates.tasks[t].cpu_pct for t in model.tids_of(me) if t in state.rates.tasks)
+    assert model.index(pidx.row(), 3).data(Qt.ItemDataRole.UserRole + 1) == pytest.approx(pct_sum)
+    if tasks[me].allowed is not None:
+        assert model.index(pidx.row(), 5).data() == _cpus_text(tasks[me].allowed)
+
+
+def _cpus_text(cpus):
+    from app.parse.cpulist import format_cpulist
+    return format_cpulist(cpus)
