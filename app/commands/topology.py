@@ -142,7 +142,7 @@ def format_summary(topo: Topology) -> str:
         add("Socket(s)", sockets)
     else:
         add("Core(s)", str(len(topo.cores)))
-        add("Socket(s)", "unknown (physical_package_id is -1)")
+        add("Socket(s)", "unknown (physical_package_id is -1)" if topo.packages else "unknown")
     dies = {(c.package_id, c.die_id) for c in topo.cpus if c.online and c.die_id is not None}
     if dies and len(dies) > len(topo.packages):
         add("Die(s)", str(len(dies)))

@@ -17,7 +17,7 @@ Every value that could not be known is None, and `Topology.notes` says why.
 """
 from __future__ import annotations
 
-import os
+import functools
 import platform
 import re
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ from app.errors import CpuListError, SysRootReadError
 from app.parse.cpulist import format_cpulist, parse_cpulist, parse_cpumask
 from app.parse.topology import (
     Cpuinfo,
+    format_size,
     parse_cache_size,
     parse_cmdline_isolation,
     parse_cpuinfo,
@@ -219,6 +220,21 @@ def _int(root: SysRoot, path) -> int | None:
         raise SysRootReadError(path, f"expected an integer, found {line[:40]!r}") from None
 
 
+# Thousands of cpuN files repeat the same few masks (every thread of a POWER7 core prints the
+# same 32-word shared_cpu_map), so parsing is memoised by text. A bad text is parsed again
+# uncached so the error names the file.
+@functools.lru_cache(maxsize=8192)
+def _cached_ids(text: str, mask: bool) -> tuple[int, ...]:
+    return parse_cpumask(text) if mask else parse_cpulist(text)
+
+
+def _ids(text: str, *, mask: bool, path) -> tuple[int, ...]:
+    try:
+        return _cached_ids(text, mask)
+    except CpuListError:
+        return parse_cpumask(text, what=str(path)) if mask else parse_cpulist(text, what=str(path))
+
+
 def read_online_cpus(root: SysRoot) -> tuple[int, ...]:
     """Online CPU ids: the `online` file; where absent, each cpuN/online; else CPUs that have a
     topology/ folder (offline CPUs lose theirs)."""
@@ -239,7 +255,7 @@ def _read_list(root: SysRoot, path) -> tuple[int, ...] | None:
     text = _text(root, path)
     if text is None:
         return None
-    return parse_cpulist(text, what=str(path))
+    return _ids(text, mask=False, path=path)
 
 
 def _read_online(root: SysRoot, dirs: list[int]) -> tuple[tuple[int, ...], str | None]:
@@ -285,11 +301,11 @@ def _read_ids_file(root: SysRoot, d, base: str):
     p = d / f"{base}_list"
     text = _text(root, p)
     if text is not None:
-        return parse_cpulist(text, what=str(p))
+        return _ids(text, mask=False, path=p)
     p = d / base
     text = _text(root, p)
     if text is not None:
-        return parse_cpumask(text, what=str(p))
+        return _ids(text, mask=True, path=p)
     return None
 
 
@@ -336,7 +352,7 @@ def _read_raw_cpu(root: SysRoot, n: int, *, want_caches: bool) -> _RawCpu:
             for fname, mask in (("shared_cpu_list", False), ("shared_cpu_map", True)):
                 text = _text(root, i / fname)
                 if text is not None:
-                    cpus = (parse_cpumask if mask else parse_cpulist)(text, what=str(i / fname))
+                    cpus = _ids(text, mask=mask, path=i / fname)
                     break
             cid = _int(root, i / "id")
             if level is None:
@@ -349,14 +365,16 @@ def read_topology(root: SysRoot) -> Topology:
     notes: list[str] = []
     dirs = _cpu_dir_ids(root)
     if not dirs and not root.cpu_dir().is_dir():
-        notes.append(f"{root.cpu_dir()} is absent: no CPU topology in this capture")
+        notes.append("sys/devices/system/cpu is absent: no CPU topology in this capture")
+    has_cpu_dir = bool(dirs) or root.cpu_dir().is_dir()
     online, how = _read_online(root, dirs)
-    if how:
+    if how and has_cpu_dir:
         notes.append(how)
     possible = _read_list(root, root.cpu_dir("possible"))
     present = _read_list(root, root.cpu_dir("present"))
     if possible is None:
-        notes.append("no possible file: possible CPUs taken as the cpuN folders")
+        if has_cpu_dir:
+            notes.append("no possible file: possible CPUs taken as the cpuN folders")
         possible = tuple(sorted(set(dirs) | set(online)))
     if present is None:
         present = tuple(sorted(set(dirs) | set(online)))
@@ -526,12 +544,12 @@ def _read_nodes(root: SysRoot, raw: dict, notes: list) -> tuple[tuple[NumaNode, 
         p = d / "cpulist"
         text = _text(root, p)
         if text is not None:
-            cpus = parse_cpulist(text, what=str(p))
+            cpus = _ids(text, mask=False, path=p)
         else:
             p = d / "cpumap"
             text = _text(root, p)
             if text is not None:
-                cpus = parse_cpumask(text, what=str(p))
+                cpus = _ids(text, mask=True, path=p)
         listed[k] = cpus
         for c in cpus or ():
             cpu_node.setdefault(c, k)
@@ -689,7 +707,6 @@ def _label(kind: str, gid, topo: Topology) -> str:
         return f"die {gid[1]}" if isinstance(gid, tuple) else f"die {gid}"
     if kind == "l3":
         size = next((k.size_bytes for k in topo.caches if k.level == 3 and k.cpus == topo.l3_groups[gid]), None)
-        from app.parse.topology import format_size
         return f"L3 {format_size(size)}" if size else "L3"
     return f"{kind} {gid}"
 
