@@ -1,0 +1,118 @@
+"""`coremap pin | undo | redo | restore | journal`: result lines and exit status (0 ok, 1 a target
+failed, 2 bad input), on this machine's threads and on a copy of the sno capture's IRQs."""
+import json
+import os
+import shutil
+import subprocess
+import threading
+
+import pytest
+
+from app.__main__ import main
+from app.parse.cpulist import format_cpulist
+from tests.machines import extract
+
+CPUS = tuple(sorted(os.sched_getaffinity(0)))
+
+
+@pytest.fixture(autouse=True)
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
+
+
+@pytest.fixture
+def sno(tmp_path):
+    src = extract("sno")
+    dst = tmp_path / "sno"
+    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
+    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
+                    ignore=shutil.ignore_patterns("cache"))
+    return dst
+
+
+def _smp(root, n):
+    return (root / "proc" / "irq" / str(n) / "smp_affinity_list").read_text().strip()
+
+
+def test_irq_pin_undo_redo_restore_journal(sno, capsys):
+    assert main(["pin", "--irq", "24", "--cpus", "0-1", "--root", str(sno)]) == 0
+    assert capsys.readouterr().out == "irq 24: 1 -> 0-1 ok (effective 1)\n"
+    assert _smp(sno, 24) == "0-1"
+    # --root before the subcommand works too.
+    assert main(["--root", str(sno), "pin", "--irq", "25", "--cpus", "2,5"]) == 0
+    assert capsys.readouterr().out == "irq 25: 2 -> 2,5 ok (effective 2)\n"
+    assert main(["undo", "--root", str(sno)]) == 0
+    assert _smp(sno, 25) == "2"
+    assert main(["redo", "--root", str(sno)]) == 0
+    assert _smp(sno, 25) == "2,5"
+    capsys.readouterr()
+    assert main(["restore", "--root", str(sno)]) == 0
+    assert (_smp(sno, 24), _smp(sno, 25)) == ("1", "2")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["irq 25: 2,5 -> 2 ok (effective 2)", "irq 24: 0-1 -> 1 ok (effective 1)"]  # newest first
+    assert main(["restore", "--root", str(sno)]) == 0
+    assert capsys.readouterr().out.startswith("nothing to restore")
+    assert main(["journal", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    assert [(e["origin"], e["target_id"], e["state"]) for e in entries] == [
+        ("cli", 24, "done"), ("cli", 25, "done"), ("undo:2", 25, "done"), ("redo:3", 25, "done"),
+        ("restore", 25, "done"), ("restore", 24, "done")]
+    assert main(["journal"]) == 0
+    assert "irq 24" in capsys.readouterr().out
+
+
+def test_bad_input_exits_2_and_writes_nothing(sno, capsys, tmp_path):
+    before = _smp(sno, 24)
+    assert main(["pin", "--irq", "24", "--cpus", "2-x", "--root", str(sno)]) == 2
+    assert "'2-x' is not a CPU number or range" in capsys.readouterr().err
+    assert main(["pin", "--irq", "999", "--cpus", "1", "--root", str(sno)]) == 2
+    assert "IRQ 999 does not exist" in capsys.readouterr().err
+    assert main(["pin", "--irq", "24", "--cpus", "1", "--root", str(tmp_path / "nothing")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert main(["pin", "--java", "x", "--cpus", "1"]) == 2
+    assert "--java NAME needs --pid" in capsys.readouterr().err
+    assert main(["pin", "--tid", "1", "--irq", "24", "--cpus", "1", "--root", str(sno)]) == 2
+    with pytest.raises(SystemExit) as e:
+        main(["pin", "--irq", "twenty", "--cpus", "1"])
+    assert e.value.code == 2
+    assert _smp(sno, 24) == before
+    assert main(["journal"]) == 0
+    assert "is empty" in capsys.readouterr().out
+
+
+def test_trimmed_exits_1(sno, capsys):
+    # The capture's effective CPU 3 lies outside 5-6: written, but the IRQ is still served elsewhere.
+    assert main(["pin", "--irq", "26", "--cpus", "5-6", "--root", str(sno)]) == 1
+    assert capsys.readouterr().out.startswith("irq 26: 8 -> 5-6 trimmed (effective 3): irq 26 is still served by CPU 3")
+    assert _smp(sno, 26) == "5-6"
+
+
+def test_offline_cpu_exits_1(sno, capsys):
+    assert main(["pin", "--irq", "24", "--cpus", "12", "--root", str(sno)]) == 1
+    assert capsys.readouterr().out == ("irq 24: 1 -> 12 offline: irq 24: CPU 12 is offline; choose among "
+                                       "the online CPUs 0-11\n")
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs 2 CPUs to see a pin")
+def test_pin_own_thread_and_a_process(capsys):
+    ev = threading.Event()
+    th = threading.Thread(target=ev.wait)
+    th.start()
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        tid = th.native_id
+        assert main(["pin", "--tid", str(tid), "--cpus", str(CPUS[-1])]) == 0
+        comm = open(f"/proc/{tid}/comm").read().strip()
+        assert capsys.readouterr().out == f"thread {tid} ({comm}): {format_cpulist(CPUS)} -> {CPUS[-1]} ok\n"
+        assert os.sched_getaffinity(tid) == {CPUS[-1]}
+        assert main(["pin", "--pid", str(sleeper.pid), "--cpus", str(CPUS[0])]) == 0
+        assert capsys.readouterr().out == f"thread {sleeper.pid} (sleep): {format_cpulist(CPUS)} -> {CPUS[0]} ok\n"
+        assert main(["undo"]) == 0 and os.sched_getaffinity(sleeper.pid) == set(CPUS)
+        assert main(["restore"]) == 0 and os.sched_getaffinity(tid) == set(CPUS)
+        assert main(["undo"]) == 0 and capsys.readouterr().out.endswith("nothing to undo\n")
+        assert main(["pin", "--tid", "4194304", "--cpus", "0"]) == 2
+    finally:
+        ev.set()
+        th.join()
+        sleeper.kill()
+        sleeper.wait()
