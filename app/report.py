@@ -1,0 +1,452 @@
+"""Reports: one self-contained HTML file that says what a machine looks like, where its interrupts
+land, which pins were made and what the probes measured. No Qt here: pictures (the topology grid,
+probe plots) are rendered by widgets/report_render.py and handed in as bytes.
+
+The HTML has no external reference at all: CSS is inline, images are data: URIs, there is no
+script. It must open from a mail attachment on a machine without network. Everything that comes
+from the measured machine (device names, the kernel command line, host names, notes) is escaped,
+since a device or host name is text anyone with root on that machine chose.
+
+The same HTML is what widgets/export.render_pdf lays out with QTextDocument, which understands a
+subset of HTML 4 and CSS 2 (tables, inline styles, img): so tables, not flexbox.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import time
+from dataclasses import dataclass, field
+
+import app
+from app.errors import CoremapError, SysRootReadError
+from app.parse.cpulist import format_cpulist
+from app.sysroot import SysRoot
+
+TOP_IRQS = 15
+PERCENTILE_KEYS = ("p50", "p90", "p99", "p99.9", "max")
+
+
+class ReportError(CoremapError):
+    """A report that cannot be built from what was given."""
+
+
+@dataclass(frozen=True)
+class Image:
+    data: bytes
+    mime: str                      # "image/png" or "image/svg+xml"
+    width: int | None = None       # intrinsic size in pixels, when known (for <img width>)
+    height: int | None = None
+
+    def data_uri(self) -> str:
+        return f"data:{self.mime};base64," + base64.b64encode(self.data).decode("ascii")
+
+
+@dataclass(frozen=True)
+class IrqLine:
+    irq: str
+    device: str                    # device/queue, e.g. "i40e eno1 TxRx-3 (0000:31:00.0)"
+    rate: float                    # interrupts/s, or the count since boot when ReportData.totals
+    top_cpus: tuple[tuple[int, float], ...]   # (cpu, share of this IRQ's count), busiest first
+    requested: tuple[int, ...] | None
+    effective: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class PinLine:
+    target: str                    # "thread 1234 (java)", "irq 24"
+    before: tuple[int, ...] | None
+    requested: tuple[int, ...]
+    after: tuple[int, ...] | None
+    result: str                    # journal state + code: "done", "failed: denied ..."
+    time: float | None
+
+
+@dataclass
+class ProbeSection:
+    result: dict                   # the probe's result object (probe, cpu, percentiles, ...)
+    plot: Image | None = None
+
+    @property
+    def title(self) -> str:
+        r = self.result
+        cpu = r.get("cpu")
+        return f"{r.get('probe', 'probe')} on CPU {cpu}" if cpu is not None else str(r.get("probe", "probe"))
+
+
+@dataclass
+class ReportData:
+    host: str
+    source: str                              # "live", a root folder, or a session file
+    created: str
+    facts: list[tuple[str, str]]             # (label, value) for the machine summary
+    cpu_count: int
+    totals: bool                             # True: IRQ figures are counts since boot, not rates
+    rate_note: str                           # how the IRQ figures were obtained
+    irqs: list[IrqLine] = field(default_factory=list)
+    pins: list[PinLine] = field(default_factory=list)
+    probes: list[ProbeSection] = field(default_factory=list)
+    notes: str = ""
+    topology_image: Image | None = None
+    comparison_plot: Image | None = None
+    topology: object = None                  # app.machine.topology.Topology, for renderers
+    irq_load: dict[int, float] = field(default_factory=dict)   # cpu -> device IRQs/s (or count)
+    extra_images: list[tuple[str, Image]] = field(default_factory=list)   # session screenshots
+
+
+# -- building ReportData ---------------------------------------------------------------------------
+
+def _now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+def _cpus(c) -> str:
+    if c is None:
+        return "?"
+    return format_cpulist(c) or "(none)"
+
+
+def machine_facts(topology, root: SysRoot) -> list[tuple[str, str]]:
+    """The machine summary rows: model, shape, NUMA, kernel, command line, isolation, irqbalance."""
+    t = topology
+    facts: list[tuple[str, str]] = []
+    facts.append(("Model", t.model_name or "unknown"))
+    pkgs = len(t.packages) or 1
+    n_cores = len(t.cores)
+    tpc = t.threads_per_core
+    threads = "-".join(map(str, (tpc[0], tpc[-1]))) if len(tpc) > 1 else (str(tpc[0]) if tpc else "?")
+    per = n_cores // pkgs if n_cores % pkgs == 0 else f"{n_cores / pkgs:.1f}"
+    shape = f"{pkgs} socket{'s' if pkgs != 1 else ''} × {per} cores × {threads} threads = {len(t.online)} CPUs online"
+    if t.offline:
+        shape += f" ({len(t.offline)} offline: {_cpus(t.offline)})"
+    facts.append(("Shape", shape))
+    if t.hybrid:
+        kinds: dict[str, int] = {}
+        for c in t.cpus:
+            if c.online and c.kind:
+                kinds[c.kind] = kinds.get(c.kind, 0) + 1
+        facts.append(("Core kinds", ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))))
+    nodes = [n for n in t.nodes if n.cpus]
+    facts.append(("NUMA nodes", "; ".join(f"node {n.id}: CPUs {_cpus(n.cpus)}" for n in nodes)
+                  if nodes else "none reported"))
+    facts.append(("Kernel", t.kernel_release or "unknown"))
+    facts.append(("Command line", t.cmdline or "unknown (not captured)"))
+    iso = _cpus(t.isolated) if t.isolated else "none"
+    if t.isolated and t.isolcpus_flags:
+        iso += f" (flags: {', '.join(t.isolcpus_flags)})"
+    facts.append(("isolcpus", iso))
+    facts.append(("nohz_full", _cpus(t.nohz_full) if t.nohz_full else "none"))
+    facts.append(("irqbalance", _irqbalance_text(root)))
+    return facts
+
+
+def _irqbalance_text(root: SysRoot) -> str:
+    from app.irqbalance import read_irqbalance
+    has_processes = root.is_live or any(n.isdigit() for n in root.listdir(root.proc()))
+    if not has_processes:
+        # A capture without proc/PID cannot say; "not running" would be a guess shown as a fact.
+        return "unknown (the capture holds no process list)"
+    try:
+        st = read_irqbalance(root)
+    except CoremapError as e:
+        return f"unknown ({e})"
+    if not st.running:
+        return "not running"
+    s = f"running (pid {st.pid})" if st.pid is not None else "running"
+    if st.banned_cpus:
+        s += f"; banned CPUs {_cpus(st.banned_cpus)}"
+    if st.banned_irqs:
+        s += f"; banned IRQs {', '.join(map(str, st.banned_irqs))}"
+    return s + ": it may move pinned IRQs back"
+
+
+def _irq_figures(root: SysRoot, history: list[dict] | None, live_wait: float):
+    """({irq: per-CPU dict}, totals?, note): rates from the session history, else from the
+    snapshot's second capture, else (live) two reads `live_wait` apart, else counts since boot."""
+    from app.machine.sample import read_sample, read_snapshot_pair
+    from app.rates import rates, totals
+    if history:
+        acc: dict[str, dict[int, float]] = {}
+        n = 0
+        for tick in history:
+            if "irq" not in tick and "cpu" not in tick:
+                continue
+            n += 1
+            for irq, per in tick.get("irq", {}).items():
+                d = acc.setdefault(str(irq), {})
+                for c, v in per.items():
+                    d[int(c)] = d.get(int(c), 0.0) + float(v)
+        if n:
+            return ({i: {c: v / n for c, v in per.items()} for i, per in acc.items()}, False,
+                    f"mean rates over the {n} sampled ticks the session recorded")
+    pair = read_snapshot_pair(root)
+    if pair is None and root.is_live and live_wait > 0:
+        first = read_sample(root, tasks=False)
+        time.sleep(live_wait)
+        pair = (first, read_sample(root, tasks=False))
+    if pair is not None:
+        first, second = pair
+        secs = second.time - first.time
+        if secs > 0 and first.interrupts is not None and second.interrupts is not None:
+            r = rates(first, second, secs)
+            return ({i: dict(zip(r.cpus, ir.per_cpu)) for i, ir in r.irqs.items() if ir.per_cpu}, False,
+                    f"rates over {secs:.2f} s between two captures")
+    try:
+        sample = read_sample(root, tasks=False)
+    except SysRootReadError as e:
+        return {}, True, f"no interrupt counts ({e})"
+    if sample.interrupts is None:
+        return {}, True, "no interrupt counts: the capture holds no proc/interrupts"
+    tot = totals(sample)
+    return ({i: dict(zip(tot.cpus, it.per_cpu)) for i, it in tot.irqs.items() if it.per_cpu}, True,
+            "one capture only: totals, not rates (interrupt counts since boot)")
+
+
+def _irq_lines(root: SysRoot, figures: dict[str, dict[int, float]], top: int) -> tuple[list[IrqLine], dict[int, float]]:
+    from app.machine.interrupts import read_irqs
+    try:
+        table = read_irqs(root)
+    except SysRootReadError:
+        table = None
+    load: dict[int, float] = {}
+    lines = []
+    for irq, per in figures.items():
+        if not irq.isdigit():
+            continue          # LOC, NMI, IPIs: no device and no affinity to show or pin
+        for c, v in per.items():
+            load[c] = load.get(c, 0.0) + v
+        total = sum(per.values())
+        if total <= 0:
+            continue
+        ranked = sorted(((c, v / total) for c, v in per.items() if v > 0), key=lambda x: -x[1])[:3]
+        info = table.info.get(irq) if table is not None else None
+        row = table.row(irq) if table is not None else None
+        device = (info.device.description if info is not None and info.device is not None else "") or \
+                 (row.name if row is not None else "")
+        lines.append(IrqLine(irq, device, total, tuple(ranked),
+                             info.requested if info else None, info.effective if info else None))
+    lines.sort(key=lambda l: (-l.rate, int(l.irq)))
+    return lines[:top], load
+
+
+def _pin_lines(journal: list[dict]) -> list[PinLine]:
+    out = []
+    for e in journal:
+        if not isinstance(e, dict):
+            continue
+        kind, tid = e.get("kind", "target"), e.get("target_id", e.get("target", "?"))
+        label = e.get("label") or ""
+        target = f"{kind} {tid}" + (f" ({label})" if label else "")
+        state = str(e.get("state", "?"))
+        code, msg = e.get("code") or "", e.get("message") or ""
+        result = state + (f": {code}" if code and code != "ok" else "") + (f" — {msg}" if msg and state != "done" else "")
+        t = e.get("time")
+        out.append(PinLine(target, _tuple(e.get("before")), _tuple(e.get("requested")) or (),
+                           _tuple(e.get("after")), result, float(t) if isinstance(t, (int, float)) else None))
+    return out
+
+
+def _tuple(v):
+    if v is None:
+        return None
+    try:
+        return tuple(int(x) for x in v)
+    except (TypeError, ValueError):
+        return None
+
+
+def report_from_root(root: SysRoot, *, journal: list[dict] | None = None, probes: list[dict] | None = None,
+                     notes: str = "", history: list[dict] | None = None, source: str | None = None,
+                     host: str | None = None, top_irqs: int = TOP_IRQS, live_wait: float = 0.5) -> ReportData:
+    """ReportData for a machine (live or captured) plus optional pin journal rows and probe results."""
+    from app.machine.topology import read_topology
+    topo = read_topology(root)
+    figures, is_totals, note = _irq_figures(root, history, live_wait)
+    irqs, load = _irq_lines(root, figures, top_irqs)
+    meta = root.snapshot_meta() or {}
+    host = host or meta.get("host") or topo.hostname or root.root.name or "machine"
+    return ReportData(
+        host=str(host), source=source or ("live" if root.is_live else str(root.root)), created=_now_iso(),
+        facts=machine_facts(topo, root), cpu_count=len(topo.online), totals=is_totals, rate_note=note,
+        irqs=irqs, pins=_pin_lines(journal or []), probes=[ProbeSection(dict(p)) for p in (probes or [])],
+        notes=notes, topology=topo, irq_load=load)
+
+
+def report_from_session(session) -> ReportData:
+    """ReportData for an opened app.session.Session: its machine, history, pins, probes, notes."""
+    data = report_from_root(session.root, journal=session.journal, probes=[p.result for p in session.probes],
+                            notes=session.notes, history=session.history,
+                            source=str(session.source) if session.source else None,
+                            host=session.host or None, live_wait=0)
+    for name, blob in sorted(session.screenshots.items()):
+        if name.endswith(".png"):
+            data.extra_images.append((name, Image(blob, "image/png")))
+        elif name.endswith(".svg"):
+            data.extra_images.append((name, Image(blob, "image/svg+xml")))
+    return data
+
+
+# -- HTML ------------------------------------------------------------------------------------------
+
+_CSS = """
+body { font-family: 'DejaVu Sans', Arial, sans-serif; font-size: 10pt; color: #1d2430; margin: 18px; }
+h1 { font-size: 17pt; margin: 0 0 4px 0; }
+h2 { font-size: 13pt; margin: 18px 0 6px 0; border-bottom: 1px solid #b8c2d0; }
+h3 { font-size: 11pt; margin: 12px 0 4px 0; }
+table { border-collapse: collapse; margin: 4px 0 8px 0; }
+th, td { border: 1px solid #c9d1dc; padding: 3px 6px; text-align: left; vertical-align: top; }
+th { background: #e8edf3; }
+td.num { text-align: right; font-family: 'DejaVu Sans Mono', monospace; }
+.mono { font-family: 'DejaVu Sans Mono', monospace; }
+.muted { color: #5a6573; }
+.warn { color: #8a4b00; }
+.notes { white-space: pre-wrap; font-family: 'DejaVu Sans Mono', monospace; background: #f5f7fa; padding: 6px; }
+img { max-width: 100%; }
+"""
+
+
+def _e(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def fmt_rate(v: float, totals: bool) -> str:
+    if totals:
+        return f"{int(round(v)):,}"
+    if v >= 100:
+        return f"{v:,.0f}/s"
+    return f"{v:.1f}/s"
+
+
+def fmt_ns(ns) -> str:
+    if ns is None:
+        return "–"
+    ns = float(ns)
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns:.0f} ns"
+
+
+def _fmt_time(t: float | None) -> str:
+    if t is None:
+        return ""
+    if t > 1e9:   # wall-clock seconds (the journal's time.time())
+        return _dt.datetime.fromtimestamp(t).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    return f"{t:.1f} s"
+
+
+def _img(image: Image, alt: str, width: int | None = None) -> str:
+    w = width or image.width
+    wa = f' width="{int(w)}"' if w else ""
+    return f'<img src="{image.data_uri()}" alt="{_e(alt)}"{wa}>'
+
+
+def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
+    """The whole report as one self-contained HTML document (see module docstring)."""
+    r = report
+    out: list[str] = []
+    w = out.append
+    w("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">")
+    w(f"<title>coremap report: {_e(r.host)}</title>")
+    w(f"<style>{_CSS}</style></head><body>")
+    w(f"<h1>coremap report: {_e(r.host)}</h1>")
+    w(f'<p class="muted">Source: <span class="mono">{_e(r.source)}</span> · written {_e(r.created)} '
+      f"by coremap {_e(app.__version__)}</p>")
+
+    w("<h2>Machine</h2><table>")
+    for label, value in r.facts:
+        cls = ' class="mono"' if label == "Command line" else ""
+        w(f"<tr><th>{_e(label)}</th><td{cls}>{_e(value)}</td></tr>")
+    w("</table>")
+
+    w("<h2>Topology, coloured by IRQ load</h2>")
+    if r.totals:
+        w(f'<p class="warn">{_e(r.rate_note)}.</p>')
+    else:
+        w(f'<p class="muted">{_e(r.rate_note)}.</p>')
+    if r.topology_image is not None:
+        w(f"<p>{_img(r.topology_image, 'topology grid coloured by IRQ load', min(image_width, r.topology_image.width or image_width))}</p>")
+    else:
+        w('<p class="muted">No picture of the grid in this report.</p>')
+
+    unit = "count since boot" if r.totals else "rate"
+    w(f"<h2>Busiest IRQs</h2>")
+    if r.irqs:
+        w(f"<table><tr><th>IRQ</th><th>Device / queue</th><th>{_e(unit.capitalize())}</th>"
+          "<th>Top CPUs (share)</th><th>Requested → effective</th></tr>")
+        for l in r.irqs:
+            tops = ", ".join(f"{c} ({s:.0%})" for c, s in l.top_cpus)
+            w(f'<tr><td class="num">{_e(l.irq)}</td><td>{_e(l.device or "–")}</td>'
+              f'<td class="num">{_e(fmt_rate(l.rate, r.totals))}</td><td>{_e(tops)}</td>'
+              f'<td class="mono">{_e(_cpus(l.requested))} → {_e(_cpus(l.effective))}</td></tr>')
+        w("</table>")
+    else:
+        w('<p class="muted">No device interrupts in this capture.</p>')
+
+    w("<h2>Pins made</h2>")
+    if r.pins:
+        w("<table><tr><th>Target</th><th>Before → after</th><th>Requested</th><th>Result</th><th>When</th></tr>")
+        for p in r.pins:
+            w(f'<tr><td>{_e(p.target)}</td><td class="mono">{_e(_cpus(p.before))} → {_e(_cpus(p.after))}</td>'
+              f'<td class="mono">{_e(_cpus(p.requested))}</td><td>{_e(p.result)}</td>'
+              f"<td>{_e(_fmt_time(p.time))}</td></tr>")
+        w("</table>")
+    else:
+        w('<p class="muted">No pins were made.</p>')
+
+    w("<h2>Probes</h2>")
+    if r.probes:
+        if len(r.probes) > 1:
+            w("<h3>Runs side by side</h3>")
+            if r.comparison_plot is not None:
+                w(f"<p>{_img(r.comparison_plot, 'probe runs compared', min(image_width, r.comparison_plot.width or image_width))}</p>")
+            w("<table><tr><th>Run</th>" + "".join(f"<th>{_e(k)}</th>" for k in PERCENTILE_KEYS)
+              + "<th>Sampled</th><th>Duty</th></tr>")
+            for i, p in enumerate(r.probes, 1):
+                pct = p.result.get("percentiles") or {}
+                w(f"<tr><td>{i}. {_e(p.title)}</td>"
+                  + "".join(f'<td class="num">{_e(fmt_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS)
+                  + f'<td class="num">{_e(_secs(p.result.get("sampled_seconds")))}</td>'
+                  f'<td class="num">{_e(_pct(p.result.get("achieved_duty")))}</td></tr>')
+            w("</table>")
+        for i, p in enumerate(r.probes, 1):
+            res = p.result
+            w(f"<h3>{i}. {_e(p.title)}</h3>")
+            bits = []
+            if res.get("loop_ns") is not None:
+                bits.append(f"loop {float(res['loop_ns']):.1f} ns")
+            if res.get("sampled_seconds") is not None:
+                bits.append(f"sampled {_secs(res['sampled_seconds'])}")
+            if res.get("achieved_duty") is not None:
+                bits.append(f"duty {_pct(res['achieved_duty'])}")
+            if bits:
+                w(f'<p class="muted">{_e(" · ".join(bits))}</p>')
+            if p.plot is not None:
+                w(f"<p>{_img(p.plot, 'gap lengths, count per CPU-hour', min(image_width, p.plot.width or image_width))}</p>")
+            pct = res.get("percentiles") or {}
+            w("<table><tr>" + "".join(f"<th>{_e(k)}</th>" for k in PERCENTILE_KEYS) + "</tr><tr>"
+              + "".join(f'<td class="num">{_e(fmt_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS) + "</tr></table>")
+    else:
+        w('<p class="muted">No probe was run.</p>')
+
+    if r.extra_images:
+        w("<h2>Screenshots</h2>")
+        for name, img in r.extra_images:
+            w(f"<h3>{_e(name)}</h3><p>{_img(img, name, min(image_width, img.width or image_width))}</p>")
+
+    w("<h2>Notes</h2>")
+    if r.notes.strip():
+        w(f'<div class="notes">{_e(r.notes)}</div>')
+    else:
+        w('<p class="muted">No notes.</p>')
+    w("</body></html>\n")
+    return "\n".join(out)
+
+
+def _secs(v) -> str:
+    return "–" if v is None else f"{float(v):.2f} s"
+
+
+def _pct(v) -> str:
+    return "–" if v is None else f"{float(v):.1%}"

@@ -1,0 +1,334 @@
+"""Screenshots and documents out of the window: PNG, SVG, PDF, and the File menu that saves them.
+
+- PNG: QWidget.grab() (what is on screen, at the device pixel ratio).
+- SVG: QSvgGenerator + QPainter, painting the widget or the QGraphicsScene into it, so the grid and
+  the plots come out as vector paths and text. pyqtgraph's own SVGExporter is NOT used: on Qt 6.12
+  it produces broken files (pyqtgraph issue 3485).
+- PDF: the report HTML (app/report.py) laid out by QTextDocument onto a QPdfWriter. QTextDocument
+  does not fetch data: URIs itself, so each embedded image is decoded and added as a document
+  resource under a short name first.
+
+Every file is written atomically (app/atomic.py): a failed export never leaves half a file or
+loses the previous one.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import re
+import socket
+from pathlib import Path
+
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QRectF, QSize, QSizeF, QUrl
+from PySide6.QtGui import QImage, QPageLayout, QPageSize, QPainter, QPdfWriter, QTextDocument
+from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
+
+from app.atomic import write_atomic
+from app.errors import CoremapError
+
+SCREENSHOT_KINDS = ("window", "grid", "plot")
+
+
+class ExportError(CoremapError):
+    """A screenshot or document that cannot be made or written."""
+
+
+# -- names ---------------------------------------------------------------------------------------
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._-") or "machine"
+
+
+def default_file_name(kind: str, host: str | None = None, ext: str = "png",
+                      when: _dt.datetime | None = None) -> str:
+    """`coremap-worker1-2026-11-21T1032-grid.png`: host, local date and time to the minute, kind.
+
+    The host is shortened to its first label (worker1.internal -> worker1) and made file-name safe.
+    """
+    host = (host or socket.gethostname()).split(".")[0]
+    when = when or _dt.datetime.now()
+    return f"coremap-{_safe(host)}-{when:%Y-%m-%dT%H%M}-{_safe(kind)}.{ext.lstrip('.')}"
+
+
+# -- PNG -----------------------------------------------------------------------------------------
+
+def image_png_bytes(image: QImage) -> bytes:
+    ba = QByteArray()
+    buf = QBuffer(ba)
+    buf.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not image.save(buf, "PNG"):
+        raise ExportError("could not encode the picture as PNG")
+    buf.close()
+    return bytes(ba.data())
+
+
+def png_bytes(widget: QWidget) -> bytes:
+    """What `widget` shows, as PNG bytes."""
+    return image_png_bytes(widget.grab().toImage())
+
+
+def grab_png(widget: QWidget, path) -> Path:
+    """Save what `widget` shows as a PNG file (atomically)."""
+    path = Path(path)
+    write_atomic(path, png_bytes(widget))
+    return path
+
+
+def scene_png_bytes(scene: QGraphicsScene, scale: float = 1.0, background=None) -> bytes:
+    """The whole scene (not only what a view shows) as PNG bytes, `scale` pixels per scene unit."""
+    src = scene.sceneRect()
+    size = QSize(max(1, int(src.width() * scale)), max(1, int(src.height() * scale)))
+    img = QImage(size, QImage.Format.Format_ARGB32_Premultiplied)
+    img.fill(background if background is not None else scene.backgroundBrush().color()
+             if scene.backgroundBrush().style() != 0 else 0xFFFFFFFF)
+    p = QPainter(img)
+    p.setRenderHint(QPainter.RenderHint.Antialiasing)
+    p.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+    scene.render(p, QRectF(0, 0, size.width(), size.height()), src)
+    p.end()
+    return image_png_bytes(img)
+
+
+# -- SVG -----------------------------------------------------------------------------------------
+
+def svg_bytes(target, *, title: str = "coremap", extra_below: QWidget | None = None) -> bytes:
+    """`target` (a QWidget, a QGraphicsView such as the TopologyView or a pyqtgraph PlotWidget, or a
+    QGraphicsScene) painted into an SVG document. For a view, its whole scene is drawn (not only the
+    visible part) unless it is a pyqtgraph plot, whose visible range is the picture. `extra_below`
+    (e.g. the grid's colour legend) is painted under it."""
+    scene, widget = _scene_or_widget(target)
+    if scene is not None:
+        src = scene.sceneRect()
+        w, h = int(src.width()) + 1, int(src.height()) + 1
+    else:
+        w, h = widget.width(), widget.height()
+    eh = extra_below.height() if extra_below is not None else 0
+    ew = extra_below.width() if extra_below is not None else 0
+    ba = QByteArray()
+    buf = QBuffer(ba)
+    buf.open(QIODevice.OpenModeFlag.WriteOnly)
+    gen = QSvgGenerator()
+    gen.setOutputDevice(buf)
+    gen.setSize(QSize(max(w, ew), h + eh))
+    gen.setViewBox(QRectF(0, 0, max(w, ew), h + eh))
+    gen.setTitle(title)
+    gen.setDescription("made by coremap")
+    p = QPainter()
+    if not p.begin(gen):
+        raise ExportError("could not start an SVG painter")
+    try:
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        p.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+        if scene is not None:
+            bg = scene.backgroundBrush()
+            if bg.style() != 0:
+                p.fillRect(QRectF(0, 0, w, h), bg)
+            scene.render(p, QRectF(0, 0, w, h), src)
+        else:
+            widget.render(p)
+        if extra_below is not None:
+            p.translate(0, h)
+            extra_below.render(p)
+    finally:
+        p.end()
+    buf.close()
+    return bytes(ba.data())
+
+
+def render_svg(target, path, **kw) -> Path:
+    """Save `target` (see svg_bytes) as an SVG file (atomically)."""
+    path = Path(path)
+    write_atomic(path, svg_bytes(target, **kw))
+    return path
+
+
+def _scene_or_widget(target):
+    if isinstance(target, QGraphicsScene):
+        return target, None
+    if isinstance(target, QGraphicsView) and not _is_pyqtgraph(target):
+        if target.scene() is None:
+            raise ExportError("the view shows no scene yet; nothing to draw")
+        return target.scene(), None
+    if isinstance(target, QWidget):
+        return None, target
+    raise ExportError(f"cannot draw a {type(target).__name__}: give a widget, a view or a scene")
+
+
+def _is_pyqtgraph(view) -> bool:
+    # A pyqtgraph GraphicsView's scene is unbounded (the plot's range is what is shown), so it is
+    # painted as a widget; the TopologyView's scene rect is the machine.
+    return type(view).__module__.startswith("pyqtgraph")
+
+
+# -- PDF -----------------------------------------------------------------------------------------
+
+_DATA_URI = re.compile(r'src="data:(image/(?:png|svg\+xml|jpeg));base64,([A-Za-z0-9+/=]+)"')
+
+
+def _doc_with_images(html: str) -> QTextDocument:
+    doc = QTextDocument()
+    images: list[tuple[str, QImage]] = []
+
+    def sub(m):
+        mime, b64 = m.group(1), m.group(2)
+        img = QImage()
+        fmt = "SVG" if mime == "image/svg+xml" else None
+        if not img.loadFromData(base64.b64decode(b64), fmt) or img.isNull():
+            return 'src=""'
+        name = f"coremap-image-{len(images)}.png"
+        images.append((name, img))
+        return f'src="{name}"'
+
+    body = _DATA_URI.sub(sub, html)
+    for name, img in images:
+        doc.addResource(QTextDocument.ResourceType.ImageResource, QUrl(name), img)
+    doc.setHtml(body)
+    return doc
+
+
+def pdf_bytes(html: str, *, title: str = "coremap report") -> bytes:
+    """The report HTML laid out on A4 pages (portrait, 12 mm margins) as PDF bytes."""
+    ba = QByteArray()
+    buf = QBuffer(ba)
+    buf.open(QIODevice.OpenModeFlag.WriteOnly)
+    writer = QPdfWriter(buf)
+    writer.setTitle(title)
+    writer.setCreator("coremap")
+    writer.setResolution(96)
+    writer.setPageLayout(QPageLayout(QPageSize(QPageSize.PageSizeId.A4), QPageLayout.Orientation.Portrait,
+                                     QMarginsF(12, 12, 12, 12), QPageLayout.Unit.Millimeter))
+    doc = _doc_with_images(html)
+    # Lay the text out at the page's width in the writer's units (96 dpi: CSS pixels), so an image
+    # 900 px wide fits an A4 page less margins (~700 px) only after it is scaled by the <img width>.
+    rect = writer.pageLayout().paintRectPixels(writer.resolution())
+    doc.setPageSize(QSizeF(rect.width(), rect.height()))
+    doc.print_(writer)
+    del writer
+    buf.close()
+    data = bytes(ba.data())
+    if not data.startswith(b"%PDF"):
+        raise ExportError("Qt produced no PDF; is the PySide6 installation complete?")
+    return data
+
+
+def render_pdf(html: str, path, **kw) -> Path:
+    """Save the report HTML as a PDF file (atomically)."""
+    path = Path(path)
+    write_atomic(path, pdf_bytes(html, **kw))
+    return path
+
+
+# -- screenshots of the window ----------------------------------------------------------------------
+
+def screenshot_target(window, what: str):
+    """What `what` ("window", "grid", "plot") means in a MainWindow: the window itself, its
+    TopologyView, or the first visible pyqtgraph plot."""
+    if what == "window":
+        return window
+    if what == "grid":
+        return window.topology_view
+    if what == "plot":
+        import pyqtgraph as pg
+        plots = [w for w in window.findChildren(pg.PlotWidget) if w.isVisible()] or window.findChildren(pg.PlotWidget)
+        if not plots:
+            raise ExportError("the window shows no plot to save; open a plot first")
+        return plots[0]
+    raise ExportError(f"screenshot of {what!r}: choose one of {', '.join(SCREENSHOT_KINDS)}")
+
+
+def save_screenshot(target, path) -> Path:
+    """Save `target` as PNG or SVG, by the file's extension."""
+    path = Path(path)
+    ext = path.suffix.lower()
+    if ext == ".png":
+        return grab_png(target, path)
+    if ext == ".svg":
+        # The grid's colour legend is a separate widget under the view: draw it under the grid.
+        legend = getattr(target, "legend", None)
+        extra = (legend if isinstance(target, QGraphicsView) and not _is_pyqtgraph(target)
+                 and isinstance(legend, QWidget) else None)
+        return render_svg(target, path, extra_below=extra)
+    raise ExportError(f"{path}: name a .png or .svg file")
+
+
+# -- the File menu ------------------------------------------------------------------------------------
+
+def install_file_menu(window, *, session_provider=None, on_open_session=None, report_provider=None):
+    """Add File → Save Session (Ctrl+S), Open Session (Ctrl+O), Export Report (Ctrl+E), Screenshot
+    (Ctrl+Shift+S) to `window` (a MainWindow). Returns {name: QAction}.
+
+    - session_provider() -> app.session.Session: what to save (the window owner knows the history);
+    - on_open_session(path): switch the window to a session file (the owner restarts its sampler);
+    - report_provider() -> app.report.ReportData: the report for what is shown.
+    An action whose callback is missing is added disabled, saying why in its tooltip.
+    Results and errors go to the status bar: no modal dialog besides the file chooser.
+    """
+    from PySide6.QtGui import QAction, QKeySequence
+    from PySide6.QtWidgets import QFileDialog
+
+    menu = window.menuBar().addMenu("&File")
+    host = lambda: (window.state.topology.hostname if window.state is not None else None)  # noqa: E731
+
+    def status(msg: str) -> None:
+        window.statusBar().showMessage(msg, 10000)
+
+    def guarded(fn):
+        def run():
+            try:
+                fn()
+            except CoremapError as e:
+                status(str(e))
+        return run
+
+    def save_session():
+        from app.session import save_session as save
+        path, _ = QFileDialog.getSaveFileName(window, "Save session", default_file_name("session", host(), "coremap"),
+                                              "coremap sessions (*.coremap)")
+        if path:
+            save(path, session_provider())
+            status(f"session saved to {path}")
+
+    def open_session():
+        path, _ = QFileDialog.getOpenFileName(window, "Open session", "", "coremap sessions (*.coremap)")
+        if path:
+            on_open_session(path)
+
+    def export_report():
+        from app.report import build_report_html
+        from widgets.report_render import add_images
+        path, _ = QFileDialog.getSaveFileName(window, "Export report", default_file_name("report", host(), "html"),
+                                              "HTML (*.html);;PDF (*.pdf)")
+        if not path:
+            return
+        data = report_provider()
+        add_images(data, state=window.state, for_pdf=path.lower().endswith(".pdf"))
+        html = build_report_html(data)
+        if path.lower().endswith(".pdf"):
+            render_pdf(html, path)
+        else:
+            write_atomic(Path(path), html.encode("utf-8"))
+        status(f"report written to {path}")
+
+    def screenshot():
+        path, _ = QFileDialog.getSaveFileName(window, "Screenshot", default_file_name("window", host(), "png"),
+                                              "PNG (*.png);;SVG (*.svg)")
+        if path:
+            save_screenshot(window, path)
+            status(f"screenshot saved to {path}")
+
+    actions = {}
+    for name, text, keys, fn, needs in (
+            ("save_session", "&Save Session…", "Ctrl+S", save_session, session_provider),
+            ("open_session", "&Open Session…", "Ctrl+O", open_session, on_open_session),
+            ("export_report", "Export &Report…", "Ctrl+E", export_report, report_provider),
+            ("screenshot", "S&creenshot…", "Ctrl+Shift+S", screenshot, True)):
+        a = QAction(text, window)
+        a.setShortcut(QKeySequence(keys))
+        a.triggered.connect(guarded(fn))
+        if not needs:
+            a.setEnabled(False)
+            a.setToolTip("not wired in this window yet")
+        menu.addAction(a)
+        actions[name] = a
+    return actions

@@ -1,0 +1,249 @@
+"""Headless pictures for reports and `coremap screenshot`: the topology grid (or the whole window)
+built offscreen for a SysRoot or a Session and coloured by a metric, and probe result plots.
+
+Nothing here reads the machine itself: a MachineState comes from app.sampler.Sampler (the same
+code the window runs), and probe plots draw the result objects they are given.
+
+Probe plots: gap length (µs, log) against gaps per CPU-hour (log), drawn with pyqtgraph's
+stepMode="center" curves, which honour log axes (BarGraphItem does not). A histogram row with no
+gap is not drawn at all: log10(0) has no place on the axis, and inventing a floor would draw a
+count that was never measured. So each run of non-empty rows is its own stepped curve.
+
+Contract of the plot items: for stepMode="center", len(x) == len(y) + 1 (x are the bin edges).
+"""
+from __future__ import annotations
+
+import math
+
+from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
+
+from app.report import Image, ReportData
+from app.sampler import Sampler
+from app.sysroot import SysRoot
+from widgets import export
+
+GRID_SIZE = (1200, 760)
+PLOT_SIZE = (900, 380)
+
+
+def application():
+    """The QApplication (created offscreen-capable by the caller's QT_QPA_PLATFORM)."""
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(["coremap"])
+    return app
+
+
+def state_for(root: SysRoot):
+    """One MachineState for `root`: a capture's pair of samples (rates) or its one (totals); the
+    live machine is sampled twice, half a second apart, so the colours are rates."""
+    sampler = Sampler(root)
+    state = sampler.tick()
+    if sampler.live:
+        import time
+        time.sleep(0.5)
+        state = sampler.tick()
+    return state
+
+
+def _settle(app, n: int = 3) -> None:
+    for _ in range(n):
+        app.processEvents()
+
+
+# -- the grid ------------------------------------------------------------------------------------
+
+class _GridPanel(QWidget):
+    """A TopologyView with its colour legend under it, as the window shows them."""
+
+    def __init__(self, metric):
+        super().__init__()
+        from widgets.topology_view import TopologyView
+        self.view = TopologyView(self, metric=metric)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        lay.addWidget(self.view, 1)
+        lay.addWidget(self.view.legend)
+
+
+def _show(widget: QWidget, size) -> None:
+    from PySide6.QtGui import QGuiApplication
+    if QGuiApplication.platformName() == "offscreen" and widget.layout() is not None:
+        # The offscreen platform warns "does not support propagateSizeHints()" when a top-level
+        # widget's layout sets a minimum size (see widgets/main_window.py); nobody resizes it.
+        from PySide6.QtWidgets import QLayout
+        widget.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
+    widget.resize(*size)
+    widget.show()
+
+
+def render_grid(state, *, fmt: str = "png", size=GRID_SIZE, metric: str | None = "irq") -> bytes:
+    """The topology grid for `state` (a MachineState) coloured by `metric`, as PNG or SVG bytes."""
+    app = application()
+    panel = _GridPanel(metric)
+    try:
+        _show(panel, size)
+        _settle(app)
+        panel.view.set_state(state)
+        _settle(app)
+        panel.view.zoom_fit()
+        _settle(app)
+        if fmt == "svg":
+            return export.svg_bytes(panel.view, title="coremap topology", extra_below=panel.view.legend)
+        return export.png_bytes(panel)
+    finally:
+        panel.close()
+        panel.deleteLater()
+        _settle(app, 1)
+
+
+def render_window(state, *, fmt: str = "png", size=(1600, 1000), metric: str | None = None) -> bytes:
+    """The whole MainWindow for `state`, offscreen, as PNG or SVG bytes."""
+    app = application()
+    from widgets.main_window import MainWindow
+    window = MainWindow(None, metric=metric)
+    try:
+        window.resize(*size)
+        window.show()
+        _settle(app)
+        window.set_state(state)
+        _settle(app)
+        window.topology_view.zoom_fit()
+        _settle(app)
+        if fmt == "svg":
+            return export.svg_bytes(window, title="coremap window")
+        return export.png_bytes(window)
+    finally:
+        window.close()
+        window.deleteLater()
+        _settle(app, 1)
+
+
+# -- probe plots ----------------------------------------------------------------------------------
+
+def gap_rows(result: dict) -> list[tuple[float, float, float]]:
+    """(lo_us, hi_us, gaps per CPU-hour) for a probe result: its own gaps_per_cpu_hour rows, or
+    rows computed from its buckets and sampled time."""
+    rows = result.get("gaps_per_cpu_hour")
+    if not rows and result.get("buckets") and result.get("sampled_seconds"):
+        from probes.histogram import gaps_per_hour
+        rows = gaps_per_hour(result["buckets"], float(result["sampled_seconds"]) * 1e9)["rows"]
+    out = []
+    for r in rows or []:
+        lo = float(r["lo_ns"])
+        hi = float(r["hi_ns"]) if r.get("hi_ns") else lo * 2     # the open last row: one octave
+        out.append((lo / 1e3, hi / 1e3, float(r.get("per_hour", 0.0))))
+    return out
+
+
+def _runs(rows):
+    """Runs of consecutive non-empty rows: [(edges, values)], edges one longer than values."""
+    runs, edges, vals = [], [], []
+    for lo, hi, v in rows:
+        if v > 0:
+            if not edges:
+                edges.append(lo)
+            elif edges[-1] != lo:
+                runs.append((edges, vals))
+                edges, vals = [lo], []
+            edges.append(hi)
+            vals.append(v)
+        elif edges:
+            runs.append((edges, vals))
+            edges, vals = [], []
+    if edges:
+        runs.append((edges, vals))
+    return runs
+
+
+def _colour(i: int):
+    import pyqtgraph as pg
+    return pg.intColor(i, hues=8, values=1, maxValue=200)
+
+
+def build_probe_plot(results: list[dict], labels: list[str] | None = None):
+    """A pyqtgraph PlotWidget with one stepped curve set per result (not shown)."""
+    import numpy as np
+    import pyqtgraph as pg
+    w = pg.PlotWidget(background="w")
+    item = w.getPlotItem()
+    item.setLogMode(x=True, y=True)
+    item.showGrid(x=True, y=True, alpha=0.25)
+    item.setLabel("bottom", "gap length (µs)")
+    item.setLabel("left", "gaps per CPU-hour")
+    for axis in ("left", "bottom"):
+        item.getAxis(axis).setTextPen("k")
+        item.getAxis(axis).setPen("k")
+    legend = item.addLegend(offset=(-10, 10), labelTextColor="k") if len(results) > 1 else None
+    xs, ys = [], []
+    for i, res in enumerate(results):
+        colour = _colour(i)
+        label = (labels[i] if labels else None) or f"{res.get('probe', 'probe')} CPU {res.get('cpu')}"
+        first = True
+        for edges, vals in _runs(gap_rows(res)):
+            curve = pg.PlotDataItem(np.array(edges), np.array(vals), stepMode="center",
+                                    pen=pg.mkPen(colour, width=2),
+                                    name=label if first and legend is not None else None)
+            item.addItem(curve)
+            first = False
+            xs += edges
+            ys += vals
+    if xs:
+        item.setXRange(math.log10(min(xs)), math.log10(max(xs)), padding=0.04)
+        item.setYRange(math.log10(min(ys)) - 0.3, math.log10(max(ys)) + 0.3, padding=0)
+    else:
+        text = pg.TextItem("no gap above the threshold was measured", color="k", anchor=(0.5, 0.5))
+        item.setLogMode(x=False, y=False)
+        item.addItem(text)
+        text.setPos(0.5, 0.5)
+        item.setXRange(0, 1)
+        item.setYRange(0, 1)
+    return w
+
+
+def render_probe_plot(results: list[dict] | dict, *, fmt: str = "png", size=PLOT_SIZE,
+                      labels: list[str] | None = None) -> bytes:
+    """Gap lengths per CPU-hour for one probe result or several side by side, as PNG or SVG bytes."""
+    if isinstance(results, dict):
+        results = [results]
+    app = application()
+    w = build_probe_plot(list(results), labels)
+    try:
+        w.resize(*size)
+        w.show()
+        _settle(app)
+        if fmt == "svg":
+            return export.svg_bytes(w, title="coremap probe")
+        return export.png_bytes(w)
+    finally:
+        w.close()
+        w.deleteLater()
+        _settle(app, 1)
+
+
+# -- reports --------------------------------------------------------------------------------------
+
+def add_images(report: ReportData, *, state=None, root: SysRoot | None = None, for_pdf: bool = False,
+               grid_size=GRID_SIZE) -> ReportData:
+    """Fill the report's pictures: the grid coloured by IRQ load (from `state`, else sampled from
+    `root`), a plot per probe result and, with several, one plot of all of them."""
+    if state is None and root is not None:
+        state = state_for(root)
+    if state is not None:
+        png = render_grid(state, fmt="png", size=grid_size, metric="irq")
+        report.topology_image = Image(png, "image/png", *_png_size(png))
+    for i, p in enumerate(report.probes):
+        png = render_probe_plot(p.result)
+        p.plot = Image(png, "image/png", *_png_size(png))
+    if len(report.probes) > 1:
+        png = render_probe_plot([p.result for p in report.probes],
+                                labels=[f"{i}. {p.title}" for i, p in enumerate(report.probes, 1)])
+        report.comparison_plot = Image(png, "image/png", *_png_size(png))
+    return report
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    # PNG IHDR: width and height are the big-endian words at bytes 16-24 (RFC 2083 section 4.1.1).
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
