@@ -14,7 +14,7 @@ import pytest
 from app.affinity import AffinityService, PinRequest, PinTarget
 from app.irqbalance import parse_banirq, read_irqbalance
 from app.journal import Journal
-from app.machine.threads import read_task
+from app.machine.threads import TaskGone, read_task
 from app.sysroot import SysRoot
 from tests.machines import extract
 
@@ -153,7 +153,7 @@ def _no_setaffinity_kthread():
         if name.isdigit():
             try:
                 t = read_task(SysRoot("/"), int(name), int(name), detail="fast")
-            except Exception:           # exited meanwhile: try the next
+            except TaskGone:            # exited between listing and reading: try the next
                 continue
             if t.no_setaffinity:
                 return t
@@ -315,7 +315,7 @@ CHILD = r"""
 import os, signal, sys
 from app.affinity import AffinityService, PinRequest, PinTarget
 from app.journal import Journal
-from app.machine.threads import read_task
+from app.machine.threads import TaskGone, read_task
 from app.sysroot import SysRoot
 journal = Journal(sys.argv[1])
 victim, cpu, mode = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

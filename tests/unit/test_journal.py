@@ -1,7 +1,6 @@
 """The pin journal: fsync'ed JSON lines that survive a crash, torn lines skipped, ids unique across
 processes, and `unrestored()` naming what a restore must put back."""
 import json
-import os
 
 import pytest
 
