@@ -171,7 +171,7 @@ def format_result(r: dict) -> str:
             lines.append(f"  time lost in gaps >= 2 us: {100 * r['lost_share']:.4f}%")
     elif name == "sweep":
         lines.append(f"sweep over CPUs {format_cpulist(c['cpu'] for c in r['cpus'])}: {r['rounds']} rounds, "
-                     f"baseline {fmt_ns(r['baseline_ns'])}, noise {fmt_ns(r['noise_ns'])}")
+                     f"best CPU {r['best_cpu']} at {fmt_ns(r['baseline_ns'])} per unit")
         lines.append(f"    {'cpu':>4}{'mean':>12}{'sd':>12}{'cv':>8}{'loss':>9}  flag")
         for c in r["cpus"]:
             lines.append(f"    {c['cpu']:>4}{fmt_ns(c['mean_ns']):>12}{fmt_ns(c['sd_ns']):>12}{100 * c['cv']:>7.2f}%"
