@@ -5,6 +5,7 @@ at a time for jitter, wakeup and counters; sweep and c2c take the whole list in 
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -16,9 +17,20 @@ PER_CPU = ("jitter", "wakeup", "counters")
 
 
 def register(subparsers) -> None:
+    opts = options_parser()
     p = subparsers.add_parser("probe", help="measure jitter, wakeup latency, per-CPU speed, core-to-core latency, counters",
-                              description=__doc__)
+                              description=__doc__, epilog=opts.format_help(),
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", choices=PROBE_NAMES, metavar="PROBE", help="one of " + ", ".join(PROBE_NAMES))
+    # Options and "-- COMMAND" are parsed in run(): argparse cannot give a subcommand both options and
+    # a "--"-separated command (the top-level parser rejects the "--"), so everything after PROBE is
+    # taken as is and split here.
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options (below), then -- COMMAND for counters")
+    p.set_defaults(func=run)
+
+
+def options_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="coremap probe PROBE", add_help=False)
     p.add_argument("--cpu", metavar="LIST", default=None, help="CPUs to measure, e.g. 1 or 2-3,5")
     p.add_argument("--unbound", action="store_true", help="run one probe without pinning it")
     p.add_argument("--seconds", type=float, default=1.0, metavar="S", help="per CPU (default 1)")
@@ -33,8 +45,23 @@ def register(subparsers) -> None:
     p.add_argument("--dma-latency", action="store_true", help="wakeup: hold /dev/cpu_dma_latency at 0")
     p.add_argument("--rounds", type=int, default=None, help="sweep: work units per CPU (default 20)")
     p.add_argument("--pairs", default=None, metavar="A:B,...", help="c2c: only these pairs")
-    p.add_argument("command", nargs="*", metavar="-- COMMAND", help="counters: the command to count")
-    p.set_defaults(func=run)
+    return p
+
+
+def parse_rest(args) -> None:
+    """Split `rest` at the first "--" and parse the options into `args`."""
+    rest = list(args.rest)
+    command = []
+    if "--" in rest:
+        i = rest.index("--")
+        rest, command = rest[:i], rest[i + 1:]
+    ns, unknown = options_parser().parse_known_args(rest)
+    if unknown:
+        raise CoremapError(f"coremap probe {args.name}: unrecognized arguments: {' '.join(unknown)} "
+                           "(see coremap probe --help)")
+    for k, v in vars(ns).items():
+        setattr(args, k, v)
+    args.command = command
 
 
 def _child_args(args, cpu_text: str | None) -> list[str]:
@@ -60,10 +87,11 @@ def _child_args(args, cpu_text: str | None) -> list[str]:
         if args.name != "wakeup":
             raise CoremapError(f"--dma-latency does not apply to the {args.name} probe")
         a.append("--dma-latency")
-    if args.command:
+    command = args.command
+    if command:
         if args.name != "counters":
             raise CoremapError(f"a command after -- applies to the counters probe only, not {args.name}")
-        a += ["--", *args.command]
+        a += ["--", *command]
     return a
 
 
@@ -73,6 +101,7 @@ def run(args) -> int:
     from probes.runner import ProbeRun
     import importlib
 
+    parse_rest(args)
     if args.hlog and args.name not in ("jitter", "wakeup"):
         raise CoremapError(f"--hlog applies to jitter and wakeup, not {args.name}")
     if args.cpu is None and not args.unbound:
