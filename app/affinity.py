@@ -30,7 +30,7 @@ from app.parse.cpulist import MAX_CPU, format_cpulist, parse_cpulist, parse_cpum
 from app.sysroot import SysRoot
 
 KINDS = ("thread", "process", "irq")
-CODES = ("ok", "trimmed", "gone", "denied", "kthread", "cpuset", "offline", "managed", "nospc",
+CODES = ("ok", "moving", "trimmed", "gone", "denied", "kthread", "cpuset", "offline", "managed", "nospc",
          "invalid")
 NEEDS_HELPER = ("needs the helper: run `coremap pin` with pkexec/sudo, or allow org.coremap.helper")
 
@@ -332,10 +332,14 @@ class AffinityService:
                                 f"requested {_cpus(cpus)}: the kernel trimmed the mask", before, cpus,
                                 after, effective, state="done", warning=warning)
         if effective is not None and not set(effective) <= set(cpus):
-            return self._finish(t, jid, "trimmed", (
-                f"{t.describe()} is still served by CPU {_cpus(effective)}, outside the requested "
-                f"{_cpus(cpus)}: x86 moves some IRQs only at their next interrupt, or the chip cannot "
-                "target those CPUs; check its effective affinity again after it fires"),
+            # The mask was written and reads back as asked; only the delivery has not followed yet.
+            # x86 moves an IRQ whose vector is in use at its next interrupt (kernel/irq/migration.c
+            # irq_move_masked_irq), so this is not a failure — but say so, it may also be a chip
+            # that cannot target those CPUs.
+            return self._finish(t, jid, "moving", (
+                f"{t.describe()} is still delivered on CPU {_cpus(effective)}, outside the requested "
+                f"{_cpus(cpus)}: x86 moves some IRQs only at their next interrupt; check its effective "
+                "affinity again after it fires"),
                 before, cpus, after, effective, state="done", warning=warning)
         return self._finish(t, jid, "ok", "", before, cpus, after, effective, state="done", warning=warning)
 
@@ -381,7 +385,7 @@ class AffinityService:
     def _finish(self, t, jid, code, message, before, cpus, after=None, effective=None, *,
                 state="failed", warning="") -> PinResult:
         self.journal.mark(jid, state, after, effective, code=code, message=message)
-        return PinResult(t, code == "ok", code, message, before, cpus, after, effective, jid, warning)
+        return PinResult(t, code in ("ok", "moving"), code, message, before, cpus, after, effective, jid, warning)
 
     def _refused(self, t, code, message, before, cpus) -> PinResult:
         """A request refused before anything was journalled or written (bad input)."""
