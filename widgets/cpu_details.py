@@ -134,6 +134,11 @@ class _RankedTable(QTableWidget):
                 elif item.text() != text:
                     item.setText(text)
 
+    def set_header(self, column: int, text: str) -> None:
+        item = self.horizontalHeaderItem(column)
+        if item is not None and item.text() != text:
+            item.setText(text)
+
     def texts(self) -> list[tuple[str, ...]]:
         return [tuple(self.item(r, c).text() for c in range(self.columnCount())) for r in range(self.rowCount())]
 
@@ -195,6 +200,9 @@ class CpuDetailsWidget(QWidget):
         self.title_label.setText(f"CPU {cpu}")
         self.position_label.setText(position_text(state.topology, cpu))
         counts = "" if state.rates is not None else " (counts since boot: one sample only)"
+        value_header = "Rate (/s)" if state.rates is not None else "Count"
+        self.irq_table.set_header(2, value_header)
+        self.softirq_table.set_header(2, value_header)
 
         irqs = cpu_irqs(state, cpu)
         self.irq_caption.setText(_caption("IRQs landing here", len(irqs)) + counts)

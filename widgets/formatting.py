@@ -93,11 +93,16 @@ def format_shares(shares: list[tuple[int, float]], *, top: int = 3) -> str:
     if not shares:
         return ""
     shown = shares[:top] if top else shares
-    text = " · ".join(f"{c}: {frac * 100:.0f}%" for c, frac in shown)
+    text = " · ".join(f"{c}: {_share_text(frac)}" for c, frac in shown)
     rest = len(shares) - len(shown)
     if rest > 0:
         text += f" · +{rest} CPU{'s' if rest > 1 else ''}"
     return text
+
+
+def _share_text(frac: float) -> str:
+    pct = frac * 100
+    return "<1%" if 0 < pct < 0.5 else f"{pct:.0f}%"
 
 
 def format_spread(per_cpu, cpus: Sequence[int] | None = None, *, top: int = 3) -> str:

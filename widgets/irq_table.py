@@ -379,7 +379,13 @@ class IrqTableWidget(QWidget):
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.view.verticalHeader().setVisible(False)
         self.view.verticalHeader().setDefaultSectionSize(self.view.fontMetrics().height() + 6)
-        self.view.horizontalHeader().setSectionResizeMode(COL_DEVICE, QHeaderView.ResizeMode.Stretch)
+        header = self.view.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(COL_DEVICE, QHeaderView.ResizeMode.Stretch)
+        em = self.view.fontMetrics().horizontalAdvance("0")
+        for col, ems in ((COL_IRQ, 7), (COL_RATE, 12), (COL_SPREAD, 30),
+                         (COL_REQUESTED, 12), (COL_EFFECTIVE, 12), (COL_NODE, 6)):
+            header.resizeSection(col, ems * em)
         self.view.setWordWrap(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

@@ -44,6 +44,7 @@ def test_irqs_landing_on_a_cpu_of_master(qtbot, master):
     assert [r[2] for r in rows] == [f"{n:,}" for _, n in expected[:TOP_ROWS]]
     assert widget.irq_caption.text().startswith(f"IRQs landing here: {len(expected)}")
     assert "counts since boot" in widget.irq_caption.text()
+    assert widget.irq_table.horizontalHeaderItem(2).text() == "Count"
 
     # Softirqs: the CPU's column of proc/softirqs, largest first.
     lines = (root / "proc" / "softirqs").read_text().splitlines()
@@ -94,7 +95,12 @@ def test_live_threads_and_rates_on_a_cpu(qtbot):
     widget.set_state(state)
     threads = cpu_threads(state, cpu)
     assert str(me.tid) in [x.key for x in threads]
-    assert all(state.rates.tasks[int(x.key)].last_cpu == cpu for x in threads)
+    tasks, rates = state.sample.tasks.tasks, state.rates.tasks
+    # A thread born during the interval has no rate yet: its stat line's CPU counts.
+    assert all((rates[int(x.key)].last_cpu if int(x.key) in rates else tasks[int(x.key)].last_cpu) == cpu
+               for x in threads)
+    assert {x.key for x in threads} == {str(t) for t, task in tasks.items()
+                                        if (rates[t].last_cpu if t in rates else task.last_cpu) == cpu}
     pcts = [x.value for x in threads]
     assert pcts == sorted(pcts, reverse=True)
     shown = widget.thread_table.texts()
@@ -106,3 +112,4 @@ def test_live_threads_and_rates_on_a_cpu(qtbot):
     for x in landed:
         assert x.value == state.rates.irqs[x.key].per_cpu[col]
     assert "counts since boot" not in widget.irq_caption.text()
+    assert widget.irq_table.horizontalHeaderItem(2).text() == "Rate (/s)"
