@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -129,7 +130,7 @@ def machine_facts(topology, root: SysRoot) -> list[tuple[str, str]]:
     nodes = [n for n in t.nodes if n.cpus]
     facts.append(("NUMA nodes", "; ".join(f"node {n.id}: CPUs {_cpus(n.cpus)}" for n in nodes)
                   if nodes else "none reported"))
-    facts.append(("Kernel", t.kernel_release or "unknown"))
+    facts.append(("Kernel", t.kernel_release or _kernel_from_cmdline(t.cmdline) or "unknown"))
     facts.append(("Command line", t.cmdline or "unknown (not captured)"))
     iso = _cpus(t.isolated) if t.isolated else "none"
     if t.isolated and t.isolcpus_flags:
@@ -138,6 +139,14 @@ def machine_facts(topology, root: SysRoot) -> list[tuple[str, str]]:
     facts.append(("nohz_full", _cpus(t.nohz_full) if t.nohz_full else "none"))
     facts.append(("irqbalance", _irqbalance_text(root)))
     return facts
+
+
+def _kernel_from_cmdline(cmdline: str | None) -> str | None:
+    """A capture without proc/version or osrelease often still names its kernel image:
+    BOOT_IMAGE=.../vmlinuz-5.14.0-427.el9.x86_64 (set by GRUB, Documentation/admin-guide/kernel-parameters.rst
+    passes unknown parameters on to init). Said so, since it is the image booted, read off a path."""
+    m = re.search(r"(?:^|\s)BOOT_IMAGE=\S*?vmlinuz-(\S+)", cmdline or "")
+    return f"{m.group(1)} (from BOOT_IMAGE on the command line)" if m else None
 
 
 def _irqbalance_text(root: SysRoot) -> str:
@@ -376,7 +385,7 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
         w(f"<table><tr><th>IRQ</th><th>Device / queue</th><th>{_e(unit.capitalize())}</th>"
           "<th>Top CPUs (share)</th><th>Requested → effective</th></tr>")
         for l in r.irqs:
-            tops = ", ".join(f"{c} ({s:.0%})" for c, s in l.top_cpus)
+            tops = ", ".join(f"{c} ({_share(s)})" for c, s in l.top_cpus)
             w(f'<tr><td class="num">{_e(l.irq)}</td><td>{_e(l.device or "–")}</td>'
               f'<td class="num">{_e(fmt_rate(l.rate, r.totals))}</td><td>{_e(tops)}</td>'
               f'<td class="mono">{_e(_cpus(l.requested))} → {_e(_cpus(l.effective))}</td></tr>')
@@ -442,6 +451,10 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
         w('<p class="muted">No notes.</p>')
     w("</body></html>\n")
     return "\n".join(out)
+
+
+def _share(s: float) -> str:
+    return "<1%" if 0 < s < 0.005 else f"{s:.0%}"
 
 
 def _secs(v) -> str:

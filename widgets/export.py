@@ -19,7 +19,7 @@ import re
 import socket
 from pathlib import Path
 
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QRectF, QSize, QSizeF, QUrl
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QPoint, QRectF, QSize, QSizeF, QUrl
 from PySide6.QtGui import QImage, QPageLayout, QPageSize, QPainter, QPdfWriter, QTextDocument
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
@@ -104,7 +104,11 @@ def svg_bytes(target, *, title: str = "coremap", extra_below: QWidget | None = N
     else:
         w, h = widget.width(), widget.height()
     eh = extra_below.height() if extra_below is not None else 0
-    ew = extra_below.width() if extra_below is not None else 0
+    old_extra = extra_below.size() if extra_below is not None else None
+    if extra_below is not None:
+        # Draw the legend as wide as the picture above it (it lays itself out to its width).
+        extra_below.resize(w, eh)
+    ew = w if extra_below is not None else 0
     ba = QByteArray()
     buf = QBuffer(ba)
     buf.open(QIODevice.OpenModeFlag.WriteOnly)
@@ -126,12 +130,14 @@ def svg_bytes(target, *, title: str = "coremap", extra_below: QWidget | None = N
                 p.fillRect(QRectF(0, 0, w, h), bg)
             scene.render(p, QRectF(0, 0, w, h), src)
         else:
-            widget.render(p)
+            widget.render(p, QPoint(0, 0))
         if extra_below is not None:
             p.translate(0, h)
-            extra_below.render(p)
+            extra_below.render(p, QPoint(0, 0))
     finally:
         p.end()
+        if old_extra is not None:
+            extra_below.resize(old_extra)
     buf.close()
     return bytes(ba.data())
 

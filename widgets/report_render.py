@@ -170,28 +170,42 @@ def build_probe_plot(results: list[dict], labels: list[str] | None = None):
     item = w.getPlotItem()
     item.setLogMode(x=True, y=True)
     item.showGrid(x=True, y=True, alpha=0.25)
-    item.setLabel("bottom", "gap length (µs)")
+    item.setLabel("bottom", "gap length")
     item.setLabel("left", "gaps per CPU-hour")
     for axis in ("left", "bottom"):
         item.getAxis(axis).setTextPen("k")
         item.getAxis(axis).setPen("k")
     legend = item.addLegend(offset=(-10, 10), labelTextColor="k") if len(results) > 1 else None
     xs, ys = [], []
+    runs_of = [_runs(gap_rows(res)) for res in results]
+    all_vals = [v for runs in runs_of for _, vals in runs for v in vals]
+    # Whole decades on the count axis: a range under one decade makes pyqtgraph label every minor
+    # tick, and the curves close down to the bottom of the plot so each bar reads as a bar.
+    floor = math.floor(math.log10(min(all_vals))) if all_vals else 0
     for i, res in enumerate(results):
         colour = _colour(i)
         label = (labels[i] if labels else None) or f"{res.get('probe', 'probe')} CPU {res.get('cpu')}"
         first = True
-        for edges, vals in _runs(gap_rows(res)):
+        fill = pg.mkColor(colour)
+        fill.setAlpha(50 if len(results) > 1 else 80)
+        for edges, vals in runs_of[i]:
             curve = pg.PlotDataItem(np.array(edges), np.array(vals), stepMode="center",
-                                    pen=pg.mkPen(colour, width=2),
+                                    pen=pg.mkPen(colour, width=2), fillLevel=floor, brush=fill,
                                     name=label if first and legend is not None else None)
             item.addItem(curve)
             first = False
             xs += edges
             ys += vals
     if xs:
+        # Decade ticks only, labelled in words a reader compares at a glance (pyqtgraph's log
+        # axis otherwise labels every minor tick when the range spans few decades).
+        x_lo, x_hi = math.floor(math.log10(min(xs))), math.ceil(math.log10(max(xs)))
+        item.getAxis("bottom").setTicks([[(d, _us_label(10.0 ** d)) for d in range(x_lo, x_hi + 1)], []])
+        y_hi = max(floor + 1, math.ceil(math.log10(max(ys)) + 0.05))
+        item.getAxis("left").setTicks([[(d, _count_label(10.0 ** d)) for d in range(floor, y_hi + 1)], []])
         item.setXRange(math.log10(min(xs)), math.log10(max(xs)), padding=0.04)
-        item.setYRange(math.log10(min(ys)) - 0.3, math.log10(max(ys)) + 0.3, padding=0)
+        # A little room past the end decades, or pyqtgraph drops their labels as clipped.
+        item.setYRange(floor - 0.06, y_hi + 0.06, padding=0)
     else:
         text = pg.TextItem("no gap above the threshold was measured", color="k", anchor=(0.5, 0.5))
         item.setLogMode(x=False, y=False)
@@ -200,6 +214,21 @@ def build_probe_plot(results: list[dict], labels: list[str] | None = None):
         item.setXRange(0, 1)
         item.setYRange(0, 1)
     return w
+
+
+def _us_label(us: float) -> str:
+    if us >= 1e6:
+        return f"{us / 1e6:g} s"
+    if us >= 1e3:
+        return f"{us / 1e3:g} ms"
+    return f"{us:g} µs"
+
+
+def _count_label(n: float) -> str:
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:g}{unit}"
+    return f"{n:g}"
 
 
 def render_probe_plot(results: list[dict] | dict, *, fmt: str = "png", size=PLOT_SIZE,

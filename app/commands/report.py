@@ -1,0 +1,119 @@
+"""`coremap report [--session FILE | --root DIR] --out FILE.html|FILE.pdf`: one self-contained report
+(machine summary, the grid coloured by IRQ load, busiest IRQs, pins, probe results, notes).
+
+Headless: with no DISPLAY or WAYLAND_DISPLAY, Qt's offscreen platform is chosen before Qt is
+imported; Qt (widgets/) is imported only inside run(), so `coremap --help` stays Qt-free.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from app.errors import CoremapError
+
+
+class ReportArgumentError(CoremapError):
+    """A report option that cannot be used."""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "report", help="write an HTML or PDF report of a machine or a saved session",
+        description="Write one self-contained report (HTML with embedded pictures, or PDF): machine "
+                    "summary, the topology coloured by IRQ load, the busiest IRQs and where they land, "
+                    "the pins made, probe results with plots and percentiles, and notes.")
+    # SUPPRESS: `coremap --root X report ...` must keep the top-level value.
+    p.add_argument("--root", metavar="DIR", default=argparse.SUPPRESS,
+                   help="a captured machine (a folder holding sys/ and proc/); default: this machine")
+    p.add_argument("--session", metavar="FILE", default=argparse.SUPPRESS, help="a saved .coremap session")
+    p.add_argument("--out", metavar="FILE.html|FILE.pdf", required=True, help="the report to write")
+    p.add_argument("--probe", metavar="RESULT.json", action="append", default=[],
+                   help="add a probe result (the JSON object `coremap probe --json` prints); repeatable")
+    p.add_argument("--notes", metavar="FILE.md", help="add these notes (text) to the report")
+    p.set_defaults(func=run)
+
+
+def ensure_headless_qt() -> None:
+    """Offscreen Qt when there is no display (must run before the first Qt import)."""
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+def _read_probe_results(paths: list[str]) -> list[dict]:
+    out = []
+    for p in paths:
+        try:
+            text = Path(p).read_text()
+        except OSError as e:
+            raise ReportArgumentError(f"--probe {p}: cannot read it ({e.strerror}); check the path") from None
+        objs = []
+        try:
+            obj = json.loads(text)
+            objs = obj if isinstance(obj, list) else [obj]
+        except ValueError:
+            # JSON lines (several results, one per line)
+            try:
+                objs = [json.loads(l) for l in text.splitlines() if l.strip()]
+            except ValueError:
+                raise ReportArgumentError(f"--probe {p}: not JSON; give the output of `coremap probe --json`") from None
+        for o in objs:
+            if not isinstance(o, dict) or "probe" not in o:
+                raise ReportArgumentError(f"--probe {p}: not a probe result (no \"probe\" field); "
+                                          "give the output of `coremap probe --json`")
+            out.append(o)
+    return out
+
+
+def run(args) -> int:
+    out = Path(args.out)
+    kind = out.suffix.lower()
+    if kind not in (".html", ".htm", ".pdf"):
+        raise ReportArgumentError(f"--out {out}: name a .html or .pdf file")
+    if not (out.parent if str(out.parent) else Path(".")).is_dir():
+        raise ReportArgumentError(f"--out {out}: folder {out.parent} does not exist; create it first")
+    session_path, root_path = getattr(args, "session", None), getattr(args, "root", None)
+    if session_path and root_path:
+        raise ReportArgumentError("--root and --session both given: report on one machine at a time")
+    probes = _read_probe_results(args.probe)
+    notes = ""
+    if args.notes:
+        try:
+            notes = Path(args.notes).read_text()
+        except OSError as e:
+            raise ReportArgumentError(f"--notes {args.notes}: cannot read it ({e.strerror})") from None
+
+    from app.report import build_report_html, report_from_root, report_from_session, ProbeSection
+    from app.sysroot import SysRoot
+    session = None
+    if session_path:
+        from app.session import open_session
+        session = open_session(session_path)
+    try:
+        if session is not None:
+            data = report_from_session(session)
+            data.probes += [ProbeSection(p) for p in probes]
+            if notes:
+                data.notes = (data.notes + "\n\n" + notes) if data.notes.strip() else notes
+            root = session.root
+        else:
+            root = SysRoot(root_path or "/")
+            data = report_from_root(root, probes=probes, notes=notes)
+        ensure_headless_qt()
+        from widgets.report_render import add_images, application
+        application()
+        add_images(data, root=root, for_pdf=kind == ".pdf")
+        html = build_report_html(data)
+        if kind == ".pdf":
+            from widgets.export import render_pdf
+            render_pdf(html, out, title=f"coremap report: {data.host}")
+        else:
+            from app.atomic import write_atomic
+            write_atomic(out, html.encode("utf-8"))
+    finally:
+        if session is not None:
+            session.close()
+    print(f"{out}: report on {data.host} ({data.cpu_count} CPUs; {data.rate_note}; "
+          f"{len(data.irqs)} IRQs, {len(data.pins)} pins, {len(data.probes)} probe runs)")
+    return 0

@@ -1,0 +1,77 @@
+"""`coremap screenshot [--root DIR | --session FILE] --out FILE.png|FILE.svg [--what window|grid]
+[--size WxH] [--color-by METRIC]`: render the window or the topology grid offscreen and save it.
+
+Headless: with no DISPLAY or WAYLAND_DISPLAY, Qt's offscreen platform is chosen before Qt is
+imported (widgets/ is imported only inside run()).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from app.commands.report import ensure_headless_qt
+from app.errors import CoremapError
+
+WHAT = ("window", "grid")
+
+
+class ScreenshotArgumentError(CoremapError):
+    """A screenshot option that cannot be used."""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "screenshot", help="save a PNG or SVG of the window or the topology grid, without a display",
+        description="Render the window (or the topology grid alone) offscreen for a machine or a saved "
+                    "session and save it as PNG or SVG (vector).")
+    # SUPPRESS: the top-level --root/--session/--size/--color-by keep their values when given first.
+    p.add_argument("--root", metavar="DIR", default=argparse.SUPPRESS,
+                   help="a captured machine (a folder holding sys/ and proc/); default: this machine")
+    p.add_argument("--session", metavar="FILE", default=argparse.SUPPRESS, help="a saved .coremap session")
+    p.add_argument("--out", metavar="FILE.png|FILE.svg", required=True, help="the picture to write")
+    p.add_argument("--what", choices=WHAT, default="window", help="the whole window (default) or the grid alone")
+    p.add_argument("--size", metavar="WxH", default=argparse.SUPPRESS, help="size in pixels, e.g. 1600x1000")
+    p.add_argument("--color-by", metavar="METRIC", default=argparse.SUPPRESS,
+                   help="irq (default), softirq[:KIND], irqtime, busy")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    out = Path(args.out)
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        raise ScreenshotArgumentError(f"--out {out}: name a .png or .svg file")
+    if not (out.parent if str(out.parent) else Path(".")).is_dir():
+        raise ScreenshotArgumentError(f"--out {out}: folder {out.parent} does not exist; create it first")
+    session_path, root_path = getattr(args, "session", None), getattr(args, "root", None)
+    if session_path and root_path:
+        raise ScreenshotArgumentError("--root and --session both given: open one machine at a time")
+    ensure_headless_qt()
+    from widgets.application import parse_size
+    from widgets.colors import parse_metric
+    metric = parse_metric(getattr(args, "color_by", None))
+    default = (1200, 760) if args.what == "grid" else (1600, 1000)
+    size = parse_size(getattr(args, "size", None)) if getattr(args, "size", None) else default
+
+    from app.sysroot import SysRoot
+    session = None
+    if session_path:
+        from app.session import open_session
+        session = open_session(session_path)
+    try:
+        root = session.root if session is not None else SysRoot(root_path or "/")
+        from widgets.report_render import application, render_grid, render_window, state_for
+        application()
+        state = state_for(root)
+        if args.what == "grid":
+            data = render_grid(state, fmt=fmt, size=size, metric=metric.key)
+        else:
+            data = render_window(state, fmt=fmt, size=size, metric=metric.key)
+        from app.atomic import write_atomic
+        write_atomic(out, data)
+    finally:
+        if session is not None:
+            session.close()
+    note = f" ({state.notes[0]})" if state.notes else ""
+    print(f"{out}: {args.what} of {state.topology.hostname or root.root}, coloured by {metric.label}{note}")
+    return 0
