@@ -111,7 +111,8 @@ class Sampler:
                 rates = None
                 notes.append(ONE_CAPTURE_NOTE)
             notes.extend(self.topology.notes)
-            self._irqs = read_irqs(self.root)
+            # Captures without proc/interrupts (hwloc's trees) have no IRQs to describe.
+            self._irqs = read_irqs(self.root) if sample.interrupts is not None else None
             self._frozen = (sample, rates, tuple(notes))
         sample, rates, notes = self._frozen
         return self._state(sample, rates, notes)

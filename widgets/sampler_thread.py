@@ -1,8 +1,8 @@
 """SamplerThread: drives app.sampler.Sampler.tick() in a worker QThread, one MachineState per tick.
 
-The object is moved to its own QThread; the UI thread talks to it only through queued signals
-(`set_interval`, `pause`, `resume`, `track`, `refresh_topology` emit private request signals whose
-slots run in the worker), and it answers with `state_ready(state)`. A slow tick (thousands of
+A worker object is moved to its own QThread; the UI thread talks to it only through queued signals
+(`set_interval`, `pause`, `resume`, `track`, `refresh_topology` emit request signals whose slots run
+in the worker), and SamplerThread re-emits its answers, `state_ready(state)` first, in the UI thread. A slow tick (thousands of
 threads, a slow /proc on a loaded machine) therefore delays the next state, never the UI. The
 receiver drops a state whose generation is not newer than the one it applied last
 (`is_newer(state, last_generation)`).
@@ -26,34 +26,33 @@ def is_newer(state, last_generation: int | None) -> bool:
 
 
 class SamplerThread(QObject):
+    """Lives in the UI thread; its worker (a _SamplerWorker moved to a QThread) does the ticking.
+
+    Every public signal is emitted from the UI thread (re-emitted from the worker's queued ones), so
+    any slot or plain Python callable connected to `state_ready` runs in the UI thread: a lambda
+    connected to a signal of an object living in another thread would run in that thread instead.
+    """
+
     state_ready = Signal(object)          # MachineState
     tick_failed = Signal(str)             # a CoremapError's message; sampling goes on
     paused_changed = Signal(bool)
     interval_changed = Signal(float)
     tick_seconds = Signal(float)          # how long the last tick took (for the status bar)
 
-    _interval_requested = Signal(float)
-    _pause_requested = Signal(bool)
-    _track_requested = Signal(list, list)
-    _topology_requested = Signal()
-    _stop_requested = Signal()
-    _start_requested = Signal()
-
-    def __init__(self, sampler: Sampler):
-        super().__init__()
+    def __init__(self, sampler: Sampler, parent=None):
+        super().__init__(parent)
         self.sampler = sampler
         self._thread = QThread()
         self._thread.setObjectName("coremap-sampler")
-        self._timer: QTimer | None = None
+        self._worker = _SamplerWorker(sampler)
+        self._worker.moveToThread(self._thread)
         self._paused = False
-        self._ticks = 0
-        self.moveToThread(self._thread)
-        self._interval_requested.connect(self._on_interval_requested)
-        self._pause_requested.connect(self._on_pause_requested)
-        self._track_requested.connect(self._on_track_requested)
-        self._topology_requested.connect(self._on_topology_requested)
-        self._stop_requested.connect(self._on_stop_requested)
-        self._start_requested.connect(self._on_start_requested)
+        w = self._worker
+        w.state_ready.connect(self.state_ready)
+        w.tick_failed.connect(self.tick_failed)
+        w.paused_changed.connect(self._on_worker_paused_changed)
+        w.interval_changed.connect(self.interval_changed)
+        w.tick_seconds.connect(self.tick_seconds)
 
     # -- UI-thread API (all queued to the worker) --------------------------------------------------
     @property
@@ -64,31 +63,71 @@ class SamplerThread(QObject):
     def paused(self) -> bool:
         return self._paused
 
+    @property
+    def running(self) -> bool:
+        return self._thread.isRunning()
+
     def start(self) -> None:
         self._thread.start()
-        self._start_requested.emit()
+        self._worker.start_requested.emit()
 
     def stop(self, timeout_ms: int = 10000) -> None:
         """Stop ticking and end the worker thread (waits for a tick in progress)."""
         if not self._thread.isRunning():
             return
-        self._stop_requested.emit()
+        self._worker.stop_requested.emit()
         self._thread.wait(timeout_ms)
 
     def set_interval(self, seconds: float) -> None:
-        self._interval_requested.emit(clamp_interval(seconds))
+        self._worker.interval_requested.emit(clamp_interval(seconds))
 
     def pause(self) -> None:
-        self._pause_requested.emit(True)
+        self._worker.pause_requested.emit(True)
 
     def resume(self) -> None:
-        self._pause_requested.emit(False)
+        self._worker.pause_requested.emit(False)
 
     def track(self, tids, pids=()) -> None:
-        self._track_requested.emit(list(tids), list(pids))
+        self._worker.track_requested.emit(list(tids), list(pids))
 
     def refresh_topology(self) -> None:
-        self._topology_requested.emit()
+        self._worker.topology_requested.emit()
+
+    @Slot(bool)
+    def _on_worker_paused_changed(self, paused: bool) -> None:
+        self._paused = paused
+        self.paused_changed.emit(paused)
+
+
+class _SamplerWorker(QObject):
+    """Runs in the sampler's QThread: a single-shot timer drives Sampler.tick()."""
+
+    state_ready = Signal(object)
+    tick_failed = Signal(str)
+    paused_changed = Signal(bool)
+    interval_changed = Signal(float)
+    tick_seconds = Signal(float)
+
+    # Requests from the UI thread (queued: this object lives in the worker thread).
+    interval_requested = Signal(float)
+    pause_requested = Signal(bool)
+    track_requested = Signal(list, list)
+    topology_requested = Signal()
+    stop_requested = Signal()
+    start_requested = Signal()
+
+    def __init__(self, sampler: Sampler):
+        super().__init__()
+        self.sampler = sampler
+        self._timer: QTimer | None = None
+        self._paused = False
+        self._ticks = 0
+        self.interval_requested.connect(self._on_interval_requested)
+        self.pause_requested.connect(self._on_pause_requested)
+        self.track_requested.connect(self._on_track_requested)
+        self.topology_requested.connect(self._on_topology_requested)
+        self.stop_requested.connect(self._on_stop_requested)
+        self.start_requested.connect(self._on_start_requested)
 
     # -- worker thread ---------------------------------------------------------------------------------
     @Slot()
@@ -164,6 +203,7 @@ class SamplerThread(QObject):
         # Hand the object back to the application's thread so it can be deleted there once the
         # worker has ended (a QObject must be destroyed in the thread it lives in).
         app = QCoreApplication.instance()
+        thread = self.thread()
         if app is not None:
             self.moveToThread(app.thread())
-        self._thread.quit()
+        thread.quit()

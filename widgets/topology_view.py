@@ -98,6 +98,12 @@ class CpuCellItem(QGraphicsItem):
         m = self._MARGIN
         return QRectF(-m, -m, CELL_W + 2 * m, CELL_H + 2 * m)
 
+    def brush_color(self) -> QColor:
+        """The fill this cell paints (grey when it has no figure or is offline)."""
+        if not self.online:
+            return OFFLINE_COLOR
+        return NO_DATA_COLOR if self.color_index is None else LUT[self.color_index]
+
     def recolor(self, index: int | None, figure: str) -> bool:
         if index == self.color_index and figure == self.figure:
             return False

@@ -1,0 +1,36 @@
+"""GUI tests: offscreen Qt (tests/conftest.py sets QT_QPA_PLATFORM) and no Qt warning tolerated.
+
+pytest-qt's qt_log_level_fail (pyproject) fails a test on a warning it captured; this handler is a
+second net that also catches messages emitted while no pytest-qt capture is active (fixtures,
+teardown), records every QtWarningMsg / QtCriticalMsg / QtFatalMsg and fails the test in teardown.
+"""
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+
+_BAD = (QtMsgType.QtWarningMsg, QtMsgType.QtCriticalMsg, QtMsgType.QtFatalMsg)
+
+
+@pytest.fixture(autouse=True)
+def fail_on_qt_warnings(request):
+    recorded: list[str] = []
+
+    previous = None
+
+    def handler(mode, context, message):
+        if mode in _BAD:
+            recorded.append(f"{mode.name}: {message} ({context.file}:{context.line})")
+        if previous is not None:
+            previous(mode, context, message)      # pytest-qt's own capture still sees it
+
+    previous = qInstallMessageHandler(handler)
+    yield recorded
+    # Let queued deletions and events run so warnings they raise are seen in this test.
+    from PySide6.QtWidgets import QApplication
+    app = QApplication.instance()
+    if app is not None:
+        app.processEvents()
+    qInstallMessageHandler(previous)
+    if recorded:
+        pytest.fail("Qt warnings during the test:\n" + "\n".join(recorded))

@@ -1,0 +1,140 @@
+"""app.sampler.Sampler on the live machine and on real fixture machines (no Qt)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import threading
+import time
+
+import pytest
+
+from app.sampler import ONE_CAPTURE_NOTE, Sampler, clamp_interval
+from app.sysroot import SysRoot
+from tests.machines import extract
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_live_first_state_has_no_rates_second_has_rates_for_every_online_cpu():
+    s = Sampler(SysRoot("/"), interval=0.25)
+    first = s.tick()
+    time.sleep(0.05)
+    second = s.tick()
+    assert (first.generation, second.generation) == (1, 2)
+    assert first.rates is None
+    assert second.rates is not None
+    assert set(second.rates.per_cpu) == set(s.topology.online)
+    assert second.live and second.source == "live"
+    assert second.sample.tasks is not None and os.getpid() in {t.pid for t in second.sample.tasks.tasks.values()}
+    # The process's own thread ran between the ticks: it has a rate.
+    assert threading.get_native_id() in second.rates.tasks
+
+
+def test_irq_table_is_refreshed_every_few_seconds_not_every_tick():
+    clock = FakeClock()
+    s = Sampler(SysRoot("/"), irq_refresh_seconds=5.0, clock=clock)
+    a = s.tick()
+    clock.now += 1.0
+    b = s.tick()
+    assert a.irqs is not None and b.irqs is a.irqs        # the same table object: not re-read
+    clock.now += 5.0
+    c = s.tick()
+    assert c.irqs is not a.irqs
+
+
+def test_residency_of_a_tracked_busy_thread():
+    s = Sampler(SysRoot("/"))
+    me = threading.get_native_id()
+    s.track([me], [os.getpid()])
+    s.tick()
+    end = time.monotonic() + 0.15
+    while time.monotonic() < end:      # burn CPU so this thread has time to attribute
+        pass
+    state = s.tick()
+    assert me in state.residency
+    share = state.residency[me]
+    assert abs(sum(share.values()) - 1.0) < 1e-9
+    assert set(share) <= set(s.topology.online)
+    assert me in state.trails and state.trails[me][-1][1] in s.topology.online
+    assert s.tracked == ((me,), (os.getpid(),))
+
+
+def test_one_capture_fixture_has_totals_only_and_says_so():
+    root = SysRoot(extract("worker1.internal"))
+    s = Sampler(root)
+    a, b = s.tick(), s.tick()
+    assert a.rates is None and b.rates is None
+    assert ONE_CAPTURE_NOTE in a.notes
+    assert not a.live and a.source == str(root.root)
+    assert b.generation == a.generation + 1
+    assert b.sample is a.sample                     # a capture is read once
+    assert a.sample.interrupts is not None and len(a.sample.interrupts.cpus) == 80
+    assert a.irqs is not None
+    assert a.topology.isolated                      # worker1 boots with isolcpus=...
+
+
+def _bump_loc(text: str, col: int, by: int) -> str:
+    """The LOC row with CPU column `col` raised by `by`, keeping the column width."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        m = re.match(r"^(\s*LOC:)(.*)$", line.rstrip("\n"))
+        if m:
+            fields = re.findall(r"\s+\S+", m.group(2))
+            n = fields[col]
+            value = int(n)
+            fields[col] = str(value + by).rjust(len(n))
+            line = m.group(1) + "".join(fields) + "\n"
+        out.append(line)
+    return "".join(out)
+
+
+def test_snapshot_with_second_capture_gives_rates_from_the_pair(tmp_path):
+    src = extract("worker1.internal")
+    root = tmp_path / "snap"
+    (root / "proc").mkdir(parents=True)
+    os.symlink(src / "sys", root / "sys")
+    for name in os.listdir(src / "proc"):
+        p = src / "proc" / name
+        if p.is_file():
+            shutil.copy(p, root / "proc" / name)
+        else:
+            os.symlink(p, root / "proc" / name)
+    meta = root / ".coremap"
+    (meta / "t1" / "proc").mkdir(parents=True)
+    (meta / "meta.json").write_text(json.dumps({"interval": 2.0}))
+    text = (src / "proc" / "interrupts").read_text()
+    (meta / "t1" / "proc" / "interrupts").write_text(_bump_loc(text, 3, 2000))
+    shutil.copy(src / "proc" / "softirqs", meta / "t1" / "proc" / "softirqs")
+
+    s = Sampler(SysRoot(root))
+    state = s.tick()
+    assert state.rates is not None
+    assert ONE_CAPTURE_NOTE not in state.notes
+    cpu3 = state.sample.interrupts.cpus[3]
+    assert state.rates.per_cpu[cpu3].irq_per_s == pytest.approx(1000.0)   # 2000 in 2 s
+    others = [r.irq_per_s for c, r in state.rates.per_cpu.items() if c != cpu3]
+    assert max(others) == 0.0
+    assert s.tick().rates is state.rates
+
+
+def test_refresh_topology_gives_the_next_state_the_new_topology():
+    s = Sampler(SysRoot(extract("master.internal")))
+    a = s.tick()
+    t = s.refresh_topology()
+    b = s.tick()
+    assert b.topology is t and a.topology is not t
+    assert len(t.online) == 112
+
+
+def test_interval_is_clamped_to_what_the_window_offers():
+    assert clamp_interval(0.01) == 0.25
+    assert clamp_interval(60) == 5.0
+    assert Sampler(SysRoot(extract("sno")), interval=2).interval == 2.0
