@@ -4,6 +4,7 @@ is found through jcmd/jstack's nid= and pinned from the CLI."""
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,10 @@ def test_without_a_thread_dump_a_long_name_asks_for_jdk_tools(monkeypatch):
     # The JDK tools are looked up on PATH; with an empty PATH there are none.
     monkeypatch.setenv("PATH", "")
     sleeper = subprocess.Popen(["/bin/sleep", "30"])
+    # Between fork and exec the child's comm is still "python": wait for the exec.
+    deadline = time.monotonic() + 5
+    while open(f"/proc/{sleeper.pid}/comm").read().strip() != "sleep" and time.monotonic() < deadline:
+        time.sleep(0.005)
     try:
         with pytest.raises(JavaThreadError, match="install a JDK's jcmd or jstack, or pass --tid"):
             find_java_thread(sleeper.pid, "a-thread-name-longer-than-15")
