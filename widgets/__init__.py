@@ -23,3 +23,27 @@ if _sys.version_info < (3, 12):
             ctypes.c_ssize_t.from_address(id(None)).value += 1 << 40
 
     _guard_none_refcount()
+
+    def _guard_bool_refcount() -> None:
+        """The same for True: PySide6 6.12's SignalInstance.emit() returns True without a new
+        reference, so every emit from Python (dataChanged per changed run, state_ready per tick...)
+        drops True's refcount by one and the interpreter aborts with "bool_dealloc" after a few
+        thousand emits. Measured on a probe signal; applied only when the loss is seen.
+        """
+        import ctypes
+
+        from PySide6.QtCore import QObject, Signal
+
+        class _Probe(QObject):
+            ping = Signal()
+
+        probe = _Probe()
+        before = _sys.getrefcount(True), _sys.getrefcount(False)
+        for _ in range(8):
+            probe.ping.emit()
+        for value, was in zip((True, False), before):
+            lost = was - _sys.getrefcount(value)
+            if lost > 0:
+                ctypes.c_ssize_t.from_address(id(value)).value += (1 << 40) + lost
+
+    _guard_bool_refcount()
