@@ -130,7 +130,12 @@ def svg_bytes(target, *, title: str = "coremap", extra_below: QWidget | None = N
                 p.fillRect(QRectF(0, 0, w, h), bg)
             scene.render(p, QRectF(0, 0, w, h), src)
         else:
-            widget.render(p, QPoint(0, 0))
+            if isinstance(widget, QGraphicsView):
+                # QGraphicsView.render (painter, target, source) hides QWidget.render; pyqtgraph's
+                # override also prepares its items for painting first.
+                widget.render(p, QRectF(0, 0, w, h), widget.viewport().rect())
+            else:
+                widget.render(p, QPoint(0, 0))
         if extra_below is not None:
             p.translate(0, h)
             extra_below.render(p, QPoint(0, 0))

@@ -347,3 +347,68 @@ def test_autosave_and_crash_detection(tmp_path, monkeypatch):
     # The next run autosaves again: the marker goes, so a crash is detected again.
     autosave(Session(notes="second run"))
     assert last_session_after_crash() == p
+
+
+# -- the real thing: a probe run and pins on this process's own threads ------------------------------
+
+def test_round_trip_with_real_probe_and_real_pins(tmp_path, private_tmp):
+    import io as _io
+    import subprocess
+    import sys
+    import threading
+    from app.affinity import AffinityService, PinRequest, PinTarget
+    from app.journal import Journal
+    from app.session import journal_rows
+    from probes import histogram, jitter
+
+    cpus = sorted(os.sched_getaffinity(0))
+    # A real 0.3 s jitter probe on the first allowed CPU, summarised as the CLI does.
+    proc = subprocess.run([sys.executable, "-m", "probes", "jitter", "--cpu", str(cpus[0]), "--seconds", "0.3"],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(l) for l in proc.stdout.splitlines() if l.strip()]
+    result = jitter.summarize(lines)
+    hlog = _io.StringIO()
+    histogram.write_hlog(hlog, [(i * 0.1, 0.1, histogram.buckets_to_histogram(l["buckets"]))
+                                for i, l in enumerate(x for x in lines if x.get("type") == "interval")])
+
+    # Two real pins of this test's own threads, journalled by the AffinityService.
+    events = [threading.Event(), threading.Event()]
+    threads = [threading.Thread(target=e.wait) for e in events]
+    for t in threads:
+        t.start()
+    try:
+        journal = Journal(tmp_path / "journal.jsonl")
+        svc = AffinityService(SysRoot("/"), journal)
+        r1 = svc.apply(PinRequest((PinTarget("thread", threads[0].native_id),), (cpus[0],)))
+        r2 = svc.apply(PinRequest((PinTarget("thread", threads[1].native_id),), (cpus[-1],)))
+        assert r1[0].ok and r2[0].ok
+        entries = journal.entries()
+    finally:
+        for e in events:
+            e.set()
+        for t in threads:
+            t.join()
+    assert len(entries) == 2
+
+    root = SysRoot(extract("sno"))
+    s = session_from_root(root, probes=[ProbeRecord(result, hlog.getvalue().encode())],
+                          journal=journal_rows(entries))
+    p = tmp_path / "real.coremap"
+    save_session(p, s)
+    o = open_session(p)
+    try:
+        got = o.probes[0]
+        assert got.result["percentiles"] == result["percentiles"]
+        assert got.result["percentiles"]["max"] > 0
+        # The hlog reads back into the same histogram the buckets give.
+        back = histogram.parse_hlog(got.hlog.decode()).merged()
+        assert histogram.percentiles(back)["p99"] == histogram.percentiles(
+            histogram.buckets_to_histogram(result["buckets"]))["p99"]
+        pins = [(j["target_id"], tuple(j["requested"]), tuple(j["after"]), j["state"]) for j in o.journal]
+        assert pins == [(threads[0].native_id, (cpus[0],), (cpus[0],), "done"),
+                        (threads[1].native_id, (cpus[-1],), (cpus[-1],), "done")]
+        assert len(read_topology(o.root).cpus) == 12
+    finally:
+        o.close()

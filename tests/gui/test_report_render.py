@@ -1,0 +1,128 @@
+"""Reports end to end on the master.internal fixture (112 CPUs): HTML and PDF, the PDF rasterised with
+pdftoppm and checked for pages and ink; probe plots; the headless CLI commands."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QImage
+
+from app.report import build_report_html, report_from_root
+from app.sysroot import SysRoot
+from tests.machines import extract
+from widgets import export
+from widgets.report_render import add_images, build_probe_plot, gap_rows, render_probe_plot
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def probe_result():
+    """A real 0.3 s jitter run on an allowed CPU, summarised as `coremap probe --json` does."""
+    from probes import jitter
+    cpu = min(os.sched_getaffinity(0))
+    p = subprocess.run([sys.executable, "-m", "probes", "jitter", "--cpu", str(cpu), "--seconds", "0.3"],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr
+    return jitter.summarize([json.loads(l) for l in p.stdout.splitlines() if l.strip()])
+
+
+def _ink(img: QImage) -> float:
+    """Share of sampled pixels that are not (near) white."""
+    dark = total = 0
+    for y in range(0, img.height(), 4):
+        for x in range(0, img.width(), 4):
+            c = img.pixelColor(x, y)
+            total += 1
+            if c.red() + c.green() + c.blue() < 700:
+                dark += 1
+    return dark / total
+
+
+def _colours(img: QImage) -> set:
+    return {img.pixelColor(x, y).rgb() for y in range(0, img.height(), 3) for x in range(0, img.width(), 3)}
+
+
+def test_probe_plot_curves_follow_the_result(qtbot, probe_result):
+    rows = gap_rows(probe_result)
+    assert rows and all(lo < hi for lo, hi, _ in rows)
+    w = build_probe_plot([probe_result])
+    qtbot.addWidget(w)
+    curves = w.getPlotItem().listDataItems()
+    nonzero = [r for r in rows if r[2] > 0]
+    if not nonzero:
+        pytest.skip("this run saw no gap above the threshold")
+    drawn = sum(len(c.yData) for c in curves)
+    assert drawn == len(nonzero)                        # one step per non-empty row, no invented floor
+    for c in curves:
+        assert len(c.xData) == len(c.yData) + 1         # stepMode="center": edges
+    png = render_probe_plot(probe_result)
+    img = QImage.fromData(png)
+    assert img.width() == 900 and _ink(img) > 0.02
+
+
+def test_master_report_html_and_pdf(tmp_path, probe_result):
+    root = SysRoot(extract("master.internal"))
+    second = dict(probe_result, cpu=probe_result["cpu"])
+    data = report_from_root(root, probes=[probe_result, second], notes="tuned <irq> 720 & friends",
+                            journal=[{"kind": "irq", "target_id": 720, "label": "ahci", "before": [60],
+                                      "requested": [2], "after": [2], "state": "done", "time": 1.7e9}])
+    add_images(data, root=root)
+    assert data.topology_image is not None and data.comparison_plot is not None
+    html = build_report_html(data)
+    (tmp_path / "r.html").write_text(html)
+    assert "one capture only: totals, not rates" in html
+    assert html.count("data:image/png;base64,") == 4      # grid, comparison, two probe plots
+    assert "tuned &lt;irq&gt; 720 &amp; friends" in html
+
+    pdf = export.render_pdf(html, tmp_path / "r.pdf")
+    assert pdf.read_bytes().startswith(b"%PDF")
+    if shutil.which("pdftoppm") is None:
+        pytest.skip("pdftoppm (poppler-utils) is not installed")
+    subprocess.run(["pdftoppm", "-png", "-r", "60", str(pdf), str(tmp_path / "page")], check=True, timeout=60)
+    pages = sorted(tmp_path.glob("page-*.png"))
+    assert 2 <= len(pages) <= 8, pages
+    imgs = [QImage(str(p)) for p in pages]
+    # A4 at 60 dpi is 496 x 702 pixels.
+    assert all(abs(i.width() - 496) <= 2 and abs(i.height() - 702) <= 2 for i in imgs)
+    assert all(_ink(i) > 0.01 for i in imgs), [(_ink(i)) for i in imgs]
+    # The grid page carries the colour map (many colours), not only black text.
+    assert max(len(_colours(i)) for i in imgs) > 40
+
+
+def _cli(*args, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=180,
+                          cwd=tmp_path, env=env)
+
+
+def test_cli_report_and_screenshot_headless(tmp_path):
+    root = str(extract("master.internal"))
+    r = _cli("report", "--root", root, "--out", "m.html", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "totals, not rates" in r.stdout
+    html = (tmp_path / "m.html").read_text()
+    assert "master.internal" in html and "data:image/png;base64," in html
+    r = _cli("screenshot", "--root", root, "--out", "g.svg", "--what", "grid", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    import xml.etree.ElementTree as ET
+    svg = ET.parse(tmp_path / "g.svg").getroot()
+    assert sum(1 for e in svg.iter() if e.tag.endswith("rect")) >= 112
+    r = _cli("screenshot", "--root", root, "--out", "w.png", "--size", "1000x700", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    img = QImage(str(tmp_path / "w.png"))
+    assert (img.width(), img.height()) == (1000, 700) and _ink(img) > 0.05
+
+
+def test_cli_refusals(tmp_path):
+    r = _cli("report", "--out", "x.txt", tmp_path=tmp_path)
+    assert r.returncode == 2 and "name a .html or .pdf file" in r.stderr
+    bad = tmp_path / "bad.coremap"
+    bad.write_text("not a zip")
+    r = _cli("screenshot", "--session", str(bad), "--out", "x.png", tmp_path=tmp_path)
+    assert r.returncode == 2 and "not a zip file" in r.stderr and not (tmp_path / "x.png").exists()

@@ -1,0 +1,125 @@
+"""app/report.py on real machines: figures match /proc/interrupts read independently; the HTML is one
+self-contained file with everything from the machine escaped; one capture says totals, not rates."""
+import re
+import shutil
+from html.parser import HTMLParser
+
+import pytest
+
+from app.report import Image, build_report_html, report_from_root, report_from_session
+from app.session import Session, history_tick, open_session, save_session
+from app.sysroot import SysRoot
+from tests.machines import extract
+
+
+@pytest.fixture(scope="module")
+def master():
+    root = SysRoot(extract("master.internal"))
+    return root, report_from_root(root)
+
+
+def _irq_totals_from_text(text: str) -> dict[str, int]:
+    """Oracle: per-IRQ totals of numbered rows, by a plain split (no coremap parser)."""
+    lines = text.splitlines()
+    ncpu = len(lines[0].split())
+    out = {}
+    for line in lines[1:]:
+        label, _, rest = line.partition(":")
+        label = label.strip()
+        if not label.isdigit():
+            continue
+        out[label] = sum(int(x) for x in rest.split()[:ncpu])
+    return out
+
+
+def test_master_figures_match_proc_interrupts(master):
+    root, r = master
+    oracle = _irq_totals_from_text((root.root / "proc" / "interrupts").read_text())
+    assert r.totals and "totals, not rates" in r.rate_note
+    assert r.cpu_count == 112
+    busiest = sorted(oracle.items(), key=lambda kv: (-kv[1], int(kv[0])))[:len(r.irqs)]
+    assert [(l.irq, int(l.rate)) for l in r.irqs] == [(k, v) for k, v in busiest]
+    top = r.irqs[0]
+    # requested/effective come from proc/irq/N/*_list
+    assert top.requested == tuple(int(x) for x in (root.root / "proc/irq" / top.irq / "smp_affinity_list").read_text().split(","))
+    assert abs(sum(s for _, s in top.top_cpus) - 1.0) < 0.01 or len(top.top_cpus) == 3
+
+
+def test_master_summary(master):
+    _, r = master
+    facts = dict(r.facts)
+    assert facts["Model"] == "Intel(R) Xeon(R) Gold 6330 CPU @ 2.00GHz"
+    assert facts["Shape"].startswith("2 sockets × 28 cores × 2 threads = 112 CPUs")
+    assert facts["NUMA nodes"].startswith("node 0: CPUs 0,2,4")
+    assert "5.14.0-427.59.1.el9_4.x86_64 (from BOOT_IMAGE" in facts["Kernel"]
+    assert facts["irqbalance"].startswith("unknown")
+
+
+def test_isolated_machine_summary():
+    r = report_from_root(SysRoot(extract("worker1.internal")))
+    facts = dict(r.facts)
+    assert facts["isolcpus"].startswith("0-4,11-79")
+    assert facts["nohz_full"] == "0-4,11-79"
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.srcs, self.hrefs, self.text = [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        a = dict(attrs)
+        if "src" in a:
+            self.srcs.append(a["src"])
+        if "href" in a:
+            self.hrefs.append(a["href"])
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_html_is_self_contained_and_escaped(tmp_path):
+    src = extract("sno")
+    copy = tmp_path / "evil"
+    shutil.copytree(src, copy, symlinks=True)
+    evil = 'quiet <script>alert("x")</script> isolcpus=2-3 & <img src=http://evil/x.png>'
+    (copy / "proc" / "cmdline").write_text(evil + "\n")
+    r = report_from_root(SysRoot(copy), notes="<b>bold?</b> & notes",
+                         probes=[{"probe": "jitter", "cpu": 1, "percentiles":
+                                  {"p50": 900, "p90": 1500, "p99": 25000, "p99.9": 2_500_000, "max": 3_000_000}}])
+    r.topology_image = Image(b"\x89PNG\r\n\x1a\nfake-bytes", "image/png", 10, 10)
+    html = build_report_html(r)
+    assert "<script" not in html and "<img src=http" not in html
+    p = _Collect()
+    p.feed(html)
+    assert "script" not in p.tags and "link" not in p.tags
+    assert p.hrefs == []
+    assert p.srcs and all(s.startswith("data:image/") for s in p.srcs)
+    text = "".join(p.text)
+    assert evil in text                  # shown to the reader, as text
+    assert "<b>bold?</b> & notes" in text
+    assert not re.search(r"<img[^>]+http", html)
+    # the percentile table, in readable units
+    assert "2.50 ms" in text and "25.0 µs" in text and "900 ns" in text
+
+
+def test_report_from_session_uses_recorded_rates(tmp_path):
+    root = SysRoot(extract("sno"))
+    hist = [history_tick(t, {0: {"irq": 10.0}}, {"24": {1: 300.0 + 100 * t}, "25": {0: 5.0}}) for t in range(3)]
+    p = tmp_path / "s.coremap"
+    save_session(p, Session(machine_dir=root.root, history=hist, notes="seen",
+                            journal=[{"kind": "irq", "target_id": 24, "before": [0, 1], "requested": [1],
+                                      "after": [1], "state": "done", "time": 1.0}]))
+    o = open_session(p)
+    try:
+        r = report_from_session(o)
+    finally:
+        o.close()
+    assert not r.totals and "3 sampled ticks" in r.rate_note
+    assert [(l.irq, l.rate) for l in r.irqs] == [("24", 400.0), ("25", 5.0)]
+    assert r.irqs[0].top_cpus == ((1, 1.0),)
+    assert [(pn.target, pn.before, pn.after, pn.result) for pn in r.pins] == [("irq 24", (0, 1), (1,), "done")]
+    assert r.notes == "seen"
+    html = build_report_html(r)
+    assert "400/s" in html and "0-1 → 1" in html
