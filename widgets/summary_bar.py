@@ -24,9 +24,12 @@ def machine_facts(topology) -> list[str]:
     n_cores = len(topology.cores)
     tpc = topology.threads_per_core
     threads = "-".join(map(str, (tpc[0], tpc[-1]))) if len(tpc) > 1 else (str(tpc[0]) if tpc else "?")
-    per_socket = n_cores // pkgs if n_cores % pkgs == 0 else f"{n_cores / pkgs:.1f}"
-    shape = (f"{pkgs} socket{'s' if pkgs != 1 else ''} × {per_socket} cores × {threads} "
-             f"thread{'s' if threads != '1' else ''} = {n_online} CPUs")
+    sockets = f"{pkgs} socket{'s' if pkgs != 1 else ''}"
+    thr = f"{threads} thread{'s' if threads != '1' else ''}"
+    if n_cores % pkgs == 0:
+        shape = f"{sockets} × {n_cores // pkgs} cores × {thr} = {n_online} CPUs"
+    else:   # sockets with different core counts (some CPUs offline): no product to show
+        shape = f"{sockets}, {n_cores} cores × {thr} = {n_online} CPUs"
     if topology.offline:
         shape += f" ({len(topology.offline)} offline)"
     facts.append(shape)

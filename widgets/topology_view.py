@@ -319,13 +319,29 @@ def _best_flow(sizes, aspect: float):
     return best[1], best[2], best[3]
 
 
-def _place(n: _Node, aspect: float, hybrid: bool) -> None:
-    """Size `n` and its subtree so that each box's shape is near `aspect` (width / height)."""
+_HEADER_WIDTHS: dict[str, float] = {}
+
+
+def _header_width(label: str) -> float:
+    w = _HEADER_WIDTHS.get(label)
+    if w is None:
+        w = _HEADER_WIDTHS[label] = QFontMetricsF(_HEADER_FONT).horizontalAdvance(label) + 2 * GROUP_PAD + 4
+    return w
+
+
+def _place(n: _Node, aspect: float, hybrid: bool, sizes_of: dict | None = None,
+           seen: dict | None = None) -> None:
+    """Size `n` and its subtree so that each box's shape is near `aspect` (width / height).
+
+    `seen` collects the largest size of each (kind, CPU count) box; given back as `sizes_of` in a
+    second pass, every such box takes that size, so that like groups (the 32 clusters of a Kunpeng,
+    whose labels "cluster 3" and "cluster 13" differ in width) wrap into the same grid.
+    """
     if n.kind == "core":
         n.w, n.h = _core_size(n, hybrid)
         return
     for c in n.children:
-        _place(c, aspect, hybrid)
+        _place(c, aspect, hybrid, sizes_of, seen)
     sizes = [(c.w, c.h) for c in n.children]
     if not sizes:
         n.w, n.h, n.positions = CELL_W, CELL_H, []
@@ -335,7 +351,16 @@ def _place(n: _Node, aspect: float, hybrid: bool) -> None:
     pad = GROUP_PAD if n.kind != "machine" else 0.0
     n.positions = [(x + pad, y + header + (pad if n.kind != "machine" else 0.0)) for x, y in pos]
     n.w = w + 2 * pad
+    if n.kind != "machine":
+        # Never narrower than its own label: an elided "packag..." names nothing.
+        n.w = max(n.w, _header_width(n.label))
     n.h = h + header + 2 * pad
+    key = (n.kind, len(n.cpus))
+    if sizes_of is not None and key in sizes_of:
+        n.w, n.h = max(n.w, sizes_of[key][0]), max(n.h, sizes_of[key][1])
+    if seen is not None:
+        w0, h0 = seen.get(key, (0.0, 0.0))
+        seen[key] = (max(w0, n.w), max(h0, n.h))
 
 
 # -- the view -------------------------------------------------------------------------------------------
@@ -555,11 +580,12 @@ class TopologyView(QGraphicsView):
                 changed += cell.recolor(None, "")
                 continue
             changed += cell.recolor(scale.index(v), format_value(v, vals.unit))
-        note = ""
-        if vals.totals:
-            note = "totals since boot, not rates (one capture)"
-        elif vals.empty_reason:
+        if vals.empty_reason:
             note = vals.empty_reason
+        elif vals.totals:
+            note = "totals since boot, not rates (one capture)"
+        else:
+            note = ""
         self.legend.set_scale(vals.label, scale, vals.unit, note,
                               any(c.kind for c in self._cores))
         return changed
@@ -795,8 +821,11 @@ def _cpu_map(topology) -> dict:
 
 def _place_with_top(root: _Node, inner: float, top: float, hybrid: bool) -> None:
     """Lay out every inner level at aspect `inner`, then the top level at the viewport's aspect."""
+    seen: dict = {}
     for c in root.children:
-        _place(c, inner, hybrid)
+        _place(c, inner, hybrid, None, seen)
+    for c in root.children:
+        _place(c, inner, hybrid, seen, None)
     if root.kind == "core":
         _place(root, top, hybrid)
         return
