@@ -25,6 +25,10 @@ from app.parse.cpulist import format_cpulist
 from app.sysroot import SysRoot
 
 TOP_IRQS = 15
+# QTextDocument ignores CSS max-width, so a PDF report sizes its pictures itself: A4 (210 mm) less
+# 2 x 12 mm margins at 96 dpi is 703 px (widgets/export.pdf_bytes lays pages out at 96 dpi), less
+# the body margin and table cell padding QTextDocument adds.
+PDF_IMAGE_WIDTH = 640
 PERCENTILE_KEYS = ("p50", "p90", "p99", "p99.9", "max")
 
 

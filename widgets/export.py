@@ -306,7 +306,7 @@ def install_file_menu(window, *, session_provider=None, on_open_session=None, re
             on_open_session(path)
 
     def export_report():
-        from app.report import build_report_html
+        from app.report import PDF_IMAGE_WIDTH, build_report_html
         from widgets.report_render import add_images
         path, _ = QFileDialog.getSaveFileName(window, "Export report", default_file_name("report", host(), "html"),
                                               "HTML (*.html);;PDF (*.pdf)")
@@ -314,8 +314,9 @@ def install_file_menu(window, *, session_provider=None, on_open_session=None, re
             return
         data = report_provider()
         add_images(data, state=window.state, for_pdf=path.lower().endswith(".pdf"))
-        html = build_report_html(data)
-        if path.lower().endswith(".pdf"):
+        pdf = path.lower().endswith(".pdf")
+        html = build_report_html(data, image_width=PDF_IMAGE_WIDTH if pdf else 900)
+        if pdf:
             render_pdf(html, path)
         else:
             write_atomic(Path(path), html.encode("utf-8"))

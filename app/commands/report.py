@@ -84,7 +84,8 @@ def run(args) -> int:
         except OSError as e:
             raise ReportArgumentError(f"--notes {args.notes}: cannot read it ({e.strerror})") from None
 
-    from app.report import build_report_html, report_from_root, report_from_session, ProbeSection
+    from app.report import (PDF_IMAGE_WIDTH, ProbeSection, build_report_html, report_from_root,
+                            report_from_session)
     from app.sysroot import SysRoot
     session = None
     if session_path:
@@ -104,7 +105,7 @@ def run(args) -> int:
         from widgets.report_render import add_images, application
         application()
         add_images(data, root=root, for_pdf=kind == ".pdf")
-        html = build_report_html(data)
+        html = build_report_html(data, image_width=PDF_IMAGE_WIDTH if kind == ".pdf" else 900)
         if kind == ".pdf":
             from widgets.export import render_pdf
             render_pdf(html, out, title=f"coremap report: {data.host}")

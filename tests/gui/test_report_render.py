@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtGui import QImage
 
-from app.report import build_report_html, report_from_root
+from app.report import PDF_IMAGE_WIDTH, build_report_html, report_from_root
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets import export
@@ -75,11 +75,12 @@ def test_master_report_html_and_pdf(tmp_path, probe_result):
     assert data.topology_image is not None and data.comparison_plot is not None
     html = build_report_html(data)
     (tmp_path / "r.html").write_text(html)
+    assert 'width="900"' in html
     assert "one capture only: totals, not rates" in html
     assert html.count("data:image/png;base64,") == 4      # grid, comparison, two probe plots
     assert "tuned &lt;irq&gt; 720 &amp; friends" in html
 
-    pdf = export.render_pdf(html, tmp_path / "r.pdf")
+    pdf = export.render_pdf(build_report_html(data, image_width=PDF_IMAGE_WIDTH), tmp_path / "r.pdf")
     assert pdf.read_bytes().startswith(b"%PDF")
     if shutil.which("pdftoppm") is None:
         pytest.skip("pdftoppm (poppler-utils) is not installed")
