@@ -227,22 +227,27 @@ def _host_of(session: Session) -> str:
 
 def session_from_root(root: SysRoot, *, history: list[dict] | None = None,
                       probes: list[ProbeRecord] | None = None, journal: list[dict] | None = None,
-                      screenshots: dict[str, bytes] | None = None, notes: str = "") -> Session:
+                      screenshots: dict[str, bytes] | None = None, notes: str = "",
+                      capture_interval: float = 0.5) -> Session:
     """A Session for `root`. A captured root is embedded as it is; the live machine is captured
-    first with `coremap snapshot`'s capture function (into a temporary folder the Session owns)."""
+    first with `coremap snapshot`'s capture (counters twice, `capture_interval` s apart, so the
+    reopened session has rates), into a temporary folder the Session owns."""
     s = Session(history=list(history or []), probes=list(probes or []), journal=list(journal or []),
                 screenshots=dict(screenshots or {}), notes=notes)
     if not root.is_live:
         s.machine_dir = root.root
         return s
-    try:
-        from app.snapshot import capture  # landed with `coremap snapshot`
-    except ImportError:
-        raise SessionError("saving a session of the live machine needs `coremap snapshot` (app/snapshot.py), "
-                           "which this build lacks; take a snapshot with tar and use --root") from None
+    import tarfile
+    from app.snapshot import take_snapshot
     tmp = Path(tempfile.mkdtemp(prefix="coremap-capture-"))
-    s._cleanup = weakref.finalize(s, shutil.rmtree, tmp, True)
-    s.machine_dir = Path(capture(root, tmp))
+    s._cleanup = weakref.finalize(s, shutil.rmtree, str(tmp), True)
+    # `coremap snapshot`'s own capture (a tarball with one top folder), extracted with tarfile's
+    # "data" filter (no absolute paths, no links leaving the folder) into the session's folder.
+    res = take_snapshot(tmp / "capture.tar.gz", root, interval=capture_interval, second=capture_interval > 0)
+    with tarfile.open(res.path) as tf:
+        tf.extractall(tmp / "x", filter="data")
+    res.path.unlink()
+    s.machine_dir = tmp / "x" / res.top
     s.host = socket.gethostname()
     return s
 

@@ -412,3 +412,19 @@ def test_round_trip_with_real_probe_and_real_pins(tmp_path, private_tmp):
         assert len(read_topology(o.root).cpus) == 12
     finally:
         o.close()
+
+
+def test_live_machine_is_captured_then_saved(tmp_path):
+    s = session_from_root(SysRoot("/"), notes="live", capture_interval=0.2)
+    try:
+        assert s.machine_dir.is_dir() and (s.machine_dir / ".coremap" / "meta.json").exists()
+        p = tmp_path / "live.coremap"
+        save_session(p, s)
+    finally:
+        s.close()
+    o = open_session(p)
+    try:
+        assert not o.root.is_live and o.root.later() is not None      # the second capture came along
+        assert read_topology(o.root).online == read_topology(SysRoot("/")).online
+    finally:
+        o.close()
