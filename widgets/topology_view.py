@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (QGraphicsItem, QGraphicsScene, QGraphicsView, QSi
 
 from widgets.colors import (LUT, NO_DATA_COLOR, OFFLINE_COLOR, ColorScale, Metric, MetricValues,
                             format_value, metric_values, parse_metric, scale_for, text_color_for)
+from widgets.pinning import TopologyDropHandler
 
 # -- geometry (scene units: one unit is one pixel at zoom 1) ---------------------------------------
 CELL_W, CELL_H = 60.0, 36.0       # one hardware thread
@@ -478,6 +479,8 @@ class TopologyView(QGraphicsView):
     cpu_selected = Signal(int)
     selection_changed = Signal(list)
     metric_changed = Signal(str)
+    pin_requested = Signal(object)    # app.affinity.PinRequest from a drop (widgets/pinning.py)
+    drop_hint = Signal(str)           # while dragging: what a drop here does, or why not; "" after
 
     def __init__(self, parent=None, *, metric: Metric | str | None = None):
         super().__init__(parent)
@@ -505,6 +508,9 @@ class TopologyView(QGraphicsView):
         self._pan_from = None
         self._press_pos = None
         self.scene().selectionChanged.connect(self._on_scene_selection_changed)
+        # Pinning by drag and drop: targets, highlight and checks live in widgets/pinning.py.
+        self.setAcceptDrops(True)
+        self.pin_drops = TopologyDropHandler(self)
 
     # -- accessors (drop targets are added onto these items) ---------------------------------------
     def cell_item(self, cpu: int) -> CpuCellItem | None:
@@ -739,6 +745,18 @@ class TopologyView(QGraphicsView):
                 cell = self._cell_at(event.position().toPoint())
                 if cell is not None and cell.online:
                     self.cpu_selected.emit(cell.cpu_id)
+
+    def dragEnterEvent(self, event) -> None:
+        self.pin_drops.drag_enter(event)
+
+    def dragMoveEvent(self, event) -> None:
+        self.pin_drops.drag_move(event)
+
+    def dragLeaveEvent(self, event) -> None:
+        self.pin_drops.drag_leave(event)
+
+    def dropEvent(self, event) -> None:
+        self.pin_drops.drop(event)
 
     def _cell_at(self, pos) -> CpuCellItem | None:
         for it in self.items(pos):
