@@ -1,0 +1,183 @@
+"""HistogramPlot: probe gaps (or wakeup latencies) as counts per CPU-hour against their length, log x
+and log y, one stepped curve per run, overlaid with a legend.
+
+Runs are keyed by the caller (the probe panel uses its run ids). `set_run(key, label, buckets,
+sampled_ns)` creates the run's curve on first use and afterwards only replaces its data in place
+(`setData`), so a live run that gets a new `interval` line every 100 ms never rebuilds the plot.
+
+Contract of the graphics items used here:
+- each run is one PlotDataItem with stepMode="center": x holds len(y) + 1 bucket edges (ns) and
+  y[i] is drawn flat from x[i] to x[i + 1]. stepMode curves honour the plot's log mode (pyqtgraph
+  maps x and y through log10 before building the path), which BarGraphItem does not.
+- a bucket that counted nothing sits between two that did (the probe's buckets are sparse above the
+  fine-binning threshold): it is kept as y = 0, which log10 turns into NaN, and pyqtgraph's
+  connect="finite" then breaks the line there. Zero has no place on a log axis, so the curve shows a
+  gap rather than a made-up floor value.
+- the probe's first bucket starts at 0 ns; log10(0) has no place either, so its left edge is drawn
+  at 1 ns (the bucket still holds exactly the samples the probe counted).
+- getOriginalDataset() returns (edges, per-hour values) as given, before the log mapping; the tests
+  read it.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Signal
+
+from probes.histogram import NS_PER_HOUR
+
+# Distinct colours for overlaid runs (Okabe-Ito, readable for colour-blind readers), then pyqtgraph's.
+_PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+
+
+def run_colour(i: int):
+    return pg.mkColor(_PALETTE[i]) if i < len(_PALETTE) else pg.intColor(i, hues=9, values=1, maxValue=200)
+
+
+def ns_label(ns: float) -> str:
+    """'10 ns', '1 µs', '2.5 ms', '1 s'."""
+    for div, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if ns >= div:
+            return f"{ns / div:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+
+def count_label(n: float) -> str:
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:g}{unit}"
+    return f"{n:g}"
+
+
+def decade_ticks(lo: float, hi: float, label) -> list:
+    """Major ticks at whole decades spanning [lo, hi] (values > 0), labelled by `label(10**d)`;
+    positions are log10 values, as a log-mode axis expects."""
+    if not (lo > 0 and hi > 0):
+        return [[], []]
+    d0, d1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    return [[(d, label(10.0 ** d)) for d in range(d0, max(d1, d0 + 1) + 1)], []]
+
+
+def step_data(buckets, sampled_ns: float) -> tuple[np.ndarray, np.ndarray]:
+    """(edges, per-CPU-hour counts) for stepMode="center" from [lo, hi, count] buckets.
+
+    Empty buckets and holes between buckets become y = 0 (a break on the log axis); leading and
+    trailing empty buckets are dropped. Overlapping buckets (none come from one probe) are refused.
+    """
+    rows = sorted((int(lo), int(hi), int(c)) for lo, hi, c in _rows(buckets))
+    while rows and rows[0][2] == 0:
+        rows.pop(0)
+    while rows and rows[-1][2] == 0:
+        rows.pop()
+    scale = NS_PER_HOUR / sampled_ns if sampled_ns and sampled_ns > 0 else 0.0
+    edges: list[float] = []
+    ys: list[float] = []
+    for lo, hi, c in rows:
+        lo = max(lo, 1)
+        if edges and lo < edges[-1]:
+            raise ValueError(f"bucket [{lo}, {hi}) overlaps the previous one ending at {edges[-1]:g}")
+        if not edges:
+            edges.append(lo)
+        elif lo > edges[-1]:
+            ys.append(0.0)            # a hole between buckets: nothing was counted there
+            edges.append(lo)
+        edges.append(hi)
+        ys.append(c * scale)
+    return np.asarray(edges, dtype=float), np.asarray(ys, dtype=float)
+
+
+def _rows(buckets):
+    for b in buckets:
+        if isinstance(b, dict):
+            yield b["lo_ns"], b["hi_ns"], b["count"]
+        else:
+            yield b[0], b[1], b[2]
+
+
+class HistogramPlot(pg.PlotWidget):
+    """Count per CPU-hour against gap length, runs overlaid."""
+
+    runs_changed = Signal()
+
+    def __init__(self, parent=None, *, x_label: str = "gap length", y_label: str = "count per CPU-hour"):
+        super().__init__(parent, background="w")
+        item = self.getPlotItem()
+        item.setLogMode(x=True, y=True)
+        item.showGrid(x=True, y=True, alpha=0.25)
+        item.setLabel("bottom", x_label)
+        item.setLabel("left", y_label)
+        for axis in ("left", "bottom"):
+            item.getAxis(axis).setTextPen("k")
+            item.getAxis(axis).setPen("k")
+            # the ticks are labelled in words ("10 µs", "1M"); an SI factor on the axis title would lie
+            item.getAxis(axis).enableAutoSIPrefix(False)
+        self.legend = item.addLegend(offset=(-10, 10), labelTextColor="k")
+        self._curves: dict[object, pg.PlotDataItem] = {}
+        self._labels: dict[object, str] = {}
+        self._count = 0
+
+    # -- runs -------------------------------------------------------------------------------------
+    def keys(self) -> list:
+        return list(self._curves)
+
+    def curve(self, key) -> pg.PlotDataItem | None:
+        return self._curves.get(key)
+
+    def set_run(self, key, label: str, buckets, sampled_ns: float) -> pg.PlotDataItem:
+        """Create the run's curve or replace its data in place."""
+        x, y = step_data(buckets, sampled_ns)
+        curve = self._curves.get(key)
+        if curve is None:
+            colour = run_colour(self._count)
+            self._count += 1
+            curve = pg.PlotDataItem(stepMode="center", pen=pg.mkPen(colour, width=2), name=label)
+            self._curves[key] = curve
+            self._labels[key] = label
+            self.getPlotItem().addItem(curve)
+            self.runs_changed.emit()
+        if len(x) >= 2:
+            curve.setData(x, y)
+        else:
+            curve.setData([], [])     # nothing counted yet: an empty curve, not a made-up point
+        if label != self._labels[key]:
+            self._labels[key] = label
+            self.legend.removeItem(curve)
+            self.legend.addItem(curve, label)
+        self._update_ticks()
+        return curve
+
+    def set_run_visible(self, key, visible: bool) -> None:
+        curve = self._curves.get(key)
+        if curve is not None:
+            curve.setVisible(visible)
+            self._update_ticks()
+
+    def remove_run(self, key) -> None:
+        curve = self._curves.pop(key, None)
+        self._labels.pop(key, None)
+        if curve is not None:
+            self.legend.removeItem(curve)
+            self.getPlotItem().removeItem(curve)
+            self._update_ticks()
+            self.runs_changed.emit()
+
+    def legend_labels(self) -> list[str]:
+        return [label.text for _sample, label in self.legend.items]
+
+    def _update_ticks(self) -> None:
+        xs, ys = [], []
+        for c in self._curves.values():
+            if not c.isVisible():
+                continue
+            x, y = c.getOriginalDataset()
+            if x is None or len(x) < 2:
+                continue
+            xs += [x[0], x[-1]]
+            pos = y[y > 0]
+            if len(pos):
+                ys += [pos.min(), pos.max()]
+        item = self.getPlotItem()
+        item.getAxis("bottom").setTicks(decade_ticks(min(xs), max(xs), ns_label) if xs else None)
+        item.getAxis("left").setTicks(decade_ticks(min(ys), max(ys), count_label) if ys else None)

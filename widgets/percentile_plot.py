@@ -1,0 +1,123 @@
+"""PercentilePlot: the percentile distribution of each run, as HdrHistogram's plotter draws it:
+x = percentile on the 1/(1 - p) log scale (50%, 90%, 99%, 99.9%, 99.99% evenly spaced), y = latency
+(log scale, ns), runs overlaid.
+
+The values are those an HdrHistogram built by probes.histogram.buckets_to_histogram gives: each bucket
+stands at its midpoint (bucket_mid), and the value at percentile p is the first bucket midpoint
+whose cumulative count reaches round(p x total) (HdrHistogram.get_value_at_percentile, within its 3
+significant digits). They are computed with numpy from the buckets, because calling hdrh's
+get_value_at_percentile for every point (it walks ~32k counts in Python per call) would cost a
+third of a second per redraw.
+
+Contract of the graphics items used here:
+- each run is one PlotDataItem (a plain polyline, no step mode): x = log10(1 / (1 - p)) for p in
+  [0, 1 - 1/N] (N the sample count: beyond that the distribution says nothing), y = latency in ns;
+  the plot's y log mode maps y through log10, x is already on its log scale and its axis ticks
+  name the percentiles.
+- getOriginalDataset() returns (x, latency ns) before the y log mapping.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+
+from probes.histogram import bucket_mid
+from widgets.histogram_plot import decade_ticks, ns_label, run_colour
+
+PERCENTILE_TICKS = ((50.0, "50%"), (90.0, "90%"), (99.0, "99%"), (99.9, "99.9%"),
+                    (99.99, "99.99%")) + tuple((100.0 - 10.0 ** (2 - n), f"99.{'9' * (n - 2)}%") for n in range(5, 11))
+POINTS = 400
+
+
+def percentile_x(p_percent: float) -> float:
+    """Position of percentile p (0-100) on the 1/(1-p) log scale."""
+    return math.log10(1.0 / (1.0 - p_percent / 100.0))
+
+
+def percentile_curve(buckets, points: int = POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """(x, value_ns) of the distribution; empty arrays for no samples."""
+    rows = sorted((bucket_mid(lo, hi), int(c)) for lo, hi, c in _rows(buckets) if int(c) > 0)
+    if not rows:
+        return np.zeros(0), np.zeros(0)
+    mids = np.array([m for m, _ in rows], dtype=float)
+    cum = np.cumsum([c for _, c in rows]).astype(float)
+    total = cum[-1]
+    x_max = math.log10(total) if total > 1 else 0.0
+    x = np.linspace(0.0, x_max, points) if x_max > 0 else np.zeros(1)
+    p = 1.0 - 10.0 ** (-x)
+    # hdrh get_target_count_at_percentile: the count to reach is int(p * total + 0.5), at least 1;
+    # the value is that of the first bucket whose cumulative count reaches it.
+    need = np.maximum(1.0, np.floor(p * total + 0.5))
+    idx = np.searchsorted(cum, need, side="left")
+    return x, mids[np.minimum(idx, len(mids) - 1)]
+
+
+def _rows(buckets):
+    for b in buckets:
+        if isinstance(b, dict):
+            yield b["lo_ns"], b["hi_ns"], b["count"]
+        else:
+            yield b[0], b[1], b[2]
+
+
+class PercentilePlot(pg.PlotWidget):
+    """Latency by percentile, runs overlaid."""
+
+    def __init__(self, parent=None, *, y_label: str = "latency"):
+        super().__init__(parent, background="w")
+        item = self.getPlotItem()
+        item.setLogMode(x=False, y=True)
+        item.showGrid(x=True, y=True, alpha=0.25)
+        item.setLabel("bottom", "percentile")
+        item.setLabel("left", y_label)
+        for axis in ("left", "bottom"):
+            item.getAxis(axis).setTextPen("k")
+            item.getAxis(axis).setPen("k")
+            item.getAxis(axis).enableAutoSIPrefix(False)
+        item.getAxis("bottom").setTicks([[(percentile_x(p), t) for p, t in PERCENTILE_TICKS], []])
+        self.legend = item.addLegend(offset=(10, 10), labelTextColor="k")
+        self._curves: dict[object, pg.PlotDataItem] = {}
+        self._count = 0
+
+    def keys(self) -> list:
+        return list(self._curves)
+
+    def curve(self, key) -> pg.PlotDataItem | None:
+        return self._curves.get(key)
+
+    def set_run(self, key, label: str, buckets) -> pg.PlotDataItem:
+        x, y = percentile_curve(buckets)
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = pg.PlotDataItem(pen=pg.mkPen(run_colour(self._count), width=2), name=label)
+            self._count += 1
+            self._curves[key] = curve
+            self.getPlotItem().addItem(curve)
+        curve.setData(x, y)
+        self._update_ticks()
+        return curve
+
+    def set_run_visible(self, key, visible: bool) -> None:
+        curve = self._curves.get(key)
+        if curve is not None:
+            curve.setVisible(visible)
+            self._update_ticks()
+
+    def remove_run(self, key) -> None:
+        curve = self._curves.pop(key, None)
+        if curve is not None:
+            self.legend.removeItem(curve)
+            self.getPlotItem().removeItem(curve)
+            self._update_ticks()
+
+    def _update_ticks(self) -> None:
+        ys = []
+        for c in self._curves.values():
+            _x, y = c.getOriginalDataset()
+            if c.isVisible() and y is not None and len(y):
+                pos = y[y > 0]
+                if len(pos):
+                    ys += [pos.min(), pos.max()]
+        self.getPlotItem().getAxis("left").setTicks(decade_ticks(min(ys), max(ys), ns_label) if ys else None)
