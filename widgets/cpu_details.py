@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWid
 
 from widgets.formatting import format_count, format_cpus, format_percent, format_rate, per_cpu_pairs
 from widgets.irq_table import device_text
+from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data
 
 # More rows than this would bury the few that matter; the rest are counted in the caption.
 TOP_ROWS = 25
@@ -110,8 +111,9 @@ def cpu_threads(state, cpu: int) -> list[Landing]:
 class _RankedTable(QTableWidget):
     """A read-only table whose items are reused across updates: only changed texts are set."""
 
-    def __init__(self, headers: tuple[str, ...], parent=None):
+    def __init__(self, headers: tuple[str, ...], parent=None, pin_kind: str | None = None):
         super().__init__(0, len(headers), parent)
+        self.pin_kind = pin_kind      # "irq" / "thread": rows drag onto the grid to pin (widgets/pinning.py)
         self.setHorizontalHeaderLabels(list(headers))
         self.verticalHeader().setVisible(False)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -139,6 +141,16 @@ class _RankedTable(QTableWidget):
         if item is not None and item.text() != text:
             item.setText(text)
 
+    # Drag source: column 0 holds the IRQ label or the TID; only numbered IRQs have an affinity.
+    def mimeTypes(self) -> list[str]:
+        return [PIN_MIME]
+
+    def mimeData(self, items):
+        if self.pin_kind is None:
+            return None
+        keys = {self.item(it.row(), 0).text() for it in items if self.item(it.row(), 0) is not None}
+        return pin_mime_data(payload_from_rows((self.pin_kind, int(k), None) for k in keys if k.isdigit()))
+
     def texts(self) -> list[tuple[str, ...]]:
         return [tuple(self.item(r, c).text() for c in range(self.columnCount())) for r in range(self.rowCount())]
 
@@ -163,11 +175,11 @@ class CpuDetailsWidget(QWidget):
         self.position_label.setTextFormat(Qt.TextFormat.PlainText)
         self.position_label.setWordWrap(True)
         self.irq_caption = QLabel(self)
-        self.irq_table = _RankedTable(("IRQ", "Device / queue", "Rate"), self)
+        self.irq_table = _RankedTable(("IRQ", "Device / queue", "Rate"), self, pin_kind="irq")
         self.softirq_caption = QLabel(self)
         self.softirq_table = _RankedTable(("#", "Softirq", "Rate"), self)
         self.thread_caption = QLabel(self)
-        self.thread_table = _RankedTable(("TID", "Thread", "CPU %"), self)
+        self.thread_table = _RankedTable(("TID", "Thread", "CPU %"), self, pin_kind="thread")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         for w in (self.title_label, self.position_label, self.irq_caption, self.irq_table,

@@ -18,6 +18,7 @@ from app.sampler import MAX_INTERVAL, MIN_INTERVAL
 from widgets.colors import METRIC_BASES, SOFTIRQ_KINDS, Metric, parse_metric
 from widgets.cpu_details import CpuDetailsWidget
 from widgets.irq_table import IrqTableWidget
+from widgets.pinning import PinController
 from widgets.residency_plot import ResidencyPlot
 from widgets.sampler_thread import SamplerThread, is_newer
 from widgets.summary_bar import SummaryBar
@@ -142,6 +143,10 @@ class MainWindow(QMainWindow):
             sampler_thread.paused_changed.connect(self._on_sampler_paused_changed)
             sampler_thread.interval_changed.connect(self._on_sampler_interval_changed)
             sampler_thread.tick_seconds.connect(self._on_sampler_tick_seconds)
+
+        # Pinning (drops on the grid, Pin to…, Edit → Undo/Redo/Restore all, the Pins dock, the result
+        # line and the restore bar): widgets/pinning.py.
+        self.pin_controller = PinController(self)
 
     def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:
         d = QDockWidget(title, self)
@@ -268,4 +273,5 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:
         if self.sampler_thread is not None:
             self.sampler_thread.stop()
+        self.pin_controller.close()
         super().closeEvent(event)
