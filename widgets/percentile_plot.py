@@ -11,7 +11,8 @@ third of a second per redraw.
 
 Contract of the graphics items used here:
 - each run is one PlotDataItem (a plain polyline, no step mode): x = log10(1 / (1 - p)) for p in
-  [0, 1 - 1/N] (N the sample count: beyond that the distribution says nothing), y = latency in ns;
+  [0, 1 - 1/N] (N the sample count: beyond that the distribution says nothing; the last point
+  carries the maximum), y = latency in ns;
   the plot's y log mode maps y through log10, x is already on its log scale and its axis ticks
   name the percentiles.
 - getOriginalDataset() returns (x, latency ns) before the y log mapping.
@@ -36,22 +37,40 @@ def percentile_x(p_percent: float) -> float:
     return math.log10(1.0 / (1.0 - p_percent / 100.0))
 
 
+def _cumulative(buckets) -> tuple[np.ndarray, np.ndarray]:
+    rows = sorted((bucket_mid(lo, hi), int(c)) for lo, hi, c in _rows(buckets) if int(c) > 0)
+    mids = np.array([m for m, _ in rows], dtype=float)
+    cum = np.cumsum([c for _, c in rows]).astype(float) if rows else np.zeros(0)
+    return mids, cum
+
+
+def _values(mids: np.ndarray, cum: np.ndarray, fractions: np.ndarray) -> np.ndarray:
+    # hdrh get_target_count_at_percentile: the count to reach is int(p * total + 0.5), at least 1;
+    # the value is that of the first bucket whose cumulative count reaches it.
+    need = np.maximum(1.0, np.floor(fractions * cum[-1] + 0.5))
+    idx = np.searchsorted(cum, need, side="left")
+    return mids[np.minimum(idx, len(mids) - 1)]
+
+
+def values_at(buckets, percents) -> np.ndarray:
+    """Latency (ns, a bucket midpoint) at each percentile (0-100)."""
+    mids, cum = _cumulative(buckets)
+    if not len(mids):
+        return np.full(len(percents), np.nan)
+    return _values(mids, cum, np.asarray(percents, dtype=float) / 100.0)
+
+
 def percentile_curve(buckets, points: int = POINTS) -> tuple[np.ndarray, np.ndarray]:
     """(x, value_ns) of the distribution; empty arrays for no samples."""
-    rows = sorted((bucket_mid(lo, hi), int(c)) for lo, hi, c in _rows(buckets) if int(c) > 0)
-    if not rows:
+    mids, cum = _cumulative(buckets)
+    if not len(mids):
         return np.zeros(0), np.zeros(0)
-    mids = np.array([m for m, _ in rows], dtype=float)
-    cum = np.cumsum([c for _, c in rows]).astype(float)
     total = cum[-1]
     x_max = math.log10(total) if total > 1 else 0.0
     x = np.linspace(0.0, x_max, points) if x_max > 0 else np.zeros(1)
-    p = 1.0 - 10.0 ** (-x)
-    # hdrh get_target_count_at_percentile: the count to reach is int(p * total + 0.5), at least 1;
-    # the value is that of the first bucket whose cumulative count reaches it.
-    need = np.maximum(1.0, np.floor(p * total + 0.5))
-    idx = np.searchsorted(cum, need, side="left")
-    return x, mids[np.minimum(idx, len(mids) - 1)]
+    fractions = 1.0 - 10.0 ** (-x)
+    fractions[-1] = 1.0      # the last point is the maximum (p = 100% has no place on this axis)
+    return x, _values(mids, cum, fractions)
 
 
 def _rows(buckets):

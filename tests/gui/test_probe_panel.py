@@ -1,0 +1,174 @@
+"""The probe panel running real probes (python -m probes children) on this machine.
+
+Oracles: the probe's own lines (iterations = samples counted), probes/histogram.py percentiles,
+/proc/self/task affinities read with os.sched_getaffinity, the pid's disappearance.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QValidator
+from PySide6.QtWidgets import QApplication
+
+from probes import histogram as H
+from probes.common import online_cpus
+from widgets.histogram_plot import ns_label
+from widgets.probe_panel import CPU_MIME, ProbePanel
+
+
+@pytest.fixture
+def panel(qtbot):
+    p = ProbePanel()
+    qtbot.addWidget(p)
+    yield p
+    if p.busy:
+        p.cancel()
+
+
+def _run(qtbot, panel, timeout=15000):
+    assert panel.run(), panel.status_text
+    qtbot.waitUntil(lambda: not panel.busy, timeout=timeout)
+
+
+def _own_affinities() -> dict[int, set[int]]:
+    out = {}
+    for t in os.listdir(f"/proc/{os.getpid()}/task"):
+        try:
+            out[int(t)] = set(os.sched_getaffinity(int(t)))
+        except ProcessLookupError:
+            pass  # a thread that ended while we listed them
+    return out
+
+
+def test_jitter_run_then_overlay(qtbot, panel):
+    panel.set_cpus([0])
+    panel.seconds_spin.setValue(0.3)
+    formats = []
+    panel.progress.valueChanged.connect(lambda _v: formats.append(panel.progress.format()))
+    _run(qtbot, panel)
+    assert panel.status_text.startswith("done"), panel.status_text
+    (rec,) = panel.runs
+    assert rec.finished and rec.probe == "jitter" and rec.cpus == (0,)
+    x, y = panel.histogram_plot.curve(rec.key).getOriginalDataset()
+    assert len(x) > 2 and (y > 0).any()
+    assert any("/ 0.3 s" in f for f in formats)           # progress from the interval lines
+    # table: p50..max from probes/histogram.py, samples = the loop's iterations
+    iterations = sum(l["iterations"] for l in rec.lines if l.get("type") == "interval")
+    pct = H.percentiles(H.buckets_to_histogram(rec.buckets))
+    cells = [panel.table.item(0, c).text() for c in range(7)]
+    assert cells[0] == rec.label
+    assert cells[1:5] == [ns_label(round(pct[k], 1)) for k in ("p50", "p90", "p99", "p99.9")]
+    assert cells[5] == ns_label(round(rec.summary["percentiles"]["max"], 1))
+    assert cells[6] == f"{iterations:,}" and sum(c for *_, c in rec.buckets) == iterations
+    # a second run overlays
+    panel.unbound_check.setChecked(True)
+    _run(qtbot, panel)
+    assert len(panel.histogram_plot.keys()) == 2
+    assert len(panel.histogram_plot.legend_labels()) == 2
+    assert panel.table.rowCount() == 2
+    assert "unbound" in panel.histogram_plot.legend_labels()[1]
+
+
+def test_cancel_kills_the_probe(qtbot, panel):
+    panel.set_cpus([0])
+    panel.seconds_spin.setValue(30)
+    assert panel.run()
+    pid = panel.controller.pid
+    qtbot.waitUntil(lambda: any(l.get("type") == "interval" for r in panel.runs for l in r.lines), timeout=5000)
+    panel.cancel_button.click()
+
+    def gone():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    qtbot.waitUntil(gone, timeout=1000)
+    assert not panel.busy and panel.progress.format() == "idle"
+    assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
+    assert panel.runs == [] and "cancelled" in panel.status_text
+
+
+def test_a_cpu_that_does_not_exist(qtbot, panel):
+    panel.set_cpus([4095])
+    panel.seconds_spin.setValue(0.3)
+    _run(qtbot, panel)
+    assert panel.status_text.startswith("error:") and "CPU 4095" in panel.status_text
+    assert panel.runs == [] and panel.run_button.isEnabled()
+
+
+def test_cpu_edit_validates_and_takes_a_drop(qtbot, panel):
+    v = panel.cpu_edit.validator()
+    assert v.validate("2-x", 0) == QValidator.State.Invalid
+    assert v.validate("2-", 0) == QValidator.State.Intermediate
+    assert v.validate("2-3,5", 0) == QValidator.State.Acceptable
+    qtbot.keyClicks(panel.cpu_edit, "2-x")
+    assert panel.cpu_edit.text() == "2-"
+    assert not panel.run() and "error:" in panel.status_text
+
+    mime = QMimeData()
+    mime.setData(CPU_MIME, json.dumps({"cpus": [3, 1]}).encode())
+    enter, drop = _drag_and_drop(panel, mime)
+    assert enter.isAccepted() and drop.isAccepted() and panel.cpu_edit.text() == "1,3"
+    # a payload that is not {"cpus": [...]} changes nothing and says why
+    bad = QMimeData()
+    bad.setData(CPU_MIME, b'{"cpu": 2}')
+    _drag_and_drop(panel, bad)
+    assert panel.cpu_edit.text() == "1,3" and "error:" in panel.status_text
+    # other MIME types are refused at the door
+    text = QMimeData()
+    text.setText("2")
+    enter, _ = _drag_and_drop(panel, text)
+    assert not enter.isAccepted() and panel.cpu_edit.text() == "1,3"
+
+
+def _drag_and_drop(widget, mime):
+    """A drag entering the widget's centre, then a drop there (Qt delivers a drop only after an
+    accepted enter)."""
+    pos = QPointF(widget.rect().center())
+    args = (Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    enter = QDragEnterEvent(pos, *args)
+    QApplication.sendEvent(widget, enter)
+    drop = QDropEvent(pos, *args)
+    if enter.isAccepted():
+        QApplication.sendEvent(widget, drop)
+    return enter, drop
+
+
+@pytest.mark.skipif(len(online_cpus()) < 2 or not {0, 1} <= set(os.sched_getaffinity(0)),
+                    reason="needs CPUs 0 and 1 online and allowed")
+def test_own_threads_leave_the_probed_cpu(qtbot, panel):
+    before = _own_affinities()
+    main_before = set(os.sched_getaffinity(0))
+    others = set(online_cpus()) & main_before - {1}
+    panel.set_cpus([1])
+    panel.seconds_spin.setValue(1.0)
+    assert panel.run()
+    qtbot.waitUntil(lambda: any(l.get("type") == "interval" for r in panel.runs for l in r.lines), timeout=5000)
+    assert panel.busy
+    assert set(os.sched_getaffinity(0)) == others
+    during = _own_affinities()
+    assert len(during) >= 3                                    # this thread and the probe's readers
+    assert all(m == others for m in during.values()), during
+    qtbot.waitUntil(lambda: not panel.busy, timeout=10000)
+    assert set(os.sched_getaffinity(0)) == main_before
+    after = _own_affinities()
+    assert all(after[t] == before[t] for t in before if t in after)
+
+
+def test_sweep_and_c2c_from_the_panel(qtbot, panel):
+    if len(online_cpus()) < 2:
+        pytest.skip("needs two online CPUs")
+    panel.set_probe("sweep")
+    panel.set_cpus([0, 1])
+    panel.rounds_spin.setValue(3)
+    _run(qtbot, panel)
+    assert panel.status_text.startswith("done"), panel.status_text
+    assert sorted(panel.sweep_plot.cpus) == [0, 1]
+    panel.set_probe("c2c")
+    _run(qtbot, panel)
+    assert panel.c2c_heatmap.image.image.shape == (2, 2)
+    assert panel.c2c_heatmap.matrix[0, 1] > 0
