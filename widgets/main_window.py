@@ -19,6 +19,7 @@ from widgets.colors import METRIC_BASES, SOFTIRQ_KINDS, Metric, parse_metric
 from widgets.cpu_details import CpuDetailsWidget
 from widgets.irq_table import IrqTableWidget
 from widgets.pinning import PinController
+from widgets.probe_panel import ProbePanel
 from widgets.residency_plot import ResidencyPlot
 from widgets.sampler_thread import SamplerThread, is_newer
 from widgets.summary_bar import SummaryBar
@@ -148,6 +149,16 @@ class MainWindow(QMainWindow):
         # line and the restore bar): widgets/pinning.py.
         self.pin_controller = PinController(self)
 
+        # Probes (a dock, the Probes menu, the grid's clicked CPU as the next probe's CPU):
+        # widgets/probe_panel.py.
+        self.probe_panel = ProbePanel(self)
+        self.probe_dock = self._dock("Probes", "probe-dock", self.probe_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.residency_dock, self.probe_dock)
+        self.thread_dock.raise_()
+        self.menuBar().addMenu(self.probe_panel.menu)
+        self.topology_view.cpu_selected.connect(self.probe_panel.set_cpu)
+        self.state_applied.connect(self.probe_panel.set_state)
+
     def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:
         d = QDockWidget(title, self)
         d.setObjectName(name)
@@ -274,4 +285,5 @@ class MainWindow(QMainWindow):
         if self.sampler_thread is not None:
             self.sampler_thread.stop()
         self.pin_controller.close()
+        self.probe_panel.cancel()
         super().closeEvent(event)
