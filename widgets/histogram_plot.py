@@ -51,13 +51,18 @@ def count_label(n: float) -> str:
     return f"{n:g}"
 
 
-def decade_ticks(lo: float, hi: float, label) -> list:
-    """Major ticks at whole decades spanning [lo, hi] (values > 0), labelled by `label(10**d)`;
-    positions are log10 values, as a log-mode axis expects."""
+def decade_ticks(lo: float, hi: float, label, max_labels: int | None = None) -> list:
+    """Ticks at whole decades spanning [lo, hi] (values > 0), labelled by `label(10**d)`; positions
+    are log10 values, as a log-mode axis expects. With `max_labels`, only every k-th decade is
+    labelled (the others stay as unlabelled minor ticks) so the labels do not run into each other."""
     if not (lo > 0 and hi > 0):
         return [[], []]
     d0, d1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    return [[(d, label(10.0 ** d)) for d in range(d0, max(d1, d0 + 1) + 1)], []]
+    decades = list(range(d0, max(d1, d0 + 1) + 1))
+    step = max(1, math.ceil(len(decades) / max_labels)) if max_labels else 1
+    major = [(d, label(10.0 ** d)) for d in decades if (d - d0) % step == 0]
+    minor = [(d, "") for d in decades if (d - d0) % step != 0]
+    return [major, minor]
 
 
 def step_data(buckets, sampled_ns: float) -> tuple[np.ndarray, np.ndarray]:
@@ -179,5 +184,13 @@ class HistogramPlot(pg.PlotWidget):
             if len(pos):
                 ys += [pos.min(), pos.max()]
         item = self.getPlotItem()
-        item.getAxis("bottom").setTicks(decade_ticks(min(xs), max(xs), ns_label) if xs else None)
-        item.getAxis("left").setTicks(decade_ticks(min(ys), max(ys), count_label) if ys else None)
+        # about 55 px per "100 µs"-wide label, 22 px per label row on the count axis
+        bottom = decade_ticks(min(xs), max(xs), ns_label, max(2, self.width() // 55)) if xs else None
+        left = decade_ticks(min(ys), max(ys), count_label, max(2, self.height() // 22)) if ys else None
+        item.getAxis("bottom").setTicks(bottom)
+        item.getAxis("left").setTicks(left)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if "_curves" in self.__dict__:      # GraphicsView.__init__ resizes before our fields exist
+            self._update_ticks()

@@ -199,11 +199,10 @@ class ProbePanel(QWidget):
         self.slack_spin = QSpinBox(self)
         self.slack_spin.setRange(-1, 1_000_000_000)
         self.slack_spin.setValue(-1)
-        self.slack_spin.setSpecialValueText("slack inherited")
-        self.slack_spin.setPrefix("slack ")
+        self.slack_spin.setSpecialValueText("inherited")
         self.slack_spin.setSuffix(" ns")
         self.slack_spin.setToolTip("Timer slack of the probe (prctl PR_SET_TIMERSLACK)")
-        self.sched_row = self._row(self.policy_combo, self.priority_spin, self.slack_spin)
+        self.sched_row = self._row(self.policy_combo, self.priority_spin)
 
         self.run_button = QPushButton("Run", self)
         self.run_button.setDefault(True)
@@ -233,6 +232,7 @@ class ProbePanel(QWidget):
         form.addRow("CPUs", self._row(self.cpu_edit, self.unbound_check))
         form.addRow("duration", self.seconds_spin)
         form.addRow("scheduling", self.sched_row)
+        form.addRow("timer slack", self.slack_spin)
         self.progress = QProgressBar(self)
         self.progress.setRange(0, 1000)
         self.progress.setValue(0)
@@ -292,6 +292,8 @@ class ProbePanel(QWidget):
         split.addWidget(right)
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
+        # the form needs ~300 px; the plots take whatever the dock has beyond it
+        split.setSizes([300, 900])
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addWidget(split)
@@ -648,6 +650,7 @@ class ProbePanel(QWidget):
         probe = self.probe
         self.options_stack.setCurrentIndex([k for k, _ in PROBES].index(probe))
         self.sched_row.setEnabled(probe in SCHED_PROBES)
+        self.slack_spin.setEnabled(probe in SCHED_PROBES)
         self.unbound_check.setEnabled(probe in ("jitter", "wakeup", "counters"))
         self.seconds_spin.setEnabled(probe in ("jitter", "wakeup", "counters"))
 

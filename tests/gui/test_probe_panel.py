@@ -172,3 +172,28 @@ def test_sweep_and_c2c_from_the_panel(qtbot, panel):
     _run(qtbot, panel)
     assert panel.c2c_heatmap.image.image.shape == (2, 2)
     assert panel.c2c_heatmap.matrix[0, 1] > 0
+
+
+def test_main_window_wires_the_panel(qtbot):
+    from app.sampler import Sampler
+    from app.sysroot import SysRoot
+    from tests.machines import extract, machine
+    from widgets.main_window import MainWindow
+    w = MainWindow(None)
+    qtbot.addWidget(w)
+    # 2x Xeon Gold 6330, hyperthread siblings N and N+56: the grid's order is not the id order
+    state = Sampler(SysRoot(extract(machine("master.internal")))).tick()
+    w.set_state(state)
+    assert w.probe_dock.widget() is w.probe_panel
+    assert "&Probes" in [a.text() for a in w.menuBar().actions()]
+    cpu = state.topology.online[-1]
+    w.topology_view.cpu_selected.emit(cpu)
+    assert w.probe_panel.cpu_edit.text() == str(cpu)
+    # sweep bars and the c2c matrix follow the grid's order: every online CPU, siblings together
+    order = w.probe_panel._order
+    assert sorted(order) == sorted(state.topology.online)
+    for core in state.topology.cores:
+        i = order.index(core.cpus[0])
+        assert tuple(order[i:i + len(core.cpus)]) == core.cpus
+    assert order != sorted(order)
+
