@@ -23,9 +23,10 @@ from dataclasses import dataclass
 
 import shiboken6
 from PySide6.QtCore import QMimeData, QObject, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QAction, QBrush, QColor, QFont, QFontMetricsF, QKeySequence, QPainter, QPainterPath, QPen
+from PySide6.QtGui import (QAction, QBrush, QColor, QFont, QFontMetricsF, QGuiApplication, QKeySequence, QPainter,
+                           QPainterPath, QPen)
 from PySide6.QtWidgets import (QAbstractItemView, QApplication, QDialog, QDialogButtonBox, QDockWidget, QFrame,
-                               QGraphicsItem, QGraphicsPathItem, QHBoxLayout, QLabel, QLineEdit, QMenu,
+                               QGraphicsItem, QGraphicsPathItem, QHBoxLayout, QLabel, QLayout, QLineEdit, QMenu,
                                QPushButton, QSizePolicy, QToolButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout,
                                QWidget)
 
@@ -497,6 +498,10 @@ class PinDialog(QDialog):
         lay.addWidget(self.cpu_edit)
         lay.addWidget(self.reason_label)
         lay.addWidget(self.buttons)
+        if QGuiApplication.platformName() == "offscreen":
+            # As in MainWindow: the offscreen platform warns "does not support propagateSizeHints()"
+            # for a top-level window whose layout sets a minimum size.
+            lay.setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
         self.buttons.accepted.connect(self._on_buttons_accepted)
         self.buttons.rejected.connect(self.reject)
         self.cpu_edit.textChanged.connect(self._on_cpu_edit_text_changed)
@@ -575,7 +580,7 @@ class PinResultLine(QWidget):
 class PinJournalWidget(QWidget):
     """The pin journal of this machine, newest first: one row per write (pin, undo, redo, restore)."""
 
-    COLUMNS = ("#", "Time", "Action", "Target", "CPUs", "Result")
+    COLUMNS = ("Time", "Action", "Target", "CPUs", "Result", "#")
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -584,7 +589,7 @@ class PinJournalWidget(QWidget):
         self.tree.setUniformRowHeights(True)
         self.tree.setHeaderLabels(list(self.COLUMNS))
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
-        for col, w in enumerate((40, 70, 60, 190, 90)):
+        for col, w in enumerate((70, 60, 220, 110, 260)):
             self.tree.setColumnWidth(col, w)
         self.buttons = QHBoxLayout()
         self.buttons.setContentsMargins(0, 0, 0, 0)
@@ -615,13 +620,15 @@ class PinJournalWidget(QWidget):
             target = f"{'IRQ' if e.kind == 'irq' else e.kind} {e.target_id}" + (f" ({e.label})" if e.label else "")
             before = format_cpulist(e.before) if e.before is not None else "?"
             result = e.state + (f" {e.code}" if e.code and e.code != "ok" else "")
-            item = QTreeWidgetItem([str(e.id), time.strftime("%H:%M:%S", time.localtime(e.time)), action, target,
-                                    f"{before} → {format_cpulist(e.requested)}", result])
+            item = QTreeWidgetItem([time.strftime("%H:%M:%S", time.localtime(e.time)), action, target,
+                                    f"{before} → {format_cpulist(e.requested)}",
+                                    result + (f": {e.message}" if e.message and e.state == "failed" else ""),
+                                    str(e.id)])
             if e.message:
                 for c in range(len(self.COLUMNS)):
                     item.setToolTip(c, e.message)
             if e.state == "failed":
-                item.setForeground(5, QColor(FAIL_COLOR))
+                item.setForeground(4, QColor(FAIL_COLOR))
             items.append(item)
         self.tree.addTopLevelItems(items)
         return True
@@ -728,7 +735,7 @@ class PinController(QObject):
             self.edit_menu.addAction(a)
 
         self.result_line = PinResultLine(w)
-        w.statusBar().addWidget(self.result_line, 2)
+        w.statusBar().insertWidget(0, self.result_line, 3)
 
         self.journal_widget = PinJournalWidget(w)
         for a in (self.undo_action, self.redo_action, self.restore_action):
@@ -737,11 +744,12 @@ class PinController(QObject):
         self.journal_dock = QDockWidget("Pins", w)
         self.journal_dock.setObjectName("pins-dock")
         self.journal_dock.setWidget(self.journal_widget)
-        w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.journal_dock)
-        details = getattr(w, "details_dock", None)
-        if details is not None:
-            w.tabifyDockWidget(details, self.journal_dock)
-            details.raise_()
+        # A tab beside the thread table: the journal is a wide table, the right-hand dock is narrow.
+        w.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.journal_dock)
+        threads = getattr(w, "thread_dock", None)
+        if threads is not None:
+            w.tabifyDockWidget(threads, self.journal_dock)
+            threads.raise_()
 
         self.restore_bar = RestoreBar(w)
         central = w.centralWidget()
