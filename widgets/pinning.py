@@ -839,7 +839,11 @@ class PinController(QObject):
         if service is None:
             return [self._unavailable]
         gone = {f"{t.describe()} has exited" for t in request.targets}
-        return [r for r in service.preflight(request) if r not in gone]
+        try:
+            reasons = service.preflight(request)
+        except CoremapError as e:          # e.g. a proc file that cannot be read: say so, refuse
+            return [str(e)]
+        return [r for r in reasons if r not in gone]
 
     def request(self, request: PinRequest) -> list[PinResult]:
         """Apply `request` and show its results; [] (with the reason shown) when pinning is unavailable."""
@@ -847,7 +851,11 @@ class PinController(QObject):
         if service is None:
             self.result_line.show_message(self._unavailable, ok=False)
             return []
-        results = service.apply(request)
+        try:
+            results = service.apply(request)
+        except CoremapError as e:          # the journal cannot be written, a root that went away, ...
+            self.result_line.show_message(str(e), ok=False)
+            return []
         denied = tuple(r.target for r in results if r.code == "denied")
         self._retry = PinRequest(denied, request.cpus, origin="retry") if denied else None
         self._show(results, "", can_retry=bool(denied) and service.root.is_live)
@@ -964,18 +972,26 @@ class PinController(QObject):
     def _on_undo_triggered(self) -> None:
         s = self._service()
         if s is not None:
-            self._show(s.undo(), "undo")
+            self._run(s.undo, "undo")
 
     def _on_redo_triggered(self) -> None:
         s = self._service()
         if s is not None:
-            self._show(s.redo(), "redo")
+            self._run(s.redo, "redo")
 
     def _on_restore_triggered(self) -> None:
         s = self._service()
-        if s is not None:
-            self._show(s.restore_all(), "restore")
+        if s is not None and self._run(s.restore_all, "restore"):
             self.restore_bar.hide()
+
+    def _run(self, action: Callable[[], list[PinResult]], what: str) -> bool:
+        try:
+            results = action()
+        except CoremapError as e:
+            self.result_line.show_message(f"{what}: {e}", ok=False)
+            return False
+        self._show(results, what)
+        return True
 
     def _on_restore_bar_restore_clicked(self) -> None:
         self._on_restore_triggered()
@@ -993,11 +1009,10 @@ class PinController(QObject):
         # The helper is the service's writer for this one retry only: a later denied pin asks again.
         s.writer = self._helper
         try:
-            results = s.apply(req)
+            self._run(lambda: s.apply(req), "retry")
         finally:
             s.writer = None
         self._retry = None
-        self._show(results, "retry")
 
     def close(self) -> None:
         if self._helper is not None and hasattr(self._helper, "close"):

@@ -428,3 +428,48 @@ def test_restore_bar_dismiss_changes_nothing(qtbot, tmp_path, parked_thread):
     qtbot.mouseClick(bar.dismiss_button, Qt.MouseButton.LeftButton)
     assert not bar.isVisibleTo(w) and _aff(tid) == (CPUS[0],)
     journal.close()
+
+
+# -- a whole process, and the result line ------------------------------------------------------------------------
+@needs_two_cpus
+def test_drop_a_process_pins_each_of_its_threads(live, qtbot):
+    import subprocess
+    import sys
+    w, service = live
+    code = ("import threading, time, sys\n"
+            "for _ in range(3): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "print('ready', flush=True); sys.stdin.read()")
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{p.pid}/task"))
+        assert len(tids) == 4
+        req = _drag_drop(qtbot, w.topology_view, w.topology_view.cell_item(CPUS[-1]), _mime("process", [p.pid]))
+        assert req.targets == (PinTarget("process", p.pid),)
+        assert all(_aff(t) == (CPUS[-1],) for t in tids)
+        line = w.pin_controller.result_line
+        assert line.text() == "4 targets: 4 ok, 0 failed"
+        assert [x.split(":")[0] for x in line.label.toolTip().splitlines()] == \
+            [f"thread {t} ({Path(f'/proc/{p.pid}/task/{t}/comm').read_text().strip()})" for t in tids]
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_result_line_offers_retry_only_for_denied_writes(qtbot):
+    from app.affinity import PinResult
+    from widgets.pinning import PinResultLine
+    line = PinResultLine()
+    qtbot.addWidget(line)        # not shown: a top-level with a layout warns on the offscreen platform
+    t = PinTarget("thread", 4321, 4321, "sshd")
+    denied = PinResult(t, False, "denied", "thread 4321 (sshd) belongs to another user; needs the helper",
+                       (0, 1), (1,), None, None, 7)
+    ok = PinResult(PinTarget("irq", 24), True, "ok", "", (0, 1), (1,), (1,), (1,), 8)
+    line.show_results([denied, ok], can_retry=True)
+    assert not line.retry_button.isHidden()
+    assert line.text() == ("thread 4321 (sshd) belongs to another user; needs the helper; "
+                           "irq 24: 0-1 → 1 ok")
+    line.show_results([denied], can_retry=False)          # a capture: no helper can write there
+    assert line.retry_button.isHidden()
+    line.show_results([ok], can_retry=True)
+    assert line.retry_button.isHidden()
