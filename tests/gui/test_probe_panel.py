@@ -70,6 +70,15 @@ def test_jitter_run_then_overlay(qtbot, panel):
     assert len(panel.histogram_plot.legend_labels()) == 2
     assert panel.table.rowCount() == 2
     assert "unbound" in panel.histogram_plot.legend_labels()[1]
+    # unticking a run hides its curves; Remove takes it off the plots, the legend and the table
+    item = panel.runs_list.item(0)
+    item.setCheckState(Qt.CheckState.Unchecked)
+    assert not panel.histogram_plot.curve(rec.key).isVisible()
+    assert not panel.percentile_plot.curve(rec.key).isVisible()
+    panel.runs_list.setCurrentItem(item)
+    panel.remove_button.click()
+    assert rec.key not in panel.histogram_plot.keys() and len(panel.histogram_plot.legend_labels()) == 1
+    assert panel.table.rowCount() == 1 and len(panel.runs) == 1
 
 
 def test_cancel_kills_the_probe(qtbot, panel):
@@ -197,3 +206,12 @@ def test_main_window_wires_the_panel(qtbot):
         assert tuple(order[i:i + len(core.cpus)]) == core.cpus
     assert order != sorted(order)
 
+
+
+def test_no_cpu_left_for_coremap_means_no_move():
+    from widgets.probe_controller import OwnAffinityGuard
+    g = OwnAffinityGuard()
+    before = _own_affinities()
+    note = g.exclude(online_cpus())
+    assert note is not None and "stay where they are" in note and not g.active
+    assert _own_affinities() == before
