@@ -74,20 +74,40 @@ def sync_rows(model, parent: QModelIndex, old: list, new: Sequence,
     return True
 
 
-def emit_changed_runs(model, changed: dict[int, list[int]], parent: QModelIndex = QModelIndex()) -> int:
-    """dataChanged for each contiguous run of changed rows, per column. Returns the number of signals."""
+def changed_columns(old: tuple, new: tuple) -> tuple[tuple[int, int], ...]:
+    """The column ranges (first, last) whose cells differ between two rows of cells."""
+    ranges = []
+    start = None
+    for c in range(len(new)):
+        if old[c] != new[c]:
+            if start is None:
+                start = c
+        elif start is not None:
+            ranges.append((start, c - 1))
+            start = None
+    if start is not None:
+        ranges.append((start, len(new) - 1))
+    return tuple(ranges)
+
+
+def emit_changed(model, changes: list[tuple[int, tuple[tuple[int, int], ...]]],
+                 parent: QModelIndex = QModelIndex()) -> int:
+    """dataChanged for exactly the changed cells, as few signals as that allows: `changes` holds
+    (row, column ranges) in ascending rows; neighbouring rows with the same ranges share a signal.
+    Fewer signals matter: a sorting proxy handles each one separately. Returns the signal count."""
     n = 0
-    for col, rows in changed.items():
-        rows.sort()
-        start = prev = rows[0]
-        for r in rows[1:] + [None]:
-            if r is not None and r == prev + 1:
-                prev = r
-                continue
-            model.dataChanged.emit(model.index(start, col, parent), model.index(prev, col, parent))
+    i = 0
+    while i < len(changes):
+        first, ranges = changes[i]
+        last = first
+        j = i + 1
+        while j < len(changes) and changes[j][0] == last + 1 and changes[j][1] == ranges:
+            last += 1
+            j += 1
+        for c0, c1 in ranges:
+            model.dataChanged.emit(model.index(first, c0, parent), model.index(last, c1, parent))
             n += 1
-            if r is not None:
-                start = prev = r
+        i = j
     return n
 
 
@@ -172,18 +192,15 @@ class IrqTableModel(QAbstractTableModel):
         if rates_known != self._rates_known:
             self._rates_known = rates_known
             self.headerDataChanged.emit(Qt.Orientation.Horizontal, COL_RATE, COL_RATE)
-        changed: dict[int, list[int]] = {}
+        changes = []
         for r, key in enumerate(self._keys):
             old = old_cells.get(key)
-            if old is None:
-                continue
-            new = new_cells[key]
-            if old != new:
-                for c in range(len(_HEADERS)):
-                    if old[c] != new[c]:
-                        changed.setdefault(c, []).append(r)
-        if changed:
-            emit_changed_runs(self, changed)
+            if old is not None:
+                new = new_cells[key]
+                if old is not new and old != new:
+                    changes.append((r, changed_columns(old, new)))
+        if changes:
+            emit_changed(self, changes)
 
     def irq_at(self, row: int) -> str:
         return self._keys[row]

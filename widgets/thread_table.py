@@ -16,7 +16,8 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout, QWidget
 
 from widgets.formatting import format_cpus, format_percent, format_rate
-from widgets.irq_table import emit_changed_runs, sync_rows
+from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
+from widgets.irq_table import changed_columns, emit_changed, sync_rows
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # lower-case text the filter words are looked for in
@@ -47,7 +48,7 @@ def _thread_cells(t, proc_comm: str, rate) -> tuple:
     pct = getattr(rate, "cpu_pct", None) if rate is not None else None
     migr = getattr(rate, "migrations_per_s", None) if rate is not None else None
     moved = getattr(rate, "moved", None) if rate is not None else None
-    fg = _KTHREAD_FG if t.kthread else None
+    fg = _KTHREAD_FG if t.flags & PF_KTHREAD else None
     cpu_tip = None
     if moved:
         cpu_tip = "moved to this CPU since the previous sample"
@@ -61,7 +62,8 @@ def _thread_cells(t, proc_comm: str, rate) -> tuple:
          None if migr is not None or rate is None else "migration count unavailable (needs CONFIG_SCHED_DEBUG)",
          fg),
         (format_cpus(t.allowed), _cpus_key(t.allowed),
-         "PF_NO_SETAFFINITY: the kernel does not let this thread be moved" if t.no_setaffinity else None, fg),
+         "PF_NO_SETAFFINITY: the kernel does not let this thread be moved"
+         if t.flags & PF_NO_SETAFFINITY else None, fg),
         (state, state, _STATE_NAMES.get(state), fg),
     )
 
@@ -88,7 +90,7 @@ def _process_cells(pid, comm, cmdline, threads, rates) -> tuple:
                 migr_sum += m
                 migr_known = True
     leader = leader or (threads[0] if threads else None)
-    kthread = leader.kthread if leader is not None else False
+    kthread = bool(leader.flags & PF_KTHREAD) if leader is not None else False
     fg = _KTHREAD_FG if kthread else None
     pct = pct_sum if pct_known else None
     migr = migr_sum if migr_known else None
@@ -127,6 +129,7 @@ class ThreadTreeModel(QAbstractItemModel):
         self._tcells: dict[int, tuple] = {}
         self._pfilter: dict[int, str] = {}
         self._tfilter: dict[int, str] = {}
+        self._built: dict[int, tuple] = {}    # tid -> ((task, rate, process comm), cells, filter text)
         self.generation = -1
 
     # -- the one way in ---------------------------------------------------------------------
@@ -146,6 +149,7 @@ class ThreadTreeModel(QAbstractItemModel):
         new_pfilter: dict[int, str] = {}
         new_tfilter: dict[int, str] = {}
         new_tids: dict[int, list[int]] = {}
+        built, new_built = self._built, {}
         for pid, threads in by_pid.items():
             threads.sort(key=lambda t: t.tid)
             info = processes.get(pid)
@@ -157,11 +161,20 @@ class ThreadTreeModel(QAbstractItemModel):
             new_pfilter[pid] = hay
             tids = []
             for t in threads:
-                new_tcells[t.tid] = _thread_cells(t, comm, _rate_of(rates, t.tid))
-                new_tfilter[t.tid] = f"{t.comm} {t.tid}".lower()
-                tids.append(t.tid)
+                tid = t.tid
+                rate = _rate_of(rates, tid)
+                inputs = (t, rate, comm)
+                prev = built.get(tid)
+                if prev is not None and prev[0] == inputs:
+                    new_tcells[tid], new_tfilter[tid] = prev[1], prev[2]
+                else:
+                    new_tcells[tid] = _thread_cells(t, comm, rate)
+                    new_tfilter[tid] = f"{t.comm} {tid}".lower()
+                new_built[tid] = (inputs, new_tcells[tid], new_tfilter[tid])
+                tids.append(tid)
             new_tids[pid] = tids
         new_pids = sorted(new_pcells)
+        self._built = new_built
 
         old_pcells, old_tcells = self._pcells, self._tcells
         # During the row moves below, views may ask for any row, old or new: serve both.
@@ -187,29 +200,25 @@ class ThreadTreeModel(QAbstractItemModel):
         self._pcells, self._tcells = new_pcells, new_tcells
         self._pfilter, self._tfilter = new_pfilter, new_tfilter
 
-        changed: dict[int, list[int]] = {}
+        changes = []
         for pid in new_pids:
             old = old_pcells.get(pid)
             new = new_pcells[pid]
-            if old is not None and old != new:
-                r = self._pid_row[pid]
-                for c in range(len(_HEADERS)):
-                    if old[c] != new[c]:
-                        changed.setdefault(c, []).append(r)
-            tchanged: dict[int, list[int]] = {}
+            if old is not None and old is not new and old != new:
+                changes.append((self._pid_row[pid], changed_columns(old, new)))
+            tchanges = []
             rows = self._tid_row[pid]
             for tid in new_tids[pid]:
                 old = old_tcells.get(tid)
                 new = new_tcells[tid]
-                if old is not None and old != new:
-                    r = rows[tid]
-                    for c in range(len(_HEADERS)):
-                        if old[c] != new[c]:
-                            tchanged.setdefault(c, []).append(r)
-            if tchanged:
-                emit_changed_runs(self, tchanged, self.createIndex(self._pid_row[pid], 0, 0))
-        if changed:
-            emit_changed_runs(self, changed)
+                if old is not None and old is not new and old != new:
+                    tchanges.append((rows[tid], changed_columns(old, new)))
+            if tchanges:
+                tchanges.sort()
+                emit_changed(self, tchanges, self.createIndex(self._pid_row[pid], 0, 0))
+        if changes:
+            changes.sort()
+            emit_changed(self, changes)
 
     def _reindex_pids(self) -> None:
         self._pid_row = {pid: r for r, pid in enumerate(self._pids)}

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -20,7 +22,7 @@ from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets.irq_table import (COL_EFFECTIVE, COL_IRQ, COL_RATE, NARROWED_BRUSH, IrqTableModel,
                                IrqTableWidget, KEY_ROLE, parse_filter)
-from widgets.thread_table import COL_ID, ID_ROLE, ThreadTableWidget
+from widgets.thread_table import COL_ID, ID_ROLE, ThreadTableWidget, ThreadTreeModel
 
 pytestmark = pytest.mark.qt_log_level_fail("WARNING")
 
@@ -323,3 +325,55 @@ def test_thread_tree_process_columns(qtbot, qtmodeltester):
 def _cpus_text(cpus):
     from app.parse.cpulist import format_cpulist
     return format_cpulist(cpus)
+
+
+def test_thread_tree_announces_exactly_the_changed_cells(qtbot, qtmodeltester):
+    sampler = Sampler(SysRoot("/"), interval=0.25)
+    # A process that burns CPU in random bursts (outside this interpreter's GIL), so its CPU %
+    # changes from tick to tick.
+    burner = subprocess.Popen([sys.executable, "-c", (
+        "import random, time\n"
+        "while True:\n"
+        "    end = time.time() + random.random() * 0.05\n"
+        "    while time.time() < end: pass\n"
+        "    time.sleep(random.random() * 0.05)\n")])
+    try:
+        model = ThreadTreeModel()
+        qtmodeltester.check(model)
+        model.set_state(sampler.tick())
+        time.sleep(0.3)
+        model.set_state(sampler.tick())
+        roles = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.UserRole + 1, Qt.ItemDataRole.ToolTipRole,
+                 Qt.ItemDataRole.ForegroundRole)
+
+        def snapshot():
+            out = {}
+            for pid in model.pids():
+                rows = [model.process_index(pid)] + [model.thread_index(pid, t) for t in model.tids_of(pid)]
+                for idx in rows:
+                    ident = idx.data(ID_ROLE)
+                    for c in range(model.columnCount()):
+                        out[(ident, c)] = tuple(model.index(idx.row(), c, idx.parent()).data(r) for r in roles)
+            return out
+
+        announced, resets = set(), []
+        model.modelReset.connect(lambda: resets.append(1))
+
+        def on_changed(tl, br, _roles=()):
+            assert tl.parent() == br.parent()
+            for r in range(tl.row(), br.row() + 1):
+                ident = model.index(r, 0, tl.parent()).data(ID_ROLE)
+                for c in range(tl.column(), br.column() + 1):
+                    announced.add((ident, c))
+        model.dataChanged.connect(on_changed)
+        before = snapshot()
+        time.sleep(0.3)
+        model.set_state(sampler.tick())
+        after = snapshot()
+        assert resets == []
+        changed = {k for k in after if k in before and after[k] != before[k]}
+        assert changed, "a process burning CPU in random bursts changes its CPU % between ticks"
+        assert announced == changed
+    finally:
+        burner.kill()
+        burner.wait()
