@@ -14,6 +14,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTableView, QVBoxLayout, QWidget
 
 from widgets.formatting import format_count, format_cpus, format_rate, format_shares, nonzero_pairs, shares_of
+from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1      # a number or a padded string, so columns sort naturally
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # (haystack text, CPUs the IRQ may or does land on)
@@ -218,6 +219,20 @@ class IrqTableModel(QAbstractTableModel):
 
     def columnCount(self, parent=QModelIndex()) -> int:
         return 0 if parent.isValid() else len(_HEADERS)
+
+    # -- drag source: numbered IRQs drag onto the grid as the pin MIME type (widgets/pinning.py) ----
+    def flags(self, index):
+        f = super().flags(index)
+        if index.isValid() and 0 <= index.row() < len(self._keys) and self._keys[index.row()].isdigit():
+            f |= Qt.ItemFlag.ItemIsDragEnabled       # LOC, NMI, ... are per-CPU counters, no affinity
+        return f
+
+    def mimeTypes(self) -> list[str]:
+        return [PIN_MIME]
+
+    def mimeData(self, indexes):
+        keys = {self._keys[i.row()] for i in indexes if i.isValid() and 0 <= i.row() < len(self._keys)}
+        return pin_mime_data(payload_from_rows(("irq", int(k), None) for k in keys if k.isdigit()))
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if orientation != Qt.Orientation.Horizontal or not 0 <= section < len(_HEADERS):

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit,
 from widgets.formatting import format_cpus, format_percent, format_rate
 from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
 from widgets.irq_table import changed_columns, emit_changed, sync_rows
+from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # lower-case text the filter words are looked for in
@@ -275,6 +276,25 @@ class ThreadTreeModel(QAbstractItemModel):
 
     def hasChildren(self, parent=QModelIndex()) -> bool:
         return self.rowCount(parent) > 0
+
+    # -- drag source: threads and processes drag onto the grid as the pin MIME type (widgets/pinning.py)
+    def flags(self, index):
+        f = super().flags(index)
+        return f | Qt.ItemFlag.ItemIsDragEnabled if index.isValid() else f
+
+    def mimeTypes(self) -> list[str]:
+        return [PIN_MIME]
+
+    def mimeData(self, indexes):
+        rows = []
+        for i in indexes:
+            if i.isValid():
+                ident = i.internalId()
+                if ident == 0:
+                    rows.append(("process", self._pids[i.row()], self._pids[i.row()]))
+                else:
+                    rows.append(("thread", self._tids[ident - 1][i.row()], ident - 1))
+        return pin_mime_data(payload_from_rows(rows, self.tids_of))
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if orientation == Qt.Orientation.Horizontal and 0 <= section < len(_HEADERS):
