@@ -8,7 +8,7 @@ import pytest
 
 from app.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.gui.test_tables import raw_interrupts
+from tests.gui.test_tables import LiveStates, raw_interrupts
 from tests.machines import extract
 from widgets.cpu_details import TOP_ROWS, CpuDetailsWidget, cpu_irqs, cpu_threads
 
@@ -83,7 +83,7 @@ def test_isolated_cpu_position_on_worker1(qtbot):
 
 
 def test_live_threads_and_rates_on_a_cpu(qtbot):
-    sampler = Sampler(SysRoot("/"), interval=0.25)
+    sampler = LiveStates()
     sampler.tick()
     time.sleep(0.3)
     state = sampler.tick()

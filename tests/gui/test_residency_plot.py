@@ -9,9 +9,8 @@ import pytest
 
 from app.machine.sample import MachineSample
 from app.machine.threads import TaskSample, ThreadsSample
-from app.sampler import Sampler
 from app.state import MachineState
-from app.sysroot import SysRoot
+from tests.gui.test_tables import LiveStates
 from widgets.residency_plot import ResidencyPlot
 
 pytestmark = pytest.mark.qt_log_level_fail("WARNING")
@@ -75,8 +74,7 @@ def test_live_trail_of_a_thread(qtbot):
     t.start()
     try:
         tid = t.native_id
-        sampler = Sampler(SysRoot("/"), interval=0.25)
-        sampler.track([tid])
+        sampler = LiveStates(track=[tid])
         plot = ResidencyPlot()
         qtbot.addWidget(plot)
         plot.set_tids([tid])

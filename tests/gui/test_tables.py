@@ -12,11 +12,18 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QModelIndex, Qt
 
-from app.machine.interrupts import IrqTable
+from app.machine.interrupts import read_irqs
+from app.machine.sample import read_sample
+from app.machine.threads import TaskReader
+from app.machine.topology import read_topology
+from app.rates import rates
+from app.residency import ResidencyTracker
+from app.state import MachineState
 from app.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
@@ -25,6 +32,35 @@ from widgets.irq_table import (COL_EFFECTIVE, COL_IRQ, COL_RATE, NARROWED_BRUSH,
 from widgets.thread_table import COL_ID, ID_ROLE, ThreadTableWidget, ThreadTreeModel
 
 pytestmark = pytest.mark.qt_log_level_fail("WARNING")
+
+
+class LiveStates:
+    """MachineStates of this machine built from the readers, one per `tick()`, every tick reading every
+    thread in full detail (allowed CPUs, migrations). The Sampler paces its thread reads to a CPU
+    budget; these tests need threads (and their rates) on every tick, whatever that pace is."""
+
+    def __init__(self, track=()):
+        self.root = SysRoot("/")
+        self.reader = TaskReader(self.root, detail="full")
+        self.topology = read_topology(self.root)
+        self.irqs = read_irqs(self.root)
+        self.tracker = ResidencyTracker(60.0)
+        self.track = list(track)
+        self.previous = None
+        self.generation = 0
+
+    def tick(self) -> MachineState:
+        sample = read_sample(self.root, tasks=True, reader=self.reader)
+        prev, self.previous = self.previous, sample
+        r = None
+        if prev is not None and sample.time > prev.time:
+            r = rates(prev, sample, sample.time - prev.time)
+            self.tracker.add(sample.time, prev.tasks, sample.tasks, self.track)
+        self.generation += 1
+        residency = {t: self.tracker.share(t) for t in self.track if self.tracker.share(t)}
+        trails = {t: tuple(self.tracker.trail(t)) for t in self.track if self.tracker.trail(t)}
+        return MachineState(self.generation, self.topology, sample, r, self.irqs,
+                            residency=residency, trails=trails)
 
 
 # -- oracles ----------------------------------------------------------------------------------------
@@ -246,7 +282,7 @@ def test_thread_tree_live_filter_select_exit(qtbot, qtmodeltester):
     needle = f"cmneedle{os.getpid() % 100000}"[:15]
     thread, stop, tid_box = start_named_thread(needle)
     tid, pid = tid_box[0], os.getpid()
-    sampler = Sampler(SysRoot("/"), interval=0.25)
+    sampler = LiveStates()
     widget = ThreadTableWidget()
     qtbot.addWidget(widget)
     qtmodeltester.check(widget.model)
@@ -303,7 +339,7 @@ def test_thread_tree_live_filter_select_exit(qtbot, qtmodeltester):
 
 
 def test_thread_tree_process_columns(qtbot, qtmodeltester):
-    sampler = Sampler(SysRoot("/"))
+    sampler = LiveStates()
     sampler.tick()
     time.sleep(0.25)
     state = sampler.tick()
@@ -318,8 +354,10 @@ def test_thread_tree_process_columns(qtbot, qtmodeltester):
     assert pidx.data() == tasks[me].comm
     pct_sum = sum(state.rates.tasks[t].cpu_pct for t in model.tids_of(me) if t in state.rates.tasks)
     assert model.index(pidx.row(), 3).data(Qt.ItemDataRole.UserRole + 1) == pytest.approx(pct_sum)
-    if tasks[me].allowed is not None:
-        assert model.index(pidx.row(), 5).data() == _cpus_text(tasks[me].allowed)
+    assert tasks[me].allowed                # full detail reads status: Cpus_allowed_list
+    assert model.index(pidx.row(), 5).data() == _cpus_text(tasks[me].allowed)
+    allowed = (Path("/proc") / str(me) / "status").read_text().split("Cpus_allowed_list:")[1].split()[0]
+    assert model.index(pidx.row(), 5).data() == allowed
 
 
 def _cpus_text(cpus):
@@ -327,8 +365,8 @@ def _cpus_text(cpus):
     return format_cpulist(cpus)
 
 
-def test_thread_tree_announces_exactly_the_changed_cells(qtbot, qtmodeltester):
-    sampler = Sampler(SysRoot("/"), interval=0.25)
+def test_thread_tree_announces_exactly_the_changed_cells(qtbot):
+    sampler = LiveStates()
     # A process that burns CPU in random bursts (outside this interpreter's GIL), so its CPU %
     # changes from tick to tick.
     burner = subprocess.Popen([sys.executable, "-c", (
@@ -338,8 +376,7 @@ def test_thread_tree_announces_exactly_the_changed_cells(qtbot, qtmodeltester):
         "    while time.time() < end: pass\n"
         "    time.sleep(random.random() * 0.05)\n")])
     try:
-        model = ThreadTreeModel()
-        qtmodeltester.check(model)
+        model = ThreadTreeModel()     # (qtmodeltester watches this model in the two tests above)
         model.set_state(sampler.tick())
         time.sleep(0.3)
         model.set_state(sampler.tick())
