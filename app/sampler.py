@@ -14,6 +14,7 @@ is never shown as a rate.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from collections.abc import Iterable
@@ -29,6 +30,9 @@ from app.sysroot import SysRoot
 
 ONE_CAPTURE_NOTE = "one capture only: totals shown, not rates"
 MIN_INTERVAL, MAX_INTERVAL = 0.25, 5.0
+THREAD_BUDGET = 0.01        # share of one core the thread list may cost (read time / period)
+MAX_THREAD_PERIOD = 5.0
+THREAD_SLOW_AT = 1000       # threads; below this the thread list is read on every tick
 
 
 class Sampler:
@@ -52,6 +56,10 @@ class Sampler:
         self._tids: tuple[int, ...] = ()
         self._pids: tuple[int, ...] = ()
         self._frozen: tuple | None = None      # (sample, rates, notes) of a captured machine
+        self._task_sample: MachineSample | None = None   # the last sample that read the threads
+        self._task_rates = None                          # Rates between the last two thread reads
+        self._tasks_due = 0.0
+        self.thread_period = self.interval
 
     # -- control -----------------------------------------------------------------------------------
     def track(self, tids: Iterable[int], pids: Iterable[int] = ()) -> None:
@@ -71,28 +79,57 @@ class Sampler:
 
     def set_interval(self, seconds: float) -> float:
         self.interval = clamp_interval(seconds)
+        self.thread_period = max(self.thread_period, self.interval)
+        self._tasks_due = 0.0       # re-measure the thread read at the new pace
         return self.interval
 
     # -- one tick ----------------------------------------------------------------------------------
     def tick(self) -> MachineState:
         if not self.live:
             return self._tick_captured()
-        sample = read_sample(self.root, tasks=True, reader=self._reader)
+        now = self._clock()
+        want_tasks = self._task_sample is None or now >= self._tasks_due
+        t0 = time.perf_counter()
+        sample = read_sample(self.root, tasks=want_tasks, reader=self._reader)
+        cost = time.perf_counter() - t0
         previous, self._previous = self._previous, sample
         rates = None
-        notes: list[str] = []
-        if previous is not None:
-            seconds = sample.time - previous.time
-            if seconds > 0:
-                rates = compute_rates(previous, sample, seconds)
-            if previous.tasks is not None and sample.tasks is not None:
-                self._tracker.add(sample.time, previous.tasks, sample.tasks, self._tracked_tids(sample))
-        now = self._clock()
+        if previous is not None and sample.time > previous.time:
+            rates = compute_rates(_counters_of(previous), _counters_of(sample), sample.time - previous.time)
+        if want_tasks:
+            self._read_tasks_done(sample, now, cost)
+        else:
+            sample = replace(sample, tasks=self._task_sample.tasks)
+        if rates is not None and self._task_rates is not None:
+            rates = replace(rates, tasks=self._task_rates.tasks, exited_tids=self._task_rates.exited_tids)
         if self._irqs_at is None or now - self._irqs_at >= self.irq_refresh_seconds:
             self._irqs = read_irqs(self.root)
             self._irqs_at = now
+        notes: list[str] = []
+        if self.thread_period > self.interval:
+            n = len(sample.tasks.tasks) if sample.tasks is not None else 0
+            notes.append(f"{n:,} threads: the thread list is read every {self.thread_period:g} s, "
+                         f"counters every {self.interval:g} s (keeps coremap's own CPU use low)")
         notes.extend(self.topology.notes)
         return self._state(sample, rates, tuple(notes))
+
+    def _read_tasks_done(self, sample: MachineSample, now: float, cost: float) -> None:
+        """Rates and residency of threads between this thread read and the previous one; when the
+        next read is due. Reading every thread's stat costs ~10 us a thread (open+read+close of
+        /proc/PID/task/TID/stat), so with thousands of threads it is read less often than the
+        counters: at most THREAD_BUDGET of one core, and at least every MAX_THREAD_PERIOD."""
+        prev, self._task_sample = self._task_sample, sample
+        if (prev is not None and prev.tasks is not None and sample.tasks is not None
+                and sample.time > prev.time):
+            self._task_rates = compute_rates(_tasks_of(prev), _tasks_of(sample), sample.time - prev.time)
+            self._tracker.add(sample.time, prev.tasks, sample.tasks, self._tracked_tids(sample))
+        n = len(sample.tasks.tasks) if sample.tasks is not None else 0
+        # Below THREAD_SLOW_AT threads the list is cheap: read it every tick, whatever the load.
+        period = self.interval if n < THREAD_SLOW_AT else min(MAX_THREAD_PERIOD, max(self.interval, cost / THREAD_BUDGET))
+        ticks = max(1, math.ceil(period / self.interval - 1e-9))
+        self.thread_period = ticks * self.interval
+        # Half a tick early, so timer jitter does not push the read one tick later.
+        self._tasks_due = now + (ticks - 0.5) * self.interval if ticks > 1 else now
 
     def _tick_captured(self) -> MachineState:
         if self._frozen is None:
@@ -147,6 +184,14 @@ class Sampler:
             residency=residency,
             trails=trails,
         )
+
+
+def _counters_of(s: MachineSample) -> MachineSample:
+    return replace(s, tasks=None)
+
+
+def _tasks_of(s: MachineSample) -> MachineSample:
+    return replace(s, interrupts=None, softirqs=None, stat=None)
 
 
 def clamp_interval(seconds: float) -> float:

@@ -38,6 +38,7 @@ class MainWindow(QMainWindow):
         self._state = None
         self._interval = interval
         self._paused = False
+        self._applied_threads = None
         self.setObjectName("coremap-main-window")
         self.setWindowTitle("coremap")
 
@@ -184,7 +185,11 @@ class MainWindow(QMainWindow):
         self.topology_view.set_state(state)
         self.summary.set_state(state)
         self.irq_table.set_state(state)
-        self.thread_table.set_state(state)
+        if first or _threads_changed(self._applied_threads, state):
+            # The thread list is read less often than the counters on a machine with thousands of
+            # threads (app/sampler.py); re-applying an unchanged list would cost as much as a new one.
+            self.thread_table.set_state(state)
+            self._applied_threads = _thread_key(state)
         self.cpu_details.set_state(state)
         self.residency_plot.set_state(state)
         if first:
@@ -287,3 +292,14 @@ class MainWindow(QMainWindow):
         self.pin_controller.close()
         self.probe_panel.cancel()
         super().closeEvent(event)
+
+
+def _thread_key(state):
+    """The objects the thread table shows (held, not their ids, so an id cannot be reused)."""
+    return (state.sample.tasks, state.rates.tasks if state.rates is not None else None)
+
+
+def _threads_changed(applied, state) -> bool:
+    if applied is None:
+        return True
+    return any(a is not b for a, b in zip(applied, _thread_key(state)))

@@ -138,3 +138,33 @@ def test_interval_is_clamped_to_what_the_window_offers():
     assert clamp_interval(0.01) == 0.25
     assert clamp_interval(60) == 5.0
     assert Sampler(SysRoot(extract("sno")), interval=2).interval == 2.0
+
+
+def test_thousands_of_threads_are_read_less_often_than_the_counters(monkeypatch):
+    import app.sampler as sampler_mod
+    stop = threading.Event()
+    threads = [threading.Thread(target=stop.wait, daemon=True) for _ in range(sampler_mod.THREAD_SLOW_AT)]
+    for t in threads:
+        t.start()
+    try:
+        # Any measured cost is over a budget this small: the period goes to its maximum.
+        monkeypatch.setattr(sampler_mod, "THREAD_BUDGET", 1e-12)
+        clock = FakeClock()
+        s = Sampler(SysRoot("/"), interval=1.0, clock=clock)
+        a = s.tick()
+        assert s.thread_period == sampler_mod.MAX_THREAD_PERIOD
+        clock.now += 1.0
+        b = s.tick()
+        assert b.sample.tasks is a.sample.tasks                  # carried, not re-read
+        assert b.sample.interrupts is not a.sample.interrupts    # counters read every tick
+        assert b.rates is not None and b.rates.tasks == {}       # no thread rates before a 2nd read
+        assert "thread list is read every 5 s" in b.notes[0]
+        clock.now += 4.0
+        c = s.tick()
+        assert c.sample.tasks is not a.sample.tasks
+        assert c.rates.tasks and threading.get_native_id() in c.rates.tasks
+        clock.now += 1.0
+        d = s.tick()
+        assert d.rates.tasks is c.rates.tasks                    # thread rates carried between reads
+    finally:
+        stop.set()
