@@ -473,3 +473,40 @@ def test_result_line_offers_retry_only_for_denied_writes(qtbot):
     assert line.retry_button.isHidden()
     line.show_results([ok], can_retry=True)
     assert line.retry_button.isHidden()
+
+
+# -- drag sources: the tables' own mimeData, dropped on the grid --------------------------------------------------
+def test_irq_rows_drag_as_the_pin_type_and_drop_on_the_grid(sno, qtbot):
+    w, service, root = sno
+    model, proxy = w.irq_table.model, w.irq_table.proxy
+    row = proxy.mapFromSource(model.index(model.row_of("27"), 0))
+    loc = proxy.mapFromSource(model.index(model.row_of("LOC"), 0))
+    assert proxy.flags(row) & Qt.ItemFlag.ItemIsDragEnabled
+    assert not proxy.flags(loc) & Qt.ItemFlag.ItemIsDragEnabled       # a per-CPU counter: no affinity
+    assert proxy.mimeData([loc]) is None
+    mime = proxy.mimeData([row, proxy.index(row.row(), 3)])             # a whole row: one IRQ
+    assert mime.formats() == [PIN_MIME] and not mime.hasText()
+    req = _drag_drop(qtbot, w.topology_view, w.topology_view.cell_item(9), mime)
+    assert req.targets == (PinTarget("irq", 27),) and _irq_file(root, 27) == (9,)
+    # The CPU details' IRQ list is a source too.
+    w.cpu_details.set_cpu(9)
+    table = w.cpu_details.irq_table
+    keys = [table.item(r, 0).text() for r in range(table.rowCount())]
+    numbered = [k for k in keys if k.isdigit()]
+    assert numbered, keys
+    table.selectRow(keys.index(numbered[0]))
+    mime = table.model().mimeData(table.selectionModel().selectedRows(0))
+    assert parse_pin_payload(bytes(mime.data(PIN_MIME).data())) == PinPayload("irq", (int(numbered[0]),))
+
+
+def test_thread_rows_drag_as_the_pin_type(parked_thread, live, qtbot):   # thread first: the window lists it
+    w, _ = live
+    tid, pid = parked_thread.native_id, os.getpid()
+    table = w.thread_table
+    assert table.select_thread(pid, tid)
+    mime = table.proxy.mimeData(table.view.selectionModel().selectedRows(0))
+    assert mime.formats() == [PIN_MIME]
+    assert parse_pin_payload(bytes(mime.data(PIN_MIME).data())) == PinPayload("thread", (tid,), pid)
+    proc = table.proxy.mapFromSource(table.model.process_index(pid))
+    mime = table.proxy.mimeData([proc])
+    assert parse_pin_payload(bytes(mime.data(PIN_MIME).data())) == PinPayload("process", (pid,))
