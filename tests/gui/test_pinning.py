@@ -510,3 +510,29 @@ def test_thread_rows_drag_as_the_pin_type(parked_thread, live, qtbot):   # threa
     proc = table.proxy.mapFromSource(table.model.process_index(pid))
     mime = table.proxy.mimeData([proc])
     assert parse_pin_payload(bytes(mime.data(PIN_MIME).data())) == PinPayload("process", (pid,))
+
+
+@needs_two_cpus
+def test_live_window_opens_its_own_journal_and_offers_restore_on_start(qtbot, tmp_path, monkeypatch,
+                                                                        parked_thread):
+    from app.statedir import journal_path
+    monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
+    tid = parked_thread.native_id
+    original = _aff(tid)
+    w = _window(qtbot, SysRoot("/"))
+    assert w.pin_controller.service is None              # no journal yet: none is created just to look
+    assert not (tmp_path / "state").exists()
+    with Journal(journal_path()) as earlier:
+        AffinityService(SysRoot("/"), earlier).apply(PinRequest((PinTarget("thread", tid),), (CPUS[-1],)))
+    w2 = _window(qtbot, SysRoot("/"))
+    ctl = w2.pin_controller
+    assert ctl.service is not None and ctl.service.journal.path == journal_path()
+    assert ctl.restore_bar.isVisibleTo(w2) and f"thread {tid}" in ctl.restore_bar.label.text()
+    ctl.restore_action.trigger()
+    assert _aff(tid) == original and not ctl.restore_bar.isVisibleTo(w2)
+    # The first window opens the journal when it first needs it: the check of a drop.
+    _, move = _enter_move(w.topology_view, _point_on(w.topology_view, w.topology_view.cell_item(CPUS[0])),
+                          _mime("thread", [tid], os.getpid()))
+    assert move.isAccepted() and w.pin_controller.service is not None
+    w.pin_controller.service.journal.close()
+    ctl.service.journal.close()
