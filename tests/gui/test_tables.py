@@ -27,7 +27,7 @@ from app.state import MachineState
 from app.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
-from widgets.irq_table import (COL_EFFECTIVE, COL_IRQ, COL_RATE, NARROWED_BRUSH, IrqTableModel,
+from widgets.irq_table import (COL_EFFECTIVE, COL_IRQ, COL_RATE, NARROWED_BRUSH, OUTSIDE_BRUSH, IrqTableModel,
                                IrqTableWidget, KEY_ROLE, parse_filter)
 from widgets.thread_table import COL_ID, ID_ROLE, ThreadTableWidget, ThreadTreeModel
 
@@ -414,3 +414,21 @@ def test_thread_tree_announces_exactly_the_changed_cells(qtbot):
     finally:
         burner.kill()
         burner.wait()
+
+
+def test_irq_delivered_outside_its_request_on_worker1(qtbot):
+    # worker1 boots with isolcpus=managed_irq,0-4,11-79: IRQ 28 asks for the odd CPUs, yet the kernel
+    # delivers it on CPU 6, a housekeeping CPU outside the request.
+    root = extract("worker1.internal")
+    irq_dir = root / "proc" / "irq" / "28"
+    req = (irq_dir / "smp_affinity_list").read_text().strip()
+    eff = (irq_dir / "effective_affinity_list").read_text().strip()
+    assert eff == "6" and "6" not in req.split(",")
+    model = IrqTableModel()
+    model.set_state(Sampler(SysRoot(root)).tick())
+    r = model.row_of("28")
+    assert cell(model, r, COL_EFFECTIVE) == eff
+    assert cell(model, r, COL_EFFECTIVE, Qt.ItemDataRole.BackgroundRole) == OUTSIDE_BRUSH
+    tip = cell(model, r, COL_EFFECTIVE, Qt.ItemDataRole.ToolTipRole)
+    assert tip.startswith(f"the kernel delivers on 6, not on {req} as requested")
+    assert "outside the requested set" in tip
