@@ -412,10 +412,12 @@ class IrqTableWidget(QWidget):
         self.view.verticalHeader().setVisible(False)
         self.view.verticalHeader().setDefaultSectionSize(self.view.fontMetrics().height() + 6)
         header = self.view.horizontalHeader()
+        # Fixed starting widths (a docked table is often narrower than its columns; a stretched
+        # device column would then shrink to nothing), the last column takes what is left.
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        header.setSectionResizeMode(COL_DEVICE, QHeaderView.ResizeMode.Stretch)
+        header.setStretchLastSection(True)
         em = self.view.fontMetrics().horizontalAdvance("0")
-        for col, ems in ((COL_IRQ, 7), (COL_RATE, 12), (COL_SPREAD, 30),
+        for col, ems in ((COL_IRQ, 7), (COL_DEVICE, 34), (COL_RATE, 12), (COL_SPREAD, 30),
                          (COL_REQUESTED, 12), (COL_EFFECTIVE, 12), (COL_NODE, 6)):
             header.resizeSection(col, ems * em)
         self.view.setWordWrap(False)
