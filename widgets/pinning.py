@@ -228,17 +228,20 @@ def summary_text(results: list[PinResult], what: str = "") -> str:
     return s
 
 
-def irqbalance_text(root) -> str:
-    """What irqbalance, if it runs on `root`, will do to IRQ pins: its pid, banned CPUs and IRQs."""
+def irqbalance_text(root, irqs=()) -> str:
+    """What irqbalance, if it runs on `root`, will do to the pinned `irqs`: its pid, what it bans."""
     from app.irqbalance import read_irqbalance
     st = read_irqbalance(root)
     if not st.running:
         return ""
     who = f"irqbalance (pid {st.pid})" if st.pid is not None else "irqbalance"
     cpus = f"CPUs {format_cpulist(st.banned_cpus)}" if st.banned_cpus else "no CPUs"
-    irqs = f"IRQs {', '.join(map(str, st.banned_irqs))}" if st.banned_irqs else "no IRQs"
-    return (f"{who} is running and bans {cpus} and {irqs}: it rewrites other IRQs' affinity every 10 s; "
-            "ban the pinned IRQ with --banirq=N or stop irqbalance to keep the pin")
+    banned = f"IRQ{'s' if len(st.banned_irqs) > 1 else ''} {', '.join(map(str, st.banned_irqs))}" \
+        if st.banned_irqs else "no IRQs"
+    moved = [i for i in irqs if i not in st.banned_irqs]
+    what = f"IRQ{'s' if len(moved) > 1 else ''} {', '.join(map(str, moved))}" if moved else "them"
+    return (f"{who} bans {cpus} and {banned}; it may move {what} back within 10 s: "
+            f"--banirq={moved[0] if moved else 'N'} or stop it")
 
 
 # -- the grid as a drop target ---------------------------------------------------------------------------
@@ -537,11 +540,13 @@ class PinResultLine(QWidget):
         super().__init__(parent)
         self.label = QLabel(self)
         self.label.setTextFormat(Qt.TextFormat.PlainText)
-        # Ignored: a long failure sentence must not widen the window; the tooltip has all of it.
-        self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.warning_label = QLabel(self)
         self.warning_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.warning_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        for label in (self.label, self.warning_label):
+            # Their text's width when there is room, less when not: a long failure sentence must not
+            # widen the window (the tooltip has all of it).
+            label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+            label.setMinimumWidth(40)
         self.warning_label.setStyleSheet(f"color: {WARN_COLOR};")
         self.warning_label.hide()
         self.retry_button = QPushButton("Retry with privileges", self)
@@ -550,9 +555,10 @@ class PinResultLine(QWidget):
         self.retry_button.hide()
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.label, 3)
-        lay.addWidget(self.warning_label, 2)
+        lay.addWidget(self.label)
+        lay.addWidget(self.warning_label)
         lay.addWidget(self.retry_button)
+        lay.addStretch(1)
         self.results: list[PinResult] = []
         self.retry_button.clicked.connect(self.retry_requested)
 
@@ -864,7 +870,8 @@ class PinController(QObject):
     def _show(self, results: list[PinResult], what: str, can_retry: bool = False) -> None:
         warning = ""
         if any(r.warning for r in results) and self.service is not None:
-            warning = irqbalance_text(self.service.root) or next(r.warning for r in results if r.warning)
+            irqs = [r.target.id for r in results if r.warning and r.target.kind == "irq"]
+            warning = irqbalance_text(self.service.root, irqs) or next(r.warning for r in results if r.warning)
         self.result_line.show_results(results, what, warning, can_retry)
         self._refresh_journal()
         self.results_shown.emit(results)

@@ -345,7 +345,11 @@ def test_irqbalance_warning_names_what_it_bans(sno, qtbot):
     _drag_drop(qtbot, w.topology_view, w.topology_view.cell_item(6), _mime("irq", [28]))
     line = w.pin_controller.result_line
     assert line.warning_label.isVisibleTo(w)
-    assert line.warning_label.text().startswith("irqbalance (pid 4242) is running and bans CPUs 0-1 and IRQs 30")
+    assert line.warning_label.text() == ("irqbalance (pid 4242) bans CPUs 0-1 and IRQ 30; it may move IRQ 28 back "
+                                         "within 10 s: --banirq=28 or stop it")
+    # A banned IRQ is left alone by irqbalance: no warning.
+    _drag_drop(qtbot, w.topology_view, w.topology_view.cell_item(6), _mime("irq", [30]))
+    assert not line.warning_label.isVisibleTo(w)
 
 
 # -- refusals ----------------------------------------------------------------------------------------------------
