@@ -123,10 +123,11 @@ def _point_on(view, item) -> QPoint:
 
 
 def _enter_move(view, pos: QPoint, mime: QMimeData):
-    enter = QDragEnterEvent(QPointF(pos), ACTIONS, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    # QDragEnter/MoveEvent take a QPoint (PySide6 < 6.12 has no QPointF overload); QDropEvent a QPointF.
+    enter = QDragEnterEvent(QPoint(pos), ACTIONS, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
     enter.setDropAction(Qt.DropAction.CopyAction)
     QApplication.sendEvent(view.viewport(), enter)
-    move = QDragMoveEvent(QPointF(pos), ACTIONS, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    move = QDragMoveEvent(QPoint(pos), ACTIONS, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(view.viewport(), move)
     return enter, move
 

@@ -139,7 +139,8 @@ def _drag_and_drop(widget, mime):
     accepted enter)."""
     pos = QPointF(widget.rect().center())
     args = (Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
-    enter = QDragEnterEvent(pos, *args)
+    # QDragEnterEvent takes a QPoint (PySide6 < 6.12 has no QPointF overload); QDropEvent a QPointF.
+    enter = QDragEnterEvent(pos.toPoint(), *args)
     QApplication.sendEvent(widget, enter)
     drop = QDropEvent(pos, *args)
     if enter.isAccepted():
