@@ -384,7 +384,7 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
         w('<p class="muted">No picture of the grid in this report.</p>')
 
     unit = "count since boot" if r.totals else "rate"
-    w(f"<h2>Busiest IRQs</h2>")
+    w("<h2>Busiest IRQs</h2>")
     if r.irqs:
         w(f"<table><tr><th>IRQ</th><th>Device / queue</th><th>{_e(unit.capitalize())}</th>"
           "<th>Top CPUs (share)</th><th>Requested → effective</th></tr>")

@@ -38,3 +38,18 @@ def state_dir(create: bool = True) -> Path:
 
 def journal_path() -> Path:
     return state_dir() / "journal.jsonl"
+
+
+def reports_dir(create: bool = True) -> Path:
+    """Where screenshots, sessions and reports go by default: $COREMAP_REPORTS_DIR, else
+    ~/coremap-reports (a folder the user sees, unlike the state folder)."""
+    explicit = os.environ.get("COREMAP_REPORTS_DIR")
+    path = Path(explicit) if explicit else Path.home() / "coremap-reports"
+    if create:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StateDirError(
+                f"{path}: cannot create the reports folder ({e.strerror}); "
+                "set COREMAP_REPORTS_DIR to a folder you may write") from None
+    return path

@@ -44,7 +44,7 @@ def parse_pairs(text: str, allowed) -> list[tuple[int, int]]:
 
 def run(args, emit) -> int:
     from probes import _native
-    from probes.common import ProbeArgumentParser, allowed_cpus
+    from probes.common import allowed_cpus
     pairs = parse_pairs(args.pairs, allowed_cpus()) if args.pairs else list(itertools.combinations(args.cpu_ids, 2))
     if not pairs:
         raise ProbeError("c2c needs at least two CPUs: pass --cpu 0-1 or --pairs 0:1")

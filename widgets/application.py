@@ -129,7 +129,7 @@ def _interactive(sampler: Sampler, metric, size, interval: float) -> int:
     from widgets.main_window import MainWindow
     from widgets.sampler_thread import SamplerThread
     thread = SamplerThread(sampler)
-    window = MainWindow(thread, metric=metric, interval=interval)
+    window = MainWindow(thread, metric=metric, interval=interval, crash_recovery=True)
     window.resize(*size)
     window.show()
     thread.start()

@@ -22,6 +22,7 @@ from widgets.pinning import PinController
 from widgets.probe_panel import ProbePanel
 from widgets.residency_plot import ResidencyPlot
 from widgets.sampler_thread import SamplerThread, is_newer
+from widgets.session_controller import SessionController
 from widgets.summary_bar import SummaryBar
 from widgets.thread_table import ThreadTableWidget
 from widgets.topology_view import TopologyView
@@ -31,7 +32,7 @@ class MainWindow(QMainWindow):
     state_applied = Signal(object)        # after a MachineState reached every widget
 
     def __init__(self, sampler_thread: SamplerThread | None = None, *, metric: Metric | str | None = None,
-                 interval: float = 1.0, parent=None):
+                 interval: float = 1.0, crash_recovery: bool = False, parent=None):
         super().__init__(parent)
         self.sampler_thread = sampler_thread
         self._generation: int | None = None
@@ -140,11 +141,7 @@ class MainWindow(QMainWindow):
         self.topology_view.selection_changed.connect(self._on_topology_selection_changed)
         self.thread_table.selection_changed.connect(self._on_thread_table_selection_changed)
         if sampler_thread is not None:
-            sampler_thread.state_ready.connect(self._on_sampler_state_ready)
-            sampler_thread.tick_failed.connect(self._on_sampler_tick_failed)
-            sampler_thread.paused_changed.connect(self._on_sampler_paused_changed)
-            sampler_thread.interval_changed.connect(self._on_sampler_interval_changed)
-            sampler_thread.tick_seconds.connect(self._on_sampler_tick_seconds)
+            self._connect_sampler(sampler_thread)
 
         # Pinning (drops on the grid, Pin to…, Edit → Undo/Redo/Restore all, the Pins dock, the result
         # line and the restore bar): widgets/pinning.py.
@@ -159,6 +156,33 @@ class MainWindow(QMainWindow):
         self.menuBar().addMenu(self.probe_panel.menu)
         self.topology_view.cpu_selected.connect(self.probe_panel.set_cpu)
         self.state_applied.connect(self.probe_panel.set_state)
+
+        # File: sessions, screenshots, reports, autosave (widgets/session_controller.py).
+        self.session_controller = SessionController(self, crash_recovery=crash_recovery)
+
+    def _connect_sampler(self, t: SamplerThread) -> None:
+        t.state_ready.connect(self._on_sampler_state_ready)
+        t.tick_failed.connect(self._on_sampler_tick_failed)
+        t.paused_changed.connect(self._on_sampler_paused_changed)
+        t.interval_changed.connect(self._on_sampler_interval_changed)
+        t.tick_seconds.connect(self._on_sampler_tick_seconds)
+
+    def set_sampler_thread(self, thread: SamplerThread) -> None:
+        """Show another machine (an opened session, a snapshot): stop the current sampler, forget its
+        states (the new one counts generations from the start), and apply the new one's."""
+        old = self.sampler_thread
+        if old is not None:
+            old.state_ready.disconnect(self._on_sampler_state_ready)
+            old.tick_failed.disconnect(self._on_sampler_tick_failed)
+            old.paused_changed.disconnect(self._on_sampler_paused_changed)
+            old.interval_changed.disconnect(self._on_sampler_interval_changed)
+            old.tick_seconds.disconnect(self._on_sampler_tick_seconds)
+            old.stop()
+        self.sampler_thread = thread
+        self._generation = None
+        self._state = None
+        self._applied_threads = None
+        self._connect_sampler(thread)
 
     def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:
         d = QDockWidget(title, self)
@@ -291,6 +315,7 @@ class MainWindow(QMainWindow):
             self.sampler_thread.stop()
         self.pin_controller.close()
         self.probe_panel.cancel()
+        self.session_controller.close()
         super().closeEvent(event)
 
 

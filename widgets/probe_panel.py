@@ -586,6 +586,17 @@ class ProbePanel(QWidget):
         self.run_added.emit(rec)
         return rec
 
+    def add_result(self, result: dict, source: str) -> RunRecord | None:
+        """Show a probe result object (the CLI's `--json` shape, as a session stores it) as a run;
+        None for results without a histogram (sweep, c2c, counters): their figures stay in the file."""
+        buckets = [[int(b["lo_ns"]), int(b["hi_ns"]), int(b["count"])] for b in result.get("buckets") or ()]
+        if not buckets:
+            return None
+        cpu = result.get("cpu")
+        label = result.get("label") or f"{result.get('probe', 'probe')} CPU {cpu}"
+        sampled_ns = float(result.get("sampled_seconds") or 0.0) * 1e9
+        return self._add_file_run(label, source, buckets, sampled_ns, cpu if isinstance(cpu, int) else None)
+
     def _add_file_run(self, label, path, buckets, sampled_ns, cpu) -> RunRecord:
         rec = self._new_record("file", label, path, () if cpu is None else (cpu,))
         rec.buckets = histogram.merge_buckets(buckets)

@@ -29,7 +29,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-import widgets  # noqa: E402,F401  (the None-refcount guard)
+import widgets  # noqa: E402,F401  (refuses a PySide6 that leaks references, before any window)
 from app.machine.sample import MachineSample  # noqa: E402
 from app.machine.topology import read_topology  # noqa: E402
 from app.rates import CpuRates, Rates  # noqa: E402

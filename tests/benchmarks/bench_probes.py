@@ -13,7 +13,6 @@ linux-perf and a C compiler installed). Prints figures; asserts nothing.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import shutil
 import statistics

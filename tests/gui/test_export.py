@@ -81,13 +81,3 @@ def test_scene_and_bad_targets(qtbot, tmp_path):
 def test_pdf_bytes_is_a_pdf():
     data = export.pdf_bytes("<h1>x</h1><p>hello</p>")
     assert data.startswith(b"%PDF") and b"%%EOF" in data[-64:]
-
-
-def test_file_menu_actions(qtbot):
-    w = MainWindow(None)
-    qtbot.addWidget(w)
-    acts = export.install_file_menu(w, session_provider=lambda: None, report_provider=None)
-    assert {n: a.shortcut().toString() for n, a in acts.items()} == {
-        "save_session": "Ctrl+S", "open_session": "Ctrl+O", "export_report": "Ctrl+E",
-        "screenshot": "Ctrl+Shift+S"}
-    assert acts["save_session"].isEnabled() and not acts["export_report"].isEnabled()

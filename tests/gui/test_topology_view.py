@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import Qt
 
 from app.machine.sample import MachineSample
 from app.machine.topology import read_topology
@@ -13,7 +13,7 @@ from app.state import MachineState
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets.colors import LUT, ColorScale, parse_metric
-from widgets.topology_view import CoreBoxItem, CpuCellItem, GroupBoxItem, TopologyView
+from widgets.topology_view import CoreBoxItem, GroupBoxItem, TopologyView
 
 
 def _topology(name):

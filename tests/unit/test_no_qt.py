@@ -1,7 +1,5 @@
 """The one rule: only widgets/ imports Qt. Import every module of app/ and probes/ with PySide6,
 shiboken6 and pyqtgraph blocked; any import of them fails the test."""
-import importlib
-import pkgutil
 import subprocess
 import sys
 from pathlib import Path

@@ -1,7 +1,6 @@
 """Sessions: a round trip keeps every figure; every kind of bad file is refused with a SessionError
 that names the file, and nothing is written or extracted."""
 import hashlib
-import io
 import json
 import os
 import stat

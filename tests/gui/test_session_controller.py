@@ -1,0 +1,119 @@
+"""File menu of the window: screenshots and reports into the reports folder, sessions saved and
+reopened with the same figures, a corrupt session refused on the status line with nothing changed."""
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from app.sampler import Sampler
+from app.sysroot import SysRoot
+from tests.machines import extract
+from widgets.main_window import MainWindow
+from widgets.sampler_thread import SamplerThread
+
+
+@pytest.fixture
+def reports(tmp_path, monkeypatch):
+    d = tmp_path / "reports"
+    monkeypatch.setenv("COREMAP_REPORTS_DIR", str(d))
+    monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
+    return d
+
+
+def _window(qtbot, root):
+    thread = SamplerThread(Sampler(SysRoot(root)))
+    w = MainWindow(thread)
+    qtbot.addWidget(w)
+    w.resize(1200, 800)
+    w.show()
+    with qtbot.waitSignal(w.state_applied, timeout=20000):
+        thread.start()
+    return w
+
+
+def test_menu_shortcuts(qtbot, reports):
+    w = _window(qtbot, extract("sno"))
+    acts = w.session_controller.actions
+    assert acts["save_session"].shortcut().toString() == "Ctrl+S"
+    assert acts["open_session"].shortcut().toString() == "Ctrl+O"
+    assert acts["screenshot_window"].shortcut().toString() == "Ctrl+Shift+S"
+    assert acts["report_html"].shortcut().toString() == "Ctrl+E"
+    assert w.menuBar().actions()[0].text() == "&File"
+    w.close()
+
+
+def test_screenshots_go_to_the_reports_folder_with_host_and_time(qtbot, reports):
+    w = _window(qtbot, extract("sno"))
+    sc = w.session_controller
+    png = sc.screenshot("window", "png")
+    svg = sc.screenshot("grid", "svg")
+    again = sc.screenshot("window", "png")
+    assert png.parent == reports and png.read_bytes().startswith(b"\x89PNG")
+    assert "sno" in png.name and png.name.endswith("-window.png")
+    assert again != png                      # a second shot in the same minute does not overwrite
+    assert b"<svg" in svg.read_bytes()[:400]
+    assert str(again) in w.statusBar().currentMessage()
+    assert set(sc.screenshots) == {png.name, svg.name, again.name}
+    w.close()
+
+
+def test_save_and_reopen_session_shows_the_same_machine(qtbot, reports):
+    w = _window(qtbot, extract("sno"))
+    sc = w.session_controller
+    sc.notes = "NIC queues on CPU 3"
+    before = w.state.topology
+    path = sc.save_session_to_reports()
+    assert path.suffix == ".coremap" and zipfile.is_zipfile(path)
+    with zipfile.ZipFile(path) as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+    assert manifest["format"] == 1 and any(n.startswith("machine/") for n in manifest["contents"])
+    w.close()
+
+    w2 = _window(qtbot, extract("worker2.internal"))
+    with qtbot.waitSignal(w2.state_applied, timeout=20000):
+        s = w2.session_controller.open_session(path)
+    assert s.notes == "NIC queues on CPU 3"
+    after = w2.state.topology
+    assert after.online == before.online and len(after.cores) == len(before.cores)
+    assert not w2.state.live
+    assert "read-only" in w2.statusBar().currentMessage()
+    w2.close()
+
+
+def test_corrupt_session_is_refused_on_the_status_line_and_changes_nothing(qtbot, reports, tmp_path):
+    w = _window(qtbot, extract("sno"))
+    bad = tmp_path / "bad.coremap"
+    bad.write_bytes(b"PK\x03\x04 this is not a whole zip")
+    shown = w.state
+    w.session_controller._open_guarded(str(bad))
+    assert str(bad) in w.statusBar().currentMessage()
+    assert w.state is shown and w.sampler_thread.sampler.root.root == Path(extract("sno"))
+    w.close()
+
+
+def test_reports_html_and_pdf(qtbot, reports):
+    w = _window(qtbot, extract("master.internal"))
+    html = w.session_controller.export_report("html")
+    text = html.read_text()
+    assert text.startswith("<!DOCTYPE html>") or "<html" in text[:200]
+    assert "Xeon" in text and "data:image/png;base64," in text
+    pdf = w.session_controller.export_report("pdf")
+    assert pdf.read_bytes().startswith(b"%PDF")
+    w.close()
+
+
+def test_autosave_then_crash_offers_the_session_on_next_start(qtbot, reports, monkeypatch):
+    from app.session import autosave_path, last_session_after_crash
+    w = _window(qtbot, extract("sno"))
+    sc = w.session_controller
+    sc._on_autosave_timer_timeout()
+    sc._autosave_thread.join(20)
+    assert autosave_path().is_file()
+    # The process dies here: no close(), so no clean-exit marker.
+    assert last_session_after_crash() == autosave_path()
+    w2 = MainWindow(None, crash_recovery=True)
+    qtbot.addWidget(w2)
+    assert w2.session_controller.crash_bar is not None
+    assert str(autosave_path()) in w2.session_controller.crash_bar.label.text()
+    w2.close()

@@ -1,0 +1,354 @@
+"""SessionController: the File menu — sessions, screenshots, reports — autosave and crash recovery.
+
+What the window shows is kept as it goes (the rates of each tick, the probe runs, the pin journal,
+the screenshots taken), so File → Save Session writes it all into one `.coremap` file
+(app/session.py) that reopens on any workstation. Screenshots and reports go straight into the
+user's reports folder (app/statedir.reports_dir) under a name carrying host, date and time; the
+status line says where. Nothing here shows a modal dialog except the file chooser of Open Session
+and Export Report….
+"""
+from __future__ import annotations
+
+import collections
+import tempfile
+import threading
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QPushButton
+
+from app.errors import CoremapError
+from app.sampler import Sampler
+from app.session import (ProbeRecord, Session, autosave, history_tick, journal_rows,
+                         last_session_after_crash, mark_clean_exit, open_session, session_from_root)
+from app.statedir import reports_dir
+from widgets.export import default_file_name, save_screenshot, screenshot_target
+from widgets.sampler_thread import SamplerThread
+
+HISTORY_TICKS = 3600          # an hour at 1 s: what a session keeps of the sampled history
+HISTORY_TOP_IRQS = 64         # per tick, the busiest IRQs' per-CPU rates (the rest sum into the CPUs)
+AUTOSAVE_SECONDS = 120.0
+
+
+def _unique(path: Path) -> Path:
+    """`path`, or `path` with -2, -3... before the suffix when it exists (names are to the minute)."""
+    if not path.exists():
+        return path
+    for n in range(2, 1000):
+        cand = path.with_name(f"{path.stem}-{n}{path.suffix}")
+        if not cand.exists():
+            return cand
+    raise CoremapError(f"{path.parent}: too many screenshots named {path.stem}; clear some out")
+
+
+def state_history_tick(t: float, state) -> dict | None:
+    """One history.jsonl line for a MachineState with rates (None without rates)."""
+    r = state.rates
+    if r is None:
+        return None
+    cpu = {c: {"busy": cr.busy_pct or 0.0, "irq": cr.irq_per_s or 0.0,
+               "softirq": cr.softirq_total_per_s or 0.0, "irqtime": cr.irq_softirq_pct or 0.0}
+           for c, cr in r.per_cpu.items()}
+    busiest = sorted(r.irqs.values(), key=lambda x: x.total, reverse=True)[:HISTORY_TOP_IRQS]
+    irq = {x.irq: dict(zip(r.cpus, x.per_cpu)) for x in busiest if x.total > 0}
+    return history_tick(t, cpu, irq)
+
+
+class CrashRecoveryBar(QFrame):
+    """A non-modal bar at the top: the last run did not exit cleanly; reopen its autosave?"""
+    open_requested = Signal(str)
+
+    def __init__(self, path: Path, parent=None):
+        super().__init__(parent)
+        self.path = path
+        self.setObjectName("crash-recovery-bar")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setStyleSheet("#crash-recovery-bar { background: #fff4d6; }")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(8, 2, 8, 2)
+        self.label = QLabel(f"coremap did not close cleanly last time; its autosaved session is {path}", self)
+        lay.addWidget(self.label, 1)
+        self.open_button = QPushButton("Reopen it", self)
+        self.dismiss_button = QPushButton("Dismiss", self)
+        lay.addWidget(self.open_button)
+        lay.addWidget(self.dismiss_button)
+        self.open_button.clicked.connect(self._on_open_clicked)
+        self.dismiss_button.clicked.connect(self.hide)
+
+    def _on_open_clicked(self) -> None:
+        self.hide()
+        self.open_requested.emit(str(self.path))
+
+
+class SessionController(QObject):
+    """Owns the File menu of a MainWindow and what a session holds."""
+    saved = Signal(str)          # path of a session, screenshot or report just written
+
+    def __init__(self, window, *, autosave_seconds: float = AUTOSAVE_SECONDS, crash_recovery: bool = True):
+        super().__init__(window)
+        self.window = window
+        self.history: collections.deque = collections.deque(maxlen=HISTORY_TICKS)
+        self.screenshots: dict[str, bytes] = {}
+        self.notes = ""
+        self._t0: float | None = None
+        self._last_time: float | None = None
+        self._opened: Session | None = None          # an opened .coremap: its temp folder is ours to close
+        self._capture: Session | None = None         # the live machine captured once for sessions
+        self._autosave_thread: threading.Thread | None = None
+        self._autosaved = False
+        self.actions: dict[str, QAction] = {}
+        self._build_menu()
+        window.state_applied.connect(self._on_window_state_applied)
+        self.autosave_timer = QTimer(self)
+        self.autosave_timer.setInterval(int(autosave_seconds * 1000))
+        self.autosave_timer.timeout.connect(self._on_autosave_timer_timeout)
+        self.crash_bar: CrashRecoveryBar | None = None
+        if crash_recovery:
+            path = last_session_after_crash()
+            if path is not None:
+                self.crash_bar = CrashRecoveryBar(path, window)
+                self.crash_bar.open_requested.connect(self._open_guarded)
+                window.centralWidget().layout().insertWidget(0, self.crash_bar)
+
+    # -- menu ----------------------------------------------------------------------------------
+    def _build_menu(self) -> None:
+        w = self.window
+        menu = w.menuBar().addMenu("&File")
+        # The File menu comes first, as in every desktop application.
+        bar = w.menuBar()
+        first = bar.actions()[0] if bar.actions() else None
+        if first is not None and first is not menu.menuAction():
+            bar.insertMenu(first, menu)
+        items = (
+            ("save_session", "&Save Session", "Ctrl+S", self.save_session_to_reports),
+            ("save_session_as", "Save Session &As…", "Ctrl+Shift+A", self._save_session_as),
+            ("open_session", "&Open Session…", "Ctrl+O", self._open_session_dialog),
+            None,
+            ("screenshot_window", "Screenshot: &Window (PNG)", "Ctrl+Shift+S", lambda: self.screenshot("window", "png")),
+            ("screenshot_grid", "Screenshot: &Grid (PNG)", "Ctrl+Shift+G", lambda: self.screenshot("grid", "png")),
+            ("screenshot_grid_svg", "Screenshot: Grid (S&VG)", None, lambda: self.screenshot("grid", "svg")),
+            ("screenshot_plot", "Screenshot: &Plot (PNG)", "Ctrl+Shift+P", lambda: self.screenshot("plot", "png")),
+            ("screenshot_plot_svg", "Screenshot: Plot (SV&G)", None, lambda: self.screenshot("plot", "svg")),
+            None,
+            ("report_html", "Export Report as &HTML", "Ctrl+E", lambda: self.export_report("html")),
+            ("report_pdf", "Export Report as P&DF", "Ctrl+Shift+E", lambda: self.export_report("pdf")),
+        )
+        for item in items:
+            if item is None:
+                menu.addSeparator()
+                continue
+            name, text, keys, fn = item
+            a = QAction(text, w)
+            if keys:
+                a.setShortcut(QKeySequence(keys))
+            a.triggered.connect(self._guarded(fn))
+            menu.addAction(a)
+            self.actions[name] = a
+        self.menu = menu
+
+    def _status(self, text: str) -> None:
+        self.window.statusBar().showMessage(text, 15000)
+
+    def _guarded(self, fn):
+        def run(*_):
+            try:
+                fn()
+            except CoremapError as e:
+                self._status(str(e))
+        return run
+
+    # -- what a session holds --------------------------------------------------------------------
+    def _on_window_state_applied(self, state) -> None:
+        if self._t0 is None:
+            self._t0 = state.sample.time
+        if state.sample.time == self._last_time:
+            return          # a re-applied state (same sample) adds no history
+        self._last_time = state.sample.time
+        tick = state_history_tick(state.sample.time - self._t0, state)
+        if tick is not None:
+            self.history.append(tick)
+        if state.live and not self.autosave_timer.isActive():
+            self.autosave_timer.start()
+
+    def _host(self) -> str | None:
+        """The shown machine's name for file names: its hostname, else the snapshot's recorded host,
+        else the capture's folder name — never this workstation's name for another machine."""
+        st = self.window.state
+        if st is not None and st.topology.hostname:
+            return st.topology.hostname
+        if self._opened is not None and self._opened.host:
+            return self._opened.host
+        t = self.window.sampler_thread
+        if t is not None and not t.sampler.root.is_live:
+            root = t.sampler.root
+            meta = root.snapshot_meta() or {}
+            return meta.get("host") or root.root.name
+        return None
+
+    def _root(self):
+        t = self.window.sampler_thread
+        if t is None:
+            raise CoremapError("this window samples no machine; open a session or a snapshot first")
+        return t.sampler.root
+
+    def probe_records(self) -> list[ProbeRecord]:
+        panel = getattr(self.window, "probe_panel", None)
+        out = []
+        for rec in (panel.runs if panel is not None else ()):
+            if not rec.finished or not rec.summary:
+                continue
+            hlog = None
+            if rec.has_histogram and rec.buckets:
+                with tempfile.TemporaryDirectory() as d:
+                    p = Path(d) / "run.hlog"
+                    panel.save_run(rec.key, p)
+                    hlog = p.read_bytes()
+            out.append(ProbeRecord(dict(rec.summary), hlog))
+        return out
+
+    def journal(self) -> list[dict]:
+        pc = getattr(self.window, "pin_controller", None)
+        service = getattr(pc, "service", None)
+        if service is not None:
+            return journal_rows(service.journal.entries())
+        return list(self._opened.journal) if self._opened is not None else []
+
+    def session(self) -> Session:
+        """The session as shown now. The live machine is captured once (topology, IRQ affinity and
+        counters twice) and that capture is reused by later saves."""
+        if self.window.state is None:
+            raise CoremapError("nothing has been sampled yet; wait for the first tick, then save")
+        root = self._root()
+        if root.is_live:
+            if self._capture is None:
+                self._capture = session_from_root(root, capture_interval=0.5)
+            machine_dir, host = self._capture.machine_dir, self._capture.host
+        else:
+            machine_dir = root.root
+            host = (self._opened.host if self._opened is not None else "") or (self._host() or "")
+        return Session(machine_dir=machine_dir, history=list(self.history), probes=self.probe_records(),
+                       journal=self.journal(), screenshots=dict(self.screenshots),
+                       notes=self.notes or (self._opened.notes if self._opened is not None else ""), host=host)
+
+    # -- File actions ------------------------------------------------------------------------------
+    def save_session_to_reports(self) -> Path:
+        from app.session import save_session
+        path = _unique(reports_dir() / default_file_name("session", self._host(), "coremap"))
+        save_session(path, self.session())
+        self._status(f"session saved to {path}")
+        self.saved.emit(str(path))
+        return path
+
+    def _save_session_as(self) -> None:
+        from app.session import save_session
+        start = str(reports_dir() / default_file_name("session", self._host(), "coremap"))
+        path, _ = QFileDialog.getSaveFileName(self.window, "Save session", start, "coremap sessions (*.coremap)")
+        if path:
+            save_session(path, self.session())
+            self._status(f"session saved to {path}")
+            self.saved.emit(path)
+
+    def _open_session_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self.window, "Open session", str(reports_dir()),
+                                              "coremap sessions (*.coremap)")
+        if path:
+            self.open_session(path)
+
+    def _open_guarded(self, path: str) -> None:
+        try:
+            self.open_session(path)
+        except CoremapError as e:
+            self._status(str(e))
+
+    def open_session(self, path) -> Session:
+        """Show a saved session: its machine (read-only), its probe runs and its pin journal.
+        A file that cannot be opened changes nothing (SessionError, shown on the status line)."""
+        s = open_session(path)
+        sampler = Sampler(s.root, interval=1.0)
+        sampler.source = str(path)
+        thread = SamplerThread(sampler)
+        if self._opened is not None:
+            self._opened.close()
+        self._opened = s
+        self.history.clear()
+        self.history.extend(s.history)
+        self._t0 = self._last_time = None
+        self.screenshots = dict(s.screenshots)
+        self.autosave_timer.stop()
+        self.window.set_sampler_thread(thread)
+        thread.start()
+        panel = getattr(self.window, "probe_panel", None)
+        if panel is not None:
+            for p in s.probes:
+                panel.add_result(p.result, str(path))
+        pc = getattr(self.window, "pin_controller", None)
+        if pc is not None and hasattr(pc, "set_service"):
+            pc.set_service(None)       # a session is read-only: drops are refused with the reason
+        self._status(f"opened session {path} ({s.host or 'machine'}, {len(s.probes)} probe runs, "
+                     f"{len(s.journal)} pins) — read-only")
+        return s
+
+    def screenshot(self, what: str, ext: str) -> Path:
+        target = screenshot_target(self.window, what)
+        path = _unique(reports_dir() / default_file_name(what, self._host(), ext))
+        save_screenshot(target, path)
+        self.screenshots[path.name] = path.read_bytes()
+        self._status(f"{what} screenshot saved to {path}")
+        self.saved.emit(str(path))
+        return path
+
+    def export_report(self, kind: str) -> Path:
+        from app.atomic import write_atomic
+        from app.report import PDF_IMAGE_WIDTH, build_report_html, report_from_root
+        from widgets.export import render_pdf
+        from widgets.report_render import add_images
+        s = self.session()
+        data = report_from_root(s.root, journal=s.journal, probes=[p.result for p in s.probes], notes=s.notes,
+                                history=s.history, host=s.host or None, live_wait=0)
+        pdf = kind == "pdf"
+        add_images(data, state=self.window.state, for_pdf=pdf)
+        html = build_report_html(data, image_width=PDF_IMAGE_WIDTH if pdf else 900)
+        path = _unique(reports_dir() / default_file_name("report", self._host(), kind))
+        if pdf:
+            render_pdf(html, path)
+        else:
+            write_atomic(path, html.encode("utf-8"))
+        self._status(f"report saved to {path}")
+        self.saved.emit(str(path))
+        return path
+
+    # -- autosave and clean exit ---------------------------------------------------------------------
+    def _on_autosave_timer_timeout(self) -> None:
+        if self._autosave_thread is not None and self._autosave_thread.is_alive():
+            return              # the previous autosave is still writing
+        try:
+            session = self.session()      # built on the UI thread: it reads the widgets
+        except CoremapError as e:
+            self._status(f"autosave: {e}")
+            return
+
+        def write():
+            try:
+                autosave(session)
+            except CoremapError:
+                # A full disk or a vanished state folder must not stop sampling; the next
+                # autosave tries again and the status line of a manual save will say why.
+                pass
+        self._autosaved = True
+        self._autosave_thread = threading.Thread(target=write, name="coremap-autosave", daemon=True)
+        self._autosave_thread.start()
+
+    def close(self) -> None:
+        """The window closes normally: finish a running autosave, mark the exit clean."""
+        self.autosave_timer.stop()
+        if self._autosave_thread is not None:
+            self._autosave_thread.join(timeout=10)
+        if self._autosaved:
+            try:
+                mark_clean_exit()
+            except (CoremapError, OSError) as e:
+                self._status(f"could not mark a clean exit: {e}")
+        if self._opened is not None:
+            self._opened.close()
+            self._opened = None
