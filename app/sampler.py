@@ -33,6 +33,7 @@ MIN_INTERVAL, MAX_INTERVAL = 0.25, 5.0
 THREAD_BUDGET = 0.01        # share of one core the thread list may cost (read time / period)
 MAX_THREAD_PERIOD = 5.0
 THREAD_SLOW_AT = 1000       # threads; below this the thread list is read on every tick
+DETAIL_BUSIEST = 32        # busiest threads whose migrations/switches are read each thread read
 
 
 class Sampler:
@@ -90,6 +91,8 @@ class Sampler:
         now = self._clock()
         want_tasks = self._task_sample is None or now >= self._tasks_due
         t0 = time.perf_counter()
+        if want_tasks:
+            self._reader.detail_tids = self._detail_tids()
         sample = read_sample(self.root, tasks=want_tasks, reader=self._reader)
         cost = time.perf_counter() - t0
         previous, self._previous = self._previous, sample
@@ -153,6 +156,17 @@ class Sampler:
             self._frozen = (sample, rates, tuple(notes))
         sample, rates, notes = self._frozen
         return self._state(sample, rates, notes)
+
+    def _detail_tids(self) -> frozenset[int]:
+        """Threads whose migrations and context switches are read this time: the tracked ones (and
+        every thread of a tracked process) and the DETAIL_BUSIEST busiest of the last read."""
+        tids = set(self._tids)
+        if self._task_sample is not None and self._task_sample.tasks is not None:
+            tids.update(self._tracked_tids(self._task_sample))
+        if self._task_rates is not None:
+            busiest = sorted(self._task_rates.tasks.values(), key=lambda r: r.cpu_pct, reverse=True)
+            tids.update(r.tid for r in busiest[:DETAIL_BUSIEST] if r.cpu_pct > 0)
+        return frozenset(tids)
 
     def _tracked_tids(self, sample: MachineSample) -> list[int]:
         tids = list(self._tids)

@@ -302,6 +302,9 @@ class ThreadTreeModel(QAbstractItemModel):
                 return _HEADERS[section]
             if role == Qt.ItemDataRole.ToolTipRole and section == COL_PCT:
                 return "CPU time over the last interval, in % of one CPU"
+            if role == Qt.ItemDataRole.ToolTipRole and section == _HEADERS.index("Migrations/s"):
+                return ("CPU migrations per second (se.nr_migrations), read for the selected threads and "
+                        "the busiest ones; blank for the rest or where the kernel has no sched file")
         return None
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):

@@ -57,7 +57,9 @@ def test_live_finds_own_process_and_a_test_thread():
         assert t.pid == os.getpid()
         assert t.state == "S"          # waiting on the Event
         assert t.last_cpu in _online()
-        assert t.allowed is None and t.voluntary_switches is None   # fast: stat only
+        # fast: stat only, plus allowed CPUs from sched_getaffinity on the live machine
+        assert t.allowed == tuple(sorted(os.sched_getaffinity(t.tid)))
+        assert t.voluntary_switches is None and t.migrations is None
         assert me.cmdline and "python" in me.cmdline.split()[0]
     online = _online()
     assert all(t.last_cpu in online for t in s.tasks.values())
@@ -182,7 +184,10 @@ def test_cli_threads_json_with_cpu_percent(capsys):
     rows = {r["tid"]: r for r in json.loads(capsys.readouterr().out)}
     busy = rows[box["tid"]]
     assert busy["pid"] == os.getpid() and set(busy["allowed"]) == os.sched_getaffinity(0)
-    assert 0 < busy["cpu_pct"] <= 100.0 + 1e-6   # one spinning thread uses at most one CPU
+    # One spinning thread uses at most one CPU; utime/stime count whole ticks (USER_HZ), so over
+    # 0.3 s the figure can read a tick or two high.
+    ticks = 0.3 * os.sysconf("SC_CLK_TCK")
+    assert 0 < busy["cpu_pct"] <= 100.0 * (1 + 2 / ticks)
 
 
 def test_cli_threads_on_fixtures(capsys):
@@ -196,3 +201,20 @@ def test_cli_threads_on_fixtures(capsys):
     assert main(["--root", str(extract("sno")), "threads"]) == 2
     assert "no proc/PID/task" in capsys.readouterr().err
     assert main(["threads", "--root", str(procfs_composite()), "--interval", "1"]) == 2
+
+
+def test_detail_tids_get_switches_in_fast_mode():
+    ev = threading.Event()
+    th = threading.Thread(target=ev.wait, daemon=True)
+    th.start()
+    try:
+        reader = TaskReader(SysRoot("/"))
+        reader.detail_tids = frozenset({th.native_id})
+        s = reader.sample([os.getpid()])
+        chosen = s.tasks[th.native_id]
+        other = s.tasks[threading.get_native_id()]
+        assert chosen.voluntary_switches is not None and chosen.allowed is not None
+        assert other.voluntary_switches is None
+    finally:
+        ev.set()
+        th.join()
