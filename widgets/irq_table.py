@@ -417,7 +417,7 @@ class IrqTableWidget(QWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
         em = self.view.fontMetrics().horizontalAdvance("0")
-        for col, ems in ((COL_IRQ, 7), (COL_DEVICE, 34), (COL_RATE, 12), (COL_SPREAD, 30),
+        for col, ems in ((COL_IRQ, 6), (COL_DEVICE, 26), (COL_RATE, 10), (COL_SPREAD, 22),
                          (COL_REQUESTED, 12), (COL_EFFECTIVE, 12), (COL_NODE, 6)):
             header.resizeSection(col, ems * em)
         self.view.setWordWrap(False)

@@ -40,6 +40,7 @@ class MainWindow(QMainWindow):
         self._interval = interval
         self._paused = False
         self._applied_threads = None
+        self._docks_sized = False
         self.setObjectName("coremap-main-window")
         self.setWindowTitle("coremap")
 
@@ -159,6 +160,18 @@ class MainWindow(QMainWindow):
 
         # File: sessions, screenshots, reports, autosave (widgets/session_controller.py).
         self.session_controller = SessionController(self, crash_recovery=crash_recovery)
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if not self._docks_sized:
+            # Qt gives docks their size hints, which leaves the grid a strip on a laptop screen: start
+            # with the grid on ~60% of the height and the IRQ table on ~45% of the width below it.
+            self._docks_sized = True
+            w, h = self.width(), self.height()
+            self.resizeDocks([self.irq_dock, self.thread_dock], [int(h * 0.4)] * 2, Qt.Orientation.Vertical)
+            self.resizeDocks([self.irq_dock, self.thread_dock], [int(w * 0.42), int(w * 0.58)],
+                             Qt.Orientation.Horizontal)
+            self.resizeDocks([self.details_dock], [int(w * 0.2)], Qt.Orientation.Horizontal)
 
     def _connect_sampler(self, t: SamplerThread) -> None:
         t.state_ready.connect(self._on_sampler_state_ready)

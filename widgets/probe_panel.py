@@ -129,6 +129,7 @@ class ProbePanel(QWidget):
         self.setAcceptDrops(True)
         self.controller = controller or ProbeController(self)
         self._runs: dict[int, RunRecord] = {}
+        self._live = True               # False while the window shows a capture (set_state)
         self._next_key = 1
         self._order: list[int] = []
         self._topology = None
@@ -380,6 +381,15 @@ class ProbePanel(QWidget):
 
     def set_state(self, state) -> None:
         self.set_topology(state.topology)
+        live = bool(state.live)
+        if live != self._live:
+            # Probes run on this machine; a capture of another one cannot be probed from here.
+            self._live = live
+            self._set_busy(self.controller.running)
+            if not live:
+                host = state.topology.hostname or "another machine"
+                self._status(f"this window shows a capture of {host}; probes measure the machine coremap "
+                             "runs on, so run coremap there to probe it (opening result files still works)")
 
     @property
     def runs(self) -> list[RunRecord]:
@@ -456,6 +466,10 @@ class ProbePanel(QWidget):
         """Start the probe the form describes; False (and why on the status line) if it cannot."""
         if self.controller.running:
             self._status("a probe is already running; cancel it first", error=True)
+            return False
+        if not self._live:
+            self._status("this window shows a capture of another machine; probes run only on the "
+                         "machine coremap runs on", error=True)
             return False
         try:
             jobs = self.build_jobs()
@@ -643,8 +657,8 @@ class ProbePanel(QWidget):
         self.status_changed.emit(self.status_label.text())
 
     def _set_busy(self, busy: bool) -> None:
-        self.run_button.setEnabled(not busy)
-        self.run_action.setEnabled(not busy)
+        self.run_button.setEnabled(not busy and self._live)
+        self.run_action.setEnabled(not busy and self._live)
         self.cancel_button.setEnabled(busy)
         self.cancel_action.setEnabled(busy)
         if not busy:

@@ -216,3 +216,17 @@ def test_no_cpu_left_for_coremap_means_no_move():
     note = g.exclude(online_cpus())
     assert note is not None and "stay where they are" in note and not g.active
     assert _own_affinities() == before
+
+
+def test_a_capture_cannot_be_probed_from_here(qtbot):
+    """A window on a snapshot of another machine must not run a probe here and label it as there."""
+    from app.sampler import Sampler
+    from app.sysroot import SysRoot
+    from tests.machines import extract
+    panel = ProbePanel()
+    qtbot.addWidget(panel)
+    state = Sampler(SysRoot(extract("sno"))).tick()
+    panel.set_state(state)
+    assert not panel.run_button.isEnabled()
+    assert "capture" in panel.status_text
+    assert panel.run() is False and not panel.controller.running
