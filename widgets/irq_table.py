@@ -406,7 +406,8 @@ class IrqTableWidget(QWidget):
         self.view = QTableView(self)
         self.view.setModel(self.proxy)
         self.view.setSortingEnabled(True)
-        self.view.sortByColumn(COL_IRQ, Qt.SortOrder.AscendingOrder)
+        # Busiest first: what a user opens the table for.
+        self.view.sortByColumn(COL_RATE, Qt.SortOrder.DescendingOrder)
         self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.view.verticalHeader().setVisible(False)
@@ -417,7 +418,7 @@ class IrqTableWidget(QWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
         em = self.view.fontMetrics().horizontalAdvance("0")
-        for col, ems in ((COL_IRQ, 6), (COL_DEVICE, 26), (COL_RATE, 10), (COL_SPREAD, 22),
+        for col, ems in ((COL_IRQ, 6), (COL_DEVICE, 24), (COL_RATE, 10), (COL_SPREAD, 16),
                          (COL_REQUESTED, 12), (COL_EFFECTIVE, 12), (COL_NODE, 6)):
             header.resizeSection(col, ems * em)
         self.view.setWordWrap(False)
