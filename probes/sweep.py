@@ -1,19 +1,44 @@
 """Sweep: the same fixed CPU-bound work unit (an L1-resident LCG/hash loop, ~2 ms) run on each
 selected CPU in turn, for several rounds. Rounds are interleaved across CPUs (round r runs the unit
-on every CPU before round r+1 starts), so frequency drift or a neighbour's load over time hits all
-CPUs alike, and a CPU that is slower on average is slower because of something on that CPU.
+on every CPU, in a shuffled order, before round r+1 starts), so frequency drift or a neighbour's load
+over time hits all CPUs alike, and a CPU that is slower on average is slower because of something on
+that CPU.
 
-Flag rule: best = the CPU with the lowest mean unit time. A CPU is flagged when its mean exceeds the
+What one sample is: the wall time from asking for CPU c (sched_setaffinity) until the unit on c has
+finished, i.e. the wait to get onto c, a short settle unit, and the unit itself. The wait must be
+inside the window: a task that holds c when we ask (a SCHED_FIFO hog, an IRQ thread) delays our
+*arrival*, and a sample that starts its clock only once we run on c starts right after that task
+has gone to sleep and so never sees it (measured: a 10% FIFO hog, 1 ms every 10 ms, cost CPU 1 0%
+in 3 of 4 sweeps timed that way).
+
+Random phase: before each unit the probe sleeps a random 0 to --unit-ms on the CPU it is leaving.
+Without it, a round takes a near-constant time, and a periodic load whose period is close to a
+multiple of the round length is always hit or always missed by one CPU's units (aliasing; measured:
+with a 5 ms round and a 10 ms hog period, every other unit lost the whole burst, the rest nothing).
+With random phases the mean unit time is an unbiased estimate of the time the CPU loses, whatever
+the load's period.
+
+Flag rule: best = the CPU with the lowest mean sample. A CPU is flagged when its mean exceeds the
 best mean by more than max(k x SE, 3% of the best mean), with SE = sqrt(sd_i^2/n_i + sd_best^2/n_best)
-the standard error of the difference of the two means (k = 2.5, --k). The mean (not the median) is
-used so that a CPU where one unit in three is held off shows up, which a median would hide; the
-brief's "k x MAD of the CPU means above their median" was not used because with two CPUs the
-deviation of each from the median equals the MAD, so nothing could ever be flagged.
+the standard error of the difference of the two means (k = 2.5, --k). So a CPU that loses ~10% vs
+its peers with a small standard error is an outlier; the 3% floor keeps tiny but consistent
+differences (a sibling's cache traffic) from being flagged. The mean (not the median) is used so
+that a CPU where one unit in three is held off shows up, which a median would hide; the brief's
+"k x MAD of the CPU means above their median" was not used because with two CPUs the deviation of
+each from the median equals the MAD, so nothing could ever be flagged.
+
+Rounds (default 60): a periodic load that is short against the unit takes all or nothing of a
+unit, so the per-unit sd is large: for a 10% hog in 1 ms bursts and a 2 ms unit, sd ~ 0.36 ms (18% of
+the unit). The SE of a CPU's mean is then ~18%/sqrt(n), and k x SE must sit well below a 10% loss for
+the loss to be flagged reliably: n = 30 gives SE ~3.3% (limit ~8-10%, a 10% loss missed about one
+time in three), n = 60 gives ~2.3% (limit ~6%). Each result states its limit (`limit_ns`), the
+smallest excess that run could have flagged.
 """
 from __future__ import annotations
 
 import argparse
 import math
+import random
 import statistics
 import time
 
@@ -28,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = ProbeArgumentParser(prog="python -m probes sweep", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(p, cpu_list=True)
-    p.add_argument("--rounds", type=int, default=20, help="work units per CPU (default 20)")
+    p.add_argument("--rounds", type=int, default=60, help="work units per CPU (default 60)")
     p.add_argument("--unit-ms", type=float, default=TARGET_UNIT_NS / 1e6, help="work unit length (default 2)")
     p.add_argument("--k", type=float, default=2.5, help="flag threshold in standard errors (default 2.5)")
     return p
@@ -46,22 +71,31 @@ def calibrate(unit_ns: int) -> int:
 
 def run(args, emit) -> int:
     from probes import _native
-    cpus = args.cpu_ids
+    cpus = list(args.cpu_ids)
     if args.rounds < 2:
         raise ProbeError(f"--rounds {args.rounds}: need at least 2 to see a spread")
     apply_sched(args)
     pin(cpus[0])
     iters = calibrate(int(args.unit_ms * 1e6))
     emit(hello(NAME, list(cpus), {"rounds": args.rounds, "iterations": iters, "k": args.k}))
+    rng = random.Random()  # seeded from os.urandom: no two sweeps share a schedule
+    pause_s = args.unit_ms / 1e3
     t0 = time.monotonic_ns()
     for r in range(args.rounds):
-        samples = {}
+        samples, work = {}, {}
+        rng.shuffle(cpus)
         for c in cpus:
-            pin(c)
-            _native.work_unit(iters // 10)  # settle after the migration: caches, the frequency governor
+            # A random pause before each unit, spent asleep on the CPU we are leaving, so the units
+            # start at random phases of any periodic load (see the module docstring: aliasing).
+            time.sleep(rng.uniform(0.0, pause_s))
+            asked = time.monotonic_ns()
+            pin(c)  # returns once we run on c: after whatever held c when we asked
+            _native.work_unit(iters // 10)  # caches and the frequency governor, inside the timed window
             ns, _ = _native.work_unit(iters)
-            samples[str(c)] = ns
-        emit({"type": "interval", "elapsed_ns": time.monotonic_ns() - t0, "round": r, "samples": samples})
+            samples[str(c)] = time.monotonic_ns() - asked
+            work[str(c)] = ns
+        emit({"type": "interval", "elapsed_ns": time.monotonic_ns() - t0, "round": r, "samples": samples,
+              "work_ns": work})
     emit({"type": "done", "elapsed_ns": time.monotonic_ns() - t0})
     return 0
 

@@ -302,6 +302,10 @@ def test_sweep_and_c2c_probes_run():
     from probes.sweep import summarize
     s = summarize(lines)
     assert [c["cpu"] for c in s["cpus"]] == cpus and all(c["n"] == 3 for c in s["cpus"])
+    # a sample is the whole window from asking for the CPU to the unit's end, so it holds the unit
+    for iv in (l for l in lines if l["type"] == "interval"):
+        assert iv["samples"].keys() == iv["work_ns"].keys()
+        assert all(iv["samples"][c] >= iv["work_ns"][c] > 0 for c in iv["samples"])
     if len(cpus) == 2:
         rc, lines, run = run_to_end("c2c", ["--cpu", format_cpulist(cpus), "--trips", "2000", "--batches", "3"], timeout=30)
         assert rc == 0, lines
