@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -173,6 +174,29 @@ static PyObject *py_tsc_info(PyObject *self, PyObject *args)
                          "rdtsc_ns", rdtsc_ns, "clock_gettime_ns", cgt_ns);
 }
 
+/* ---------------------------------------------------------------- memory */
+
+/* Touch 64 KiB of stack below the caller, so the loops never fault in a new stack page (the
+ * kernel grows the stack on demand; cyclictest does the same before its measuring loop). */
+static __attribute__((noinline)) void prefault_stack(void)
+{
+    volatile unsigned char buf[64 * 1024];
+    for (size_t i = 0; i < sizeof buf; i += 4096)
+        buf[i] = 0;
+}
+
+static PyObject *py_lock_memory(PyObject *self, PyObject *args)
+{
+    /* mlockall(MCL_CURRENT | MCL_FUTURE), as oslat and cyclictest do before measuring: every page
+     * mapped now or later stays resident and is faulted in at map time, so neither a page fault
+     * nor reclaim shows up as a gap. Fails with ENOMEM/EPERM past RLIMIT_MEMLOCK without
+     * CAP_IPC_LOCK (mlock(2)); the caller decides whether that is fatal. */
+    if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    prefault_stack();
+    Py_RETURN_NONE;
+}
+
 /* ---------------------------------------------------------------- jitter */
 
 struct gap {
@@ -285,6 +309,11 @@ static PyObject *py_jitter_chunk(PyObject *self, PyObject *args, PyObject *kw)
     struct jitter_state *s = calloc(1, sizeof *s);
     if (!s)
         return PyErr_NoMemory();
+    /* Prefault, as oslat does by mlockall + memset of its buffers: calloc may hand back fresh,
+     * untouched pages, and the first gap that lands in a new page of `counts` would take a page
+     * fault inside the timed loop and be counted as a gap of its own. */
+    memset(s, 0, sizeof *s);
+    prefault_stack();
     s->top_n = top_n;
     s->thr = (uint64_t)(thr_ns / tick_ns);
     if (s->thr == 0)
@@ -751,6 +780,8 @@ static PyMethodDef methods[] = {
     {"wakeup_chunk", py_wakeup_chunk, METH_VARARGS,
      "wakeup_chunk(chunk_ns, interval_ns) -> dict: clock_nanosleep(TIMER_ABSTIME) every interval; "
      "latency = wake - target in log buckets."},
+    {"lock_memory", py_lock_memory, METH_NOARGS,
+     "lock_memory(): mlockall(MCL_CURRENT | MCL_FUTURE) and prefault 64 KiB of stack; OSError if refused."},
     {"set_timer_slack", py_set_timer_slack, METH_VARARGS, "prctl(PR_SET_TIMERSLACK, ns)"},
     {"get_timer_slack", py_get_timer_slack, METH_NOARGS, "prctl(PR_GET_TIMERSLACK)"},
     {"work_unit", py_work_unit, METH_VARARGS,

@@ -109,6 +109,19 @@ def apply_sched(args) -> None:
         raise ProbeError("--priority applies to --policy fifo only")
 
 
+def lock_memory() -> bool:
+    """mlockall(MCL_CURRENT | MCL_FUTURE), as oslat and cyclictest do, so a page fault or reclaim
+    never shows up as a gap or a late wakeup. Without root/CAP_IPC_LOCK the kernel refuses past
+    RLIMIT_MEMLOCK (mlock(2)); the probe then runs unlocked and says so in its hello line."""
+    from probes import _native
+    try:
+        _native.lock_memory()
+    except OSError as e:
+        log(f"mlockall refused ({e.strerror}); measuring without locked memory")
+        return False
+    return True
+
+
 def duty_split(percent: float) -> tuple[int, int]:
     """(on_ns, off_ns) for a duty cycle: 100% = always on (on_ns 0 means no sleep), else 1 ms off and
     on = 1 ms * P / (100 - P): 50% -> 1 ms on / 1 ms off, 10% -> 0.111 ms on / 1 ms off."""

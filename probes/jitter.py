@@ -7,7 +7,7 @@ import argparse
 import time
 
 from probes import histogram
-from probes.common import ProbeArgumentParser, add_common_args, apply_sched, duty_split, hello
+from probes.common import ProbeArgumentParser, add_common_args, apply_sched, duty_split, hello, lock_memory
 
 NAME = "jitter"
 
@@ -28,8 +28,9 @@ def run(args, emit) -> int:
     from probes import _native
     on_ns, off_ns = duty_split(args.duty)
     apply_sched(args)
+    locked = lock_memory()
     emit(hello(NAME, args.cpu_id, {"duty": args.duty, "on_ns": on_ns, "off_ns": off_ns,
-                                    "threshold_ns": args.threshold_ns, "top": args.top}))
+                                    "threshold_ns": args.threshold_ns, "top": args.top, "mlocked": locked}))
     chunk_ns = int(args.chunk_ms * 1e6)
     total_ns = int(args.seconds * 1e9)
     t0 = time.monotonic_ns()
@@ -79,4 +80,4 @@ def summarize(lines) -> dict:
 
 def _host(h: dict) -> dict:
     return {k: h.get(k) for k in ("kernel", "clocksource", "tsc_hz", "tsc_usable", "timer_slack_ns",
-                                  "policy", "priority", "isolated", "pid")}
+                                  "policy", "priority", "isolated", "pid", "mlocked")}

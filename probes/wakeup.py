@@ -10,7 +10,7 @@ import struct
 import time
 
 from probes import histogram
-from probes.common import ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello
+from probes.common import ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello, lock_memory
 from probes.jitter import _host
 
 NAME = "wakeup"
@@ -43,9 +43,11 @@ def run(args, emit) -> int:
     if args.interval_us < 1:
         raise ProbeError(f"--interval-us {args.interval_us}: must be at least 1")
     apply_sched(args)
+    locked = lock_memory()
     dma_fd = _hold_dma_latency() if args.dma_latency else None
     try:
-        emit(hello(NAME, args.cpu_id, {"interval_ns": args.interval_us * 1000, "dma_latency": args.dma_latency}))
+        emit(hello(NAME, args.cpu_id, {"interval_ns": args.interval_us * 1000, "dma_latency": args.dma_latency,
+                                        "mlocked": locked}))
         chunk_ns = max(int(args.chunk_ms * 1e6), args.interval_us * 1000)
         total_ns = int(args.seconds * 1e9)
         t0 = time.monotonic_ns()
