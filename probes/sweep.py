@@ -27,11 +27,14 @@ that a CPU where one unit in three is held off shows up, which a median would hi
 "k x MAD of the CPU means above their median" was not used because with two CPUs the deviation of
 each from the median equals the MAD, so nothing could ever be flagged.
 
-Rounds (default 60): a periodic load that is short against the unit takes all or nothing of a
-unit, so the per-unit sd is large: for a 10% hog in 1 ms bursts and a 2 ms unit, sd ~ 0.36 ms (18% of
-the unit). The SE of a CPU's mean is then ~18%/sqrt(n), and k x SE must sit well below a 10% loss for
-the loss to be flagged reliably: n = 30 gives SE ~3.3% (limit ~8-10%, a 10% loss missed about one
-time in three), n = 60 gives ~2.3% (limit ~6%). Each result states its limit (`limit_ns`), the
+Rounds (default 120): a periodic load that is short against the unit takes all or nothing of a
+unit, so the per-unit sd is large: for a 10% hog in 1 ms bursts and a ~2.2 ms window, sd ~ 0.45 ms
+(20% of the window, measured). The SE of a CPU's mean is then ~20%/sqrt(n), and k x SE must sit well
+below a 10% loss for the loss to be flagged reliably. To flag it with ~99% power, SE <= 10% /
+(k + 2.33) ~ 2.1%, so n >= ~100: n = 30 gives limits of 7-10% (a 10% loss missed about one sweep in
+three), n = 60 limits of 6-7.5% (missed one sweep in six in the benchmark, measured at 5.0%),
+n = 120 limits of 4.5-6% (12 of 12 flagged). A round costs ~3.3 ms per CPU (unit, settle, pause),
+so 120 rounds take ~0.8 s on 2 CPUs and ~25 s on 64. Each result states its limit (`limit_ns`), the
 smallest excess that run could have flagged.
 """
 from __future__ import annotations
@@ -53,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = ProbeArgumentParser(prog="python -m probes sweep", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(p, cpu_list=True)
-    p.add_argument("--rounds", type=int, default=60, help="work units per CPU (default 60)")
+    p.add_argument("--rounds", type=int, default=120, help="work units per CPU (default 120; see Rounds above)")
     p.add_argument("--unit-ms", type=float, default=TARGET_UNIT_NS / 1e6, help="work unit length (default 2)")
     p.add_argument("--k", type=float, default=2.5, help="flag threshold in standard errors (default 2.5)")
     return p

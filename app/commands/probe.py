@@ -43,7 +43,7 @@ def options_parser() -> argparse.ArgumentParser:
     p.add_argument("--priority", type=int, default=None, metavar="P", help="SCHED_FIFO priority (default 80)")
     p.add_argument("--slack-ns", type=int, default=None, metavar="NS", help="timer slack (prctl PR_SET_TIMERSLACK)")
     p.add_argument("--dma-latency", action="store_true", help="wakeup: hold /dev/cpu_dma_latency at 0")
-    p.add_argument("--rounds", type=int, default=None, help="sweep: work units per CPU (default 60)")
+    p.add_argument("--rounds", type=int, default=None, help="sweep: work units per CPU (default 120)")
     p.add_argument("--pairs", default=None, metavar="A:B,...", help="c2c: only these pairs")
     return p
 
