@@ -7,6 +7,12 @@
   counters (software)  vs perf stat                    target within 5%
   sweep                flags a CPU loaded by a 10% SCHED_FIFO hog
 
+How each comparison is kept fair: the same CPU, the same duration and threshold, both tools
+mlockall()ed, this script's threads kept off the measured CPU while a probe streams its lines there
+(as oslat and cyclictest keep their main thread off), the order of the two swapped every pair; c2c
+alternates single ~1 ms batches of the probe's loop and a plain-C reference in one process, so both
+see the same vCPU placement. BENCH_PAIRS (default 6) sets the number of pairs.
+
 Run: `python -m tests.benchmarks bench_probes` (as root, on a machine with >= 2 CPUs and rt-tests,
 linux-perf and a C compiler installed). Prints figures; asserts nothing.
 """
@@ -24,11 +30,12 @@ from pathlib import Path
 
 from probes import histogram as H
 from probes import _native
-from probes.runner import run_to_end
+from probes.runner import ProbeRun
 
-PAIRS = int(os.environ.get("BENCH_PAIRS", "4"))
+PAIRS = int(os.environ.get("BENCH_PAIRS", "6"))
 CPUS = sorted(os.sched_getaffinity(0))
 CPU = CPUS[-1]
+OTHER = [c for c in CPUS if c != CPU] or CPUS
 TMP = Path(tempfile.mkdtemp(prefix="bench_probes_"))
 
 
@@ -44,11 +51,32 @@ def report(name, ours, peer, lo, hi, unit=""):
           flush=True)
 
 
-def probe(name, args, timeout=120):
-    rc, lines, run = run_to_end(name, [str(a) for a in args], timeout=timeout)
+def _set_all_threads(cpus):
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:
+            # a reader thread of a finished probe exited between listdir and the call
+            pass
+
+
+def probe(name, args, timeout=120, off_cpu=None):
+    """Run a probe to its end. off_cpu: keep this script's threads (main and the ProbeRun readers that
+    parse each JSON line as it arrives) off that CPU while the probe measures there, as oslat keeps
+    its main thread on --cpu-main-thread (default 0), away from the CPUs it measures."""
+    run = ProbeRun.start(name, [str(a) for a in args])
+    if off_cpu is not None:
+        _set_all_threads(set(OTHER))  # after the fork: the probe itself keeps the full mask
+    try:
+        rc = run.wait(timeout)
+    finally:
+        if off_cpu is not None:
+            _set_all_threads(set(CPUS))
+        if run.running:
+            run.cancel()
     if rc != 0:
         raise SystemExit(f"{name} {args}: exit {rc}: {run.error() or run.stderr_lines[-3:]}")
-    return lines
+    return run.lines
 
 
 # ------------------------------------------------------------------------------- 1. loop vs rdtsc
@@ -67,19 +95,35 @@ def bench_oslat():
     if not shutil.which("oslat"):
         print("oslat: not installed; skipped")
         return
-    ours, peer = [], []
-    for i in range(PAIRS):
+    # Same CPU, same 2 s, same threshold; both mlockall() (oslat always; ours in lock_memory) and
+    # both keep their consumer off the measured CPU. oslat's key k is the bucket [k-1, k) us
+    # (index = cycles / MHz rounded down, labelled index + 1; rt-tests 2.4 src/oslat/oslat.c), so
+    # "lo >= 10 us" is index >= 10, i.e. cycles >= 10 us worth, which is our `d >= threshold`.
+    # The order alternates (oslat first in even pairs), so drift over the run hits both alike.
+    def run_oslat(i):
         out = TMP / f"oslat{i}.json"
-        subprocess.run(["oslat", "--cpu-list", str(CPU), "-D", "2", f"--json={out}"], check=True,
-                       capture_output=True)
+        subprocess.run(["oslat", "--cpu-list", str(CPU), "--cpu-main-thread", str(OTHER[0]), "-D", "2",
+                        f"--json={out}"], check=True, capture_output=True)
         t = H.read_oslat_json(out.read_text())[0]
-        # key k = [k-1, k) us, so buckets from lo 10 us up are the gaps >= 10 us
-        peer.append(sum(c for lo, _, c in t["buckets"] if lo >= 10_000) / t["duration_s"])
-        lines = probe("jitter", ["--cpu", CPU, "--seconds", 2, "--threshold-ns", 10_000])
+        return sum(c for lo, _, c in t["buckets"] if lo >= 10_000) / t["duration_s"]
+
+    def run_ours():
+        lines = probe("jitter", ["--cpu", CPU, "--seconds", 2, "--threshold-ns", 10_000], off_cpu=CPU)
+        if not next(l for l in lines if l["type"] == "hello").get("mlocked"):
+            print("  (jitter ran without mlockall: not root?)")
         ivs = [l for l in lines if l["type"] == "interval"]
         sampled = sum(l["sampled_ns"] for l in ivs) / 1e9
-        ours.append(sum(c for iv in ivs for lo, _, c in iv["buckets"] if lo >= 10_000) / sampled)
-    report("gaps >= 10 us per second", ours, peer, 0.8, 1.25, "/s")
+        return sum(c for iv in ivs for lo, _, c in iv["buckets"] if lo >= 10_000) / sampled
+
+    ours, peer = [], []
+    for i in range(PAIRS):
+        if i % 2 == 0:
+            peer.append(run_oslat(i))
+            ours.append(run_ours())
+        else:
+            ours.append(run_ours())
+            peer.append(run_oslat(i))
+    report(f"gaps >= 10 us per second, CPU {CPU}", ours, peer, 0.8, 1.25, "/s")
 
 
 # ------------------------------------------------------------------------------- 3. wakeup vs cyclictest
@@ -87,59 +131,101 @@ def bench_cyclictest():
     if not shutil.which("cyclictest"):
         print("cyclictest: not installed; skipped")
         return
-    ours, peer = [], []
-    for i in range(PAIRS):
+    from probes.wakeup import summarize
+
+    def run_ct(i):
         out = TMP / f"ct{i}.json"
         # cyclictest holds /dev/cpu_dma_latency at 0 unless --laptop; ours does with --dma-latency.
         # SCHED_FIFO tasks get no timer slack (kernel/sys.c, rt_task), so slack is alike for both.
+        # Both mlockall() (cyclictest always; ours in lock_memory).
         subprocess.run(["cyclictest", "-q", "-l", "2000", "-i", "1000", "-p", "80", "-t", "1", "-a", str(CPU),
                         "-h", "10000", f"--json={out}"], check=True, capture_output=True)
         t = H.read_cyclictest_json(out.read_text())[0]
         # cyclictest truncates to whole us: key k is [k, k+1) us; compare at the bucket midpoint
         peer.append(H.percentiles(H.buckets_to_histogram(t["buckets"]))["p50"])
-        from probes.wakeup import summarize
+
+    def run_ours():
         s = summarize(probe("wakeup", ["--cpu", CPU, "--seconds", 2, "--interval-us", 1000, "--policy", "fifo",
-                                       "--priority", 80, "--dma-latency"]))
+                                       "--priority", 80, "--dma-latency"], off_cpu=CPU))
         ours.append(s["percentiles"]["p50"])
+
+    ours, peer = [], []
+    for i in range(PAIRS):
+        if i % 2 == 0:
+            run_ct(i)
+            run_ours()
+        else:
+            run_ours()
+            run_ct(i)
     report("wakeup p50 (ns), fifo 80, 1 ms", ours, peer, 0.75, 1.33, " ns")
 
 
 # ------------------------------------------------------------------------------- 4. c2c vs plain C
+# The textbook ping-pong: one flag, seq_cst atomics, one pinned partner thread per call, timed from
+# the second round trip (the first waits for the partner to start). Built as a shared object so the
+# bench can call it and the probe's own loop (_native.c2c) in one process, batch by batch: on a VM
+# the two vCPUs move between host cores (SMT siblings ~40 ns one way, other cores ~200 ns, a
+# descheduled vCPU microseconds), and only batches taken moments apart see the same placement.
 REF_C = r"""
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <time.h>
 static _Alignas(64) _Atomic long flag;
 static long N;
 static void pin(int c){cpu_set_t s;CPU_ZERO(&s);CPU_SET(c,&s);sched_setaffinity(0,sizeof s,&s);}
 static void *pong(void *a){pin((int)(long)a);for(long i=0;i<N;i++){while(atomic_load(&flag)!=2*i+1);atomic_store(&flag,2*i+2);}return 0;}
-int main(int argc,char**argv){int a=atoi(argv[1]),b=atoi(argv[2]);N=atol(argv[3]);pin(a);
+double pingpong(int a,int b,long n){cpu_set_t saved;sched_getaffinity(0,sizeof saved,&saved);N=n;flag=0;pin(a);
  pthread_t t;pthread_create(&t,0,pong,(void*)(long)b);struct timespec s,e;
  for(long i=0;i<N;i++){if(i==1)clock_gettime(CLOCK_MONOTONIC,&s);atomic_store(&flag,2*i+1);while(atomic_load(&flag)!=2*i+2);}
- clock_gettime(CLOCK_MONOTONIC,&e);pthread_join(t,0);
- double ns=(e.tv_sec-s.tv_sec)*1e9+(e.tv_nsec-s.tv_nsec);printf("%f\n",ns/(N-1)/2);return 0;}
+ clock_gettime(CLOCK_MONOTONIC,&e);pthread_join(t,0);sched_setaffinity(0,sizeof saved,&saved);
+ return ((e.tv_sec-s.tv_sec)*1e9+(e.tv_nsec-s.tv_nsec))/(N-1)/2;}
 """
+C2C_TRIPS = 2000      # one batch: ~1 ms of round trips, short enough that the placement rarely moves
+C2C_BATCHES = 40      # alternating pairs of batches (reference, ours) for the engine comparison
 
 
 def bench_c2c():
     if len(CPUS) < 2 or not shutil.which("cc"):
         print("c2c: needs 2 CPUs and cc; skipped")
         return
-    src, exe = TMP / "pp.c", TMP / "pp"
+    import ctypes
+    src, lib_path = TMP / "pp.c", TMP / "pp.so"
     src.write_text(REF_C)
-    subprocess.run(["cc", "-O2", "-pthread", str(src), "-o", str(exe)], check=True)
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-pthread", str(src), "-o", str(lib_path)], check=True)
+    lib = ctypes.CDLL(str(lib_path))
+    lib.pingpong.restype = ctypes.c_double
+    lib.pingpong.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long]
     a, b = CPUS[0], CPUS[1]
+
+    def ref_batch():
+        return lib.pingpong(a, b, C2C_TRIPS)
+
+    def our_batch():
+        return _native.c2c(a, b, C2C_TRIPS, 1)[0] / 2  # the probe's loop; c2c.py halves it the same way
+
     ours, peer = [], []
-    for _ in range(PAIRS):
-        peer.append(med([float(subprocess.run([str(exe), str(a), str(b), "20000"], capture_output=True,
-                                               text=True, check=True).stdout) for _ in range(5)]))
-        lines = probe("c2c", ["--cpu", f"{a},{b}", "--trips", 20000, "--batches", 5])
-        ours.append(next(l for l in lines if l["type"] == "interval")["median_ns"])
-    report(f"c2c one-way {a}<->{b} (ns)", ours, peer, 0.85, 1.15, " ns")
+    for i in range(C2C_BATCHES):
+        first, second = (ref_batch, our_batch) if i % 2 == 0 else (our_batch, ref_batch)
+        x, y = first(), second()
+        (peer if first is ref_batch else ours).append(x)
+        (ours if first is ref_batch else peer).append(y)
+    report(f"c2c one-way {a}<->{b}, engine (ns)", ours, peer, 0.85, 1.15, " ns")
+
+    # End to end: the probe process (--batches 5, its median) against 5 reference batches taken
+    # just before or after it, alternating.
+    ours, peer = [], []
+    for i in range(PAIRS):
+        def ref5():
+            peer.append(med([ref_batch() for _ in range(5)]))
+
+        def probe5():
+            lines = probe("c2c", ["--cpu", f"{a},{b}", "--trips", C2C_TRIPS, "--batches", 5])
+            ours.append(next(l for l in lines if l["type"] == "interval")["median_ns"])
+        for step in ((ref5, probe5) if i % 2 == 0 else (probe5, ref5)):
+            step()
+    report(f"c2c one-way {a}<->{b}, probe (ns)", ours, peer, 0.85, 1.15, " ns")
 
 
 # ------------------------------------------------------------------------------- 5. counters vs perf
@@ -150,29 +236,52 @@ def find_perf():
     return None
 
 
+# A command whose counts are big enough to compare within 5%: 2,000 short sleeps (a context switch
+# each), 1,000 fresh pages touched (a page fault each) and ~20 ms of arithmetic (task-clock).
+# `dd` made only 2-6 switches, where one stray switch is 20%.
+SWITCHER_C = r"""
+#include <stdlib.h>
+#include <time.h>
+int main(void){struct timespec t={0,20000};volatile unsigned x=1;
+ char *p=malloc(1000*4096);for(int i=0;i<1000;i++)p[i*4096]=1;
+ for(int i=0;i<2000;i++){nanosleep(&t,0);for(int j=0;j<20000;j++)x=x*1664525u+1013904223u;}
+ return p[4096]==1?0:1;}
+"""
+
+
 def bench_perf():
     perf = find_perf()
-    if not perf:
-        print("perf: not found; skipped")
+    if not perf or not shutil.which("cc"):
+        print("perf or cc: not found; skipped")
         return
-    cmd = ["dd", "if=/dev/zero", "of=/dev/null", "bs=64k", "count=20000"]
+    src, exe = TMP / "switcher.c", TMP / "switcher"
+    src.write_text(SWITCHER_C)
+    subprocess.run(["cc", "-O2", str(src), "-o", str(exe)], check=True)
+    cmd = [str(exe)]
     events = ["context-switches", "cpu-migrations", "page-faults", "task-clock"]
     ours = {e: [] for e in events}
     peer = {e: [] for e in events}
-    for _ in range(PAIRS):
+
+    def run_perf():
         r = subprocess.run([perf, "stat", "-x,", "-e", ",".join(events), "--", *cmd], capture_output=True, text=True)
         for line in r.stderr.splitlines():
             f = line.split(",")
             if len(f) > 2 and f[2] in events and f[0] not in ("<not supported>", "<not counted>"):
                 v = float(f[0])
                 peer[f[2]].append(v * 1e6 if f[2] == "task-clock" else v)  # perf prints msec
+
+    def run_ours():
         lines = probe("counters", ["--cpu", CPU, "--modes", "unpinned", "--", *cmd])
         counts = next(l for l in lines if l["type"] == "interval")["counts"]
         for e in events:
             ours[e].append(counts[e])
+
+    for i in range(PAIRS):
+        for step in ((run_perf, run_ours) if i % 2 == 0 else (run_ours, run_perf)):
+            step()
     for e in events:
         if med(peer[e]) == 0 and med(ours[e]) == 0:
-            print(f"{'counters ' + e:<34} ours 0  peer 0  (both zero)")
+            print(f"{'counters ' + e:<34} ours 0  peer 0  (both zero; unpinned, nothing else runs)")
             continue
         report(f"counters {e}", ours[e], peer[e], 0.95, 1.05)
 
@@ -201,24 +310,34 @@ def bench_sweep():
     from probes.sweep import summarize
     hog_cpu = CPUS[1]
     cpus = f"{CPUS[0]},{CPUS[1]}"
+    # Printed after the last sweep, not between them: whatever consumes our stdout (a terminal, a
+    # log relay) runs on these two CPUs, and a sweep rightly counts its time as lost (seen: a relay
+    # process taking 85-130 ms of CPU 1 during a sweep flagged CPU 1 with no hog running).
+    out = []
     for i in range(PAIRS):
-        for with_hog in (False, True):
+        for with_hog in ((False, True) if i % 2 == 0 else (True, False)):
             hog = subprocess.Popen([str(exe), str(hog_cpu)]) if with_hog else None
             try:
                 time.sleep(0.05)
                 if hog and hog.poll() is not None:
-                    print("hog: could not get SCHED_FIFO (run as root); skipped")
+                    print("\n".join(out + ["hog: could not get SCHED_FIFO (run as root); skipped"]))
                     return
-                s = summarize(probe("sweep", ["--cpu", cpus, "--rounds", 30]))
+                lines = probe("sweep", ["--cpu", cpus])  # the probe's default rounds
+                s = summarize(lines)
             finally:
                 if hog:
                     hog.kill()
                     hog.wait()
             loss = {c["cpu"]: round(100 * c["loss_vs_best"], 1) for c in s["cpus"]}
+            limit = {c["cpu"]: round(100 * c["limit_ns"] / s["baseline_ns"], 1) for c in s["cpus"]}
             want = [hog_cpu] if with_hog else []
             label = f"with 10% FIFO hog on CPU {hog_cpu}" if with_hog else "no hog"
-            print(f"sweep {label:<28} flagged {s['flagged']} "
-                  f"(want {want}) loss % {loss}  {'ok' if s['flagged'] == want else 'MISMATCH'}", flush=True)
+            out.append(f"sweep {label:<28} flagged {s['flagged']} (want {want}) loss % {loss} "
+                       f"limit % {limit}  {'ok' if s['flagged'] == want else 'MISMATCH'}")
+    hits = sum(1 for l in out if "hog on" in l and l.endswith("ok"))
+    quiet = sum(1 for l in out if "no hog" in l and l.endswith("ok"))
+    print("\n".join(out))
+    print(f"sweep: hog flagged alone {hits}/{PAIRS}, nothing flagged without it {quiet}/{PAIRS}", flush=True)
 
 
 if __name__ == "__main__":
