@@ -33,9 +33,9 @@ def test_jitter_stream_has_hello_intervals_done():
         assert key in hello
     assert hello["cpu"] == CPU and hello["pid"] == run.pid and hello["policy"] == "other"
     # mlockall like oslat: root always may (CAP_IPC_LOCK); others depend on RLIMIT_MEMLOCK
-    assert hello["mlocked"] is True if os.geteuid() == 0 else isinstance(hello["mlocked"], bool)
+    assert (hello["mlocked"] is True) if os.geteuid() == 0 else isinstance(hello["mlocked"], bool)
     if hello["mlocked"]:
-        assert any("mlockall" in l for l in run.stderr_lines) is False
+        assert not any("mlockall" in l for l in run.stderr_lines)
     for iv in lines[1:-1]:
         assert iv["sampled_ns"] > 0 and iv["iterations"] > 0
         assert sum(b[2] for b in iv["buckets"]) == iv["iterations"]  # every read is in exactly one bucket
