@@ -43,8 +43,14 @@ def med(xs):
     return statistics.median(xs)
 
 
-def report(name, ours, peer, lo, hi, unit=""):
-    r = med(ours) / med(peer) if med(peer) else float("nan")
+def report(name, ours, peer, lo, hi, unit="", paired=False):
+    """paired: the ratio is the median of ours[i] / peer[i] rather than of the two medians - for runs
+    taken moments apart that share a state the machine flips between (c2c: a vCPU placement), where
+    the ratio of medians compares whichever mode each side happened to catch more of."""
+    if paired:
+        r = med([o / p for o, p in zip(ours, peer)])
+    else:
+        r = med(ours) / med(peer) if med(peer) else float("nan")
     ok = "ok" if lo <= r <= hi else "OUT OF RANGE"
     print(f"{name:<34} ours {med(ours):>12.4g}{unit}  peer {med(peer):>12.4g}{unit}  ratio {r:6.3f}  "
           f"target [{lo}, {hi}] {ok}   (ours {['%.4g' % x for x in ours]}, peer {['%.4g' % x for x in peer]})",
@@ -164,26 +170,32 @@ def bench_cyclictest():
 # The textbook ping-pong: one flag, seq_cst atomics, one pinned partner thread per call, timed from
 # the second round trip (the first waits for the partner to start). Built as a shared object so the
 # bench can call it and the probe's own loop (_native.c2c) in one process, batch by batch: on a VM
-# the two vCPUs move between host cores (SMT siblings ~40 ns one way, other cores ~200 ns, a
-# descheduled vCPU microseconds), and only batches taken moments apart see the same placement.
+# the two vCPUs move between host cores (~40 ns one way, ~180 ns, a descheduled vCPU microseconds),
+# and only batches taken moments apart see the same placement. The one-way time also depends on the
+# line's address (37, 48 or 58 ns for one vCPU pair on this EPYC host, fixed per address), so the
+# probe puts each batch on a fresh mmap()ed page, and so does the reference: each side of a pair is
+# the median over C2C_PAGES lines at addresses neither side chose.
 REF_C = r"""
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <time.h>
-static _Alignas(64) _Atomic long flag;
+static _Atomic long *flag;
 static long N;
 static void pin(int c){cpu_set_t s;CPU_ZERO(&s);CPU_SET(c,&s);sched_setaffinity(0,sizeof s,&s);}
-static void *pong(void *a){pin((int)(long)a);for(long i=0;i<N;i++){while(atomic_load(&flag)!=2*i+1);atomic_store(&flag,2*i+2);}return 0;}
-double pingpong(int a,int b,long n){cpu_set_t saved;sched_getaffinity(0,sizeof saved,&saved);N=n;flag=0;pin(a);
+static void *pong(void *a){pin((int)(long)a);for(long i=0;i<N;i++){while(atomic_load(flag)!=2*i+1);atomic_store(flag,2*i+2);}return 0;}
+double pingpong(int a,int b,long n){cpu_set_t saved;sched_getaffinity(0,sizeof saved,&saved);N=n;
+ void *pg=mmap(0,4096,PROT_READ|PROT_WRITE,MAP_PRIVATE|MAP_ANONYMOUS|MAP_POPULATE,-1,0);flag=pg;*flag=0;pin(a);
  pthread_t t;pthread_create(&t,0,pong,(void*)(long)b);struct timespec s,e;
- for(long i=0;i<N;i++){if(i==1)clock_gettime(CLOCK_MONOTONIC,&s);atomic_store(&flag,2*i+1);while(atomic_load(&flag)!=2*i+2);}
- clock_gettime(CLOCK_MONOTONIC,&e);pthread_join(t,0);sched_setaffinity(0,sizeof saved,&saved);
+ for(long i=0;i<N;i++){if(i==1)clock_gettime(CLOCK_MONOTONIC,&s);atomic_store(flag,2*i+1);while(atomic_load(flag)!=2*i+2);}
+ clock_gettime(CLOCK_MONOTONIC,&e);pthread_join(t,0);sched_setaffinity(0,sizeof saved,&saved);munmap(pg,4096);
  return ((e.tv_sec-s.tv_sec)*1e9+(e.tv_nsec-s.tv_nsec))/(N-1)/2;}
 """
 C2C_TRIPS = 2000      # one batch: ~1 ms of round trips, short enough that the placement rarely moves
-C2C_BATCHES = 40      # alternating pairs of batches (reference, ours) for the engine comparison
+C2C_PAGES = 8         # batches (lines on distinct pages) per side of a pair
+C2C_PAIRS = 12        # alternating pairs for the engine comparison
 
 
 def bench_c2c():
@@ -199,33 +211,32 @@ def bench_c2c():
     lib.pingpong.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long]
     a, b = CPUS[0], CPUS[1]
 
-    def ref_batch():
-        return lib.pingpong(a, b, C2C_TRIPS)
+    def ref_side():
+        return med([lib.pingpong(a, b, C2C_TRIPS) for _ in range(C2C_PAGES)])
 
-    def our_batch():
-        return _native.c2c(a, b, C2C_TRIPS, 1)[0] / 2  # the probe's loop; c2c.py halves it the same way
+    def our_side():
+        # the probe's loop, one batch per page; c2c.py halves round trips the same way
+        return med([rt / 2 for rt in _native.c2c(a, b, C2C_TRIPS, C2C_PAGES)])
 
     ours, peer = [], []
-    for i in range(C2C_BATCHES):
-        first, second = (ref_batch, our_batch) if i % 2 == 0 else (our_batch, ref_batch)
-        x, y = first(), second()
-        (peer if first is ref_batch else ours).append(x)
-        (ours if first is ref_batch else peer).append(y)
-    report(f"c2c one-way {a}<->{b}, engine (ns)", ours, peer, 0.85, 1.15, " ns")
+    for i in range(C2C_PAIRS):
+        for side in ((ref_side, our_side) if i % 2 == 0 else (our_side, ref_side)):
+            (peer if side is ref_side else ours).append(side())
+    report(f"c2c one-way {a}<->{b}, engine (ns)", ours, peer, 0.85, 1.15, " ns", paired=True)
 
-    # End to end: the probe process (--batches 5, its median) against 5 reference batches taken
-    # just before or after it, alternating.
+    # End to end: the probe process (its median over C2C_PAGES batches) against the reference side
+    # taken just before or after it, alternating.
     ours, peer = [], []
     for i in range(PAIRS):
-        def ref5():
-            peer.append(med([ref_batch() for _ in range(5)]))
+        def ref_run():
+            peer.append(ref_side())
 
-        def probe5():
-            lines = probe("c2c", ["--cpu", f"{a},{b}", "--trips", C2C_TRIPS, "--batches", 5])
+        def probe_run():
+            lines = probe("c2c", ["--cpu", f"{a},{b}", "--trips", C2C_TRIPS, "--batches", C2C_PAGES])
             ours.append(next(l for l in lines if l["type"] == "interval")["median_ns"])
-        for step in ((ref5, probe5) if i % 2 == 0 else (probe5, ref5)):
+        for step in ((ref_run, probe_run) if i % 2 == 0 else (probe_run, ref_run)):
             step()
-    report(f"c2c one-way {a}<->{b}, probe (ns)", ours, peer, 0.85, 1.15, " ns")
+    report(f"c2c one-way {a}<->{b}, probe (ns)", ours, peer, 0.85, 1.15, " ns", paired=True)
 
 
 # ------------------------------------------------------------------------------- 5. counters vs perf
