@@ -520,12 +520,10 @@ static PyObject *py_work_unit(PyObject *self, PyObject *args)
 
 /* ---------------------------------------------------------------- c2c */
 
-/* The ping-pong line sits alone in a 128-byte aligned block: Intel's spatial prefetcher fetches
- * lines in 128-byte aligned pairs (Intel 64 and IA-32 Optimization Reference Manual, "Data
- * Prefetching"; folly's hardware_destructive_interference_size is 128 for this reason), so a
- * neighbour in the same pair - here the partner's parameters, once whatever malloc put there -
- * made the one-way time depend on where the block landed: 37, 48 or 58 ns on the same two vCPUs,
- * the same for every batch of one call, different between calls. */
+/* The ping-pong line sits alone in a 128-byte aligned block (hardware prefetchers fetch lines in
+ * 128-byte aligned pairs; folly's hardware_destructive_interference_size is 128 for this reason),
+ * so nothing else the two threads touch shares its pair. The partner's parameters and `ready` sit
+ * on the next line and are read only before the timed loop. */
 struct c2c_shared {
     _Alignas(128) _Atomic uint64_t line;
     char pad[120];
@@ -536,12 +534,10 @@ struct c2c_shared {
 };
 
 /* Both sides store with seq_cst (xchg on x86), as the textbook ping-pong and the benchmark's
- * reference do: the store is globally visible before the thread starts spinning, so a batch times
- * the line's transfer and not how long a plain store sat in the store buffer next to a spinning
- * load. The spin loops are one load, one compare: on SMT siblings the two spinners share a core's
- * pipeline, and every extra instruction in a spin (an error check, a reload of the trip count)
- * took issue slots from the other side (measured: 37 vs 48-58 ns one way). Errors are settled
- * once, before the loop, through `ready`. */
+ * reference do, so the probe times the same protocol as its peer. The spin loops are one load and
+ * one compare, touching nothing but the line; errors are settled once, before the loop, through
+ * `ready`. (The 37/48/58 ns spread first blamed on the loops came from the line's address; see
+ * py_c2c.) */
 #define C2C_STORE memory_order_seq_cst
 
 static int pin_self(int cpu)
