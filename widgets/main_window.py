@@ -8,6 +8,8 @@ any whose generation is not newer than the last applied) and forwards user choic
 """
 from __future__ import annotations
 
+import gc
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QComboBox, QDockWidget, QDoubleSpinBox, QLabel, QLayout, QMainWindow,
@@ -195,6 +197,11 @@ class MainWindow(QMainWindow):
         self._generation = None
         self._state = None
         self._applied_threads = None
+        # Free the old sampler's Qt objects now, before the new worker starts: a garbage collection
+        # of PySide wrappers concurrent with a ticking worker crashed the interpreter (see
+        # tests/gui/conftest.py).
+        del old
+        gc.collect()
         self._connect_sampler(thread)
 
     def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:

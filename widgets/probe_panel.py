@@ -175,7 +175,7 @@ class ProbePanel(QWidget):
         # sweep
         self.rounds_spin = QSpinBox(self)
         self.rounds_spin.setRange(2, 100_000)
-        self.rounds_spin.setValue(20)
+        self.rounds_spin.setValue(120)   # probes/sweep.py: fewer rounds cannot flag a 10% loss in 1 ms bursts
         sweep_page = self._page(("rounds", self.rounds_spin))
         # c2c
         self.pairs_edit = QLineEdit(self)

@@ -9,9 +9,10 @@ receiver drops a state whose generation is not newer than the one it applied las
 """
 from __future__ import annotations
 
+import threading
 import time
 
-from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
 
 from app.errors import CoremapError
 from app.sampler import Sampler, clamp_interval
@@ -48,11 +49,16 @@ class SamplerThread(QObject):
         self._worker.moveToThread(self._thread)
         self._paused = False
         w = self._worker
-        w.state_ready.connect(self.state_ready)
-        w.tick_failed.connect(self.tick_failed)
-        w.paused_changed.connect(self._on_worker_paused_changed)
-        w.interval_changed.connect(self.interval_changed)
-        w.tick_seconds.connect(self.tick_seconds)
+        # Queued into slots of this (UI-thread) object, which re-emit. No Python object crosses the
+        # thread boundary inside a Qt event: the worker leaves its newest state in a locked slot and
+        # posts only its generation. Carrying the MachineState itself through a queued signal
+        # crashed or deadlocked the interpreter in the UI thread's garbage collection while the
+        # worker ticked (PySide6 6.11, seen in the GUI tests on the 112-CPU capture).
+        w.state_posted.connect(self._on_worker_state_posted, Qt.ConnectionType.QueuedConnection)
+        w.tick_failed.connect(self._on_worker_tick_failed, Qt.ConnectionType.QueuedConnection)
+        w.paused_changed.connect(self._on_worker_paused_changed, Qt.ConnectionType.QueuedConnection)
+        w.interval_changed.connect(self._on_worker_interval_changed, Qt.ConnectionType.QueuedConnection)
+        w.tick_seconds.connect(self._on_worker_tick_seconds, Qt.ConnectionType.QueuedConnection)
 
     # -- UI-thread API (all queued to the worker) --------------------------------------------------
     @property
@@ -93,6 +99,25 @@ class SamplerThread(QObject):
     def refresh_topology(self) -> None:
         self._worker.topology_requested.emit()
 
+    @Slot(int)
+    def _on_worker_state_posted(self, generation: int) -> None:
+        state = self._worker.take_state()
+        # Several posts may be queued for one newest state: the first takes it, the rest find None.
+        if state is not None:
+            self.state_ready.emit(state)
+
+    @Slot(str)
+    def _on_worker_tick_failed(self, message: str) -> None:
+        self.tick_failed.emit(message)
+
+    @Slot(float)
+    def _on_worker_interval_changed(self, seconds: float) -> None:
+        self.interval_changed.emit(seconds)
+
+    @Slot(float)
+    def _on_worker_tick_seconds(self, seconds: float) -> None:
+        self.tick_seconds.emit(seconds)
+
     @Slot(bool)
     def _on_worker_paused_changed(self, paused: bool) -> None:
         self._paused = paused
@@ -102,7 +127,7 @@ class SamplerThread(QObject):
 class _SamplerWorker(QObject):
     """Runs in the sampler's QThread: a single-shot timer drives Sampler.tick()."""
 
-    state_ready = Signal(object)
+    state_posted = Signal(int)          # generation of the state take_state() now returns
     tick_failed = Signal(str)
     paused_changed = Signal(bool)
     interval_changed = Signal(float)
@@ -122,12 +147,20 @@ class _SamplerWorker(QObject):
         self._timer: QTimer | None = None
         self._paused = False
         self._ticks = 0
+        self._lock = threading.Lock()
+        self._newest = None         # the newest MachineState not yet taken by the UI thread
         self.interval_requested.connect(self._on_interval_requested)
         self.pause_requested.connect(self._on_pause_requested)
         self.track_requested.connect(self._on_track_requested)
         self.topology_requested.connect(self._on_topology_requested)
         self.stop_requested.connect(self._on_stop_requested)
         self.start_requested.connect(self._on_start_requested)
+
+    def take_state(self):
+        """The newest state, once (called from the UI thread); None when already taken."""
+        with self._lock:
+            state, self._newest = self._newest, None
+        return state
 
     # -- worker thread ---------------------------------------------------------------------------------
     @Slot()
@@ -150,7 +183,9 @@ class _SamplerWorker(QObject):
         self._ticks += 1
         self.tick_seconds.emit(time.perf_counter() - t0)
         if state is not None:
-            self.state_ready.emit(state)
+            with self._lock:
+                self._newest = state
+            self.state_posted.emit(state.generation)
         if not self.sampler.live and state is not None:
             return      # a capture does not change: one state is all there is
         self._schedule()

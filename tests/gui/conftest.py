@@ -13,6 +13,18 @@ _BAD = (QtMsgType.QtWarningMsg, QtMsgType.QtCriticalMsg, QtMsgType.QtFatalMsg)
 
 
 @pytest.fixture(autouse=True)
+def collect_qt_garbage_while_no_worker_runs():
+    """Collect each test's dead windows, sampler threads and models at its end, when every sampler
+    thread has been stopped (qtbot closes its widgets first: this autouse fixture is set up before
+    qtbot and so torn down after it). Left to chance, a collection of PySide wrappers ran in the UI
+    thread while the next test's sampler worker ran Python, and crashed or hung the interpreter
+    (PySide6 6.11, Python 3.11: "Fatal Python error: Segmentation fault ... Garbage-collecting")."""
+    yield
+    import gc
+    gc.collect()
+
+
+@pytest.fixture(autouse=True)
 def fail_on_qt_warnings(request):
     recorded: list[str] = []
 
