@@ -258,7 +258,10 @@ def rates(previous: MachineSample, current: MachineSample, seconds: float | None
                 dsw = (t.voluntary_switches + t.involuntary_switches
                        - p.voluntary_switches - p.involuntary_switches)
                 sw = max(dsw, 0) / seconds
-            tasks[tid] = TaskRate(tid, t.pid, 100.0 * dt / tick / seconds, mig, t.last_cpu,
+            # One thread runs on one CPU at a time: above 100% is accounting skew, not load
+            # (utime/stime advance in whole USER_HZ ticks, and each thread's stat is read at its own
+            # moment within a sample while `seconds` spans the samples' time stamps).
+            tasks[tid] = TaskRate(tid, t.pid, min(100.0, 100.0 * dt / tick / seconds), mig, t.last_cpu,
                                   t.last_cpu != p.last_cpu, sw)
 
     return Rates(seconds, cpus, per_cpu, irqs, tasks, new_irqs, vanished, exited, tuple(resets))

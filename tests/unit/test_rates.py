@@ -179,3 +179,14 @@ def test_never_negative_never_crashes(a, b, seconds):
     assert all(t.cpu_pct >= 0 and (t.migrations_per_s is None or t.migrations_per_s >= 0)
                for t in r.tasks.values())
     totals(b)
+
+
+def test_a_thread_never_reads_above_one_cpu():
+    # 40 ticks of CPU time over 0.3 s at USER_HZ 100 would read 133%: tick skew, clamped to 100.
+    from app.machine.sample import MachineSample
+    from app.machine.threads import TaskSample, ThreadsSample
+    from app.rates import rates
+    a = TaskSample(1, 2, "spin", "R", 0, 100, 0, 0, 5)
+    b = TaskSample(1, 2, "spin", "R", 0, 140, 0, 0, 5)
+    r = rates(MachineSample(0.0, tasks=ThreadsSample({2: a})), MachineSample(0.3, tasks=ThreadsSample({2: b})))
+    assert r.tasks[2].cpu_pct == 100.0

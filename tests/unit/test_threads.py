@@ -184,10 +184,8 @@ def test_cli_threads_json_with_cpu_percent(capsys):
     rows = {r["tid"]: r for r in json.loads(capsys.readouterr().out)}
     busy = rows[box["tid"]]
     assert busy["pid"] == os.getpid() and set(busy["allowed"]) == os.sched_getaffinity(0)
-    # One spinning thread uses at most one CPU; utime/stime count whole ticks (USER_HZ), so over
-    # 0.3 s the figure can read a tick or two high.
-    ticks = 0.3 * os.sysconf("SC_CLK_TCK")
-    assert 0 < busy["cpu_pct"] <= 100.0 * (1 + 2 / ticks)
+    # One spinning thread uses at most one CPU (tick skew above that is clamped in app/rates.py).
+    assert 0 < busy["cpu_pct"] <= 100.0
 
 
 def test_cli_threads_on_fixtures(capsys):
