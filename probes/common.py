@@ -17,6 +17,7 @@ import sys
 
 from app.errors import CoremapError
 from app.parse.cpulist import format_cpulist, parse_cpulist
+from app.machine.topology import read_online_cpus
 from app.sysroot import SysRoot
 
 EXIT_BAD_INPUT = 2
@@ -59,15 +60,9 @@ class ProbeArgumentParser(argparse.ArgumentParser):
         raise ProbeError(f"{self.prog}: {message}")
 
 
-def online_cpus(root: SysRoot | None = None) -> tuple[int, ...]:
-    root = root or SysRoot("/")
-    text = root.read_optional(root.cpu_dir("online"))
-    return parse_cpulist(text, what="online CPUs") if text is not None else tuple(range(os.cpu_count() or 1))
-
-
 def allowed_cpus(root: SysRoot | None = None) -> tuple[int, ...]:
     """CPUs this process may run on and that are online (an offline CPU can stay in the mask)."""
-    online = set(online_cpus(root))
+    online = set(read_online_cpus(root or SysRoot("/")))
     return tuple(sorted(c for c in os.sched_getaffinity(0) if c in online))
 
 

@@ -25,7 +25,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.errors import CoremapError
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.sysroot import SysRoot
-from probes.common import online_cpus
+from app.machine.topology import read_online_cpus
 from probes.runner import ProbeRun
 
 POLL_MS = 40
@@ -52,7 +52,7 @@ class OwnAffinityGuard:
         (every online CPU is probed, e.g. a one-CPU machine) and then changes nothing."""
         self.restore()
         probed = set(cpus)
-        online = set(online_cpus(self.root))
+        online = set(read_online_cpus(self.root))
         process_mask = set(os.sched_getaffinity(0))
         keep = (online & process_mask) - probed
         if not keep:

@@ -14,7 +14,8 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent, QValidator
 from PySide6.QtWidgets import QApplication
 
 from probes import histogram as H
-from probes.common import online_cpus
+from app.machine.topology import read_online_cpus
+from app.sysroot import SysRoot
 from widgets.histogram_plot import ns_label
 from widgets.probe_panel import CPU_MIME, ProbePanel
 
@@ -148,12 +149,12 @@ def _drag_and_drop(widget, mime):
     return enter, drop
 
 
-@pytest.mark.skipif(len(online_cpus()) < 2 or not {0, 1} <= set(os.sched_getaffinity(0)),
+@pytest.mark.skipif(len(read_online_cpus(SysRoot("/"))) < 2 or not {0, 1} <= set(os.sched_getaffinity(0)),
                     reason="needs CPUs 0 and 1 online and allowed")
 def test_own_threads_leave_the_probed_cpu(qtbot, panel):
     before = _own_affinities()
     main_before = set(os.sched_getaffinity(0))
-    others = set(online_cpus()) & main_before - {1}
+    others = set(read_online_cpus(SysRoot("/"))) & main_before - {1}
     panel.set_cpus([1])
     panel.seconds_spin.setValue(1.0)
     assert panel.run()
@@ -170,7 +171,7 @@ def test_own_threads_leave_the_probed_cpu(qtbot, panel):
 
 
 def test_sweep_and_c2c_from_the_panel(qtbot, panel):
-    if len(online_cpus()) < 2:
+    if len(read_online_cpus(SysRoot("/"))) < 2:
         pytest.skip("needs two online CPUs")
     panel.set_probe("sweep")
     panel.set_cpus([0, 1])
@@ -213,7 +214,7 @@ def test_no_cpu_left_for_coremap_means_no_move():
     from widgets.probe_controller import OwnAffinityGuard
     g = OwnAffinityGuard()
     before = _own_affinities()
-    note = g.exclude(online_cpus())
+    note = g.exclude(read_online_cpus(SysRoot("/")))
     assert note is not None and "stay where they are" in note and not g.active
     assert _own_affinities() == before
 
