@@ -82,6 +82,16 @@ class SysRoot:
         """sys/devices/system/node/<parts>."""
         return self.sys("devices", "system", "node", *parts)
 
+    def tracefs(self, *parts: str | int) -> Path:
+        """The tracefs mount: sys/kernel/tracing, or sys/kernel/debug/tracing where only debugfs is
+        mounted (kernels before 4.1 and some distributions; Documentation/trace/ftrace.rst)."""
+        t = self.sys("kernel", "tracing")
+        if not (t / "events").exists():
+            old = self.sys("kernel", "debug", "tracing")
+            if (old / "events").exists():
+                t = old
+        return t.joinpath(*map(str, parts))
+
     def irq_dir(self, irq: int | str, *parts: str) -> Path:
         """proc/irq/<irq>/<parts>."""
         return self.proc("irq", str(irq), *parts)

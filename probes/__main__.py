@@ -6,6 +6,7 @@ CPU and the allowed set, and exit status 2.
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 from app.errors import CoremapError
@@ -21,6 +22,10 @@ def main(argv: list[str] | None = None) -> int:
         emit({"type": "error", "message": f"name a probe: one of {', '.join(PROBES)}"})
         return EXIT_BAD_INPUT
     name = argv[0]
+    # Cancel sends SIGTERM: exit through Python so `finally` blocks run (the jitter probe removes its
+    # tracefs instance there). The handler runs when the current chunk returns, within ~100 ms; the
+    # runner's SIGKILL after that is the backstop, and the next attributed run removes what it left.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     mod = importlib.import_module(f"probes.{name}")
     try:
         args = mod.build_parser().parse_args(argv[1:])

@@ -4,9 +4,10 @@ between two reads. Like oslat, but streamed per chunk and with a duty cycle."""
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
-from probes import histogram
+from probes import histogram, trace
 from probes.common import ProbeArgumentParser, add_common_args, apply_sched, duty_split, hello, lock_memory
 
 NAME = "jitter"
@@ -21,34 +22,65 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gaps at least this long are binned finely and kept as top gaps (default 1000)")
     p.add_argument("--top", type=int, default=16, help="largest gaps kept per interval (default 16)")
     p.add_argument("--no-tsc", action="store_true", help="read CLOCK_MONOTONIC even where rdtsc is usable")
+    p.add_argument("--attribute", action="store_true",
+                   help="record interrupts, softirqs, NMIs and task switches on the CPU (tracefs, root) "
+                        "and say what ran during each large gap")
     return p
 
 
 def run(args, emit) -> int:
-    from probes import _native
     on_ns, off_ns = duty_split(args.duty)
     apply_sched(args)
     locked = lock_memory()
+    tracer, why_not = None, None
+    if args.attribute:
+        if args.cpu_id is None or args.unbound:
+            why_not = "gaps are attributed on a pinned run only: the events of one CPU are recorded"
+        else:
+            try:
+                tracer = trace.TraceSession(args.cpu_id, args.seconds)
+            except trace.TraceUnavailable as e:
+                why_not = str(e)
+    try:
+        return _measure(args, emit, on_ns, off_ns, locked, tracer, why_not)
+    finally:
+        if tracer is not None:
+            tracer.close()
+
+
+def _measure(args, emit, on_ns, off_ns, locked, tracer, why_not) -> int:
+    from probes import _native
     emit(hello(NAME, args.cpu_id, {"duty": args.duty, "on_ns": on_ns, "off_ns": off_ns,
-                                    "threshold_ns": args.threshold_ns, "top": args.top, "mlocked": locked}))
+                                    "threshold_ns": args.threshold_ns, "top": args.top, "mlocked": locked,
+                                    "attribute": bool(args.attribute)}))
     chunk_ns = int(args.chunk_ms * 1e6)
     total_ns = int(args.seconds * 1e9)
     t0 = time.monotonic_ns()
     sampled = iterations = 0
+    all_gaps: list[tuple[int, int]] = []
     while True:
         elapsed = time.monotonic_ns() - t0
         if elapsed >= total_ns:
             break
         r = _native.jitter_chunk(min(chunk_ns, total_ns - elapsed), args.threshold_ns, on_ns, off_ns,
                                  args.top, not args.no_tsc)
+        if tracer is not None:
+            all_gaps.extend((t, g) for t, g in r["top_gaps"])
         sampled += r["sampled_ns"]
         iterations += r["iterations"]
         emit({"type": "interval", "elapsed_ns": time.monotonic_ns() - t0, "chunk_ns": r["elapsed_ns"],
               "sampled_ns": r["sampled_ns"], "iterations": r["iterations"], "loop_ns": r["loop_ns"],
               "tsc": r["tsc"], "buckets": r["buckets"],
               "top_gaps": sorted([[t - t0, g] for t, g in r["top_gaps"]])})
-    emit({"type": "done", "elapsed_ns": time.monotonic_ns() - t0, "sampled_ns": sampled,
-          "iterations": iterations, "loop_ns": sampled / iterations if iterations else None})
+    done = {"type": "done", "elapsed_ns": time.monotonic_ns() - t0, "sampled_ns": sampled,
+            "iterations": iterations, "loop_ns": sampled / iterations if iterations else None}
+    if tracer is not None:
+        text, stats = tracer.stop()
+        emit(trace.attribute_run(text, stats, all_gaps, probe_pid=os.getpid(),
+                                 started_ns=tracer.started_ns, t0_ns=t0))
+    elif args.attribute:
+        emit({"type": "attribution", "available": False, "reason": why_not})
+    emit(done)
     return 0
 
 
@@ -75,7 +107,14 @@ def summarize(lines) -> dict:
             "buckets": histogram.buckets_as_dicts(buckets), "percentiles": pct,
             "gaps_per_cpu_hour": gaps["rows"], "lost_share": gaps["lost_share"],
             "top_gaps": [{"t_ns": t, "gap_ns": g} for t, g in top], "intervals": len(ivs),
-            "host": _host(hello_line)}
+            "host": _host(hello_line), "attribution": _attribution(lines)}
+
+
+def _attribution(lines) -> dict | None:
+    a = next((l for l in lines if l.get("type") == "attribution"), None)
+    if a is None:
+        return None
+    return {k: v for k, v in a.items() if k != "type"}
 
 
 def _host(h: dict) -> dict:

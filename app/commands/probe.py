@@ -43,6 +43,9 @@ def options_parser() -> argparse.ArgumentParser:
     p.add_argument("--priority", type=int, default=None, metavar="P", help="SCHED_FIFO priority (default 80)")
     p.add_argument("--slack-ns", type=int, default=None, metavar="NS", help="timer slack (prctl PR_SET_TIMERSLACK)")
     p.add_argument("--dma-latency", action="store_true", help="wakeup: hold /dev/cpu_dma_latency at 0")
+    p.add_argument("--attribute", action="store_true",
+                   help="jitter: trace IRQs, softirqs, NMIs and task switches on the CPU and say what "
+                        "ran in each large gap (root, tracefs)")
     p.add_argument("--rounds", type=int, default=None, help="sweep: work units per CPU (default 120)")
     p.add_argument("--pairs", default=None, metavar="A:B,...", help="c2c: only these pairs")
     return p
@@ -87,6 +90,10 @@ def _child_args(args, cpu_text: str | None) -> list[str]:
         if args.name != "wakeup":
             raise CoremapError(f"--dma-latency does not apply to the {args.name} probe")
         a.append("--dma-latency")
+    if args.attribute:
+        if args.name != "jitter":
+            raise CoremapError(f"--attribute applies to the jitter probe only, not {args.name}")
+        a.append("--attribute")
     command = args.command
     if command:
         if args.name != "counters":
@@ -176,6 +183,24 @@ def fmt_ns(ns) -> str:
     return f"{ns:.3g} ns"
 
 
+def format_attribution(a: dict | None, *, longest: int = 10) -> list[str]:
+    """What ran during the largest gaps, as the CLI prints it."""
+    if a is None:
+        return []
+    if not a.get("available"):
+        return [f"  gaps not attributed: {a.get('reason')}"]
+    out = [f"  what ran in the {a['attributed_gaps']} largest gaps ({a['cpu_events']:,} events traced"
+           + (f", {a['untraced_gaps']} gaps before the trace buffer's oldest event" if a["untraced_gaps"] else "")
+           + "):"]
+    out.append(f"    {'cause':<40}{'gaps':>6}{'time':>12}")
+    for row in a["by_cause"][:12]:
+        out.append(f"    {row['cause'][:39]:<40}{row['gaps']:>6}{fmt_ns(row['ns']):>12}")
+    out.append(f"  the {min(longest, len(a['gaps']))} longest:")
+    for g in a["gaps"][:longest]:
+        out.append(f"    {fmt_ns(g['gap_ns']):>9} at {g['t_ns'] / 1e9:8.4f} s  {g['verdict']}")
+    return out
+
+
 def format_result(r: dict) -> str:
     name = r["probe"]
     lines = []
@@ -198,6 +223,7 @@ def format_result(r: dict) -> str:
                 lines.append(f"    {rng:<16}{row['count']:>8}{row['per_hour']:>16,.0f}")
         if r["lost_share"] is not None:
             lines.append(f"  time lost in gaps >= 2 us: {100 * r['lost_share']:.4f}%")
+        lines.extend(format_attribution(r.get("attribution")))
     elif name == "sweep":
         lines.append(f"sweep over CPUs {format_cpulist(c['cpu'] for c in r['cpus'])}: {r['rounds']} rounds, "
                      f"best CPU {r['best_cpu']} at {fmt_ns(r['baseline_ns'])} per unit")
