@@ -7,21 +7,41 @@ threads side by side, cores wrap into rows, groups flow in a grid; the row width
 chosen so that the whole machine fills the viewport's aspect (so a 2-socket server, a 256-CPU POWER7
 and a 1152-CPU machine all fit at a glance). Labels and figures are painted at a fixed size in scene
 units and hidden (level of detail from the view's scale) once they would be too small to read.
+
+Mouse gestures (left button unless said otherwise; issue 5, "drag a CPU cell onto the probe panel"):
+- click a cell: select it and emit cpu_selected; Ctrl+click toggles it in the selection.
+- drag from a cell: a CPU drag (CPU_MIME) carrying that CPU, or the whole selection when the cell is
+  one of several selected cells; Shift+drag from a cell carries its core's CPUs.
+- drag from a box's header band (the "package 0" / "node 1" / "L3 2" label line) or from a core box's
+  frame around its cells (the P/E strip of a hybrid core): a CPU drag carrying the box's CPUs.
+- drag from anywhere else (a box's body between its children, the margin): rubber-band selection, as
+  before; middle-drag pans; Ctrl+wheel, +, - and 0 zoom.
+A drag starts only once the press has moved QApplication.startDragDistance(); offline CPUs are never
+in a payload (a box or cell with no online CPU starts no drag). The grid itself refuses a CPU drag
+(its drop target, widgets/pinning.py, takes only PIN_MIME).
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import (QBrush, QColor, QFont, QFontMetricsF, QLinearGradient, QPainter,
-                           QPen, QPolygonF)
-from PySide6.QtWidgets import (QGraphicsItem, QGraphicsScene, QGraphicsView, QSizePolicy,
+from PySide6.QtCore import QEvent, QMimeData, QPoint, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import (QBrush, QColor, QDrag, QFont, QFontMetricsF, QLinearGradient, QPainter,
+                           QPen, QPixmap, QPolygonF)
+from PySide6.QtWidgets import (QApplication, QGraphicsItem, QGraphicsScene, QGraphicsView, QSizePolicy,
                                QStyleOptionGraphicsItem, QToolTip, QWidget)
+
+from app.parse.cpulist import format_cpulist
 
 from widgets.colors import (LUT, NO_DATA_COLOR, OFFLINE_COLOR, ColorScale, Metric, MetricValues,
                             format_value, metric_values, parse_metric, scale_for, text_color_for)
 from widgets.pinning import TopologyDropHandler
+
+# What a CPU drag carries: {"cpus": [ids]}, read by the probe panel (widgets/probe_panel.py defines the
+# same string as its CPU_MIME and parses it with cpus_from_mime; a test keeps the two equal). Not
+# text/plain: a CPU list pasted as text into another application means nothing there.
+CPU_MIME = "application/x-coremap-cpu+json"
 
 # -- geometry (scene units: one unit is one pixel at zoom 1) ---------------------------------------
 CELL_W, CELL_H = 60.0, 36.0       # one hardware thread
@@ -507,6 +527,8 @@ class TopologyView(QGraphicsView):
         self._layout_aspect = 0.0
         self._pan_from = None
         self._press_pos = None
+        self._drag_from: tuple[QPointF, QGraphicsItem] | None = None   # press point, drag source
+        self._press_swallowed = False     # the press was on a box handle and never reached the scene
         self.scene().selectionChanged.connect(self._on_scene_selection_changed)
         # Pinning by drag and drop: targets, highlight and checks live in widgets/pinning.py.
         self.setAcceptDrops(True)
@@ -719,6 +741,19 @@ class TopologyView(QGraphicsView):
             event.accept()
             return
         self._press_pos = event.position()
+        self._drag_from = None
+        self._press_swallowed = False
+        if event.button() == Qt.MouseButton.LeftButton and self._pan_from is None:
+            source = self.drag_source_at(event.position().toPoint(), event.modifiers())
+            if source is not None:
+                self._drag_from = (event.position(), source)
+                if self._cell_at(event.position().toPoint()) is None:
+                    # A box's header or frame: the press is ours, so QGraphicsView starts no rubber band.
+                    self._press_swallowed = True
+                    event.accept()
+                    return
+        # On a cell the scene still gets the press: the cell selects itself as before (and keeps a
+        # multi-selection it belongs to, so the drag can carry all of it).
         super().mousePressEvent(event)
 
     def mouseMoveEvent(self, event) -> None:
@@ -729,12 +764,34 @@ class TopologyView(QGraphicsView):
             self.verticalScrollBar().setValue(self.verticalScrollBar().value() - int(d.y()))
             event.accept()
             return
+        if self._drag_from is not None and event.buttons() & Qt.MouseButton.LeftButton:
+            start, source = self._drag_from
+            if self.drag_distance_reached(start, event.position()):
+                self._drag_from = None
+                self._press_swallowed = False
+                self._press_pos = None           # not a click: no cpu_selected on release
+                self.start_cpu_drag(source)
+                event.accept()
+                return
+            if self._press_swallowed:
+                event.accept()                   # a box handle: the scene never saw the press
+                return
         super().mouseMoveEvent(event)
 
     def mouseReleaseEvent(self, event) -> None:
         if event.button() == Qt.MouseButton.MiddleButton and self._pan_from is not None:
             self._pan_from = None
             self.viewport().unsetCursor()
+            event.accept()
+            return
+        swallowed, self._press_swallowed = self._press_swallowed, False
+        self._drag_from = None
+        if event.button() == Qt.MouseButton.LeftButton and swallowed:
+            # A click on a box header or frame: what a click on empty space did before those were
+            # drag handles (a zero-size rubber band) - clear the selection, unless Ctrl extends it.
+            self._press_pos = None
+            if not event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+                self.scene().clearSelection()
             event.accept()
             return
         super().mouseReleaseEvent(event)
@@ -763,6 +820,110 @@ class TopologyView(QGraphicsView):
             if isinstance(it, CpuCellItem):
                 return it
         return None
+
+    # -- CPU drags (to the probe panel): gestures in the module docstring -------------------------------
+    def drag_source_at(self, pos, modifiers=Qt.KeyboardModifier.NoModifier) -> QGraphicsItem | None:
+        """The item a left-button drag from viewport point `pos` would carry, or None (then the press
+        rubber-bands): an online cell (its core's box with Shift), a core box's frame, a group box's
+        header band. Only sources with an online CPU count."""
+        source = None
+        for it in self.items(pos):
+            if isinstance(it, CpuCellItem):
+                if not it.online:
+                    return None
+                core = it.parentItem()
+                shift = bool(modifiers & Qt.KeyboardModifier.ShiftModifier)
+                source = core if shift and isinstance(core, CoreBoxItem) else it
+                break
+            if isinstance(it, CoreBoxItem):
+                source = it
+                break
+            if isinstance(it, GroupBoxItem):
+                if it.framed and it.mapFromScene(self.mapToScene(pos)).y() - it.rect.y() <= HEADER_H:
+                    source = it
+                break
+        return source if source is not None and self.drag_cpus_for(source) else None
+
+    @staticmethod
+    def drag_distance_reached(start: QPointF, now: QPointF) -> bool:
+        """True once a press at `start` has moved far enough to be a drag, not a shaky click."""
+        return (now - start).manhattanLength() >= QApplication.startDragDistance()
+
+    def drag_cpus_for(self, item_or_cpus) -> tuple[int, ...]:
+        """The online CPUs a drag of `item_or_cpus` carries: a cell -> that CPU, or every selected CPU
+        when it is one of several selected cells; a core or group box -> its CPUs; CPU ids -> those.
+        Offline and unknown CPUs are left out (a probe cannot run on them)."""
+        if isinstance(item_or_cpus, CpuCellItem):
+            selected = self.selected_cpus() if item_or_cpus.isSelected() else []
+            cpus = selected if len(selected) > 1 else [item_or_cpus.cpu_id]
+        elif isinstance(item_or_cpus, (CoreBoxItem, GroupBoxItem)):
+            cpus = item_or_cpus.cpus
+        else:
+            cpus = item_or_cpus
+        cells = self._cells
+        return tuple(sorted({int(c) for c in cpus if c in cells and cells[c].online}))
+
+    def drag_label_for(self, item_or_cpus) -> str:
+        """What the drag pixmap says: "CPU 5", "core 3 (CPU 3,7)", "package 0 (CPU 0-27,56-83)",
+        "3 selected CPUs (1,3,5)"; "" when the drag would carry no CPU."""
+        cpus = self.drag_cpus_for(item_or_cpus)
+        if not cpus:
+            return ""
+        listed = format_cpulist(cpus)
+        if isinstance(item_or_cpus, CpuCellItem) and len(cpus) > 1:
+            return f"{len(cpus)} selected CPUs ({listed})"
+        if isinstance(item_or_cpus, CoreBoxItem) and item_or_cpus.core_index >= 0:
+            return f"core {item_or_cpus.core_index} (CPU {listed})"
+        if isinstance(item_or_cpus, GroupBoxItem) and item_or_cpus.label:
+            return f"{item_or_cpus.label} (CPU {listed})"
+        return f"CPU {listed}" if len(cpus) == 1 else f"CPUs {listed}"
+
+    def cpu_mime_for(self, item_or_cpus) -> QMimeData | None:
+        """The drag's MIME data: CPU_MIME with {"cpus": [...]} (drag_cpus_for), or None when it
+        would carry no online CPU."""
+        cpus = self.drag_cpus_for(item_or_cpus)
+        if not cpus:
+            return None
+        mime = QMimeData()
+        mime.setData(CPU_MIME, json.dumps({"cpus": list(cpus)}).encode("utf-8"))
+        return mime
+
+    def drag_pixmap(self, text: str) -> QPixmap:
+        """A small label for the cursor to carry: `text` on a light chip with the grid's select colour."""
+        fm = QFontMetricsF(_BOLD_FONT)
+        text = fm.elidedText(text, Qt.TextElideMode.ElideMiddle, 360)
+        w, h = math.ceil(fm.horizontalAdvance(text)) + 14, math.ceil(fm.height()) + 8
+        dpr = self.devicePixelRatioF()
+        pm = QPixmap(round(w * dpr), round(h * dpr))
+        pm.setDevicePixelRatio(dpr)
+        pm.fill(Qt.GlobalColor.transparent)
+        p = QPainter(pm)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        p.setPen(QPen(SELECT_COLOR, 1))
+        p.setBrush(QColor(255, 255, 240, 235))
+        p.drawRoundedRect(QRectF(0.5, 0.5, w - 1, h - 1), 4, 4)
+        p.setFont(_BOLD_FONT)
+        p.setPen(QColor(30, 30, 30))
+        p.drawText(QRectF(0, 0, w, h), Qt.AlignmentFlag.AlignCenter, text)
+        p.end()
+        return pm
+
+    def start_cpu_drag(self, item_or_cpus) -> Qt.DropAction:
+        """Drag the CPUs of `item_or_cpus` (blocks in QDrag.exec until the drop or Escape)."""
+        mime = self.cpu_mime_for(item_or_cpus)
+        if mime is None:
+            return Qt.DropAction.IgnoreAction
+        drag = QDrag(self)
+        drag.setMimeData(mime)
+        drag.setPixmap(self.drag_pixmap(self.drag_label_for(item_or_cpus)))
+        drag.setHotSpot(QPoint(-12, -4))     # the chip sits beside the cursor, not over the target
+        action = drag.exec(Qt.DropAction.CopyAction)
+        # The drag's own event loop ate the button release: let go of the cell that grabbed the mouse
+        # on press, or it would take the next click.
+        grabber = self.scene().mouseGrabberItem()
+        if grabber is not None:
+            grabber.ungrabMouse()
+        return action
 
     def _on_scene_selection_changed(self) -> None:
         self.selection_changed.emit(self.selected_cpus())

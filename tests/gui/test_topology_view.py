@@ -8,6 +8,7 @@ from PySide6.QtCore import Qt
 
 from app.machine.sample import MachineSample
 from app.machine.topology import read_topology
+from app.parse.cpulist import format_cpulist
 from app.rates import CpuRates, Rates
 from app.state import MachineState
 from app.sysroot import SysRoot
@@ -176,3 +177,215 @@ def test_zoom_keys_and_fit(view, qtbot):
     view.zoom_fit()
     assert view.transform().m11() == pytest.approx(s0)
     assert view.sceneRect().width() * s0 <= view.viewport().width() + 1
+
+
+# -- CPU drags to the probe panel (issue 5) ----------------------------------------------------------
+def _payload(mime):
+    """The CPUs a CPU drag carries, read the way the probe panel reads them."""
+    from widgets.probe_panel import CPU_MIME, cpus_from_mime
+    assert mime is not None and mime.formats() == [CPU_MIME]
+    return cpus_from_mime(bytes(mime.data(CPU_MIME).data()))
+
+
+def test_cpu_mime_for_a_cell_a_core_and_a_package(view):
+    from widgets.probe_panel import CPU_MIME
+    from widgets.topology_view import CPU_MIME as GRID_CPU_MIME
+    assert GRID_CPU_MIME == CPU_MIME
+    topo = _topology("master.internal")          # siblings N and N+56
+    view.set_topology(topo)
+    assert _payload(view.cpu_mime_for(view.cell_item(5))) == (5,)
+    assert view.drag_label_for(view.cell_item(5)) == "CPU 5"
+    core = next(c for c in topo.cores if 5 in c.cpus)
+    assert core.cpus == (5, 61)
+    box = view.core_item(core.index)
+    assert _payload(view.cpu_mime_for(box)) == (5, 61)
+    assert view.drag_label_for(box) == f"core {core.index} (CPU 5,61)"
+    for pkg in topo.packages:
+        item = view.group_item("package", pkg.id)
+        assert _payload(view.cpu_mime_for(item)) == tuple(sorted(pkg.cpus))
+        assert view.drag_label_for(item).endswith(f"(CPU {format_cpulist(sorted(pkg.cpus))})")
+
+
+def test_a_drag_from_a_selected_cell_carries_the_selection(view):
+    view.set_topology(_topology("master.internal"))
+    view.select_cpus([1, 57, 3])
+    assert _payload(view.cpu_mime_for(view.cell_item(57))) == (1, 3, 57)
+    assert view.drag_label_for(view.cell_item(3)) == "3 selected CPUs (1,3,57)"
+    # a cell outside the selection carries itself alone, as does the only selected cell
+    assert _payload(view.cpu_mime_for(view.cell_item(7))) == (7,)
+    view.select_cpus([9])
+    assert _payload(view.cpu_mime_for(view.cell_item(9))) == (9,)
+
+
+@pytest.mark.parametrize("name", ["16em64t-4s2c2t-offlines", "linux-amd64-offlineCPUs"])
+def test_offline_cpus_are_never_dragged(view, name):
+    topo = _topology(name)
+    view.set_topology(topo)
+    assert topo.offline
+    off = topo.offline[0]
+    assert view.cpu_mime_for(view.cell_item(off)) is None
+    assert view.cpu_mime_for(view.cell_item(off).parentItem()) is None      # its (offline) core box
+    assert view.cpu_mime_for(view.group_item("offline", None)) is None
+    assert view.cpu_mime_for([off]) is None
+    # a mixed list and the whole machine carry just the online CPUs
+    mixed = list(topo.offline) + list(topo.online[:2])
+    assert _payload(view.cpu_mime_for(mixed)) == tuple(sorted(topo.online[:2]))
+    machine_box = next(it for it in view.scene().items() if isinstance(it, GroupBoxItem) and it.kind == "machine")
+    assert set(machine_box.cpus) | set(topo.offline) >= set(topo.online)
+    assert _payload(view.cpu_mime_for(machine_box)) == tuple(sorted(topo.online))
+    pos = view.mapFromScene(view.cell_item(off).sceneBoundingRect().center())
+    assert view.drag_source_at(pos) is None          # a press there rubber-bands
+
+
+# -- the gesture: press, move past startDragDistance, QDrag.exec (patched: a real one blocks) -----------
+def _mouse(view, kind, pos, button=Qt.MouseButton.LeftButton, buttons=None,
+           modifiers=Qt.KeyboardModifier.NoModifier):
+    from PySide6.QtCore import QEvent, QPointF
+    from PySide6.QtGui import QMouseEvent
+    from PySide6.QtWidgets import QApplication
+    t = {"press": QEvent.Type.MouseButtonPress, "move": QEvent.Type.MouseMove,
+         "release": QEvent.Type.MouseButtonRelease}[kind]
+    if buttons is None:
+        buttons = Qt.MouseButton.NoButton if kind == "release" else button
+    vp = view.viewport()
+    p = QPointF(pos)
+    ev = QMouseEvent(t, p, QPointF(vp.mapToGlobal(pos)), Qt.MouseButton.NoButton if kind == "move" else button,
+                     buttons, modifiers)
+    QApplication.sendEvent(vp, ev)
+
+
+@pytest.fixture
+def drags(monkeypatch):
+    """Every QDrag.exec call's payload (None for a drag without our MIME type), instead of a real,
+    blocking drag."""
+    from PySide6.QtGui import QDrag
+    seen = []
+
+    def fake_exec(self, *args, **kwargs):
+        seen.append(_payload(self.mimeData()))
+        assert not self.pixmap().isNull()
+        return Qt.DropAction.CopyAction
+    monkeypatch.setattr(QDrag, "exec", fake_exec)
+    return seen
+
+
+@pytest.fixture
+def shown(view, qtbot):
+    view.set_state(_rates_state(_topology("master.internal"), 1, {}))
+    view.show()
+    qtbot.waitExposed(view)
+    view.zoom_fit()
+    return view
+
+
+def _at(view, item, dx=0.0, dy=0.0):
+    from PySide6.QtCore import QPointF
+    r = item.sceneBoundingRect()
+    return view.mapFromScene(r.center() + QPointF(dx, dy))
+
+
+def test_a_drag_starts_past_the_drag_distance_only(shown, drags):
+    from PySide6.QtCore import QPoint
+    from PySide6.QtWidgets import QApplication
+    view = shown
+    d = QApplication.startDragDistance()
+    p = _at(view, view.cell_item(4))
+    selected = []
+    view.cpu_selected.connect(selected.append)
+    _mouse(view, "press", p)
+    _mouse(view, "move", p + QPoint(d - 1, 0))
+    assert drags == []
+    _mouse(view, "move", p + QPoint(d, 0))
+    assert drags == [(4,)]
+    # A real drag's event loop eats the button release: the cell that grabbed the mouse on press must
+    # have let go, or it would take the next click.
+    assert selected == [] and view.scene().mouseGrabberItem() is None
+    qtbot_click(view, _at(view, view.cell_item(6)))
+    assert selected == [6] and view.selected_cpus() == [6] and len(drags) == 1
+
+
+def qtbot_click(view, pos):
+    _mouse(view, "press", pos)
+    _mouse(view, "release", pos)
+
+
+def test_drag_from_a_selected_cell_a_header_and_shift_for_the_core(shown, drags):
+    from PySide6.QtCore import QPoint
+    view = shown
+    far = QPoint(30, 20)
+    view.select_cpus([0, 56, 2])
+    p = _at(view, view.cell_item(56))
+    _mouse(view, "press", p)
+    assert view.selected_cpus() == [0, 2, 56]          # pressing a selected cell keeps the selection
+    _mouse(view, "move", p + far)
+    _mouse(view, "release", p + far)
+    assert drags[-1] == (0, 2, 56)
+    # Shift: the cell's core
+    p = _at(view, view.cell_item(7))
+    _mouse(view, "press", p, modifiers=Qt.KeyboardModifier.ShiftModifier)
+    _mouse(view, "move", p + far, modifiers=Qt.KeyboardModifier.ShiftModifier)
+    _mouse(view, "release", p + far)
+    assert drags[-1] == (7, 63)
+    # the package's header band: the package's CPUs; its label line is above the first child
+    pkg = view.group_item("package", 1)
+    r = pkg.sceneBoundingRect()
+    from PySide6.QtCore import QPointF
+    head = view.mapFromScene(QPointF(r.left() + 30, r.top() + 6))
+    assert view.drag_source_at(head) is pkg
+    _mouse(view, "press", head)
+    _mouse(view, "move", head + far)
+    _mouse(view, "release", head + far)
+    assert drags[-1] == tuple(sorted(_topology("master.internal").packages[1].cpus))
+    # a click on the header (no move) clears the selection, as a click on empty space does
+    view.select_cpus([3])
+    qtbot_click(view, head)
+    assert view.selected_cpus() == [] and len(drags) == 3
+
+
+def test_rubber_band_and_pan_start_no_drag(shown, drags):
+    from PySide6.QtCore import QPoint, QPointF
+    view = shown
+    # a point in package 0's body, below its header and outside every core: rubber band
+    pkg = view.group_item("package", 0)
+    r = pkg.sceneBoundingRect()
+    body = None
+    for fy in (0.999, 0.995, 0.99):
+        for fx in (0.999, 0.995, 0.99, 0.5):
+            pt = view.mapFromScene(QPointF(r.left() + r.width() * fx, r.top() + r.height() * fy))
+            top = next((it for it in view.items(pt)), None)
+            if top is pkg:
+                body = pt
+                break
+        if body is not None:
+            break
+    assert body is not None and view.drag_source_at(body) is None
+    end = _at(view, view.cell_item(0))
+    _mouse(view, "press", body)
+    _mouse(view, "move", (body + end) / 2)
+    _mouse(view, "move", end)
+    _mouse(view, "release", end)
+    assert drags == []
+    assert 0 in view.selected_cpus() and len(view.selected_cpus()) > 1      # the band selected cells
+    # middle-button pan from a cell: the view scrolls, nothing is dragged
+    view.zoom_by(3.0)
+    p = _at(view, view.cell_item(4))
+    h0, v0 = view.horizontalScrollBar().value(), view.verticalScrollBar().value()
+    _mouse(view, "press", p, button=Qt.MouseButton.MiddleButton)
+    _mouse(view, "move", p + QPoint(-40, -30), button=Qt.MouseButton.MiddleButton)
+    _mouse(view, "release", p + QPoint(-40, -30), button=Qt.MouseButton.MiddleButton)
+    assert drags == []
+    assert (view.horizontalScrollBar().value(), view.verticalScrollBar().value()) != (h0, v0)
+
+
+def test_the_grid_refuses_its_own_cpu_drag(shown):
+    """A CPU drag hovering the grid is not a pin: the pin drop target says no (no highlight, no hint)."""
+    from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QDragEnterEvent
+    from PySide6.QtWidgets import QApplication
+    view = shown
+    mime = view.cpu_mime_for(view.cell_item(3))
+    pos = _at(view, view.cell_item(5))
+    enter = QDragEnterEvent(pos, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                            Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(view.viewport(), enter)
+    assert not enter.isAccepted() and view.pin_drops.last_hint == ""
