@@ -859,9 +859,41 @@ class ProbePanel(QWidget):
             self._status(str(e), error=True)
             event.ignore()
             return
+        why = self._refused_drop(cpus)
+        if why:
+            self._status(why, error=True)
+            event.ignore()
+            return
         self.set_cpus(cpus)
         self._status(f"CPUs {format_cpulist(cpus)} from the drop")
         event.acceptProposedAction()
+
+    def _refused_drop(self, cpus: tuple[int, ...]) -> str | None:
+        """Why dropped CPUs cannot be probed here (the CPU field then stays as it was), or None.
+
+        Online: against the shown topology (none yet: the probe child checks, probes/common.py
+        check_cpus). Allowed: against this process's affinity on a live window - skipped while a run
+        has moved coremap's own threads off the probed CPUs (OwnAffinityGuard), when that mask is not
+        what the next child would inherit."""
+        if not cpus:
+            return "the drop holds no CPU; drag an online CPU, core or package from the grid"
+        if self._topology is None:
+            return None
+        online = set(self._topology.online)
+        offline = [c for c in cpus if c not in online]
+        if offline:
+            are = "CPUs {} are" if len(offline) > 1 else "CPU {} is"
+            return (f"{are.format(format_cpulist(offline))} not online; drop online CPUs "
+                    f"({format_cpulist(sorted(online))})")
+        guard = getattr(self.controller, "guard", None)
+        if self._live and not (guard is not None and guard.active):
+            allowed = online & set(os.sched_getaffinity(0))
+            barred = [c for c in cpus if c not in allowed]
+            if barred:
+                are = "CPUs {} are" if len(barred) > 1 else "CPU {} is"
+                return (f"{are.format(format_cpulist(barred))} not in coremap's allowed CPUs "
+                        f"({format_cpulist(sorted(allowed))}); a probe could not run there")
+        return None
 
 
 def cpus_of_job(job: ProbeJob) -> tuple[int, ...]:

@@ -231,3 +231,62 @@ def test_a_capture_cannot_be_probed_from_here(qtbot):
     assert not panel.run_button.isEnabled()
     assert "capture" in panel.status_text
     assert panel.run() is False and not panel.controller.running
+
+
+def _capture_of(name):
+    """A window's state for a capture of fixture machine `name` (live False: no affinity check)."""
+    from app.machine.sample import MachineSample
+    from app.machine.topology import read_topology
+    from app.state import MachineState
+    from tests.machines import extract
+    topo = read_topology(SysRoot(extract(name)))
+    return MachineState(1, topo, MachineSample(1.0), live=False)
+
+
+def test_cpus_dragged_from_the_grid_fill_the_cpu_field(qtbot, panel):
+    from widgets.topology_view import TopologyView
+    state = _capture_of("16em64t-4s2c2t-offlines")
+    topo = state.topology
+    view = TopologyView()
+    qtbot.addWidget(view)
+    view.set_topology(topo)
+    panel.set_state(state)
+    core = next(c for c in topo.cores if len(c.cpus) == 2)
+    enter, drop = _drag_and_drop(panel, view.cpu_mime_for(view.core_item(core.index)))
+    assert drop.isAccepted() and panel.cpus() == core.cpus
+    assert panel.status_text == f"CPUs {panel.cpu_edit.text()} from the drop"
+    _drag_and_drop(panel, view.cpu_mime_for(view.cell_item(topo.online[-1])))
+    assert panel.cpus() == (topo.online[-1],)
+    # An offline CPU (hand-made payload: the grid never sends one) is refused, the field kept
+    off = topo.offline[0]
+    bad = QMimeData()
+    bad.setData(CPU_MIME, json.dumps({"cpus": [topo.online[0], off]}).encode())
+    _, drop = _drag_and_drop(panel, bad)
+    assert not drop.isAccepted() and panel.cpus() == (topo.online[-1],)
+    assert panel.status_text.startswith("error:") and f"CPU {off} is not online" in panel.status_text
+    empty = QMimeData()
+    empty.setData(CPU_MIME, b'{"cpus": []}')
+    _, drop = _drag_and_drop(panel, empty)
+    assert not drop.isAccepted() and "holds no CPU" in panel.status_text and panel.cpus() == (topo.online[-1],)
+
+
+@pytest.mark.skipif(len(set(read_online_cpus(SysRoot("/"))) & os.sched_getaffinity(0)) < 2,
+                    reason="needs two online CPUs this process may use")
+def test_a_dropped_cpu_outside_coremaps_affinity_is_refused(qtbot, panel):
+    from app.sampler import Sampler
+    state = Sampler(SysRoot("/")).tick()
+    assert state.live
+    panel.set_state(state)
+    usable = sorted(set(state.topology.online) & os.sched_getaffinity(0))
+    mime = QMimeData()
+    mime.setData(CPU_MIME, json.dumps({"cpus": [usable[1]]}).encode())
+    _, drop = _drag_and_drop(panel, mime)
+    assert drop.isAccepted() and panel.cpus() == (usable[1],)
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {usable[0]})
+    try:
+        _, drop = _drag_and_drop(panel, mime)
+    finally:
+        os.sched_setaffinity(0, before)
+    assert not drop.isAccepted()
+    assert f"CPU {usable[1]} is not in coremap's allowed CPUs ({usable[0]})" in panel.status_text
