@@ -71,7 +71,7 @@ class Span:
 class GapCause:
     t_ns: int               # gap start, CLOCK_MONOTONIC
     gap_ns: int
-    causes: list[dict] = field(default_factory=list)   # {"kind", "name", "ns"} longest first
+    causes: list[dict] = field(default_factory=list)   # {"kind", "name", "ns", "from_ns"} longest first
     unexplained_ns: int = 0
     traced: bool = True
 
@@ -205,18 +205,20 @@ def attribute(gaps, all_spans: list[Span], *, traced_from_ns: int | None = None,
             active.append(ordered[i])
             i += 1
         active = [s for s in active if (s.start_ns if s.end_ns is None else s.end_ns) >= start - tolerance_ns]
-        by_name: dict[tuple[str, str], int] = {}
+        by_name: dict[tuple[str, str], list[int]] = {}
         covered: list[tuple[int, int]] = []
         for s in active:
             if s.start_ns > end + tolerance_ns:
                 continue
             s_end = s.start_ns if s.end_ns is None else s.end_ns
             lo, hi = max(s.start_ns, start), min(s_end, end)
-            key = (s.kind, s.name)
-            by_name[key] = by_name.get(key, 0) + max(0, hi - lo)
+            acc = by_name.setdefault((s.kind, s.name), [0, s.start_ns - start])
+            acc[0] += max(0, hi - lo)
+            acc[1] = min(acc[1], s.start_ns - start)
             if hi > lo:
                 covered.append((lo, hi))
-        causes = sorted(({"kind": k, "name": n, "ns": ns} for (k, n), ns in by_name.items()),
+        # ns: time inside the gap; from_ns: where the cause's first span began, from the gap's start
+        causes = sorted(({"kind": k, "name": n, "ns": ns, "from_ns": at} for (k, n), (ns, at) in by_name.items()),
                         key=lambda c: -c["ns"])
         out.append(GapCause(start, length, causes, max(0, length - _union(covered))))
     return out

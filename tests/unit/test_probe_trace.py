@@ -92,7 +92,8 @@ def test_gap_gets_overlapping_spans_clipped_and_the_rest_is_hardware():
     assert [c["name"] for c in g_irq.causes] == ["local timer", "softirq TIMER"]
     assert g_irq.unexplained_ns == 10_000 - 4_000
     assert g_none.causes == [] and T.verdict(g_none) == T.HARDWARE
-    assert g_task.causes == [{"kind": "task", "name": "kworker/1:1/77", "ns": 5_000}]
+    assert g_task.causes == [{"kind": "task", "name": "kworker/1:1/77", "ns": 5_000, "from_ns": -5_000}]
+    assert [c["from_ns"] for c in g_irq.causes] == [1_000, 3_000]
     assert "hardware / hypervisor for the rest" in T.verdict(g_task)
 
 
