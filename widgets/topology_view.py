@@ -865,11 +865,18 @@ class TopologyView(QGraphicsView):
 
     def drag_label_for(self, item_or_cpus) -> str:
         """What the drag pixmap says: "CPU 5", "core 3 (CPU 3,7)", "package 0 (CPU 0-27,56-83)",
-        "3 selected CPUs (1,3,5)"; "" when the drag would carry no CPU."""
+        "3 selected CPUs (1,3,5)", "package 0 (56 CPUs)" when the list is long; "" when the drag
+        would carry no CPU."""
         cpus = self.drag_cpus_for(item_or_cpus)
         if not cpus:
             return ""
         listed = format_cpulist(cpus)
+        if len(listed) > 24:
+            # An interleaved package (0,2,4,...,110) would be elided to nothing useful: a count reads.
+            listed = f"{len(cpus)} CPUs"
+            if isinstance(item_or_cpus, (CoreBoxItem, GroupBoxItem)) and getattr(item_or_cpus, "label", ""):
+                return f"{item_or_cpus.label} ({listed})"
+            return listed
         if isinstance(item_or_cpus, CpuCellItem) and len(cpus) > 1:
             return f"{len(cpus)} selected CPUs ({listed})"
         if isinstance(item_or_cpus, CoreBoxItem) and item_or_cpus.core_index >= 0:
