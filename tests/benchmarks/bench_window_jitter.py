@@ -1,0 +1,381 @@
+"""Jitter on a probed CPU with coremap's window open (sampling at 1 s) against the same probe with the
+window closed (issue 5: "within 5% of the same run with coremap closed").
+
+  A  window closed: the jitter probe on --cpu (default: the last CPU) for --seconds.
+  B  window open: `python -m app --interval 1` started as its own process (offscreen), given
+     --warmup seconds after its sampler thread appears (the first frame and the first rates are on
+     screen by then: the second tick comes 0.5 s after the first), then the same probe.
+
+Two tables: the window unpinned (as a user starts it), and the window pinned off the probed CPU with
+`taskset -c <the other CPUs>`. The probe is started outside the window in both, so the window's
+OwnAffinityGuard (widgets/probe_controller.py), which keeps its threads off a CPU it probes itself, is
+not in play: this measures what an open window costs a probe someone else runs.
+
+What "jitter" means here: gaps >= 10 us per second of sampled time (the CLI's gaps-per-CPU-hour rows
+from 10 us up) and lost share (the share of sampled time spent in gaps >= 2 us). The verdict is
+"within 5%" when the median over pairs of B/A is <= 1.05 for both (fewer gaps with the window open is
+not a failure). p99 gap (99th percentile length of the gaps >= 2 us) and max gap are printed too; the
+max of a 10 s run is one event and swings far more than 5% between runs with nothing changed.
+
+Fairness: the probe is the CLI's (`coremap probe jitter` = `python -m probes jitter` + summarize(),
+the object `--json` prints), at its default policy (SCHED_OTHER), mlockall()ed. This script's threads
+stay off the probed CPU while the probe runs (bench_probes._set_all_threads), A and B swap order every
+pair, and each pair's ratio is B_i / A_i of runs taken moments apart. The window's CPU use during B is
+the utime+stime delta of /proc/PID/stat; how much of it ran on the probed CPU is estimated by reading
+each window thread's schedstat run time and `processor` (the CPU it last ran on, stat field 39) every
+0.1 s and charging the delta to that CPU.
+
+Run: `PYTHONPATH=. python -m tests.benchmarks.bench_window_jitter [--pairs 5] [--seconds 10]` as root
+(mlockall), on a machine with >= 2 CPUs. Prints figures; asserts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from app.errors import SysRootReadError
+from app.parse.cpulist import format_cpulist
+from app.parse.stat import parse_stat
+from app.parse.task_stat import parse_task_stat
+from app.sysroot import SysRoot
+from probes import histogram as H
+from probes.jitter import summarize
+from probes.runner import ProbeRun
+import tests.benchmarks.bench_probes as bench_probes
+from tests.benchmarks.bench_probes import _set_all_threads, med
+
+ROOT = SysRoot("/")
+REPO = Path(__file__).resolve().parents[2]
+CPUS = sorted(os.sched_getaffinity(0))
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+SAMPLER_THREAD = "coremap-sampler"   # widgets/sampler_thread.py names its QThread so
+SETTLE_S = 1.0                       # after a window is killed / a line is printed, before the next run
+GAPS_FROM_NS = 10_000
+LOST_FROM_NS = H.GAP_EDGES_NS[0]     # lost_share counts gaps from here (histogram.gaps_per_hour)
+
+
+# ------------------------------------------------------------------------------------ the probe
+def run_jitter(cpu: int, seconds: float, policy: str, window_pid: int | None = None) -> tuple[dict, "Watch"]:
+    """One jitter run on `cpu`, summarized as `coremap probe jitter --json` prints it, with this
+    script's threads (main, the probe's readers, the Watch) kept off `cpu` while it measures."""
+    others = set(CPUS) - {cpu}
+    run = ProbeRun.start("jitter", ["--cpu", cpu, "--seconds", seconds, "--policy", policy])
+    watch = Watch(run, cpu, window_pid)
+    watch.start()
+    _set_all_threads(others)  # after the fork: the probe keeps the full mask and pins itself
+    try:
+        rc = run.wait(seconds + 60)
+    finally:
+        watch.finish()
+        _set_all_threads(set(CPUS))
+        if run.running:
+            run.cancel()
+    if rc != 0:
+        raise SystemExit(f"jitter --cpu {cpu}: exit {rc}: {run.error() or run.stderr_lines[-3:]}")
+    return summarize(run.lines), watch
+
+
+def metrics(r: dict) -> dict:
+    sampled = r["sampled_seconds"]
+    gaps = sum(row["count"] for row in r["gaps_per_cpu_hour"] if row["lo_ns"] >= GAPS_FROM_NS)
+    # p99 of the gaps (not of every read: the reads' p99 is the loop period, ~10 ns)
+    rows = sorted((H.bucket_mid(b["lo_ns"], b["hi_ns"]), b["count"]) for b in r["buckets"]
+                  if H.bucket_mid(b["lo_ns"], b["hi_ns"]) >= LOST_FROM_NS)
+    total = sum(c for _, c in rows)
+    p99, seen = None, 0
+    for mid, c in rows:
+        seen += c
+        if seen >= 0.99 * total:
+            p99 = mid
+            break
+    if not r["host"].get("mlocked"):
+        print("  (jitter ran without mlockall: not root?)")
+    return {"gaps10_per_s": gaps / sampled, "lost_share": r["lost_share"],
+            "p99_gap_ns": p99, "max_gap_ns": r["percentiles"]["max"]}
+
+
+# ------------------------------------------------------------------------------------ the window
+class Window:
+    """`python -m app --interval S` in its own process group, optionally under `taskset -c CPUS`,
+    offscreen unless another Qt platform is asked for. Always stopped by `stop()` (SIGTERM to the
+    group, SIGKILL after 5 s)."""
+
+    def __init__(self, interval: float, pin: set[int] | None, platform: str, state_dir: Path, log: Path):
+        argv = [sys.executable, "-m", "app", "--interval", str(interval)]
+        if pin is not None:
+            argv = ["taskset", "-c", format_cpulist(sorted(pin)), *argv]
+        env = dict(os.environ, QT_QPA_PLATFORM=platform, PYTHONPATH=str(REPO),
+                   # the window autosaves and marks crashes in its state folder; keep ours apart
+                   COREMAP_STATE_DIR=str(state_dir))
+        self.log = log
+        self._log_file = open(log, "ab")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log_file,
+                                     stderr=subprocess.STDOUT, env=env, cwd=str(REPO), start_new_session=True)
+        self.pid = self.proc.pid   # taskset exec()s python: same pid
+
+    def threads(self) -> list[str]:
+        return [t for t in ROOT.listdir(ROOT.task_dir(self.pid, None, "task"))]
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until the sampler thread runs: MainWindow is built and shown before SamplerThread.start()
+        (widgets/application.py _interactive)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"the window exited with status {self.proc.returncode}; its output:\n"
+                                 + self.log.read_text(errors="replace")[-2000:])
+            for tid in self.threads():
+                comm = ROOT.read_optional(ROOT.task_dir(self.pid, int(tid), "comm"))
+                if comm is not None and comm.strip() == SAMPLER_THREAD:
+                    return
+            time.sleep(0.1)
+        raise SystemExit(f"the window showed no {SAMPLER_THREAD} thread within {timeout:g} s; see {self.log}")
+
+    def cpu_seconds(self) -> float:
+        st = parse_task_stat(ROOT.read(ROOT.task_dir(self.pid, None, "stat")))
+        return (st.utime + st.stime) * TICK_S
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.pid, signal.SIGTERM)
+                self.proc.wait(5)
+            except ProcessLookupError:
+                # it exited between poll() and killpg()
+                pass
+            except subprocess.TimeoutExpired:
+                os.killpg(self.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log_file.close()
+        alive = self.proc.poll() is None
+        if alive:
+            raise SystemExit(f"window pid {self.pid} survived SIGKILL")
+
+
+def _read_task(pid: int, tid: int | None, name: str) -> str | None:
+    try:
+        return ROOT.read_optional(ROOT.task_dir(pid, tid, name))
+    except SysRootReadError:
+        # the task exited between listdir and the read (a dying task's files give ESRCH)
+        return None
+
+
+def _steal_ticks(cpu: int) -> int:
+    return parse_stat(ROOT.read(ROOT.proc("stat"))).cpus[cpu].steal
+
+
+class Watch(threading.Thread):
+    """Every 0.1 s while a probe runs, off the probed CPU, in A and B alike:
+
+    - the probe's /proc/PID/schedstat (Documentation/scheduler/sched-stats.rst: time on the CPU,
+      time waiting on a run queue, timeslices), from its hello line (sent just before its loop) to
+      its last look: run-queue wait is time another task held the probed CPU while the probe wanted
+      it, whoever that task was (the window, or anything else running on this machine);
+    - steal on the probed CPU (/proc/stat): time the hypervisor ran something else on its vCPU;
+    - with window_pid, each window thread's run time since the last look, charged to the CPU it last
+      ran on (stat field 39). An estimate: a thread that ran on both CPUs between two looks is charged
+      to the later one.
+    """
+
+    def __init__(self, run: ProbeRun, cpu: int, window_pid: int | None):
+        super().__init__(name="watch", daemon=True)
+        self.run_, self.cpu, self.window_pid = run, cpu, window_pid
+        self.probe_first: tuple[int, ...] | None = None
+        self.probe_last: tuple[int, ...] | None = None
+        self.on_cpu: dict[int, int] = {}
+        self.by_thread: dict[str, int] = {}
+        self._last: dict[str, int] = {}
+        self._steal0 = _steal_ticks(cpu)
+        self.steal_s = 0.0
+        self._stop_event = threading.Event()
+        if window_pid is not None:
+            self._look_window(charge=False)
+
+    def _look_probe(self) -> None:
+        if self.probe_first is None and not any(l.get("type") == "hello" for l in list(self.run_.lines)):
+            return
+        text = _read_task(self.run_.pid, None, "schedstat")
+        if text is None:
+            return
+        vals = tuple(int(v) for v in text.split()[:3])
+        if self.probe_first is None:
+            self.probe_first = vals
+        self.probe_last = vals
+
+    def _look_window(self, charge: bool = True) -> None:
+        for tid in ROOT.listdir(ROOT.task_dir(self.window_pid, None, "task")):
+            stat = _read_task(self.window_pid, int(tid), "stat")
+            sched = _read_task(self.window_pid, int(tid), "schedstat")
+            if stat is None or sched is None:
+                continue  # exited between listdir and the read
+            st = parse_task_stat(stat)
+            ns = int(sched.split()[0])
+            delta = ns - self._last.get(tid, 0 if charge else ns)
+            self._last[tid] = ns
+            if charge and delta > 0:
+                self.on_cpu[st.processor] = self.on_cpu.get(st.processor, 0) + delta
+                self.by_thread[st.comm] = self.by_thread.get(st.comm, 0) + delta
+
+    def _look(self) -> None:
+        self._look_probe()
+        if self.window_pid is not None:
+            self._look_window()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(0.1):
+            self._look()
+
+    def finish(self) -> None:
+        self._stop_event.set()
+        self.join()
+        self.steal_s = (_steal_ticks(self.cpu) - self._steal0) * TICK_S
+
+    @property
+    def probe_wait_ms(self) -> float | None:
+        if self.probe_first is None:
+            return None
+        return (self.probe_last[1] - self.probe_first[1]) / 1e6
+
+    @property
+    def probe_slices(self) -> int | None:
+        if self.probe_first is None:
+            return None
+        return self.probe_last[2] - self.probe_first[2]
+
+
+# ------------------------------------------------------------------------------------ one table
+def closed_run(args) -> dict:
+    r, watch = run_jitter(args.cpu, args.seconds, args.policy)
+    return {**metrics(r), **contention(watch)}
+
+
+def open_run(args, pin, tmp: Path, k: int) -> tuple[dict, dict]:
+    win = Window(args.interval, pin, args.platform, tmp / "state", tmp / f"window{k}.log")
+    try:
+        win.wait_ready()
+        time.sleep(args.warmup)
+        if win.proc.poll() is not None:
+            raise SystemExit(f"the window died during warm-up (status {win.proc.returncode}); see {win.log}")
+        c0, t0 = win.cpu_seconds(), time.monotonic()
+        r, watch = run_jitter(args.cpu, args.seconds, args.policy, win.pid)
+        c1, t1 = win.cpu_seconds(), time.monotonic()
+        if win.proc.poll() is not None:
+            raise SystemExit(f"the window died during the probe (status {win.proc.returncode}); see {win.log}")
+    finally:
+        win.stop()
+    on_probed = watch.on_cpu.get(args.cpu, 0) / 1e9
+    load = {"cpu_pct": 100 * (c1 - c0) / (t1 - t0), "on_probed_ms": 1e3 * on_probed,
+            "by_thread_ms": {n: v / 1e6 for n, v in sorted(watch.by_thread.items(), key=lambda kv: -kv[1])}}
+    return {**metrics(r), **contention(watch)}, load
+
+
+def contention(watch: "Watch") -> dict:
+    return {"wait_ms": watch.probe_wait_ms, "slices": watch.probe_slices, "steal_ms": 1e3 * watch.steal_s}
+
+
+def fmt(m: dict) -> str:
+    wait = "-" if m["wait_ms"] is None else f"{m['wait_ms']:.1f}"
+    return (f"gaps>=10us/s {m['gaps10_per_s']:7.1f}  lost {100 * m['lost_share']:8.4f}%  "
+            f"p99 gap {m['p99_gap_ns'] / 1e3:7.1f} us  max {m['max_gap_ns'] / 1e3:8.1f} us  | "
+            f"run-queue wait {wait} ms, {m['slices']} slices, steal {m['steal_ms']:.0f} ms")
+
+
+METRICS = (("gaps10_per_s", "gaps >= 10 us per second"), ("lost_share", "lost share (gaps >= 2 us)"),
+           ("p99_gap_ns", "p99 gap (of gaps >= 2 us)"), ("max_gap_ns", "max gap"))
+
+
+def table(args, title: str, pin: set[int] | None, tmp: Path) -> bool:
+    print(f"\n=== {title} ===", flush=True)
+    A, B, loads = [], [], []
+    for i in range(args.pairs):
+        order = ("A", "B") if i % 2 == 0 else ("B", "A")
+        for side in order:
+            if side == "A":
+                A.append(closed_run(args))
+            else:
+                m, load = open_run(args, pin, tmp, len(loads))
+                B.append(m)
+                loads.append(load)
+            time.sleep(SETTLE_S)
+        ld = loads[-1]
+        threads = ", ".join(f"{n} {v:.0f}" for n, v in list(ld["by_thread_ms"].items())[:3])
+        print(f"pair {i + 1} ({order[0]} first)\n"
+              f"  A closed: {fmt(A[-1])}\n"
+              f"  B open:   {fmt(B[-1])}\n"
+              f"  window during B: {ld['cpu_pct']:.2f}% of a CPU, ~{ld['on_probed_ms']:.1f} ms of it on CPU {args.cpu}; "
+              f"by thread (ms): {threads}", flush=True)
+        time.sleep(SETTLE_S)  # our print woke whatever reads our stdout; let it finish before the next run
+    print(f"\n{'metric':<28}{'median A':>12}{'median B':>12}{'median B/A':>12}   per-pair B/A", flush=True)
+    verdict = {}
+    for key, label in METRICS:
+        a = [m[key] for m in A]
+        b = [m[key] for m in B]
+        ratios = [y / x if x else float("nan") for x, y in zip(a, b)]
+        r = med(ratios)
+        verdict[key] = r
+        scale = (lambda v: f"{100 * v:.4f}%") if key == "lost_share" else \
+                (lambda v: f"{v / 1e3:.1f} us") if key.endswith("_ns") else (lambda v: f"{v:.1f}")
+        print(f"{label:<28}{scale(med(a)):>12}{scale(med(b)):>12}{r:>12.3f}   "
+              f"{' '.join(f'{x:.3f}' for x in ratios)}")
+    waits = lambda side: [m["wait_ms"] for m in side if m["wait_ms"] is not None]
+    print(f"probe run-queue wait (ms)   {med(waits(A)):>12.1f}{med(waits(B)):>12.1f}"
+          "   (time other tasks held the probed CPU)")
+    spread = [m["gaps10_per_s"] for m in A]
+    print(f"A alone, run to run: gaps>=10us/s {min(spread):.1f}-{max(spread):.1f} "
+          f"({100 * (max(spread) - min(spread)) / med(spread):.1f}% of the median); "
+          f"lost share {100 * min(m['lost_share'] for m in A):.4f}-{100 * max(m['lost_share'] for m in A):.4f}%")
+    print(f"window CPU during B: median {med([l['cpu_pct'] for l in loads]):.2f}% of a CPU, "
+          f"median ~{med([l['on_probed_ms'] for l in loads]):.1f} ms of it on CPU {args.cpu} per "
+          f"{args.seconds:g} s run")
+    ok = verdict["gaps10_per_s"] <= 1.05 and verdict["lost_share"] <= 1.05
+    print(f"within 5% (median B/A <= 1.05 for gaps >= 10 us/s and lost share): {'yes' if ok else 'no'} "
+          f"(gaps {verdict['gaps10_per_s']:.3f}, lost share {verdict['lost_share']:.3f})", flush=True)
+    return ok
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench_window_jitter", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pairs", type=int, default=5, help="alternating A/B pairs per table (default 5, >= 4)")
+    p.add_argument("--seconds", type=float, default=10.0, help="probe duration per run (default 10)")
+    p.add_argument("--cpu", type=int, default=CPUS[-1], help=f"probed CPU (default {CPUS[-1]})")
+    p.add_argument("--interval", type=float, default=1.0, help="window sampling interval (default 1)")
+    p.add_argument("--warmup", type=float, default=3.0, help="seconds after the window's sampler starts (default 3)")
+    p.add_argument("--platform", default="offscreen", help="QT_QPA_PLATFORM for the window (default offscreen)")
+    p.add_argument("--policy", choices=("other", "fifo"), default="other",
+                   help="the probe's scheduling policy (default other, as `coremap probe jitter`)")
+    p.add_argument("--only", choices=("unpinned", "pinned"), help="one table only")
+    args = p.parse_args(argv)
+    if len(CPUS) < 2:
+        raise SystemExit("needs >= 2 CPUs: one probed, one for this script and the pinned window")
+    if args.cpu not in CPUS:
+        raise SystemExit(f"--cpu {args.cpu}: choose from {format_cpulist(CPUS)}")
+    if args.pairs < 4:
+        raise SystemExit("--pairs: issue 5 asks for at least 4")
+    others = set(CPUS) - {args.cpu}
+    print(f"bench_window_jitter: probe on CPU {args.cpu} (of {format_cpulist(CPUS)}), {args.seconds:g} s per run, "
+          f"{args.pairs} alternating pairs, window `python -m app --interval {args.interval:g}` "
+          f"(QT_QPA_PLATFORM={args.platform}), warm-up {args.warmup:g} s, probe policy {args.policy}; "
+          f"kernel {os.uname().release}", flush=True)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_window_jitter_"))
+    try:
+        if args.only in (None, "unpinned"):
+            table(args, "window unpinned (as started from a desktop)", None, tmp)
+        if args.only in (None, "pinned"):
+            table(args, f"window pinned to CPU {format_cpulist(sorted(others))} (taskset)", others, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(bench_probes.TMP, ignore_errors=True)  # made at its import; unused here
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
