@@ -394,3 +394,19 @@ def test_the_grid_refuses_its_own_cpu_drag(shown):
                             Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(view.viewport(), enter)
     assert not enter.isAccepted() and view.pin_drops.last_hint == ""
+
+
+def test_a_hybrid_cores_kind_strip_drags_the_core(view):
+    from PySide6.QtCore import QPointF
+    topo = _topology("20em64t-hybrid-1p6c2t+2ca4co1t")
+    view.set_topology(topo)
+    core = next(c for c in topo.cores if c.kind == "P" and len(c.cpus) == 2)
+    box = view.core_item(core.index)
+    strip = view.mapFromScene(box.mapToScene(QPointF(6.0, box.rect.height() / 2)))
+    assert view.drag_source_at(strip) is box
+    assert _payload(view.cpu_mime_for(view.drag_source_at(strip))) == tuple(sorted(core.cpus))
+    # on one of its cells: the cell; Shift makes it the core
+    cell = view.cell_item(core.cpus[0])
+    on_cell = view.mapFromScene(cell.sceneBoundingRect().center())
+    assert view.drag_source_at(on_cell) is cell
+    assert view.drag_source_at(on_cell, Qt.KeyboardModifier.ShiftModifier) is box
