@@ -29,6 +29,20 @@ _HEADERS = ("Name", "PID / TID", "Last CPU", "CPU %", "Migrations/s", "Allowed C
 _NUMERIC = (COL_ID, COL_CPU, COL_PCT, COL_MIGR)
 _KTHREAD_FG = QColor(128, 128, 128)
 
+# Qt calls data(), index(), parent() and flags() thousands of times a tick (the sorting proxy and the
+# painted rows); PySide6's enums are Python enums, and every attribute lookup or `|` on them costs a
+# Python call. The roles and flags are therefore plain ints and one precomputed value here.
+_DISPLAY = int(Qt.ItemDataRole.DisplayRole)
+_TOOLTIP = int(Qt.ItemDataRole.ToolTipRole)
+_FOREGROUND = int(Qt.ItemDataRole.ForegroundRole)
+_ALIGN = int(Qt.ItemDataRole.TextAlignmentRole)
+_SORT, _FILTER, _ID = int(SORT_ROLE), int(FILTER_ROLE), int(ID_ROLE)
+_RIGHT = int((Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter).value)
+_ITEM_FLAGS = Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsDragEnabled
+_NO_FLAGS = Qt.ItemFlag.NoItemFlags
+_INVALID = QModelIndex()
+_NCOLS = len(_HEADERS)
+
 # Documentation/filesystems/proc.rst, Table 1-4 (field 3, state), fs/proc/array.c task_state_array.
 _STATE_NAMES = {"R": "running", "S": "sleeping", "D": "disk sleep", "T": "stopped", "t": "tracing stop",
                 "X": "dead", "Z": "zombie", "P": "parked", "I": "idle"}
@@ -244,27 +258,26 @@ class ThreadTreeModel(QAbstractItemModel):
         return list(self._tids.get(pid, ()))
 
     # -- Qt model interface -----------------------------------------------------------------
-    def index(self, row, column, parent=QModelIndex()):
-        if column < 0 or column >= len(_HEADERS) or row < 0:
-            return QModelIndex()
+    def index(self, row, column, parent=_INVALID):
+        if column < 0 or column >= _NCOLS or row < 0:
+            return _INVALID
         if not parent.isValid():
-            return self.createIndex(row, column, 0) if row < len(self._pids) else QModelIndex()
+            return self.createIndex(row, column, 0) if row < len(self._pids) else _INVALID
         if parent.internalId() != 0 or parent.column() != 0:
-            return QModelIndex()               # threads have no children; only column 0 has any
-        pid = self._pids[parent.row()]
-        if row >= len(self._tids.get(pid, ())):
-            return QModelIndex()
-        return self.createIndex(row, column, pid + 1)
+            return _INVALID               # threads have no children; only column 0 has any
+        if row >= len(self._tids.get(self._pids[parent.row()], ())):
+            return _INVALID
+        return self.createIndex(row, column, self._pids[parent.row()] + 1)
 
-    def parent(self, index=QModelIndex()):
+    def parent(self, index=_INVALID):
         if not index.isValid():
-            return QModelIndex()
+            return _INVALID
         ident = index.internalId()
         if ident == 0:
-            return QModelIndex()
+            return _INVALID
         return self.createIndex(self._pid_row[ident - 1], 0, 0)
 
-    def rowCount(self, parent=QModelIndex()) -> int:
+    def rowCount(self, parent=_INVALID) -> int:
         if not parent.isValid():
             return len(self._pids)
         if parent.internalId() != 0 or parent.column() != 0:
@@ -279,8 +292,8 @@ class ThreadTreeModel(QAbstractItemModel):
 
     # -- drag source: threads and processes drag onto the grid as the pin MIME type (widgets/pinning.py)
     def flags(self, index):
-        f = super().flags(index)
-        return f | Qt.ItemFlag.ItemIsDragEnabled if index.isValid() else f
+        # What QAbstractItemModel::flags gives a valid index (selectable, enabled), plus drag.
+        return _ITEM_FLAGS if index.isValid() else _NO_FLAGS
 
     def mimeTypes(self) -> list[str]:
         return [PIN_MIME]
@@ -310,7 +323,6 @@ class ThreadTreeModel(QAbstractItemModel):
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
             return None
-        c = index.column()
         ident = index.internalId()
         if ident == 0:
             key = self._pids[index.row()]
@@ -318,23 +330,21 @@ class ThreadTreeModel(QAbstractItemModel):
         else:
             key = self._tids[ident - 1][index.row()]
             cells = self._tcells[key]
-        if role == Qt.ItemDataRole.DisplayRole:
-            return cells[c][0]
-        if role == SORT_ROLE:
-            return cells[c][1]
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return cells[c][2]
-        if role == Qt.ItemDataRole.ForegroundRole:
-            return cells[c][3]
-        if role == Qt.ItemDataRole.TextAlignmentRole:
-            if c in _NUMERIC:
-                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            return None
-        if role == FILTER_ROLE:
+        if role == _DISPLAY:
+            return cells[index.column()][0]
+        if role == _SORT:
+            return cells[index.column()][1]
+        if role == _TOOLTIP:
+            return cells[index.column()][2]
+        if role == _FOREGROUND:
+            return cells[index.column()][3]
+        if role == _ALIGN:
+            return _RIGHT if index.column() in _NUMERIC else None
+        if role == _FILTER:
             if ident == 0:
                 return self._pfilter[key]
             return self._tfilter[key] + " " + self._pfilter[ident - 1]
-        if role == ID_ROLE:
+        if role == _ID:
             return ("process", key) if ident == 0 else ("thread", key)
         return None
 
