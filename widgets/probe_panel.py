@@ -438,6 +438,7 @@ class ProbePanel(QWidget):
             policy="fifo" if fifo else None, priority=self.priority_spin.value() if fifo else None,
             slack_ns=self.slack_spin.value() if sched and self.slack_spin.value() >= 0 else None,
             dma_latency=probe == "wakeup" and self.dma_check.isChecked(),
+            attribute=False,     # jitter --attribute (124268d) has no control on the panel yet
             rounds=self.rounds_spin.value() if probe == "sweep" else None,
             pairs=(self.pairs_edit.text().strip() or None) if probe == "c2c" else None,
             command=command)
