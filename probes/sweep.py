@@ -142,15 +142,16 @@ def trimmed_mean(xs, g: float = TRIM) -> float:
     return statistics.fmean(v[k:len(v) - k])
 
 
-def _betai(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta I_x(a, b), by its continued fraction (Numerical Recipes 3rd ed.,
-    s. 6.4, betacf): the Student t tail below needs it and numpy has no special functions."""
+def _betai(a: float, b: float, x: float, y: float) -> float:
+    """Regularized incomplete beta I_x(a, b) with y = 1 - x given separately (1 - x rounds to 1 for
+    tiny x), by its continued fraction (Numerical Recipes 3rd ed., s. 6.4, betacf): the Student t
+    tail below needs it and numpy has no special functions."""
     if x <= 0.0:
         return 0.0
-    if x >= 1.0:
+    if y <= 0.0:
         return 1.0
     if x > (a + 1) / (a + b + 2):  # the fraction converges fast only on this side
-        return 1.0 - _betai(b, a, 1.0 - x)
+        return 1.0 - _betai(b, a, y, x)
     tiny = 1e-300
     c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
     d = 1.0 / (d if abs(d) > tiny else tiny)
@@ -165,7 +166,7 @@ def _betai(a: float, b: float, x: float) -> float:
             h *= d * c
         if abs(d * c - 1.0) < 1e-15:
             break
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(y))
     return front * h / a
 
 
@@ -173,7 +174,8 @@ def t_sf(t: float, df: float) -> float:
     """P(T > t) for Student's t with df degrees of freedom (one-sided upper tail)."""
     if math.isinf(t):
         return 0.0 if t > 0 else 1.0
-    p = 0.5 * _betai(df / 2.0, 0.5, df / (df + t * t))
+    # P(|T| > t) = I_x(df/2, 1/2) with x = df / (df + t^2) (Abramowitz & Stegun 26.7.1, 26.5.27)
+    p = 0.5 * _betai(df / 2.0, 0.5, df / (df + t * t), t * t / (df + t * t))
     return p if t > 0 else 1.0 - p
 
 
