@@ -33,8 +33,9 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDoubleS
 
 from app.errors import CoremapError, CpuListError
 from app.parse.cpulist import format_cpulist, parse_cpulist
-from probes import histogram
+from probes import histogram, trace
 from widgets.c2c_heatmap import C2CHeatmap
+from widgets.gap_attribution import GapAttributionView
 from widgets.histogram_plot import HistogramPlot, ns_label
 from widgets.percentile_plot import PercentilePlot
 from widgets.probe_controller import ProbeController, ProbeJob
@@ -164,7 +165,16 @@ class ProbePanel(QWidget):
         self.duty_spin.setValue(25.0)
         self.duty_spin.setSuffix(" %")
         self.duty_spin.setEnabled(False)
-        jitter_page = self._page(("duty cycle", self._row(self.duty_combo, self.duty_spin)))
+        self.attribute_check = QCheckBox("attribute gaps (tracefs)", self)
+        why = trace.unavailable_reason()
+        self.attribute_check.setEnabled(why is None)
+        self.attribute_check.setChecked(why is None)
+        self.attribute_check.setToolTip(
+            why or "Record interrupts, softirqs, NMIs and task switches on the probed CPU while it runs "
+                   "and say what ran during each large gap (Gaps tab). Tracing adds a little work to "
+                   "every interrupt on that CPU.")
+        jitter_page = self._page(("duty cycle", self._row(self.duty_combo, self.duty_spin)),
+                                 ("", self.attribute_check))
         # wakeup
         self.interval_spin = QSpinBox(self)
         self.interval_spin.setRange(1, 10_000_000)
@@ -282,6 +292,8 @@ class ProbePanel(QWidget):
         self.tabs.addTab(self.sweep_plot, "Sweep")
         self.tabs.addTab(self.c2c_heatmap, "Core to core")
         self.tabs.addTab(self.summary_text, "Summary")
+        self.gap_view = GapAttributionView(self)
+        self.tabs.addTab(self.gap_view, "Gaps")
         right = QSplitter(Qt.Orientation.Vertical, self)
         right.addWidget(self.tabs)
         right.addWidget(self.table)
@@ -438,7 +450,7 @@ class ProbePanel(QWidget):
             policy="fifo" if fifo else None, priority=self.priority_spin.value() if fifo else None,
             slack_ns=self.slack_spin.value() if sched and self.slack_spin.value() >= 0 else None,
             dma_latency=probe == "wakeup" and self.dma_check.isChecked(),
-            attribute=False,     # jitter --attribute (124268d) has no control on the panel yet
+            attribute=probe == "jitter" and self.attribute_check.isEnabled() and self.attribute_check.isChecked(),
             rounds=self.rounds_spin.value() if probe == "sweep" else None,
             pairs=(self.pairs_edit.text().strip() or None) if probe == "c2c" else None,
             command=command)
@@ -762,6 +774,8 @@ class ProbePanel(QWidget):
             self.c2c_heatmap.set_matrix(rec.summary["matrix_cpus"], rec.summary["matrix_ns"], self._order)
         from app.commands.probe import format_result
         self.summary_text.setPlainText(format_result(rec.summary))
+        if job.probe == "jitter":
+            self.gap_view.set_attribution(rec.summary.get("attribution"), rec.label)
         self._on_runs_list_selection_changed()
         self.run_finished.emit(rec)
 
@@ -806,6 +820,9 @@ class ProbePanel(QWidget):
         if len(keys) == 1 and self._runs[keys[0]].summary and self._runs[keys[0]].source == "coremap":
             from app.commands.probe import format_result
             self.summary_text.setPlainText(format_result(self._runs[keys[0]].summary))
+            if self._runs[keys[0]].probe == "jitter":
+                self.gap_view.set_attribution(self._runs[keys[0]].summary.get("attribution"),
+                                              self._runs[keys[0]].label)
 
     def _on_remove_button_clicked(self) -> None:
         for key in self._selected_keys():

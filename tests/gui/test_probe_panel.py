@@ -290,3 +290,26 @@ def test_a_dropped_cpu_outside_coremaps_affinity_is_refused(qtbot, panel):
         os.sched_setaffinity(0, before)
     assert not drop.isAccepted()
     assert f"CPU {usable[1]} is not in coremap's allowed CPUs ({usable[0]})" in panel.status_text
+
+
+def test_attributed_jitter_run_fills_the_gaps_tab(qtbot, panel):
+    from probes import trace
+    why = trace.unavailable_reason()
+    panel.set_cpus([max(os.sched_getaffinity(0))])
+    panel.seconds_spin.setValue(0.3)
+    if why is not None:
+        assert not panel.attribute_check.isEnabled() and panel.attribute_check.toolTip() == why
+        return
+    assert panel.attribute_check.isChecked()
+    _run(qtbot, panel)
+    (rec,) = panel.runs
+    a = rec.summary["attribution"]
+    assert a["available"] and a["cpu_events"] > 0
+    assert panel.gap_view.gap_model.rowCount() == len(a["gaps"]) > 0
+    assert panel.gap_view.cause_model.rowCount() == len(a["by_cause"])
+    assert rec.label in panel.gap_view.status.text()
+    # unticked: the run asks for no tracing and the tab says how to get it
+    panel.attribute_check.setChecked(False)
+    _run(qtbot, panel)
+    assert panel.runs[-1].summary["attribution"] is None
+    assert "attribute gaps" in panel.gap_view.status.text()
