@@ -440,6 +440,7 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
             pct = res.get("percentiles") or {}
             w("<table><tr>" + "".join(f"<th>{_e(k)}</th>" for k in PERCENTILE_KEYS) + "</tr><tr>"
               + "".join(f'<td class="num">{_e(fmt_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS) + "</tr></table>")
+            _attribution_html(w, res.get("attribution"))
     else:
         w('<p class="muted">No probe was run.</p>')
 
@@ -455,6 +456,27 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
         w('<p class="muted">No notes.</p>')
     w("</body></html>\n")
     return "\n".join(out)
+
+
+def _attribution_html(w, a: dict | None, *, causes: int = 10, gaps: int = 10) -> None:
+    """What ran in the run's largest gaps (probes/trace.py), when the run was attributed."""
+    if a is None:
+        return
+    if not a.get("available"):
+        w(f'<p class="muted">Gaps not attributed: {_e(a.get("reason"))}</p>')
+        return
+    w(f"<p>What ran in the {a['attributed_gaps']:,} largest gaps ({a['cpu_events']:,} events traced on the CPU; "
+      "&ldquo;hardware / hypervisor&rdquo;: no interrupt, softirq, NMI or task switch in the gap):</p>")
+    w("<table><tr><th>Cause</th><th>Gaps</th><th>Time in gaps</th></tr>")
+    for row in a.get("by_cause", [])[:causes]:
+        w(f'<tr><td>{_e(row["cause"])}</td><td class="num">{row["gaps"]:,}</td>'
+          f'<td class="num">{_e(fmt_ns(row["ns"]))}</td></tr>')
+    w("</table>")
+    w("<table><tr><th>Gap</th><th>At</th><th>What ran</th></tr>")
+    for g in a.get("gaps", [])[:gaps]:
+        w(f'<tr><td class="num">{_e(fmt_ns(g["gap_ns"]))}</td><td class="num">{g["t_ns"] / 1e9:.4f} s</td>'
+          f'<td>{_e(g.get("verdict", ""))}</td></tr>')
+    w("</table>")
 
 
 def _share(s: float) -> str:

@@ -123,3 +123,26 @@ def test_report_from_session_uses_recorded_rates(tmp_path):
     assert r.notes == "seen"
     html = build_report_html(r)
     assert "400/s" in html and "0-1 → 1" in html
+
+
+def test_report_shows_what_ran_in_the_gaps_of_an_attributed_run():
+    from probes import trace as T
+    from tests.machines import FIXTURES
+    text = (FIXTURES / "tracefs" / "kvm-6.18-cpu1.trace").read_text()
+    stats = T.parse_stats((FIXTURES / "tracefs" / "kvm-6.18-cpu1.stats").read_text())
+    events = T.parse_trace(text)
+    timer = next(e.ts_ns for e in events if e.event == "local_timer_entry")
+    quiet = events[-1].ts_ns + 50_000
+    a = T.attribute_run(text, stats, [(timer, 5_000), (quiet, 20_000)], probe_pid=-1,
+                        started_ns=events[0].ts_ns, t0_ns=events[0].ts_ns)
+    a.pop("type")
+    r = report_from_root(SysRoot(extract("sno")),
+                         probes=[{"probe": "jitter", "cpu": 1, "percentiles": {}, "attribution": a},
+                                 {"probe": "jitter", "cpu": 2, "percentiles": {},
+                                  "attribution": {"available": False, "reason": "needs <root>"}}])
+    p = _Collect()
+    p.feed(build_report_html(r))
+    body = "".join(p.text)
+    assert "What ran in the 2 largest gaps" in body
+    assert "local timer" in body and "hardware / hypervisor" in body and "20.0 µs" in body
+    assert "Gaps not attributed: needs <root>" in body
