@@ -20,7 +20,10 @@ max of a 10 s run is one event and swings far more than 5% between runs with not
 Fairness: the probe is the CLI's (`coremap probe jitter` = `python -m probes jitter` + summarize(),
 the object `--json` prints), at its default policy (SCHED_OTHER), mlockall()ed. This script's threads
 stay off the probed CPU while the probe runs (bench_probes._set_all_threads), A and B swap order every
-pair, and each pair's ratio is B_i / A_i of runs taken moments apart. The window's CPU use during B is
+pair, and each pair's ratio is B_i / A_i of runs taken moments apart. Each pair starts once the machine
+is <= 10% busy, and a pair is set aside (printed, not counted) when in either run tasks other than the
+window held the probed CPU for more than --max-other-wait of it: on a shared machine another job's
+load moves gaps and lost share by tens of percent between runs moments apart. The window's CPU use during B is
 the utime+stime delta of /proc/PID/stat; how much of it ran on the probed CPU is estimated by reading
 each window thread's schedstat run time and `processor` (the CPU it last ran on, stat field 39) every
 0.1 s and charging the delta to that CPU.
@@ -292,27 +295,74 @@ METRICS = (("gaps10_per_s", "gaps >= 10 us per second"), ("lost_share", "lost sh
            ("p99_gap_ns", "p99 gap (of gaps >= 2 us)"), ("max_gap_ns", "max gap"))
 
 
-def table(args, title: str, pin: set[int] | None, tmp: Path) -> bool:
+def busy_share(seconds: float = 1.0) -> float:
+    """Share of all CPUs' time not idle over `seconds` (/proc/stat; this script sleeps meanwhile)."""
+    def idle_total():
+        t = parse_stat(ROOT.read(ROOT.proc("stat"))).total
+        idle = t.idle + t.iowait
+        return idle, idle + t.user + t.nice + t.system + t.irq + t.softirq + t.steal
+    i0, t0 = idle_total()
+    time.sleep(seconds)
+    i1, t1 = idle_total()
+    return 1 - (i1 - i0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+def wait_quiet(args) -> str:
+    """Before a pair: wait (up to --quiet-timeout) until the machine is at most 10% busy, so a pair
+    starts on a quiet machine whatever else runs here. Decided before the pair, never from its result."""
+    end = time.monotonic() + args.quiet_timeout
+    while True:
+        b = busy_share()
+        if b <= 0.10 or time.monotonic() >= end:
+            return f"machine {100 * b:.0f}% busy at the start"
+        time.sleep(1.0)
+
+
+def other_wait_ms(m: dict, window_on_probed_ms: float = 0.0) -> float | None:
+    """Run-queue wait of the probe not explained by the window: time other tasks held the CPU."""
+    return None if m["wait_ms"] is None else max(0.0, m["wait_ms"] - window_on_probed_ms)
+
+
+def table(args, title: str, pin: set[int] | None, tmp: Path) -> bool | None:
+    """Alternating pairs until --pairs of them saw no other load on the probed CPU (or 3x --pairs
+    tries). A pair is set aside when, in either run, tasks other than the window held the probed CPU
+    for more than --max-other-wait of the run (the probe's run-queue wait, less the window's estimated
+    time there in B): on a shared machine another job's load swings gaps and lost share by tens of
+    percent between runs moments apart, far more than the 5% this is to resolve."""
     print(f"\n=== {title} ===", flush=True)
     A, B, loads = [], [], []
-    for i in range(args.pairs):
-        order = ("A", "B") if i % 2 == 0 else ("B", "A")
+    limit_ms = args.max_other_wait * 1e3 * args.seconds
+    tries = rejected = 0
+    while len(A) < args.pairs and tries < 3 * args.pairs:
+        tries += 1
+        order = ("A", "B") if len(A) % 2 == 0 else ("B", "A")
+        quiet = wait_quiet(args)
+        got = {}
         for side in order:
-            if side == "A":
-                A.append(closed_run(args))
-            else:
-                m, load = open_run(args, pin, tmp, len(loads))
-                B.append(m)
-                loads.append(load)
+            got[side] = closed_run(args) if side == "A" else open_run(args, pin, tmp, tries)
             time.sleep(SETTLE_S)
-        ld = loads[-1]
+        a, (b, ld) = got["A"], got["B"]
+        other = (other_wait_ms(a), other_wait_ms(b, ld["on_probed_ms"]))
+        loaded = any(w is None or w > limit_ms for w in other)
         threads = ", ".join(f"{n} {v:.0f}" for n, v in list(ld["by_thread_ms"].items())[:3])
-        print(f"pair {i + 1} ({order[0]} first)\n"
-              f"  A closed: {fmt(A[-1])}\n"
-              f"  B open:   {fmt(B[-1])}\n"
+        tag = (f"SET ASIDE: other tasks held CPU {args.cpu} for {other[0]:.0f} ms (A) / {other[1]:.0f} ms (B), "
+               f"limit {limit_ms:.0f} ms") if loaded else f"pair {len(A) + 1}"
+        print(f"try {tries} ({order[0]} first, {quiet}): {tag}\n"
+              f"  A closed: {fmt(a)}\n"
+              f"  B open:   {fmt(b)}\n"
               f"  window during B: {ld['cpu_pct']:.2f}% of a CPU, ~{ld['on_probed_ms']:.1f} ms of it on CPU {args.cpu}; "
               f"by thread (ms): {threads}", flush=True)
+        if loaded:
+            rejected += 1
+        else:
+            A.append(a)
+            B.append(b)
+            loads.append(ld)
         time.sleep(SETTLE_S)  # our print woke whatever reads our stdout; let it finish before the next run
+    print(f"{len(A)} pairs kept, {rejected} set aside for other load", flush=True)
+    if len(A) < 4:
+        print("within 5%: not measured (fewer than 4 pairs on a quiet machine; run again when it is idle)", flush=True)
+        return None
     print(f"\n{'metric':<28}{'median A':>12}{'median B':>12}{'median B/A':>12}   per-pair B/A", flush=True)
     verdict = {}
     for key, label in METRICS:
@@ -327,14 +377,14 @@ def table(args, title: str, pin: set[int] | None, tmp: Path) -> bool:
               f"{' '.join(f'{x:.3f}' for x in ratios)}")
     waits = lambda side: [m["wait_ms"] for m in side if m["wait_ms"] is not None]
     print(f"probe run-queue wait (ms)   {med(waits(A)):>12.1f}{med(waits(B)):>12.1f}"
-          "   (time other tasks held the probed CPU)")
+          "   (time any other task, the window included, held the probed CPU)")
     spread = [m["gaps10_per_s"] for m in A]
     print(f"A alone, run to run: gaps>=10us/s {min(spread):.1f}-{max(spread):.1f} "
           f"({100 * (max(spread) - min(spread)) / med(spread):.1f}% of the median); "
           f"lost share {100 * min(m['lost_share'] for m in A):.4f}-{100 * max(m['lost_share'] for m in A):.4f}%")
     print(f"window CPU during B: median {med([l['cpu_pct'] for l in loads]):.2f}% of a CPU, "
           f"median ~{med([l['on_probed_ms'] for l in loads]):.1f} ms of it on CPU {args.cpu} per "
-          f"{args.seconds:g} s run")
+          f"{args.seconds:g} s run ({med([l['on_probed_ms'] for l in loads]) / (10 * args.seconds):.3f}% of that CPU)")
     ok = verdict["gaps10_per_s"] <= 1.05 and verdict["lost_share"] <= 1.05
     print(f"within 5% (median B/A <= 1.05 for gaps >= 10 us/s and lost share): {'yes' if ok else 'no'} "
           f"(gaps {verdict['gaps10_per_s']:.3f}, lost share {verdict['lost_share']:.3f})", flush=True)
@@ -352,6 +402,11 @@ def main(argv=None) -> int:
     p.add_argument("--platform", default="offscreen", help="QT_QPA_PLATFORM for the window (default offscreen)")
     p.add_argument("--policy", choices=("other", "fifo"), default="other",
                    help="the probe's scheduling policy (default other, as `coremap probe jitter`)")
+    p.add_argument("--max-other-wait", type=float, default=0.005, metavar="SHARE",
+                   help="set a pair aside when other tasks held the probed CPU for more than this share "
+                        "of a run (default 0.005 = 50 ms of 10 s)")
+    p.add_argument("--quiet-timeout", type=float, default=60.0, metavar="S",
+                   help="before each pair, wait up to this long for the machine to be <= 10%% busy (default 60)")
     p.add_argument("--only", choices=("unpinned", "pinned"), help="one table only")
     args = p.parse_args(argv)
     if len(CPUS) < 2:
