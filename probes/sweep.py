@@ -54,9 +54,16 @@ period, e.g. 10 ms every 100 ms) is mostly trimmed away and is found by the `los
 (the plain mean), not by the flag.
 
 Rounds (default 120): a round costs ~3.3 ms per CPU (unit, settle, pause), so 120 rounds take
-~0.8 s on 2 CPUs and ~25 s on 64. Measured on this 2-vCPU VM (tests/benchmarks/bench_probes.py
-sweep): see the benchmark's figures; each result states its limit (`limit_ns`), the smallest trimmed
-excess that run could have flagged: max(t_crit x se, floor x baseline).
+~0.8 s on 2 CPUs and ~25 s on 64 (measured: 1.0-1.3 s per 2-CPU sweep with the process start).
+Each result states its limit (`limit_ns`), the smallest trimmed excess that run could have flagged:
+max(t_crit x se, floor x baseline).
+
+Measured on this shared 2-vCPU VM, the same raw sweeps judged by both rules (60 windows of 120
+rounds with the hog, 60 without): the hog flagged in 48 (was 43), hog-free windows flagged while
+other tasks loaded a CPU 6 of 48 (was 10), and with the machine quiet 9 of 10 and 0 of 12 (both
+rules). What neither rule can tell from a hog: another task's load during the sweep, and a vCPU that
+the host runs 5-18% slower for a second (seen with the sweep at SCHED_FIFO 1 and nothing else busy in
+the guest, p < 1e-6): those are real losses on that CPU during that sweep, and are flagged as such.
 """
 from __future__ import annotations
 
