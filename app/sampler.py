@@ -15,7 +15,9 @@ is never shown as a rate.
 from __future__ import annotations
 
 import math
+import statistics
 import time
+from collections import deque
 from dataclasses import replace
 from collections.abc import Iterable
 
@@ -32,6 +34,10 @@ ONE_CAPTURE_NOTE = "one capture only: totals shown, not rates"
 MIN_INTERVAL, MAX_INTERVAL = 0.25, 5.0
 THREAD_BUDGET = 0.01        # share of one core the thread list may cost (read time / period)
 MAX_THREAD_PERIOD = 5.0
+# From THREAD_SLOW_AT threads on, the list is read at most this often even when reading is cheap:
+# applying it costs the window's UI thread ~8 ms (the sorting proxy re-sorts and the tree repaints),
+# which every second would be ~0.8% of a core on its own (tests/benchmarks/bench_gui.py, CPU use).
+SLOW_THREAD_PERIOD = 3.0
 THREAD_SLOW_AT = 1000       # threads; below this the thread list is read on every tick
 DETAIL_BUSIEST = 32        # busiest threads whose migrations/switches are read each thread read
 
@@ -49,7 +55,7 @@ class Sampler:
         self._clock = clock
         self.topology: Topology = read_topology(root)
         self.generation = 0
-        self._reader = TaskReader(root) if self.live else None
+        self._reader = TaskReader(root, clock=clock) if self.live else None
         self._previous: MachineSample | None = None
         self._irqs = None
         self._irqs_at: float | None = None
@@ -59,6 +65,8 @@ class Sampler:
         self._frozen: tuple | None = None      # (sample, rates, notes) of a captured machine
         self._task_sample: MachineSample | None = None   # the last sample that read the threads
         self._task_rates = None                          # Rates between the last two thread reads
+        self._still: set[int] = set()                    # threads whose sample object the last read reused
+        self._costs: deque[float] = deque(maxlen=5)      # seconds the last thread reads took (with rates)
         self._tasks_due = 0.0
         self.thread_period = self.interval
 
@@ -120,19 +128,56 @@ class Sampler:
         """Rates and residency of threads between this thread read and the previous one; when the
         next read is due. Reading every thread's stat costs ~10 us a thread (open+read+close of
         /proc/PID/task/TID/stat), so with thousands of threads it is read less often than the
-        counters: at most THREAD_BUDGET of one core, and at least every MAX_THREAD_PERIOD."""
+        counters: at most THREAD_BUDGET of one core, and at least every MAX_THREAD_PERIOD.
+
+        Most reads reuse the processes that did not run and cost a few ms; a read that re-reads a big
+        process (its reuse expired, app/machine/threads.py REUSE_SECONDS) or the first one costs tens.
+        The pace follows the median cost of the last few reads, so such a read does not slow the
+        list down for seconds; the rare dear ones stay within the budget on average."""
+        t0 = time.perf_counter()
         prev, self._task_sample = self._task_sample, sample
         if (prev is not None and prev.tasks is not None and sample.tasks is not None
                 and sample.time > prev.time):
-            self._task_rates = compute_rates(_tasks_of(prev), _tasks_of(sample), sample.time - prev.time)
+            self._task_rates = self._thread_rates(prev, sample)
             self._tracker.add(sample.time, prev.tasks, sample.tasks, self._tracked_tids(sample))
+        else:
+            self._still = set()     # no rates for this pair: the next pair has no earlier one to match
         n = len(sample.tasks.tasks) if sample.tasks is not None else 0
+        self._costs.append(cost + time.perf_counter() - t0)
+        cost = statistics.median(self._costs)
         # Below THREAD_SLOW_AT threads the list is cheap: read it every tick, whatever the load.
-        period = self.interval if n < THREAD_SLOW_AT else min(MAX_THREAD_PERIOD, max(self.interval, cost / THREAD_BUDGET))
+        period = self.interval if n < THREAD_SLOW_AT else min(
+            MAX_THREAD_PERIOD, max(self.interval, SLOW_THREAD_PERIOD, cost / THREAD_BUDGET))
         ticks = max(1, math.ceil(period / self.interval - 1e-9))
         self.thread_period = ticks * self.interval
         # Half a tick early, so timer jitter does not push the read one tick later.
         self._tasks_due = now + (ticks - 0.5) * self.interval if ticks > 1 else now
+
+    def _thread_rates(self, prev: MachineSample, sample: MachineSample):
+        """Rates of the threads between two thread reads, computed only for threads that ran.
+
+        The TaskReader reuses a TaskSample object when its process did not run (app/machine/threads.py),
+        so `prev[tid] is sample[tid]` means zero deltas: CPU 0 %, no migrations or switches, same CPU,
+        not moved, whatever the interval. If that held for the previous pair as well, the previous
+        TaskRate equals the new one: it is handed out again (the same object, so the thread table sees
+        an unchanged process by identity) and app.rates computes only the others."""
+        before, cur = prev.tasks.tasks, sample.tasks.tasks
+        still = {tid for tid, t in cur.items() if before.get(tid) is t}
+        known = {}
+        if self._task_rates is not None and self._still:
+            old = self._task_rates.tasks
+            for tid in still & self._still:
+                r = old.get(tid)
+                if r is not None:
+                    known[tid] = r
+        self._still = still
+        p, c = _tasks_of(prev), _tasks_of(sample)
+        if known:
+            p = replace(p, tasks=replace(p.tasks, tasks={k: v for k, v in before.items() if k not in known}))
+            c = replace(c, tasks=replace(c.tasks, tasks={k: v for k, v in cur.items() if k not in known}))
+        r = compute_rates(p, c, sample.time - prev.time)
+        r.tasks.update(known)       # still private to this sampler: no state holds r yet
+        return r
 
     def _tick_captured(self) -> MachineState:
         if self._frozen is None:

@@ -37,6 +37,7 @@ _TOOLTIP = int(Qt.ItemDataRole.ToolTipRole)
 _FOREGROUND = int(Qt.ItemDataRole.ForegroundRole)
 _ALIGN = int(Qt.ItemDataRole.TextAlignmentRole)
 _SORT, _FILTER, _ID = int(SORT_ROLE), int(FILTER_ROLE), int(ID_ROLE)
+_SERVED = frozenset((_DISPLAY, _TOOLTIP, _FOREGROUND, _ALIGN, _SORT, _FILTER, _ID))
 _RIGHT = int((Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter).value)
 _ITEM_FLAGS = Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsDragEnabled
 _NO_FLAGS = Qt.ItemFlag.NoItemFlags
@@ -46,13 +47,6 @@ _NCOLS = len(_HEADERS)
 # Documentation/filesystems/proc.rst, Table 1-4 (field 3, state), fs/proc/array.c task_state_array.
 _STATE_NAMES = {"R": "running", "S": "sleeping", "D": "disk sleep", "T": "stopped", "t": "tracing stop",
                 "X": "dead", "Z": "zombie", "P": "parked", "I": "idle"}
-
-
-def _rate_of(rates, tid):
-    if rates is None:
-        return None
-    tasks = getattr(rates, "tasks", None)
-    return tasks.get(tid) if tasks else None
 
 
 def _thread_cells(t, proc_comm: str, rate) -> tuple:
@@ -83,17 +77,17 @@ def _thread_cells(t, proc_comm: str, rate) -> tuple:
     )
 
 
-def _process_cells(pid, comm, cmdline, threads, rates) -> tuple:
+def _process_cells(pid, comm, cmdline, threads, rlist) -> tuple:
+    """Cells of a process row from its threads and their rates (rlist, in the same order)."""
     pct_sum = 0.0
     pct_known = False
     migr_sum = 0.0
     migr_known = False
     cpus = set()
     leader = None
-    for t in threads:
+    for t, rate in zip(threads, rlist):
         if t.tid == pid:
             leader = t
-        rate = _rate_of(rates, t.tid)
         cpu = getattr(rate, "last_cpu", None) if rate is not None else None
         cpus.add(t.last_cpu if cpu is None else cpu)
         if rate is not None:
@@ -126,6 +120,24 @@ def _process_cells(pid, comm, cmdline, threads, rates) -> tuple:
     )
 
 
+def _threads_by_pid(tasks: dict, processes: dict) -> dict[int, list]:
+    """pid -> its threads in ascending tid order. The reader's ProcessInfo already lists each
+    process's tids sorted; a sample without them (or not covering every thread) is grouped here."""
+    if processes and sum(len(p.tids) for p in processes.values()) == len(tasks):
+        try:
+            out = {pid: [tasks[t] for t in p.tids] for pid, p in processes.items() if p.tids}
+        except KeyError:
+            out = None
+        if out is not None and all(p.tids == tuple(sorted(p.tids)) for p in processes.values()):
+            return out
+    by_pid: dict[int, list] = {}
+    for t in tasks.values():
+        by_pid.setdefault(t.pid, []).append(t)
+    for threads in by_pid.values():
+        threads.sort(key=lambda t: t.tid)
+    return by_pid
+
+
 def _cpus_key(cpus) -> str:
     return ",".join(f"{c:05d}" for c in cpus) if cpus else ""
 
@@ -140,74 +152,103 @@ class ThreadTreeModel(QAbstractItemModel):
         self._pid_row: dict[int, int] = {}
         self._tids: dict[int, list[int]] = {}          # pid -> its tids, in row order
         self._tid_row: dict[int, dict[int, int]] = {}   # pid -> {tid: row}
-        self._pcells: dict[int, tuple] = {}
-        self._tcells: dict[int, tuple] = {}
+        self._pcells: dict[int, tuple] = {}             # pid -> cells of its row
+        self._tcells: dict[int, dict[int, tuple]] = {}  # pid -> {tid: cells}
         self._pfilter: dict[int, str] = {}
-        self._tfilter: dict[int, str] = {}
-        self._built: dict[int, tuple] = {}    # tid -> ((task, rate, process comm), cells, filter text)
+        self._tfilter: dict[int, dict[int, str]] = {}   # pid -> {tid: filter text}
+        self._pkey: dict[int, tuple] = {}      # pid -> (threads, rates, comm, cmdline) its cells come from
+        self._built: dict[int, dict[int, tuple]] = {}  # pid -> {tid: ((task, rate, comm), cells, filter)}
         self.generation = -1
 
     # -- the one way in ---------------------------------------------------------------------
     def set_state(self, state) -> None:
         """Apply one MachineState without resetting: rows in/out for threads that came or went,
-        dataChanged for the cells whose text changed."""
+        dataChanged for the cells whose text changed.
+
+        Most processes did not run since the last state; the sampler then hands out the very same
+        TaskSample and TaskRate objects (app/machine/threads.py, app/sampler.py), so a process whose
+        threads, rates, name and command line compare equal (by identity first, which is what tuple
+        comparison tries) keeps its cells without a look at each thread."""
         self.generation = state.generation
         sample = state.sample.tasks if state.sample is not None else None
         rates = state.rates
+        rtasks = (getattr(rates, "tasks", None) or {}) if rates is not None else {}
         tasks = sample.tasks if sample is not None else {}
         processes = sample.processes if sample is not None else {}
-        by_pid: dict[int, list] = {}
-        for t in tasks.values():
-            by_pid.setdefault(t.pid, []).append(t)
+        by_pid = _threads_by_pid(tasks, processes)
+        old_pcells, old_tcells = self._pcells, self._tcells
+        old_pfilter, old_tfilter = self._pfilter, self._tfilter
+        old_key, old_built = self._pkey, self._built
         new_pcells: dict[int, tuple] = {}
-        new_tcells: dict[int, tuple] = {}
+        new_tcells: dict[int, dict[int, tuple]] = {}
         new_pfilter: dict[int, str] = {}
-        new_tfilter: dict[int, str] = {}
+        new_tfilter: dict[int, dict[int, str]] = {}
         new_tids: dict[int, list[int]] = {}
-        built, new_built = self._built, {}
+        new_key: dict[int, tuple] = {}
+        new_built: dict[int, dict[int, tuple]] = {}
+        changed: list[int] = []            # pids whose cells were rebuilt
+        get_rate = rtasks.get
         for pid, threads in by_pid.items():
-            threads.sort(key=lambda t: t.tid)
             info = processes.get(pid)
-            leader = next((t for t in threads if t.tid == pid), threads[0])
-            comm = info.comm if info is not None else leader.comm
-            cmdline = info.cmdline if info is not None else ""
-            new_pcells[pid] = _process_cells(pid, comm, cmdline, threads, rates)
-            hay = f"{comm} {cmdline} {pid}".lower()
-            new_pfilter[pid] = hay
-            tids = []
-            for t in threads:
+            if info is not None:
+                comm, cmdline = info.comm, info.cmdline
+            else:
+                comm = next((t for t in threads if t.tid == pid), threads[0]).comm
+                cmdline = ""
+            rlist = [get_rate(t.tid) for t in threads]
+            key = (tuple(threads), tuple(rlist), comm, cmdline)
+            new_key[pid] = key
+            if pid in old_pcells and pid in old_tcells and old_key.get(pid) == key:
+                new_pcells[pid] = old_pcells[pid]
+                new_pfilter[pid] = old_pfilter[pid]
+                new_tcells[pid] = old_tcells[pid]
+                new_tfilter[pid] = old_tfilter[pid]
+                new_tids[pid] = self._tids[pid]
+                new_built[pid] = old_built.get(pid, {})
+                continue
+            changed.append(pid)
+            new_pcells[pid] = _process_cells(pid, comm, cmdline, threads, rlist)
+            new_pfilter[pid] = f"{comm} {cmdline} {pid}".lower()
+            built = old_built.get(pid, {})
+            nb: dict[int, tuple] = {}
+            tc: dict[int, tuple] = {}
+            tf: dict[int, str] = {}
+            for t, rate in zip(threads, rlist):
                 tid = t.tid
-                rate = _rate_of(rates, tid)
                 inputs = (t, rate, comm)
                 prev = built.get(tid)
-                if prev is not None and prev[0] == inputs:
-                    new_tcells[tid], new_tfilter[tid] = prev[1], prev[2]
-                else:
-                    new_tcells[tid] = _thread_cells(t, comm, rate)
-                    new_tfilter[tid] = f"{t.comm} {tid}".lower()
-                new_built[tid] = (inputs, new_tcells[tid], new_tfilter[tid])
-                tids.append(tid)
-            new_tids[pid] = tids
+                if prev is None or prev[0] != inputs:
+                    prev = (inputs, _thread_cells(t, comm, rate), f"{t.comm} {tid}".lower())
+                nb[tid] = prev
+                tc[tid] = prev[1]
+                tf[tid] = prev[2]
+            new_built[pid] = nb
+            new_tcells[pid] = tc
+            new_tfilter[pid] = tf
+            new_tids[pid] = list(tc)
         new_pids = sorted(new_pcells)
-        self._built = new_built
+        self._pkey, self._built = new_key, new_built
 
-        old_pcells, old_tcells = self._pcells, self._tcells
         # During the row moves below, views may ask for any row, old or new: serve both.
         self._pcells = {**old_pcells, **new_pcells}
+        self._pfilter = {**old_pfilter, **new_pfilter}
         self._tcells = {**old_tcells, **new_tcells}
-        self._pfilter = {**self._pfilter, **new_pfilter}
-        self._tfilter = {**self._tfilter, **new_tfilter}
+        self._tfilter = {**old_tfilter, **new_tfilter}
+        for pid in changed:
+            if pid in old_tcells:
+                self._tcells[pid] = {**old_tcells[pid], **new_tcells[pid]}
+                self._tfilter[pid] = {**old_tfilter[pid], **new_tfilter[pid]}
         for pid in new_pids:
             if pid not in self._tids:          # a new process arrives with its threads
                 self._tids[pid] = list(new_tids[pid])
                 self._tid_row[pid] = {tid: r for r, tid in enumerate(new_tids[pid])}
-        if not sync_rows(self, QModelIndex(), self._pids, new_pids, self._reindex_pids):
+        if not sync_rows(self, _INVALID, self._pids, new_pids, self._reindex_pids):
             raise AssertionError("pid lists are both sorted; sync_rows cannot refuse them")
         for pid in list(self._tids):
             if pid not in self._pid_row:       # its process row is gone, and its threads with it
                 del self._tids[pid]
                 del self._tid_row[pid]
-        for pid in new_pids:
+        for pid in changed:
             have, want = self._tids[pid], new_tids[pid]
             if have != want:
                 parent = self.createIndex(self._pid_row[pid], 0, 0)
@@ -216,16 +257,19 @@ class ThreadTreeModel(QAbstractItemModel):
         self._pfilter, self._tfilter = new_pfilter, new_tfilter
 
         changes = []
-        for pid in new_pids:
+        changed.sort()
+        for pid in changed:
             old = old_pcells.get(pid)
             new = new_pcells[pid]
             if old is not None and old is not new and old != new:
                 changes.append((self._pid_row[pid], changed_columns(old, new)))
+            olds = old_tcells.get(pid)
+            if not olds:
+                continue                       # a new process: its rows arrived with their cells
             tchanges = []
             rows = self._tid_row[pid]
-            for tid in new_tids[pid]:
-                old = old_tcells.get(tid)
-                new = new_tcells[tid]
+            for tid, new in new_tcells[pid].items():
+                old = olds.get(tid)
                 if old is not None and old is not new and old != new:
                     tchanges.append((rows[tid], changed_columns(old, new)))
             if tchanges:
@@ -259,10 +303,12 @@ class ThreadTreeModel(QAbstractItemModel):
 
     # -- Qt model interface -----------------------------------------------------------------
     def index(self, row, column, parent=_INVALID):
+        if not parent.isValid():
+            if 0 <= row < len(self._pids) and 0 <= column < _NCOLS:
+                return self.createIndex(row, column, 0)
+            return _INVALID
         if column < 0 or column >= _NCOLS or row < 0:
             return _INVALID
-        if not parent.isValid():
-            return self.createIndex(row, column, 0) if row < len(self._pids) else _INVALID
         if parent.internalId() != 0 or parent.column() != 0:
             return _INVALID               # threads have no children; only column 0 has any
         if row >= len(self._tids.get(self._pids[parent.row()], ())):
@@ -321,7 +367,9 @@ class ThreadTreeModel(QAbstractItemModel):
         return None
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
-        if not index.isValid():
+        # The delegate asks each painted cell for decoration, font, background, check state and
+        # size hint too: answer those before any lookup.
+        if role not in _SERVED or not index.isValid():
             return None
         ident = index.internalId()
         if ident == 0:
@@ -329,7 +377,7 @@ class ThreadTreeModel(QAbstractItemModel):
             cells = self._pcells[key]
         else:
             key = self._tids[ident - 1][index.row()]
-            cells = self._tcells[key]
+            cells = self._tcells[ident - 1][key]
         if role == _DISPLAY:
             return cells[index.column()][0]
         if role == _SORT:
@@ -343,7 +391,7 @@ class ThreadTreeModel(QAbstractItemModel):
         if role == _FILTER:
             if ident == 0:
                 return self._pfilter[key]
-            return self._tfilter[key] + " " + self._pfilter[ident - 1]
+            return self._tfilter[ident - 1][key] + " " + self._pfilter[ident - 1]
         if role == _ID:
             return ("process", key) if ident == 0 else ("thread", key)
         return None

@@ -8,10 +8,22 @@ is written for speed: os.open/os.read on bytes, path strings built once from the
 fields the UI shows are converted, and per-process text (cmdline) is cached in the reader across
 ticks. It must cost no more than `ps -eLo tid,psr` on the same threads
 (tests/benchmarks/bench_threads.py measures it).
+
+Most threads of a machine sleep through most ticks, so on the live machine a process whose threads
+did not run since the last read is not read again: its CPU clock (clock_gettime on the process's
+CPU-time clock id, one syscall, no file) is the sum of its threads' run times, dead ones included
+(kernel/sched/cputime.c thread_group_cputime). Unchanged means none of them ran, and what stat shows
+changes only when a thread runs: times, last CPU (fs/proc/array.c task_cpu), state, and the thread set
+(clone and exit are done by a thread of the process). The exceptions, bounded by REUSE_SECONDS after
+which every process is read afresh: a thread woken but not yet run (S shown for R, and the CPU chosen
+at wake-up), and nice, policy or affinity changed by another process while the thread sleeps.
+Processes with a running (R) thread are never reused: on a nohz_full CPU the clock of a thread that
+runs without a tick can lag its stat times by up to a second (sched_tick_remote).
 """
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 
 from app.errors import CoremapError, ParseError
@@ -96,6 +108,12 @@ try:
 except (ValueError, OSError):
     _CLK_TCK = 100
 
+# How long a process whose threads did not run is shown from its last read (see the module docstring):
+# the staleness bound for nice, policy and affinity changed from outside while its threads sleep
+# (TaskReader.forget() drops it at once, e.g. after coremap pins). Re-reading 2,000 threads costs
+# ~40 ms; once every 15-30 s that is ~0.2% of a core, against ~0.4% at 10 s.
+REUSE_SECONDS = 30.0
+
 _STATES = {bytes([c]): chr(c) for c in b"RSDZTtXxKWPI"}
 _GONE = (FileNotFoundError, ProcessLookupError)
 
@@ -108,7 +126,7 @@ class TaskReader:
     "full" also reads task/TID/status (context switches, allowed CPUs) and task/TID/sched (migrations).
     """
 
-    def __init__(self, root: SysRoot, *, detail: str = "fast", cmdline: bool = True):
+    def __init__(self, root: SysRoot, *, detail: str = "fast", cmdline: bool = True, clock=time.monotonic):
         if detail not in DETAILS:
             raise ValueError(f"detail must be one of {DETAILS}, not {detail!r}")
         self.root = root
@@ -122,6 +140,19 @@ class TaskReader:
         # and the busiest ones): migrations and switches for the rows a user looks at, without
         # paying ~50 us a thread for all of them.
         self.detail_tids: frozenset[int] = frozenset()
+        # Reuse of processes that did not run (module docstring): live, "fast" detail only.
+        self.reuse = self.live and detail == "fast"
+        self._clock = clock
+        self._kept: dict[int, tuple] = {}       # pid -> (cpu clock ns, expires, tasks, ProcessInfo, cmdline key)
+        self.reused = 0                         # threads taken from the previous read by the last sample()
+
+    def forget(self, pids=None) -> None:
+        """Read these processes (all when None) afresh next time, e.g. after changing their affinity."""
+        if pids is None:
+            self._kept.clear()
+        else:
+            for p in pids:
+                self._kept.pop(int(p), None)
 
     def sample(self, pids=None) -> ThreadsSample:
         """Every thread now (or only those of `pids`). Threads that exit while being read are skipped."""
@@ -147,9 +178,39 @@ class TaskReader:
                 names = []
         else:
             names = [str(int(p)) for p in pids]
+        reuse = self.reuse and pids is None
+        kept, new_kept = self._kept, {}
+        now = self._clock()
+        reused = 0
+        gettime = time.clock_gettime_ns
         for pid_s in names:
             if not pid_s.isdigit():
                 continue
+            cpu_ns = None
+            if reuse:
+                pid = int(pid_s)
+                try:
+                    # The process's CPU-time clock id: MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) from
+                    # include/linux/posix-timers.h, what glibc's clock_getcpuclockid() returns.
+                    cpu_ns = gettime(((~pid) << 3) | 2)
+                except OSError:
+                    cpu_ns = None       # EINVAL: the process exited since proc/ was listed; read below skips it
+                else:
+                    k = kept.get(pid)
+                    if k is not None and k[0] == cpu_ns and now < k[1]:
+                        # None of its threads ran since k was read: k's values are still the kernel's.
+                        new_kept[pid] = k
+                        for t in k[2]:
+                            if t.tid in detail_tids:
+                                fresh = self._read_one(base + pid_s + "/task/", t.tid, pid)
+                                if fresh is not None:
+                                    t = fresh
+                            tasks[t.tid] = t
+                        reused += len(k[2])
+                        processes[pid] = k[3]
+                        if k[4] is not None:
+                            seen_keys.add(k[4])
+                        continue
             tdir = base + pid_s + "/task/"
             try:
                 tid_names = os.listdir(tdir)
@@ -215,12 +276,35 @@ class TaskReader:
                 if cmd is None:
                     cmd = _read_cmdline(base + pid_s + "/cmdline")
                     cmdlines[key] = cmd
-            processes[pid] = ProcessInfo(pid, comm, cmd, tuple(tids))
+            info = processes[pid] = ProcessInfo(pid, comm, cmd, tuple(tids))
+            if cpu_ns is not None:
+                mine = [tasks[t] for t in tids]
+                if all(t.state != "R" for t in mine):
+                    # Spread the forced re-reads over REUSE_SECONDS (by pid) so they do not all
+                    # fall on one tick.
+                    new_kept[pid] = (cpu_ns, now + REUSE_SECONDS * (0.5 + (pid % 64) / 128),
+                                     tuple(mine), info, (pid, start) if want_cmdline else None)
+        if reuse:
+            self._kept = new_kept
+        self.reused = reused
         if want_cmdline and pids is None:
             # Forget processes that are gone so the cache does not grow with every pid ever seen.
             for key in [k for k in cmdlines if k not in seen_keys]:
                 del cmdlines[key]
         return ThreadsSample(tasks, processes, self.clk_tck)
+
+    def _read_one(self, tdir: str, tid: int, pid: int) -> TaskSample | None:
+        """One thread's stat with status and sched (a detail thread of a process not read afresh);
+        None when it is gone."""
+        path = f"{tdir}{tid}/stat"
+        data = _read_small(path)
+        if data is None:
+            return None
+        from app.parse.task_stat import parse_task_stat
+        st = parse_task_stat(data, what=path)
+        t = TaskSample(pid, st.tid, st.comm, st.state, st.processor, st.utime, st.stime, st.flags,
+                       st.starttime, st.nice, st.rt_priority, st.policy)
+        return self._add_detail(t, f"{tdir}{tid}")
 
     def _add_detail(self, t: TaskSample, tpath: str) -> TaskSample | None:
         """t with status and sched fields; None when the thread exited meanwhile."""

@@ -1,0 +1,111 @@
+"""Reuse of processes that did not run (app/machine/threads.py) and of their rates (app/sampler.py),
+on the live machine: two helper processes, one whose threads all sleep, one with a thread that spins."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from app.machine.threads import TaskReader
+from app.rates import rates as compute_rates
+from app.sampler import Sampler
+from app.sysroot import SysRoot
+
+LIVE = SysRoot("/")
+
+SLEEPERS = r"""
+import sys, threading
+stop = threading.Event()
+ts = [threading.Thread(target=stop.wait, daemon=True) for _ in range(int(sys.argv[1]))]
+for t in ts: t.start()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+SPINNER = r"""
+import sys, threading
+def spin():
+    while True:
+        pass
+threading.Thread(target=spin, daemon=True).start()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def _start(code: str, *args: str) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+@pytest.fixture()
+def helpers():
+    sleepers, spinner = _start(SLEEPERS, "40"), _start(SPINNER)
+    time.sleep(0.2)        # let the sleepers settle into their wait
+    try:
+        yield sleepers.pid, spinner.pid
+    finally:
+        for p in (sleepers, spinner):
+            p.stdin.close()
+            p.kill()
+            p.wait(10)
+
+
+def test_sleeping_process_is_reused_exactly_and_a_spinning_one_is_read(helpers):
+    sleepers, spinner = helpers
+    reader = TaskReader(LIVE)
+    first = reader.sample()
+    time.sleep(0.3)
+    second = reader.sample()
+    fresh = TaskReader(LIVE)
+    fresh.reuse = False
+    oracle = fresh.sample()                     # every thread read from its stat file
+    mine = second.processes[sleepers].tids
+    assert len(mine) == 41
+    assert all(second.tasks[t] is first.tasks[t] for t in mine)             # reused, not re-read
+    assert second.processes[sleepers] is first.processes[sleepers]
+    assert reader.reused >= 41
+    # Exact: what was reused is what the kernel shows now.
+    assert {t: second.tasks[t] for t in mine} == {t: oracle.tasks[t] for t in mine}
+    # The spinner's process ran: read afresh, its busy thread's CPU time went up.
+    busy = max(second.processes[spinner].tids, key=lambda t: second.tasks[t].cpu_ticks)
+    assert second.tasks[busy] is not first.tasks[busy]
+    assert second.tasks[busy].cpu_ticks > first.tasks[busy].cpu_ticks
+
+
+def test_forget_reads_again_and_detail_threads_are_always_fresh(helpers):
+    sleepers, _ = helpers
+    reader = TaskReader(LIVE)
+    first = reader.sample()
+    tids = first.processes[sleepers].tids
+    reader.detail_tids = frozenset({tids[1]})
+    second = reader.sample()
+    assert second.tasks[tids[2]] is first.tasks[tids[2]]
+    assert second.tasks[tids[1]] is not first.tasks[tids[1]]
+    assert second.tasks[tids[1]].voluntary_switches is not None          # status read for it
+    reader.forget([sleepers])
+    third = reader.sample()
+    assert third.tasks[tids[2]] is not second.tasks[tids[2]]
+    assert third.tasks[tids[2]] == second.tasks[tids[2]]
+
+
+def test_rates_of_still_threads_are_handed_out_again_and_equal_computed_ones(helpers):
+    sleepers, spinner = helpers
+    s = Sampler(LIVE, interval=1.0)
+    states = []
+    for _ in range(3):
+        states.append(s.tick())
+        time.sleep(0.3)
+    a, b = states[1], states[2]
+    mine = b.sample.tasks.processes[sleepers].tids
+    assert all(b.rates.tasks[t] is a.rates.tasks[t] for t in mine)
+    # The same numbers app.rates gives for the whole pair.
+    full = compute_rates(a.sample, b.sample, b.sample.time - a.sample.time).tasks
+    assert {t: b.rates.tasks[t] for t in mine} == {t: full[t] for t in mine}
+    assert set(b.rates.tasks) == set(full)
+    busy = max(b.sample.tasks.processes[spinner].tids, key=lambda t: b.rates.tasks[t].cpu_pct)
+    assert b.rates.tasks[busy].cpu_pct > 20
