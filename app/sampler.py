@@ -80,6 +80,13 @@ class Sampler:
     def tracked(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         return self._tids, self._pids
 
+    def forget_threads(self, pids: Iterable[int] | None = None) -> None:
+        """Read these processes' threads (all when None) afresh at the next thread read instead of
+        reusing them (app/machine/threads.py): call it after changing their affinity or priority."""
+        if self._reader is not None:
+            self._reader.forget(None if pids is None else [int(p) for p in pids])
+        self._tasks_due = 0.0
+
     def refresh_topology(self) -> Topology:
         """Re-read the topology (after a CPU went on/offline); the next state carries the new one."""
         self.topology = read_topology(self.root)

@@ -99,6 +99,11 @@ class SamplerThread(QObject):
     def refresh_topology(self) -> None:
         self._worker.topology_requested.emit()
 
+    def forget_threads(self, pids=None) -> None:
+        """After a pin: the next thread read re-reads these processes (all when None), so their new
+        affinity shows at once rather than when their threads next run (app/machine/threads.py)."""
+        self._worker.forget_requested.emit([] if pids is None else [int(p) for p in pids], pids is None)
+
     @Slot(int)
     def _on_worker_state_posted(self, generation: int) -> None:
         state = self._worker.take_state()
@@ -138,6 +143,7 @@ class _SamplerWorker(QObject):
     pause_requested = Signal(bool)
     track_requested = Signal(list, list)
     topology_requested = Signal()
+    forget_requested = Signal(list, bool)   # pids, every process
     stop_requested = Signal()
     start_requested = Signal()
 
@@ -153,6 +159,7 @@ class _SamplerWorker(QObject):
         self.pause_requested.connect(self._on_pause_requested)
         self.track_requested.connect(self._on_track_requested)
         self.topology_requested.connect(self._on_topology_requested)
+        self.forget_requested.connect(self._on_forget_requested)
         self.stop_requested.connect(self._on_stop_requested)
         self.start_requested.connect(self._on_start_requested)
 
@@ -220,6 +227,10 @@ class _SamplerWorker(QObject):
     @Slot(list, list)
     def _on_track_requested(self, tids: list, pids: list) -> None:
         self.sampler.track(tids, pids)
+
+    @Slot(list, bool)
+    def _on_forget_requested(self, pids: list, every: bool) -> None:
+        self.sampler.forget_threads(None if every else pids)
 
     @Slot()
     def _on_topology_requested(self) -> None:

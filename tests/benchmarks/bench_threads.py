@@ -3,8 +3,9 @@
 A helper process starts 2,000 sleeping threads; then, alternating, `ps -eLo tid,psr` (subprocess wall
 time; ps reads stat and status of every task) and `read_tasks(SysRoot("/"), detail="fast")`
 (in-process wall time) each read every thread of the machine. Prints µs per thread, the medians and the
-ratio (target: ≤ 1x), plus a warm TaskReader (what the sampler really calls each tick) and the "full"
-detail for information.
+ratio (target: ≤ 1x), plus a warm TaskReader (what the sampler really calls each tick: it reuses the
+processes whose CPU clock did not move, app/machine/threads.py), the same without reuse, and the
+"full" detail for information.
 
     python -m tests.benchmarks.bench_threads [--threads N] [--rounds R]
 """
@@ -67,12 +68,16 @@ def main() -> int:
     try:
         warm = TaskReader(root, detail="fast")
         warm.sample()
+        no_reuse = TaskReader(root, detail="fast")
+        no_reuse.reuse = False
+        no_reuse.sample()
         rows = {"ps -eLo tid,psr": [], "read_tasks fast": [], "TaskReader.sample (warm)": [],
-                "read_tasks full": []}
+                "TaskReader warm, no reuse": [], "read_tasks full": []}
         for i in range(a.rounds):
             for name, fn in (("ps -eLo tid,psr", _ps),
                              ("read_tasks fast", lambda: _timed(lambda: read_tasks(root, detail="fast"))),
                              ("TaskReader.sample (warm)", lambda: _timed(warm.sample)),
+                             ("TaskReader warm, no reuse", lambda: _timed(no_reuse.sample)),
                              ("read_tasks full", lambda: _timed(lambda: read_tasks(root, detail="full")))):
                 dt, n = fn()
                 rows[name].append(dt / n * 1e6)
@@ -86,6 +91,7 @@ def main() -> int:
         ps = med["ps -eLo tid,psr"]
         print(f"ratio read_tasks fast / ps:          {med['read_tasks fast'] / ps:.2f}x (target <= 1x)")
         print(f"ratio TaskReader warm / ps:          {med['TaskReader.sample (warm)'] / ps:.2f}x")
+        print(f"ratio TaskReader no reuse / ps:      {med['TaskReader warm, no reuse'] / ps:.2f}x")
         print(f"ratio read_tasks full / ps (info):   {med['read_tasks full'] / ps:.2f}x")
         print(f"({os.cpu_count()} CPUs)")
     finally:

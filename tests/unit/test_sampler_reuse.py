@@ -109,3 +109,16 @@ def test_rates_of_still_threads_are_handed_out_again_and_equal_computed_ones(hel
     assert set(b.rates.tasks) == set(full)
     busy = max(b.sample.tasks.processes[spinner].tids, key=lambda t: b.rates.tasks[t].cpu_pct)
     assert b.rates.tasks[busy].cpu_pct > 20
+
+
+def test_sampler_forget_threads_reads_them_again(helpers):
+    sleepers, _ = helpers
+    s = Sampler(LIVE, interval=1.0)
+    a = s.tick()
+    b = s.tick()
+    tid = a.sample.tasks.processes[sleepers].tids[3]
+    assert b.sample.tasks.tasks[tid] is a.sample.tasks.tasks[tid]
+    s.forget_threads([sleepers])
+    c = s.tick()
+    assert c.sample.tasks.tasks[tid] is not b.sample.tasks.tasks[tid]
+    assert c.sample.tasks.tasks[tid] == b.sample.tasks.tasks[tid]
