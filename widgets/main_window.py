@@ -149,6 +149,7 @@ class MainWindow(QMainWindow):
         # Pinning (drops on the grid, Pin to…, Edit → Undo/Redo/Restore all, the Pins dock, the result
         # line and the restore bar): widgets/pinning.py.
         self.pin_controller = PinController(self)
+        self.pin_controller.results_shown.connect(self._on_pin_controller_results_shown)
 
         # Probes (a dock, the Probes menu, the grid's clicked CPU as the next probe's CPU):
         # widgets/probe_panel.py.
@@ -203,6 +204,13 @@ class MainWindow(QMainWindow):
         del old
         gc.collect()
         self._connect_sampler(thread)
+
+    def _on_pin_controller_results_shown(self, results) -> None:
+        """A pin, undo or restore changed affinities: have the sampler re-read those processes now
+        instead of reusing a sleeping process's last read (app/machine/threads.py, REUSE_SECONDS)."""
+        pids = {r.target.pid or r.target.id for r in results if r.target.kind in ("thread", "process")}
+        if pids and self.sampler_thread is not None:
+            self.sampler_thread.forget_threads(sorted(pids))
 
     def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:
         d = QDockWidget(title, self)

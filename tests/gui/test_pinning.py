@@ -541,3 +541,25 @@ def test_live_window_opens_its_own_journal_and_offers_restore_on_start(qtbot, tm
     assert move.isAccepted() and w.pin_controller.service is not None
     w.pin_controller.service.journal.close()
     ctl.service.journal.close()
+
+
+@needs_two_cpus
+def test_a_pin_has_the_sampler_re_read_the_pinned_process(live, qtbot, parked_thread):
+    """The sampler reuses a sleeping process's last read for up to REUSE_SECONDS; a pin must make it
+    re-read that process at once, so the new allowed CPUs show on the next tick."""
+    w, _ = live
+    forgotten = []
+
+    class Recorder:
+        def forget_threads(self, pids=None):
+            forgotten.append(pids)
+
+    w.sampler_thread = Recorder()
+    try:
+        tid = parked_thread.native_id
+        _drag_drop(qtbot, w.topology_view, w.topology_view.cell_item(CPUS[0]), _mime("thread", [tid], os.getpid()))
+        assert forgotten == [[os.getpid()]]
+        w.pin_controller.undo_action.trigger()
+        assert forgotten[-1] == [os.getpid()]
+    finally:
+        w.sampler_thread = None
