@@ -9,19 +9,10 @@ from __future__ import annotations
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QSplitter, QTableView, QVBoxLayout, QWidget
 
+from app.report import fmt_ns as format_ns
 from probes.trace import HARDWARE
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
-
-
-def format_ns(ns) -> str:
-    if ns is None:
-        return ""
-    ns = float(ns)
-    for unit, div in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if ns >= div:
-            return f"{ns / div:.3g} {unit}"
-    return f"{ns:.0f} ns"
 
 
 class _Rows(QAbstractTableModel):

@@ -101,7 +101,36 @@ def _rows(buckets):
             yield b[0], b[1], b[2]
 
 
-class HistogramPlot(pg.PlotWidget):
+class RunCurves:
+    """Curves keyed by run, shared by the histogram and percentile plots: look one up, show or hide
+    it, take it off the plot and the legend. A plot sets `_curves` and `legend` and defines
+    `_update_ticks`; `_run_removed(key)` is its hook for what else it keeps per run."""
+
+    def keys(self) -> list:
+        return list(self._curves)
+
+    def curve(self, key) -> pg.PlotDataItem | None:
+        return self._curves.get(key)
+
+    def set_run_visible(self, key, visible: bool) -> None:
+        curve = self._curves.get(key)
+        if curve is not None:
+            curve.setVisible(visible)
+            self._update_ticks()
+
+    def remove_run(self, key) -> None:
+        curve = self._curves.pop(key, None)
+        if curve is not None:
+            self.legend.removeItem(curve)
+            self.getPlotItem().removeItem(curve)
+            self._update_ticks()
+            self._run_removed(key)
+
+    def _run_removed(self, key) -> None:
+        pass
+
+
+class HistogramPlot(RunCurves, pg.PlotWidget):
     """Count per CPU-hour against gap length, runs overlaid."""
 
     runs_changed = Signal()
@@ -124,12 +153,6 @@ class HistogramPlot(pg.PlotWidget):
         self._count = 0
 
     # -- runs -------------------------------------------------------------------------------------
-    def keys(self) -> list:
-        return list(self._curves)
-
-    def curve(self, key) -> pg.PlotDataItem | None:
-        return self._curves.get(key)
-
     def set_run(self, key, label: str, buckets, sampled_ns: float) -> pg.PlotDataItem:
         """Create the run's curve or replace its data in place."""
         x, y = step_data(buckets, sampled_ns)
@@ -153,20 +176,9 @@ class HistogramPlot(pg.PlotWidget):
         self._update_ticks()
         return curve
 
-    def set_run_visible(self, key, visible: bool) -> None:
-        curve = self._curves.get(key)
-        if curve is not None:
-            curve.setVisible(visible)
-            self._update_ticks()
-
-    def remove_run(self, key) -> None:
-        curve = self._curves.pop(key, None)
+    def _run_removed(self, key) -> None:
         self._labels.pop(key, None)
-        if curve is not None:
-            self.legend.removeItem(curve)
-            self.getPlotItem().removeItem(curve)
-            self._update_ticks()
-            self.runs_changed.emit()
+        self.runs_changed.emit()
 
     def legend_labels(self) -> list[str]:
         return [label.text for _sample, label in self.legend.items]

@@ -25,7 +25,7 @@ import numpy as np
 import pyqtgraph as pg
 
 from probes.histogram import bucket_mid
-from widgets.histogram_plot import decade_ticks, ns_label, run_colour
+from widgets.histogram_plot import RunCurves, decade_ticks, ns_label, run_colour
 
 PERCENTILE_TICKS = ((50.0, "50%"), (90.0, "90%"), (99.0, "99%"), (99.9, "99.9%"),
                     (99.99, "99.99%")) + tuple((100.0 - 10.0 ** (2 - n), f"99.{'9' * (n - 2)}%") for n in range(5, 11))
@@ -81,7 +81,7 @@ def _rows(buckets):
             yield b[0], b[1], b[2]
 
 
-class PercentilePlot(pg.PlotWidget):
+class PercentilePlot(RunCurves, pg.PlotWidget):
     """Latency by percentile, runs overlaid."""
 
     def __init__(self, parent=None, *, y_label: str = "latency"):
@@ -100,12 +100,6 @@ class PercentilePlot(pg.PlotWidget):
         self._curves: dict[object, pg.PlotDataItem] = {}
         self._count = 0
 
-    def keys(self) -> list:
-        return list(self._curves)
-
-    def curve(self, key) -> pg.PlotDataItem | None:
-        return self._curves.get(key)
-
     def set_run(self, key, label: str, buckets) -> pg.PlotDataItem:
         x, y = percentile_curve(buckets)
         curve = self._curves.get(key)
@@ -117,19 +111,6 @@ class PercentilePlot(pg.PlotWidget):
         curve.setData(x, y)
         self._update_ticks()
         return curve
-
-    def set_run_visible(self, key, visible: bool) -> None:
-        curve = self._curves.get(key)
-        if curve is not None:
-            curve.setVisible(visible)
-            self._update_ticks()
-
-    def remove_run(self, key) -> None:
-        curve = self._curves.pop(key, None)
-        if curve is not None:
-            self.legend.removeItem(curve)
-            self.getPlotItem().removeItem(curve)
-            self._update_ticks()
 
     def _update_ticks(self) -> None:
         ys = []
