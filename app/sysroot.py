@@ -86,9 +86,9 @@ class SysRoot:
         """The tracefs mount: sys/kernel/tracing, or sys/kernel/debug/tracing where only debugfs is
         mounted (kernels before 4.1 and some distributions; Documentation/trace/ftrace.rst)."""
         t = self.sys("kernel", "tracing")
-        if not (t / "events").exists():
+        if not _exists(t / "events"):
             old = self.sys("kernel", "debug", "tracing")
-            if (old / "events").exists():
+            if _exists(old / "events"):
                 t = old
         return t.joinpath(*map(str, parts))
 
@@ -182,6 +182,15 @@ class SysRoot:
             return json.loads(p.read_text())
         except (OSError, ValueError):
             raise SysRootReadError(p, "not a coremap snapshot description; capture again") from None
+
+
+def _exists(path: Path) -> bool:
+    """Path.exists() that says False where it may not look (tracefs is mode 700: a user cannot
+    even stat what lies inside it) instead of raising PermissionError."""
+    try:
+        return path.exists()
+    except PermissionError:
+        return False
 
 
 def _safe_listdir(path: Path) -> list[str]:

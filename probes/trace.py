@@ -262,6 +262,9 @@ def unavailable_reason(root: SysRoot | None = None) -> str | None:
     """Why attribution cannot run here, or None when it can (a cheap check for the UI)."""
     root = root or SysRoot("/")
     t = root.tracefs()
+    if t.is_dir() and not os.access(t, os.R_OK | os.X_OK):
+        # tracefs is mode 700 (Documentation/trace/ftrace.rst): a user cannot look inside at all
+        return f"attributing gaps needs root: {t} is readable by root only"
     if not (t / "events").exists():
         return ("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing) "
                 "or this kernel has no tracing; gaps cannot be attributed")
