@@ -34,7 +34,9 @@ Run: `PYTHONPATH=. python -m tests.benchmarks.bench_window_jitter [--pairs 5] [-
 from __future__ import annotations
 
 import argparse
+import gc
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -44,6 +46,7 @@ import threading
 import time
 from pathlib import Path
 
+from app.commands.probe import format_attribution
 from app.errors import SysRootReadError
 from app.parse.cpulist import format_cpulist
 from app.parse.stat import parse_stat
@@ -66,11 +69,13 @@ LOST_FROM_NS = H.GAP_EDGES_NS[0]     # lost_share counts gaps from here (histogr
 
 
 # ------------------------------------------------------------------------------------ the probe
-def run_jitter(cpu: int, seconds: float, policy: str, window_pid: int | None = None) -> tuple[dict, "Watch"]:
+def run_jitter(cpu: int, seconds: float, policy: str, window_pid: int | None = None,
+               attribute: bool = False) -> tuple[dict, "Watch"]:
     """One jitter run on `cpu`, summarized as `coremap probe jitter --json` prints it, with this
     script's threads (main, the probe's readers, the Watch) kept off `cpu` while it measures."""
     others = set(CPUS) - {cpu}
-    run = ProbeRun.start("jitter", ["--cpu", cpu, "--seconds", seconds, "--policy", policy])
+    run = ProbeRun.start("jitter", ["--cpu", cpu, "--seconds", seconds, "--policy", policy]
+                         + (["--attribute"] if attribute else []))
     watch = Watch(run, cpu, window_pid)
     watch.start()
     _set_all_threads(others)  # after the fork: the probe keeps the full mask and pins itself
@@ -254,10 +259,154 @@ class Watch(threading.Thread):
         return self.probe_last[2] - self.probe_first[2]
 
 
+# ------------------------------------------------------------------------------------ the window in this process
+class _Qt:
+    """Qt for the in-process window, imported only when that table runs (the other two tables start
+    the window as its own process and leave this one without Qt)."""
+
+    def __init__(self, platform: str):
+        os.environ["QT_QPA_PLATFORM"] = platform
+        import widgets  # noqa: F401  (refuses a PySide6 that leaks references, before any window)
+        from PySide6.QtCore import QCoreApplication, QEvent, QEventLoop, QTimer
+        from PySide6.QtWidgets import QApplication
+        from widgets.main_window import MainWindow
+        from widgets.sampler_thread import SamplerThread
+        from app.sampler import Sampler
+        self.QCoreApplication, self.QEvent, self.QEventLoop, self.QTimer = QCoreApplication, QEvent, QEventLoop, QTimer
+        self.MainWindow, self.SamplerThread, self.Sampler = MainWindow, SamplerThread, Sampler
+        self.app = QApplication.instance() or QApplication(["coremap"])
+
+    def run_until(self, signal, done, timeout_s: float) -> bool:
+        """Run the event loop until `done()` (checked whenever `signal` fires) or `timeout_s`; no
+        polling timer, so the loop itself adds no wake-ups the window would not have."""
+        if done():
+            return True
+        loop = self.QEventLoop()
+        timer = self.QTimer()
+        timer.setSingleShot(True)
+        timer.timeout.connect(loop.quit)
+
+        def check(*_):
+            if done():
+                loop.quit()
+        if signal is not None:
+            signal.connect(check)
+        timer.start(int(timeout_s * 1000))
+        loop.exec()
+        timer.stop()
+        if signal is not None:
+            signal.disconnect(check)
+        return done()
+
+
+class InProcessWindow:
+    """A live MainWindow in this process, built as widgets/application.py's _interactive builds it (a
+    SamplerThread over Sampler(SysRoot("/"), interval), the window at 1600x1000, shown, then the
+    sampler started), and destroyed as bench_gui._dispose destroys one: closed (which stops and
+    joins the sampler's worker), deferred deletes flushed, then garbage collected while no worker
+    runs (tests/gui/conftest.py: collecting PySide wrappers while a sampler worker ticks crashed
+    the interpreter)."""
+
+    def __init__(self, qt: _Qt, interval: float):
+        self.qt = qt
+        self.thread = qt.SamplerThread(qt.Sampler(SysRoot("/"), interval=interval))
+        self.window = qt.MainWindow(self.thread, interval=interval)
+        self.window.resize(1600, 1000)
+        self.applied = 0
+        self.window.state_applied.connect(self._on_window_state_applied)
+        self.window.show()
+        self.thread.start()
+
+    def _on_window_state_applied(self, _state) -> None:
+        self.applied += 1
+
+    def warm_up(self, seconds: float, states: int = 2) -> None:
+        self.qt.run_until(None, lambda: False, seconds)
+        if not self.qt.run_until(self.window.state_applied, lambda: self.applied >= states, 30.0):
+            raise SystemExit(f"the window applied {self.applied} states in {seconds + 30:g} s (wanted {states})")
+
+    def run_probe(self, cpu: int, seconds: float, policy: str, attribute: bool) -> tuple[dict, "Watch", dict]:
+        """The jitter probe from the window's probe panel, as a user runs it: the CPU typed in,
+        the duration, the policy, attribution ticked or not, Run. The event loop runs (and the
+        window samples and draws the probe's intervals) until the panel is idle again."""
+        panel = self.window.probe_panel
+        panel.set_probe("jitter")
+        panel.set_cpus([cpu])
+        panel.unbound_check.setChecked(False)
+        panel.duty_combo.setCurrentIndex(panel.duty_combo.findData(100.0))
+        panel.seconds_spin.setValue(seconds)
+        panel.policy_combo.setCurrentIndex(panel.policy_combo.findData(policy))
+        if attribute and not panel.attribute_check.isEnabled():
+            raise SystemExit(f"--attribute: the panel cannot attribute here ({panel.attribute_check.toolTip()})")
+        panel.attribute_check.setChecked(attribute)
+        if abs(panel.seconds_spin.value() - seconds) > 1e-9:
+            raise SystemExit(f"--seconds {seconds:g}: the panel's duration takes 0.1 s steps; got {panel.seconds_spin.value():g}")
+        finished = []
+        panel.run_finished.connect(finished.append)
+        applied0 = self.applied
+        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+        if not panel.run():
+            raise SystemExit(f"the probe panel did not start the probe: {panel.status_text}")
+        guarded = panel.controller.guard.active
+        # Watch the child as the other tables do (run-queue wait, steal, and where this process's
+        # threads ran). Started after Run, so it is born with the guard's mask, off `cpu`.
+        job = panel.controller.current_job
+        watch = Watch(_PanelRun(panel.controller.pid, job.lines), cpu, os.getpid())
+        watch.start()
+        try:
+            if not self.qt.run_until(panel.busy_changed, lambda: not panel.busy, seconds + 60):
+                panel.cancel()
+                raise SystemExit(f"the panel's probe did not end within {seconds + 60:g} s")
+        finally:
+            watch.finish()
+        r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+        panel.run_finished.disconnect(finished.append)
+        if not finished or finished[-1].summary is None:
+            raise SystemExit(f"the panel's probe failed: {panel.status_text}")
+        cpu_s = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        info = {"cpu_pct": 100 * cpu_s / (t1 - t0), "states": self.applied - applied0, "guarded": guarded,
+                "status": panel.status_text}
+        return finished[-1].summary, watch, info
+
+    def close(self) -> None:
+        qt, w = self.qt, self.window
+        w.close()                       # closeEvent stops the sampler and waits for its worker
+        self.thread.stop()
+        if self.thread.running:
+            raise SystemExit("the window's sampler thread did not stop")
+        w.deleteLater()
+        qt.QCoreApplication.sendPostedEvents(None, qt.QEvent.Type.DeferredDelete)
+        qt.app.processEvents()
+        self.window = self.thread = None
+        gc.collect()                    # no worker runs now
+
+
+class _PanelRun:
+    """What Watch reads of a run (its pid, and its lines to see the hello), for the panel's child:
+    the controller's job collects the lines in the UI thread."""
+
+    def __init__(self, pid: int, lines: list):
+        self.pid, self.lines = pid, lines
+
+
 # ------------------------------------------------------------------------------------ one table
 def closed_run(args) -> dict:
     r, watch = run_jitter(args.cpu, args.seconds, args.policy)
     return {**metrics(r), **contention(watch)}
+
+
+def closed_run_here(args) -> dict:
+    """A for the in-process table: no window exists; this process's own CPU use is measured too
+    (the probe's reader threads and the Watch run in B alike), so B - A is the window's."""
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    r, watch = run_jitter(args.cpu, args.seconds, args.policy, os.getpid(), attribute=args.attribute)
+    r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    cpu_s = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    out = {**metrics(r), **contention(watch), "self_cpu_pct": 100 * cpu_s / (t1 - t0),
+           "self_on_probed_ms": watch.on_cpu.get(args.cpu, 0) / 1e6}
+    if args.attribute:
+        out["attribution"] = r.get("attribution")
+    return out
 
 
 def open_run(args, pin, tmp: Path, k: int) -> tuple[dict, dict]:
@@ -278,6 +427,26 @@ def open_run(args, pin, tmp: Path, k: int) -> tuple[dict, dict]:
     load = {"cpu_pct": 100 * (c1 - c0) / (t1 - t0), "on_probed_ms": 1e3 * on_probed,
             "by_thread_ms": {n: v / 1e6 for n, v in sorted(watch.by_thread.items(), key=lambda kv: -kv[1])}}
     return {**metrics(r), **contention(watch)}, load
+
+
+def open_run_here(args, qt: _Qt) -> tuple[dict, dict]:
+    """B for the in-process table: a live window in this process, the probe run from its panel."""
+    gc.collect()                        # before any worker runs (see InProcessWindow)
+    win = InProcessWindow(qt, args.interval)
+    try:
+        win.warm_up(args.warmup)
+        r, watch, info = win.run_probe(args.cpu, args.seconds, args.policy, args.attribute)
+    finally:
+        win.close()
+    if not info["guarded"]:
+        print(f"  (the panel did not move coremap's threads off CPU {args.cpu}: {info['status']})")
+    load = {"cpu_pct": info["cpu_pct"], "on_probed_ms": watch.on_cpu.get(args.cpu, 0) / 1e6,
+            "by_thread_ms": {n: v / 1e6 for n, v in sorted(watch.by_thread.items(), key=lambda kv: -kv[1])},
+            "states": info["states"]}
+    m = {**metrics(r), **contention(watch)}
+    if args.attribute:
+        m["attribution"] = r.get("attribution")
+    return m, load
 
 
 def contention(watch: "Watch") -> dict:
@@ -323,8 +492,11 @@ def other_wait_ms(m: dict, window_on_probed_ms: float = 0.0) -> float | None:
     return None if m["wait_ms"] is None else max(0.0, m["wait_ms"] - window_on_probed_ms)
 
 
-def table(args, title: str, pin: set[int] | None, tmp: Path) -> bool | None:
-    """Alternating pairs until --pairs of them saw no other load on the probed CPU (or 3x --pairs
+def table(args, title: str, run_a, run_b, here: bool = False) -> bool | None:
+    """`run_a()` -> metrics with the window closed, `run_b(k)` -> (metrics, the window's load) with
+    it open; `here`: the window is in this process (its CPU use is this process's less A's).
+
+    Alternating pairs until --pairs of them saw no other load on the probed CPU (or 3x --pairs
     tries). A pair is set aside when, in either run, tasks other than the window held the probed CPU
     for more than --max-other-wait of the run (the probe's run-queue wait, less the window's estimated
     time there in B): on a shared machine another job's load swings gaps and lost share by tens of
@@ -339,7 +511,7 @@ def table(args, title: str, pin: set[int] | None, tmp: Path) -> bool | None:
         quiet = wait_quiet(args)
         got = {}
         for side in order:
-            got[side] = closed_run(args) if side == "A" else open_run(args, pin, tmp, tries)
+            got[side] = run_a() if side == "A" else run_b(tries)
             time.sleep(SETTLE_S)
         a, (b, ld) = got["A"], got["B"]
         other = (other_wait_ms(a), other_wait_ms(b, ld["on_probed_ms"]))
@@ -347,11 +519,21 @@ def table(args, title: str, pin: set[int] | None, tmp: Path) -> bool | None:
         threads = ", ".join(f"{n} {v:.0f}" for n, v in list(ld["by_thread_ms"].items())[:3])
         tag = (f"SET ASIDE: other tasks held CPU {args.cpu} for {other[0]:.0f} ms (A) / {other[1]:.0f} ms (B), "
                f"limit {limit_ms:.0f} ms") if loaded else f"pair {len(A) + 1}"
+        if here:
+            ld["window_pct"] = ld["cpu_pct"] - a["self_cpu_pct"]
+            load_line = (f"  this process during B: {ld['cpu_pct']:.2f}% of a CPU (during A {a['self_cpu_pct']:.2f}%: "
+                         f"the probe's readers and the watch), so the window ~{ld['window_pct']:.2f}%; "
+                         f"{ld['states']} states applied; ~{ld['on_probed_ms']:.1f} ms on CPU {args.cpu} "
+                         f"(A: {a['self_on_probed_ms']:.1f}); by thread (ms): {threads}")
+        else:
+            load_line = (f"  window during B: {ld['cpu_pct']:.2f}% of a CPU, ~{ld['on_probed_ms']:.1f} ms of it on "
+                         f"CPU {args.cpu}; by thread (ms): {threads}")
         print(f"try {tries} ({order[0]} first, {quiet}): {tag}\n"
               f"  A closed: {fmt(a)}\n"
-              f"  B open:   {fmt(b)}\n"
-              f"  window during B: {ld['cpu_pct']:.2f}% of a CPU, ~{ld['on_probed_ms']:.1f} ms of it on CPU {args.cpu}; "
-              f"by thread (ms): {threads}", flush=True)
+              f"  B open:   {fmt(b)}\n{load_line}", flush=True)
+        if args.attribute and here:
+            for side, m in (("A", a), ("B", b)):
+                print(f"  {side} attribution:\n" + "\n".join(format_attribution(m.get("attribution"), longest=5)))
         if loaded:
             rejected += 1
         else:
@@ -382,9 +564,17 @@ def table(args, title: str, pin: set[int] | None, tmp: Path) -> bool | None:
     print(f"A alone, run to run: gaps>=10us/s {min(spread):.1f}-{max(spread):.1f} "
           f"({100 * (max(spread) - min(spread)) / med(spread):.1f}% of the median); "
           f"lost share {100 * min(m['lost_share'] for m in A):.4f}-{100 * max(m['lost_share'] for m in A):.4f}%")
-    print(f"window CPU during B: median {med([l['cpu_pct'] for l in loads]):.2f}% of a CPU, "
-          f"median ~{med([l['on_probed_ms'] for l in loads]):.1f} ms of it on CPU {args.cpu} per "
-          f"{args.seconds:g} s run ({med([l['on_probed_ms'] for l in loads]) / (10 * args.seconds):.3f}% of that CPU)")
+    if here:
+        print(f"window CPU during B: median {med([l['window_pct'] for l in loads]):.2f}% of one core "
+              f"(this process during B {med([l['cpu_pct'] for l in loads]):.2f}% less during A "
+              f"{med([m['self_cpu_pct'] for m in A]):.2f}%, per pair); this process on CPU {args.cpu}: "
+              f"median ~{med([l['on_probed_ms'] for l in loads]):.1f} ms per {args.seconds:g} s run in B, "
+              f"{med([m['self_on_probed_ms'] for m in A]):.1f} ms in A; "
+              f"states applied during B: median {med([l['states'] for l in loads]):g}")
+    else:
+        print(f"window CPU during B: median {med([l['cpu_pct'] for l in loads]):.2f}% of a CPU, "
+              f"median ~{med([l['on_probed_ms'] for l in loads]):.1f} ms of it on CPU {args.cpu} per "
+              f"{args.seconds:g} s run ({med([l['on_probed_ms'] for l in loads]) / (10 * args.seconds):.3f}% of that CPU)")
     ok = verdict["gaps10_per_s"] <= 1.05 and verdict["lost_share"] <= 1.05
     print(f"within 5% (median B/A <= 1.05 for gaps >= 10 us/s and lost share): {'yes' if ok else 'no'} "
           f"(gaps {verdict['gaps10_per_s']:.3f}, lost share {verdict['lost_share']:.3f})", flush=True)
@@ -407,7 +597,13 @@ def main(argv=None) -> int:
                         "of a run (default 0.005 = 50 ms of 10 s)")
     p.add_argument("--quiet-timeout", type=float, default=60.0, metavar="S",
                    help="before each pair, wait up to this long for the machine to be <= 10%% busy (default 60)")
-    p.add_argument("--only", choices=("unpinned", "pinned"), help="one table only")
+    p.add_argument("--only", choices=("window", "unpinned", "pinned"),
+                   help="one table only: window (the probe run from the window's panel), or the window as "
+                        "its own process unpinned / pinned with the probe started outside it")
+    p.add_argument("--attribute", action="store_true",
+                   help="diagnostic: in the probe-from-the-window table, attribute gaps (tracefs) in A and B "
+                        "and print what ran in the largest; tracing adds work to every interrupt on the "
+                        "probed CPU, so the figures then describe a traced run, not the user's default")
     args = p.parse_args(argv)
     if len(CPUS) < 2:
         raise SystemExit("needs >= 2 CPUs: one probed, one for this script and the pinned window")
@@ -422,10 +618,18 @@ def main(argv=None) -> int:
           f"kernel {os.uname().release}", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench_window_jitter_"))
     try:
+        if args.only in (None, "window"):
+            os.environ["COREMAP_STATE_DIR"] = str(tmp / "state-here")   # its autosave, apart from the user's
+            qt = _Qt(args.platform)
+            table(args, "probe run from the window (its probe panel; window in this process, live, "
+                        f"sampling every {args.interval:g} s)" + (" - DIAGNOSTIC, gaps attributed" if args.attribute else ""),
+                  lambda: closed_run_here(args), lambda k: open_run_here(args, qt), here=True)
         if args.only in (None, "unpinned"):
-            table(args, "window unpinned (as started from a desktop)", None, tmp)
+            table(args, "probe started outside the window: window unpinned (as started from a desktop)",
+                  lambda: closed_run(args), lambda k: open_run(args, None, tmp, k))
         if args.only in (None, "pinned"):
-            table(args, f"window pinned to CPU {format_cpulist(sorted(others))} (taskset)", others, tmp)
+            table(args, f"probe started outside the window: window pinned to CPU {format_cpulist(sorted(others))} "
+                        "(taskset)", lambda: closed_run(args), lambda k: open_run(args, others, tmp, k))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(bench_probes.TMP, ignore_errors=True)  # made at its import; unused here
