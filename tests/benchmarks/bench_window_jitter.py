@@ -200,7 +200,9 @@ class Watch(threading.Thread):
         self.probe_last: tuple[int, ...] | None = None
         self.on_cpu: dict[int, int] = {}
         self.by_thread: dict[str, int] = {}
+        self.slices_by_thread: dict[str, int] = {}     # times each thread name was put on a CPU
         self._last: dict[str, int] = {}
+        self._last_slices: dict[str, int] = {}
         self._steal0 = _steal_ticks(cpu)
         self.steal_s = 0.0
         self._stop_event = threading.Event()
@@ -225,9 +227,13 @@ class Watch(threading.Thread):
             if stat is None or sched is None:
                 continue  # exited between listdir and the read
             st = parse_task_stat(stat)
-            ns = int(sched.split()[0])
+            ns, slices = int(sched.split()[0]), int(sched.split()[2])
             delta = ns - self._last.get(tid, 0 if charge else ns)
             self._last[tid] = ns
+            d_slices = slices - self._last_slices.get(tid, 0 if charge else slices)
+            self._last_slices[tid] = slices
+            if charge and d_slices > 0:
+                self.slices_by_thread[st.comm] = self.slices_by_thread.get(st.comm, 0) + d_slices
             if charge and delta > 0:
                 self.on_cpu[st.processor] = self.on_cpu.get(st.processor, 0) + delta
                 self.by_thread[st.comm] = self.by_thread.get(st.comm, 0) + delta
@@ -365,7 +371,7 @@ class InProcessWindow:
             raise SystemExit(f"the panel's probe failed: {panel.status_text}")
         cpu_s = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
         info = {"cpu_pct": 100 * cpu_s / (t1 - t0), "states": self.applied - applied0, "guarded": guarded,
-                "status": panel.status_text}
+                "status": panel.status_text, "switches_per_s": _switches(r0, r1) / (t1 - t0)}
         return finished[-1].summary, watch, info
 
     def close(self) -> None:
@@ -379,6 +385,12 @@ class InProcessWindow:
         qt.app.processEvents()
         self.window = self.thread = None
         gc.collect()                    # no worker runs now
+
+
+def _switches(r0, r1) -> int:
+    """Context switches of this process's threads between two getrusage(RUSAGE_SELF) (each is a
+    thread going to sleep or being preempted: about its wake-ups)."""
+    return (r1.ru_nvcsw - r0.ru_nvcsw) + (r1.ru_nivcsw - r0.ru_nivcsw)
 
 
 class _PanelRun:
@@ -403,6 +415,7 @@ def closed_run_here(args) -> dict:
     r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     cpu_s = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     out = {**metrics(r), **contention(watch), "self_cpu_pct": 100 * cpu_s / (t1 - t0),
+           "self_switches_per_s": _switches(r0, r1) / (t1 - t0),
            "self_on_probed_ms": watch.on_cpu.get(args.cpu, 0) / 1e6}
     if args.attribute:
         out["attribution"] = r.get("attribution")
@@ -425,7 +438,48 @@ def open_run(args, pin, tmp: Path, k: int) -> tuple[dict, dict]:
         win.stop()
     on_probed = watch.on_cpu.get(args.cpu, 0) / 1e9
     load = {"cpu_pct": 100 * (c1 - c0) / (t1 - t0), "on_probed_ms": 1e3 * on_probed,
-            "by_thread_ms": {n: v / 1e6 for n, v in sorted(watch.by_thread.items(), key=lambda kv: -kv[1])}}
+            "by_thread_ms": {n: v / 1e6 for n, v in sorted(watch.by_thread.items(), key=lambda kv: -kv[1])},
+            "runs_per_s": {n: v / args.seconds for n, v in watch.slices_by_thread.items()}}
+    return {**metrics(r), **contention(watch)}, load
+
+
+# A load with no Qt and no coremap in it: on the CPUs not probed, it wakes --control-wakes times a
+# second and spins for its share of --control-pct each time (the window's measured pattern during a
+# probe is some 3-5% of a core and a few hundred wake-ups a second: its UI thread and Qt's raster
+# thread pool). If the probe sees the same excess next to this as next to the window, the excess is
+# what this machine (a VM: gaps no guest event explains) does with any work on a neighbouring CPU.
+CONTROL_LOAD = r"""
+import os, sys, time
+os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(",")})
+period, busy = 1.0 / float(sys.argv[2]), float(sys.argv[3]) / 100.0 / float(sys.argv[2])
+print("ready", flush=True)
+while True:
+    t = time.perf_counter()
+    while time.perf_counter() - t < busy:
+        pass
+    time.sleep(max(0.0, period - (time.perf_counter() - t)))
+"""
+
+
+def control_run(args) -> tuple[dict, dict]:
+    others = sorted(set(CPUS) - {args.cpu})
+    proc = subprocess.Popen([sys.executable, "-c", CONTROL_LOAD, ",".join(map(str, others)),
+                             str(args.control_wakes), str(args.control_pct)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    try:
+        proc.stdout.readline()
+        time.sleep(1.0)
+        st = lambda: parse_task_stat(ROOT.read(ROOT.task_dir(proc.pid, None, "stat")))
+        s0, t0 = st(), time.monotonic()
+        r, watch = run_jitter(args.cpu, args.seconds, args.policy, proc.pid)
+        s1, t1 = st(), time.monotonic()
+    finally:
+        proc.kill()
+        proc.wait()
+    cpu_s = (s1.utime + s1.stime - s0.utime - s0.stime) * TICK_S
+    load = {"cpu_pct": 100 * cpu_s / (t1 - t0), "on_probed_ms": watch.on_cpu.get(args.cpu, 0) / 1e6,
+            "by_thread_ms": {n: v / 1e6 for n, v in sorted(watch.by_thread.items(), key=lambda kv: -kv[1])},
+            "runs_per_s": {n: v / args.seconds for n, v in watch.slices_by_thread.items()}}
     return {**metrics(r), **contention(watch)}, load
 
 
@@ -442,7 +496,8 @@ def open_run_here(args, qt: _Qt) -> tuple[dict, dict]:
         print(f"  (the panel did not move coremap's threads off CPU {args.cpu}: {info['status']})")
     load = {"cpu_pct": info["cpu_pct"], "on_probed_ms": watch.on_cpu.get(args.cpu, 0) / 1e6,
             "by_thread_ms": {n: v / 1e6 for n, v in sorted(watch.by_thread.items(), key=lambda kv: -kv[1])},
-            "states": info["states"]}
+            "runs_per_s": {n: v / args.seconds for n, v in watch.slices_by_thread.items()},
+            "states": info["states"], "switches_per_s": info["switches_per_s"]}
     m = {**metrics(r), **contention(watch)}
     if args.attribute:
         m["attribution"] = r.get("attribution")
@@ -492,7 +547,7 @@ def other_wait_ms(m: dict, window_on_probed_ms: float = 0.0) -> float | None:
     return None if m["wait_ms"] is None else max(0.0, m["wait_ms"] - window_on_probed_ms)
 
 
-def table(args, title: str, run_a, run_b, here: bool = False) -> bool | None:
+def table(args, title: str, run_a, run_b, here: bool = False, b_name: str = "window") -> bool | None:
     """`run_a()` -> metrics with the window closed, `run_b(k)` -> (metrics, the window's load) with
     it open; `here`: the window is in this process (its CPU use is this process's less A's).
 
@@ -516,18 +571,20 @@ def table(args, title: str, run_a, run_b, here: bool = False) -> bool | None:
         a, (b, ld) = got["A"], got["B"]
         other = (other_wait_ms(a), other_wait_ms(b, ld["on_probed_ms"]))
         loaded = any(w is None or w > limit_ms for w in other)
-        threads = ", ".join(f"{n} {v:.0f}" for n, v in list(ld["by_thread_ms"].items())[:3])
+        threads = ", ".join(f"{n} {v:.0f} ({ld['runs_per_s'].get(n, 0):.0f} runs/s)"
+                            for n, v in list(ld["by_thread_ms"].items())[:3])
         tag = (f"SET ASIDE: other tasks held CPU {args.cpu} for {other[0]:.0f} ms (A) / {other[1]:.0f} ms (B), "
                f"limit {limit_ms:.0f} ms") if loaded else f"pair {len(A) + 1}"
         if here:
             ld["window_pct"] = ld["cpu_pct"] - a["self_cpu_pct"]
             load_line = (f"  this process during B: {ld['cpu_pct']:.2f}% of a CPU (during A {a['self_cpu_pct']:.2f}%: "
                          f"the probe's readers and the watch), so the window ~{ld['window_pct']:.2f}%; "
-                         f"{ld['states']} states applied; ~{ld['on_probed_ms']:.1f} ms on CPU {args.cpu} "
-                         f"(A: {a['self_on_probed_ms']:.1f}); by thread (ms): {threads}")
+                         f"{ld['states']} states applied; context switches {ld['switches_per_s']:.0f}/s "
+                         f"(A {a['self_switches_per_s']:.0f}/s); ~{ld['on_probed_ms']:.1f} ms on CPU {args.cpu} "
+                         f"(A: {a['self_on_probed_ms']:.1f}); by thread (ms, and times put on a CPU per s): {threads}")
         else:
-            load_line = (f"  window during B: {ld['cpu_pct']:.2f}% of a CPU, ~{ld['on_probed_ms']:.1f} ms of it on "
-                         f"CPU {args.cpu}; by thread (ms): {threads}")
+            load_line = (f"  {b_name} during B: {ld['cpu_pct']:.2f}% of a CPU, ~{ld['on_probed_ms']:.1f} ms of it on "
+                         f"CPU {args.cpu}; by thread (ms, and times put on a CPU per s): {threads}")
         print(f"try {tries} ({order[0]} first, {quiet}): {tag}\n"
               f"  A closed: {fmt(a)}\n"
               f"  B open:   {fmt(b)}\n{load_line}", flush=True)
@@ -570,9 +627,11 @@ def table(args, title: str, run_a, run_b, here: bool = False) -> bool | None:
               f"{med([m['self_cpu_pct'] for m in A]):.2f}%, per pair); this process on CPU {args.cpu}: "
               f"median ~{med([l['on_probed_ms'] for l in loads]):.1f} ms per {args.seconds:g} s run in B, "
               f"{med([m['self_on_probed_ms'] for m in A]):.1f} ms in A; "
-              f"states applied during B: median {med([l['states'] for l in loads]):g}")
+              f"states applied during B: median {med([l['states'] for l in loads]):g}; this process's context "
+              f"switches: median {med([l['switches_per_s'] for l in loads]):.0f}/s in B, "
+              f"{med([m['self_switches_per_s'] for m in A]):.0f}/s in A")
     else:
-        print(f"window CPU during B: median {med([l['cpu_pct'] for l in loads]):.2f}% of a CPU, "
+        print(f"{b_name} CPU during B: median {med([l['cpu_pct'] for l in loads]):.2f}% of a CPU, "
               f"median ~{med([l['on_probed_ms'] for l in loads]):.1f} ms of it on CPU {args.cpu} per "
               f"{args.seconds:g} s run ({med([l['on_probed_ms'] for l in loads]) / (10 * args.seconds):.3f}% of that CPU)")
     ok = verdict["gaps10_per_s"] <= 1.05 and verdict["lost_share"] <= 1.05
@@ -597,7 +656,12 @@ def main(argv=None) -> int:
                         "of a run (default 0.005 = 50 ms of 10 s)")
     p.add_argument("--quiet-timeout", type=float, default=60.0, metavar="S",
                    help="before each pair, wait up to this long for the machine to be <= 10%% busy (default 60)")
-    p.add_argument("--only", choices=("window", "unpinned", "pinned"),
+    p.add_argument("--control", action="store_true",
+                   help="add a control table: B is a plain load (no Qt, no coremap) on the CPUs not probed, "
+                        "--control-wakes wake-ups/s using --control-pct of a core, instead of a window")
+    p.add_argument("--control-wakes", type=float, default=400.0, metavar="N", help="control load: wake-ups per second (default 400)")
+    p.add_argument("--control-pct", type=float, default=4.0, metavar="P", help="control load: %% of one core (default 4)")
+    p.add_argument("--only", choices=("window", "unpinned", "pinned", "control"),
                    help="one table only: window (the probe run from the window's panel), or the window as "
                         "its own process unpinned / pinned with the probe started outside it")
     p.add_argument("--attribute", action="store_true",
@@ -624,6 +688,10 @@ def main(argv=None) -> int:
             table(args, "probe run from the window (its probe panel; window in this process, live, "
                         f"sampling every {args.interval:g} s)" + (" - DIAGNOSTIC, gaps attributed" if args.attribute else ""),
                   lambda: closed_run_here(args), lambda k: open_run_here(args, qt), here=True)
+        if args.only == "control" or (args.control and args.only is None):
+            table(args, f"control: no window; B = a plain load on CPU {format_cpulist(sorted(others))} waking "
+                        f"{args.control_wakes:g} times/s, {args.control_pct:g}% of a core",
+                  lambda: closed_run(args), lambda k: control_run(args), b_name="control load")
         if args.only in (None, "unpinned"):
             table(args, "probe started outside the window: window unpinned (as started from a desktop)",
                   lambda: closed_run(args), lambda k: open_run(args, None, tmp, k))
