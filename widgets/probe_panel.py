@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shlex
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -46,6 +47,7 @@ PROBES = (("jitter", "Jitter (gaps in a busy loop)"), ("wakeup", "Wakeup latency
           ("sweep", "Sweep (same work on each CPU)"), ("c2c", "Core to core (cache-line ping-pong)"),
           ("counters", "Counters (perf events, pinned vs not)"))
 HISTOGRAM_PROBES = ("jitter", "wakeup")
+LIVE_REDRAW_S = 0.25
 SCHED_PROBES = ("jitter", "wakeup", "sweep")
 TABLE_COLUMNS = ("run", "p50", "p90", "p99", "p99.9", "max", "samples")
 # cyclictest's default period when its command line gives none (src/cyclictest/cyclictest.c: interval = DEFAULT_INTERVAL, 1000 us)
@@ -138,6 +140,7 @@ class ProbePanel(QWidget):
         self._done_s = 0.0
         self._job_units = 1
         self._job_record: RunRecord | None = None
+        self._last_live_draw = 0.0
 
         # -- the form -------------------------------------------------------------------------------
         self.probe_combo = QComboBox(self)
@@ -738,7 +741,12 @@ class ProbePanel(QWidget):
         if job.probe in HISTOGRAM_PROBES:
             rec.buckets = histogram.merge_buckets(rec.buckets, line.get("buckets", []))
             rec.sampled_ns += float(line.get("sampled_ns", 0))
-            self._draw_histogram(rec)
+            # redraw at most every LIVE_REDRAW_S while running (the finished run is drawn in full):
+            # a plot per 100 ms chunk is work the window does while a probe measures its neighbour
+            now = time.monotonic()
+            if now - self._last_live_draw >= LIVE_REDRAW_S:
+                self._last_live_draw = now
+                self._draw_histogram(rec)
             total = self._total_s or (job.seconds or 1.0)
             self._set_progress((self._done_s + min(elapsed_s, job.seconds or elapsed_s)) / total,
                                f"{job.label}: {elapsed_s:.1f} / {job.seconds:g} s")
