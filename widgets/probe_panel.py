@@ -114,6 +114,7 @@ class RunRecord:
     summary: dict | None = None
     finished: bool = False
     failed: str | None = None
+    attribution: dict | None = None  # a reopened jitter run's (a run of this session keeps it in summary)
 
     @property
     def has_histogram(self) -> bool:
@@ -625,7 +626,10 @@ class ProbePanel(QWidget):
         cpu = result.get("cpu")
         label = result.get("label") or f"{result.get('probe', 'probe')} CPU {cpu}"
         sampled_ns = float(result.get("sampled_seconds") or 0.0) * 1e9
-        return self._add_file_run(label, source, buckets, sampled_ns, cpu if isinstance(cpu, int) else None)
+        rec = self._add_file_run(label, source, buckets, sampled_ns, cpu if isinstance(cpu, int) else None)
+        if isinstance(result.get("attribution"), dict):
+            rec.attribution = result["attribution"]
+        return rec
 
     def _add_file_run(self, label, path, buckets, sampled_ns, cpu) -> RunRecord:
         rec = self._new_record("file", label, path, () if cpu is None else (cpu,))
@@ -831,6 +835,8 @@ class ProbePanel(QWidget):
             if self._runs[keys[0]].probe == "jitter":
                 self.gap_view.set_attribution(self._runs[keys[0]].summary.get("attribution"),
                                               self._runs[keys[0]].label)
+        elif len(keys) == 1 and self._runs[keys[0]].attribution is not None:
+            self.gap_view.set_attribution(self._runs[keys[0]].attribution, self._runs[keys[0]].label)
 
     def _on_remove_button_clicked(self) -> None:
         for key in self._selected_keys():

@@ -47,3 +47,20 @@ def test_view_says_why_a_run_has_no_attribution(qtbot):
     assert "needs root" in v.status.text() and v.gap_model.rowCount() == 0
     v.set_attribution(None)
     assert "attribute gaps" in v.status.text()
+
+
+def test_a_reopened_jitter_run_shows_its_gaps(qtbot):
+    """A session stores each run's result (with its attribution); opened again, selecting the run
+    fills the Gaps tab from it."""
+    from widgets.probe_panel import ProbePanel
+    a, _ = captured_attribution()
+    a.pop("type")
+    panel = ProbePanel()
+    qtbot.addWidget(panel)
+    result = {"probe": "jitter", "cpu": 1, "sampled_seconds": 1.0, "label": "saved jitter CPU 1",
+              "buckets": [{"lo_ns": 1000, "hi_ns": 1100, "count": 5}], "attribution": a}
+    rec = panel.add_result(result, "/tmp/saved.coremap")
+    item = panel._list_item(rec.key)
+    panel.runs_list.setCurrentItem(item)
+    assert panel.gap_view.gap_model.rowCount() == len(a["gaps"])
+    assert "saved jitter CPU 1" in panel.gap_view.status.text()
