@@ -202,7 +202,7 @@ class TaskReader:
                         new_kept[pid] = k
                         for t in k[2]:
                             if t.tid in detail_tids:
-                                fresh = self._read_one(base + pid_s + "/task/", t.tid, pid)
+                                fresh = self._read_one(pid, t.tid)
                                 if fresh is not None:
                                     t = fresh
                             tasks[t.tid] = t
@@ -293,18 +293,19 @@ class TaskReader:
                 del cmdlines[key]
         return ThreadsSample(tasks, processes, self.clk_tck)
 
-    def _read_one(self, tdir: str, tid: int, pid: int) -> TaskSample | None:
-        """One thread's stat with status and sched (a detail thread of a process not read afresh);
-        None when it is gone."""
-        path = f"{tdir}{tid}/stat"
-        data = _read_small(path)
+    def _read_one(self, pid: int, tid: int, detail: bool = True) -> TaskSample | None:
+        """One thread's stat (with status and sched when `detail`), parsed by the full parser; None
+        when it is gone. For a single thread (read_task) and for the detail threads of a process
+        whose last read is reused."""
+        tpath = f"{self._base}{int(pid)}/task/{int(tid)}"
+        data = _read_small(tpath + "/stat")
         if data is None:
             return None
         from app.parse.task_stat import parse_task_stat
-        st = parse_task_stat(data, what=path)
-        t = TaskSample(pid, st.tid, st.comm, st.state, st.processor, st.utime, st.stime, st.flags,
+        st = parse_task_stat(data, what=tpath + "/stat")
+        t = TaskSample(int(pid), st.tid, st.comm, st.state, st.processor, st.utime, st.stime, st.flags,
                        st.starttime, st.nice, st.rt_priority, st.policy)
-        return self._add_detail(t, f"{tdir}{tid}")
+        return self._add_detail(t, tpath) if detail else t
 
     def _add_detail(self, t: TaskSample, tpath: str) -> TaskSample | None:
         """t with status and sched fields; None when the thread exited meanwhile."""
@@ -381,18 +382,9 @@ def read_tasks(root: SysRoot, *, detail: str = "fast", pids=None, cmdline: bool 
 def read_task(root: SysRoot, pid: int, tid: int, detail: str = "full") -> TaskSample:
     """One thread. Raises TaskGone when it exited (or the capture does not hold it)."""
     reader = TaskReader(root, detail=detail, cmdline=False)
-    tpath = reader._base + f"{int(pid)}/task/{int(tid)}"
-    data = _read_small(tpath + "/stat")
-    if data is None:
+    t = reader._read_one(pid, tid, detail == "full")
+    if t is None:
         raise TaskGone(pid, tid, live=reader.live)
-    from app.parse.task_stat import parse_task_stat
-    s = parse_task_stat(data, what=tpath + "/stat")
-    t = TaskSample(int(pid), s.tid, s.comm, s.state, s.processor, s.utime, s.stime, s.flags, s.starttime,
-                   s.nice, s.rt_priority, s.policy)
-    if detail == "full":
-        t = reader._add_detail(t, tpath)
-        if t is None:
-            raise TaskGone(pid, tid, live=reader.live)
     return t
 
 
