@@ -28,10 +28,7 @@ import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import QCoreApplication, QEvent, QEventLoop, QTimer  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
-
-import widgets  # noqa: E402,F401  (refuses a PySide6 that leaks references, before any window)
+from widgets import harness  # noqa: E402  (Qt is reached through widgets/ only)
 from app.machine.sample import MachineSample  # noqa: E402
 from app.machine.topology import read_topology  # noqa: E402
 from app.rates import CpuRates, Rates  # noqa: E402
@@ -140,7 +137,7 @@ def first_frame(app, sampler_root: SysRoot, topo=None) -> tuple[float, float]:
     app.processEvents()
     w.grab()
     t_frame = time.perf_counter() - t0
-    _dispose(app, w)
+    harness.dispose(w)
     return t_frame, t_tick
 
 
@@ -170,20 +167,20 @@ def cpu_while_sampling(app, seconds: float, helper_threads: int) -> float:
         applied = []
         w.state_applied.connect(lambda s: applied.append(s.generation))
         thread.start()
-        _run_for(app, 3.0)                   # warm up: first ticks, first table fill
+        harness.run_for(3.0)                   # warm up: first ticks, first table fill
         gc.collect()
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         c0 = _thread_cpu()
         t0 = time.monotonic()
         n0 = len(applied)
-        _run_for(app, seconds)
+        harness.run_for(seconds)
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         c1 = _thread_cpu()
         wall = time.monotonic() - t0
         ticks = len(applied) - n0
         n_threads = len(w.state.sample.tasks.tasks) if w.state and w.state.sample.tasks else 0
         thread.stop()
-        _dispose(app, w)
+        harness.dispose(w)
     finally:
         if helper is not None:
             helper.stdin.close()
@@ -196,16 +193,6 @@ def cpu_while_sampling(app, seconds: float, helper_threads: int) -> float:
           f"{cpu:.2f} s CPU in {wall:.1f} s = {pct:.2f}% of one core "
           f"(UI thread {100 * ui / wall:.2f}%, sampler thread {100 * worker / wall:.2f}%)")
     return pct
-
-
-def _dispose(app, w) -> None:
-    """Really delete a closed window before the next measurement: deleteLater() runs only when control
-    returns to an event loop, which processEvents() does not count as, so flush the deferred deletes."""
-    w.close()
-    w.deleteLater()
-    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-    app.processEvents()
-    gc.collect()
 
 
 def _thread_cpu() -> dict[str, float]:
@@ -225,21 +212,13 @@ def _thread_cpu() -> dict[str, float]:
     return out
 
 
-def _run_for(app, seconds: float) -> None:
-    # A local loop, not app.exec()/quit(): Qt 6's quit() closes every window first (which stops the
-    # window's sampler).
-    loop = QEventLoop()
-    QTimer.singleShot(int(seconds * 1000), loop.quit)
-    loop.exec()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=20.0, help="CPU-use measurement window")
     ap.add_argument("--threads", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3, help="alternating CPU-use pairs")
     args = ap.parse_args()
-    app = QApplication.instance() or QApplication(["bench_gui"])
+    app = harness.application("bench_gui")
     big = widened(read_topology(SysRoot(extract("128arm-2pa2n8cluster4co"))), 9)
     print(f"synthetic machine: {len(big.online)} CPUs, {len(big.packages)} packages, "
           f"{len(big.nodes)} nodes, {len(big.cores)} cores")

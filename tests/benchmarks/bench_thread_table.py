@@ -23,7 +23,7 @@ import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtWidgets import QApplication  # noqa: E402
+from widgets import harness  # noqa: E402  (Qt is reached through widgets/ only)
 
 from app.sampler import Sampler  # noqa: E402
 from app.sysroot import SysRoot  # noqa: E402
@@ -84,7 +84,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2000)
     ap.add_argument("--ticks", type=int, default=15)
     args = ap.parse_args()
-    app = QApplication.instance() or QApplication([])
+    app = harness.application()
     helper = subprocess.Popen([sys.executable, "-c", HELPER, str(args.threads)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:

@@ -287,47 +287,25 @@ class Watch(threading.Thread):
 # ------------------------------------------------------------------------------------ the window in this process
 class _Qt:
     """Qt for the in-process window, imported only when that table runs (the other two tables start
-    the window as its own process and leave this one without Qt)."""
+    the window as its own process and leave this one without Qt). Qt itself is reached through
+    widgets/harness.py: only widgets/ imports Qt."""
 
     def __init__(self, platform: str):
         os.environ["QT_QPA_PLATFORM"] = platform
-        import widgets  # noqa: F401  (refuses a PySide6 that leaks references, before any window)
-        from PySide6.QtCore import QCoreApplication, QEvent, QEventLoop, QTimer
-        from PySide6.QtWidgets import QApplication
+        from widgets import harness
         from widgets.main_window import MainWindow
         from widgets.sampler_thread import SamplerThread
         from app.sampler import Sampler
-        self.QCoreApplication, self.QEvent, self.QEventLoop, self.QTimer = QCoreApplication, QEvent, QEventLoop, QTimer
+        self.harness = harness
+        self.run_until = harness.run_until
         self.MainWindow, self.SamplerThread, self.Sampler = MainWindow, SamplerThread, Sampler
-        self.app = QApplication.instance() or QApplication(["coremap"])
-
-    def run_until(self, signal, done, timeout_s: float) -> bool:
-        """Run the event loop until `done()` (checked whenever `signal` fires) or `timeout_s`; no
-        polling timer, so the loop itself adds no wake-ups the window would not have."""
-        if done():
-            return True
-        loop = self.QEventLoop()
-        timer = self.QTimer()
-        timer.setSingleShot(True)
-        timer.timeout.connect(loop.quit)
-
-        def check(*_):
-            if done():
-                loop.quit()
-        if signal is not None:
-            signal.connect(check)
-        timer.start(int(timeout_s * 1000))
-        loop.exec()
-        timer.stop()
-        if signal is not None:
-            signal.disconnect(check)
-        return done()
+        self.app = harness.application()
 
 
 class InProcessWindow:
     """A live MainWindow in this process, built as widgets/application.py's _interactive builds it (a
     SamplerThread over Sampler(SysRoot("/"), interval), the window at 1600x1000, shown, then the
-    sampler started), and destroyed as bench_gui._dispose destroys one: closed (which stops and
+    sampler started), and destroyed by widgets.harness.dispose: closed (which stops and
     joins the sampler's worker), deferred deletes flushed, then garbage collected while no worker
     runs (tests/gui/conftest.py: collecting PySide wrappers while a sampler worker ticks crashed
     the interpreter)."""
@@ -394,16 +372,13 @@ class InProcessWindow:
         return finished[-1].summary, watch, info
 
     def close(self) -> None:
-        qt, w = self.qt, self.window
+        w = self.window
         w.close()                       # closeEvent stops the sampler and waits for its worker
         self.thread.stop()
         if self.thread.running:
             raise SystemExit("the window's sampler thread did not stop")
-        w.deleteLater()
-        qt.QCoreApplication.sendPostedEvents(None, qt.QEvent.Type.DeferredDelete)
-        qt.app.processEvents()
         self.window = self.thread = None
-        gc.collect()                    # no worker runs now
+        self.qt.harness.dispose(w)      # deleted, then collected: no worker runs now
 
 
 def _switches(r0, r1) -> int:

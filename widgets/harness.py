@@ -1,0 +1,62 @@
+"""Qt plumbing for scripts that drive the window from outside widgets/ (tests/benchmarks): the one
+QApplication, running the event loop for a while or until something happened, and really deleting a
+window. Keeps the rule that only widgets/ imports Qt (../shared/STYLE.md) for the benchmarks too.
+"""
+from __future__ import annotations
+
+import gc
+
+from PySide6.QtCore import QCoreApplication, QEvent, QEventLoop, QTimer
+from PySide6.QtWidgets import QApplication
+
+
+
+def application(name: str = "coremap") -> QApplication:
+    """The process's QApplication, made on first use."""
+    return QApplication.instance() or QApplication([name])
+
+
+def process_events() -> None:
+    application().processEvents()
+
+
+def run_until(signal=None, done=lambda: False, timeout_s: float = 0.0) -> bool:
+    """Run a local event loop until `done()` (checked whenever `signal` fires) or `timeout_s` has
+    passed; returns done(). No polling timer, so the loop adds no wake-ups of its own.
+
+    A local loop, not app.exec()/quit(): Qt 6's quit() closes every window first, which would stop
+    a window's sampler."""
+    if done():
+        return True
+    loop = QEventLoop()
+    timer = QTimer()
+    timer.setSingleShot(True)
+    timer.timeout.connect(loop.quit)
+
+    def check(*_):
+        if done():
+            loop.quit()
+    if signal is not None:
+        signal.connect(check)
+    timer.start(int(timeout_s * 1000))
+    loop.exec()
+    timer.stop()
+    if signal is not None:
+        signal.disconnect(check)
+    return done()
+
+
+def run_for(seconds: float) -> None:
+    run_until(None, lambda: False, seconds)
+
+
+def dispose(window) -> None:
+    """Close and really delete a window before the next measurement: deleteLater() runs only when
+    control returns to an event loop, which processEvents() does not count as, so the deferred
+    deletes are flushed here; then dead Qt objects are collected (with no sampler worker running,
+    see MainWindow.set_sampler_thread)."""
+    window.close()
+    window.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    application().processEvents()
+    gc.collect()
