@@ -38,3 +38,15 @@ def test_block_catches_a_qt_import(tmp_path):
     code = CHECK.replace("import app, probes", "import PySide6")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode != 0 and "Qt imported outside widgets/" in r.stderr
+
+
+def test_benchmarks_reach_qt_through_widgets_only():
+    """The benchmarks drive the window but import Qt only through widgets/ (widgets/harness.py)."""
+    import ast
+    bad = []
+    for path in sorted((ROOT / "tests" / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            bad += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("PySide6", "shiboken6", "pyqtgraph")]
+    assert bad == []
