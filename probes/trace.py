@@ -30,6 +30,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import time
 from dataclasses import dataclass, field
 
 from app.errors import CoremapError
@@ -352,7 +353,7 @@ class TraceSession:
         for e in events:
             self._write(f"events/{e}/enable", "1")
         self._write("trace", "")          # O_TRUNC of `trace` clears the buffer
-        self.started_ns = _mono_ns()
+        self.started_ns = time.monotonic_ns()
         self._write("tracing_on", "1")
 
     def stop(self) -> tuple[str, dict]:
@@ -394,11 +395,6 @@ def parse_stats(text: str) -> dict:
         elif v.isdigit():
             out[k] = int(v)
     return out
-
-
-def _mono_ns() -> int:
-    import time
-    return time.monotonic_ns()
 
 
 DETAIL_GAPS = 64

@@ -41,8 +41,8 @@ from widgets.histogram_plot import HistogramPlot, ns_label
 from widgets.percentile_plot import PercentilePlot
 from widgets.probe_controller import ProbeController, ProbeJob
 from widgets.sweep_plot import SweepPlot
+from widgets.topology_view import CPU_MIME, cpus_from_mime  # noqa: F401  (the grid's CPU drags)
 
-CPU_MIME = "application/x-coremap-cpu+json"
 PROBES = (("jitter", "Jitter (gaps in a busy loop)"), ("wakeup", "Wakeup latency (timer sleep)"),
           ("sweep", "Sweep (same work on each CPU)"), ("c2c", "Core to core (cache-line ping-pong)"),
           ("counters", "Counters (perf events, pinned vs not)"))
@@ -70,18 +70,6 @@ class CpuListValidator(QValidator):
         except CpuListError:
             return QValidator.State.Intermediate
         return QValidator.State.Acceptable
-
-
-def cpus_from_mime(data: bytes) -> tuple[int, ...]:
-    """CPU ids from a CPU_MIME payload {"cpus": [...]}; CoremapError if it is not one."""
-    try:
-        d = json.loads(bytes(data).decode("utf-8"))
-        cpus = d["cpus"]
-        if not isinstance(cpus, list) or not all(isinstance(c, int) and c >= 0 for c in cpus):
-            raise TypeError
-    except (ValueError, KeyError, TypeError):
-        raise CoremapError(f"the dropped {CPU_MIME} data is not {{\"cpus\": [ids]}}") from None
-    return tuple(sorted(set(cpus)))
 
 
 def topology_order(topology) -> list[int]:

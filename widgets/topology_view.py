@@ -32,16 +32,28 @@ from PySide6.QtGui import (QBrush, QColor, QDrag, QFont, QFontMetricsF, QLinearG
 from PySide6.QtWidgets import (QApplication, QGraphicsItem, QGraphicsScene, QGraphicsView, QSizePolicy,
                                QStyleOptionGraphicsItem, QToolTip, QWidget)
 
+from app.errors import CoremapError
 from app.parse.cpulist import format_cpulist
 
 from widgets.colors import (LUT, NO_DATA_COLOR, OFFLINE_COLOR, ColorScale, Metric, MetricValues,
                             format_value, metric_values, parse_metric, scale_for, text_color_for)
 from widgets.pinning import TopologyDropHandler
 
-# What a CPU drag carries: {"cpus": [ids]}, read by the probe panel (widgets/probe_panel.py defines the
-# same string as its CPU_MIME and parses it with cpus_from_mime; a test keeps the two equal). Not
-# text/plain: a CPU list pasted as text into another application means nothing there.
+# What a CPU drag carries: {"cpus": [ids]}, made by cpu_mime_for and read by the probe panel with
+# cpus_from_mime. Not text/plain: a CPU list pasted as text into another application means nothing there.
 CPU_MIME = "application/x-coremap-cpu+json"
+
+
+def cpus_from_mime(data: bytes) -> tuple[int, ...]:
+    """CPU ids from a CPU_MIME payload {"cpus": [...]}; CoremapError if it is not one."""
+    try:
+        d = json.loads(bytes(data).decode("utf-8"))
+        cpus = d["cpus"]
+        if not isinstance(cpus, list) or not all(isinstance(c, int) and c >= 0 for c in cpus):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        raise CoremapError(f"the dropped {CPU_MIME} data is not {{\"cpus\": [ids]}}") from None
+    return tuple(sorted(set(cpus)))
 
 # -- geometry (scene units: one unit is one pixel at zoom 1) ---------------------------------------
 CELL_W, CELL_H = 60.0, 36.0       # one hardware thread
