@@ -35,6 +35,23 @@ XCB_LIBS = {
 }
 
 
+# Peers the test suite measures coremap against, and tools its tests drive: command -> Debian package.
+# `make test` does not need them (a test names the package when it skips); `.ci/run` installs them so
+# that CI runs every cross-check (`python3 app/syslibs.py tools --names`).
+TEST_TOOLS = {
+    "cyclictest": "rt-tests",
+    "oslat": "rt-tests",
+    "pdftoppm": "poppler-utils",
+    "javac": "default-jdk-headless",
+    "jcmd": "default-jdk-headless",
+}
+
+
+def missing_tools() -> list[str]:
+    """Debian packages of TEST_TOOLS whose command is not on PATH, each once."""
+    return list(dict.fromkeys(pkg for cmd, pkg in TEST_TOOLS.items() if shutil.which(cmd) is None))
+
+
 def _ldconfig_sonames() -> set[str]:
     ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
     try:
@@ -74,10 +91,10 @@ def missing(purpose: str) -> list[str]:
 
 def main(argv: list[str]) -> int:
     purpose = argv[1] if len(argv) > 1 else "run"
-    if purpose not in ("run", "test"):
-        print("usage: python3 app/syslibs.py run|test [--names]", file=sys.stderr)
+    if purpose not in ("run", "test", "tools"):
+        print("usage: python3 app/syslibs.py run|test|tools [--names]", file=sys.stderr)
         return 2
-    pkgs = missing(purpose)
+    pkgs = missing_tools() if purpose == "tools" else missing(purpose)
     if "--names" in argv:
         print(" ".join(pkgs))
         return 0

@@ -8,3 +8,32 @@ os.environ.setdefault("COREMAP_REPORTS_DIR", os.path.join(
     os.environ.get("TMPDIR", "/tmp"), f"coremap-test-reports-{os.getpid()}"))
 os.environ.setdefault("COREMAP_STATE_DIR", os.path.join(
     os.environ.get("TMPDIR", "/tmp"), f"coremap-test-state-{os.getpid()}"))
+
+
+import subprocess  # noqa: E402
+
+import pytest  # noqa: E402
+
+TRACEFS = "/sys/kernel/tracing"
+
+
+@pytest.fixture(scope="session")
+def tracefs():
+    """A mounted tracefs for the tests that trace for real. A freshly booted machine may not have it
+    mounted (systemd mounts it on first access on some distributions, not on all): as root the
+    fixture mounts it and unmounts it at the end of the session, so the machine is left as found.
+    Skips only where mounting is impossible (not root, no tracefs in this kernel)."""
+    from probes.trace import unavailable_reason
+    mounted_here = False
+    if unavailable_reason() is not None and os.geteuid() == 0 and os.path.isdir(TRACEFS) \
+            and not os.path.ismount(TRACEFS):
+        r = subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], capture_output=True, text=True)
+        mounted_here = r.returncode == 0
+    why = unavailable_reason()
+    try:
+        if why is not None:
+            pytest.skip(f"live tracing unavailable: {why}")
+        yield TRACEFS
+    finally:
+        if mounted_here:
+            subprocess.run(["umount", TRACEFS], capture_output=True)

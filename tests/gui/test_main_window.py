@@ -58,11 +58,13 @@ def test_sampler_thread_emits_states_and_follows_controls(qtbot):
     try:
         with qtbot.waitSignal(thread.state_ready, timeout=5000) as first:
             thread.start()
-        assert first.args[0].generation == 1
+        # Under load the worker may tick again before the UI thread takes the first state; the UI
+        # then gets only the newest (stale states are dropped by generation), so >= 1, not == 1.
+        assert first.args[0].generation >= 1
         with qtbot.waitSignal(w.state_applied, timeout=5000) as applied:
             pass
         state = applied.args[0]
-        assert state.generation >= 2 and state.rates is not None
+        assert state.generation > first.args[0].generation and state.rates is not None
         with qtbot.waitSignal(thread.interval_changed, timeout=3000) as changed:
             w.interval_spin.setValue(2.0)
         assert changed.args == [2.0]

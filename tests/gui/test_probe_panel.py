@@ -292,15 +292,23 @@ def test_a_dropped_cpu_outside_coremaps_affinity_is_refused(qtbot, panel):
     assert f"CPU {usable[1]} is not in coremap's allowed CPUs ({usable[0]})" in panel.status_text
 
 
-def test_attributed_jitter_run_fills_the_gaps_tab(qtbot, panel):
+def test_attribute_box_says_why_where_tracing_is_impossible(qtbot):
+    """A capture-free check of the disabled state: the box's tooltip is the reason itself."""
     from probes import trace
+    p = ProbePanel()
+    qtbot.addWidget(p)
     why = trace.unavailable_reason()
+    assert p.attribute_check.isEnabled() == (why is None)
+    if why is not None:
+        assert p.attribute_check.toolTip() == why
+
+
+def test_attributed_jitter_run_fills_the_gaps_tab(qtbot, tracefs):
+    panel = ProbePanel()        # built after the fixture mounted tracefs, so the box is enabled
+    qtbot.addWidget(panel)
     panel.set_cpus([max(os.sched_getaffinity(0))])
     panel.seconds_spin.setValue(0.3)
-    if why is not None:
-        assert not panel.attribute_check.isEnabled() and panel.attribute_check.toolTip() == why
-        return
-    assert panel.attribute_check.isChecked()
+    assert panel.attribute_check.isEnabled() and panel.attribute_check.isChecked()
     _run(qtbot, panel)
     (rec,) = panel.runs
     a = rec.summary["attribution"]

@@ -19,8 +19,9 @@ from tests.machines import FIXTURES, extract, machine
 TRACE = FIXTURES / "tracefs" / "kvm-6.18-cpu1.trace"
 STATS = FIXTURES / "tracefs" / "kvm-6.18-cpu1.stats"
 CPU = str(max(os.sched_getaffinity(0)))
-LIVE = T.unavailable_reason() is None
-needs_tracefs = pytest.mark.skipif(not LIVE, reason=f"live tracing unavailable: {T.unavailable_reason()}")
+# Live tests take the session's `tracefs` fixture (tests/conftest.py): it mounts tracefs where a new
+# machine has it unmounted and unmounts it afterwards.
+needs_tracefs = pytest.mark.usefixtures("tracefs")
 
 
 def ev(ts_us, event, body, pid=100, comm="probe"):
@@ -203,8 +204,8 @@ def _as_nobody(code: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not SysRoot("/").tracefs().is_dir(),
-                    reason="needs root to become another user, and a mounted tracefs")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+@needs_tracefs
 def test_a_user_is_told_tracing_needs_root_instead_of_a_crash():
     """tracefs is mode 700: as a user even stat() inside it fails. The check (which the probe panel
     runs when the window opens) must say so, not raise."""
