@@ -1,70 +1,7 @@
-"""The `coremap` command line. Subcommands live one per module in app/commands/ (each has
-`register(subparsers)`); with no subcommand, coremap opens the window. The GUI (and so Qt) is
-imported only when the window is asked for, so every subcommand runs on a headless server.
-"""
-from __future__ import annotations
-
-import argparse
-import importlib
-import pkgutil
+"""`python -m app`: the same as the `coremap` command (app/cli/main.py)."""
 import sys
 
-import app
-import app.commands
-from app.errors import CoremapError
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="coremap",
-        description="See CPU topology, interrupts and threads; pin them; measure jitter per CPU. "
-                    "Without a command, opens the window.")
-    p.add_argument("--root", metavar="DIR",
-                   help="open a captured machine (an extracted `coremap snapshot` or fixture) instead of this one")
-    p.add_argument("--screenshot", metavar="OUT.png",
-                   help="render the window offscreen after the first samples, save it, and exit")
-    p.add_argument("--color-by", metavar="METRIC", default=None,
-                   help="metric that colours the grid: irq, softirq[:KIND], irqtime, busy, residency")
-    p.add_argument("--size", metavar="WxH", default=None, help="window size for --screenshot, e.g. 1600x1000")
-    p.add_argument("--interval", type=float, default=1.0, metavar="S",
-                   help="sampling interval in seconds, 0.25-5 (default 1)")
-    p.add_argument("--session", metavar="FILE", help="open a saved .coremap session")
-    p.add_argument("--version", action="version", version=f"coremap {app.__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(app.commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        mod = importlib.import_module(f"app.commands.{info.name}")
-        mod.register(sub)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        if args.command is None:
-            return _gui(args)
-        return int(args.func(args) or 0)
-    except CoremapError as e:
-        print(f"coremap: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        # `coremap irqs | head`: the reader went away; nothing more to say.
-        return 0
-    except KeyboardInterrupt:
-        return 130
-
-
-def _gui(args) -> int:
-    try:
-        from widgets.application import run_gui
-    except ImportError as e:
-        print(f"coremap: the window needs PySide6 and pyqtgraph ({e}); "
-              "install them with `make run`, or use a subcommand (coremap --help)", file=sys.stderr)
-        return 2
-    return run_gui(args)
-
+from app.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

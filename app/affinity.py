@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from app.errors import CoremapError, CpuListError, SysRootReadError
+from app.format import format_change, format_cpus, offline_sentence
 from app.journal import Journal, JournalEntry
 from app.machine.threads import TaskGone, read_task
 from app.machine.topology import read_online_cpus
@@ -71,25 +72,39 @@ class PinResult:
     journal_id: int | None
     warning: str = ""          # e.g. irqbalance may undo this pin
 
-    def line(self) -> str:
-        """`thread 1234 (java): 0-3 -> 2 ok` (the CLI prints this; the window shows it per row)."""
-        before = format_cpulist(self.before) if self.before is not None else "?"
-        s = f"{self.target.describe()}: {before} -> {format_cpulist(self.requested)} {self.code}"
-        if self.target.kind == "irq" and self.effective is not None:
-            s += f" (effective {format_cpulist(self.effective) or 'none'})"
-        if self.code != "ok":
-            s += f": {self.message}"
-        if self.warning:
+    def line(self, *, warning: bool = True) -> str:
+        """"thread 1234 (java): 0-3 -> 2 ok": one line per target, the same in the CLI, the window's
+        status line and its tooltips. A failure is its own sentence (it names the target)."""
+        d = self.target.describe()
+        if self.ok or self.code == "trimmed":
+            s = f"{d}: {format_change(self.before, self.requested)} {self.code}"
+            if self.target.kind == "irq" and self.effective is not None:
+                s += f" (effective {format_cpus(self.effective)})"
+            if self.code != "ok" and self.message:
+                s += f": {self.message}"
+        else:
+            s = self.message if self.message.startswith(d) else f"{d}: {self.message}"
+        if warning and self.warning:
             s += f"; warning: {self.warning}"
         return s
 
 
+def summarize(results: list[PinResult], what: str = "") -> str:
+    """One line for a batch: every target when there are few, else counts and the first failure."""
+    prefix = f"{what}: " if what else ""
+    if not results:
+        return prefix + "nothing to do"
+    if len(results) <= 3:
+        return prefix + "; ".join(r.line(warning=False) for r in results)
+    bad = [r for r in results if not r.ok]
+    s = f"{prefix}{len(results)} targets: {len(results) - len(bad)} ok, {len(bad)} failed"
+    if bad:
+        s += f" · {bad[0].line(warning=False)}"
+    return s
+
+
 class PinWriteError(CoremapError):
     """A write the helper refused or could not do (not a kernel errno)."""
-
-
-def _cpus(cpus) -> str:
-    return format_cpulist(cpus) or "(none)"
 
 
 class AffinityService:
@@ -109,7 +124,7 @@ class AffinityService:
     def apply(self, request: PinRequest) -> list[PinResult]:
         cpus = tuple(sorted(set(int(c) for c in request.cpus)))
         origin = request.origin or "pin"
-        bad = self._check_cpus(cpus)
+        bad = self._checkformat_cpus(cpus)
         results: list[PinResult] = []
         if bad:
             return [self._refused(t, "invalid", bad, None, cpus) for t in request.targets]
@@ -167,7 +182,7 @@ class AffinityService:
     def preflight(self, request: PinRequest) -> list[str]:
         """Why targets cannot take these CPUs, before anything is written ([] = no objection known)."""
         cpus = tuple(sorted(set(request.cpus)))
-        bad = self._check_cpus(cpus)
+        bad = self._checkformat_cpus(cpus)
         if bad:
             return [bad]
         online = read_online_cpus(self.root)
@@ -198,7 +213,7 @@ class AffinityService:
                 continue
             allowed, where = self._cpuset_cpus(pid, tid)
             if allowed is not None and not set(cpus) & set(allowed):
-                reasons.append(f"{t.describe()} may run only on CPUs {_cpus(allowed)} (cpuset {where}); "
+                reasons.append(f"{t.describe()} may run only on CPUs {format_cpus(allowed)} (cpuset {where}); "
                                "choose CPUs among them")
         return reasons
 
@@ -269,8 +284,8 @@ class AffinityService:
         except ProcessLookupError:
             return self._finish(t, jid, "gone", f"{t.describe()} exited right after the write", before, cpus)
         if after != cpus:
-            return self._finish(t, jid, "trimmed", f"{t.describe()} runs on {_cpus(after)}, not the "
-                                f"requested {_cpus(cpus)}: the kernel trimmed the mask to its cpuset",
+            return self._finish(t, jid, "trimmed", f"{t.describe()} runs on {format_cpus(after)}, not the "
+                                f"requested {format_cpus(cpus)}: the kernel trimmed the mask to its cpuset",
                                 before, cpus, after, after, state="done")
         return self._finish(t, jid, "ok", "", before, cpus, after, after, state="done")
 
@@ -289,9 +304,9 @@ class AffinityService:
                                    "(a per-CPU kernel thread); leave it where it is")
             allowed, where = self._cpuset_cpus(pid, t.id)
             if allowed is not None:
-                return "cpuset", (f"{t.describe()} may run only on CPUs {_cpus(allowed)} of its cpuset "
+                return "cpuset", (f"{t.describe()} may run only on CPUs {format_cpus(allowed)} of its cpuset "
                                   f"{where}; choose CPUs among them or move it to another cpuset")
-            return "cpuset", (f"the kernel refused CPUs {_cpus(cpus)} for {t.describe()}: they lie outside "
+            return "cpuset", (f"the kernel refused CPUs {format_cpus(cpus)} for {t.describe()}: they lie outside "
                               f"its cpuset (see /proc/{pid}/task/{t.id}/cpuset); choose other CPUs")
         return "denied", f"{t.describe()}: {os.strerror(e.errno or 0)}"
 
@@ -328,8 +343,8 @@ class AffinityService:
         after = self._read_irq_affinity(irq)
         effective = self._read_effective(irq, cpus)
         if after != cpus:
-            return self._finish(t, jid, "trimmed", f"{t.describe()} reads back {_cpus(after or ())}, not the "
-                                f"requested {_cpus(cpus)}: the kernel trimmed the mask", before, cpus,
+            return self._finish(t, jid, "trimmed", f"{t.describe()} reads back {format_cpus(after or ())}, not the "
+                                f"requested {format_cpus(cpus)}: the kernel trimmed the mask", before, cpus,
                                 after, effective, state="done", warning=warning)
         if effective is not None and not set(effective) <= set(cpus):
             # The mask was written and reads back as asked; only the delivery has not followed yet.
@@ -337,8 +352,8 @@ class AffinityService:
             # irq_move_masked_irq), so this is not a failure — but say so, it may also be a chip
             # that cannot target those CPUs.
             return self._finish(t, jid, "moving", (
-                f"{t.describe()} is still delivered on CPU {_cpus(effective)}, outside the requested "
-                f"{_cpus(cpus)}: x86 moves some IRQs only at their next interrupt; check its effective "
+                f"{t.describe()} is still delivered on CPU {format_cpus(effective)}, outside the requested "
+                f"{format_cpus(cpus)}: x86 moves some IRQs only at their next interrupt; check its effective "
                 "affinity again after it fires"),
                 before, cpus, after, effective, state="done", warning=warning)
         return self._finish(t, jid, "ok", "", before, cpus, after, effective, state="done", warning=warning)
@@ -351,17 +366,17 @@ class AffinityService:
         if e.errno in (errno.EPERM, errno.EACCES):
             return "denied", f"{t.describe()}: {NEEDS_HELPER}"
         if e.errno == errno.ENOSPC:
-            return "nospc", (f"{t.describe()}: CPUs {_cpus(cpus)} have no free interrupt vector left; "
+            return "nospc", (f"{t.describe()}: CPUs {format_cpus(cpus)} have no free interrupt vector left; "
                              "add CPUs to the list or move other IRQs off them first")
         if e.errno == errno.EINVAL:
-            return "invalid", (f"the kernel refused CPUs {_cpus(cpus)} for {t.describe()} (none of them "
+            return "invalid", (f"the kernel refused CPUs {format_cpus(cpus)} for {t.describe()} (none of them "
                                "can take it); choose online CPUs")
         if e.errno == errno.ENOENT:
             return "invalid", f"IRQ {irq} has gone (its driver was unloaded); see `coremap irqs`"
         return "denied", f"{t.describe()}: {os.strerror(e.errno or 0)}"
 
     # -- helpers ----------------------------------------------------------------------------------
-    def _check_cpus(self, cpus) -> str:
+    def _checkformat_cpus(self, cpus) -> str:
         if not cpus:
             return "no CPUs given; write CPUs like 2-5,8"
         if any(c < 0 or c >= MAX_CPU for c in cpus):
@@ -370,9 +385,7 @@ class AffinityService:
 
     def _offline_msg(self, t, offline, online) -> str:
         who = f"{t.describe()}: " if t is not None else ""
-        s = "s" if len(offline) > 1 else ""
-        return (f"{who}CPU{s} {_cpus(offline)} {'are' if s else 'is'} offline; choose among the online "
-                f"CPUs {_cpus(online)}")
+        return who + offline_sentence(offline, online)
 
     def _record(self, t, before, cpus, origin, batch, starttime) -> int:
         jid = self.journal.record(kind="thread" if t.kind == "thread" else "irq", target_id=t.id,

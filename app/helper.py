@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from app.errors import CpuListError
+from app.format import offline_sentence
 from app.machine.topology import read_online_cpus
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.sysroot import SysRoot
@@ -120,7 +121,7 @@ class Helper:
         online = set(read_online_cpus(self.root))
         off = sorted(set(cpus) - online)
         if off:
-            raise Refused(f"CPUs {format_cpulist(off)} are not online")
+            raise Refused(offline_sentence(off, online))
         return cpus
 
 

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 
 import app
+from app.format import format_change, format_cpus, format_count, format_ns, format_rate
 from app.errors import CoremapError, SysRootReadError
-from app.parse.cpulist import format_cpulist
 from app.sysroot import SysRoot
 
 TOP_IRQS = 15
@@ -105,10 +105,6 @@ def _now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
 
 
-def _cpus(c) -> str:
-    if c is None:
-        return "?"
-    return format_cpulist(c) or "(none)"
 
 
 def machine_facts(topology, root: SysRoot) -> list[tuple[str, str]]:
@@ -123,7 +119,7 @@ def machine_facts(topology, root: SysRoot) -> list[tuple[str, str]]:
     per = n_cores // pkgs if n_cores % pkgs == 0 else f"{n_cores / pkgs:.1f}"
     shape = f"{pkgs} socket{'s' if pkgs != 1 else ''} × {per} cores × {threads} threads = {len(t.online)} CPUs online"
     if t.offline:
-        shape += f" ({len(t.offline)} offline: {_cpus(t.offline)})"
+        shape += f" ({len(t.offline)} offline: {format_cpus(t.offline)})"
     facts.append(("Shape", shape))
     if t.hybrid:
         kinds: dict[str, int] = {}
@@ -132,15 +128,15 @@ def machine_facts(topology, root: SysRoot) -> list[tuple[str, str]]:
                 kinds[c.kind] = kinds.get(c.kind, 0) + 1
         facts.append(("Core kinds", ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))))
     nodes = [n for n in t.nodes if n.cpus]
-    facts.append(("NUMA nodes", "; ".join(f"node {n.id}: CPUs {_cpus(n.cpus)}" for n in nodes)
+    facts.append(("NUMA nodes", "; ".join(f"node {n.id}: CPUs {format_cpus(n.cpus)}" for n in nodes)
                   if nodes else "none reported"))
     facts.append(("Kernel", t.kernel_release or _kernel_from_cmdline(t.cmdline) or "unknown"))
     facts.append(("Command line", t.cmdline or "unknown (not captured)"))
-    iso = _cpus(t.isolated) if t.isolated else "none"
+    iso = format_cpus(t.isolated) if t.isolated else "none"
     if t.isolated and t.isolcpus_flags:
         iso += f" (flags: {', '.join(t.isolcpus_flags)})"
     facts.append(("isolcpus", iso))
-    facts.append(("nohz_full", _cpus(t.nohz_full) if t.nohz_full else "none"))
+    facts.append(("nohz_full", format_cpus(t.nohz_full) if t.nohz_full else "none"))
     facts.append(("irqbalance", _irqbalance_text(root)))
     return facts
 
@@ -167,7 +163,7 @@ def _irqbalance_text(root: SysRoot) -> str:
         return "not running"
     s = f"running (pid {st.pid})" if st.pid is not None else "running"
     if st.banned_cpus:
-        s += f"; banned CPUs {_cpus(st.banned_cpus)}"
+        s += f"; banned CPUs {format_cpus(st.banned_cpus)}"
     if st.banned_irqs:
         s += f"; banned IRQs {', '.join(map(str, st.banned_irqs))}"
     return s + ": it may move pinned IRQs back"
@@ -323,22 +319,9 @@ def _e(x) -> str:
 
 
 def fmt_rate(v: float, totals: bool) -> str:
-    if totals:
-        return f"{int(round(v)):,}"
-    if v >= 100:
-        return f"{v:,.0f}/s"
-    return f"{v:.1f}/s"
+    return format_count(int(round(v))) if totals else format_rate(v)
 
 
-def fmt_ns(ns) -> str:
-    if ns is None:
-        return "–"
-    ns = float(ns)
-    if ns >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.1f} µs"
-    return f"{ns:.0f} ns"
 
 
 def _fmt_time(t: float | None) -> str:
@@ -392,7 +375,7 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
             tops = ", ".join(f"{c} ({_share(s)})" for c, s in l.top_cpus)
             w(f'<tr><td class="num">{_e(l.irq)}</td><td>{_e(l.device or "–")}</td>'
               f'<td class="num">{_e(fmt_rate(l.rate, r.totals))}</td><td>{_e(tops)}</td>'
-              f'<td class="mono">{_e(_cpus(l.requested))} → {_e(_cpus(l.effective))}</td></tr>')
+              f'<td class="mono">{_e(format_change(l.requested, l.effective))}</td></tr>')
         w("</table>")
     else:
         w('<p class="muted">No device interrupts in this capture.</p>')
@@ -401,8 +384,8 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
     if r.pins:
         w("<table><tr><th>Target</th><th>Before → after</th><th>Requested</th><th>Result</th><th>When</th></tr>")
         for p in r.pins:
-            w(f'<tr><td>{_e(p.target)}</td><td class="mono">{_e(_cpus(p.before))} → {_e(_cpus(p.after))}</td>'
-              f'<td class="mono">{_e(_cpus(p.requested))}</td><td>{_e(p.result)}</td>'
+            w(f'<tr><td>{_e(p.target)}</td><td class="mono">{_e(format_change(p.before, p.after))}</td>'
+              f'<td class="mono">{_e(format_cpus(p.requested))}</td><td>{_e(p.result)}</td>'
               f"<td>{_e(_fmt_time(p.time))}</td></tr>")
         w("</table>")
     else:
@@ -419,7 +402,7 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
             for i, p in enumerate(r.probes, 1):
                 pct = p.result.get("percentiles") or {}
                 w(f"<tr><td>{i}. {_e(p.title)}</td>"
-                  + "".join(f'<td class="num">{_e(fmt_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS)
+                  + "".join(f'<td class="num">{_e(format_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS)
                   + f'<td class="num">{_e(_secs(p.result.get("sampled_seconds")))}</td>'
                   f'<td class="num">{_e(_pct(p.result.get("achieved_duty")))}</td></tr>')
             w("</table>")
@@ -439,7 +422,7 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
                 w(f"<p>{_img(p.plot, 'gap lengths, count per CPU-hour', min(image_width, p.plot.width or image_width))}</p>")
             pct = res.get("percentiles") or {}
             w("<table><tr>" + "".join(f"<th>{_e(k)}</th>" for k in PERCENTILE_KEYS) + "</tr><tr>"
-              + "".join(f'<td class="num">{_e(fmt_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS) + "</tr></table>")
+              + "".join(f'<td class="num">{_e(format_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS) + "</tr></table>")
             _attribution_html(w, res.get("attribution"))
     else:
         w('<p class="muted">No probe was run.</p>')
@@ -470,11 +453,11 @@ def _attribution_html(w, a: dict | None, *, causes: int = 10, gaps: int = 10) ->
     w("<table><tr><th>Cause</th><th>Gaps</th><th>Time in gaps</th></tr>")
     for row in a.get("by_cause", [])[:causes]:
         w(f'<tr><td>{_e(row["cause"])}</td><td class="num">{row["gaps"]:,}</td>'
-          f'<td class="num">{_e(fmt_ns(row["ns"]))}</td></tr>')
+          f'<td class="num">{_e(format_ns(row["ns"]))}</td></tr>')
     w("</table>")
     w("<table><tr><th>Gap</th><th>At</th><th>What ran</th></tr>")
     for g in a.get("gaps", [])[:gaps]:
-        w(f'<tr><td class="num">{_e(fmt_ns(g["gap_ns"]))}</td><td class="num">{g["t_ns"] / 1e9:.4f} s</td>'
+        w(f'<tr><td class="num">{_e(format_ns(g["gap_ns"]))}</td><td class="num">{g["t_ns"] / 1e9:.4f} s</td>'
           f'<td>{_e(g.get("verdict", ""))}</td></tr>')
     w("</table>")
 

@@ -1,7 +1,7 @@
-"""run_gui(args): the window, from the command line's arguments (see app/__main__.py).
+"""run_gui(args): the window, from the command line's arguments (see app/cli/main.py).
 
 Everything that can be wrong with the arguments or the root is found before Qt starts, and reported
-as a CoremapError (app/__main__ prints "coremap: <message>" and exits 2): no traceback, no dialog.
+as a CoremapError (app/cli/main.py prints "coremap: <message>" and exits 2): no traceback, no dialog.
 With --screenshot the window is rendered offscreen after the first sample(s) and saved, and the
 process exits: two ticks for rates on the live machine, the pair on a two-capture snapshot.
 """

@@ -15,6 +15,8 @@ Contract of the graphics items used here:
 """
 from __future__ import annotations
 
+from app.format import format_ns
+
 import math
 
 import numpy as np
@@ -22,7 +24,6 @@ import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from widgets.histogram_plot import ns_label
 
 
 def reorder(cpus, matrix, order=None) -> tuple[list[int], np.ndarray]:
@@ -108,7 +109,7 @@ class C2CHeatmap(QWidget):
         a, b = self._cpus[row], self._cpus[col]
         if not np.isfinite(v):
             return f"CPU {a} → CPU {b}: not measured" if a != b else f"CPU {a}"
-        return f"CPU {a} ↔ CPU {b}: {ns_label(round(v, 1))} one way"
+        return f"CPU {a} ↔ CPU {b}: {format_ns(round(v, 1))} one way"
 
     def _on_scene_mouse_moved(self, pos) -> None:
         vb = self.plot.getPlotItem().vb

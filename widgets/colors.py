@@ -13,6 +13,7 @@ import pyqtgraph as pg
 from PySide6.QtGui import QColor
 
 from app.errors import CoremapError
+from app.format import UNKNOWN, format_compact, format_percent
 
 # Softirq kinds in kernel order (include/linux/interrupt.h, softirq_to_name[] in kernel/softirq.c).
 SOFTIRQ_KINDS = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED",
@@ -230,14 +231,7 @@ def text_color_for(index: int) -> QColor:
 
 
 def format_value(v: float | None, unit: str) -> str:
-    """Short figure for a cell or legend: 0, 12, 1.2k, 35k, 1.2M, 47%."""
+    """Short figure for a cell or legend: 0, 12, 1.2k, 35k, 1.2M, 47% (app.format's rules)."""
     if v is None:
-        return "–"
-    if unit == "%":
-        return f"{v:.0f}%" if v >= 9.5 or v == 0 else f"{v:.1f}%"
-    a = abs(v)
-    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= div:
-            x = v / div
-            return f"{x:.1f}{suffix}" if abs(x) < 10 else f"{x:.0f}{suffix}"
-    return f"{v:.1f}" if 0 < a < 10 and v != int(v) else f"{v:.0f}"
+        return UNKNOWN
+    return format_percent(v) if unit == "%" else format_compact(v)

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-from widgets.formatting import format_count, format_cpus, format_percent, format_rate, per_cpu_pairs
+from app.format import format_count, format_cpus, format_percent, format_rate, per_cpu_pairs
 from widgets.irq_table import device_text
 from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QSplitter, QTableView, QVBoxLayout, QWidget
 
-from app.report import fmt_ns as format_ns
+from app.format import format_ns
 from probes.trace import HARDWARE
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1

@@ -26,6 +26,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
 
+from app.format import format_compact, format_ns
 from probes.histogram import NS_PER_HOUR
 
 # Distinct colours for overlaid runs (Okabe-Ito, readable for colour-blind readers), then pyqtgraph's.
@@ -36,19 +37,6 @@ def run_colour(i: int):
     return pg.mkColor(_PALETTE[i]) if i < len(_PALETTE) else pg.intColor(i, hues=9, values=1, maxValue=200)
 
 
-def ns_label(ns: float) -> str:
-    """'10 ns', '1 µs', '2.5 ms', '1 s'."""
-    for div, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if ns >= div:
-            return f"{ns / div:.3g} {unit}"
-    return f"{ns:.3g} ns"
-
-
-def count_label(n: float) -> str:
-    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if n >= div:
-            return f"{n / div:g}{unit}"
-    return f"{n:g}"
 
 
 def decade_ticks(lo: float, hi: float, label, max_labels: int | None = None) -> list:
@@ -197,8 +185,8 @@ class HistogramPlot(RunCurves, pg.PlotWidget):
                 ys += [pos.min(), pos.max()]
         item = self.getPlotItem()
         # about 55 px per "100 µs"-wide label, 22 px per label row on the count axis
-        bottom = decade_ticks(min(xs), max(xs), ns_label, max(2, self.width() // 55)) if xs else None
-        left = decade_ticks(min(ys), max(ys), count_label, max(2, self.height() // 22)) if ys else None
+        bottom = decade_ticks(min(xs), max(xs), format_ns, max(2, self.width() // 55)) if xs else None
+        left = decade_ticks(min(ys), max(ys), format_compact, max(2, self.height() // 22)) if ys else None
         item.getAxis("bottom").setTicks(bottom)
         item.getAxis("left").setTicks(left)
 

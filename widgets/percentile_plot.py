@@ -19,13 +19,15 @@ Contract of the graphics items used here:
 """
 from __future__ import annotations
 
+from app.format import format_ns
+
 import math
 
 import numpy as np
 import pyqtgraph as pg
 
 from probes.histogram import bucket_mid
-from widgets.histogram_plot import RunCurves, decade_ticks, ns_label, run_colour
+from widgets.histogram_plot import RunCurves, decade_ticks, run_colour
 
 PERCENTILE_TICKS = ((50.0, "50%"), (90.0, "90%"), (99.0, "99%"), (99.9, "99.9%"),
                     (99.99, "99.99%")) + tuple((100.0 - 10.0 ** (2 - n), f"99.{'9' * (n - 2)}%") for n in range(5, 11))
@@ -120,4 +122,4 @@ class PercentilePlot(RunCurves, pg.PlotWidget):
                 pos = y[y > 0]
                 if len(pos):
                     ys += [pos.min(), pos.max()]
-        self.getPlotItem().getAxis("left").setTicks(decade_ticks(min(ys), max(ys), ns_label) if ys else None)
+        self.getPlotItem().getAxis("left").setTicks(decade_ticks(min(ys), max(ys), format_ns) if ys else None)

@@ -30,7 +30,8 @@ from PySide6.QtWidgets import (QAbstractItemView, QApplication, QDialog, QDialog
                                QPushButton, QSizePolicy, QToolButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout,
                                QWidget)
 
-from app.affinity import KINDS, AffinityService, PinRequest, PinResult, PinTarget
+from app.affinity import KINDS, AffinityService, PinRequest, PinResult, PinTarget, summarize
+from app.format import format_change, offline_sentence, unknown_cpus_sentence
 from app.errors import CoremapError, CpuListError
 from app.parse.cpulist import format_cpulist, parse_cpulist
 
@@ -188,44 +189,13 @@ def check_cpu_text(text: str, topology=None) -> CpuListCheck:
         online = set(topology.online)
         missing = [c for c in cpus if c not in known]
         if missing:
-            s = "s" if len(missing) > 1 else ""
-            return CpuListCheck(None, f"CPU{s} {format_cpulist(missing)} not on this machine; it has CPUs "
-                                      f"{format_cpulist(sorted(known))}")
+            return CpuListCheck(None, unknown_cpus_sentence(missing, known))
         offline = [c for c in cpus if c not in online]
         if offline:
-            s = "s" if len(offline) > 1 else ""
-            return CpuListCheck(None, f"CPU{s} {format_cpulist(offline)} {'are' if s else 'is'} offline; choose "
-                                      f"among the online CPUs {format_cpulist(sorted(online))}")
+            return CpuListCheck(None, offline_sentence(offline, online))
     n = len(cpus)
     return CpuListCheck(cpus, f"{n} CPU{'s' if n > 1 else ''}: {', '.join(map(str, cpus[:16]))}"
                               f"{' …' if n > 16 else ''}")
-
-
-# -- result texts --------------------------------------------------------------------------------------
-def result_text(r: PinResult) -> str:
-    """"thread 1234 (java): 0-3 → 2 ok", or the failure's own sentence (it names the target)."""
-    if r.ok or r.code == "trimmed":
-        before = format_cpulist(r.before) if r.before is not None else "?"
-        s = f"{r.target.describe()}: {before} → {format_cpulist(r.requested)} {r.code}"
-        if r.code != "ok" and r.message:
-            s += f" ({r.message})"
-    else:
-        s = r.message if r.message.startswith(r.target.describe()) else f"{r.target.describe()}: {r.message}"
-    return s
-
-
-def summary_text(results: list[PinResult], what: str = "") -> str:
-    """One status-bar line for a batch: every target when there are few, else counts and the first failure."""
-    prefix = f"{what}: " if what else ""
-    if not results:
-        return prefix + "nothing to do"
-    if len(results) <= 3:
-        return prefix + "; ".join(result_text(r) for r in results)
-    bad = [r for r in results if not r.ok]
-    s = f"{prefix}{len(results)} targets: {len(results) - len(bad)} ok, {len(bad)} failed"
-    if bad:
-        s += f" · {result_text(bad[0])}"
-    return s
 
 
 def irqbalance_text(root, irqs=()) -> str:
@@ -568,8 +538,8 @@ class PinResultLine(QWidget):
     def show_results(self, results: list[PinResult], what: str = "", warning: str = "",
                      can_retry: bool = False) -> None:
         self.results = list(results)
-        self.show_message(summary_text(results, what), ok=all(r.ok for r in results))
-        self.label.setToolTip("\n".join(result_text(r) for r in results))
+        self.show_message(summarize(results, what), ok=all(r.ok for r in results))
+        self.label.setToolTip("\n".join(r.line() for r in results))
         self.warning_label.setText(warning)
         self.warning_label.setToolTip(warning)
         self.warning_label.setVisible(bool(warning))
@@ -624,10 +594,9 @@ class PinJournalWidget(QWidget):
         for e in sorted(entries, key=lambda e: e.id, reverse=True):
             action = e.origin.split(":", 1)[0]
             target = f"{'IRQ' if e.kind == 'irq' else e.kind} {e.target_id}" + (f" ({e.label})" if e.label else "")
-            before = format_cpulist(e.before) if e.before is not None else "?"
             result = e.state + (f" {e.code}" if e.code and e.code != "ok" else "")
             item = QTreeWidgetItem([time.strftime("%H:%M:%S", time.localtime(e.time)), action, target,
-                                    f"{before} → {format_cpulist(e.requested)}",
+                                    format_change(e.before, e.requested),
                                     result + (f": {e.message}" if e.message and e.state == "failed" else ""),
                                     str(e.id)])
             if e.message:

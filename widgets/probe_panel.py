@@ -2,7 +2,7 @@
 
 - CPUs come from the validated CPU-list line edit (app.parse.cpulist), from a CPU cell dropped on
   the panel (MIME type CPU_MIME, `{"cpus": [...]}`) or from the grid's cpu_selected (`set_cpu`).
-- Run builds the same child arguments as `coremap probe` (app.commands.probe) and hands one job per
+- Run builds the same child arguments as `coremap probe` (app.cli.probe) and hands one job per
   CPU (jitter, wakeup, counters) or one job for the list (sweep, c2c) to a ProbeController, which
   polls the child from a QTimer and moves coremap's own threads off the probed CPUs meanwhile.
 - Each `interval` line updates the run's curve in place (HistogramPlot, PercentilePlot), the sweep
@@ -13,6 +13,8 @@
   saved as .hlog, CSV, cyclictest-style histogram text, or (sweep, c2c, counters) JSON.
 """
 from __future__ import annotations
+
+from app.format import format_ns, offline_sentence
 
 import importlib
 import json
@@ -37,7 +39,7 @@ from app.parse.cpulist import format_cpulist, parse_cpulist
 from probes import histogram, trace
 from widgets.c2c_heatmap import C2CHeatmap
 from widgets.gap_attribution import GapAttributionView
-from widgets.histogram_plot import HistogramPlot, ns_label
+from widgets.histogram_plot import HistogramPlot
 from widgets.percentile_plot import PercentilePlot
 from widgets.probe_controller import ProbeController, ProbeJob
 from widgets.sweep_plot import SweepPlot
@@ -413,7 +415,7 @@ class ProbePanel(QWidget):
     def build_jobs(self) -> list[ProbeJob]:
         """The jobs the form asks for; CoremapError (shown on the status line) when it asks for
         something that cannot run."""
-        from app.commands.probe import PER_CPU, _child_args
+        from app.cli.probe import PER_CPU, _child_args
         probe = self.probe
         unbound = self.unbound_check.isChecked()
         text = self.cpu_edit.text().strip()
@@ -650,7 +652,7 @@ class ProbePanel(QWidget):
             total = r.summary.get("total")
             if total is None:
                 total = sum(int(b[2]) for b in r.buckets)
-            cells = [r.label] + [ns_label(round(p[k], 1)) if p.get(k) is not None else "-"
+            cells = [r.label] + [format_ns(round(p[k], 1)) if p.get(k) is not None else "-"
                                  for k in TABLE_COLUMNS[1:6]] + [f"{total:,}"]
             for col, text in enumerate(cells):
                 it = QTableWidgetItem(text)
@@ -772,7 +774,7 @@ class ProbePanel(QWidget):
             self.sweep_plot.set_result(rec.summary["cpus"], self._order)
         elif job.probe == "c2c":
             self.c2c_heatmap.set_matrix(rec.summary["matrix_cpus"], rec.summary["matrix_ns"], self._order)
-        from app.commands.probe import format_result
+        from app.cli.probe import format_result
         self.summary_text.setPlainText(format_result(rec.summary))
         if job.probe == "jitter":
             self.gap_view.set_attribution(rec.summary.get("attribution"), rec.label)
@@ -818,7 +820,7 @@ class ProbePanel(QWidget):
         self.save_button.setEnabled(can_save)
         self.save_action.setEnabled(can_save)
         if len(keys) == 1 and self._runs[keys[0]].summary and self._runs[keys[0]].source == "coremap":
-            from app.commands.probe import format_result
+            from app.cli.probe import format_result
             self.summary_text.setPlainText(format_result(self._runs[keys[0]].summary))
             if self._runs[keys[0]].probe == "jitter":
                 self.gap_view.set_attribution(self._runs[keys[0]].summary.get("attribution"),
@@ -902,9 +904,7 @@ class ProbePanel(QWidget):
         online = set(self._topology.online)
         offline = [c for c in cpus if c not in online]
         if offline:
-            are = "CPUs {} are" if len(offline) > 1 else "CPU {} is"
-            return (f"{are.format(format_cpulist(offline))} not online; drop online CPUs "
-                    f"({format_cpulist(sorted(online))})")
+            return offline_sentence(offline, online)
         guard = getattr(self.controller, "guard", None)
         if self._live and not (guard is not None and guard.active):
             allowed = online & set(os.sched_getaffinity(0))

@@ -17,6 +17,7 @@ import math
 
 from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
 
+from app.format import format_compact, format_ns
 from app.report import Image, ReportData
 from app.sampler import Sampler
 from app.sysroot import SysRoot
@@ -200,9 +201,9 @@ def build_probe_plot(results: list[dict], labels: list[str] | None = None):
         # Decade ticks only, labelled in words a reader compares at a glance (pyqtgraph's log
         # axis otherwise labels every minor tick when the range spans few decades).
         x_lo, x_hi = math.floor(math.log10(min(xs))), math.ceil(math.log10(max(xs)))
-        item.getAxis("bottom").setTicks([[(d, _us_label(10.0 ** d)) for d in range(x_lo, x_hi + 1)], []])
+        item.getAxis("bottom").setTicks([[(d, format_ns(1e3 * 10.0 ** d)) for d in range(x_lo, x_hi + 1)], []])
         y_hi = max(floor + 1, math.ceil(math.log10(max(ys)) + 0.05))
-        item.getAxis("left").setTicks([[(d, _count_label(10.0 ** d)) for d in range(floor, y_hi + 1)], []])
+        item.getAxis("left").setTicks([[(d, format_compact(10.0 ** d)) for d in range(floor, y_hi + 1)], []])
         item.setXRange(math.log10(min(xs)), math.log10(max(xs)), padding=0.04)
         # A little room past the end decades, or pyqtgraph drops their labels as clipped.
         item.setYRange(floor - 0.06, y_hi + 0.06, padding=0)
@@ -214,21 +215,6 @@ def build_probe_plot(results: list[dict], labels: list[str] | None = None):
         item.setXRange(0, 1)
         item.setYRange(0, 1)
     return w
-
-
-def _us_label(us: float) -> str:
-    if us >= 1e6:
-        return f"{us / 1e6:g} s"
-    if us >= 1e3:
-        return f"{us / 1e3:g} ms"
-    return f"{us:g} µs"
-
-
-def _count_label(n: float) -> str:
-    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if n >= div:
-            return f"{n / div:g}{unit}"
-    return f"{n:g}"
 
 
 def render_probe_plot(results: list[dict] | dict, *, fmt: str = "png", size=PLOT_SIZE,

@@ -19,7 +19,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
-from widgets.formatting import format_cpus
+from app.format import format_cpus
 
 # Tick labels for every CPU up to this many CPUs in view; above it pyqtgraph's own spacing.
 _MAX_CPU_TICKS = 24

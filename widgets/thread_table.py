@@ -15,7 +15,7 @@ from PySide6.QtCore import QAbstractItemModel, QItemSelection, QModelIndex, QSor
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout, QWidget
 
-from widgets.formatting import format_cpus, format_percent, format_rate
+from app.format import format_cpus, format_percent, format_rate
 from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
 from widgets.irq_table import changed_columns, emit_changed, sync_rows
 from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data

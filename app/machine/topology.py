@@ -23,10 +23,10 @@ import re
 from dataclasses import dataclass, field
 
 from app.errors import CpuListError, SysRootReadError
+from app.format import format_size
 from app.parse.cpulist import format_cpulist, parse_cpulist, parse_cpumask
 from app.parse.topology import (
     Cpuinfo,
-    format_size,
     parse_cache_size,
     parse_cmdline_isolation,
     parse_cpuinfo,

@@ -62,15 +62,6 @@ def parse_cache_size(text: str, *, what: str = "cache size") -> int | None:
     return n * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[unit]
 
 
-def format_size(nbytes: int | None) -> str:
-    """Human size for the summary: 48 KiB, 1.25 MiB, 24 MiB."""
-    if nbytes is None:
-        return "?"
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if nbytes >= 1 << shift:
-            v = nbytes / (1 << shift)
-            return f"{v:.2f}".rstrip("0").rstrip(".") + f" {unit}"
-    return f"{nbytes} B"
 
 
 def parse_distances(text: str, *, what: str = "node distance") -> tuple[int, ...]:

@@ -65,7 +65,7 @@ import threading
 import time
 from pathlib import Path
 
-from app.commands.probe import format_attribution
+from app.cli.probe import format_attribution
 from app.errors import SysRootReadError
 from app.parse.cpulist import format_cpulist
 from app.parse.stat import parse_stat

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 from PySide6.QtGui import QImage
 
-from app.__main__ import main
+from app.cli.main import main
 from app.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import all_machines, extract

@@ -49,7 +49,7 @@ def test_dialog_validates_as_typed(qtbot, sno_topology):
     assert not d.ok_button.isEnabled() and "runs backwards" in d.reason_label.text()
     _type(qtbot, d, "10-13")                                # sno has CPUs 0-11
     assert not d.ok_button.isEnabled()
-    assert d.reason_label.text() == "CPUs 12-13 not on this machine; it has CPUs 0-11"
+    assert d.reason_label.text() == "CPUs 12-13 do not exist on this machine; it has CPUs 0-11"
     _type(qtbot, d, "2-5,8")
     assert d.ok_button.isEnabled() and d.cpus() == (2, 3, 4, 5, 8)
     # Enter in the line edit accepts only a valid list.
@@ -124,7 +124,7 @@ def test_ctrl_p_opens_the_dialog_for_the_selected_thread(qtbot, tmp_path, parked
     _type(qtbot, d, str(CPUS[-1]))
     qtbot.mouseClick(d.ok_button, Qt.MouseButton.LeftButton)
     assert tuple(sorted(os.sched_getaffinity(tid))) == (CPUS[-1],)
-    assert w.pin_controller.result_line.text().endswith(f"→ {CPUS[-1]} ok")
+    assert w.pin_controller.result_line.text().endswith(f"-> {CPUS[-1]} ok")
     assert journal.entries()[-1].origin == "dialog"
     journal.close()
 

@@ -194,13 +194,13 @@ def test_drop_thread_on_cell_core_and_package(live, qtbot, parked_thread):
         assert req.targets == (PinTarget("thread", tid, pid),) and req.cpus == want
         assert _aff(tid) == want
         assert w.pin_controller.result_line.text() == \
-            f"thread {tid} ({comm}): {format_cpulist(before)} → {format_cpulist(want)} ok"
+            f"thread {tid} ({comm}): {format_cpulist(before)} -> {format_cpulist(want)} ok"
         e = service.journal.entries()[-1]
         assert (e.kind, e.target_id, e.state, e.before, e.requested, e.origin) == \
             ("thread", tid, "done", before, want, "drop")
         top = w.pin_controller.journal_widget.row_texts()[0]
         assert top[5] == str(e.id) and top[2] == f"thread {tid} ({comm})" and top[4] == "done"
-        assert top[3] == f"{format_cpulist(before)} → {format_cpulist(want)}"
+        assert top[3] == f"{format_cpulist(before)} -> {format_cpulist(want)}"
 
 
 @needs_two_cpus
@@ -319,7 +319,7 @@ def test_drop_irq_on_cell_core_and_package_writes_the_copy(sno, qtbot):
         assert _irq_file(root, irq) == want                   # the write landed in the copy
         code = "ok" if set(effective) <= set(want) else "moving"
         text = w.pin_controller.result_line.text()
-        assert text.startswith(f"irq {irq}: {format_cpulist(before)} → {format_cpulist(want)} {code}")
+        assert text.startswith(f"irq {irq}: {format_cpulist(before)} -> {format_cpulist(want)} {code}")
         e = service.journal.entries()[-1]
         assert (e.kind, e.target_id, e.state, e.code, e.requested) == ("irq", irq, "done", code, want)
     assert Path(extract("sno"), "proc", "irq", str(irq), "smp_affinity_list").read_text().strip() == "0"
@@ -473,7 +473,7 @@ def test_result_line_offers_retry_only_for_denied_writes(qtbot):
     line.show_results([denied, ok], can_retry=True)
     assert not line.retry_button.isHidden()
     assert line.text() == ("thread 4321 (sshd) belongs to another user; needs the helper; "
-                           "irq 24: 0-1 → 1 ok")
+                           "irq 24: 0-1 -> 1 ok (effective 1)")
     line.show_results([denied], can_retry=False)          # a capture: no helper can write there
     assert line.retry_button.isHidden()
     line.show_results([ok], can_retry=True)

@@ -5,6 +5,8 @@ Oracles: the probe's own lines (iterations = samples counted), probes/histogram.
 """
 from __future__ import annotations
 
+from app.format import format_ns
+
 import json
 import os
 
@@ -16,7 +18,6 @@ from PySide6.QtWidgets import QApplication
 from probes import histogram as H
 from app.machine.topology import read_online_cpus
 from app.sysroot import SysRoot
-from widgets.histogram_plot import ns_label
 from widgets.probe_panel import CPU_MIME, ProbePanel
 
 
@@ -61,8 +62,8 @@ def test_jitter_run_then_overlay(qtbot, panel):
     pct = H.percentiles(H.buckets_to_histogram(rec.buckets))
     cells = [panel.table.item(0, c).text() for c in range(7)]
     assert cells[0] == rec.label
-    assert cells[1:5] == [ns_label(round(pct[k], 1)) for k in ("p50", "p90", "p99", "p99.9")]
-    assert cells[5] == ns_label(round(rec.summary["percentiles"]["max"], 1))
+    assert cells[1:5] == [format_ns(round(pct[k], 1)) for k in ("p50", "p90", "p99", "p99.9")]
+    assert cells[5] == format_ns(round(rec.summary["percentiles"]["max"], 1))
     assert cells[6] == f"{iterations:,}" and sum(c for *_, c in rec.buckets) == iterations
     # a second run overlays
     panel.unbound_check.setChecked(True)
@@ -263,7 +264,7 @@ def test_cpus_dragged_from_the_grid_fill_the_cpu_field(qtbot, panel):
     bad.setData(CPU_MIME, json.dumps({"cpus": [topo.online[0], off]}).encode())
     _, drop = _drag_and_drop(panel, bad)
     assert not drop.isAccepted() and panel.cpus() == (topo.online[-1],)
-    assert panel.status_text.startswith("error:") and f"CPU {off} is not online" in panel.status_text
+    assert panel.status_text.startswith("error:") and f"CPU {off} is offline" in panel.status_text
     empty = QMimeData()
     empty.setData(CPU_MIME, b'{"cpus": []}')
     _, drop = _drag_and_drop(panel, empty)

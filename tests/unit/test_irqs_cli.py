@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from app.__main__ import main
+from app.cli.main import main
 from tests.machines import INTERRUPTS_DIR, extract
 
 

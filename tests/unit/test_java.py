@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.__main__ import main
+from app.cli.main import main
 from app.java import JavaThreadError, find_java_thread, java_threads, parse_thread_dump
 from app.sysroot import SysRoot
 

@@ -21,8 +21,8 @@ for pkg in (app, probes):
         if info.name.endswith('__main__'):
             continue
         importlib.import_module(info.name)
-import app.__main__
-app.__main__.build_parser()
+import app.cli.main
+app.cli.main.build_parser()
 print('ok')
 """
 

@@ -184,7 +184,7 @@ def test_live_jitter_run_names_the_task_we_ran_on_its_cpu():
 
 @needs_tracefs
 def test_cli_prints_what_ran(capsys):
-    from app.__main__ import main
+    from app.cli.main import main
     assert main(["probe", "jitter", "--cpu", CPU, "--seconds", "0.3", "--attribute"]) == 0
     out = capsys.readouterr().out
     assert "what ran in the" in out and "the " in out

@@ -78,7 +78,7 @@ def test_bad_cpu_is_refused_before_any_loop():
 
 
 def test_cli_exit_2_for_bad_cpu_lists(capsys):
-    from app.__main__ import main
+    from app.cli.main import main
     assert main(["probe", "jitter", "--cpu", "2-x"]) == 2
     assert "2-x" in capsys.readouterr().err
     bad = (os.cpu_count() or 1) + 5
@@ -87,7 +87,7 @@ def test_cli_exit_2_for_bad_cpu_lists(capsys):
 
 
 def test_cli_json_one_object_for_one_cpu(capsys, tmp_path):
-    from app.__main__ import main
+    from app.cli.main import main
     hlog = tmp_path / "j.hlog"
     assert main(["probe", "jitter", "--cpu", str(CPU), "--seconds", "0.2", "--json", "--hlog", str(hlog)]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.__main__ import main
+from app.cli.main import main
 from app.machine.interrupts import read_interrupts
 from app.machine.sample import read_sample, read_snapshot_pair
 from app.parse.cpulist import parse_cpulist

@@ -163,7 +163,7 @@ def test_find_threads_by_name():
 def test_cli_threads_json_with_cpu_percent(capsys):
     import json
 
-    from app.__main__ import main
+    from app.cli.main import main
     stop = threading.Event()
     box = {}
 
@@ -189,7 +189,7 @@ def test_cli_threads_json_with_cpu_percent(capsys):
 
 
 def test_cli_threads_on_fixtures(capsys):
-    from app.__main__ import main
+    from app.cli.main import main
     from tests.machines import extract
     assert main(["threads", "--root", str(procfs_composite()), "--name", "LOAD"]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.errors import CoremapError
+from app.format import format_size
 from app.machine.topology import Group, layout, read_online_cpus, read_topology
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.parse.topology import (
     arm_part_name,
-    format_size,
     parse_cache_size,
     parse_cmdline_isolation,
     parse_cpuinfo,

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from app.__main__ import main
+from app.cli.main import main
 from app.parse.cpulist import parse_cpulist
 from app.sysroot import SysRoot
 from tests.machines import all_machines, extract

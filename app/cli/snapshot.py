@@ -4,11 +4,10 @@ topology, interrupts, IRQ affinities, PCI devices and counters into a tarball th
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
+from app.cli.common import add_root_argument, root_of
 from app.snapshot import take_snapshot
-from app.sysroot import SysRoot
 
 
 def register(subparsers) -> None:
@@ -18,9 +17,7 @@ def register(subparsers) -> None:
                     "interrupts, IRQ affinities, PCI devices, counters twice) into OUT.tar.gz. Extract "
                     "it anywhere and open it with `coremap --root DIR/<host-time>`.")
     p.add_argument("out", metavar="OUT.tar.gz", help="the tarball to write (its folder must exist)")
-    # SUPPRESS: `coremap --root X snapshot OUT` must keep the top-level value.
-    p.add_argument("--root", metavar="DIR", default=argparse.SUPPRESS,
-                   help="capture a captured machine again (a folder holding sys/ and proc/)")
+    add_root_argument(p, "capture a captured machine again (a folder holding sys/ and proc/)")
     # Own dest: the top-level --interval is the window's sampling interval.
     p.add_argument("--interval", dest="snapshot_interval", type=float, default=1.0, metavar="S",
                    help="seconds between the two counter captures (default 1)")
@@ -30,7 +27,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    root = SysRoot(getattr(args, "root", None) or "/")
+    root = root_of(args)
     res = take_snapshot(args.out, root, interval=args.snapshot_interval, second=not args.no_second)
     what = f"counters twice, {res.interval:.3f} s apart" if res.interval is not None else "counters once"
     print(f"{res.path}: {res.files} files, {res.links} links, {what}; extract with "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from app.commands.report import ensure_headless_qt
+from app.cli.common import add_root_argument, ensure_headless_qt, root_arg
 from app.errors import CoremapError
 
 WHAT = ("window", "grid")
@@ -25,8 +25,7 @@ def register(subparsers) -> None:
         description="Render the window (or the topology grid alone) offscreen for a machine or a saved "
                     "session and save it as PNG or SVG (vector).")
     # SUPPRESS: the top-level --root/--session/--size/--color-by keep their values when given first.
-    p.add_argument("--root", metavar="DIR", default=argparse.SUPPRESS,
-                   help="a captured machine (a folder holding sys/ and proc/); default: this machine")
+    add_root_argument(p)
     p.add_argument("--session", metavar="FILE", default=argparse.SUPPRESS, help="a saved .coremap session")
     p.add_argument("--out", metavar="FILE.png|FILE.svg", required=True, help="the picture to write")
     p.add_argument("--what", choices=WHAT, default="window", help="the whole window (default) or the grid alone")
@@ -43,7 +42,7 @@ def run(args) -> int:
         raise ScreenshotArgumentError(f"--out {out}: name a .png or .svg file")
     if not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise ScreenshotArgumentError(f"--out {out}: folder {out.parent} does not exist; create it first")
-    session_path, root_path = getattr(args, "session", None), getattr(args, "root", None)
+    session_path, root_path = getattr(args, "session", None), root_arg(args)
     if session_path and root_path:
         raise ScreenshotArgumentError("--root and --session both given: open one machine at a time")
     ensure_headless_qt()

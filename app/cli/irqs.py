@@ -8,17 +8,17 @@ a row with one global count (ERR, MIS) has "counts": [] and its "total".
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 
+from app.cli.common import add_root_argument, root_of
+from app.format import format_compact
 from app.errors import CoremapError, SysRootReadError
 from app.machine.interrupts import IrqInfo, read_interrupts, read_irqs
 from app.parse.cpulist import format_cpulist
 from app.parse.interrupts import InterruptRow, parse_interrupts
 from app.rates import Rates, rates
-from app.sysroot import SysRoot
 
 TOP_CPUS = 3
 
@@ -30,9 +30,7 @@ def register(subparsers) -> None:
                     "the requested and effective affinity, NUMA node and device/queue. With "
                     "--interval S, rates per IRQ and per CPU instead.")
     src = p.add_mutually_exclusive_group()
-    # SUPPRESS: `coremap --root X irqs` must keep the top-level value.
-    src.add_argument("--root", metavar="DIR", default=argparse.SUPPRESS,
-                     help="a captured machine (folder holding sys/ and proc/) instead of this one")
+    add_root_argument(p, group=src)
     src.add_argument("--file", metavar="PATH", help="parse a bare /proc/interrupts file (no sysroot)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     # Own dest: the top-level --interval is the window's sampling interval.
@@ -48,7 +46,7 @@ def run(args) -> int:
         table = parse_interrupts(_read_file(args.file), what=args.file)
         rows, cpus, info = table.rows, table.cpus, {}
     else:
-        irqs = read_irqs(SysRoot(getattr(args, "root", None) or "/"))
+        irqs = read_irqs(root_of(args))
         rows, cpus, info = irqs.rows, irqs.cpus, irqs.info
     if args.json:
         json.dump({"cpus": list(cpus), "irqs": [_row_json(r, info.get(r.irq), bool(not args.file))
@@ -93,17 +91,12 @@ def _row_json(r: InterruptRow, info: IrqInfo | None, from_root: bool) -> dict:
     return d
 
 
-def _human(n: float) -> str:
-    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= div:
-            return f"{n / div:.3g}{unit}"
-    return f"{n:.3g}" if isinstance(n, float) and n != int(n) else f"{int(n)}"
 
 
 def _spread(values, cpus) -> str:
     top = sorted(((v, c) for v, c in zip(values, cpus) if v > 0), reverse=True)[:TOP_CPUS]
     more = sum(1 for v in values if v > 0) - len(top)
-    s = " ".join(f"{c}:{_human(v)}" for v, c in top)
+    s = " ".join(f"{c}:{format_compact(v)}" for v, c in top)
     return s + (f" +{more}" if more > 0 else "") if s else "-"
 
 
@@ -147,7 +140,7 @@ def _run_rates(args) -> int:
     if not (s > 0):
         raise CoremapError(f"--interval {s:g}: give a positive number of seconds")
     from app.machine.sample import read_sample, read_snapshot_pair
-    root = SysRoot(getattr(args, "root", None) or "/")
+    root = root_of(args)
     if root.is_live:
         first = read_sample(root, tasks=False)
         time.sleep(s)
@@ -195,11 +188,11 @@ def _print_rates(r: Rates, names: dict[str, str], note: str) -> None:
     active = sorted((q for q in r.irqs.values() if q.total > 0), key=lambda q: -q.total)
     print(f"\n{len(active)} of {len(r.irqs)} interrupts fired (per second):")
     _table(["IRQ", "TOTAL/S", "TOP CPUS", "NAME"],
-           [[q.irq, _human(round(q.total, 1)), _spread(q.per_cpu, r.cpus) if q.per_cpu else "(global)",
+           [[q.irq, format_compact(round(q.total, 1)), _spread(q.per_cpu, r.cpus) if q.per_cpu else "(global)",
              names.get(q.irq, "")] for q in active])
     print("\nper CPU:")
     _table(["CPU", "IRQ/S", "SOFTIRQ/S", "BUSY%", "IRQ+SOFTIRQ%", "IDLE%"],
-           [[str(c.cpu), _human(round(c.irq_per_s, 1)), _human(round(c.softirq_total_per_s, 1)),
+           [[str(c.cpu), format_compact(round(c.irq_per_s, 1)), format_compact(round(c.softirq_total_per_s, 1)),
              _pct(c.busy_pct), _pct(c.irq_softirq_pct), _pct(c.idle_pct)] for c in r.per_cpu.values()])
     for label, items in (("new", r.new_irqs), ("vanished", r.vanished_irqs), ("counter resets", r.resets)):
         if items:

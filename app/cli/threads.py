@@ -7,17 +7,16 @@ apart ("C2 CompilerThre", "GC Thread#0"); comm is cut to 15 characters by the ke
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 
+from app.cli.common import add_root_argument, root_of
 from app.errors import CoremapError
 from app.machine.sample import MachineSample
 from app.machine.threads import (TaskGone, TaskReader, TaskSample, ThreadsSample,
                                  find_threads_by_name)
 from app.parse.cpulist import format_cpulist
-from app.sysroot import SysRoot
 
 
 class NoThreads(CoremapError):
@@ -30,9 +29,7 @@ def register(subparsers) -> None:
         description="List every thread (or those of --pid, or whose name contains --name) with its "
                     "last CPU, allowed CPUs and flags (K = kernel thread, N = affinity cannot be "
                     "changed, PF_NO_SETAFFINITY).")
-    # SUPPRESS: `coremap --root X threads` must keep the top-level value.
-    p.add_argument("--root", metavar="DIR", default=argparse.SUPPRESS,
-                   help="a captured machine (folder holding proc/PID/task/) instead of this one")
+    add_root_argument(p, "a captured machine (folder holding proc/PID/task/) instead of this one")
     p.add_argument("--pid", type=int, action="append", metavar="P",
                    help="only the threads of process P (repeatable)")
     p.add_argument("--name", metavar="SUBSTR",
@@ -45,7 +42,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    root = SysRoot(getattr(args, "root", None) or "/")
+    root = root_of(args)
     interval = args.threads_interval
     if interval < 0:
         raise CoremapError(f"--interval {interval}: give a positive number of seconds (or 0 for none)")

@@ -7,15 +7,15 @@ report, so other tools can diff against them. `--json` prints the whole model.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import asdict
 
+from app.cli.common import add_root_argument, root_arg
 from app.errors import SysRootReadError
 from app.machine.topology import Group, Topology, layout, read_topology
 from app.parse.cpulist import format_cpulist
-from app.parse.topology import format_size
+from app.format import format_size
 from app.sysroot import SysRoot
 
 
@@ -24,9 +24,7 @@ def register(subparsers) -> None:
         "topology", help="show CPUs, cores, sockets, NUMA nodes and caches",
         description="Show the CPU topology: lscpu-like summary, or --csv (cpu,core,socket,node per "
                     "online CPU) or --json (everything).")
-    # SUPPRESS: `coremap --root X topology` must keep the top-level value.
-    p.add_argument("--root", metavar="DIR", default=argparse.SUPPRESS,
-                   help="a captured machine (folder holding sys/ and proc/) instead of this one")
+    add_root_argument(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="cpu,core,socket,node for each online CPU")
     fmt.add_argument("--json", action="store_true", help="the whole topology as JSON")
@@ -45,7 +43,7 @@ def load(root_arg: str | None) -> Topology:
 
 
 def run(args) -> int:
-    topo = load(getattr(args, "root", None))
+    topo = load(root_arg(args))
     out = sys.stdout
     if args.csv:
         out.write(format_csv(topo))

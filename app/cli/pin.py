@@ -11,7 +11,6 @@ sysroot).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -19,22 +18,17 @@ from dataclasses import asdict
 from datetime import datetime
 
 from app.affinity import AffinityService, PinRequest, PinResult, PinTarget
+from app.cli.common import add_root_argument, root_of
 from app.errors import CoremapError
 from app.journal import Journal
-from app.parse.cpulist import format_cpulist, parse_cpulist
+from app.format import format_change
+from app.parse.cpulist import parse_cpulist
 from app.statedir import journal_path
 from app.sysroot import SysRoot
 
 
 class PinInputError(CoremapError):
     """A pin request that names nothing that exists, or names it twice."""
-
-
-def _root_arg(p) -> None:
-    # SUPPRESS: `coremap --root X pin ...` keeps the top-level value.
-    p.add_argument("--root", metavar="DIR", default=argparse.SUPPRESS,
-                   help="a captured machine (folder holding sys/ and proc/) instead of this one; "
-                        "IRQ pins then write into its proc/irq")
 
 
 def register(subparsers) -> None:
@@ -48,14 +42,14 @@ def register(subparsers) -> None:
     p.add_argument("--java", metavar="NAME", help="the Java thread of this full name in JVM --pid "
                    "(found through jcmd/jstack's thread dump)")
     p.add_argument("--cpus", required=True, metavar="LIST", help="CPU list such as 2-5,8")
-    _root_arg(p)
+    add_root_argument(p)
     p.set_defaults(func=run_pin)
     for name, func, text in (("undo", run_undo, "undo the last pin"),
                              ("redo", run_redo, "redo the last undone pin"),
                              ("restore", run_restore,
                               "put every pinned target back to its original affinity")):
         q = subparsers.add_parser(name, help=text, description=text.capitalize() + " (from the journal).")
-        _root_arg(q)
+        add_root_argument(q)
         q.set_defaults(func=func)
     j = subparsers.add_parser("journal", help="show the pin journal",
                               description="Every pin, undo and restore, oldest first.")
@@ -64,7 +58,7 @@ def register(subparsers) -> None:
 
 
 def _service(args) -> AffinityService:
-    root = SysRoot(getattr(args, "root", None) or "/")
+    root = root_of(args)
     journal = Journal(journal_path())
     for note in journal.notes:
         print(f"coremap: note: {note}", file=sys.stderr)
@@ -151,9 +145,8 @@ def run_journal(args) -> int:
     for e in entries:
         when = datetime.fromtimestamp(e.time).strftime("%Y-%m-%d %H:%M:%S")
         label = f" ({e.label})" if e.label else ""
-        before = format_cpulist(e.before) if e.before is not None else "?"
         where = "" if e.root == "/" else f" [{e.root}]"
         code = f" {e.code}" if e.code else ""
         print(f"#{e.id} {when} {e.origin:<8} {e.kind} {e.target_id}{label}{where}: "
-              f"{before} -> {format_cpulist(e.requested)} {e.state}{code}")
+              f"{format_change(e.before, e.requested)} {e.state}{code}")
     return 0

@@ -10,6 +10,7 @@ import json
 import sys
 
 from app.errors import CoremapError
+from app.format import format_ns
 from app.parse.cpulist import format_cpulist
 
 PROBE_NAMES = ("jitter", "wakeup", "sweep", "c2c", "counters")
@@ -173,14 +174,6 @@ def _write_hlog(path, runs, histogram) -> None:
         raise CoremapError(f"{path}: cannot write the histogram log ({e.strerror})") from None
 
 
-def fmt_ns(ns) -> str:
-    if ns is None:
-        return "-"
-    ns = float(ns)
-    for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if ns >= div:
-            return f"{ns / div:.3g} {unit}"
-    return f"{ns:.3g} ns"
 
 
 def format_attribution(a: dict | None, *, longest: int = 10) -> list[str]:
@@ -194,10 +187,10 @@ def format_attribution(a: dict | None, *, longest: int = 10) -> list[str]:
            + "):"]
     out.append(f"    {'cause':<40}{'gaps':>6}{'time':>12}")
     for row in a["by_cause"][:12]:
-        out.append(f"    {row['cause'][:39]:<40}{row['gaps']:>6}{fmt_ns(row['ns']):>12}")
+        out.append(f"    {row['cause'][:39]:<40}{row['gaps']:>6}{format_ns(row['ns']):>12}")
     out.append(f"  the {min(longest, len(a['gaps']))} longest:")
     for g in a["gaps"][:longest]:
-        out.append(f"    {fmt_ns(g['gap_ns']):>9} at {g['t_ns'] / 1e9:8.4f} s  {g['verdict']}")
+        out.append(f"    {format_ns(g['gap_ns']):>9} at {g['t_ns'] / 1e9:8.4f} s  {g['verdict']}")
     return out
 
 
@@ -206,37 +199,37 @@ def format_result(r: dict) -> str:
     lines = []
     if name == "jitter":
         lines.append(f"jitter on CPU {r['cpu']}: {r['sampled_seconds']:.3f} s sampled "
-                     f"(duty {100 * (r['achieved_duty'] or 0):.1f}%), loop {fmt_ns(r['loop_ns'])}, "
+                     f"(duty {100 * (r['achieved_duty'] or 0):.1f}%), loop {format_ns(r['loop_ns'])}, "
                      f"{r['iterations']:,} reads")
     elif name == "wakeup":
-        lines.append(f"wakeup on CPU {r['cpu']}: {r['wakeups']:,} wakeups every {fmt_ns(r['interval_ns'])}, "
-                     f"mean latency {fmt_ns(r['mean_ns'])}, min {fmt_ns(r['min_ns'])}")
+        lines.append(f"wakeup on CPU {r['cpu']}: {r['wakeups']:,} wakeups every {format_ns(r['interval_ns'])}, "
+                     f"mean latency {format_ns(r['mean_ns'])}, min {format_ns(r['min_ns'])}")
     if r.get("percentiles"):
         p = r["percentiles"]
-        lines.append("  " + "  ".join(f"{k} {fmt_ns(p[k])}" for k in ("p50", "p90", "p99", "p99.9", "max")))
+        lines.append("  " + "  ".join(f"{k} {format_ns(p[k])}" for k in ("p50", "p90", "p99", "p99.9", "max")))
     if name == "jitter":
         lines.append(f"  gaps per CPU-hour (of {r['sampled_seconds']:.3f} s sampled):")
         lines.append(f"    {'length':<16}{'count':>8}{'per CPU-hour':>16}")
         for row in r["gaps_per_cpu_hour"]:
             if row["count"]:
-                rng = f"{fmt_ns(row['lo_ns'])}-{fmt_ns(row['hi_ns'])}" if row["hi_ns"] else f">= {fmt_ns(row['lo_ns'])}"
+                rng = f"{format_ns(row['lo_ns'])}-{format_ns(row['hi_ns'])}" if row["hi_ns"] else f">= {format_ns(row['lo_ns'])}"
                 lines.append(f"    {rng:<16}{row['count']:>8}{row['per_hour']:>16,.0f}")
         if r["lost_share"] is not None:
             lines.append(f"  time lost in gaps >= 2 us: {100 * r['lost_share']:.4f}%")
         lines.extend(format_attribution(r.get("attribution")))
     elif name == "sweep":
         lines.append(f"sweep over CPUs {format_cpulist(c['cpu'] for c in r['cpus'])}: {r['rounds']} rounds, "
-                     f"best CPU {r['best_cpu']} at {fmt_ns(r['baseline_ns'])} per unit")
+                     f"best CPU {r['best_cpu']} at {format_ns(r['baseline_ns'])} per unit")
         lines.append(f"    {'cpu':>4}{'mean':>12}{'sd':>12}{'cv':>8}{'loss':>9}  flag")
         for c in r["cpus"]:
-            lines.append(f"    {c['cpu']:>4}{fmt_ns(c['mean_ns']):>12}{fmt_ns(c['sd_ns']):>12}{100 * c['cv']:>7.2f}%"
+            lines.append(f"    {c['cpu']:>4}{format_ns(c['mean_ns']):>12}{format_ns(c['sd_ns']):>12}{100 * c['cv']:>7.2f}%"
                          f"{100 * c['loss_vs_best']:>8.2f}%  {'SLOW' if c['flagged'] else ''}")
     elif name == "c2c":
         lines.append("core-to-core one-way latency (median of batches):")
         cpus = r["matrix_cpus"]
         lines.append("    " + "".join(f"{c:>10}" for c in cpus))
         for c, row in zip(cpus, r["matrix_ns"]):
-            lines.append(f"    {c:<4}" + "".join(f"{fmt_ns(v) if v is not None else '-':>10}" for v in row)[4:])
+            lines.append(f"    {c:<4}" + "".join(f"{format_ns(v) if v is not None else '-':>10}" for v in row)[4:])
     elif name == "counters":
         lines.append(f"counters for {' '.join(r['command'] or [])!s} (CPU {r['cpu']}):")
         lines.append(f"    {'event':<18}{'pinned':>16}{'unpinned':>16}{'ratio':>8}")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
+from app.cli.common import add_root_argument, ensure_headless_qt, root_arg
 from app.errors import CoremapError
 
 
@@ -24,21 +24,13 @@ def register(subparsers) -> None:
         description="Write one self-contained report (HTML with embedded pictures, or PDF): machine "
                     "summary, the topology coloured by IRQ load, the busiest IRQs and where they land, "
                     "the pins made, probe results with plots and percentiles, and notes.")
-    # SUPPRESS: `coremap --root X report ...` must keep the top-level value.
-    p.add_argument("--root", metavar="DIR", default=argparse.SUPPRESS,
-                   help="a captured machine (a folder holding sys/ and proc/); default: this machine")
+    add_root_argument(p)
     p.add_argument("--session", metavar="FILE", default=argparse.SUPPRESS, help="a saved .coremap session")
     p.add_argument("--out", metavar="FILE.html|FILE.pdf", required=True, help="the report to write")
     p.add_argument("--probe", metavar="RESULT.json", action="append", default=[],
                    help="add a probe result (the JSON object `coremap probe --json` prints); repeatable")
     p.add_argument("--notes", metavar="FILE.md", help="add these notes (text) to the report")
     p.set_defaults(func=run)
-
-
-def ensure_headless_qt() -> None:
-    """Offscreen Qt when there is no display (must run before the first Qt import)."""
-    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
-        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
 def _read_probe_results(paths: list[str]) -> list[dict]:
@@ -73,7 +65,7 @@ def run(args) -> int:
         raise ReportArgumentError(f"--out {out}: name a .html or .pdf file")
     if not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise ReportArgumentError(f"--out {out}: folder {out.parent} does not exist; create it first")
-    session_path, root_path = getattr(args, "session", None), getattr(args, "root", None)
+    session_path, root_path = getattr(args, "session", None), root_arg(args)
     if session_path and root_path:
         raise ReportArgumentError("--root and --session both given: report on one machine at a time")
     probes = _read_probe_results(args.probe)

@@ -1,0 +1,31 @@
+"""What every subcommand shares: the `--root` option, the SysRoot it names, and headless Qt."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from app.sysroot import SysRoot
+
+ROOT_HELP = "a captured machine (a folder holding sys/ and proc/) instead of this one"
+
+
+def add_root_argument(p: argparse.ArgumentParser, help: str = ROOT_HELP, *, group=None) -> None:
+    """`--root DIR` on a subcommand. SUPPRESS as default: `coremap --root X CMD` keeps the value the
+    top-level parser set."""
+    (group or p).add_argument("--root", metavar="DIR", default=argparse.SUPPRESS, help=help)
+
+
+def root_arg(args) -> str | None:
+    """The --root given at the top level or on the subcommand, else None (this machine)."""
+    return getattr(args, "root", None)
+
+
+def root_of(args) -> SysRoot:
+    """The SysRoot a command works on: --root, else this machine."""
+    return SysRoot(root_arg(args) or "/")
+
+
+def ensure_headless_qt() -> None:
+    """Offscreen Qt when there is no display (must run before the first Qt import)."""
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")

@@ -1,1 +1,0 @@
-"""One module per `coremap` subcommand; each defines `register(subparsers)` and sets `func`."""

@@ -1,0 +1,200 @@
+"""How coremap spells every number, time, size, CPU list and recurring sentence: one rule each,
+used by the CLI, the window, reports and probes alike, and tested once (tests/unit/test_format.py).
+
+Pure functions, no Qt: a figure reads the same in a table cell, a tooltip, a report and a terminal.
+KDAB hotspot keeps its one `formatTimeString(ns)` the same way (src/util.h).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from app.parse.cpulist import format_cpulist
+
+UNKNOWN = "–"                  # a figure that is not known (never "0", which is a figure)
+ARROW = "->"                   # before -> after: pin lines, the journal, reports (ASCII: greppable)
+_DECIMAL_BELOW = 10.0          # below this a rate or percentage keeps one decimal: 0.4/s, 3.5%
+
+
+# -- plain numbers ---------------------------------------------------------------------------------
+def format_count(n: int | None) -> str:
+    """'1,234,567'; '' when unknown."""
+    if n is None:
+        return ""
+    return f"{n:,}"
+
+
+def format_rate(per_s: float | None) -> str:
+    """'12,345/s', '3.5/s', '0/s'; '' when unknown."""
+    if per_s is None:
+        return ""
+    if per_s == 0:
+        return "0/s"
+    if abs(per_s) < _DECIMAL_BELOW:
+        return f"{per_s:.1f}/s"
+    return f"{per_s:,.0f}/s"
+
+
+def format_percent(p: float | None) -> str:
+    """'37%', '3.5%', '0%' (CPU % of one CPU: a thread busy on two CPUs' worth shows 200%); '' when
+    unknown. 9.96 rounds to '10%', never '10.0%'."""
+    if p is None:
+        return ""
+    if p == 0:
+        return "0%"
+    if abs(p) < _DECIMAL_BELOW - 0.05:
+        return f"{p:.1f}%"
+    return f"{p:.0f}%"
+
+
+def format_compact(v: float | None) -> str:
+    """A short figure for a grid cell, a legend or an axis: 0, 7, 3.5, 12, 1.2k, 35k, 1M, 2.5G;
+    UNKNOWN when unknown. Two significant digits below 10 of a unit, whole numbers above."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return UNKNOWN
+    a = abs(v)
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= div * 0.9995:
+            return _trim(v / div) + suffix
+    return _trim(v)
+
+
+def _trim(x: float) -> str:
+    if abs(x) < 9.95 and x != int(x):
+        return f"{x:.1f}".rstrip("0").rstrip(".")
+    return f"{x:.0f}"
+
+
+# -- time and size -----------------------------------------------------------------------------------
+def format_ns(ns: float | None) -> str:
+    """A duration given in nanoseconds, three significant digits: '29.2 ns', '1.5 µs', '12.3 ms',
+    '2 s'; UNKNOWN when unknown."""
+    if ns is None:
+        return UNKNOWN
+    ns = float(ns)
+    if not math.isfinite(ns):
+        return UNKNOWN
+    for div, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if abs(ns) >= div * 0.9995:
+            return f"{ns / div:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+
+def format_size(nbytes: int | None) -> str:
+    """Binary size: '48 KiB', '1.25 MiB', '24 MiB', '512 B'; '?' when unknown."""
+    if nbytes is None:
+        return "?"
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift:
+            v = nbytes / (1 << shift)
+            return f"{v:.2f}".rstrip("0").rstrip(".") + f" {unit}"
+    return f"{nbytes} B"
+
+
+# -- CPU lists ---------------------------------------------------------------------------------------
+def format_cpus(cpus: Iterable[int] | None) -> str:
+    """The kernel's list spelling ('0-3,8'); '' for unknown; 'none' for an empty set."""
+    if cpus is None:
+        return ""
+    s = format_cpulist(cpus)
+    return s if s else "none"
+
+
+def format_change(before: Iterable[int] | None, after: Iterable[int] | None) -> str:
+    """'0-3 → 2': an affinity before and after a change; '?' for a side that is not known."""
+    b = format_cpus(before) if before is not None else "?"
+    a = format_cpus(after) if after is not None else "?"
+    return f"{b} {ARROW} {a}"
+
+
+def cpus_word(cpus: Sequence[int]) -> str:
+    """'CPU 3' or 'CPUs 2-5,8'."""
+    return f"CPU{'s' if len(cpus) != 1 else ''} {format_cpus(cpus)}"
+
+
+# -- per-CPU spreads --------------------------------------------------------------------------------
+def per_cpu_pairs(per_cpu, cpus: Sequence[int] | None = None) -> list[tuple[int, float]]:
+    """(cpu, value) pairs from a {cpu: value} mapping or a sequence aligned with `cpus`.
+
+    Rates and counts arrive both ways: rates keyed by CPU id, /proc/interrupts counts as columns in
+    header order (which skip offline CPUs, so column i is not CPU i: kernel/irq/proc.c
+    show_interrupts prints only online CPUs).
+    """
+    if per_cpu is None:
+        return []
+    if isinstance(per_cpu, Mapping):
+        return [(int(c), v) for c, v in per_cpu.items()]
+    if cpus is None:
+        cpus = range(len(per_cpu))
+    return list(zip(cpus, per_cpu))
+
+
+def nonzero_pairs(per_cpu, cpus: Sequence[int] | None = None) -> list[tuple[int, float]]:
+    """Like per_cpu_pairs, keeping only CPUs with a non-zero value."""
+    return [(c, v) for c, v in per_cpu_pairs(per_cpu, cpus) if v]
+
+
+def shares_of(pairs: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """(cpu, fraction of the total) for non-zero (cpu, value) pairs, largest first."""
+    total = float(sum(v for _, v in pairs))
+    if total <= 0:
+        return []
+    return sorted(((c, v / total) for c, v in pairs), key=lambda cf: (-cf[1], cf[0]))
+
+
+def spread(per_cpu, cpus: Sequence[int] | None = None, *, top: int = 3) -> list[tuple[int, float]]:
+    """The CPUs carrying a load, largest share first, as (cpu, fraction of the total) pairs; only CPUs
+    with a non-zero value appear; `top` limits the list (0 = all)."""
+    shares = shares_of(nonzero_pairs(per_cpu, cpus))
+    return shares[:top] if top else shares
+
+
+def format_shares(shares: list[tuple[int, float]], *, top: int = 3) -> str:
+    """'3: 61% · 7: 39%' from shares_of(); '+5 CPUs' appended when more CPUs share the load."""
+    if not shares:
+        return ""
+    shown = shares[:top] if top else shares
+    text = " · ".join(f"{c}: {_share_text(frac)}" for c, frac in shown)
+    rest = len(shares) - len(shown)
+    if rest > 0:
+        text += f" · +{rest} CPU{'s' if rest > 1 else ''}"
+    return text
+
+
+def _share_text(frac: float) -> str:
+    pct = frac * 100
+    return "<1%" if 0 < pct < 0.5 else f"{pct:.0f}%"
+
+
+# -- sentences ---------------------------------------------------------------------------------------
+def offline_sentence(offline: Sequence[int], online: Iterable[int]) -> str:
+    """'CPU 3 is offline; choose among the online CPUs 0-2' (the same words wherever a CPU list
+    is checked: pins, the Pin to… dialog, the probe panel, the helper)."""
+    s = len(offline) != 1
+    return (f"{cpus_word(offline)} {'are' if s else 'is'} offline; choose among the online "
+            f"CPUs {format_cpus(sorted(online)) or 'none'}")
+
+
+def unknown_cpus_sentence(missing: Sequence[int], known: Iterable[int]) -> str:
+    """'CPU 999 does not exist on this machine; it has CPUs 0-1'."""
+    s = len(missing) != 1
+    return (f"{cpus_word(missing)} {'do' if s else 'does'} not exist on this machine; it has CPUs "
+            f"{format_cpus(sorted(known)) or 'none'}")
+
+
+def excerpt(text: str, limit: int = 40) -> str:
+    """A short, escaped quotation of untrusted text for an error line: control characters and
+    non-printing code points escaped, cut at `limit` characters with '…' (never a file's whole
+    contents, never an escape sequence that a terminal would act on)."""
+    cut = text[:limit]
+    shown = repr(cut)
+    return shown + ("…" if len(text) > limit else "")
+
+
+def printable(name: str) -> str:
+    """A name from the machine (thread, process, device) safe for a terminal line: control
+    characters (ANSI escapes, newlines that would forge a line) become \\x.. escapes; everything
+    else is kept as is."""
+    if name.isprintable():
+        return name
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in name)
