@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -38,6 +39,41 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+NAME_MAX = 255            # bytes in one file name on ext4, XFS, btrfs, tmpfs (and most others)
+
+
+def check_output_path(path: str | os.PathLike, what: str = "") -> Path:
+    """The output path, refused early (before any capture, render or wait) when it cannot be written,
+    with one line: a missing or unwritable folder, a name too long for the filesystem, or a target that
+    exists and is not a regular file (a device such as /dev/null, a FIFO, a socket, a folder or a
+    symlink — atomic_writer renames over its target, and as root that would replace /dev/null)."""
+    target = Path(path)
+    name = f"{what} {target}" if what else str(target)
+    folder = target.parent if str(target.parent) else Path(".")
+    if len(os.fsencode(target.name)) > NAME_MAX:
+        raise AtomicWriteError(f"{what + ' ' if what else ''}{str(target)[:60]}…: the file name is "
+                               f"{len(os.fsencode(target.name))} bytes, longer than the {NAME_MAX} a "
+                               "filesystem allows; choose a shorter name")
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise AtomicWriteError(f"{name}: cannot be used ({os.strerror(e.errno or 0)}); choose another path") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = ("a symlink" if stat.S_ISLNK(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
+                else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a device")
+        hint = (f"give a file name such as {target / 'out'}" if stat.S_ISDIR(st.st_mode)
+                else "give the path of a regular file (coremap never writes through links or into devices)")
+        raise AtomicWriteError(f"{name} is {kind}, not a regular file; {hint}")
+    if not folder.is_dir():
+        raise AtomicWriteError(f"{name}: folder {folder} does not exist; create it or choose another path")
+    if not os.access(folder, os.W_OK):
+        raise AtomicWriteError(f"{name}: folder {folder} is not writable; choose another path")
+    return target
+
+
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike, mode: int | None = None) -> Iterator[BinaryIO]:
     """`with atomic_writer(p) as f: f.write(...)` streams into a temporary file beside `p` and
@@ -50,8 +86,10 @@ def atomic_writer(path: str | os.PathLike, mode: int | None = None) -> Iterator[
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise AtomicWriteError(f"{target}: folder {folder} does not exist; create it or choose another path")
+    check_output_path(target)
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        # The temporary name keeps at most 100 bytes of the target's, so it fits wherever the target does.
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name[:100]}.", suffix=".tmp", dir=folder)
     except OSError as e:
         raise AtomicWriteError(f"{target}: cannot create a file in {folder} ({os.strerror(e.errno or 0)}); "
                                "choose a writable folder") from None

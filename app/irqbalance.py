@@ -39,7 +39,7 @@ class IrqbalanceStatus:
 def read_irqbalance(root: SysRoot) -> IrqbalanceStatus:
     pid = _find_process(root)
     sock = None
-    run_dir = root.root.joinpath("run", "irqbalance")
+    run_dir = root.path("run", "irqbalance")
     for name in root.listdir(run_dir):
         m = _SOCKET.match(name)
         if m and (pid is None or int(m.group(1)) == pid):
@@ -85,7 +85,7 @@ def _read_environ(root: SysRoot, pid: int) -> dict[str, str]:
 def _read_default_file(root: SysRoot) -> dict[str, str]:
     """KEY="value" lines of /etc/default/irqbalance (a shell fragment sourced by its unit)."""
     try:
-        text = root.read_optional(root.root.joinpath("etc", "default", "irqbalance"))
+        text = root.read_optional(root.path("etc", "default", "irqbalance"))
     except SysRootReadError:
         return {}
     env = {}

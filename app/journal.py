@@ -15,15 +15,29 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
+import re
+import stat
 import time
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.errors import CoremapError
+from app.parse.cpulist import MAX_CPU
 
 STATES = ("pending", "done", "failed")
+KINDS = ("thread", "irq")
+# Bounds of a valid line. The journal is input like any other (a hand edit, a torn write, a file
+# someone else put there): a line outside them is skipped with a note, as a torn line is.
+MAX_ID = 1 << 53                   # ids count up from 1; beyond this a float would have stood in
+MAX_TARGET = 1 << 22               # PID_MAX_LIMIT (include/linux/threads.h); IRQ numbers are far lower
+MAX_TIME = 1e11                    # seconds since 1970: year 5138
+MAX_TEXT = 4096
+MAX_LINE = 1 << 20                 # a record with 65,536 CPUs in two lists is ~800 kB
+MAX_JOURNAL = 256 << 20
+_ORIGIN_RE = re.compile(r"(?:undo|redo):[1-9][0-9]{0,15}|[a-z][a-z0-9_-]{0,31}")
 
 
 class JournalError(CoremapError):
@@ -60,10 +74,79 @@ def _tuple(v):
     return None if v is None else tuple(int(x) for x in v)
 
 
-class Journal:
-    """`Journal(path)`: open (creating) the journal file at `path`."""
+class _BadLine(ValueError):
+    """A journal line whose fields are out of range or of the wrong type."""
 
-    def __init__(self, path: str | os.PathLike):
+
+def _int(v, name: str, lo: int, hi: int) -> int:
+    if type(v) is not int or not lo <= v <= hi:
+        raise _BadLine(f"{name} {str(v)[:40]}: expected a whole number {lo}-{hi}")
+    return v
+
+
+def _opt_int(v, name: str, lo: int, hi: int) -> int | None:
+    return None if v is None else _int(v, name, lo, hi)
+
+
+def _text(v, name: str, limit: int = MAX_TEXT) -> str:
+    if type(v) is not str or len(v) > limit:
+        raise _BadLine(f"{name}: expected text of at most {limit} characters")
+    return v
+
+
+def _cpus(v, name: str, *, optional: bool) -> tuple[int, ...] | None:
+    if v is None and optional:
+        return None
+    if type(v) is not list or len(v) > MAX_CPU:
+        raise _BadLine(f"{name}: expected a list of CPU numbers")
+    return tuple(_int(c, name, 0, MAX_CPU - 1) for c in v)
+
+
+def _time(v) -> float:
+    if type(v) not in (int, float) or not math.isfinite(v) or not 0 <= v <= MAX_TIME:
+        raise _BadLine(f"time {str(v)[:40]}: expected seconds since 1970")
+    return float(v)
+
+
+def _origin(v) -> str:
+    if type(v) is not str or not _ORIGIN_RE.fullmatch(v):
+        raise _BadLine(f"origin {str(v)[:40]!r}: expected pin, undo:N, redo:N, restore or a short word")
+    return v
+
+
+def entry_from_line(obj) -> JournalEntry:
+    """A "record" line as an entry; _BadLine when any field is out of range or of the wrong type."""
+    if type(obj) is not dict:
+        raise _BadLine("not an object")
+    kind = obj.get("kind")
+    if kind not in KINDS:
+        raise _BadLine(f"kind {str(kind)[:20]!r}: expected thread or irq")
+    return JournalEntry(
+        id=_int(obj.get("id"), "id", 1, MAX_ID), session=_text(obj.get("session"), "session", 64),
+        batch=_int(obj.get("batch"), "batch", 1, MAX_ID), origin=_origin(obj.get("origin")),
+        root=_text(obj.get("root"), "root"), kind=kind,
+        target_id=_int(obj.get("target"), "target", 0, MAX_TARGET),
+        pid=_opt_int(obj.get("pid"), "pid", 1, MAX_TARGET), label=_text(obj.get("label"), "label", 256),
+        starttime=_opt_int(obj.get("starttime"), "starttime", 0, 1 << 63),
+        before=_cpus(obj.get("before"), "before", optional=True),
+        requested=_cpus(obj.get("requested"), "requested", optional=False), time=_time(obj.get("time")))
+
+
+def _mark_fields(obj) -> dict:
+    """The checked fields of a "mark" line."""
+    state = obj.get("state")
+    if state not in STATES:
+        raise _BadLine(f"state {str(state)[:20]!r}: expected one of {', '.join(STATES)}")
+    return {"state": state, "after": _cpus(obj.get("after"), "after", optional=True),
+            "effective": _cpus(obj.get("effective"), "effective", optional=True),
+            "code": _text(obj.get("code", ""), "code", 32), "message": _text(obj.get("message", ""), "message")}
+
+
+class Journal:
+    """`Journal(path)`: open (creating) the journal file at `path`. With `readonly`, only read it
+    (a missing file is an empty journal; a read-only file or folder is fine): `coremap journal`."""
+
+    def __init__(self, path: str | os.PathLike, *, readonly: bool = False):
         self.path = Path(path)
         self.session_id = uuid.uuid4().hex[:12]
         self.notes: list[str] = []         # corrupt lines skipped, for the log/status line
@@ -71,12 +154,32 @@ class Journal:
         self._offset = 0
         self._line_no = 0
         self._max_id = 0
+        self.readonly = readonly
+        self._fd = -1
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            if readonly:
+                self._fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                                   | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:
+            if not readonly:
+                raise JournalError(f"{self.path}: cannot create the pin journal; set COREMAP_STATE_DIR to "
+                                   "a folder you may write") from None
+            return                  # nothing journalled yet: an empty journal
         except OSError as e:
-            raise JournalError(f"{self.path}: cannot open the pin journal ({e.strerror}); "
+            raise JournalError(f"{self.path}: cannot open the pin journal ({os.strerror(e.errno or 0)}); "
                                "set COREMAP_STATE_DIR to a folder you may write") from None
+        st = os.fstat(self._fd)
+        if not stat.S_ISREG(st.st_mode):
+            self.close()
+            raise JournalError(f"{self.path} is not a regular file; move it aside (coremap keeps its pin "
+                               "journal in a plain file)")
+        if st.st_size > MAX_JOURNAL:
+            self.close()
+            raise JournalError(f"{self.path} is {st.st_size:,} bytes, more than a pin journal grows to; "
+                               "move it aside")
         with self._locked(fcntl.LOCK_SH):
             self._catch_up()
 
@@ -96,13 +199,14 @@ class Journal:
                label: str = "", root: str = "/", origin: str = "pin", batch: int | None = None,
                starttime: int | None = None) -> int:
         """Append a pending entry and fsync it; returns its id. `batch` None starts a new batch."""
+        self._writable()
         with self._locked(fcntl.LOCK_EX):
             self._catch_up()
             new_id = self._max_id + 1
             entry = JournalEntry(
                 id=new_id, session=self.session_id, batch=new_id if batch is None else batch,
                 origin=origin, root=str(root), kind=kind, target_id=int(target_id), pid=pid,
-                label=label, starttime=starttime, before=_tuple(before),
+                label=label[:256], starttime=starttime, before=_tuple(before),
                 requested=tuple(requested), time=time.time())
             line = {"ev": "record", "id": entry.id, "session": entry.session, "batch": entry.batch,
                     "origin": entry.origin, "root": entry.root, "kind": entry.kind,
@@ -119,16 +223,22 @@ class Journal:
         """Finish entry `entry_id`: state "done" or "failed", with what was read back."""
         if state not in STATES:
             raise ValueError(f"journal state {state!r}: expected one of {', '.join(STATES)}")
+        self._writable()
         with self._locked(fcntl.LOCK_EX):
             self._catch_up()
             if entry_id not in self._entries:
                 raise JournalError(f"{self.path}: no journal entry {entry_id} to mark")
-            line = {"ev": "mark", "id": entry_id, "state": state, "after": _tuple(after),
-                    "effective": _tuple(effective), "code": code, "message": message}
+            fields = {"state": state, "after": _tuple(after), "effective": _tuple(effective),
+                      "code": code[:32], "message": message[:MAX_TEXT]}
+            line = {"ev": "mark", "id": entry_id, **fields}
             # No fsync: a mark lost to a power cut leaves the entry "pending", which restore already
             # treats as changed (the conservative reading), and it halves the cost of a pin.
             self._append(line, sync=False)
-            self._apply_mark(line)
+            self._apply_mark(entry_id, fields)
+
+    def _writable(self) -> None:
+        if self.readonly or self._fd < 0:
+            raise JournalError(f"{self.path}: the pin journal was opened read-only; nothing can be pinned")
 
     def _append(self, obj: dict, sync: bool = True) -> None:
         data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
@@ -183,7 +293,9 @@ class Journal:
         return sorted(open_runs.values(), key=lambda e: e.id)
 
     def _catch_up(self) -> None:
-        size = os.fstat(self._fd).st_size
+        if self._fd < 0:
+            return
+        size = min(os.fstat(self._fd).st_size, MAX_JOURNAL)
         if size <= self._offset:
             return
         data = os.pread(self._fd, size - self._offset, self._offset)
@@ -200,36 +312,31 @@ class Journal:
         if not raw.strip():
             return
         try:
+            if len(raw) > MAX_LINE:
+                raise _BadLine(f"{len(raw):,} bytes long")
             obj = json.loads(raw)
-            if obj["ev"] == "record":
-                e = JournalEntry(
-                    id=int(obj["id"]), session=str(obj["session"]), batch=int(obj["batch"]),
-                    origin=str(obj["origin"]), root=str(obj["root"]), kind=str(obj["kind"]),
-                    target_id=int(obj["target"]), pid=obj["pid"], label=str(obj["label"]),
-                    starttime=obj["starttime"], before=_tuple(obj["before"]),
-                    requested=_tuple(obj["requested"]), time=float(obj["time"]))
+            ev = obj.get("ev") if type(obj) is dict else None
+            if ev == "record":
+                e = entry_from_line(obj)
+                if e.id in self._entries:
+                    raise _BadLine(f"id {e.id} used twice")
                 self._entries[e.id] = e
                 self._max_id = max(self._max_id, e.id)
-            elif obj["ev"] == "mark":
-                if int(obj["id"]) not in self._entries:
-                    raise KeyError("mark for an unknown entry")
-                self._apply_mark(obj)
+            elif ev == "mark":
+                entry_id = _int(obj.get("id"), "id", 1, MAX_ID)
+                if entry_id not in self._entries:
+                    raise _BadLine("mark for an unknown entry")
+                self._apply_mark(entry_id, _mark_fields(obj))
             else:
-                raise KeyError(f"unknown event {obj['ev']!r}")
-        except (ValueError, KeyError, TypeError) as e:
-            # A torn last line after a crash, or a hand edit: skip it, keep everything else.
-            self.notes.append(f"{self.path}: line {self._line_no} skipped ({type(e).__name__}: "
-                              f"{str(e)[:80]})")
+                raise _BadLine(f"unknown event {str(ev)[:20]!r}")
+        except (ValueError, RecursionError) as e:
+            # A torn last line after a crash, a hand edit, or a line someone else wrote: skip it,
+            # keep everything else. (json's errors and _BadLine are ValueErrors.)
+            why = str(e)[:80] if isinstance(e, _BadLine) else f"{type(e).__name__}: {str(e)[:80]}"
+            self.notes.append(f"{self.path}: line {self._line_no} skipped ({why})")
 
-    def _apply_mark(self, obj: dict) -> None:
-        entry_id = int(obj["id"])
-        state = str(obj["state"])
-        if state not in STATES:
-            raise ValueError(f"state {state!r}")
-        self._entries[entry_id] = replace(
-            self._entries[entry_id], state=state, after=_tuple(obj.get("after")),
-            effective=_tuple(obj.get("effective")), code=str(obj.get("code", "")),
-            message=str(obj.get("message", "")))
+    def _apply_mark(self, entry_id: int, fields: dict) -> None:
+        self._entries[entry_id] = replace(self._entries[entry_id], **fields)
 
     def _locked(self, how: int):
         return _Flock(self._fd, how)
@@ -240,7 +347,9 @@ class _Flock:
         self.fd, self.how = fd, how
 
     def __enter__(self):
-        fcntl.flock(self.fd, self.how)
+        if self.fd >= 0:
+            fcntl.flock(self.fd, self.how)
 
     def __exit__(self, *exc):
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        if self.fd >= 0:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import app
-from app.atomic import atomic_writer
-from app.errors import CoremapError
+from app.atomic import AtomicWriteError, atomic_writer, check_output_path
+from app.errors import CoremapError, SysRootReadError
 from app.sysroot import SNAPSHOT_META_DIR, SysRoot
 
 FORMAT = 1
@@ -73,42 +73,38 @@ class _Capture:
 
     def __init__(self, root: SysRoot):
         self.root = root
-        self.base = Path(root.root)
         self.files: dict[str, bytes] = {}
         self.links: dict[str, str] = {}
         self.skipped: list[str] = []
 
     def file(self, rel: str, *, optional: bool = True, dest: str | None = None) -> bytes | None:
+        # Through the SysRoot: a capture of a capture reads only its regular files, bounded, never
+        # through a link that leaves it (app/sysroot.py).
         try:
-            with open(self.base / rel, "rb") as f:
-                data = f.read()
-        except (FileNotFoundError, NotADirectoryError):
-            if not optional:
-                self.skipped.append(f"{rel}: missing")
-            return None
-        except IsADirectoryError:
-            return None
-        except OSError as e:
-            # Permission (e.g. proc/irq/N/* to a non-root user on some kernels), EIO/EINVAL from a
-            # driver's show() method, or an IRQ/task freed between listing and reading: note it, go on.
-            self.skipped.append(f"{rel}: {os.strerror(e.errno) if e.errno else e}")
+            data = self.root.read_bytes(self.root.path(rel))
+        except SysRootReadError as e:
+            if e.reason == "missing":
+                if not optional:
+                    self.skipped.append(f"{rel}: missing")
+            elif e.reason != "is a folder, not a file":
+                # Permission (e.g. proc/irq/N/* to a non-root user on some kernels), EIO/EINVAL from a
+                # driver's show() method, or an IRQ/task freed between listing and reading: note it, go on.
+                self.skipped.append(f"{rel}: {e.reason}")
             return None
         self.files[dest or rel] = data
         return data
 
     def listdir(self, rel: str) -> list[str]:
         try:
-            return sorted(os.listdir(self.base / rel))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        except OSError as e:
-            self.skipped.append(f"{rel}/: {os.strerror(e.errno) if e.errno else e}")
+            return self.root.listdir(self.root.path(rel))
+        except SysRootReadError as e:
+            self.skipped.append(f"{rel}/: {e.reason}")
             return []
 
     def regular_files(self, rel: str, *, exclude=("uevent",)) -> None:
         for name in self.listdir(rel):
-            p = self.base / rel / name
-            if name in exclude or p.is_symlink() or not p.is_file():
+            p = self.root.path(rel, name)
+            if name in exclude or self.root.readlink(p) is not None or self.root.is_dir(p):
                 continue
             self.file(f"{rel}/{name}")
 
@@ -116,9 +112,12 @@ class _Capture:
         """Store `rel` as a symlink with sysfs's own relative target; the normalised target path
         (relative to the root) is returned, or None when it is not a link or would leave the root."""
         try:
-            target = os.readlink(self.base / rel)
-        except (FileNotFoundError, OSError):
-            # Not a link (EINVAL), or removed meanwhile (a hot-unplugged device): nothing to store.
+            target = self.root.readlink(self.root.path(rel))
+        except SysRootReadError:
+            # Unreadable folder on the way: nothing to store (reported by the reads that need it).
+            return None
+        if target is None:
+            # Not a link, or removed meanwhile (a hot-unplugged device): nothing to store.
             return None
         resolved = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
         if posixpath.isabs(target) or resolved.startswith("../") or resolved == "..":
@@ -181,7 +180,7 @@ def _host_of(c: _Capture) -> str:
         return text.decode("utf-8", "replace").strip()
     if c.root.is_live:
         return socket.gethostname()
-    return c.base.resolve().name or "machine"
+    return c.root.root.resolve().name or "machine"
 
 
 def _kernel_of(c: _Capture) -> str | None:
@@ -196,19 +195,6 @@ def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "machine"
 
 
-def check_output_path(out: str | os.PathLike) -> Path:
-    """The output path, refused early (before any capture or wait) when it cannot be written."""
-    out = Path(out)
-    folder = out.parent if str(out.parent) else Path(".")
-    if not folder.is_dir():
-        raise SnapshotError(f"{out}: folder {folder} does not exist; create it or choose another path")
-    if out.is_dir():
-        raise SnapshotError(f"{out} is a folder; give a file name such as {out / 'machine.tar.gz'}")
-    if not os.access(folder, os.W_OK):
-        raise SnapshotError(f"{out}: folder {folder} is not writable; choose another path")
-    return out
-
-
 def take_snapshot(out: str | os.PathLike, root: SysRoot | None = None, *, interval: float = 1.0,
                   second: bool = True, sleep=time.sleep) -> SnapshotResult:
     """Capture `root` (default: this machine) into the tarball `out`, written atomically.
@@ -219,7 +205,10 @@ def take_snapshot(out: str | os.PathLike, root: SysRoot | None = None, *, interv
     otherwise the snapshot has none.
     """
     root = root or SysRoot("/")
-    out = check_output_path(out)
+    try:
+        out = check_output_path(out)
+    except AtomicWriteError as e:
+        raise SnapshotError(str(e)) from None
     if not interval > 0 and second:
         raise SnapshotError(f"--interval {interval}: give a positive number of seconds, or --no-second")
     c = _Capture(root)

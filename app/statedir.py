@@ -36,8 +36,9 @@ def state_dir(create: bool = True) -> Path:
     return path
 
 
-def journal_path() -> Path:
-    return state_dir() / "journal.jsonl"
+def journal_path(create: bool = True) -> Path:
+    """The pin journal's path; with create=False the state folder is not made (read-only commands)."""
+    return state_dir(create) / "journal.jsonl"
 
 
 def reports_dir(create: bool = True) -> Path:

@@ -1,9 +1,23 @@
-"""SysRoot: the one place that spells /proc and /sys.
+"""SysRoot: the one place that spells /proc and /sys, and the one place that opens them.
 
 Every read of the machine goes through a SysRoot, so the same code runs on the live machine
 (`SysRoot("/")`) and on a captured snapshot of another one (`SysRoot("/tmp/worker1")`), the way
 prometheus/procfs takes its mount point as a parameter. Parsers never open files; readers in
 `app.machine` call the methods here and hand text to `app.parse`.
+
+A capture is hostile input: it may come from anyone, unpacked with a plain `tar xf`, and coremap often
+runs as root. So under a root that is not "/":
+- every open resolves inside the root: openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS where the
+  kernel has it (Linux 5.6), else a component-by-component walk with O_NOFOLLOW that follows only
+  relative links that stay inside. A member that leads outside (`proc/cmdline -> /etc/shadow`, or
+  `../../..` past the root) is read as missing, and a note says so; the target is never opened.
+  RESOLVE_BENEATH rather than RESOLVE_IN_ROOT: a link that leaves the capture is news (a crafted or
+  broken capture), and re-rooting it could show another file of the capture under the wrong name;
+- only regular files are read (a FIFO would hang, /dev/zero would never end): anything else is
+  missing, with a note;
+- every read is bounded (READ_LIMITS below), on the live machine too.
+Writes (IRQ masks) go through `open_for_write`, which refuses a capture unless a test made the tree
+on purpose (COREMAP_WRITABLE_TEST_ROOTS), and even then opens with the same confinement.
 
 A snapshot taken by `coremap snapshot` may hold a second capture of the counters
 (interrupts, softirqs, stat) under `.coremap/t1/`, taken `interval` seconds after the first, so
@@ -11,14 +25,37 @@ rates can be shown for a machine that is not this one; `later()` returns it.
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
+import math
 import os
+import stat
 from pathlib import Path
 
 from app.errors import NotASysRoot, SysRootReadError
 
 SNAPSHOT_META_DIR = ".coremap"
+# os.pathsep-separated folders the tests build on purpose and may write IRQ masks into (never a
+# capture a user was handed): see open_for_write.
+WRITABLE_TEST_ROOTS_ENV = "COREMAP_WRITABLE_TEST_ROOTS"
+
+MiB = 1 << 20
+# The largest real file of each kind, times a margin. /proc/interrupts of a 1,152-CPU machine is 13 MB
+# and grows with CPUs x IRQs; an 8,192-CPU one would be ~100 MB. Everything else coremap reads is a
+# sysfs attribute (at most a page) or a small /proc file; maps of a big JVM run to a few MB.
+READ_LIMITS = {"interrupts": 256 * MiB, "softirqs": 64 * MiB, "stat": 64 * MiB, "cpuinfo": 64 * MiB,
+               "maps": 64 * MiB, "trace": 256 * MiB}
+DEFAULT_READ_LIMIT = 8 * MiB
+MAX_NOTES = 50
+_MAX_LINKS = 40          # as the kernel's own limit on symlinks in one path (MAXSYMLINKS)
+
+
+class LeavesRoot(OSError):
+    """A path whose resolution would leave the capture."""
+
+    def __init__(self, rel: str):
+        super().__init__(errno.EXDEV, "leads outside the capture", rel)
 
 
 class SysRoot:
@@ -26,17 +63,42 @@ class SysRoot:
 
     def __init__(self, root: str | os.PathLike = "/", *, check: bool = True):
         self.root = Path(root)
+        self.notes: list[str] = []          # what was refused while reading (links out, devices)
+        self._root_fd: int | None = None
+        try:
+            self._live = self.root.resolve() == Path("/")
+        except (OSError, RuntimeError):
+            self._live = False
         if check:
             self._check()
+
+    def __del__(self):
+        fd, self._root_fd = getattr(self, "_root_fd", None), None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                # Closed already (interpreter shutdown closing fds): nothing left to release.
+                pass
 
     # -- identity ---------------------------------------------------------------------------
     @property
     def is_live(self) -> bool:
         """True when this is the running machine, where writes and live sampling make sense."""
+        return self._live
+
+    @property
+    def writable(self) -> bool:
+        """Whether affinity writes may go into this root: the live machine, or a tree a test built
+        on purpose and named in COREMAP_WRITABLE_TEST_ROOTS. A capture someone handed us, never."""
+        if self._live:
+            return True
+        allowed = os.environ.get(WRITABLE_TEST_ROOTS_ENV, "")
         try:
-            return self.root.resolve() == Path("/")
-        except OSError:
+            mine = self.root.resolve()
+        except (OSError, RuntimeError):
             return False
+        return any(p and Path(p).resolve() == mine for p in allowed.split(os.pathsep))
 
     def __repr__(self) -> str:
         return f"SysRoot({str(self.root)!r})"
@@ -49,23 +111,32 @@ class SysRoot:
 
     def _check(self) -> None:
         r = self.root
-        if not r.exists():
-            raise NotASysRoot(f"{r}: no such folder; point --root at a folder that holds sys/ and proc/")
-        if not r.is_dir():
+        try:
+            st = os.stat(r)
+        except FileNotFoundError:
+            raise NotASysRoot(f"{r}: no such folder; point --root at a folder that holds sys/ and proc/") from None
+        except OSError as e:
+            raise NotASysRoot(f"{r}: cannot open it ({os.strerror(e.errno or 0)}); point --root at a folder "
+                              "that holds sys/ and proc/") from None
+        if not stat.S_ISDIR(st.st_mode):
             hint = (" (a snapshot tarball: extract it first with `tar xf`, then pass the folder)"
                     if r.name.endswith((".tar.gz", ".tgz", ".tar.bz2", ".tar")) else "")
             raise NotASysRoot(f"{r}: not a folder{hint}")
         markers = ("sys/devices/system/cpu", "proc/stat", "proc/interrupts", "proc/cpuinfo")
-        if any((r / m).exists() for m in markers):
+        if any(self.exists(r / m) for m in markers):
             return
         # Captures often nest one level deeper (hwloc's tarballs hold NAME/sys, NAME/proc).
-        inner = [d for d in _safe_listdir(r) if any((r / d / m).exists() for m in markers)]
+        inner = [d for d in self.listdir(r) if any(self.exists(r / d / m) for m in markers)]
         hint = f"; did you mean {r / inner[0]}?" if len(inner) == 1 else ""
         raise NotASysRoot(
             f"{r} is not a sysroot: it holds none of sys/devices/system/cpu, proc/stat, "
             f"proc/interrupts{hint}")
 
     # -- paths --------------------------------------------------------------------------------
+    def path(self, *parts: str | int) -> Path:
+        """Path of <parts> under this root (etc/, run/ for irqbalance's files)."""
+        return self.root.joinpath(*map(str, parts))
+
     def proc(self, *parts: str | int) -> Path:
         """Path of proc/<parts> under this root."""
         return self.root.joinpath("proc", *map(str, parts))
@@ -86,9 +157,9 @@ class SysRoot:
         """The tracefs mount: sys/kernel/tracing, or sys/kernel/debug/tracing where only debugfs is
         mounted (kernels before 4.1 and some distributions; Documentation/trace/ftrace.rst)."""
         t = self.sys("kernel", "tracing")
-        if not _exists(t / "events"):
+        if not self._exists_quietly(t / "events"):
             old = self.sys("kernel", "debug", "tracing")
-            if _exists(old / "events"):
+            if self._exists_quietly(old / "events"):
                 t = old
         return t.joinpath(*map(str, parts))
 
@@ -103,26 +174,49 @@ class SysRoot:
         return self.proc(str(pid), "task", str(tid), *parts)
 
     # -- reads --------------------------------------------------------------------------------
-    def read(self, path: Path) -> str:
-        """The whole text of `path` (which must lie under this root). Raises SysRootReadError."""
+    def read_bytes(self, path: Path, limit: int | None = None) -> bytes:
+        """The whole content of `path` (under this root), at most `limit` bytes (READ_LIMITS by file
+        name, else DEFAULT_READ_LIMIT). Raises SysRootReadError; a capture member that is a link out
+        of the capture or not a regular file is "missing" (and noted)."""
+        limit = limit if limit is not None else READ_LIMITS.get(Path(path).name, DEFAULT_READ_LIMIT)
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            fd = self._open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except LeavesRoot:
+            raise SysRootReadError(path, "missing") from None
         except FileNotFoundError:
             raise SysRootReadError(path, "missing") from None
         except PermissionError:
             raise SysRootReadError(path, "permission denied; run as a user who may read it") from None
         except OSError as e:
             raise SysRootReadError(path, os.strerror(e.errno) if e.errno else str(e)) from None
-        return data.decode("utf-8", errors="replace")
+        try:
+            st = os.fstat(fd)
+            if not self._live and not stat.S_ISREG(st.st_mode):
+                self._note(path, "is not a regular file (a device, FIFO, socket or folder); read as missing")
+                raise SysRootReadError(path, "missing")
+            if st.st_size > limit:
+                raise SysRootReadError(path, f"is {st.st_size:,} bytes, more than the {_size(limit)} such a "
+                                             "file can hold; not a file coremap reads")
+            data = _read_bounded(fd, limit, path)
+        except IsADirectoryError:
+            raise SysRootReadError(path, "is a folder, not a file") from None
+        except OSError as e:
+            raise SysRootReadError(path, os.strerror(e.errno) if e.errno else str(e)) from None
+        finally:
+            os.close(fd)
+        return data
 
-    def read_optional(self, path: Path) -> str | None:
+    def read(self, path: Path, limit: int | None = None) -> str:
+        """The whole text of `path` (which must lie under this root). Raises SysRootReadError."""
+        return self.read_bytes(path, limit).decode("utf-8", errors="replace")
+
+    def read_optional(self, path: Path, limit: int | None = None) -> str | None:
         """Text of `path`, or None when the file is absent (many sysfs files are optional).
 
         Permission and I/O errors still raise: a file that exists but cannot be read is news.
         """
         try:
-            return self.read(path)
+            return self.read(path, limit)
         except SysRootReadError as e:
             if e.reason == "missing":
                 return None
@@ -145,52 +239,274 @@ class SysRoot:
             raise SysRootReadError(path, f"expected an integer, found {line[:40]!r}") from None
 
     def exists(self, path: Path) -> bool:
-        return path.exists()
+        """Whether `path` exists under this root (a link that leaves a capture does not)."""
+        return self._stat(path) is not None
+
+    def is_dir(self, path: Path) -> bool:
+        st = self._stat(path)
+        return st is not None and stat.S_ISDIR(st.st_mode)
 
     def listdir(self, path: Path) -> list[str]:
-        """Entries of a folder; [] when it is absent."""
-        return _safe_listdir(path)
+        """Entries of a folder, sorted; [] when it is absent or not a folder."""
+        if self._live:
+            return _safe_listdir(path)
+        try:
+            fd = self._open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except (LeavesRoot, FileNotFoundError, NotADirectoryError):
+            return []
+        except PermissionError:
+            raise SysRootReadError(path, "permission denied; run as a user who may read it") from None
+        except OSError as e:
+            raise SysRootReadError(path, os.strerror(e.errno) if e.errno else str(e)) from None
+        try:
+            return sorted(os.listdir(fd))
+        finally:
+            os.close(fd)
 
     def readlink(self, path: Path) -> str | None:
+        """The text of a symlink (never followed), or None when `path` is not one."""
         try:
-            return os.readlink(path)
+            if self._live:
+                return os.readlink(path)
+            parent = self._open(Path(path).parent, os.O_PATH | os.O_DIRECTORY)
+            try:
+                return os.readlink(Path(path).name, dir_fd=parent)
+            finally:
+                os.close(parent)
+        except (LeavesRoot, FileNotFoundError, NotADirectoryError):
+            return None
         except OSError as e:
             if e.errno in (errno.ENOENT, errno.EINVAL):
                 return None
             raise SysRootReadError(path, os.strerror(e.errno)) from None
 
+    # -- writes -------------------------------------------------------------------------------
+    def open_for_write(self, path: Path) -> int:
+        """An fd to write a procfs file such as proc/irq/N/smp_affinity_list: no O_CREAT (a missing
+        file is ENOENT, never a new file), never through a link that leaves the root, and only on the
+        live machine or a test tree (see `writable`). Raises OSError as open(2) would."""
+        if not self.writable:
+            raise PermissionError(errno.EROFS, "a capture cannot be written to", str(path))
+        flags = os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC | os.O_NOCTTY
+        if self._live:
+            return os.open(path, flags)
+        fd = self._open(path, flags | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise PermissionError(errno.EPERM, "not a regular file", str(path))
+        return fd
+
     # -- snapshots ------------------------------------------------------------------------------
     def later(self) -> tuple["SysRoot", float] | None:
         """(second capture, seconds between captures) for a snapshot that holds one, else None."""
-        meta_path = self.root / SNAPSHOT_META_DIR / "meta.json"
-        t1 = self.root / SNAPSHOT_META_DIR / "t1"
-        if not meta_path.exists() or not t1.is_dir():
+        t1 = self.path(SNAPSHOT_META_DIR, "t1")
+        meta = self.snapshot_meta()
+        if meta is None or not self.is_dir(t1):
             return None
         try:
-            meta = json.loads(meta_path.read_text())
             interval = float(meta["interval"])
-        except (OSError, ValueError, KeyError, TypeError):
-            raise SysRootReadError(meta_path, "not a coremap snapshot description; capture again") from None
-        return SysRoot(t1, check=False), interval
+        except (KeyError, TypeError, ValueError):
+            interval = math.nan
+        if not (math.isfinite(interval) and 0 < interval <= 86400):
+            raise SysRootReadError(self.path(SNAPSHOT_META_DIR, "meta.json"),
+                                   "holds no valid interval between its captures; capture again")
+        later = SysRoot(t1, check=False)
+        later.notes = self.notes          # one list: what either capture refused is news
+        return later, interval
 
     def snapshot_meta(self) -> dict | None:
         """The snapshot's meta.json (host, time, coremap version), or None for a live root/fixture."""
-        p = self.root / SNAPSHOT_META_DIR / "meta.json"
-        if not p.exists():
+        p = self.path(SNAPSHOT_META_DIR, "meta.json")
+        text = self.read_optional(p, limit=1 * MiB)
+        if text is None:
             return None
         try:
-            return json.loads(p.read_text())
-        except (OSError, ValueError):
-            raise SysRootReadError(p, "not a coremap snapshot description; capture again") from None
+            meta = json.loads(text)
+        except (ValueError, RecursionError):
+            meta = None
+        if not isinstance(meta, dict):
+            raise SysRootReadError(p, "not a coremap snapshot description; capture again")
+        return meta
+
+    # -- confinement ----------------------------------------------------------------------------
+    def _rel(self, path: Path) -> str:
+        try:
+            rel = Path(path).relative_to(self.root)
+        except ValueError:
+            raise LeavesRoot(str(path)) from None
+        return str(rel) if str(rel) != "." else "."
+
+    def _dirfd(self) -> int:
+        if self._root_fd is None:
+            self._root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        return self._root_fd
+
+    def _open(self, path: Path, flags: int) -> int:
+        """open(2) of `path`, resolved inside the root for a capture (see the module docstring)."""
+        flags |= os.O_CLOEXEC
+        if self._live:
+            return os.open(path, flags)
+        rel = self._rel(path)
+        try:
+            return _openat2(self._dirfd(), rel, flags)
+        except LeavesRoot:
+            self._note(path, "leads outside the capture (a link to an absolute path or above the root); "
+                             "read as missing")
+            raise
+        except _NoOpenat2:
+            pass
+        try:
+            return _walk_open(self._dirfd(), rel, flags)
+        except LeavesRoot:
+            self._note(path, "leads outside the capture (a link to an absolute path or above the root); "
+                             "read as missing")
+            raise
+
+    def _stat(self, path: Path) -> os.stat_result | None:
+        if self._live:
+            try:
+                return os.stat(path)
+            except OSError:
+                return None
+        try:
+            fd = self._open(path, os.O_PATH)
+        except OSError:
+            return None
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def _exists_quietly(self, path: Path) -> bool:
+        """exists() that says False where it may not look (tracefs is mode 700: a user cannot even
+        stat what lies inside it) instead of raising PermissionError."""
+        return self._stat(path) is not None
+
+    def _note(self, path: Path, what: str) -> None:
+        if len(self.notes) >= MAX_NOTES:
+            return
+        try:
+            rel = self._rel(path)
+        except LeavesRoot:
+            rel = str(path)
+        note = f"{rel} {what}"
+        if note not in self.notes:
+            self.notes.append(note)
 
 
-def _exists(path: Path) -> bool:
-    """Path.exists() that says False where it may not look (tracefs is mode 700: a user cannot
-    even stat what lies inside it) instead of raising PermissionError."""
+# -- openat2 and the walk ------------------------------------------------------------------------------
+class _NoOpenat2(Exception):
+    """This kernel (or a seccomp filter) has no openat2: use the walk."""
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+_SYS_OPENAT2 = 437            # the same number on every architecture (added after the syscall table unification)
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_BENEATH = 0x08
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _syscall = _libc.syscall
+    _syscall.restype = ctypes.c_long
+except (OSError, AttributeError):
+    _syscall = None
+_openat2_works: bool | None = None if _syscall is not None else False
+
+
+def _openat2(dirfd: int, rel: str, flags: int) -> int:
+    global _openat2_works
+    if _openat2_works is False:
+        raise _NoOpenat2()
+    how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+    fd = _syscall(_SYS_OPENAT2, ctypes.c_int(dirfd), os.fsencode(rel), ctypes.byref(how),
+                  ctypes.c_size_t(ctypes.sizeof(how)))
+    if fd >= 0:
+        _openat2_works = True
+        return int(fd)
+    e = ctypes.get_errno()
+    if e in (errno.ENOSYS, errno.EPERM) and _openat2_works is None:
+        # ENOSYS: before Linux 5.6; EPERM: a seccomp filter (some container runtimes) refuses it.
+        _openat2_works = False
+        raise _NoOpenat2()
+    if e == errno.EXDEV:
+        raise LeavesRoot(rel)
+    raise OSError(e, os.strerror(e), rel)
+
+
+def _walk_open(dirfd: int, rel: str, flags: int) -> int:
+    """open(2) of `rel` below `dirfd`, one component at a time with O_NOFOLLOW, following only
+    relative links that stay below `dirfd` (RESOLVE_BENEATH done by hand, for kernels without
+    openat2). Raises LeavesRoot for an absolute link or a '..' above the root."""
+    todo = [p for p in rel.split("/") if p not in ("", ".")]
+    stack = [os.dup(dirfd)]              # the folders walked so far; stack[0] is the root
+    links = 0
     try:
-        return path.exists()
-    except PermissionError:
-        return False
+        while todo:
+            name = todo.pop(0)
+            if name == "..":
+                if len(stack) == 1:
+                    raise LeavesRoot(rel)
+                os.close(stack.pop())
+                continue
+            last = not todo
+            try:
+                fd = os.open(name, (flags if last else os.O_PATH | os.O_DIRECTORY) | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             dir_fd=stack[-1])
+            except OSError as e:
+                if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                target = _link_text(name, stack[-1], e)
+                links = _follow(target, todo, links, rel)
+                continue
+            if last and flags & os.O_PATH and stat.S_ISLNK(os.fstat(fd).st_mode):
+                # O_PATH | O_NOFOLLOW opens the link itself: follow it by hand.
+                os.close(fd)
+                links = _follow(os.readlink(name, dir_fd=stack[-1]), todo, links, rel)
+                continue
+            if last:
+                return fd
+            stack.append(fd)
+        # rel named the root itself
+        return os.open(".", flags | os.O_CLOEXEC, dir_fd=stack[0])
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def _link_text(name: str, dirfd: int, cause: OSError) -> str:
+    try:
+        return os.readlink(name, dir_fd=dirfd)
+    except OSError:
+        raise cause from None        # not a link: ENOTDIR/ELOOP were the real answer
+
+
+def _follow(target: str, todo: list[str], links: int, rel: str) -> int:
+    links += 1
+    if links > _MAX_LINKS:
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), rel)
+    if target.startswith("/"):
+        raise LeavesRoot(rel)
+    todo[:0] = [p for p in target.split("/") if p not in ("", ".")]
+    return links
+
+
+def _read_bounded(fd: int, limit: int, path) -> bytes:
+    chunks, n = [], 0
+    while True:
+        b = os.read(fd, min(1 * MiB, limit + 1 - n))
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+        n += len(b)
+        if n > limit:
+            raise SysRootReadError(path, f"is longer than the {_size(limit)} such a file can hold; "
+                                         "not a file coremap reads")
+
+
+def _size(n: int) -> str:
+    return f"{n // MiB} MiB" if n >= MiB else f"{n:,} bytes"
 
 
 def _safe_listdir(path: Path) -> list[str]:

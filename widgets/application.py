@@ -13,6 +13,7 @@ import signal
 import time
 from pathlib import Path
 
+from app.atomic import check_output_path
 from app.errors import CoremapError
 from app.sampler import MAX_INTERVAL, MIN_INTERVAL, Sampler
 from app.sysroot import SysRoot
@@ -65,8 +66,7 @@ def run_gui(args) -> int:
     screenshot = getattr(args, "screenshot", None)
     if screenshot:
         out = Path(screenshot)
-        if not out.parent.is_dir():
-            raise BadArgument(f"--screenshot {screenshot}: folder {out.parent} does not exist; create it first")
+        check_output_path(out, "--screenshot")
         if out.suffix.lower() not in (".png", ".jpg", ".jpeg", ".bmp"):
             raise BadArgument(f"--screenshot {screenshot}: name a .png file")
         # A screenshot needs no display: render offscreen unless a platform was chosen explicitly.

@@ -20,9 +20,23 @@ def root_arg(args) -> str | None:
     return getattr(args, "root", None)
 
 
+# Every SysRoot a command opened, so main() can print what each refused to read (links out of a
+# capture, devices where files belong) once the command is done.
+_opened: list[SysRoot] = []
+
+
 def root_of(args) -> SysRoot:
     """The SysRoot a command works on: --root, else this machine."""
-    return SysRoot(root_arg(args) or "/")
+    root = SysRoot(root_arg(args) or "/")
+    _opened.append(root)
+    return root
+
+
+def take_notes() -> list[str]:
+    """What the roots opened so far refused to read, once each; forgets them."""
+    notes = list(dict.fromkeys(n for r in _opened for n in r.notes))
+    _opened.clear()
+    return notes
 
 
 def ensure_headless_qt() -> None:

@@ -14,11 +14,13 @@ import time
 
 from app.cli.common import add_root_argument, root_of
 from app.format import format_compact
-from app.errors import CoremapError, SysRootReadError
+from app.inputs import read_input_text
+from app.errors import CoremapError
 from app.machine.interrupts import IrqInfo, read_interrupts, read_irqs
 from app.parse.cpulist import format_cpulist
 from app.parse.interrupts import InterruptRow, parse_interrupts
 from app.rates import Rates, rates
+from app.sysroot import READ_LIMITS
 
 TOP_CPUS = 3
 
@@ -59,15 +61,8 @@ def run(args) -> int:
 
 
 def _read_file(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        raise SysRootReadError(path, "no such file; give a saved copy of /proc/interrupts") from None
-    except IsADirectoryError:
-        raise SysRootReadError(path, "is a folder; use --root for a captured machine") from None
-    except OSError as e:
-        raise SysRootReadError(path, e.strerror or str(e)) from None
+    return read_input_text(path, what="--file", limit=READ_LIMITS["interrupts"],
+                           hint="give a saved copy of /proc/interrupts, or --root for a captured machine")
 
 
 def _cpus_or_none(v):

@@ -11,10 +11,12 @@ import sys
 
 import app
 import app.cli
+from app.cli.common import take_notes
 from app.errors import CoremapError
 
 # Modules of app/cli that are not subcommands.
 _NOT_COMMANDS = {"main", "common"}
+MAX_NOTES_SHOWN = 10
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    _never_crash_on_encoding()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -57,6 +60,26 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
+    finally:
+        _print_notes()
+
+
+def _print_notes() -> None:
+    notes = take_notes()
+    for n in notes[:MAX_NOTES_SHOWN]:
+        print(f"coremap: note: {n}", file=sys.stderr)
+    if len(notes) > MAX_NOTES_SHOWN:
+        print(f"coremap: note: {len(notes) - MAX_NOTES_SHOWN} more files of the capture were refused",
+              file=sys.stderr)
+
+
+def _never_crash_on_encoding() -> None:
+    """Names from the machine and coremap's own µ and · reach terminals and pipes whose encoding may not
+    hold them (LANG=en_US.ISO-8859-1, PYTHONIOENCODING=ascii): escape what does not fit, never raise."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and stream.errors == "strict":
+            reconfigure(errors="backslashreplace")
 
 
 def _gui(args) -> int:

@@ -21,7 +21,7 @@ from app.affinity import AffinityService, PinRequest, PinResult, PinTarget
 from app.cli.common import add_root_argument, root_of
 from app.errors import CoremapError
 from app.journal import Journal
-from app.format import format_change
+from app.format import format_change, printable
 from app.parse.cpulist import parse_cpulist
 from app.statedir import journal_path
 from app.sysroot import SysRoot
@@ -131,7 +131,7 @@ def run_restore(args) -> int:
 
 
 def run_journal(args) -> int:
-    journal = Journal(journal_path())
+    journal = Journal(journal_path(create=False), readonly=True)
     for note in journal.notes:
         print(f"coremap: note: {note}", file=sys.stderr)
     entries = journal.entries()
@@ -144,8 +144,8 @@ def run_journal(args) -> int:
         return 0
     for e in entries:
         when = datetime.fromtimestamp(e.time).strftime("%Y-%m-%d %H:%M:%S")
-        label = f" ({e.label})" if e.label else ""
-        where = "" if e.root == "/" else f" [{e.root}]"
+        label = f" ({printable(e.label)})" if e.label else ""
+        where = "" if e.root == "/" else f" [{printable(e.root)}]"
         code = f" {e.code}" if e.code else ""
         print(f"#{e.id} {when} {e.origin:<8} {e.kind} {e.target_id}{label}{where}: "
               f"{format_change(e.before, e.requested)} {e.state}{code}")

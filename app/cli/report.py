@@ -10,8 +10,13 @@ import argparse
 import json
 from pathlib import Path
 
-from app.cli.common import add_root_argument, ensure_headless_qt, root_arg
+from app.cli.common import add_root_argument, ensure_headless_qt, root_arg, root_of
+from app.atomic import check_output_path
 from app.errors import CoremapError
+from app.inputs import MiB, read_input_text
+
+NOTES_LIMIT = 1 * MiB              # a page of notes is kilobytes; a megabyte is a book
+PROBE_RESULT_LIMIT = 64 * MiB      # a probe's --json result with its buckets is tens of kB
 
 
 class ReportArgumentError(CoremapError):
@@ -36,19 +41,17 @@ def register(subparsers) -> None:
 def _read_probe_results(paths: list[str]) -> list[dict]:
     out = []
     for p in paths:
-        try:
-            text = Path(p).read_text()
-        except OSError as e:
-            raise ReportArgumentError(f"--probe {p}: cannot read it ({e.strerror}); check the path") from None
+        text = read_input_text(p, what="--probe", limit=PROBE_RESULT_LIMIT,
+                               hint="give the output of `coremap probe --json`")
         objs = []
         try:
             obj = json.loads(text)
             objs = obj if isinstance(obj, list) else [obj]
-        except ValueError:
+        except (ValueError, RecursionError):
             # JSON lines (several results, one per line)
             try:
                 objs = [json.loads(l) for l in text.splitlines() if l.strip()]
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise ReportArgumentError(f"--probe {p}: not JSON; give the output of `coremap probe --json`") from None
         for o in objs:
             if not isinstance(o, dict) or "probe" not in o:
@@ -63,22 +66,17 @@ def run(args) -> int:
     kind = out.suffix.lower()
     if kind not in (".html", ".htm", ".pdf"):
         raise ReportArgumentError(f"--out {out}: name a .html or .pdf file")
-    if not (out.parent if str(out.parent) else Path(".")).is_dir():
-        raise ReportArgumentError(f"--out {out}: folder {out.parent} does not exist; create it first")
+    check_output_path(out, "--out")
     session_path, root_path = getattr(args, "session", None), root_arg(args)
     if session_path and root_path:
         raise ReportArgumentError("--root and --session both given: report on one machine at a time")
     probes = _read_probe_results(args.probe)
     notes = ""
     if args.notes:
-        try:
-            notes = Path(args.notes).read_text()
-        except OSError as e:
-            raise ReportArgumentError(f"--notes {args.notes}: cannot read it ({e.strerror})") from None
+        notes = read_input_text(args.notes, what="--notes", limit=NOTES_LIMIT, hint="give a text file")
 
     from app.report import (PDF_IMAGE_WIDTH, ProbeSection, build_report_html, report_from_root,
                             report_from_session)
-    from app.sysroot import SysRoot
     session = None
     if session_path:
         from app.session import open_session
@@ -91,7 +89,7 @@ def run(args) -> int:
                 data.notes = (data.notes + "\n\n" + notes) if data.notes.strip() else notes
             root = session.root
         else:
-            root = SysRoot(root_path or "/")
+            root = root_of(args)
             data = report_from_root(root, probes=probes, notes=notes)
         ensure_headless_qt()
         from widgets.report_render import add_images, application

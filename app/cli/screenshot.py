@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from app.cli.common import add_root_argument, ensure_headless_qt, root_arg
+from app.cli.common import add_root_argument, ensure_headless_qt, root_arg, root_of
+from app.atomic import check_output_path
 from app.errors import CoremapError
 
 WHAT = ("window", "grid")
@@ -40,8 +41,7 @@ def run(args) -> int:
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in ("png", "svg"):
         raise ScreenshotArgumentError(f"--out {out}: name a .png or .svg file")
-    if not (out.parent if str(out.parent) else Path(".")).is_dir():
-        raise ScreenshotArgumentError(f"--out {out}: folder {out.parent} does not exist; create it first")
+    check_output_path(out, "--out")
     session_path, root_path = getattr(args, "session", None), root_arg(args)
     if session_path and root_path:
         raise ScreenshotArgumentError("--root and --session both given: open one machine at a time")
@@ -52,13 +52,12 @@ def run(args) -> int:
     default = (1200, 760) if args.what == "grid" else (1600, 1000)
     size = parse_size(getattr(args, "size", None)) if getattr(args, "size", None) else default
 
-    from app.sysroot import SysRoot
     session = None
     if session_path:
         from app.session import open_session
         session = open_session(session_path)
     try:
-        root = session.root if session is not None else SysRoot(root_path or "/")
+        root = session.root if session is not None else root_of(args)
         from widgets.report_render import application, render_grid, render_window, state_for
         application()
         state = state_for(root)

@@ -11,7 +11,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from app.cli.common import add_root_argument, root_arg
+from app.cli.common import add_root_argument, root_of
 from app.errors import SysRootReadError
 from app.machine.topology import Group, Topology, layout, read_topology
 from app.parse.cpulist import format_cpulist
@@ -31,9 +31,8 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def load(root_arg: str | None) -> Topology:
-    """read_topology for a --root argument, with OS errors named by path (never a traceback)."""
-    root = SysRoot(root_arg or "/")
+def load(root: SysRoot) -> Topology:
+    """read_topology, with OS errors named by path (never a traceback)."""
     try:
         return read_topology(root)
     except OSError as e:
@@ -43,7 +42,7 @@ def load(root_arg: str | None) -> Topology:
 
 
 def run(args) -> int:
-    topo = load(root_arg(args))
+    topo = load(root_of(args))
     out = sys.stdout
     if args.csv:
         out.write(format_csv(topo))
