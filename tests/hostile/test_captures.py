@@ -1,0 +1,113 @@
+"""Reads stay inside the capture and are bounded (issue 10): a member that links out is read as missing
+with a note, devices and FIFOs are never read, oversize files are refused; both with openat2 and with
+the O_NOFOLLOW walk used where the kernel has no openat2."""
+from __future__ import annotations
+
+import os
+import tarfile
+
+import pytest
+
+from app import sysroot as sysroot_mod
+from app.errors import SysRootReadError
+from app.sysroot import SysRoot
+from tests.hostile.conftest import SECRET, replace_with_link, run_cli
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def resolver(request, monkeypatch):
+    if request.param == "walk":
+        monkeypatch.setattr(sysroot_mod, "_openat2_works", False)
+    return request.param
+
+
+def test_a_link_out_is_missing_with_a_note(capture, secret, resolver):
+    replace_with_link(capture / "proc" / "cmdline", str(secret))                        # absolute
+    core = capture / "sys/devices/system/cpu/cpu0/topology/core_id"
+    # as an attacker writes it: enough ".." from the link's folder to reach "/", then the target
+    rel = "/".join([".."] * len(core.parent.relative_to("/").parts)) + str(secret)
+    replace_with_link(core, rel)                                                        # relative, climbs out
+    root = SysRoot(capture)
+    assert root.read_optional(root.proc("cmdline")) is None
+    assert root.read_optional(root.cpu_dir("cpu0", "topology", "core_id")) is None
+    assert not root.exists(root.proc("cmdline"))
+    assert any("proc/cmdline leads outside the capture" in n for n in root.notes)
+    assert any("core_id leads outside the capture" in n for n in root.notes)
+
+
+def test_links_inside_the_capture_still_resolve(capture, resolver):
+    (capture / "proc" / "alias").symlink_to("cmdline")
+    (capture / "proc" / "up").symlink_to("../proc/./cmdline")
+    root = SysRoot(capture)
+    want = (capture / "proc" / "cmdline").read_text()
+    assert root.read(root.proc("alias")) == want and root.read(root.proc("up")) == want
+    assert root.notes == []
+
+
+def test_devices_fifos_and_sockets_are_never_read(capture, resolver):
+    replace_with_link(capture / "proc" / "meminfo", "/dev/zero")
+    (capture / "proc" / "softirqs").unlink()
+    os.mkfifo(capture / "proc" / "softirqs")
+    replace_with_link(capture / "proc" / "cpuinfo", "/dev/urandom")
+    root = SysRoot(capture)
+    for name in ("meminfo", "softirqs", "cpuinfo"):
+        assert root.read_optional(root.proc(name)) is None
+    assert any("softirqs is not a regular file" in n for n in root.notes)
+
+
+def test_an_oversize_file_is_refused_not_read(capture):
+    with open(capture / "proc" / "interrupts", "r+b") as f:
+        f.truncate(300 << 20)                    # sparse: 300 MiB of nothing on disk
+    root = SysRoot(capture)
+    with pytest.raises(SysRootReadError, match="more than the 256 MiB"):
+        root.read(root.proc("interrupts"))
+
+
+def test_cli_outputs_never_hold_the_target(capture, secret, tmp_path):
+    replace_with_link(capture / "proc" / "cmdline", str(secret))
+    replace_with_link(capture / "proc" / "meminfo", "/dev/zero")
+    os.unlink(capture / "proc" / "softirqs")
+    os.mkfifo(capture / "proc" / "softirqs")
+    r = run_cli("topology", "--json", "--root", capture, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert SECRET not in r.stdout and SECRET not in r.stderr
+    assert "coremap: note: proc/cmdline leads outside the capture" in r.stderr
+    out = tmp_path / "report.html"
+    r = run_cli("report", "--root", capture, "--out", out, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert SECRET not in out.read_text()
+    tarball = tmp_path / "again.tar.gz"
+    r = run_cli("snapshot", tarball, "--root", capture, timeout=60)
+    assert r.returncode == 0, r.stderr
+    with tarfile.open(tarball) as tf:
+        for m in tf.getmembers():
+            if m.isfile():
+                assert SECRET.encode() not in tf.extractfile(m).read(), m.name
+            assert not (m.issym() and str(secret) in m.linkname), m.name
+
+
+def test_cli_user_files_that_never_end_are_refused(tmp_path):
+    for args in (["irqs", "--file", "/dev/zero"], ["report", "--out", tmp_path / "r.html", "--notes", "/dev/zero"],
+                 ["report", "--out", tmp_path / "r.html", "--probe", "/dev/urandom"]):
+        r = run_cli(*args, timeout=30)
+        assert r.returncode == 2, (args, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "is a device or socket, not a file" in lines[0], r.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_fifo_input_with_no_writer_ends_at_once(tmp_path):
+    fifo = tmp_path / "interrupts"
+    os.mkfifo(fifo)
+    # A writer that sends a real file and goes away, as `--file <(cat /proc/interrupts)` does.
+    pid = os.fork()
+    if pid == 0:
+        try:
+            with open(fifo, "w") as f:
+                f.write(open("/proc/interrupts").read())
+        finally:
+            os._exit(0)
+    r = run_cli("irqs", "--file", fifo, "--json", timeout=30)
+    os.waitpid(pid, 0)
+    assert r.returncode == 0, r.stderr
+    assert '"irqs"' in r.stdout
