@@ -6,6 +6,13 @@ escapes is a bug.
 from __future__ import annotations
 
 
+def excerpt(text: str, limit: int = 40) -> str:
+    """A short, escaped quotation of untrusted text for an error line: control characters and
+    non-printing code points escaped (repr), cut at `limit` characters with '…'. Never a file's whole
+    contents, never an escape sequence a terminal would act on."""
+    return repr(text[:limit]) + ("…" if len(text) > limit else "")
+
+
 class CoremapError(Exception):
     """Base class: `str(err)` is a complete sentence for the user."""
 

@@ -182,15 +182,6 @@ def unknown_cpus_sentence(missing: Sequence[int], known: Iterable[int]) -> str:
             f"{format_cpus(sorted(known)) or 'none'}")
 
 
-def excerpt(text: str, limit: int = 40) -> str:
-    """A short, escaped quotation of untrusted text for an error line: control characters and
-    non-printing code points escaped, cut at `limit` characters with '…' (never a file's whole
-    contents, never an escape sequence that a terminal would act on)."""
-    cut = text[:limit]
-    shown = repr(cut)
-    return shown + ("…" if len(text) > limit else "")
-
-
 def printable(name: str) -> str:
     """A name from the machine (thread, process, device) safe for a terminal line: control
     characters (ANSI escapes, newlines that would forge a line) become \\x.. escapes; everything

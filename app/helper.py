@@ -66,7 +66,8 @@ class Helper:
             raise Refused(f"request longer than {MAX_LINE} bytes")
         try:
             req = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            # RecursionError: 4,096 bytes of "[" nest deeper than the decoder goes.
             raise Refused("not a JSON object") from None
         if not isinstance(req, dict):
             raise Refused("not a JSON object")
@@ -247,11 +248,16 @@ def _project_dir() -> str:
 
 def default_command() -> list[str]:
     """Root already: the helper directly. Else pkexec on the installed coremap-helper (the path the
-    polkit policy names), else pkexec/sudo -n on this Python running app.helper."""
-    here = [sys.executable, "-m", "app.helper"]
+    polkit policy names), else pkexec/sudo -n on this Python running app.helper.
+
+    Always by absolute path, and Python in isolated mode (-I: no current folder, no PYTHON*
+    variables, no user site-packages on sys.path), so an app/helper.py lying in the caller's working
+    directory is never the one imported with privilege."""
+    here = [sys.executable, "-I", "-m", "app.helper"]
     if os.geteuid() == 0:
         return here
     installed = shutil.which("coremap-helper")
+    installed = os.path.abspath(installed) if installed else None
     if shutil.which("pkexec") and (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         return ["pkexec", installed] if installed else ["pkexec", *here]
     return ["sudo", "-n", installed] if installed else ["sudo", "-n", *here]

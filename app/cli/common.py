@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 from app.sysroot import SysRoot
@@ -43,3 +44,28 @@ def ensure_headless_qt() -> None:
     """Offscreen Qt when there is no display (must run before the first Qt import)."""
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line ("coremap irqs: argument --interval: ...; see --help"),
+    like every other error of coremap, instead of a usage block and the message."""
+
+    def error(self, message: str):
+        sub = self.prog.removeprefix("coremap").strip()
+        self.exit(2, f"coremap: {sub + ': ' if sub else ''}{message}; see `{self.prog} --help`\n")
+
+
+def bounded(lo: float, hi: float, unit: str = "seconds", *, integer: bool = False, zero: bool = False):
+    """An argparse type for a number in [lo, hi] (or 0 when `zero`): nan, inf, negatives and values
+    past the bound are refused with the accepted range, before any work is done."""
+    def parse(text: str):
+        try:
+            v = int(text, 10) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a {'whole ' if integer else ''}number") from None
+        if not math.isfinite(v) or not (lo <= v <= hi or (zero and v == 0)):
+            what = f"{lo:g} to {hi:g} {unit}" + (" (or 0 for none)" if zero else "")
+            raise argparse.ArgumentTypeError(f"{text[:40]!r}: give {what}")
+        return v
+    parse.__name__ = unit           # argparse names the type in some messages
+    return parse

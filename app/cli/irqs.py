@@ -12,7 +12,7 @@ import json
 import sys
 import time
 
-from app.cli.common import add_root_argument, root_of
+from app.cli.common import add_root_argument, bounded, root_of
 from app.format import format_compact
 from app.inputs import read_input_text
 from app.errors import CoremapError
@@ -36,7 +36,7 @@ def register(subparsers) -> None:
     src.add_argument("--file", metavar="PATH", help="parse a bare /proc/interrupts file (no sysroot)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     # Own dest: the top-level --interval is the window's sampling interval.
-    p.add_argument("--interval", dest="irqs_interval", type=float, default=None, metavar="S",
+    p.add_argument("--interval", dest="irqs_interval", type=bounded(0.01, 3600), default=None, metavar="S",
                    help="print rates over S seconds (live machine), or over a snapshot's two captures")
     p.set_defaults(func=run)
 

@@ -11,7 +11,8 @@ import sys
 
 import app
 import app.cli
-from app.cli.common import take_notes
+from app.cli.common import OneLineParser, bounded, take_notes
+from app.sampler import MAX_INTERVAL, MIN_INTERVAL
 from app.errors import CoremapError
 
 # Modules of app/cli that are not subcommands.
@@ -20,7 +21,7 @@ MAX_NOTES_SHOWN = 10
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="coremap",
         description="See CPU topology, interrupts and threads; pin them; measure jitter per CPU. "
                     "Without a command, opens the window.")
@@ -31,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--color-by", metavar="METRIC", default=None,
                    help="metric that colours the grid: irq, softirq[:KIND], irqtime, busy, residency")
     p.add_argument("--size", metavar="WxH", default=None, help="window size for --screenshot, e.g. 1600x1000")
-    p.add_argument("--interval", type=float, default=1.0, metavar="S",
+    p.add_argument("--interval", type=bounded(MIN_INTERVAL, MAX_INTERVAL), default=1.0, metavar="S",
                    help="sampling interval in seconds, 0.25-5 (default 1)")
     p.add_argument("--session", metavar="FILE", help="open a saved .coremap session")
     p.add_argument("--version", action="version", version=f"coremap {app.__version__}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from app.cli.common import add_root_argument, root_of
+from app.cli.common import add_root_argument, bounded, root_of
 from app.snapshot import take_snapshot
 
 
@@ -19,7 +19,7 @@ def register(subparsers) -> None:
     p.add_argument("out", metavar="OUT.tar.gz", help="the tarball to write (its folder must exist)")
     add_root_argument(p, "capture a captured machine again (a folder holding sys/ and proc/)")
     # Own dest: the top-level --interval is the window's sampling interval.
-    p.add_argument("--interval", dest="snapshot_interval", type=float, default=1.0, metavar="S",
+    p.add_argument("--interval", dest="snapshot_interval", type=bounded(0.01, 3600), default=1.0, metavar="S",
                    help="seconds between the two counter captures (default 1)")
     p.add_argument("--no-second", action="store_true",
                    help="capture the counters once only (no rates for this snapshot)")

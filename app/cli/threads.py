@@ -11,7 +11,7 @@ import json
 import sys
 import time
 
-from app.cli.common import add_root_argument, root_of
+from app.cli.common import add_root_argument, bounded, root_of
 from app.errors import CoremapError
 from app.machine.sample import MachineSample
 from app.machine.threads import (TaskGone, TaskReader, TaskSample, ThreadsSample,
@@ -35,7 +35,7 @@ def register(subparsers) -> None:
     p.add_argument("--name", metavar="SUBSTR",
                    help="only threads whose name contains SUBSTR, any case (names are cut to 15 chars)")
     # Own dest: the top-level --interval (default 1) is the window's sampling interval.
-    p.add_argument("--interval", dest="threads_interval", type=float, default=0.0, metavar="S",
+    p.add_argument("--interval", dest="threads_interval", type=bounded(0.01, 3600, zero=True), default=0.0, metavar="S",
                    help="also show CPU %% over S seconds (live machine only; default 0 = no)")
     p.add_argument("--json", action="store_true", help="one JSON list of threads")
     p.set_defaults(func=run)

@@ -8,46 +8,77 @@ from __future__ import annotations
 
 import re
 
-from app.errors import CpuListError
+from app.errors import CpuListError, excerpt
 
 # Larger than any machine Linux supports today (CONFIG_NR_CPUS tops out at 8192): a bound that keeps
 # "0-999999999" from allocating a billion ints.
 MAX_CPU = 1 << 16
 
-_RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$")
+# ASCII digits only: Python's \d also matches '١' (Arabic-Indic one), which int() reads as 1.
+_RANGE = re.compile(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+)/([0-9]+))?)?", re.ASCII)
+# A list of every CPU of the largest machine, one by one, is ~400 kB; longer is not a CPU list.
+MAX_LIST_TEXT = 1 << 20
+# Strided pieces ("0-15:2/4") are expanded one by one; bound their total so a hostile list of many
+# long strided pieces cannot take seconds.
+_MAX_STRIDED = 4 * MAX_CPU
 
 
 def parse_cpulist(text: str, *, what: str = "CPU list") -> tuple[int, ...]:
     """Sorted, de-duplicated CPU ids. Empty text and the kernel's "(null)" give ().
 
-    Raises CpuListError naming the bad piece and the accepted form.
+    Raises CpuListError naming the bad piece (a short, escaped excerpt, never the whole text) and the
+    accepted form. Linear in the length of the text: plain ranges are merged before they are expanded.
     """
     s = text.strip()
     if s in ("", "(null)"):
         return ()
+    if len(s) > MAX_LIST_TEXT:
+        raise CpuListError(f"{what} of {len(s):,} characters ({excerpt(s)}): longer than any machine's "
+                           "CPU list; write CPUs like 2-5,8")
+    ranges: list[tuple[int, int]] = []
     cpus: set[int] = set()
-    for piece in s.split(","):
-        piece = piece.strip()
-        m = _RANGE.match(piece)
+    strided = 0
+    for piece in dict.fromkeys(p.strip() for p in s.split(",")):
+        m = _RANGE.fullmatch(piece)
         if not m:
-            raise CpuListError(
-                f"{what} {text.strip()!r}: {piece!r} is not a CPU number or range; "
-                "write CPUs like 2-5,8")
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) is not None else lo
+            raise CpuListError(f"{what} {excerpt(s)}: {excerpt(piece)} is not a CPU number or range; "
+                               "write CPUs like 2-5,8")
+        lo, hi, used, group = (_number(g, what, s) if g is not None else None for g in m.groups())
+        hi = lo if hi is None else hi
         if hi < lo:
-            raise CpuListError(f"{what} {text.strip()!r}: range {piece!r} runs backwards; write {hi}-{lo}")
-        if hi >= MAX_CPU:
-            raise CpuListError(f"{what} {text.strip()!r}: CPU {hi} is beyond any machine (limit {MAX_CPU - 1})")
-        if m.group(3) is not None:
-            used, group = int(m.group(3)), int(m.group(4))
-            if group == 0 or used == 0 or used > group:
-                raise CpuListError(
-                    f"{what} {text.strip()!r}: in {piece!r} the stride needs 0 < used <= group size")
-            cpus.update(c for c in range(lo, hi + 1) if (c - lo) % group < used)
-        else:
-            cpus.update(range(lo, hi + 1))
+            raise CpuListError(f"{what} {excerpt(s)}: range {excerpt(piece)} runs backwards; write {hi}-{lo}")
+        if used is None:
+            ranges.append((lo, hi))
+            continue
+        if group == 0 or used == 0 or used > group:
+            raise CpuListError(f"{what} {excerpt(s)}: in {excerpt(piece)} the stride needs 0 < used <= group size")
+        strided += hi - lo + 1
+        if strided > _MAX_STRIDED:
+            raise CpuListError(f"{what} {excerpt(s)}: too many strided ranges; write CPUs like 2-5,8")
+        cpus.update(c for c in range(lo, hi + 1) if (c - lo) % group < used)
+    for lo, hi in _merged(ranges):
+        cpus.update(range(lo, hi + 1))
     return tuple(sorted(cpus))
+
+
+def _number(digits: str, what: str, text: str) -> int:
+    # int() of a very long digit string is slow (and refused past 4,300 digits): bound it first.
+    if len(digits) > 6 or int(digits) >= MAX_CPU:
+        raise CpuListError(f"{what} {excerpt(text)}: CPU {excerpt(digits, 12)} is beyond any machine "
+                           f"(limit {MAX_CPU - 1})")
+    return int(digits)
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or touching ranges joined, so each CPU is expanded once."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
 
 
 def format_cpulist(cpus) -> str:

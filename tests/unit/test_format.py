@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.format import (UNKNOWN, excerpt, format_change, format_compact, format_count, format_cpus,
+from app.errors import excerpt
+from app.format import (UNKNOWN, format_change, format_compact, format_count, format_cpus,
                         format_ns, format_percent, format_rate, format_shares, format_size,
                         offline_sentence, printable, shares_of, unknown_cpus_sentence)
 

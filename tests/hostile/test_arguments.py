@@ -1,0 +1,65 @@
+"""Arguments and numbers (issue 10): CPU lists of ASCII digits only, refused in linear time without
+echoing them whole; the helper survives any request under its size limit."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from app.errors import CpuListError
+from app.helper import MAX_LINE, Helper
+from app.parse.cpulist import parse_cpulist
+from app.sysroot import SysRoot
+from tests.hostile.conftest import run_cli
+
+
+@pytest.mark.parametrize("text", ["١", "٠-١", "１", "0-³", "2-x", "0x1", "1e3", "-1", "0--1"])
+def test_only_ascii_cpu_lists(text):
+    with pytest.raises(CpuListError, match="is not a CPU number or range"):
+        parse_cpulist(text)
+
+
+@pytest.mark.parametrize("text", [",".join(f"0-{65535 - i}" for i in range(30000)), "0-65535," * 20000 + "1",
+                                  ",".join(f"0-{65535 - i}:1/2" for i in range(20000)), "9" * 100_000,
+                                  "1," * 600_000])
+def test_huge_lists_end_fast_and_are_not_echoed(text):
+    t0 = time.perf_counter()
+    try:
+        cpus = parse_cpulist(text)
+        assert len(cpus) <= 65536
+    except CpuListError as e:
+        assert len(str(e)) < 300
+    assert time.perf_counter() - t0 < 1.0          # generous: linear work is milliseconds
+
+
+def test_cli_refuses_a_unicode_digit_with_one_line(capsys):
+    r = run_cli("pin", "--tid", "1", "--cpus", "١")
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "is not a CPU number or range" in r.stderr
+
+
+@pytest.mark.parametrize("request_text", [
+    "[" * (MAX_LINE - 10), "{" * 2000, '{"op":"set_irq_affinity","irq":24,"cpus":"١"}',
+    '{"op":"set_thread_affinity","tid":1,"cpus":"' + "0," * 600 + '"}', '{"op":"hello","x":' + "[" * 3000 + "]" * 3000 + "}",
+    '\udcff', '{"op":"set_irq_affinity","irq":1e400,"cpus":"0"}', '{"op":"set_irq_affinity","irq":24.0,"cpus":"0"}',
+])
+def test_helper_answers_every_request_and_writes_nothing(request_text, tmp_path):
+    h = Helper(SysRoot(tmp_path, check=False))
+    reply = h.handle(request_text)
+    assert reply["ok"] is False and isinstance(reply["error"], str)
+    assert list(tmp_path.iterdir()) == []
+    json.dumps(reply)
+
+
+@pytest.mark.parametrize("args", [
+    ["irqs", "--interval", "inf"], ["irqs", "--interval", "nan"], ["irqs", "--interval", "-1"],
+    ["irqs", "--interval", "0"], ["irqs", "--interval", "1e9"], ["threads", "--interval", "nan"],
+    ["threads", "--interval", "-0.5"], ["snapshot", "/tmp/never-written.tar.gz", "--interval", "inf"],
+    ["--interval", "nan", "topology"], ["--interval", "0", "topology"], ["--interval", "-inf", "topology"],
+])
+def test_float_options_refuse_nan_inf_negative_and_out_of_range(args):
+    r = run_cli(*args, timeout=30)
+    assert r.returncode == 2, r.stdout
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "give " in lines[0] and "seconds" in lines[0], r.stderr
