@@ -53,10 +53,10 @@ def test_helper_answers_every_request_and_writes_nothing(request_text, tmp_path)
 
 
 @pytest.mark.parametrize("args", [
-    ["irqs", "--interval", "inf"], ["irqs", "--interval", "nan"], ["irqs", "--interval", "-1"],
+    ["irqs", "--interval", "inf"], ["irqs", "--interval", "nan"], ["irqs", "--interval=-1"],
     ["irqs", "--interval", "0"], ["irqs", "--interval", "1e9"], ["threads", "--interval", "nan"],
-    ["threads", "--interval", "-0.5"], ["snapshot", "/tmp/never-written.tar.gz", "--interval", "inf"],
-    ["--interval", "nan", "topology"], ["--interval", "0", "topology"], ["--interval", "-inf", "topology"],
+    ["threads", "--interval=-0.5"], ["snapshot", "/tmp/never-written.tar.gz", "--interval", "inf"],
+    ["--interval", "nan", "topology"], ["--interval", "0", "topology"], ["--interval=-inf", "topology"],
 ])
 def test_float_options_refuse_nan_inf_negative_and_out_of_range(args):
     r = run_cli(*args, timeout=30)
