@@ -5,18 +5,40 @@ CPU and the allowed set, and exit status 2.
 """
 from __future__ import annotations
 
+import ctypes
 import importlib
+import os
 import signal
 import sys
 
 from app.errors import CoremapError
 from probes.common import EXIT_BAD_INPUT, check_cpus, emit, log, pin
+from probes.runner import PARENT_ENV
+
+EXIT_PARENT_GONE = 3
 
 PROBES = ("jitter", "wakeup", "sweep", "c2c", "counters")
 MULTI_CPU = ("sweep", "c2c")
 
 
+def die_with_parent() -> None:
+    """SIGKILL this probe when the process that started it dies (prctl PR_SET_PDEATHSIG), and exit now
+    if it already has. SIGKILL, not SIGTERM: a probe blocked in a native call (counters waiting for
+    its command) could not run a Python handler; what a killed probe leaves (a tracefs instance) is
+    removed by the next run. A counted command gets the same signal from its own child side
+    (_native.count_command), so it goes with the probe."""
+    parent = os.environ.get(PARENT_ENV)
+    if not parent or not parent.isdigit():
+        return                          # started by hand, not by a ProbeRun
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_PDEATHSIG = 1
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != int(parent):
+        os._exit(EXIT_PARENT_GONE)      # the parent died before the prctl: nobody reads us
+
+
 def main(argv: list[str] | None = None) -> int:
+    die_with_parent()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in PROBES:
         emit({"type": "error", "message": f"name a probe: one of {', '.join(PROBES)}"})

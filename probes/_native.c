@@ -699,10 +699,16 @@ static PyObject *py_count_command(PyObject *self, PyObject *args)
     int status = 0, exec_errno = 0;
     uint64_t wall0, wall1;
     pid_t pid;
+    pid_t parent = getpid();
     Py_BEGIN_ALLOW_THREADS
     pid = fork();
     if (pid == 0) {
         char c;
+        /* The counted command goes when the probe goes (killed with its parent, or cancelled):
+           no child outlives its parent. exec keeps the death signal (prctl(2)). */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
         close(go[1]);
         close(fail[0]);
         if (cpu >= 0 && pin_self(cpu) != 0) {

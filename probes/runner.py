@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 TERM_GRACE_S = 0.2
+PARENT_ENV = "COREMAP_PROBE_PARENT"
 _ROOT = str(Path(__file__).resolve().parents[1])
 
 
@@ -40,6 +41,11 @@ class ProbeRun:
         # the child imports `probes` and `app` from this checkout whether or not coremap is installed
         e["PYTHONPATH"] = _ROOT + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
         e["PYTHONUNBUFFERED"] = "1"
+        # The child asks the kernel to kill it when we die (probes/__main__.py, PR_SET_PDEATHSIG) and
+        # checks that we are still its parent, so no probe outlives a CLI or window killed by
+        # SIGTERM, SIGHUP or SIGKILL. Note: the death signal follows the *thread* that started the
+        # child; runs are started from the main (UI) thread, which lives as long as the process.
+        e[PARENT_ENV] = str(os.getpid())
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      stdin=subprocess.DEVNULL, env=e, start_new_session=True)
         self.pid = self.proc.pid

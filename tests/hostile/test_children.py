@@ -1,0 +1,86 @@
+"""Children die with their parent (issue 10): a probe started by the CLI is gone soon after the CLI is
+killed with SIGTERM, SIGHUP or SIGKILL, and `counters -- COMMAND` takes its command down too."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.hostile.conftest import REPO
+
+CPU = str(max(os.sched_getaffinity(0)))
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue        # exited while we looked
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        if ppid == pid:
+            out.append(int(d))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_for(cond, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.05)
+    return cond()
+
+
+def _start(*args):
+    return subprocess.Popen([sys.executable, "-m", "app", *args], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_probe_dies_with_the_cli(sig):
+    cli = _start("probe", "jitter", "--cpu", CPU, "--seconds", "60", "--duty", "10")
+    try:
+        probe = _wait_for(lambda: _children(cli.pid))
+        assert probe, "the probe did not start"
+        os.kill(cli.pid, sig)
+        cli.wait(10)
+        assert _wait_for(lambda: not any(_alive(p) for p in probe), 5), f"probe {probe} outlived the CLI"
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_counted_command_dies_with_the_cli(sig):
+    cli = _start("probe", "counters", "--cpu", CPU, "--", "sleep", "45")
+    try:
+        probe = _wait_for(lambda: _children(cli.pid))
+        assert probe
+        command = _wait_for(lambda: [c for p in probe for c in _children(p)])
+        assert command, "the counted command did not start"
+        os.kill(cli.pid, sig)
+        cli.wait(10)
+        assert _wait_for(lambda: not any(_alive(p) for p in probe + command), 5), \
+            f"probe {probe} or command {command} outlived the CLI"
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+        subprocess.run(["pkill", "-f", "^sleep 45$"])
