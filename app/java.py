@@ -14,7 +14,8 @@ import re
 import shutil
 import subprocess
 
-from app.errors import CoremapError
+from app.errors import CoremapError, SysRootReadError
+from app.format import printable
 from app.sysroot import SysRoot
 
 # "name" #12 [daemon] prio=5 os_prio=0 cpu=1.21ms elapsed=1.79s tid=0x... nid=0x30f7 waiting ...
@@ -60,11 +61,31 @@ def _tool() -> list[str] | None:
     return None
 
 
-def thread_dump(pid: int) -> str | None:
-    """The JVM's thread dump text, or None when neither jcmd nor jstack is installed."""
+def is_hotspot_jvm(pid: int, root: SysRoot) -> bool:
+    """Whether process `pid` is a HotSpot JVM: its memory map names libjvm, or it has a perf-data file
+    (/tmp/hsperfdata_USER/PID). Checked before attaching, because the attach mechanism starts by
+    sending SIGQUIT — which kills any process that is not a JVM (a Python process, say)."""
+    try:
+        maps = root.read_optional(root.task_dir(pid, None, "maps"))
+    except SysRootReadError:
+        maps = None         # another user's process: its map is closed to us; try hsperfdata
+    if maps is not None and "/libjvm.so" in maps:
+        return True
+    tmp = root.path("tmp")
+    return any(d.startswith("hsperfdata_") and root.exists(tmp / d / str(pid)) for d in root.listdir(tmp))
+
+
+def thread_dump(pid: int, root: SysRoot | None = None) -> str | None:
+    """The JVM's thread dump text, or None when neither jcmd nor jstack is installed. Raises
+    JavaThreadError for a process that is not a HotSpot JVM, before anything is sent to it."""
+    root = root or SysRoot("/")
     tool = _tool()
     if tool is None:
         return None
+    if not is_hotspot_jvm(pid, root):
+        comm = root.read_first_line(root.task_dir(pid, None, "comm")) or "?"
+        raise JavaThreadError(f"process {pid} ({printable(comm)}) is not a Java VM (no libjvm in its memory "
+                              "map); give the pid of a JVM (see `jcmd -l`)")
     cmd = [tool[0], str(int(pid)), *tool[1:]]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=DUMP_TIMEOUT)
@@ -72,9 +93,12 @@ def thread_dump(pid: int) -> str | None:
         raise JavaThreadError(f"{' '.join(cmd)} did not answer in {DUMP_TIMEOUT:.0f} s; is process "
                               f"{pid} a responsive JVM? pass --tid instead") from None
     if r.returncode != 0 or '"' not in r.stdout:
-        msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
+        msg = [l.strip() for l in (r.stderr.strip() or r.stdout.strip()).splitlines() if l.strip()]
+        # The tools end a failure with a Java exception line and its stack frames ("at sun.tools...");
+        # the line that says what went wrong is the last one that is not a frame.
+        said = next((l for l in reversed(msg) if not l.startswith("at ")), "no output")
         raise JavaThreadError(
-            f"{' '.join(cmd)} failed: {msg[-1] if msg else 'no output'}; run coremap as the JVM's user "
+            f"{' '.join(cmd)} failed: {printable(said[:200])}; run coremap as the JVM's user "
             "(the attach listener admits only its owner) or pass --tid")
     return r.stdout
 
@@ -100,7 +124,7 @@ def java_threads(pid: int, root: SysRoot | None = None) -> dict[str, int]:
     out = {}
     for comm, tid in comms:
         out.setdefault(comm, tid)
-    dump = thread_dump(pid) if root.is_live else None
+    dump = thread_dump(pid, root) if root.is_live and is_hotspot_jvm(pid, root) else None
     if dump is not None:
         alive = {tid for _, tid in comms}
         for name, tid in _dump_names(dump):
@@ -117,7 +141,7 @@ def find_java_thread(pid: int, name: str, root: SysRoot | None = None) -> int:
     comms = _comm_threads(root, pid)
     if not comms:
         raise JavaThreadError(f"process {pid} does not exist; find the JVM with `jcmd -l` or `coremap threads`")
-    dump = thread_dump(pid) if root.is_live else None
+    dump = thread_dump(pid, root) if root.is_live else None
     if dump is None:
         matches = [tid for comm, tid in comms if comm == name]
         if len(name) > COMM_LEN or not matches:
