@@ -13,7 +13,7 @@ import sys
 import time
 
 from app.cli.common import add_root_argument, bounded, root_of
-from app.format import format_compact
+from app.format import format_compact, printable
 from app.inputs import read_input_text
 from app.errors import CoremapError
 from app.machine.interrupts import IrqInfo, read_interrupts, read_irqs
@@ -99,7 +99,8 @@ def _table(header: list[str], lines: list[list[str]]) -> None:
     widths = [max(len(h), *(len(row[i]) for row in lines)) if lines else len(h)
               for i, h in enumerate(header)]
     out = sys.stdout
-    fmt = lambda row: "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()  # noqa: E731
+    # printable(): names come from the machine and may carry escapes or newlines that forge a line.
+    fmt = lambda row: printable("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())  # noqa: E731
     out.write(fmt(header) + "\n")
     for row in lines:
         out.write(fmt(row) + "\n")
@@ -112,7 +113,7 @@ def _print_counts(rows, cpus, info: dict[str, IrqInfo], *, with_affinity: bool) 
     header.append("DEVICE / QUEUE")
     lines = []
     for r in rows:
-        line = [r.irq, str(r.total), _spread(r.counts, cpus) if r.counts else "(global)"]
+        line = [printable(r.irq), str(r.total), _spread(r.counts, cpus) if r.counts else "(global)"]
         i = info.get(r.irq)
         if with_affinity:
             line += ["-" if i is None or i.requested is None else format_cpulist(i.requested) or "none",
@@ -191,4 +192,4 @@ def _print_rates(r: Rates, names: dict[str, str], note: str) -> None:
              _pct(c.busy_pct), _pct(c.irq_softirq_pct), _pct(c.idle_pct)] for c in r.per_cpu.values()])
     for label, items in (("new", r.new_irqs), ("vanished", r.vanished_irqs), ("counter resets", r.resets)):
         if items:
-            print(f"{label}: {', '.join(items)}")
+            print(printable(f"{label}: {', '.join(items)}"))

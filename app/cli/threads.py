@@ -13,6 +13,7 @@ import time
 
 from app.cli.common import add_root_argument, bounded, root_of
 from app.errors import CoremapError
+from app.format import printable
 from app.machine.sample import MachineSample
 from app.machine.threads import (TaskGone, TaskReader, TaskSample, ThreadsSample,
                                  find_threads_by_name)
@@ -111,7 +112,8 @@ def format_table(tasks: list[TaskSample], s: ThreadsSample, cpu_pct=None) -> str
         if cpu_pct is not None:
             v = cpu_pct.get(t.tid)
             row.append(f"{v:.1f}" if v is not None else "-")     # new thread: no baseline
-        rows.append(row)
+        # printable(): a thread names itself (prctl PR_SET_NAME), escapes and newlines included.
+        rows.append([printable(c) for c in row])
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
     right = {0, 1, 4, 7}
     lines = ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))

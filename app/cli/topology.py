@@ -15,7 +15,7 @@ from app.cli.common import add_root_argument, root_of
 from app.errors import SysRootReadError
 from app.machine.topology import Group, Topology, layout, read_topology
 from app.parse.cpulist import format_cpulist
-from app.format import format_size
+from app.format import format_size, printable
 from app.sysroot import SysRoot
 
 
@@ -169,7 +169,8 @@ def format_summary(topo: Topology) -> str:
     if freqs:
         add("CPU max MHz", _counts(f // 1000 for f in freqs))
     width = max(len(k) for k, _ in rows) + 2
-    out = [f"{k + ':':<{width}}{v}" for k, v in rows]
+    # printable(): model names and host names come from the machine (or a capture) as they are.
+    out = [printable(f"{k + ':':<{width}}{v}") for k, v in rows]
     for n in topo.notes:
-        out.append(f"Note: {n}")
+        out.append(printable(f"Note: {n}"))
     return "\n".join(out) + "\n"

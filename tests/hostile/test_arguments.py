@@ -63,3 +63,23 @@ def test_float_options_refuse_nan_inf_negative_and_out_of_range(args):
     assert r.returncode == 2, r.stdout
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "give " in lines[0] and "seconds" in lines[0], r.stderr
+
+
+def test_thread_names_cannot_forge_lines_or_send_escapes():
+    """A thread that names itself with an ANSI escape and a newline shows escaped in `coremap threads`."""
+    import subprocess
+    import sys
+    evil = subprocess.Popen([sys.executable, "-c",
+                             "import ctypes,time\n"
+                             "ctypes.CDLL(None).prctl(15, b'ev\\x1b[31m\\nFAKE', 0, 0, 0)\n"
+                             "time.sleep(30)\n"])
+    try:
+        time.sleep(0.3)
+        r = run_cli("threads", "--pid", evil.pid, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert "\x1b" not in r.stdout
+        assert not any(l.startswith("FAKE") for l in r.stdout.splitlines())
+        assert "ev\\x1b[31m\\nFAKE" in r.stdout
+    finally:
+        evil.kill()
+        evil.wait()
