@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import sys
 
 from app.sysroot import SysRoot
 
@@ -69,3 +71,34 @@ def bounded(lo: float, hi: float, unit: str = "seconds", *, integer: bool = Fals
         return v
     parse.__name__ = unit           # argparse names the type in some messages
     return parse
+
+
+def add_json_arguments(p: argparse.ArgumentParser, help: str = "machine-readable output (one JSON document)") -> None:
+    """`--json` and `--pretty` (indented, for people; --json alone is compact, for programs)."""
+    p.add_argument("--json", action="store_true", help=help)
+    p.add_argument("--pretty", action="store_true", help="with --json: indented for reading")
+
+
+def write_json(obj, args=None, *, out=None) -> None:
+    """One JSON document on stdout. Compact by default: json.dumps without indent runs the standard
+    library's C encoder in one call (json.dump streams through the pure-Python encoder, ~5x slower on
+    a 1,152-CPU interrupts table); --pretty indents. Values are plain JSON (nan/inf are refused)."""
+    pretty = bool(getattr(args, "pretty", False))
+    kw = dict(indent=1 if pretty else None, separators=None if pretty else (",", ":"), allow_nan=False, default=str)
+    try:
+        text = json.dumps(obj, **kw)
+    except ValueError:
+        # A nan or inf somewhere (a rate over a zero interval): JSON has no spelling for it, so it
+        # becomes null rather than the invalid NaN the encoder would otherwise write.
+        text = json.dumps(_finite(obj), **kw)
+    (out or sys.stdout).write(text + "\n")
+
+
+def _finite(v):
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v

@@ -8,11 +8,10 @@ a row with one global count (ERR, MIS) has "counts": [] and its "total".
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 
-from app.cli.common import add_root_argument, bounded, root_of
+from app.cli.common import add_json_arguments, add_root_argument, bounded, root_of, write_json
 from app.format import format_compact, printable
 from app.inputs import read_input_text
 from app.errors import CoremapError
@@ -34,7 +33,7 @@ def register(subparsers) -> None:
     src = p.add_mutually_exclusive_group()
     add_root_argument(p, group=src)
     src.add_argument("--file", metavar="PATH", help="parse a bare /proc/interrupts file (no sysroot)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_arguments(p)
     # Own dest: the top-level --interval is the window's sampling interval.
     p.add_argument("--interval", dest="irqs_interval", type=bounded(0.01, 3600), default=None, metavar="S",
                    help="print rates over S seconds (live machine), or over a snapshot's two captures")
@@ -51,10 +50,8 @@ def run(args) -> int:
         irqs = read_irqs(root_of(args))
         rows, cpus, info = irqs.rows, irqs.cpus, irqs.info
     if args.json:
-        json.dump({"cpus": list(cpus), "irqs": [_row_json(r, info.get(r.irq), bool(not args.file))
-                                                for r in rows]},
-                  sys.stdout)
-        sys.stdout.write("\n")
+        write_json({"cpus": list(cpus), "irqs": [_row_json(r, info.get(r.irq), bool(not args.file))
+                                                 for r in rows]}, args)
     else:
         _print_counts(rows, cpus, info, with_affinity=not args.file)
     return 0
@@ -155,8 +152,7 @@ def _run_rates(args) -> int:
     r = rates(first, second)
     names = {row.irq: row.name for row in second.interrupts.rows}
     if args.json:
-        json.dump(_rates_json(r, names), sys.stdout)
-        sys.stdout.write("\n")
+        write_json(_rates_json(r, names), args)
         return 0
     _print_rates(r, names, note)
     return 0

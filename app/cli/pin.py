@@ -11,14 +11,13 @@ sysroot).
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import asdict
 from datetime import datetime
 
 from app.affinity import AffinityService, PinRequest, PinResult, PinTarget
-from app.cli.common import add_root_argument, root_of
+from app.cli.common import add_json_arguments, add_root_argument, root_of, write_json
 from app.errors import CoremapError
 from app.journal import Journal
 from app.format import format_change, printable
@@ -53,7 +52,7 @@ def register(subparsers) -> None:
         q.set_defaults(func=func)
     j = subparsers.add_parser("journal", help="show the pin journal",
                               description="Every pin, undo and restore, oldest first.")
-    j.add_argument("--json", action="store_true", help="a JSON array of entries")
+    add_json_arguments(j, "a JSON array of entries")
     j.set_defaults(func=run_journal)
 
 
@@ -136,8 +135,7 @@ def run_journal(args) -> int:
         print(f"coremap: note: {note}", file=sys.stderr)
     entries = journal.entries()
     if args.json:
-        json.dump([asdict(e) for e in entries], sys.stdout, indent=1)
-        print()
+        write_json([asdict(e) for e in entries], args)
         return 0
     if not entries:
         print(f"the journal {journal.path} is empty")

@@ -7,11 +7,10 @@ apart ("C2 CompilerThre", "GC Thread#0"); comm is cut to 15 characters by the ke
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 
-from app.cli.common import add_root_argument, bounded, root_of
+from app.cli.common import add_json_arguments, add_root_argument, bounded, root_of, write_json
 from app.errors import CoremapError
 from app.format import printable
 from app.machine.sample import MachineSample
@@ -38,7 +37,7 @@ def register(subparsers) -> None:
     # Own dest: the top-level --interval (default 1) is the window's sampling interval.
     p.add_argument("--interval", dest="threads_interval", type=bounded(0.01, 3600, zero=True), default=0.0, metavar="S",
                    help="also show CPU %% over S seconds (live machine only; default 0 = no)")
-    p.add_argument("--json", action="store_true", help="one JSON list of threads")
+    add_json_arguments(p, "one JSON list of threads")
     p.set_defaults(func=run)
 
 
@@ -67,8 +66,7 @@ def run(args) -> int:
     tasks = find_threads_by_name(sample, args.name) if args.name else \
         sorted(sample.tasks.values(), key=lambda t: (t.pid, t.tid))
     if args.json:
-        json.dump([_as_json(t, sample, cpu_pct) for t in tasks], sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        write_json([_as_json(t, sample, cpu_pct) for t in tasks], args)
     elif tasks:
         sys.stdout.write(format_table(tasks, sample, cpu_pct))
     if args.name and not tasks:

@@ -7,11 +7,10 @@ report, so other tools can diff against them. `--json` prints the whole model.
 """
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict
 
-from app.cli.common import add_root_argument, root_of
+from app.cli.common import add_root_argument, root_of, write_json
 from app.errors import SysRootReadError
 from app.machine.topology import Group, Topology, layout, read_topology
 from app.parse.cpulist import format_cpulist
@@ -28,6 +27,7 @@ def register(subparsers) -> None:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="cpu,core,socket,node for each online CPU")
     fmt.add_argument("--json", action="store_true", help="the whole topology as JSON")
+    p.add_argument("--pretty", action="store_true", help="with --json: indented for reading")
     p.set_defaults(func=run)
 
 
@@ -47,8 +47,7 @@ def run(args) -> int:
     if args.csv:
         out.write(format_csv(topo))
     elif args.json:
-        json.dump(to_json(topo), out, indent=1)
-        out.write("\n")
+        write_json(to_json(topo), args, out=out)
     else:
         out.write(format_summary(topo))
     return 0
