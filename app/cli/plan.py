@@ -1,0 +1,52 @@
+"""`coremap plan --quiet LIST [--service NAME] [--out DIR] [--root DIR]`: what to configure so the CPUs
+of LIST stay quiet after a reboot (kernel command line, tuned, irqbalance, systemd), said against the
+running command line. Never applied; with --out, written as files into a folder for review."""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+from app.atomic import write_atomic
+from app.cli.common import add_json_arguments, add_root_argument, root_of, write_json
+from app.cli.topology import load
+from app.errors import CoremapError
+from app.plan import make_plan, plan_text
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "plan", help="write a plan that keeps CPUs quiet across reboots (never applied)",
+        description=__doc__)
+    p.add_argument("--quiet", required=True, metavar="LIST", help="the CPUs to keep quiet, e.g. 2-3")
+    p.add_argument("--service", metavar="NAME", help="a systemd service to run on the quiet CPUs")
+    p.add_argument("--out", metavar="DIR", help="also write each piece as a file into this folder")
+    add_json_arguments(p)
+    add_root_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    plan = make_plan(load(root_of(args)), args.quiet, service=args.service)
+    if args.out:
+        _write_folder(Path(args.out), plan)
+    if args.json:
+        write_json({**asdict(plan), "cmdline_fragment": plan.cmdline_fragment}, args)
+    else:
+        print(plan_text(plan), end="")
+        if args.out:
+            print(f"\nWritten to {args.out}/: cmdline.txt, plan.txt and one file per piece above.")
+    return 0
+
+
+def _write_folder(folder: Path, plan) -> None:
+    if folder.exists() and not folder.is_dir():
+        raise CoremapError(f"--out {folder}: not a folder; give a folder for the plan's files")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CoremapError(f"--out {folder}: cannot create it ({os.strerror(e.errno or 0)})") from None
+    write_atomic(folder / "cmdline.txt", (plan.cmdline_fragment + "\n").encode())
+    write_atomic(folder / "plan.txt", plan_text(plan).encode())
+    for f in plan.files:
+        write_atomic(folder / f.name, f.text.encode())
