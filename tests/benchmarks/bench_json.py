@@ -1,0 +1,89 @@
+"""`--json` output against a bare read + split of its input, whole process minus interpreter start,
+in the same run (issue 12: each at most 4x).
+
+    coremap irqs --file F --json        F: the 1,152-CPU widening of master.internal's /proc/interrupts
+    coremap journal --json              a journal of 20,000 pins
+    coremap topology --json --root R    R: master.internal (112 CPUs)
+    coremap threads --json              this machine's threads (input: every /proc/PID/task/TID/stat)
+
+For each: `python -m app ...` > /dev/null, and `python -c <read and split the same input>`, each timed
+as a whole child process, minus `python -c pass` (interpreter start); alternating, medians of PAIRS.
+
+    PYTHONPATH=. python -m tests.benchmarks.bench_json
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.benchmarks.bench_interrupts import WIDE, widen
+from tests.machines import INTERRUPTS_DIR, extract
+
+PAIRS = 7
+REPO = Path(__file__).resolve().parents[2]
+SPLIT_FILES = "import sys\nn = 0\nfor p in sys.argv[1:]:\n    for l in open(p).read().split('\\n'):\n        n += len(l.split())\n"
+SPLIT_TASKS = ("import os\nn = 0\nfor p in os.listdir('/proc'):\n    if not p.isdigit(): continue\n"
+               "    try:\n        ts = os.listdir(f'/proc/{p}/task')\n    except OSError: continue\n"
+               "    for t in ts:\n        try: n += len(open(f'/proc/{p}/task/{t}/stat').read().split())\n"
+               "        except OSError: pass\n")
+
+
+def _run(argv, env) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env, cwd=REPO)
+    return time.perf_counter() - t0
+
+
+def _journal(path: Path, n: int) -> None:
+    with open(path, "w") as f:
+        for i in range(1, n + 1):
+            f.write(json.dumps({"ev": "record", "id": i, "session": "bench", "batch": i, "origin": "cli",
+                                "root": "/", "kind": "irq", "target": 24 + i % 20, "pid": None, "label": "",
+                                "starttime": None, "before": [0, 1], "requested": [i % 2], "time": 1.7e9 + i}) + "\n")
+            f.write(json.dumps({"ev": "mark", "id": i, "state": "done", "after": [i % 2], "effective": [i % 2],
+                                "code": "ok", "message": ""}) + "\n")
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="coremap-bench-json-"))
+    text = (INTERRUPTS_DIR / "openshift-nto" / "master.internal-interrupts").read_text()
+    wide = tmp / "interrupts"
+    wide.write_text(widen(text, WIDE))
+    state = tmp / "state"
+    state.mkdir()
+    _journal(state / "journal.jsonl", 20_000)
+    master = extract("master.internal")
+    env = dict(os.environ, PYTHONPATH=str(REPO), COREMAP_STATE_DIR=str(state))
+    py = sys.executable
+    master_files = [str(p) for p in (master / "proc").glob("*") if p.is_file()]
+    cases = [
+        ("irqs --file (1,152 CPUs)", [py, "-m", "app", "irqs", "--file", str(wide), "--json"],
+         [py, "-c", SPLIT_FILES, str(wide)]),
+        ("journal (20,000 pins)", [py, "-m", "app", "journal", "--json"],
+         [py, "-c", SPLIT_FILES, str(state / "journal.jsonl")]),
+        ("topology --root master", [py, "-m", "app", "topology", "--json", "--root", str(master)],
+         [py, "-c", SPLIT_FILES, *master_files]),
+        ("threads (live)", [py, "-m", "app", "threads", "--json"], [py, "-c", SPLIT_TASKS]),
+    ]
+    print(f"{'output':28s} {'coremap':>10s} {'bare split':>11s} {'ratio':>7s}   (whole process minus "
+          f"interpreter start; medians of {PAIRS} alternating runs; target <= 4x)")
+    for name, ours, peer in cases:
+        a, b, s = [], [], []
+        for _ in range(PAIRS):
+            s.append(_run([py, "-c", "pass"], env))
+            a.append(_run(ours, env))
+            b.append(_run(peer, env))
+        start = statistics.median(s)
+        ca, cb = statistics.median(a) - start, statistics.median(b) - start
+        print(f"{name:28s} {ca * 1e3:8.0f} ms {cb * 1e3:9.0f} ms {ca / cb:6.2f}x")
+    print(f"(interpreter start {start * 1e3:.0f} ms, subtracted from both)")
+
+
+if __name__ == "__main__":
+    main()
