@@ -14,11 +14,9 @@ import sys
 from app.errors import CoremapError
 from probes.common import EXIT_BAD_INPUT, check_cpus, emit, log, pin
 from probes.runner import PARENT_ENV
+from probes.spec import PER_CPU, PROBE_NAMES
 
 EXIT_PARENT_GONE = 3
-
-PROBES = ("jitter", "wakeup", "sweep", "c2c", "counters")
-MULTI_CPU = ("sweep", "c2c")
 
 
 def die_with_parent() -> None:
@@ -40,8 +38,8 @@ def die_with_parent() -> None:
 def main(argv: list[str] | None = None) -> int:
     die_with_parent()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in PROBES:
-        emit({"type": "error", "message": f"name a probe: one of {', '.join(PROBES)}"})
+    if not argv or argv[0] not in PROBE_NAMES:
+        emit({"type": "error", "message": f"name a probe: one of {', '.join(PROBE_NAMES)}"})
         return EXIT_BAD_INPUT
     name = argv[0]
     # Cancel sends SIGTERM: exit through Python so `finally` blocks run (the jitter probe removes its
@@ -53,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         args = mod.build_parser().parse_args(argv[1:])
         args.cpu_ids = ()
         args.cpu_id = None
-        if name in MULTI_CPU:
+        if name not in PER_CPU:
             if args.cpu is not None or name == "sweep":
                 args.cpu_ids = check_cpus(args.cpu)
         elif not args.unbound or args.cpu is not None:

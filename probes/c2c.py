@@ -9,8 +9,7 @@ import statistics
 import time
 
 from app.parse.cpulist import parse_cpulist
-from probes.common import ProbeArgumentParser, ProbeError, add_common_args, hello
-from probes.jitter import _host
+from probes.common import ProbeArgumentParser, ProbeError, add_common_args, hello, host_facts, run_lines
 
 NAME = "c2c"
 
@@ -61,8 +60,7 @@ def run(args, emit) -> int:
 
 
 def summarize(lines) -> dict:
-    hello_line = next((l for l in lines if l.get("type") == "hello"), {})
-    ivs = [l for l in lines if l.get("type") == "interval"]
+    hello_line, ivs = run_lines(lines)
     cpus = sorted({c for iv in ivs for c in iv["pair"]})
     matrix = [[None] * len(cpus) for _ in cpus]
     idx = {c: i for i, c in enumerate(cpus)}
@@ -73,4 +71,4 @@ def summarize(lines) -> dict:
             "achieved_duty": None, "buckets": [], "percentiles": None,
             "pairs": [{"a": iv["pair"][0], "b": iv["pair"][1], "median_ns": iv["median_ns"], "min_ns": iv["min_ns"]}
                       for iv in ivs],
-            "matrix_cpus": cpus, "matrix_ns": matrix, "host": _host(hello_line)}
+            "matrix_cpus": cpus, "matrix_ns": matrix, "host": host_facts(hello_line)}

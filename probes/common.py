@@ -128,6 +128,18 @@ def duty_split(percent: float) -> tuple[int, int]:
     return int(round(off * percent / (100.0 - percent))), off
 
 
+def run_lines(lines) -> tuple[dict, list[dict]]:
+    """A run's `hello` line ({} when it sent none) and its `interval` lines, in order."""
+    hello_line = next((l for l in lines if l.get("type") == "hello"), {})
+    return hello_line, [l for l in lines if l.get("type") == "interval"]
+
+
+def host_facts(hello_line: dict) -> dict:
+    """What a result object keeps of the machine a run measured (from its hello line)."""
+    return {k: hello_line.get(k) for k in ("kernel", "clocksource", "tsc_hz", "tsc_usable", "timer_slack_ns",
+                                           "policy", "priority", "isolated", "pid", "mlocked")}
+
+
 _POLICY_NAMES = {os.SCHED_OTHER: "other", os.SCHED_FIFO: "fifo", os.SCHED_RR: "rr",
                  getattr(os, "SCHED_BATCH", 3): "batch", getattr(os, "SCHED_IDLE", 5): "idle"}
 

@@ -11,8 +11,7 @@ import argparse
 import sys
 import time
 
-from probes.common import ProbeArgumentParser, ProbeError, add_common_args, hello
-from probes.jitter import _host
+from probes.common import ProbeArgumentParser, ProbeError, add_common_args, hello, host_facts, run_lines
 
 NAME = "counters"
 
@@ -56,8 +55,8 @@ def run(args, emit) -> int:
 
 
 def summarize(lines) -> dict:
-    hello_line = next((l for l in lines if l.get("type") == "hello"), {})
-    runs = {l["mode"]: l for l in lines if l.get("type") == "interval"}
+    hello_line, ivs = run_lines(lines)
+    runs = {l["mode"]: l for l in ivs}
     names = sorted({k for r in runs.values() for k in r["counts"]})
     compare = {}
     for n in names:
@@ -67,4 +66,4 @@ def summarize(lines) -> dict:
                       "ratio": (p / u) if (p is not None and u) else None}
     return {"probe": NAME, "cpu": hello_line.get("cpu"), "loop_ns": None, "sampled_seconds": None,
             "achieved_duty": None, "buckets": [], "percentiles": None, "command": hello_line.get("command"),
-            "runs": runs, "compare": compare, "host": _host(hello_line)}
+            "runs": runs, "compare": compare, "host": host_facts(hello_line)}

@@ -41,7 +41,7 @@ def bucket_mid(lo: int, hi: int) -> int:
 def buckets_to_histogram(buckets, hist: HdrHistogram | None = None) -> HdrHistogram:
     """Record each [lo, hi, count] once at its midpoint (clamped to the histogram's range)."""
     h = hist if hist is not None else new_histogram()
-    for lo, hi, count in _rows(buckets):
+    for lo, hi, count in bucket_rows(buckets):
         if count:
             h.record_value(min(bucket_mid(lo, hi), HIGHEST_NS), int(count))
     return h
@@ -51,13 +51,15 @@ def merge_buckets(*bucket_lists) -> list[list[int]]:
     """Sum counts of identical [lo, hi) buckets across intervals; sorted by lo, then hi."""
     acc: dict[tuple[int, int], int] = {}
     for bl in bucket_lists:
-        for lo, hi, count in _rows(bl):
+        for lo, hi, count in bucket_rows(bl):
             key = (int(lo), int(hi))
             acc[key] = acc.get(key, 0) + int(count)
     return [[lo, hi, c] for (lo, hi), c in sorted(acc.items()) if c]
 
 
-def _rows(buckets):
+def bucket_rows(buckets):
+    """(lo_ns, hi_ns, count) of each bucket, given as [lo, hi, count] (the probes' interval lines)
+    or as {"lo_ns", "hi_ns", "count"} (result objects, sessions): the one bucket reader."""
     for b in buckets:
         if isinstance(b, dict):
             yield b["lo_ns"], b["hi_ns"], b["count"]
@@ -83,7 +85,7 @@ def gaps_per_hour(buckets, sampled_ns: float, edges=GAP_EDGES_NS) -> dict:
     rows = [{"lo_ns": lo, "hi_ns": hi, "count": 0, "per_hour": 0.0}
             for lo, hi in zip(edges, list(edges[1:]) + [None])]
     lost = 0.0
-    for lo, hi, count in _rows(buckets):
+    for lo, hi, count in bucket_rows(buckets):
         mid = bucket_mid(lo, hi)
         if mid < edges[0]:
             continue
@@ -99,7 +101,7 @@ def gaps_per_hour(buckets, sampled_ns: float, edges=GAP_EDGES_NS) -> dict:
 
 
 def buckets_as_dicts(buckets) -> list[dict]:
-    return [{"lo_ns": int(lo), "hi_ns": int(hi), "count": int(c)} for lo, hi, c in _rows(buckets)]
+    return [{"lo_ns": int(lo), "hi_ns": int(hi), "count": int(c)} for lo, hi, c in bucket_rows(buckets)]
 
 
 # -------------------------------------------------------------------------------------- .hlog
@@ -230,7 +232,7 @@ def histogram_to_buckets(h: HdrHistogram) -> list[list[int]]:
 def write_csv(out, buckets) -> None:
     w = csv.writer(out)
     w.writerow(["lo_ns", "hi_ns", "count"])
-    for lo, hi, c in _rows(buckets):
+    for lo, hi, c in bucket_rows(buckets):
         w.writerow([int(lo), int(hi), int(c)])
 
 
@@ -243,7 +245,7 @@ def cyclictest_text(buckets, *, max_us: int = 1000) -> str:
     total = 0
     sum_us = 0.0
     mn = mx = None
-    for lo, hi, c in _rows(buckets):
+    for lo, hi, c in bucket_rows(buckets):
         if not c:
             continue
         us = bucket_mid(lo, hi) // 1000
@@ -319,6 +321,12 @@ def read_oslat_json(text: str, *, what: str = "oslat --json") -> dict[int, dict]
 
 def _us(v):
     return None if v is None else float(v) * 1000.0
+
+
+def intervals_histogram(intervals) -> tuple[list[list[int]], dict]:
+    """The merged buckets of a run's interval lines and their percentiles."""
+    buckets = merge_buckets(*(iv["buckets"] for iv in intervals))
+    return buckets, percentiles(buckets_to_histogram(buckets))
 
 
 def summary_from_buckets(buckets, sampled_ns: float | None = None) -> dict:

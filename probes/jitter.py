@@ -8,7 +8,8 @@ import os
 import time
 
 from probes import histogram, trace
-from probes.common import ProbeArgumentParser, add_common_args, apply_sched, duty_split, hello, lock_memory
+from probes.common import (ProbeArgumentParser, add_common_args, apply_sched, duty_split, hello, host_facts,
+                           lock_memory, run_lines)
 
 NAME = "jitter"
 
@@ -86,16 +87,13 @@ def _measure(args, emit, on_ns, off_ns, locked, tracer, why_not) -> int:
 
 def summarize(lines) -> dict:
     """The CLI's result object for one jitter run."""
-    hello_line = next((l for l in lines if l.get("type") == "hello"), {})
-    ivs = [l for l in lines if l.get("type") == "interval"]
-    buckets = histogram.merge_buckets(*(iv["buckets"] for iv in ivs))
+    hello_line, ivs = run_lines(lines)
+    buckets, pct = histogram.intervals_histogram(ivs)
     sampled = sum(iv["sampled_ns"] for iv in ivs)
     elapsed = sum(iv["chunk_ns"] for iv in ivs)
     iters = sum(iv["iterations"] for iv in ivs)
-    h = histogram.buckets_to_histogram(buckets)
     top = sorted((g for iv in ivs for g in iv["top_gaps"]), key=lambda g: -g[1])[:hello_line.get("top", 16)]
     gaps = histogram.gaps_per_hour(buckets, sampled)
-    pct = histogram.percentiles(h)
     if top:
         # the loop knows the exact longest gap; the histogram only knows its bucket's midpoint
         pct["max"] = max(pct["max"] or 0, top[0][1])
@@ -107,7 +105,7 @@ def summarize(lines) -> dict:
             "buckets": histogram.buckets_as_dicts(buckets), "percentiles": pct,
             "gaps_per_cpu_hour": gaps["rows"], "lost_share": gaps["lost_share"],
             "top_gaps": [{"t_ns": t, "gap_ns": g} for t, g in top], "intervals": len(ivs),
-            "host": _host(hello_line), "attribution": _attribution(lines)}
+            "host": host_facts(hello_line), "attribution": _attribution(lines)}
 
 
 def _attribution(lines) -> dict | None:
@@ -116,7 +114,3 @@ def _attribution(lines) -> dict | None:
         return None
     return {k: v for k, v in a.items() if k != "type"}
 
-
-def _host(h: dict) -> dict:
-    return {k: h.get(k) for k in ("kernel", "clocksource", "tsc_hz", "tsc_usable", "timer_slack_ns",
-                                  "policy", "priority", "isolated", "pid", "mlocked")}

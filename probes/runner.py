@@ -134,6 +134,16 @@ class ProbeRun:
                 return l.get("message")
         return None
 
+    def failure(self, what: str) -> str | None:
+        """Why the run failed, once it has exited: its `error` line, else (a child that died without
+        one) `what`, its exit status and its last stderr lines; None when it succeeded."""
+        message = self.error()
+        rc = self.returncode
+        if message is None and rc not in (0, None):
+            tail = "; ".join(self.stderr_lines[-3:])
+            message = f"{what}: the probe exited with status {rc}" + (f": {tail}" if tail else "")
+        return message
+
     def __enter__(self):
         return self
 

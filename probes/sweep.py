@@ -73,21 +73,23 @@ import random
 import statistics
 import time
 
-from probes.common import ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello, pin
-from probes.jitter import _host
+from probes.common import (ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello, host_facts, pin,
+                           run_lines)
 
 NAME = "sweep"
 TARGET_UNIT_NS = 2_000_000
 TRIM = 0.10     # share trimmed from each end of the paired differences (see Flag rule, 2.)
 ALPHA = 0.01    # family-wise significance level over the CPUs compared (Flag rule, 3.)
 FLOOR = 0.03    # smallest loss, as a share of the best CPU's unit, that can stand out (Flag rule, 4.)
+DEFAULT_ROUNDS = 120  # see Rounds above
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = ProbeArgumentParser(prog="python -m probes sweep", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(p, cpu_list=True)
-    p.add_argument("--rounds", type=int, default=120, help="work units per CPU (default 120; see Rounds above)")
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                   help=f"work units per CPU (default {DEFAULT_ROUNDS}; see Rounds above)")
     p.add_argument("--unit-ms", type=float, default=TARGET_UNIT_NS / 1e6, help="work unit length (default 2)")
     p.add_argument("--alpha", type=float, default=ALPHA,
                    help=f"significance level over all CPUs compared (default {ALPHA}; see Flag rule)")
@@ -248,12 +250,11 @@ def analyse(samples: dict[int, list[float]], alpha: float = ALPHA, floor: float 
 
 
 def summarize(lines) -> dict:
-    hello_line = next((l for l in lines if l.get("type") == "hello"), {})
+    hello_line, ivs = run_lines(lines)
     samples: dict[int, list[float]] = {}
-    for l in lines:
-        if l.get("type") == "interval":
-            for c, ns in l["samples"].items():
-                samples.setdefault(int(c), []).append(ns)
+    for l in ivs:
+        for c, ns in l["samples"].items():
+            samples.setdefault(int(c), []).append(ns)
     # sweeps saved before the rule changed carry "k" instead: analysed with today's defaults
     res = (analyse(samples, hello_line.get("alpha", ALPHA), hello_line.get("floor", FLOOR))
            if samples else {"per_cpu": {}})
@@ -263,4 +264,4 @@ def summarize(lines) -> dict:
             "cpus": list(res["per_cpu"].values()), "flagged": [c for c, r in res["per_cpu"].items() if r["flagged"]],
             "baseline_ns": res.get("baseline_ns"), "baseline_trimmed_ns": res.get("baseline_trimmed_ns"),
             "best_cpu": res.get("best_cpu"), "alpha": res.get("alpha"), "floor": res.get("floor"),
-            "host": _host(hello_line)}
+            "host": host_facts(hello_line)}

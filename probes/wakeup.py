@@ -10,8 +10,8 @@ import struct
 import time
 
 from probes import histogram
-from probes.common import ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello, lock_memory
-from probes.jitter import _host
+from probes.common import (ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello, host_facts,
+                           lock_memory, run_lines)
 
 NAME = "wakeup"
 
@@ -67,13 +67,10 @@ def run(args, emit) -> int:
 
 
 def summarize(lines) -> dict:
-    hello_line = next((l for l in lines if l.get("type") == "hello"), {})
-    ivs = [l for l in lines if l.get("type") == "interval"]
-    buckets = histogram.merge_buckets(*(iv["buckets"] for iv in ivs))
+    hello_line, ivs = run_lines(lines)
+    buckets, pct = histogram.intervals_histogram(ivs)
     elapsed = sum(iv["chunk_ns"] for iv in ivs)
     n = sum(iv["iterations"] for iv in ivs)
-    h = histogram.buckets_to_histogram(buckets)
-    pct = histogram.percentiles(h)
     if ivs and n:
         # the loop knows the exact max; the histogram only knows the bucket's midpoint
         pct["max"] = max(iv["max_ns"] for iv in ivs)
@@ -83,4 +80,4 @@ def summarize(lines) -> dict:
             "mean_ns": sum(iv["sum_ns"] for iv in ivs) / n if n else None,
             "min_ns": min((iv["min_ns"] for iv in ivs if iv["iterations"]), default=None),
             "buckets": histogram.buckets_as_dicts(buckets), "percentiles": pct,
-            "intervals": len(ivs), "host": _host(hello_line)}
+            "intervals": len(ivs), "host": host_facts(hello_line)}

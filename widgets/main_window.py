@@ -21,7 +21,7 @@ from widgets.colors import METRIC_BASES, SOFTIRQ_KINDS, Metric, parse_metric
 from widgets.cpu_details import CpuDetailsWidget
 from widgets.irq_table import IrqTableWidget
 from widgets.pinning import PinController
-from widgets.probe_panel import ProbePanel
+from widgets.probe.panel import ProbePanel
 from widgets.residency_plot import ResidencyPlot
 from widgets.sampler_thread import SamplerThread, is_newer
 from widgets.session_controller import SessionController

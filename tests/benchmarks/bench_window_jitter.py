@@ -14,7 +14,7 @@ the jitter probe from its probe panel.
      on the probed CPU), Run, and the event loop runs until the panel is idle; the figures come
      from the finished run's summary (the same summarize()). The panel's ProbeController moves
      every thread of the window's process off the probed CPU while its probe runs
-     (OwnAffinityGuard, widgets/probe_controller.py), as it does for a user. The window's CPU use is
+     (OwnAffinityGuard, probes/own_affinity.py), as it does for a user. The window's CPU use is
      this process's getrusage() during B less during A (the probe's reader threads and the Watch
      run in both); its context switches and per-thread wake counts show how often it wakes.
 
@@ -65,7 +65,6 @@ import threading
 import time
 from pathlib import Path
 
-from app.cli.probe import format_attribution
 from app.errors import SysRootReadError
 from app.parse.cpulist import format_cpulist
 from app.parse.stat import parse_stat
@@ -74,6 +73,7 @@ from app.sysroot import SysRoot
 from probes import histogram as H
 from probes.jitter import summarize
 from probes.runner import ProbeRun
+from probes.text import format_attribution
 import tests.benchmarks.bench_probes as bench_probes
 from tests.benchmarks.bench_probes import _set_all_threads, med
 
@@ -335,15 +335,15 @@ class InProcessWindow:
         panel = self.window.probe_panel
         panel.set_probe("jitter")
         panel.set_cpus([cpu])
-        panel.unbound_check.setChecked(False)
-        panel.duty_combo.setCurrentIndex(panel.duty_combo.findData(100.0))
-        panel.seconds_spin.setValue(seconds)
-        panel.policy_combo.setCurrentIndex(panel.policy_combo.findData(policy))
-        if attribute and not panel.attribute_check.isEnabled():
-            raise SystemExit(f"--attribute: the panel cannot attribute here ({panel.attribute_check.toolTip()})")
-        panel.attribute_check.setChecked(attribute)
-        if abs(panel.seconds_spin.value() - seconds) > 1e-9:
-            raise SystemExit(f"--seconds {seconds:g}: the panel's duration takes 0.1 s steps; got {panel.seconds_spin.value():g}")
+        panel.form.unbound_check.setChecked(False)
+        panel.form.duty_combo.setCurrentIndex(panel.form.duty_combo.findData(100.0))
+        panel.form.seconds_spin.setValue(seconds)
+        panel.form.policy_combo.setCurrentIndex(panel.form.policy_combo.findData(policy))
+        if attribute and not panel.form.attribute_check.isEnabled():
+            raise SystemExit(f"--attribute: the panel cannot attribute here ({panel.form.attribute_check.toolTip()})")
+        panel.form.attribute_check.setChecked(attribute)
+        if abs(panel.form.seconds_spin.value() - seconds) > 1e-9:
+            raise SystemExit(f"--seconds {seconds:g}: the panel's duration takes 0.1 s steps; got {panel.form.seconds_spin.value():g}")
         finished = []
         panel.run_finished.connect(finished.append)
         applied0 = self.applied
@@ -353,8 +353,7 @@ class InProcessWindow:
         guarded = panel.controller.guard.active
         # Watch the child as the other tables do (run-queue wait, steal, and where this process's
         # threads ran). Started after Run, so it is born with the guard's mask, off `cpu`.
-        job = panel.controller.current_job
-        watch = Watch(_PanelRun(panel.controller.pid, job.lines), cpu, os.getpid())
+        watch = Watch(_PanelRun(panel.controller.pid, panel.controller.current_lines), cpu, os.getpid())
         watch.start()
         try:
             if not self.qt.run_until(panel.busy_changed, lambda: not panel.busy, seconds + 60):

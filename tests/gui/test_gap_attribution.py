@@ -2,11 +2,9 @@
 tests/fixtures/tracefs), and its messages for runs without one."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-
 from probes import trace as T
 from tests.machines import FIXTURES
-from widgets.gap_attribution import GapAttributionView
+from widgets.probe.gap_attribution import GapAttributionView
 
 TRACE = (FIXTURES / "tracefs" / "kvm-6.18-cpu1.trace").read_text()
 STATS = T.parse_stats((FIXTURES / "tracefs" / "kvm-6.18-cpu1.stats").read_text())
@@ -52,7 +50,7 @@ def test_view_says_why_a_run_has_no_attribution(qtbot):
 def test_a_reopened_jitter_run_shows_its_gaps(qtbot):
     """A session stores each run's result (with its attribution); opened again, selecting the run
     fills the Gaps tab from it."""
-    from widgets.probe_panel import ProbePanel
+    from widgets.probe.panel import ProbePanel
     a, _ = captured_attribution()
     a.pop("type")
     panel = ProbePanel()
@@ -60,7 +58,7 @@ def test_a_reopened_jitter_run_shows_its_gaps(qtbot):
     result = {"probe": "jitter", "cpu": 1, "sampled_seconds": 1.0, "label": "saved jitter CPU 1",
               "buckets": [{"lo_ns": 1000, "hi_ns": 1100, "count": 5}], "attribution": a}
     rec = panel.add_result(result, "/tmp/saved.coremap")
-    item = panel._list_item(rec.key)
-    panel.runs_list.setCurrentItem(item)
-    assert panel.gap_view.gap_model.rowCount() == len(a["gaps"])
-    assert "saved jitter CPU 1" in panel.gap_view.status.text()
+    item = panel.run_store.item(rec.key)
+    panel.run_store.runs_list.setCurrentItem(item)
+    assert panel.plots.gap_view.gap_model.rowCount() == len(a["gaps"])
+    assert "saved jitter CPU 1" in panel.plots.gap_view.status.text()

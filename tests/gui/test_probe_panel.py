@@ -18,7 +18,9 @@ from PySide6.QtWidgets import QApplication
 from probes import histogram as H
 from app.machine.topology import read_online_cpus
 from app.sysroot import SysRoot
-from widgets.probe_panel import CPU_MIME, ProbePanel
+from tests.unit.test_own_affinity import _own_affinities
+from widgets.probe.drop import CPU_MIME
+from widgets.probe.panel import ProbePanel
 
 
 @pytest.fixture
@@ -35,26 +37,16 @@ def _run(qtbot, panel, timeout=15000):
     qtbot.waitUntil(lambda: not panel.busy, timeout=timeout)
 
 
-def _own_affinities() -> dict[int, set[int]]:
-    out = {}
-    for t in os.listdir(f"/proc/{os.getpid()}/task"):
-        try:
-            out[int(t)] = set(os.sched_getaffinity(int(t)))
-        except ProcessLookupError:
-            pass  # a thread that ended while we listed them
-    return out
-
-
 def test_jitter_run_then_overlay(qtbot, panel):
     panel.set_cpus([0])
-    panel.seconds_spin.setValue(0.3)
+    panel.form.seconds_spin.setValue(0.3)
     formats = []
     panel.progress.valueChanged.connect(lambda _v: formats.append(panel.progress.format()))
     _run(qtbot, panel)
     assert panel.status_text.startswith("done"), panel.status_text
     (rec,) = panel.runs
     assert rec.finished and rec.probe == "jitter" and rec.cpus == (0,)
-    x, y = panel.histogram_plot.curve(rec.key).getOriginalDataset()
+    x, y = panel.plots.histogram_plot.curve(rec.key).getOriginalDataset()
     assert len(x) > 2 and (y > 0).any()
     assert any("/ 0.3 s" in f for f in formats)           # progress from the interval lines
     # table: p50..max from probes/histogram.py, samples = the loop's iterations
@@ -66,26 +58,26 @@ def test_jitter_run_then_overlay(qtbot, panel):
     assert cells[5] == format_ns(round(rec.summary["percentiles"]["max"], 1))
     assert cells[6] == f"{iterations:,}" and sum(c for *_, c in rec.buckets) == iterations
     # a second run overlays
-    panel.unbound_check.setChecked(True)
+    panel.form.unbound_check.setChecked(True)
     _run(qtbot, panel)
-    assert len(panel.histogram_plot.keys()) == 2
-    assert len(panel.histogram_plot.legend_labels()) == 2
+    assert len(panel.plots.histogram_plot.keys()) == 2
+    assert len(panel.plots.histogram_plot.legend_labels()) == 2
     assert panel.table.rowCount() == 2
-    assert "unbound" in panel.histogram_plot.legend_labels()[1]
+    assert "unbound" in panel.plots.histogram_plot.legend_labels()[1]
     # unticking a run hides its curves; Remove takes it off the plots, the legend and the table
-    item = panel.runs_list.item(0)
+    item = panel.run_store.runs_list.item(0)
     item.setCheckState(Qt.CheckState.Unchecked)
-    assert not panel.histogram_plot.curve(rec.key).isVisible()
-    assert not panel.percentile_plot.curve(rec.key).isVisible()
-    panel.runs_list.setCurrentItem(item)
-    panel.remove_button.click()
-    assert rec.key not in panel.histogram_plot.keys() and len(panel.histogram_plot.legend_labels()) == 1
+    assert not panel.plots.histogram_plot.curve(rec.key).isVisible()
+    assert not panel.plots.percentile_plot.curve(rec.key).isVisible()
+    panel.run_store.runs_list.setCurrentItem(item)
+    panel.run_store.remove_button.click()
+    assert rec.key not in panel.plots.histogram_plot.keys() and len(panel.plots.histogram_plot.legend_labels()) == 1
     assert panel.table.rowCount() == 1 and len(panel.runs) == 1
 
 
 def test_cancel_kills_the_probe(qtbot, panel):
     panel.set_cpus([0])
-    panel.seconds_spin.setValue(30)
+    panel.form.seconds_spin.setValue(30)
     assert panel.run()
     pid = panel.controller.pid
     qtbot.waitUntil(lambda: any(l.get("type") == "interval" for r in panel.runs for l in r.lines), timeout=5000)
@@ -105,35 +97,35 @@ def test_cancel_kills_the_probe(qtbot, panel):
 
 def test_a_cpu_that_does_not_exist(qtbot, panel):
     panel.set_cpus([4095])
-    panel.seconds_spin.setValue(0.3)
+    panel.form.seconds_spin.setValue(0.3)
     _run(qtbot, panel)
     assert panel.status_text.startswith("error:") and "CPU 4095" in panel.status_text
     assert panel.runs == [] and panel.run_button.isEnabled()
 
 
 def test_cpu_edit_validates_and_takes_a_drop(qtbot, panel):
-    v = panel.cpu_edit.validator()
+    v = panel.form.cpu_edit.validator()
     assert v.validate("2-x", 0) == QValidator.State.Invalid
     assert v.validate("2-", 0) == QValidator.State.Intermediate
     assert v.validate("2-3,5", 0) == QValidator.State.Acceptable
-    qtbot.keyClicks(panel.cpu_edit, "2-x")
-    assert panel.cpu_edit.text() == "2-"
+    qtbot.keyClicks(panel.form.cpu_edit, "2-x")
+    assert panel.form.cpu_edit.text() == "2-"
     assert not panel.run() and "error:" in panel.status_text
 
     mime = QMimeData()
     mime.setData(CPU_MIME, json.dumps({"cpus": [3, 1]}).encode())
     enter, drop = _drag_and_drop(panel, mime)
-    assert enter.isAccepted() and drop.isAccepted() and panel.cpu_edit.text() == "1,3"
+    assert enter.isAccepted() and drop.isAccepted() and panel.form.cpu_edit.text() == "1,3"
     # a payload that is not {"cpus": [...]} changes nothing and says why
     bad = QMimeData()
     bad.setData(CPU_MIME, b'{"cpu": 2}')
     _drag_and_drop(panel, bad)
-    assert panel.cpu_edit.text() == "1,3" and "error:" in panel.status_text
+    assert panel.form.cpu_edit.text() == "1,3" and "error:" in panel.status_text
     # other MIME types are refused at the door
     text = QMimeData()
     text.setText("2")
     enter, _ = _drag_and_drop(panel, text)
-    assert not enter.isAccepted() and panel.cpu_edit.text() == "1,3"
+    assert not enter.isAccepted() and panel.form.cpu_edit.text() == "1,3"
 
 
 def _drag_and_drop(widget, mime):
@@ -157,7 +149,7 @@ def test_own_threads_leave_the_probed_cpu(qtbot, panel):
     main_before = set(os.sched_getaffinity(0))
     others = set(read_online_cpus(SysRoot("/"))) & main_before - {1}
     panel.set_cpus([1])
-    panel.seconds_spin.setValue(1.0)
+    panel.form.seconds_spin.setValue(1.0)
     assert panel.run()
     qtbot.waitUntil(lambda: any(l.get("type") == "interval" for r in panel.runs for l in r.lines), timeout=5000)
     assert panel.busy
@@ -176,14 +168,14 @@ def test_sweep_and_c2c_from_the_panel(qtbot, panel):
         pytest.skip("needs two online CPUs")
     panel.set_probe("sweep")
     panel.set_cpus([0, 1])
-    panel.rounds_spin.setValue(3)
+    panel.form.rounds_spin.setValue(3)
     _run(qtbot, panel)
     assert panel.status_text.startswith("done"), panel.status_text
-    assert sorted(panel.sweep_plot.cpus) == [0, 1]
+    assert sorted(panel.plots.sweep_plot.cpus) == [0, 1]
     panel.set_probe("c2c")
     _run(qtbot, panel)
-    assert panel.c2c_heatmap.image.image.shape == (2, 2)
-    assert panel.c2c_heatmap.matrix[0, 1] > 0
+    assert panel.plots.c2c_heatmap.image.image.shape == (2, 2)
+    assert panel.plots.c2c_heatmap.matrix[0, 1] > 0
 
 
 def test_main_window_wires_the_panel(qtbot):
@@ -200,24 +192,14 @@ def test_main_window_wires_the_panel(qtbot):
     assert "&Probes" in [a.text() for a in w.menuBar().actions()]
     cpu = state.topology.online[-1]
     w.topology_view.cpu_selected.emit(cpu)
-    assert w.probe_panel.cpu_edit.text() == str(cpu)
+    assert w.probe_panel.form.cpu_edit.text() == str(cpu)
     # sweep bars and the c2c matrix follow the grid's order: every online CPU, siblings together
-    order = w.probe_panel._order
+    order = w.probe_panel.plots.order
     assert sorted(order) == sorted(state.topology.online)
     for core in state.topology.cores:
         i = order.index(core.cpus[0])
         assert tuple(order[i:i + len(core.cpus)]) == core.cpus
     assert order != sorted(order)
-
-
-
-def test_no_cpu_left_for_coremap_means_no_move():
-    from widgets.probe_controller import OwnAffinityGuard
-    g = OwnAffinityGuard()
-    before = _own_affinities()
-    note = g.exclude(read_online_cpus(SysRoot("/")))
-    assert note is not None and "stay where they are" in note and not g.active
-    assert _own_affinities() == before
 
 
 def test_a_capture_cannot_be_probed_from_here(qtbot):
@@ -255,7 +237,7 @@ def test_cpus_dragged_from_the_grid_fill_the_cpu_field(qtbot, panel):
     core = next(c for c in topo.cores if len(c.cpus) == 2)
     enter, drop = _drag_and_drop(panel, view.cpu_mime_for(view.core_item(core.index)))
     assert drop.isAccepted() and panel.cpus() == core.cpus
-    assert panel.status_text == f"CPUs {panel.cpu_edit.text()} from the drop"
+    assert panel.status_text == f"CPUs {panel.form.cpu_edit.text()} from the drop"
     _drag_and_drop(panel, view.cpu_mime_for(view.cell_item(topo.online[-1])))
     assert panel.cpus() == (topo.online[-1],)
     # An offline CPU (hand-made payload: the grid never sends one) is refused, the field kept
@@ -299,26 +281,42 @@ def test_attribute_box_says_why_where_tracing_is_impossible(qtbot):
     p = ProbePanel()
     qtbot.addWidget(p)
     why = trace.unavailable_reason()
-    assert p.attribute_check.isEnabled() == (why is None)
+    assert p.form.attribute_check.isEnabled() == (why is None)
     if why is not None:
-        assert p.attribute_check.toolTip() == why
+        assert p.form.attribute_check.toolTip() == why
 
 
 def test_attributed_jitter_run_fills_the_gaps_tab(qtbot, tracefs):
     panel = ProbePanel()        # built after the fixture mounted tracefs, so the box is enabled
     qtbot.addWidget(panel)
     panel.set_cpus([max(os.sched_getaffinity(0))])
-    panel.seconds_spin.setValue(0.3)
-    assert panel.attribute_check.isEnabled() and panel.attribute_check.isChecked()
+    panel.form.seconds_spin.setValue(0.3)
+    assert panel.form.attribute_check.isEnabled() and panel.form.attribute_check.isChecked()
     _run(qtbot, panel)
     (rec,) = panel.runs
     a = rec.summary["attribution"]
     assert a["available"] and a["cpu_events"] > 0
-    assert panel.gap_view.gap_model.rowCount() == len(a["gaps"]) > 0
-    assert panel.gap_view.cause_model.rowCount() == len(a["by_cause"])
-    assert rec.label in panel.gap_view.status.text()
+    assert panel.plots.gap_view.gap_model.rowCount() == len(a["gaps"]) > 0
+    assert panel.plots.gap_view.cause_model.rowCount() == len(a["by_cause"])
+    assert rec.label in panel.plots.gap_view.status.text()
     # unticked: the run asks for no tracing and the tab says how to get it
-    panel.attribute_check.setChecked(False)
+    panel.form.attribute_check.setChecked(False)
     _run(qtbot, panel)
     assert panel.runs[-1].summary["attribution"] is None
-    assert "attribute gaps" in panel.gap_view.status.text()
+    assert "attribute gaps" in panel.plots.gap_view.status.text()
+
+
+def test_a_box_ticked_for_one_probe_does_not_leak_into_another(qtbot, panel):
+    """unbound and attribute stay ticked (and disabled) when another probe is chosen; the spec
+    takes a field only for the probes it applies to (probes.spec.applies)."""
+    panel.set_cpus([0, 1])
+    panel.form.unbound_check.setChecked(True)
+    panel.form.policy_combo.setCurrentIndex(panel.form.policy_combo.findData("fifo"))
+    panel.set_probe("c2c")
+    assert not panel.form.unbound_check.isEnabled() and panel.form.unbound_check.isChecked()
+    spec = panel.form.spec()
+    assert not spec.unbound and spec.policy is None and spec.duty is None
+    (job,) = spec.jobs()
+    assert job.cpus == (0, 1) and "--unbound" not in job.args and "--policy" not in job.args
+    panel.set_probe("counters")
+    assert [j.cpus for j in panel.form.spec().jobs()] == [(), ()]     # unbound: nothing kept free

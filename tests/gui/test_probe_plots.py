@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from probes import histogram as H
 from probes import sweep
-from widgets.c2c_heatmap import C2CHeatmap
-from widgets.histogram_plot import HistogramPlot, step_data
-from widgets.percentile_plot import PercentilePlot, percentile_curve, percentile_x, values_at
-from widgets.probe_panel import ProbePanel
-from widgets.sweep_plot import FLAG_COLOUR, SweepPlot
+from widgets.probe.c2c_heatmap import C2CHeatmap
+from widgets.probe.histogram_plot import HistogramPlot, step_data
+from widgets.probe.percentile_plot import PercentilePlot, percentile_curve, percentile_x, values_at
+from widgets.probe.panel import ProbePanel
+from widgets.probe.sweep_plot import FLAG_COLOUR, SweepPlot
 
 BUCKETS = [[0, 8, 10], [8, 16, 20], [16, 32, 0], [1000, 1085, 3], [1183, 1282, 1]]
 # 1/1000 of an hour sampled: per CPU-hour = count x 1000
@@ -132,11 +132,11 @@ def test_open_hlog_adds_a_run_and_save_round_trips(qtbot, tmp_path):
     path = tmp_path / "run.hlog"
     H.write_hlog(path, _intervals([BUCKETS, [[8, 16, 5], [5128, 5522, 2]]]), comment="test")
     added = panel.open_result(path)
-    assert len(added) == 1 and panel.histogram_plot.keys() == [added[0].key]
+    assert len(added) == 1 and panel.plots.histogram_plot.keys() == [added[0].key]
     rec = added[0]
     assert sum(c for *_, c in rec.buckets) == 34 + 7
     assert math.isclose(rec.sampled_ns, 0.2e9)
-    x, _y = panel.histogram_plot.curve(rec.key).getOriginalDataset()
+    x, _y = panel.plots.histogram_plot.curve(rec.key).getOriginalDataset()
     assert len(x) > 2 and panel.table.rowCount() == 1
     assert panel.table.item(0, 6).text() == "41"
     # tagged intervals (one per CPU) become one run each
@@ -144,7 +144,7 @@ def test_open_hlog_adds_a_run_and_save_round_trips(qtbot, tmp_path):
     H.write_hlog(tagged, [(0, 0.1, H.buckets_to_histogram(BUCKETS), "cpu1"),
                           (0, 0.1, H.buckets_to_histogram(BUCKETS), "cpu3")])
     assert [r.label.split()[-1] for r in panel.open_result(tagged)] == ["cpu1", "cpu3"]
-    assert len(panel.histogram_plot.legend_labels()) == 3
+    assert len(panel.plots.histogram_plot.legend_labels()) == 3
     # save in each format and read back with probes/histogram.py's own readers
     panel.save_run(rec.key, tmp_path / "out.hlog")
     back = H.read_hlog(tmp_path / "out.hlog").merged()

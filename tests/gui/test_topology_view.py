@@ -182,13 +182,13 @@ def test_zoom_keys_and_fit(view, qtbot):
 # -- CPU drags to the probe panel (issue 5) ----------------------------------------------------------
 def _payload(mime):
     """The CPUs a CPU drag carries, read the way the probe panel reads them."""
-    from widgets.probe_panel import CPU_MIME, cpus_from_mime
+    from widgets.probe.drop import CPU_MIME, cpus_from_mime
     assert mime is not None and mime.formats() == [CPU_MIME]
     return cpus_from_mime(bytes(mime.data(CPU_MIME).data()))
 
 
 def test_cpu_mime_for_a_cell_a_core_and_a_package(view):
-    from widgets.probe_panel import CPU_MIME
+    from widgets.probe.drop import CPU_MIME
     from widgets.topology_view import CPU_MIME as GRID_CPU_MIME
     assert GRID_CPU_MIME == CPU_MIME
     topo = _topology("master.internal")          # siblings N and N+56

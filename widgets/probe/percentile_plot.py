@@ -19,15 +19,15 @@ Contract of the graphics items used here:
 """
 from __future__ import annotations
 
-from app.format import format_ns
-
 import math
 
 import numpy as np
 import pyqtgraph as pg
 
-from probes.histogram import bucket_mid
-from widgets.histogram_plot import RunCurves, decade_ticks, run_colour
+from app.format import format_ns
+from probes.histogram import bucket_mid, bucket_rows
+from widgets.probe.axes import decade_ticks, label_axes
+from widgets.probe.histogram_plot import RunCurves, run_colour
 
 PERCENTILE_TICKS = ((50.0, "50%"), (90.0, "90%"), (99.0, "99%"), (99.9, "99.9%"),
                     (99.99, "99.99%")) + tuple((100.0 - 10.0 ** (2 - n), f"99.{'9' * (n - 2)}%") for n in range(5, 11))
@@ -40,7 +40,7 @@ def percentile_x(p_percent: float) -> float:
 
 
 def _cumulative(buckets) -> tuple[np.ndarray, np.ndarray]:
-    rows = sorted((bucket_mid(lo, hi), int(c)) for lo, hi, c in _rows(buckets) if int(c) > 0)
+    rows = sorted((bucket_mid(lo, hi), int(c)) for lo, hi, c in bucket_rows(buckets) if int(c) > 0)
     mids = np.array([m for m, _ in rows], dtype=float)
     cum = np.cumsum([c for _, c in rows]).astype(float) if rows else np.zeros(0)
     return mids, cum
@@ -75,14 +75,6 @@ def percentile_curve(buckets, points: int = POINTS) -> tuple[np.ndarray, np.ndar
     return x, _values(mids, cum, fractions)
 
 
-def _rows(buckets):
-    for b in buckets:
-        if isinstance(b, dict):
-            yield b["lo_ns"], b["hi_ns"], b["count"]
-        else:
-            yield b[0], b[1], b[2]
-
-
 class PercentilePlot(RunCurves, pg.PlotWidget):
     """Latency by percentile, runs overlaid."""
 
@@ -91,12 +83,7 @@ class PercentilePlot(RunCurves, pg.PlotWidget):
         item = self.getPlotItem()
         item.setLogMode(x=False, y=True)
         item.showGrid(x=True, y=True, alpha=0.25)
-        item.setLabel("bottom", "percentile")
-        item.setLabel("left", y_label)
-        for axis in ("left", "bottom"):
-            item.getAxis(axis).setTextPen("k")
-            item.getAxis(axis).setPen("k")
-            item.getAxis(axis).enableAutoSIPrefix(False)
+        label_axes(item, "percentile", y_label, worded_ticks=True)
         item.getAxis("bottom").setTicks([[(percentile_x(p), t) for p, t in PERCENTILE_TICKS], []])
         self.legend = item.addLegend(offset=(10, 10), labelTextColor="k")
         self._curves: dict[object, pg.PlotDataItem] = {}

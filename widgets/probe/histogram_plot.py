@@ -20,14 +20,12 @@ Contract of the graphics items used here:
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Signal
 
 from app.format import format_compact, format_ns
-from probes.histogram import NS_PER_HOUR
+from probes.histogram import NS_PER_HOUR, bucket_rows
+from widgets.probe.axes import decade_ticks, label_axes
 
 # Distinct colours for overlaid runs (Okabe-Ito, readable for colour-blind readers), then pyqtgraph's.
 _PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
@@ -37,29 +35,13 @@ def run_colour(i: int):
     return pg.mkColor(_PALETTE[i]) if i < len(_PALETTE) else pg.intColor(i, hues=9, values=1, maxValue=200)
 
 
-
-
-def decade_ticks(lo: float, hi: float, label, max_labels: int | None = None) -> list:
-    """Ticks at whole decades spanning [lo, hi] (values > 0), labelled by `label(10**d)`; positions
-    are log10 values, as a log-mode axis expects. With `max_labels`, only every k-th decade is
-    labelled (the others stay as unlabelled minor ticks) so the labels do not run into each other."""
-    if not (lo > 0 and hi > 0):
-        return [[], []]
-    d0, d1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    decades = list(range(d0, max(d1, d0 + 1) + 1))
-    step = max(1, math.ceil(len(decades) / max_labels)) if max_labels else 1
-    major = [(d, label(10.0 ** d)) for d in decades if (d - d0) % step == 0]
-    minor = [(d, "") for d in decades if (d - d0) % step != 0]
-    return [major, minor]
-
-
 def step_data(buckets, sampled_ns: float) -> tuple[np.ndarray, np.ndarray]:
     """(edges, per-CPU-hour counts) for stepMode="center" from [lo, hi, count] buckets.
 
     Empty buckets and holes between buckets become y = 0 (a break on the log axis); leading and
     trailing empty buckets are dropped. Overlapping buckets (none come from one probe) are refused.
     """
-    rows = sorted((int(lo), int(hi), int(c)) for lo, hi, c in _rows(buckets))
+    rows = sorted((int(lo), int(hi), int(c)) for lo, hi, c in bucket_rows(buckets))
     while rows and rows[0][2] == 0:
         rows.pop(0)
     while rows and rows[-1][2] == 0:
@@ -79,14 +61,6 @@ def step_data(buckets, sampled_ns: float) -> tuple[np.ndarray, np.ndarray]:
         edges.append(hi)
         ys.append(c * scale)
     return np.asarray(edges, dtype=float), np.asarray(ys, dtype=float)
-
-
-def _rows(buckets):
-    for b in buckets:
-        if isinstance(b, dict):
-            yield b["lo_ns"], b["hi_ns"], b["count"]
-        else:
-            yield b[0], b[1], b[2]
 
 
 class RunCurves:
@@ -121,20 +95,12 @@ class RunCurves:
 class HistogramPlot(RunCurves, pg.PlotWidget):
     """Count per CPU-hour against gap length, runs overlaid."""
 
-    runs_changed = Signal()
-
     def __init__(self, parent=None, *, x_label: str = "gap length", y_label: str = "count per CPU-hour"):
         super().__init__(parent, background="w")
         item = self.getPlotItem()
         item.setLogMode(x=True, y=True)
         item.showGrid(x=True, y=True, alpha=0.25)
-        item.setLabel("bottom", x_label)
-        item.setLabel("left", y_label)
-        for axis in ("left", "bottom"):
-            item.getAxis(axis).setTextPen("k")
-            item.getAxis(axis).setPen("k")
-            # the ticks are labelled in words ("10 µs", "1M"); an SI factor on the axis title would lie
-            item.getAxis(axis).enableAutoSIPrefix(False)
+        label_axes(item, x_label, y_label, worded_ticks=True)
         self.legend = item.addLegend(offset=(-10, 10), labelTextColor="k")
         self._curves: dict[object, pg.PlotDataItem] = {}
         self._labels: dict[object, str] = {}
@@ -152,7 +118,6 @@ class HistogramPlot(RunCurves, pg.PlotWidget):
             self._curves[key] = curve
             self._labels[key] = label
             self.getPlotItem().addItem(curve)
-            self.runs_changed.emit()
         if len(x) >= 2:
             curve.setData(x, y)
         else:
@@ -166,7 +131,6 @@ class HistogramPlot(RunCurves, pg.PlotWidget):
 
     def _run_removed(self, key) -> None:
         self._labels.pop(key, None)
-        self.runs_changed.emit()
 
     def legend_labels(self) -> list[str]:
         return [label.text for _sample, label in self.legend.items]

@@ -15,7 +15,7 @@ from probes.trace import HARDWARE
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
-class _Rows(QAbstractTableModel):
+class _RowsModel(QAbstractTableModel):
     """A read-only table of dict rows: columns are (header, cell text fn, sort key fn)."""
 
     def __init__(self, columns, parent=None):
@@ -83,8 +83,8 @@ class GapAttributionView(QWidget):
         super().__init__(parent)
         self.status = QLabel(self)
         self.status.setWordWrap(True)
-        self.cause_model = _Rows(CAUSE_COLUMNS, self)
-        self.gap_model = _Rows(GAP_COLUMNS, self)
+        self.cause_model = _RowsModel(CAUSE_COLUMNS, self)
+        self.gap_model = _RowsModel(GAP_COLUMNS, self)
         self.cause_view = self._table(self.cause_model)
         self.gap_view = self._table(self.gap_model)
         self.gap_view.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
+from widgets.probe.axes import label_axes
+
 NORMAL_COLOUR = "#0072B2"
 FLAG_COLOUR = "#D55E00"
 
@@ -27,11 +29,7 @@ class SweepPlot(pg.PlotWidget):
         super().__init__(parent, background="w")
         item = self.getPlotItem()
         item.showGrid(x=False, y=True, alpha=0.25)
-        item.setLabel("bottom", "CPU (topology order)")
-        item.setLabel("left", "work unit, mean ± sd (µs)")
-        for axis in ("left", "bottom"):
-            item.getAxis(axis).setTextPen("k")
-            item.getAxis(axis).setPen("k")
+        label_axes(item, "CPU (topology order)", "work unit, mean ± sd (µs)")
         self.normal_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=NORMAL_COLOUR, pen=None)
         self.flag_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=FLAG_COLOUR, pen=None)
         self.error_bars = pg.ErrorBarItem(x=np.zeros(0), y=np.zeros(0), top=np.zeros(0), bottom=np.zeros(0),

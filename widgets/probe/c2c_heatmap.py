@@ -15,15 +15,14 @@ Contract of the graphics items used here:
 """
 from __future__ import annotations
 
-from app.format import format_ns
-
 import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from app.format import format_ns
+from widgets.probe.axes import label_axes
 
 
 def reorder(cpus, matrix, order=None) -> tuple[list[int], np.ndarray]:
@@ -42,18 +41,12 @@ def reorder(cpus, matrix, order=None) -> tuple[list[int], np.ndarray]:
 
 
 class C2CHeatmap(QWidget):
-    hovered = Signal(str)
-
     def __init__(self, parent=None):
         super().__init__(parent)
         self.plot = pg.PlotWidget(self, background="w")
         item = self.plot.getPlotItem()
-        item.setLabel("bottom", "CPU")
-        item.setLabel("left", "CPU")
+        label_axes(item, "CPU", "CPU")
         item.setTitle("one-way latency (median of batches)", color="k")
-        for axis in ("left", "bottom"):
-            item.getAxis(axis).setTextPen("k")
-            item.getAxis(axis).setPen("k")
         item.invertY(True)
         item.setAspectLocked(True)
         item.hideButtons()
@@ -119,4 +112,3 @@ class C2CHeatmap(QWidget):
         text = self.text_at(p.x(), p.y())
         if text:
             self.hover_label.setText(text)
-            self.hovered.emit(text)

@@ -1,0 +1,69 @@
+"""OwnAffinityGuard: keep coremap's own threads off the CPUs a probe measures, and give them back.
+
+A probe measures what happens on its CPU, and coremap's UI thread, sampler thread and the probe's
+reader threads are among the things that could. While a probe job runs, every thread of this
+process (each /proc/self/task entry: sched_setaffinity on the process changes only the calling
+thread, and threads inherit a mask only when created) is moved to the online CPUs the job does not
+probe; when it ends each gets its own earlier mask back. The caller starts the job's child before
+the move, so the child inherits the full mask and may pin itself to the probed CPU.
+"""
+from __future__ import annotations
+
+import os
+
+from app.format import format_cpus
+from app.machine.topology import read_online_cpus
+from app.sysroot import SysRoot
+
+
+class OwnAffinityGuard:
+    """Move every thread of this process off some CPUs, and back."""
+
+    def __init__(self, root: SysRoot | None = None):
+        self.root = root or SysRoot("/")
+        self._saved: dict[int, set[int]] | None = None
+        self._process_mask: set[int] | None = None
+
+    @property
+    def active(self) -> bool:
+        """True while the threads are kept off some CPUs (between exclude and restore)."""
+        return self._saved is not None
+
+    def own_tids(self) -> list[int]:
+        return [int(t) for t in self.root.listdir(self.root.task_dir(os.getpid(), None, "task")) if t.isdigit()]
+
+    def exclude(self, cpus) -> str | None:
+        """Move all own threads to the online CPUs not in `cpus`. Returns a note when it cannot
+        (every online CPU is probed, e.g. a one-CPU machine) and then changes nothing."""
+        self.restore()
+        probed = set(cpus)
+        online = set(read_online_cpus(self.root))
+        process_mask = set(os.sched_getaffinity(0))
+        keep = (online & process_mask) - probed
+        if not keep:
+            return (f"coremap's own threads stay where they are: CPUs {format_cpus(sorted(probed))} are "
+                    f"all the online CPUs it may use ({format_cpus(sorted(online & process_mask))})")
+        saved: dict[int, set[int]] = {}
+        for tid in self.own_tids():
+            try:
+                saved[tid] = set(os.sched_getaffinity(tid))
+                os.sched_setaffinity(tid, keep)
+            except ProcessLookupError:
+                # the thread ended between listing /proc/self/task and this call: nothing to move
+                saved.pop(tid, None)
+        self._saved = saved
+        self._process_mask = process_mask
+        return None
+
+    def restore(self) -> None:
+        """Give each thread its earlier mask; threads born meanwhile get the process's earlier mask."""
+        if self._saved is None:
+            return
+        saved, mask = self._saved, self._process_mask
+        self._saved = self._process_mask = None
+        for tid in self.own_tids():
+            try:
+                os.sched_setaffinity(tid, saved.get(tid, mask))
+            except ProcessLookupError:
+                # the thread ended between listing /proc/self/task and this call: nothing to restore
+                pass
