@@ -14,8 +14,8 @@ from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWid
                                QVBoxLayout, QWidget)
 
 from app.format import format_count, format_cpus, format_percent, format_rate, per_cpu_pairs
-from widgets.irq_table import device_text
 from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data
+from widgets.tables.irqs import device_text
 
 # More rows than this would bury the few that matter; the rest are counted in the caption.
 TOP_ROWS = 25

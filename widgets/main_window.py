@@ -19,14 +19,14 @@ from app.parse.cpulist import format_cpulist
 from app.sampler import MAX_INTERVAL, MIN_INTERVAL
 from widgets.colors import METRIC_BASES, SOFTIRQ_KINDS, Metric, parse_metric
 from widgets.cpu_details import CpuDetailsWidget
-from widgets.irq_table import IrqTableWidget
 from widgets.pinning import PinController
 from widgets.probe_panel import ProbePanel
 from widgets.residency_plot import ResidencyPlot
 from widgets.sampler_thread import SamplerThread, is_newer
 from widgets.session_controller import SessionController
 from widgets.summary_bar import SummaryBar
-from widgets.thread_table import ThreadTableWidget
+from widgets.tables.irqs import IrqTableWidget
+from widgets.tables.threads import ThreadTableWidget
 from widgets.topology_view import TopologyView
 
 

@@ -27,9 +27,9 @@ from app.state import MachineState
 from app.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
-from widgets.irq_table import (COL_EFFECTIVE, COL_IRQ, COL_RATE, NARROWED_BRUSH, OUTSIDE_BRUSH, IrqTableModel,
-                               IrqTableWidget, KEY_ROLE, parse_filter)
-from widgets.thread_table import COL_ID, ID_ROLE, ThreadTableWidget, ThreadTreeModel
+from widgets.tables.irqs import (COL_EFFECTIVE, COL_IRQ, COL_RATE, NARROWED_BRUSH, OUTSIDE_BRUSH, IrqTableModel,
+                                 IrqTableWidget, KEY_ROLE, parse_filter)
+from widgets.tables.threads import COL_ID, ID_ROLE, ThreadTableWidget, ThreadTreeModel
 
 pytestmark = pytest.mark.qt_log_level_fail("WARNING")
 
