@@ -1,6 +1,6 @@
 """Reports: one self-contained HTML file that says what a machine looks like, where its interrupts
 land, which pins were made and what the probes measured. No Qt here: pictures (the topology grid,
-probe plots) are rendered by widgets/report_render.py and handed in as bytes.
+probe plots) are rendered by widgets/report_images.py and handed in as bytes.
 
 The HTML has no external reference at all: CSS is inline, images are data: URIs, there is no
 script. It must open from a mail attachment on a machine without network. Everything that comes

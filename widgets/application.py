@@ -1,27 +1,45 @@
-"""run_gui(args): the window, from the command line's arguments (see app/cli/main.py).
+"""The composition root: `build_window` builds the MainWindow and gives each controller the narrow
+parts of it that controller needs (a menu, a status sink, the views it drags from or drops on, the
+state signal); nothing else in widgets/ constructs the window or reaches into it.
 
-Everything that can be wrong with the arguments or the root is found before Qt starts, and reported
-as a CoremapError (app/cli/main.py prints "coremap: <message>" and exits 2): no traceback, no dialog.
-With --screenshot the window is rendered offscreen after the first sample(s) and saved, and the
-process exits: two ticks for rates on the live machine, the pair on a two-capture snapshot.
+- `run_gui(args)`: the window, from the command line's arguments (see app/cli/main.py). Everything
+  that can be wrong with the arguments or the root is found before Qt starts, and reported as a
+  CoremapError (app/cli/main.py prints "coremap: <message>" and exits 2): no traceback, no dialog.
+  With --screenshot the window is rendered offscreen after the first sample(s) and saved, and the
+  process exits: two ticks for rates on the live machine, the pair on a two-capture snapshot.
+- `render_window(state)`: the whole window for one MachineState, offscreen, as PNG or SVG bytes
+  (`coremap screenshot`).
 """
 from __future__ import annotations
 
 import os
 import re
 import signal
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QIcon
+from PySide6.QtWidgets import QDockWidget, QMenu
 
 from app.atomic import check_output_path
 from app.errors import CoremapError
 from app.sampler import MAX_INTERVAL, MIN_INTERVAL, Sampler
+from app.session import Session, open_session
+from app.state import MachineState
 from app.sysroot import SysRoot
+from widgets.colors import Metric, parse_metric
+from widgets.harness import application
+from widgets.main_window import MainWindow
+from widgets.pictures import RATE_WINDOW, first_state, offscreen, picture_bytes, settle
+from widgets.pinning import PinController
+from widgets.probe.panel import ProbePanel
+from widgets.sampler_thread import SamplerThread
+from widgets.session_controller import SessionController
 
 RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 DEFAULT_SIZE = (1600, 1000)
-# Live screenshots: seconds between the two ticks that give the first rates.
-SCREENSHOT_RATE_WINDOW = 0.5
 
 
 class BadArgument(CoremapError):
@@ -52,14 +70,12 @@ def _root_of(args):
     if getattr(args, "session", None):
         if getattr(args, "root", None):
             raise BadArgument("--root and --session both given: open one machine at a time")
-        from app.session import open_session
         session = open_session(args.session)
         return session.root, session
     return SysRoot(args.root or "/"), None
 
 
 def run_gui(args) -> int:
-    from widgets.colors import parse_metric
     metric = parse_metric(getattr(args, "color_by", None))
     size = parse_size(getattr(args, "size", None))
     interval = _check_interval(getattr(args, "interval", None))
@@ -85,9 +101,7 @@ def run_gui(args) -> int:
 
 
 def _application():
-    from PySide6.QtGui import QIcon
-    from PySide6.QtWidgets import QApplication
-    app = QApplication.instance() or QApplication(["coremap"])
+    app = application()
     app.setApplicationName("coremap")
     app.setApplicationDisplayName("coremap")
     app.setDesktopFileName("coremap")
@@ -97,39 +111,20 @@ def _application():
     return app
 
 
-def _screenshot(sampler: Sampler, metric, size, interval: float, out: Path) -> int:
+def _screenshot(sampler: Sampler, metric: Metric, size, interval: float, out: Path) -> int:
     # Sample before the window exists: a slow or failing read is reported without Qt in the way.
-    state = sampler.tick()
-    if sampler.live:
-        time.sleep(min(interval, SCREENSHOT_RATE_WINDOW))
-        state = sampler.tick()
-    app = _application()
-    from widgets.main_window import MainWindow
-    window = MainWindow(None, metric=metric, interval=interval)
-    window.resize(*size)
-    window.show()
-    app.processEvents()
-    window.set_state(state)
-    app.processEvents()
-    window.topology_view.zoom_fit()
-    app.processEvents()
-    image = window.grab()
-    ok = image.save(str(out))
-    window.close()
-    window.deleteLater()
-    app.processEvents()
+    state = first_state(sampler, min(interval, RATE_WINDOW))
+    with _shown_window(state, size, metric, interval) as window:
+        ok = window.grab().save(str(out))
     if not ok:
         raise BadArgument(f"--screenshot {out}: could not write the image; check the folder's permissions")
     return 0
 
 
-def _interactive(sampler: Sampler, metric, size, interval: float) -> int:
+def _interactive(sampler: Sampler, metric: Metric, size, interval: float) -> int:
     app = _application()
-    from PySide6.QtCore import QTimer
-    from widgets.main_window import MainWindow
-    from widgets.sampler_thread import SamplerThread
     thread = SamplerThread(sampler)
-    window = MainWindow(thread, metric=metric, interval=interval, crash_recovery=True)
+    window = build_window(thread, metric=metric, interval=interval, crash_recovery=True)
     window.resize(*size)
     window.show()
     thread.start()
@@ -145,3 +140,93 @@ def _interactive(sampler: Sampler, metric, size, interval: float) -> int:
         wake.stop()
         thread.stop()
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# -- the composition root ------------------------------------------------------------------------------
+def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric | str | None = None,
+                 interval: float = 1.0, crash_recovery: bool = False) -> MainWindow:
+    """The window with everything in it: the grid, tables and plots (MainWindow), pinning, the
+    probe panel and the File menu. With `crash_recovery`, a bar offers the autosaved session of a
+    run that did not exit cleanly."""
+    window = MainWindow(sampler_thread, metric=metric, interval=interval)
+    # The File menu comes first, as in every desktop application.
+    file_menu = window.menuBar().addMenu("&File")
+    window.pin_controller = _add_pinning(window)
+    window.probe_panel, window.probe_dock = _add_probes(window)
+    window.session_controller = _add_sessions(window, file_menu, crash_recovery)
+    return window
+
+
+def _add_pinning(window: MainWindow) -> PinController:
+    """Drops on the grid, Pin to…, Edit → Undo/Redo/Restore all, the Pins dock, the result line and
+    the restore bar (widgets/pinning.py)."""
+    pins = PinController(window)
+    pins.results_shown.connect(lambda results: window.forget_processes(_pinned_pids(results)))
+    window.closing.connect(pins.close)
+    return pins
+
+
+def _pinned_pids(results) -> list[int]:
+    """The processes whose threads a pin, undo or restore moved (PinResults)."""
+    return sorted({r.target.pid or r.target.id for r in results if r.target.kind in ("thread", "process")})
+
+
+def _add_probes(window: MainWindow) -> tuple[ProbePanel, QDockWidget]:
+    """The Probes dock (a tab beside the residency plot), the Probes menu, and the grid's clicked CPU
+    as the next probe's CPU (widgets/probe_panel.py)."""
+    panel = ProbePanel(window)
+    dock = window.add_dock("Probes", "probe-dock", panel, Qt.DockWidgetArea.BottomDockWidgetArea,
+                           tab_with=window.residency_dock)
+    window.thread_dock.raise_()
+    window.menuBar().addMenu(panel.menu)
+    window.topology_view.cpu_selected.connect(panel.set_cpu)
+    window.state_applied.connect(panel.set_state)
+    window.closing.connect(panel.cancel)
+    return panel, dock
+
+
+def _add_sessions(window: MainWindow, menu: QMenu, crash_recovery: bool) -> SessionController:
+    """File: sessions, screenshots, reports, autosave and crash recovery (widgets/session_controller.py)."""
+    pins, thread = window.pin_controller, window.sampler_thread
+    sessions = SessionController(
+        menu, window, thread.sampler.root if thread is not None else None, status=window.show_message,
+        probe_runs=window.probe_panel,
+        journal_entries=lambda: pins.service.journal.entries() if pins.service is not None else None,
+        crash_recovery=crash_recovery)
+    window.state_applied.connect(sessions.set_state)
+    sessions.machine_opened.connect(window.set_sampler_thread)
+    sessions.session_opened.connect(lambda session: _show_session(window, session))
+    window.closing.connect(sessions.close)
+    if sessions.crash_bar is not None:
+        window.add_top_bar(sessions.crash_bar)
+    return sessions
+
+
+def _show_session(window: MainWindow, session: Session) -> None:
+    """An opened session: its probe runs in the panel; its machine is read-only, so drops are refused
+    with the reason."""
+    for p in session.probes:
+        window.probe_panel.add_result(p.result, str(session.source))
+    window.pin_controller.set_service(None)
+
+
+# -- the window as a picture ---------------------------------------------------------------------------
+@contextmanager
+def _shown_window(state: MachineState, size, metric: Metric | str | None,
+                  interval: float = 1.0) -> Iterator[MainWindow]:
+    """The window built for `state` and shown at `size` (offscreen unless a display was chosen), the
+    grid fitted, for the `with` block; then closed and deleted."""
+    _application()
+    with offscreen(lambda: build_window(None, metric=metric, interval=interval), size) as window:
+        window.set_state(state)
+        settle()
+        window.topology_view.zoom_fit()
+        settle()
+        yield window
+
+
+def render_window(state: MachineState, *, fmt: str = "png", size=DEFAULT_SIZE,
+                  metric: Metric | str | None = None) -> bytes:
+    """The whole window for `state`, offscreen, as PNG or SVG bytes."""
+    with _shown_window(state, size, metric) as window:
+        return picture_bytes(window, fmt, title="coremap window")

@@ -14,8 +14,9 @@ from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWid
                                QVBoxLayout, QWidget)
 
 from app.format import format_count, format_cpus, format_percent, format_rate, per_cpu_pairs
-from widgets.irq_table import device_text
+from app.state import MachineState
 from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data
+from widgets.tables.irqs import device_text
 
 # More rows than this would bury the few that matter; the rest are counted in the caption.
 TOP_ROWS = 25
@@ -39,19 +40,19 @@ def _column_of(cpus, cpu: int) -> int | None:
         return None
 
 
-def cpu_irqs(state, cpu: int) -> list[Landing]:
+def cpu_irqs(state: MachineState, cpu: int) -> list[Landing]:
     """IRQs landing on `cpu`, largest first: rates when the state has them, else counts since boot.
     Only non-zero loads are listed."""
-    table = state.sample.interrupts if state.sample is not None else None
+    table = state.sample.interrupts
     if table is None and state.irqs is not None:
         table = state.irqs
     if table is None:
         return []
-    info = getattr(state.irqs, "info", None) or {} if state.irqs is not None else {}
+    info = state.irqs.info if state.irqs is not None else {}
     rates = state.rates
     out = []
     if rates is not None:
-        rate_cpus = getattr(rates, "cpus", None) or table.cpus
+        rate_cpus = rates.cpus or table.cpus
         for row in table.rows:
             r = rates.irqs.get(row.irq)
             if r is None:
@@ -70,17 +71,16 @@ def cpu_irqs(state, cpu: int) -> list[Landing]:
     return out
 
 
-def cpu_softirqs(state, cpu: int) -> list[Landing]:
+def cpu_softirqs(state: MachineState, cpu: int) -> list[Landing]:
     """Softirqs (NET_RX, TIMER, ...) on `cpu`, largest first; rates when known, else counts."""
     rates = state.rates
-    per = getattr(rates, "per_cpu", None) if rates is not None else None
-    cpu_rates = per.get(cpu) if per else None
-    soft_rates = getattr(cpu_rates, "softirq_per_s", None) if cpu_rates is not None else None
+    cpu_rates = rates.per_cpu.get(cpu) if rates is not None else None
+    soft_rates = cpu_rates.softirq_per_s if cpu_rates is not None else None
     out = []
     if soft_rates:
         out = [Landing(name, name, float(v), True) for name, v in soft_rates.items() if v]
     elif rates is None:
-        table = state.sample.softirqs if state.sample is not None else None
+        table = state.sample.softirqs
         if table is not None:
             col = _column_of(table.cpus, cpu)
             if col is not None:
@@ -90,19 +90,18 @@ def cpu_softirqs(state, cpu: int) -> list[Landing]:
     return out
 
 
-def cpu_threads(state, cpu: int) -> list[Landing]:
+def cpu_threads(state: MachineState, cpu: int) -> list[Landing]:
     """Threads whose last CPU is `cpu`, busiest first (CPU % when rates exist; all of them otherwise)."""
-    tasks = state.sample.tasks if state.sample is not None else None
+    tasks = state.sample.tasks
     if tasks is None:
         return []
-    rate_tasks = getattr(state.rates, "tasks", None) if state.rates is not None else None
+    rate_tasks = state.rates.tasks if state.rates is not None else {}
     out = []
     for tid, t in tasks.tasks.items():
-        r = rate_tasks.get(tid) if rate_tasks else None
-        last = getattr(r, "last_cpu", None) if r is not None else None
-        if (t.last_cpu if last is None else last) != cpu:
+        r = rate_tasks.get(tid)
+        if (t.last_cpu if r is None else r.last_cpu) != cpu:
             continue
-        pct = r.cpu_pct if r is not None and r.cpu_pct is not None else 0.0
+        pct = r.cpu_pct if r is not None else 0.0
         out.append(Landing(str(tid), t.comm, float(pct), r is not None))
     out.sort(key=lambda x: (-x.value, int(x.key)))
     return out
@@ -168,7 +167,7 @@ class CpuDetailsWidget(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self._cpu: int | None = None
-        self._state = None
+        self._state: MachineState | None = None
         self.title_label = QLabel(self)
         self.title_label.setTextFormat(Qt.TextFormat.PlainText)
         font = self.title_label.font()
@@ -198,7 +197,7 @@ class CpuDetailsWidget(QWidget):
         self._cpu = cpu_id
         self._refresh()
 
-    def set_state(self, state) -> None:
+    def set_state(self, state: MachineState) -> None:
         self._state = state
         self._refresh()
 

@@ -1,4 +1,5 @@
-"""Screenshots and documents out of the window: PNG, SVG, PDF, and the File menu that saves them.
+"""Pictures and documents as files: PNG, SVG, PDF, their default names, and which widget a
+screenshot of the window, the grid or a plot is.
 
 - PNG: QWidget.grab() (what is on screen, at the device pixel ratio).
 - SVG: QSvgGenerator + QPainter, painting the widget or the QGraphicsScene into it, so the grid and
@@ -19,6 +20,7 @@ import re
 import socket
 from pathlib import Path
 
+import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QPoint, QRectF, QSize, QSizeF, QUrl
 from PySide6.QtGui import QImage, QPageLayout, QPageSize, QPainter, QPdfWriter, QTextDocument
 from PySide6.QtSvg import QSvgGenerator
@@ -26,6 +28,7 @@ from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
 
 from app.atomic import write_atomic
 from app.errors import CoremapError
+from widgets.topology_view import TopologyView
 
 SCREENSHOT_KINDS = ("window", "grid", "plot")
 
@@ -73,21 +76,6 @@ def grab_png(widget: QWidget, path) -> Path:
     path = Path(path)
     write_atomic(path, png_bytes(widget))
     return path
-
-
-def scene_png_bytes(scene: QGraphicsScene, scale: float = 1.0, background=None) -> bytes:
-    """The whole scene (not only what a view shows) as PNG bytes, `scale` pixels per scene unit."""
-    src = scene.sceneRect()
-    size = QSize(max(1, int(src.width() * scale)), max(1, int(src.height() * scale)))
-    img = QImage(size, QImage.Format.Format_ARGB32_Premultiplied)
-    img.fill(background if background is not None else scene.backgroundBrush().color()
-             if scene.backgroundBrush().style() != 0 else 0xFFFFFFFF)
-    p = QPainter(img)
-    p.setRenderHint(QPainter.RenderHint.Antialiasing)
-    p.setRenderHint(QPainter.RenderHint.TextAntialiasing)
-    scene.render(p, QRectF(0, 0, size.width(), size.height()), src)
-    p.end()
-    return image_png_bytes(img)
 
 
 # -- SVG -----------------------------------------------------------------------------------------
@@ -232,15 +220,17 @@ def render_pdf(html: str, path, **kw) -> Path:
 
 # -- screenshots of the window ----------------------------------------------------------------------
 
-def screenshot_target(window, what: str):
-    """What `what` ("window", "grid", "plot") means in a MainWindow: the window itself, its
+def screenshot_target(window: QWidget, what: str) -> QWidget:
+    """What `what` ("window", "grid", "plot") means in a window: the window itself, its
     TopologyView, or the first visible pyqtgraph plot."""
     if what == "window":
         return window
     if what == "grid":
-        return window.topology_view
+        views = window.findChildren(TopologyView)
+        if not views:
+            raise ExportError("the window shows no topology grid to save")
+        return views[0]
     if what == "plot":
-        import pyqtgraph as pg
         plots = [w for w in window.findChildren(pg.PlotWidget) if w.isVisible()] or window.findChildren(pg.PlotWidget)
         if not plots:
             raise ExportError("the window shows no plot to save; open a plot first")
@@ -256,11 +246,6 @@ def save_screenshot(target, path) -> Path:
         return grab_png(target, path)
     if ext == ".svg":
         # The grid's colour legend is a separate widget under the view: draw it under the grid.
-        legend = getattr(target, "legend", None)
-        extra = (legend if isinstance(target, QGraphicsView) and not _is_pyqtgraph(target)
-                 and isinstance(legend, QWidget) else None)
+        extra = target.legend if isinstance(target, TopologyView) else None
         return render_svg(target, path, extra_below=extra)
     raise ExportError(f"{path}: name a .png or .svg file")
-
-
-# -- the File menu ------------------------------------------------------------------------------------

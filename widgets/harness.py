@@ -1,6 +1,7 @@
-"""Qt plumbing for scripts that drive the window from outside widgets/ (tests/benchmarks): the one
-QApplication, running the event loop for a while or until something happened, and really deleting a
-window. Keeps the rule that only widgets/ imports Qt (../shared/STYLE.md) for the benchmarks too.
+"""Qt plumbing: the one QApplication (the window, offscreen pictures and scripts all get it here), and
+for scripts that drive the window from outside widgets/ (tests/benchmarks) running the event loop
+for a while or until something happened, and really deleting a window. Keeps the rule that only
+widgets/ imports Qt (../shared/STYLE.md) for the benchmarks too.
 """
 from __future__ import annotations
 

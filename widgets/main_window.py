@@ -4,49 +4,75 @@ it is sampled.
 
 The window never reads the machine: it applies the MachineStates a SamplerThread emits (dropping
 any whose generation is not newer than the last applied) and forwards user choices back to it
-(interval, pause, the threads to follow).
+(interval, pause, the threads to follow). Pinning, the probe panel and the File menu are added by the
+composition root (widgets/application.py, `build_window`), which hands each the narrow parts of
+the window it needs.
 """
 from __future__ import annotations
 
 import gc
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QComboBox, QDockWidget, QDoubleSpinBox, QLabel, QLayout, QMainWindow,
                                QToolBar, QVBoxLayout, QWidget)
 
-from app.parse.cpulist import format_cpulist
+from app.format import format_cpus
 from app.sampler import MAX_INTERVAL, MIN_INTERVAL
+from app.state import MachineState
 from widgets.colors import METRIC_BASES, SOFTIRQ_KINDS, Metric, parse_metric
 from widgets.cpu_details import CpuDetailsWidget
-from widgets.irq_table import IrqTableWidget
-from widgets.pinning import PinController
-from widgets.probe.panel import ProbePanel
 from widgets.residency_plot import ResidencyPlot
 from widgets.sampler_thread import SamplerThread, is_newer
-from widgets.session_controller import SessionController
 from widgets.summary_bar import SummaryBar
-from widgets.thread_table import ThreadTableWidget
+from widgets.tables.irqs import IrqTableWidget
+from widgets.tables.threads import ThreadTableWidget
 from widgets.topology_view import TopologyView
+
+if TYPE_CHECKING:   # only for annotations: the composition root builds and sets these
+    from widgets.pinning import PinController
+    from widgets.probe.panel import ProbePanel
+    from widgets.session_controller import SessionController
+
+STATUS_SECONDS = 15.0       # how long a message stays on the status line
 
 
 class MainWindow(QMainWindow):
     state_applied = Signal(object)        # after a MachineState reached every widget
+    closing = Signal()                    # the window is closing: its controllers finish their work
 
     def __init__(self, sampler_thread: SamplerThread | None = None, *, metric: Metric | str | None = None,
-                 interval: float = 1.0, crash_recovery: bool = False, parent=None):
+                 interval: float = 1.0, parent=None):
         super().__init__(parent)
         self.sampler_thread = sampler_thread
         self._generation: int | None = None
-        self._state = None
+        self._state: MachineState | None = None
         self._interval = interval
         self._paused = False
         self._applied_threads = None
         self._docks_sized = False
         self.setObjectName("coremap-main-window")
         self.setWindowTitle("coremap")
+        # What widgets/application.build_window adds: pinning, the probe panel and its dock, the File menu.
+        self.pin_controller: PinController | None = None
+        self.probe_panel: ProbePanel | None = None
+        self.probe_dock: QDockWidget | None = None
+        self.session_controller: SessionController | None = None
 
-        # -- centre: summary, grid, legend ---------------------------------------------------------
+        self._build_centre(metric)
+        self._build_docks()
+        self._build_toolbar(interval)
+        self._build_status_bar()
+        self._show_metric(self.topology_view.color_metric)
+        self.summary.set_interval(interval)
+        self._connect()
+        if sampler_thread is not None:
+            self._connect_sampler(sampler_thread)
+
+    # -- building ------------------------------------------------------------------------------------
+    def _build_centre(self, metric: Metric | str | None) -> None:
+        """The summary line, the grid and its legend."""
         self.summary = SummaryBar(self)
         self.topology_view = TopologyView(self, metric=metric)
         self.legend = self.topology_view.legend
@@ -59,22 +85,23 @@ class MainWindow(QMainWindow):
         lay.addWidget(self.legend)
         self.setCentralWidget(centre)
 
-        # -- docks ---------------------------------------------------------------------------------
+    def _build_docks(self) -> None:
+        """IRQs and threads below the grid (threads tabbed with the residency plot), the CPU at the right."""
         self.irq_table = IrqTableWidget(self)
         self.thread_table = ThreadTableWidget(self)
         self.cpu_details = CpuDetailsWidget(self)
         self.residency_plot = ResidencyPlot(self)
-        self.irq_dock = self._dock("IRQs", "irq-dock", self.irq_table, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.thread_dock = self._dock("Threads", "thread-dock", self.thread_table,
-                                      Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.details_dock = self._dock("CPU", "cpu-dock", self.cpu_details, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.residency_dock = self._dock("Where threads run", "residency-dock", self.residency_plot,
-                                         Qt.DockWidgetArea.BottomDockWidgetArea)
+        bottom, right = Qt.DockWidgetArea.BottomDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
+        self.irq_dock = self.add_dock("IRQs", "irq-dock", self.irq_table, bottom)
+        self.thread_dock = self.add_dock("Threads", "thread-dock", self.thread_table, bottom)
+        self.details_dock = self.add_dock("CPU", "cpu-dock", self.cpu_details, right)
+        self.residency_dock = self.add_dock("Where threads run", "residency-dock", self.residency_plot, bottom)
         self.splitDockWidget(self.irq_dock, self.thread_dock, Qt.Orientation.Horizontal)
         self.tabifyDockWidget(self.thread_dock, self.residency_dock)
         self.thread_dock.raise_()
 
-        # -- toolbar ---------------------------------------------------------------------------------
+    def _build_toolbar(self, interval: float) -> None:
+        """Colour by (metric, softirq kind), the sampling interval and pause, and the zoom actions."""
         tb = QToolBar("Grid", self)
         tb.setObjectName("grid-toolbar")
         tb.setMovable(False)
@@ -101,38 +128,34 @@ class MainWindow(QMainWindow):
         self.interval_spin.setValue(interval)
         self.interval_spin.setToolTip("Sampling interval")
         tb.addWidget(self.interval_spin)
-        self.pause_action = QAction("Pause", self)
+        self.pause_action = self._action(tb, "Pause", QKeySequence(Qt.Key.Key_Space), "Pause / resume sampling (Space)")
         self.pause_action.setCheckable(True)
-        self.pause_action.setShortcut(QKeySequence(Qt.Key.Key_Space))
-        self.pause_action.setToolTip("Pause / resume sampling (Space)")
-        tb.addAction(self.pause_action)
         tb.addSeparator()
-        self.fit_action = QAction("Fit", self)
-        self.fit_action.setShortcut(QKeySequence("Ctrl+0"))
-        self.fit_action.setToolTip("Zoom the grid to fit (Ctrl+0); Ctrl+wheel or +/- to zoom")
-        tb.addAction(self.fit_action)
-        self.zoom_in_action = QAction("Zoom in", self)
-        self.zoom_in_action.setShortcut(QKeySequence.StandardKey.ZoomIn)
-        tb.addAction(self.zoom_in_action)
-        self.zoom_out_action = QAction("Zoom out", self)
-        self.zoom_out_action.setShortcut(QKeySequence.StandardKey.ZoomOut)
-        tb.addAction(self.zoom_out_action)
+        self.fit_action = self._action(tb, "Fit", QKeySequence("Ctrl+0"),
+                                       "Zoom the grid to fit (Ctrl+0); Ctrl+wheel or +/- to zoom")
+        self.zoom_in_action = self._action(tb, "Zoom in", QKeySequence(QKeySequence.StandardKey.ZoomIn))
+        self.zoom_out_action = self._action(tb, "Zoom out", QKeySequence(QKeySequence.StandardKey.ZoomOut))
 
+    def _action(self, toolbar: QToolBar, text: str, keys: QKeySequence, tip: str | None = None) -> QAction:
+        a = QAction(text, self)
+        a.setShortcut(keys)
+        if tip:
+            a.setToolTip(tip)
+        toolbar.addAction(a)
+        return a
+
+    def _build_status_bar(self) -> None:
         self.status_label = QLabel(self)
         self.statusBar().addWidget(self.status_label, 1)
         self.tick_label = QLabel(self)
         self.statusBar().addPermanentWidget(self.tick_label)
-
         if QGuiApplication.platformName() == "offscreen":
             # The offscreen platform (screenshots, tests) warns "This plugin does not support
             # propagateSizeHints()" whenever a top-level window gets a minimum size from its
             # layout; an offscreen window is never resized by a user, so it needs none.
             self.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
 
-        self._show_metric(self.topology_view.color_metric)
-        self.summary.set_interval(interval)
-
-        # -- wiring ------------------------------------------------------------------------------------
+    def _connect(self) -> None:
         self.metric_combo.currentIndexChanged.connect(self._on_metric_combo_changed)
         self.softirq_combo.currentIndexChanged.connect(self._on_metric_combo_changed)
         self.interval_spin.valueChanged.connect(self._on_interval_spin_changed)
@@ -143,26 +166,28 @@ class MainWindow(QMainWindow):
         self.topology_view.cpu_selected.connect(self._on_topology_cpu_selected)
         self.topology_view.selection_changed.connect(self._on_topology_selection_changed)
         self.thread_table.selection_changed.connect(self._on_thread_table_selection_changed)
-        if sampler_thread is not None:
-            self._connect_sampler(sampler_thread)
 
-        # Pinning (drops on the grid, Pin to…, Edit → Undo/Redo/Restore all, the Pins dock, the result
-        # line and the restore bar): widgets/pinning.py.
-        self.pin_controller = PinController(self)
-        self.pin_controller.results_shown.connect(self._on_pin_controller_results_shown)
+    def add_dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea,
+                 tab_with: QDockWidget | None = None) -> QDockWidget:
+        """`widget` in a movable, floatable, closable dock in `area` (as a tab beside `tab_with`)."""
+        d = QDockWidget(title, self)
+        d.setObjectName(name)
+        d.setWidget(widget)
+        d.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
+                      | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+                      | QDockWidget.DockWidgetFeature.DockWidgetClosable)
+        self.addDockWidget(area, d)
+        if tab_with is not None:
+            self.tabifyDockWidget(tab_with, d)
+        return d
 
-        # Probes (a dock, the Probes menu, the grid's clicked CPU as the next probe's CPU):
-        # widgets/probe_panel.py.
-        self.probe_panel = ProbePanel(self)
-        self.probe_dock = self._dock("Probes", "probe-dock", self.probe_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.tabifyDockWidget(self.residency_dock, self.probe_dock)
-        self.thread_dock.raise_()
-        self.menuBar().addMenu(self.probe_panel.menu)
-        self.topology_view.cpu_selected.connect(self.probe_panel.set_cpu)
-        self.state_applied.connect(self.probe_panel.set_state)
+    def add_top_bar(self, bar: QWidget) -> None:
+        """A notice bar (crash recovery, restore pins) above the grid."""
+        self.centralWidget().layout().insertWidget(0, bar)
 
-        # File: sessions, screenshots, reports, autosave (widgets/session_controller.py).
-        self.session_controller = SessionController(self, crash_recovery=crash_recovery)
+    def show_message(self, text: str, seconds: float = STATUS_SECONDS) -> None:
+        """The status sink: `text` on the status line for `seconds`."""
+        self.statusBar().showMessage(text, int(seconds * 1000))
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
@@ -176,6 +201,7 @@ class MainWindow(QMainWindow):
                              Qt.Orientation.Horizontal)
             self.resizeDocks([self.details_dock], [int(w * 0.2)], Qt.Orientation.Horizontal)
 
+    # -- the sampler ------------------------------------------------------------------------------------
     def _connect_sampler(self, t: SamplerThread) -> None:
         t.state_ready.connect(self._on_sampler_state_ready)
         t.tick_failed.connect(self._on_sampler_tick_failed)
@@ -205,29 +231,18 @@ class MainWindow(QMainWindow):
         gc.collect()
         self._connect_sampler(thread)
 
-    def _on_pin_controller_results_shown(self, results) -> None:
-        """A pin, undo or restore changed affinities: have the sampler re-read those processes now
-        instead of reusing a sleeping process's last read (app/machine/threads.py, REUSE_SECONDS)."""
-        pids = {r.target.pid or r.target.id for r in results if r.target.kind in ("thread", "process")}
+    def forget_processes(self, pids: list[int]) -> None:
+        """Affinities of these processes changed (a pin, undo or restore): have the sampler re-read them
+        now instead of reusing a sleeping process's last read (app/machine/threads.py, REUSE_SECONDS)."""
         if pids and self.sampler_thread is not None:
             self.sampler_thread.forget_threads(sorted(pids))
 
-    def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:
-        d = QDockWidget(title, self)
-        d.setObjectName(name)
-        d.setWidget(widget)
-        d.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
-                      | QDockWidget.DockWidgetFeature.DockWidgetFloatable
-                      | QDockWidget.DockWidgetFeature.DockWidgetClosable)
-        self.addDockWidget(area, d)
-        return d
-
     # -- applying states ---------------------------------------------------------------------------------
     @property
-    def state(self):
+    def state(self) -> MachineState | None:
         return self._state
 
-    def set_state(self, state) -> bool:
+    def set_state(self, state: MachineState) -> bool:
         """Apply one MachineState to every widget; False (and nothing done) when it is stale."""
         if not is_newer(state, self._generation):
             return False
@@ -245,12 +260,7 @@ class MainWindow(QMainWindow):
         self.cpu_details.set_state(state)
         self.residency_plot.set_state(state)
         if first:
-            self._update_title(state)
-            self.irq_dock.setVisible(state.sample.interrupts is not None or state.irqs is not None)
-            self.thread_dock.setVisible(state.sample.tasks is not None)
-            self.residency_dock.setVisible(state.live and state.sample.tasks is not None)
-            self.pause_action.setEnabled(state.live)
-            self.interval_spin.setEnabled(state.live)
+            self._show_machine(state)
         notes = list(state.notes[:1])
         self.status_label.setText("  ·  ".join(notes) if notes else self._selection_text())
         if state.notes:
@@ -258,10 +268,16 @@ class MainWindow(QMainWindow):
         self.state_applied.emit(state)
         return True
 
-    def _update_title(self, state) -> None:
+    def _show_machine(self, state: MachineState) -> None:
+        """A new machine: its title, the docks it has data for, live controls only when live."""
         host = state.topology.hostname or "machine"
         src = "live" if state.live else state.source
         self.setWindowTitle(f"{host} ({src}) — coremap")
+        self.irq_dock.setVisible(state.sample.interrupts is not None or state.irqs is not None)
+        self.thread_dock.setVisible(state.sample.tasks is not None)
+        self.residency_dock.setVisible(state.live and state.sample.tasks is not None)
+        self.pause_action.setEnabled(state.live)
+        self.interval_spin.setEnabled(state.live)
 
     def _show_metric(self, m: Metric) -> None:
         for w in (self.metric_combo, self.softirq_combo):
@@ -274,14 +290,14 @@ class MainWindow(QMainWindow):
 
     def _selection_text(self) -> str:
         cpus = self.topology_view.selected_cpus()
-        return f"selected CPUs {format_cpulist(cpus)}" if cpus else ""
+        return f"selected CPUs {format_cpus(cpus)}" if cpus else ""
 
     # -- handlers ----------------------------------------------------------------------------------------
-    def _on_sampler_state_ready(self, state) -> None:
+    def _on_sampler_state_ready(self, state: MachineState) -> None:
         self.set_state(state)
 
     def _on_sampler_tick_failed(self, message: str) -> None:
-        self.statusBar().showMessage(f"sampling: {message}", 10000)
+        self.show_message(f"sampling: {message}", 10)
 
     def _on_sampler_paused_changed(self, paused: bool) -> None:
         self._paused = paused
@@ -341,18 +357,16 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:
         if self.sampler_thread is not None:
             self.sampler_thread.stop()
-        self.pin_controller.close()
-        self.probe_panel.cancel()
-        self.session_controller.close()
+        self.closing.emit()
         super().closeEvent(event)
 
 
-def _thread_key(state):
+def _thread_key(state: MachineState):
     """The objects the thread table shows (held, not their ids, so an id cannot be reused)."""
     return (state.sample.tasks, state.rates.tasks if state.rates is not None else None)
 
 
-def _threads_changed(applied, state) -> bool:
+def _threads_changed(applied, state: MachineState) -> bool:
     if applied is None:
         return True
     return any(a is not b for a, b in zip(applied, _thread_key(state)))

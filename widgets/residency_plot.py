@@ -20,6 +20,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
 from app.format import format_cpus
+from app.state import MachineState
 
 # Tick labels for every CPU up to this many CPUs in view; above it pyqtgraph's own spacing.
 _MAX_CPU_TICKS = 24
@@ -35,7 +36,7 @@ class ResidencyPlot(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self._tids: list[int] = []
-        self._state = None
+        self._state: MachineState | None = None
         self._curves: dict[int, pg.PlotDataItem] = {}
         self._bars: dict[int, pg.BarGraphItem] = {}
         self.trail_plot = pg.PlotWidget(self)
@@ -76,7 +77,7 @@ class ResidencyPlot(QWidget):
                 self._curves[tid] = curve
         self._redraw()
 
-    def set_state(self, state) -> None:
+    def set_state(self, state: MachineState) -> None:
         self._state = state
         self._redraw()
 
@@ -96,7 +97,7 @@ class ResidencyPlot(QWidget):
 
     def _name(self, tid: int) -> str:
         state = self._state
-        tasks = state.sample.tasks if state is not None and state.sample is not None else None
+        tasks = state.sample.tasks if state is not None else None
         t = tasks.tasks.get(tid) if tasks is not None else None
         return f"{t.comm} ({tid})" if t is not None else f"tid {tid}"
 
@@ -109,7 +110,7 @@ class ResidencyPlot(QWidget):
         state = self._state
         trails = state.trails if state is not None else {}
         residency = state.residency if state is not None else {}
-        now = state.sample.time if state is not None and state.sample is not None else 0.0
+        now = state.sample.time if state is not None else 0.0
         cpus_seen: set[int] = set()
         n = max(len(self._tids), 1)
         for i, tid in enumerate(self._tids):

@@ -4,26 +4,33 @@ What the window shows is kept as it goes (the rates of each tick, the probe runs
 the screenshots taken), so File → Save Session writes it all into one `.coremap` file
 (app/session.py) that reopens on any workstation. Screenshots and reports go straight into the
 user's reports folder (app/statedir.reports_dir) under a name carrying host, date and time; the
-status line says where. Nothing here shows a modal dialog except the file chooser of Open Session
-and Export Report….
+status line says where. Nothing here shows a modal dialog except the file choosers of Open Session…
+and Save Session As….
 """
 from __future__ import annotations
 
 import collections
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QPushButton
+from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QWidget
 
+from app.atomic import write_atomic
 from app.errors import CoremapError
+from app.report import PDF_IMAGE_WIDTH, build_report_html, report_from_root
 from app.sampler import Sampler
-from app.session import (ProbeRecord, Session, autosave, history_tick, journal_rows,
-                         last_session_after_crash, mark_clean_exit, open_session, session_from_root)
+from app.session import (ProbeRecord, Session, autosave, history_tick, journal_rows, last_session_after_crash,
+                         mark_clean_exit, open_session, save_session, session_from_root)
+from app.state import MachineState
 from app.statedir import reports_dir
-from widgets.export import default_file_name, save_screenshot, screenshot_target
+from app.sysroot import SysRoot
+from widgets.export import default_file_name, render_pdf, save_screenshot, screenshot_target
+from widgets.report_images import add_images
 from widgets.sampler_thread import SamplerThread
 
 HISTORY_TICKS = 3600          # an hour at 1 s: what a session keeps of the sampled history
@@ -42,7 +49,7 @@ def _unique(path: Path) -> Path:
     raise CoremapError(f"{path.parent}: too many screenshots named {path.stem}; clear some out")
 
 
-def state_history_tick(t: float, state) -> dict | None:
+def state_history_tick(t: float, state: MachineState) -> dict | None:
     """One history.jsonl line for a MachineState with rates (None without rates)."""
     r = state.rates
     if r is None:
@@ -81,25 +88,57 @@ class CrashRecoveryBar(QFrame):
         self.open_requested.emit(str(self.path))
 
 
-class SessionController(QObject):
-    """Owns the File menu of a MainWindow and what a session holds."""
-    saved = Signal(str)          # path of a session, screenshot or report just written
+class ProbeRuns(Protocol):
+    """What a session needs of the probe panel: its runs, and a finished run written as .hlog."""
 
-    def __init__(self, window, *, autosave_seconds: float = AUTOSAVE_SECONDS, crash_recovery: bool = True):
+    @property
+    def runs(self) -> list: ...
+
+    def save_run(self, key: int, path) -> None: ...
+
+
+class SessionController(QObject):
+    """The File menu and what a session holds.
+
+    Parameters (the narrow parts of the window it works with, given by widgets/application.py):
+    - `menu`: the File menu to fill;
+    - `window`: the widget a window screenshot pictures, the file dialogs' parent, and this
+      controller's parent; its grid and plots are found as its children (widgets/export.py);
+    - `root`: the machine shown at the start (None: none yet);
+    - `status`: the status sink, one line for the user;
+    - `probe_runs`: the probe panel's runs, saved with the session;
+    - `journal_entries`: the live pin journal's entries, or None when pins go through no journal.
+
+    Signals: `machine_opened(SamplerThread)` when an opened session's machine is to be shown (not yet
+    started), then `session_opened(Session)` for its probe runs and pins; `saved(path)`.
+    Feed it every applied MachineState with `set_state`.
+    """
+    saved = Signal(str)                  # path of a session, screenshot or report just written
+    machine_opened = Signal(object)      # a SamplerThread on an opened session's machine: show it
+    session_opened = Signal(object)      # the Session just opened (read-only): its probe runs and pins
+
+    def __init__(self, menu: QMenu, window: QWidget, root: SysRoot | None, *, status: Callable[[str], None],
+                 probe_runs: ProbeRuns, journal_entries: Callable[[], list | None],
+                 autosave_seconds: float = AUTOSAVE_SECONDS, crash_recovery: bool = True):
         super().__init__(window)
-        self.window = window
+        self.menu = menu
+        self._window = window
+        self._machine_root = root
+        self._status = status
+        self._probe_runs = probe_runs
+        self._journal_entries = journal_entries
+        self._state: MachineState | None = None
         self.history: collections.deque = collections.deque(maxlen=HISTORY_TICKS)
         self.screenshots: dict[str, bytes] = {}
         self.notes = ""
         self._t0: float | None = None
         self._last_time: float | None = None
         self._opened: Session | None = None          # an opened .coremap: its temp folder is ours to close
-        self._capture: Session | None = None         # the live machine captured once for sessions
+        self._live_snapshot: Session | None = None   # `coremap snapshot` of the live machine, taken once
         self._autosave_thread: threading.Thread | None = None
         self._autosaved = False
         self.actions: dict[str, QAction] = {}
-        self._build_menu()
-        window.state_applied.connect(self._on_window_state_applied)
+        self._fill_menu()
         self.autosave_timer = QTimer(self)
         self.autosave_timer.setInterval(int(autosave_seconds * 1000))
         self.autosave_timer.timeout.connect(self._on_autosave_timer_timeout)
@@ -107,19 +146,11 @@ class SessionController(QObject):
         if crash_recovery:
             path = last_session_after_crash()
             if path is not None:
-                self.crash_bar = CrashRecoveryBar(path, window)
+                self.crash_bar = CrashRecoveryBar(path)
                 self.crash_bar.open_requested.connect(self._open_guarded)
-                window.centralWidget().layout().insertWidget(0, self.crash_bar)
 
     # -- menu ----------------------------------------------------------------------------------
-    def _build_menu(self) -> None:
-        w = self.window
-        menu = w.menuBar().addMenu("&File")
-        # The File menu comes first, as in every desktop application.
-        bar = w.menuBar()
-        first = bar.actions()[0] if bar.actions() else None
-        if first is not None and first is not menu.menuAction():
-            bar.insertMenu(first, menu)
+    def _fill_menu(self) -> None:
         items = (
             ("save_session", "&Save Session", "Ctrl+S", self.save_session_to_reports),
             ("save_session_as", "Save Session &As…", "Ctrl+Shift+A", self._save_session_as),
@@ -136,19 +167,15 @@ class SessionController(QObject):
         )
         for item in items:
             if item is None:
-                menu.addSeparator()
+                self.menu.addSeparator()
                 continue
             name, text, keys, fn = item
-            a = QAction(text, w)
+            a = QAction(text, self.menu)
             if keys:
                 a.setShortcut(QKeySequence(keys))
             a.triggered.connect(self._guarded(fn))
-            menu.addAction(a)
+            self.menu.addAction(a)
             self.actions[name] = a
-        self.menu = menu
-
-    def _status(self, text: str) -> None:
-        self.window.statusBar().showMessage(text, 15000)
 
     def _guarded(self, fn):
         def run(*_):
@@ -159,7 +186,9 @@ class SessionController(QObject):
         return run
 
     # -- what a session holds --------------------------------------------------------------------
-    def _on_window_state_applied(self, state) -> None:
+    def set_state(self, state: MachineState) -> None:
+        """A state the window applied: kept for saving, and its rates added to the history."""
+        self._state = state
         if self._t0 is None:
             self._t0 = state.sample.time
         if state.sample.time == self._last_time:
@@ -173,57 +202,53 @@ class SessionController(QObject):
 
     def _host(self) -> str | None:
         """The shown machine's name for file names: its hostname, else the snapshot's recorded host,
-        else the capture's folder name — never this workstation's name for another machine."""
-        st = self.window.state
+        else the snapshot's folder name — never this workstation's name for another machine."""
+        st = self._state
         if st is not None and st.topology.hostname:
             return st.topology.hostname
         if self._opened is not None and self._opened.host:
             return self._opened.host
-        t = self.window.sampler_thread
-        if t is not None and not t.sampler.root.is_live:
-            root = t.sampler.root
+        root = self._machine_root
+        if root is not None and not root.is_live:
             meta = root.snapshot_meta() or {}
             return meta.get("host") or root.root.name
         return None
 
-    def _root(self):
-        t = self.window.sampler_thread
-        if t is None:
+    def _root(self) -> SysRoot:
+        if self._machine_root is None:
             raise CoremapError("this window samples no machine; open a session or a snapshot first")
-        return t.sampler.root
+        return self._machine_root
 
     def probe_records(self) -> list[ProbeRecord]:
-        panel = getattr(self.window, "probe_panel", None)
         out = []
-        for rec in (panel.runs if panel is not None else ()):
+        for rec in self._probe_runs.runs:
             if not rec.finished or not rec.summary:
                 continue
             hlog = None
             if rec.has_histogram and rec.buckets:
                 with tempfile.TemporaryDirectory() as d:
                     p = Path(d) / "run.hlog"
-                    panel.save_run(rec.key, p)
+                    self._probe_runs.save_run(rec.key, p)
                     hlog = p.read_bytes()
             out.append(ProbeRecord(dict(rec.summary), hlog))
         return out
 
     def journal(self) -> list[dict]:
-        pc = getattr(self.window, "pin_controller", None)
-        service = getattr(pc, "service", None)
-        if service is not None:
-            return journal_rows(service.journal.entries())
+        entries = self._journal_entries()
+        if entries is not None:
+            return journal_rows(entries)
         return list(self._opened.journal) if self._opened is not None else []
 
     def session(self) -> Session:
-        """The session as shown now. The live machine is captured once (topology, IRQ affinity and
-        counters twice) and that capture is reused by later saves."""
-        if self.window.state is None:
+        """The session as shown now. A snapshot of the live machine (topology, IRQ affinity and two
+        captures of the counters) is taken once and reused by later saves."""
+        if self._state is None:
             raise CoremapError("nothing has been sampled yet; wait for the first tick, then save")
         root = self._root()
         if root.is_live:
-            if self._capture is None:
-                self._capture = session_from_root(root, capture_interval=0.5)
-            machine_dir, host = self._capture.machine_dir, self._capture.host
+            if self._live_snapshot is None:
+                self._live_snapshot = session_from_root(root, capture_interval=0.5)
+            machine_dir, host = self._live_snapshot.machine_dir, self._live_snapshot.host
         else:
             machine_dir = root.root
             host = (self._opened.host if self._opened is not None else "") or (self._host() or "")
@@ -233,7 +258,6 @@ class SessionController(QObject):
 
     # -- File actions ------------------------------------------------------------------------------
     def save_session_to_reports(self) -> Path:
-        from app.session import save_session
         path = _unique(reports_dir() / default_file_name("session", self._host(), "coremap"))
         save_session(path, self.session())
         self._status(f"session saved to {path}")
@@ -241,16 +265,15 @@ class SessionController(QObject):
         return path
 
     def _save_session_as(self) -> None:
-        from app.session import save_session
         start = str(reports_dir() / default_file_name("session", self._host(), "coremap"))
-        path, _ = QFileDialog.getSaveFileName(self.window, "Save session", start, "coremap sessions (*.coremap)")
+        path, _ = QFileDialog.getSaveFileName(self._window, "Save session", start, "coremap sessions (*.coremap)")
         if path:
             save_session(path, self.session())
             self._status(f"session saved to {path}")
             self.saved.emit(path)
 
     def _open_session_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self.window, "Open session", str(reports_dir()),
+        path, _ = QFileDialog.getOpenFileName(self._window, "Open session", str(reports_dir()),
                                               "coremap sessions (*.coremap)")
         if path:
             self.open_session(path)
@@ -274,23 +297,19 @@ class SessionController(QObject):
         self.history.clear()
         self.history.extend(s.history)
         self._t0 = self._last_time = None
+        self._state = None              # the shown machine's states start again
+        self._machine_root = s.root
         self.screenshots = dict(s.screenshots)
         self.autosave_timer.stop()
-        self.window.set_sampler_thread(thread)
+        self.machine_opened.emit(thread)
         thread.start()
-        panel = getattr(self.window, "probe_panel", None)
-        if panel is not None:
-            for p in s.probes:
-                panel.add_result(p.result, str(path))
-        pc = getattr(self.window, "pin_controller", None)
-        if pc is not None and hasattr(pc, "set_service"):
-            pc.set_service(None)       # a session is read-only: drops are refused with the reason
+        self.session_opened.emit(s)
         self._status(f"opened session {path} ({s.host or 'machine'}, {len(s.probes)} probe runs, "
                      f"{len(s.journal)} pins) — read-only")
         return s
 
     def screenshot(self, what: str, ext: str) -> Path:
-        target = screenshot_target(self.window, what)
+        target = screenshot_target(self._window, what)
         path = _unique(reports_dir() / default_file_name(what, self._host(), ext))
         save_screenshot(target, path)
         self.screenshots[path.name] = path.read_bytes()
@@ -299,15 +318,11 @@ class SessionController(QObject):
         return path
 
     def export_report(self, kind: str) -> Path:
-        from app.atomic import write_atomic
-        from app.report import PDF_IMAGE_WIDTH, build_report_html, report_from_root
-        from widgets.export import render_pdf
-        from widgets.report_render import add_images
         s = self.session()
         data = report_from_root(s.root, journal=s.journal, probes=[p.result for p in s.probes], notes=s.notes,
                                 history=s.history, host=s.host or None, live_wait=0)
         pdf = kind == "pdf"
-        add_images(data, state=self.window.state, for_pdf=pdf)
+        add_images(data, state=self._state)
         html = build_report_html(data, image_width=PDF_IMAGE_WIDTH if pdf else 900)
         path = _unique(reports_dir() / default_file_name("report", self._host(), kind))
         if pdf:

@@ -11,7 +11,8 @@ import html
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
-from app.parse.cpulist import format_cpulist
+from app.format import format_cpus
+from app.state import MachineState
 
 
 def machine_facts(topology) -> list[str]:
@@ -47,7 +48,7 @@ def machine_facts(topology) -> list[str]:
     return facts
 
 
-def irqbalance_running(state) -> bool | None:
+def irqbalance_running(state: MachineState) -> bool | None:
     """True/False from the sample's process list; None when the capture has no processes."""
     tasks = state.sample.tasks
     if tasks is None or not tasks.tasks:
@@ -80,7 +81,7 @@ class SummaryBar(QWidget):
     def text(self) -> str:
         return self._label.text()
 
-    def set_state(self, state) -> None:
+    def set_state(self, state: MachineState) -> None:
         self._topology = state.topology
         self._irqbalance = irqbalance_running(state)
         self._source = state.source
@@ -103,9 +104,9 @@ class SummaryBar(QWidget):
         t = self._topology
         parts = [html.escape(f) for f in machine_facts(t)]
         if t.isolated:
-            parts.append(f"<b>isolated</b> {format_cpulist(t.isolated)}")
+            parts.append(f"<b>isolated</b> {format_cpus(t.isolated)}")
         if t.nohz_full:
-            parts.append(f"<b>nohz_full</b> {format_cpulist(t.nohz_full)}")
+            parts.append(f"<b>nohz_full</b> {format_cpus(t.nohz_full)}")
         if self._irqbalance is True:
             parts.append("<b>irqbalance running</b> (it moves IRQs you pin)")
         elif self._irqbalance is False:

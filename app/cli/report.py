@@ -92,9 +92,8 @@ def run(args) -> int:
             root = root_of(args)
             data = report_from_root(root, probes=probes, notes=notes)
         ensure_headless_qt()
-        from widgets.report_render import add_images, application
-        application()
-        add_images(data, root=root, for_pdf=kind == ".pdf")
+        from widgets.report_images import add_images
+        add_images(data, root=root)
         html = build_report_html(data, image_width=PDF_IMAGE_WIDTH if kind == ".pdf" else 900)
         if kind == ".pdf":
             from widgets.export import render_pdf

@@ -46,10 +46,11 @@ def run(args) -> int:
     if session_path and root_path:
         raise ScreenshotArgumentError("--root and --session both given: open one machine at a time")
     ensure_headless_qt()
-    from widgets.application import parse_size
+    from widgets.application import DEFAULT_SIZE, parse_size, render_window
     from widgets.colors import parse_metric
+    from widgets.pictures import GRID_SIZE, render_grid, state_for
     metric = parse_metric(getattr(args, "color_by", None))
-    default = (1200, 760) if args.what == "grid" else (1600, 1000)
+    default = GRID_SIZE if args.what == "grid" else DEFAULT_SIZE
     size = parse_size(getattr(args, "size", None)) if getattr(args, "size", None) else default
 
     session = None
@@ -58,8 +59,6 @@ def run(args) -> int:
         session = open_session(session_path)
     try:
         root = session.root if session is not None else root_of(args)
-        from widgets.report_render import application, render_grid, render_window, state_for
-        application()
         state = state_for(root)
         if args.what == "grid":
             data = render_grid(state, fmt=fmt, size=size, metric=metric.key)

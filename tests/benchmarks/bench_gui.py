@@ -122,7 +122,7 @@ def bench_recolour(app, topo, rounds: int = 31) -> None:
 
 
 def first_frame(app, sampler_root: SysRoot, topo=None) -> tuple[float, float]:
-    from widgets.main_window import MainWindow
+    from widgets.application import build_window
     t0 = time.perf_counter()
     sampler = Sampler(sampler_root)
     state = sampler.tick()
@@ -130,7 +130,7 @@ def first_frame(app, sampler_root: SysRoot, topo=None) -> tuple[float, float]:
     if topo is not None:
         state = rate_state(topo, 1, 0)
     t0 = time.perf_counter()
-    w = MainWindow(None)
+    w = build_window(None)
     w.resize(1600, 1000)
     w.show()
     w.set_state(state)
@@ -152,7 +152,7 @@ sys.stdin.read()
 
 
 def cpu_while_sampling(app, seconds: float, helper_threads: int) -> float:
-    from widgets.main_window import MainWindow
+    from widgets.application import build_window
     from widgets.sampler_thread import SamplerThread
     helper = None
     if helper_threads:
@@ -161,7 +161,7 @@ def cpu_while_sampling(app, seconds: float, helper_threads: int) -> float:
         helper.stdout.readline()
     try:
         thread = SamplerThread(Sampler(SysRoot("/"), interval=1.0))
-        w = MainWindow(thread, interval=1.0)
+        w = build_window(thread, interval=1.0)
         w.resize(1600, 1000)
         w.show()
         applied = []

@@ -27,7 +27,7 @@ from widgets import harness  # noqa: E402  (Qt is reached through widgets/ only)
 
 from app.sampler import Sampler  # noqa: E402
 from app.sysroot import SysRoot  # noqa: E402
-from widgets.thread_table import ThreadTableWidget, ThreadTreeModel  # noqa: E402
+from widgets.tables.threads import ThreadTableWidget, ThreadTreeModel  # noqa: E402
 
 HELPER = r"""
 import random, sys, threading

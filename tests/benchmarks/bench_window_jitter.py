@@ -293,12 +293,12 @@ class _Qt:
     def __init__(self, platform: str):
         os.environ["QT_QPA_PLATFORM"] = platform
         from widgets import harness
-        from widgets.main_window import MainWindow
+        from widgets.application import build_window
         from widgets.sampler_thread import SamplerThread
         from app.sampler import Sampler
         self.harness = harness
         self.run_until = harness.run_until
-        self.MainWindow, self.SamplerThread, self.Sampler = MainWindow, SamplerThread, Sampler
+        self.build_window, self.SamplerThread, self.Sampler = build_window, SamplerThread, Sampler
         self.app = harness.application()
 
 
@@ -313,7 +313,7 @@ class InProcessWindow:
     def __init__(self, qt: _Qt, interval: float):
         self.qt = qt
         self.thread = qt.SamplerThread(qt.Sampler(SysRoot("/"), interval=interval))
-        self.window = qt.MainWindow(self.thread, interval=interval)
+        self.window = qt.build_window(self.thread, interval=interval)
         self.window.resize(1600, 1000)
         self.applied = 0
         self.window.state_applied.connect(self._on_window_state_applied)

@@ -9,8 +9,8 @@ import pytest
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets import export
-from widgets.main_window import MainWindow
-from widgets.report_render import state_for
+from widgets.application import build_window
+from widgets.pictures import state_for
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -37,7 +37,7 @@ def test_default_file_name():
 
 
 def test_grid_svg_and_png(qtbot, tmp_path, sno_state):
-    w = MainWindow(None, metric="irq")
+    w = build_window(None, metric="irq")
     qtbot.addWidget(w)
     w.resize(1200, 800)
     w.show()

@@ -10,13 +10,13 @@ from app.cli.main import main
 from app.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import all_machines, extract
-from widgets.main_window import MainWindow
+from widgets.application import build_window
 from widgets.sampler_thread import SamplerThread
 from widgets.summary_bar import machine_facts
 
 
 def _window(qtbot, thread=None, **kw):
-    w = MainWindow(thread, **kw)
+    w = build_window(thread, **kw)
     qtbot.addWidget(w)
     w.resize(1400, 900)
     return w

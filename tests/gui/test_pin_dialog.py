@@ -18,7 +18,7 @@ from app.parse.cpulist import parse_cpulist
 from app.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
-from widgets.main_window import MainWindow
+from widgets.application import build_window
 from widgets.pinning import PinDialog, PinPayload, check_cpu_text
 
 CPUS = tuple(sorted(os.sched_getaffinity(0)))
@@ -78,7 +78,7 @@ def test_offline_cpus_are_refused():
 
 # -- Ctrl+P in the window ------------------------------------------------------------------------------------------
 def _window(qtbot, root):
-    w = MainWindow(None)
+    w = build_window(None)
     qtbot.addWidget(w)
     w.resize(1400, 900)
     w.show()

@@ -25,7 +25,7 @@ from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
-from widgets.main_window import MainWindow
+from widgets.application import build_window
 from widgets.pinning import (PIN_MIME, PinPayload, PinPayloadError, parse_pin_payload, payload_from_rows,
                              pin_mime_data)
 
@@ -58,7 +58,7 @@ def parked_thread():
 
 
 def _window(qtbot, root: SysRoot):
-    w = MainWindow(None)
+    w = build_window(None)
     qtbot.addWidget(w)
     w.resize(1400, 900)
     w.show()

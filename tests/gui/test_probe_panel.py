@@ -182,8 +182,8 @@ def test_main_window_wires_the_panel(qtbot):
     from app.sampler import Sampler
     from app.sysroot import SysRoot
     from tests.machines import extract, machine
-    from widgets.main_window import MainWindow
-    w = MainWindow(None)
+    from widgets.application import build_window
+    w = build_window(None)
     qtbot.addWidget(w)
     # 2x Xeon Gold 6330, hyperthread siblings N and N+56: the grid's order is not the id order
     state = Sampler(SysRoot(extract(machine("master.internal")))).tick()

@@ -14,7 +14,8 @@ from app.report import PDF_IMAGE_WIDTH, build_report_html, report_from_root
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets import export
-from widgets.report_render import add_images, build_probe_plot, gap_rows, render_probe_plot
+from widgets.pictures import build_probe_plot, gap_rows, render_probe_plot
+from widgets.report_images import add_images
 
 ROOT = Path(__file__).resolve().parents[2]
 

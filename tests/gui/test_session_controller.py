@@ -9,7 +9,7 @@ import pytest
 from app.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
-from widgets.main_window import MainWindow
+from widgets.application import build_window
 from widgets.sampler_thread import SamplerThread
 
 
@@ -23,7 +23,7 @@ def reports(tmp_path, monkeypatch):
 
 def _window(qtbot, root):
     thread = SamplerThread(Sampler(SysRoot(root)))
-    w = MainWindow(thread)
+    w = build_window(thread)
     qtbot.addWidget(w)
     w.resize(1200, 800)
     w.show()
@@ -112,7 +112,7 @@ def test_autosave_then_crash_offers_the_session_on_next_start(qtbot, reports, mo
     assert autosave_path().is_file()
     # The process dies here: no close(), so no clean-exit marker.
     assert last_session_after_crash() == autosave_path()
-    w2 = MainWindow(None, crash_recovery=True)
+    w2 = build_window(None, crash_recovery=True)
     qtbot.addWidget(w2)
     assert w2.session_controller.crash_bar is not None
     assert str(autosave_path()) in w2.session_controller.crash_bar.label.text()

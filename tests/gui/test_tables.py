@@ -27,9 +27,9 @@ from app.state import MachineState
 from app.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
-from widgets.irq_table import (COL_EFFECTIVE, COL_IRQ, COL_RATE, NARROWED_BRUSH, OUTSIDE_BRUSH, IrqTableModel,
-                               IrqTableWidget, KEY_ROLE, parse_filter)
-from widgets.thread_table import COL_ID, ID_ROLE, ThreadTableWidget, ThreadTreeModel
+from widgets.tables.irqs import (COL_EFFECTIVE, COL_IRQ, COL_RATE, NARROWED_BRUSH, OUTSIDE_BRUSH, IrqTableModel,
+                                 IrqTableWidget, KEY_ROLE, parse_filter)
+from widgets.tables.threads import COL_ID, ID_ROLE, ThreadTableWidget, ThreadTreeModel
 
 pytestmark = pytest.mark.qt_log_level_fail("WARNING")
 
@@ -220,11 +220,11 @@ def test_irq_model_live_updates_changed_cells_only(qtbot, qtmodeltester):
     roles = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.UserRole + 1, Qt.ItemDataRole.ToolTipRole,
              Qt.ItemDataRole.BackgroundRole)
 
-    def snapshot():
+    def shown_cells():
         return {(r, c): tuple(cell(model, r, c, role) for role in roles)
                 for r in range(model.rowCount()) for c in range(model.columnCount())}
 
-    before = snapshot()
+    before = shown_cells()
     resets, changed, headers = [], set(), []
     model.modelReset.connect(lambda: resets.append(1))
     model.headerDataChanged.connect(lambda o, a, b: headers.append((a, b)))
@@ -238,7 +238,7 @@ def test_irq_model_live_updates_changed_cells_only(qtbot, qtmodeltester):
     second = sampler.tick()
     assert second.rates is not None
     widget.set_state(second)
-    after = snapshot()
+    after = shown_cells()
     assert resets == []
     assert model.headerData(COL_RATE, Qt.Orientation.Horizontal) == "Rate (/s)"
     assert headers == [(COL_RATE, COL_RATE)]
@@ -383,7 +383,7 @@ def test_thread_tree_announces_exactly_the_changed_cells(qtbot):
         roles = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.UserRole + 1, Qt.ItemDataRole.ToolTipRole,
                  Qt.ItemDataRole.ForegroundRole)
 
-        def snapshot():
+        def shown_cells():
             out = {}
             for pid in model.pids():
                 rows = [model.process_index(pid)] + [model.thread_index(pid, t) for t in model.tids_of(pid)]
@@ -403,10 +403,10 @@ def test_thread_tree_announces_exactly_the_changed_cells(qtbot):
                 for c in range(tl.column(), br.column() + 1):
                     announced.add((ident, c))
         model.dataChanged.connect(on_changed)
-        before = snapshot()
+        before = shown_cells()
         time.sleep(0.3)
         model.set_state(sampler.tick())
-        after = snapshot()
+        after = shown_cells()
         assert resets == []
         changed = {k for k in after if k in before and after[k] != before[k]}
         assert changed, "a process burning CPU in random bursts changes its CPU % between ticks"

@@ -11,14 +11,19 @@ Index scheme: a process index carries internalId 0, a thread index carries its p
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from PySide6.QtCore import QAbstractItemModel, QItemSelection, QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout, QWidget
 
 from app.format import format_cpus, format_percent, format_rate
+from app.machine.threads import TaskSample
 from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
-from widgets.irq_table import changed_columns, emit_changed, sync_rows
+from app.rates import TaskRate
+from app.state import MachineState
 from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data
+from widgets.tables.rows import changed_columns, emit_changed, sync_rows
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # lower-case text the filter words are looked for in
@@ -49,14 +54,12 @@ _STATE_NAMES = {"R": "running", "S": "sleeping", "D": "disk sleep", "T": "stoppe
                 "X": "dead", "Z": "zombie", "P": "parked", "I": "idle"}
 
 
-def _thread_cells(t, proc_comm: str, rate) -> tuple:
+def _thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None) -> tuple:
     """(display, sort, tooltip, foreground) per column for one thread."""
-    last_cpu = getattr(rate, "last_cpu", None) if rate is not None else None
-    if last_cpu is None:
-        last_cpu = t.last_cpu
-    pct = getattr(rate, "cpu_pct", None) if rate is not None else None
-    migr = getattr(rate, "migrations_per_s", None) if rate is not None else None
-    moved = getattr(rate, "moved", None) if rate is not None else None
+    if rate is None:
+        last_cpu, pct, migr, moved = t.last_cpu, None, None, False
+    else:
+        last_cpu, pct, migr, moved = rate.last_cpu, rate.cpu_pct, rate.migrations_per_s, rate.moved
     fg = _KTHREAD_FG if t.flags & PF_KTHREAD else None
     cpu_tip = None
     if moved:
@@ -88,13 +91,13 @@ def _process_cells(pid, comm, cmdline, threads, rlist) -> tuple:
     for t, rate in zip(threads, rlist):
         if t.tid == pid:
             leader = t
-        cpu = getattr(rate, "last_cpu", None) if rate is not None else None
-        cpus.add(t.last_cpu if cpu is None else cpu)
-        if rate is not None:
-            if rate.cpu_pct is not None:
-                pct_sum += rate.cpu_pct
-                pct_known = True
-            m = getattr(rate, "migrations_per_s", None)
+        if rate is None:
+            cpus.add(t.last_cpu)
+        else:
+            cpus.add(rate.last_cpu)
+            pct_sum += rate.cpu_pct
+            pct_known = True
+            m = rate.migrations_per_s
             if m is not None:
                 migr_sum += m
                 migr_known = True
@@ -138,6 +141,38 @@ def _threads_by_pid(tasks: dict, processes: dict) -> dict[int, list]:
     return by_pid
 
 
+def _thread_rows(threads: list, rlist: list, comm: str, built: dict[int, tuple]):
+    """({tid: ((task, rate, comm), cells, filter text)}, {tid: cells}, {tid: filter text}) of one
+    process's threads, in tid order; a thread whose task, rate and process name are unchanged keeps
+    its cells from `built`."""
+    nb: dict[int, tuple] = {}
+    tc: dict[int, tuple] = {}
+    tf: dict[int, str] = {}
+    for t, rate in zip(threads, rlist):
+        tid = t.tid
+        inputs = (t, rate, comm)
+        prev = built.get(tid)
+        if prev is None or prev[0] != inputs:
+            prev = (inputs, _thread_cells(t, comm, rate), f"{t.comm} {tid}".lower())
+        nb[tid] = prev
+        tc[tid] = prev[1]
+        tf[tid] = prev[2]
+    return nb, tc, tf
+
+
+@dataclass(slots=True)
+class _Contents:
+    """What the tree shows for one MachineState, by pid (ThreadTreeModel._contents builds it)."""
+    pcells: dict[int, tuple]                # pid -> cells of its row
+    pfilter: dict[int, str]                 # pid -> the filter text of its row
+    tcells: dict[int, dict[int, tuple]]     # pid -> {tid: cells}, in row order
+    tfilter: dict[int, dict[int, str]]      # pid -> {tid: filter text}
+    tids: dict[int, list[int]]              # pid -> its tids, in row order
+    keys: dict[int, tuple]                  # pid -> (threads, rates, comm, cmdline) its cells come from
+    built: dict[int, dict[int, tuple]]      # pid -> {tid: ((task, rate, comm), cells, filter)}
+    changed: list[int]                      # pids whose cells were rebuilt, ascending
+
+
 def _cpus_key(cpus) -> str:
     return ",".join(f"{c:05d}" for c in cpus) if cpus else ""
 
@@ -161,7 +196,7 @@ class ThreadTreeModel(QAbstractItemModel):
         self.generation = -1
 
     # -- the one way in ---------------------------------------------------------------------
-    def set_state(self, state) -> None:
+    def set_state(self, state: MachineState) -> None:
         """Apply one MachineState without resetting: rows in/out for threads that came or went,
         dataChanged for the cells whose text changed.
 
@@ -170,25 +205,35 @@ class ThreadTreeModel(QAbstractItemModel):
         threads, rates, name and command line compare equal (by identity first, which is what tuple
         comparison tries) keeps its cells without a look at each thread."""
         self.generation = state.generation
-        sample = state.sample.tasks if state.sample is not None else None
-        rates = state.rates
-        rtasks = (getattr(rates, "tasks", None) or {}) if rates is not None else {}
+        old_pcells, old_tcells = self._pcells, self._tcells
+        new = self._contents(state)
+        self._pkey, self._built = new.keys, new.built
+        self._move_rows(new)
+        self._pcells, self._tcells = new.pcells, new.tcells
+        self._pfilter, self._tfilter = new.pfilter, new.tfilter
+        self._announce_cells(old_pcells, old_tcells, new)
+
+    def _contents(self, state: MachineState) -> _Contents:
+        """Every row's cells for `state`: a process whose inputs (see set_state) did not change keeps
+        its cells and its thread rows; a changed one is rebuilt, reusing its unchanged threads' cells."""
+        sample = state.sample.tasks
+        rtasks = state.rates.tasks if state.rates is not None else {}
         tasks = sample.tasks if sample is not None else {}
         processes = sample.processes if sample is not None else {}
-        by_pid = _threads_by_pid(tasks, processes)
         old_pcells, old_tcells = self._pcells, self._tcells
         old_pfilter, old_tfilter = self._pfilter, self._tfilter
-        old_key, old_built = self._pkey, self._built
-        new_pcells: dict[int, tuple] = {}
-        new_tcells: dict[int, dict[int, tuple]] = {}
-        new_pfilter: dict[int, str] = {}
-        new_tfilter: dict[int, dict[int, str]] = {}
-        new_tids: dict[int, list[int]] = {}
-        new_key: dict[int, tuple] = {}
-        new_built: dict[int, dict[int, tuple]] = {}
-        changed: list[int] = []            # pids whose cells were rebuilt
+        old_key, old_built, old_tids = self._pkey, self._built, self._tids
+        # Plain local dicts, not attributes of the result: this loop runs once per process per tick.
+        pcells: dict[int, tuple] = {}
+        tcells: dict[int, dict[int, tuple]] = {}
+        pfilter: dict[int, str] = {}
+        tfilter: dict[int, dict[int, str]] = {}
+        tids: dict[int, list[int]] = {}
+        keys: dict[int, tuple] = {}
+        built: dict[int, dict[int, tuple]] = {}
+        changed: list[int] = []
         get_rate = rtasks.get
-        for pid, threads in by_pid.items():
+        for pid, threads in _threads_by_pid(tasks, processes).items():
             info = processes.get(pid)
             if info is not None:
                 comm, cmdline = info.comm, info.cmdline
@@ -197,81 +242,70 @@ class ThreadTreeModel(QAbstractItemModel):
                 cmdline = ""
             rlist = [get_rate(t.tid) for t in threads]
             key = (tuple(threads), tuple(rlist), comm, cmdline)
-            new_key[pid] = key
+            keys[pid] = key
             if pid in old_pcells and pid in old_tcells and old_key.get(pid) == key:
-                new_pcells[pid] = old_pcells[pid]
-                new_pfilter[pid] = old_pfilter[pid]
-                new_tcells[pid] = old_tcells[pid]
-                new_tfilter[pid] = old_tfilter[pid]
-                new_tids[pid] = self._tids[pid]
-                new_built[pid] = old_built.get(pid, {})
+                pcells[pid] = old_pcells[pid]
+                pfilter[pid] = old_pfilter[pid]
+                tcells[pid] = old_tcells[pid]
+                tfilter[pid] = old_tfilter[pid]
+                tids[pid] = old_tids[pid]
+                built[pid] = old_built.get(pid, {})
                 continue
             changed.append(pid)
-            new_pcells[pid] = _process_cells(pid, comm, cmdline, threads, rlist)
-            new_pfilter[pid] = f"{comm} {cmdline} {pid}".lower()
-            built = old_built.get(pid, {})
-            nb: dict[int, tuple] = {}
-            tc: dict[int, tuple] = {}
-            tf: dict[int, str] = {}
-            for t, rate in zip(threads, rlist):
-                tid = t.tid
-                inputs = (t, rate, comm)
-                prev = built.get(tid)
-                if prev is None or prev[0] != inputs:
-                    prev = (inputs, _thread_cells(t, comm, rate), f"{t.comm} {tid}".lower())
-                nb[tid] = prev
-                tc[tid] = prev[1]
-                tf[tid] = prev[2]
-            new_built[pid] = nb
-            new_tcells[pid] = tc
-            new_tfilter[pid] = tf
-            new_tids[pid] = list(tc)
-        new_pids = sorted(new_pcells)
-        self._pkey, self._built = new_key, new_built
+            pcells[pid] = _process_cells(pid, comm, cmdline, threads, rlist)
+            pfilter[pid] = f"{comm} {cmdline} {pid}".lower()
+            built[pid], tcells[pid], tfilter[pid] = _thread_rows(threads, rlist, comm, old_built.get(pid, {}))
+            tids[pid] = list(tcells[pid])
+        changed.sort()
+        return _Contents(pcells, pfilter, tcells, tfilter, tids, keys, built, changed)
 
-        # During the row moves below, views may ask for any row, old or new: serve both.
-        self._pcells = {**old_pcells, **new_pcells}
-        self._pfilter = {**old_pfilter, **new_pfilter}
-        self._tcells = {**old_tcells, **new_tcells}
-        self._tfilter = {**old_tfilter, **new_tfilter}
-        for pid in changed:
+    def _move_rows(self, new: _Contents) -> None:
+        """Processes that came or went, then threads that came or went in the rebuilt processes, as
+        row moves. During them views may ask for any row, old or new: both are served."""
+        old_tcells, old_tfilter = self._tcells, self._tfilter
+        self._pcells = {**self._pcells, **new.pcells}
+        self._pfilter = {**self._pfilter, **new.pfilter}
+        self._tcells = {**old_tcells, **new.tcells}
+        self._tfilter = {**old_tfilter, **new.tfilter}
+        for pid in new.changed:
             if pid in old_tcells:
-                self._tcells[pid] = {**old_tcells[pid], **new_tcells[pid]}
-                self._tfilter[pid] = {**old_tfilter[pid], **new_tfilter[pid]}
+                self._tcells[pid] = {**old_tcells[pid], **new.tcells[pid]}
+                self._tfilter[pid] = {**old_tfilter[pid], **new.tfilter[pid]}
+        new_pids = sorted(new.pcells)
         for pid in new_pids:
             if pid not in self._tids:          # a new process arrives with its threads
-                self._tids[pid] = list(new_tids[pid])
-                self._tid_row[pid] = {tid: r for r, tid in enumerate(new_tids[pid])}
+                self._tids[pid] = list(new.tids[pid])
+                self._tid_row[pid] = {tid: r for r, tid in enumerate(new.tids[pid])}
         if not sync_rows(self, _INVALID, self._pids, new_pids, self._reindex_pids):
             raise AssertionError("pid lists are both sorted; sync_rows cannot refuse them")
         for pid in list(self._tids):
             if pid not in self._pid_row:       # its process row is gone, and its threads with it
                 del self._tids[pid]
                 del self._tid_row[pid]
-        for pid in changed:
-            have, want = self._tids[pid], new_tids[pid]
+        for pid in new.changed:
+            have, want = self._tids[pid], new.tids[pid]
             if have != want:
                 parent = self.createIndex(self._pid_row[pid], 0, 0)
                 sync_rows(self, parent, have, want, lambda p=pid: self._reindex_tids(p))
-        self._pcells, self._tcells = new_pcells, new_tcells
-        self._pfilter, self._tfilter = new_pfilter, new_tfilter
 
+    def _announce_cells(self, old_pcells: dict, old_tcells: dict, new: _Contents) -> None:
+        """dataChanged for the cells of rebuilt processes and threads whose text changed (rows that
+        just arrived came with their cells)."""
         changes = []
-        changed.sort()
-        for pid in changed:
+        for pid in new.changed:
             old = old_pcells.get(pid)
-            new = new_pcells[pid]
-            if old is not None and old is not new and old != new:
-                changes.append((self._pid_row[pid], changed_columns(old, new)))
+            cells = new.pcells[pid]
+            if old is not None and old is not cells and old != cells:
+                changes.append((self._pid_row[pid], changed_columns(old, cells)))
             olds = old_tcells.get(pid)
             if not olds:
                 continue                       # a new process: its rows arrived with their cells
             tchanges = []
             rows = self._tid_row[pid]
-            for tid, new in new_tcells[pid].items():
+            for tid, cells in new.tcells[pid].items():
                 old = olds.get(tid)
-                if old is not None and old is not new and old != new:
-                    tchanges.append((rows[tid], changed_columns(old, new)))
+                if old is not None and old is not cells and old != cells:
+                    tchanges.append((rows[tid], changed_columns(old, cells)))
             if tchanges:
                 tchanges.sort()
                 emit_changed(self, tchanges, self.createIndex(self._pid_row[pid], 0, 0))
@@ -460,7 +494,7 @@ class ThreadTableWidget(QWidget):
         self.view.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.proxy.rowsInserted.connect(self._on_proxy_rows_inserted)
 
-    def set_state(self, state) -> None:
+    def set_state(self, state: MachineState) -> None:
         self.model.set_state(state)
         n_threads = sum(len(self.model.tids_of(p)) for p in self.model.pids())
         self.count_label.setText(f"{len(self.model.pids()):,} processes, {n_threads:,} threads")

@@ -1,5 +1,7 @@
-"""Headless pictures for reports and `coremap screenshot`: the topology grid (or the whole window)
-built offscreen for a SysRoot or a Session and coloured by a metric, and probe result plots.
+"""Pictures made offscreen, for reports, `coremap screenshot` and `coremap --screenshot`: the topology
+grid (with its legend) for a MachineState coloured by a metric, and probe result plots, as PNG or SVG
+bytes. The whole window is pictured by the composition root (widgets/application.py), which alone
+builds it; `offscreen` and `picture_bytes` here are what both use.
 
 Nothing here reads the machine itself: a MachineState comes from app.sampler.Sampler (the same
 code the window runs), and probe plots draw the result objects they are given.
@@ -14,42 +16,78 @@ Contract of the plot items: for stepMode="center", len(x) == len(y) + 1 (x are t
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
-from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QLayout, QVBoxLayout, QWidget
 
 from app.format import format_compact, format_ns
-from app.report import Image, ReportData
 from app.sampler import Sampler
+from app.state import MachineState
 from app.sysroot import SysRoot
+from probes.histogram import gaps_per_hour
 from widgets import export
+from widgets.harness import application
+from widgets.topology_view import TopologyView
 
 GRID_SIZE = (1200, 760)
 PLOT_SIZE = (900, 380)
+# Seconds between the two reads of the live machine that give a picture its first rates.
+RATE_WINDOW = 0.5
 
 
-def application():
-    """The QApplication (created offscreen-capable by the caller's QT_QPA_PLATFORM)."""
-    app = QApplication.instance()
-    if app is None:
-        app = QApplication(["coremap"])
-    return app
-
-
-def state_for(root: SysRoot):
-    """One MachineState for `root`: a capture's pair of samples (rates) or its one (totals); the
-    live machine is sampled twice, half a second apart, so the colours are rates."""
-    sampler = Sampler(root)
+def first_state(sampler: Sampler, wait: float = RATE_WINDOW) -> MachineState:
+    """The state a picture shows: a snapshot's two captures (rates) or its one (totals); the live
+    machine is sampled twice, `wait` seconds apart, so the colours are rates."""
     state = sampler.tick()
     if sampler.live:
-        import time
-        time.sleep(0.5)
+        time.sleep(wait)
         state = sampler.tick()
     return state
 
 
-def _settle(app, n: int = 3) -> None:
+def state_for(root: SysRoot) -> MachineState:
+    """first_state of a new Sampler on `root`."""
+    return first_state(Sampler(root))
+
+
+def settle(n: int = 3) -> None:
+    """Let Qt lay out and paint what was just shown or changed (offscreen, nothing else drives it)."""
+    app = application()
     for _ in range(n):
         app.processEvents()
+
+
+@contextmanager
+def offscreen(build: Callable[[], QWidget], size: tuple[int, int]) -> Iterator[QWidget]:
+    """The top-level widget `build()` makes (once the QApplication exists), shown at `size` for the
+    `with` block (offscreen unless a display was chosen), then closed and deleted."""
+    application()
+    widget = build()
+    if QGuiApplication.platformName() == "offscreen" and widget.layout() is not None:
+        # The offscreen platform warns "does not support propagateSizeHints()" when a top-level
+        # widget's layout sets a minimum size (see widgets/main_window.py); nobody resizes it.
+        widget.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
+    try:
+        widget.resize(*size)
+        widget.show()
+        settle()
+        yield widget
+    finally:
+        widget.close()
+        widget.deleteLater()
+        settle(1)
+
+
+def picture_bytes(widget: QWidget, fmt: str, *, title: str, extra_below: QWidget | None = None) -> bytes:
+    """What `widget` shows as PNG bytes, or (fmt "svg") it and `extra_below` drawn as SVG."""
+    if fmt == "svg":
+        return export.svg_bytes(widget, title=title, extra_below=extra_below)
+    return export.png_bytes(widget)
 
 
 # -- the grid ------------------------------------------------------------------------------------
@@ -59,7 +97,6 @@ class _GridPanel(QWidget):
 
     def __init__(self, metric):
         super().__init__()
-        from widgets.topology_view import TopologyView
         self.view = TopologyView(self, metric=metric)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -68,57 +105,16 @@ class _GridPanel(QWidget):
         lay.addWidget(self.view.legend)
 
 
-def _show(widget: QWidget, size) -> None:
-    from PySide6.QtGui import QGuiApplication
-    if QGuiApplication.platformName() == "offscreen" and widget.layout() is not None:
-        # The offscreen platform warns "does not support propagateSizeHints()" when a top-level
-        # widget's layout sets a minimum size (see widgets/main_window.py); nobody resizes it.
-        from PySide6.QtWidgets import QLayout
-        widget.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
-    widget.resize(*size)
-    widget.show()
-
-
-def render_grid(state, *, fmt: str = "png", size=GRID_SIZE, metric: str | None = "irq") -> bytes:
-    """The topology grid for `state` (a MachineState) coloured by `metric`, as PNG or SVG bytes."""
-    app = application()
-    panel = _GridPanel(metric)
-    try:
-        _show(panel, size)
-        _settle(app)
+def render_grid(state: MachineState, *, fmt: str = "png", size=GRID_SIZE, metric: str | None = "irq") -> bytes:
+    """The topology grid for `state` coloured by `metric`, as PNG or SVG bytes."""
+    with offscreen(lambda: _GridPanel(metric), size) as panel:
         panel.view.set_state(state)
-        _settle(app)
+        settle()
         panel.view.zoom_fit()
-        _settle(app)
+        settle()
         if fmt == "svg":
-            return export.svg_bytes(panel.view, title="coremap topology", extra_below=panel.view.legend)
-        return export.png_bytes(panel)
-    finally:
-        panel.close()
-        panel.deleteLater()
-        _settle(app, 1)
-
-
-def render_window(state, *, fmt: str = "png", size=(1600, 1000), metric: str | None = None) -> bytes:
-    """The whole MainWindow for `state`, offscreen, as PNG or SVG bytes."""
-    app = application()
-    from widgets.main_window import MainWindow
-    window = MainWindow(None, metric=metric)
-    try:
-        window.resize(*size)
-        window.show()
-        _settle(app)
-        window.set_state(state)
-        _settle(app)
-        window.topology_view.zoom_fit()
-        _settle(app)
-        if fmt == "svg":
-            return export.svg_bytes(window, title="coremap window")
-        return export.png_bytes(window)
-    finally:
-        window.close()
-        window.deleteLater()
-        _settle(app, 1)
+            return picture_bytes(panel.view, fmt, title="coremap topology", extra_below=panel.view.legend)
+        return picture_bytes(panel, fmt, title="coremap topology")
 
 
 # -- probe plots ----------------------------------------------------------------------------------
@@ -128,7 +124,6 @@ def gap_rows(result: dict) -> list[tuple[float, float, float]]:
     rows computed from its buckets and sampled time."""
     rows = result.get("gaps_per_cpu_hour")
     if not rows and result.get("buckets") and result.get("sampled_seconds"):
-        from probes.histogram import gaps_per_hour
         rows = gaps_per_hour(result["buckets"], float(result["sampled_seconds"]) * 1e9)["rows"]
     out = []
     for r in rows or []:
@@ -159,14 +154,11 @@ def _runs(rows):
 
 
 def _colour(i: int):
-    import pyqtgraph as pg
     return pg.intColor(i, hues=8, values=1, maxValue=200)
 
 
 def build_probe_plot(results: list[dict], labels: list[str] | None = None):
     """A pyqtgraph PlotWidget with one stepped curve set per result (not shown)."""
-    import numpy as np
-    import pyqtgraph as pg
     w = pg.PlotWidget(background="w")
     item = w.getPlotItem()
     item.setLogMode(x=True, y=True)
@@ -222,43 +214,5 @@ def render_probe_plot(results: list[dict] | dict, *, fmt: str = "png", size=PLOT
     """Gap lengths per CPU-hour for one probe result or several side by side, as PNG or SVG bytes."""
     if isinstance(results, dict):
         results = [results]
-    app = application()
-    w = build_probe_plot(list(results), labels)
-    try:
-        w.resize(*size)
-        w.show()
-        _settle(app)
-        if fmt == "svg":
-            return export.svg_bytes(w, title="coremap probe")
-        return export.png_bytes(w)
-    finally:
-        w.close()
-        w.deleteLater()
-        _settle(app, 1)
-
-
-# -- reports --------------------------------------------------------------------------------------
-
-def add_images(report: ReportData, *, state=None, root: SysRoot | None = None, for_pdf: bool = False,
-               grid_size=GRID_SIZE) -> ReportData:
-    """Fill the report's pictures: the grid coloured by IRQ load (from `state`, else sampled from
-    `root`), a plot per probe result and, with several, one plot of all of them."""
-    if state is None and root is not None:
-        state = state_for(root)
-    if state is not None:
-        png = render_grid(state, fmt="png", size=grid_size, metric="irq")
-        report.topology_image = Image(png, "image/png", *_png_size(png))
-    for i, p in enumerate(report.probes):
-        png = render_probe_plot(p.result)
-        p.plot = Image(png, "image/png", *_png_size(png))
-    if len(report.probes) > 1:
-        png = render_probe_plot([p.result for p in report.probes],
-                                labels=[f"{i}. {p.title}" for i, p in enumerate(report.probes, 1)])
-        report.comparison_plot = Image(png, "image/png", *_png_size(png))
-    return report
-
-
-def _png_size(png: bytes) -> tuple[int, int]:
-    # PNG IHDR: width and height are the big-endian words at bytes 16-24 (RFC 2083 section 4.1.1).
-    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
-
+    with offscreen(lambda: build_probe_plot(list(results), labels), size) as plot:
+        return picture_bytes(plot, fmt, title="coremap probe")

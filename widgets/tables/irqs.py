@@ -2,19 +2,21 @@
 
 `IrqTableModel.set_state(state)` applies one MachineState. When the set of IRQs is unchanged (every
 tick but the rare hot-plug), only the cells whose text changed are announced with dataChanged; IRQs
-that appear or vanish are inserted/removed in place (`sync_rows`), so sorting, the filter, the
+that appear or vanish are inserted/removed in place (widgets/tables/rows.py), so sorting, the filter, the
 selection and the scroll position survive every tick.
 """
 from __future__ import annotations
-
-from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTableView, QVBoxLayout, QWidget
 
 from app.format import format_count, format_cpus, format_rate, format_shares, nonzero_pairs, shares_of
+from app.machine.interrupts import IrqInfo
+from app.rates import Rates
+from app.state import MachineState
 from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data
+from widgets.tables.rows import changed_columns, emit_changed, sync_rows
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1      # a number or a padded string, so columns sort naturally
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # (haystack text, CPUs the IRQ may or does land on)
@@ -27,89 +29,6 @@ OUTSIDE_BRUSH = QColor(230, 40, 40, 100)      # effective holds CPUs that were n
 COL_IRQ, COL_DEVICE, COL_RATE, COL_SPREAD, COL_REQUESTED, COL_EFFECTIVE, COL_NODE = range(7)
 _HEADERS = ("IRQ", "Device / queue", "Rate", "Per-CPU spread", "Requested", "Effective", "Node")
 _NUMERIC = (COL_RATE, COL_NODE)
-
-
-def sync_rows(model, parent: QModelIndex, old: list, new: Sequence,
-              after_edit: Callable[[], None] | None = None) -> bool:
-    """Turn the row list `old` (edited in place) into `new` with begin/endRemoveRows and
-    begin/endInsertRows on `parent`, one call per contiguous run.
-
-    Both lists must be in the same order for the rows they share (the models keep their rows sorted
-    by a stable key). Returns False, leaving `old` untouched, when they are not; the caller then
-    resets instead. `after_edit` runs after each edit of `old`, before the matching end*Rows, so the
-    model can refresh its row lookups before views ask for indexes.
-    """
-    new_set = set(new)
-    survivors = [k for k in old if k in new_set]
-    old_set = set(old)
-    if survivors != [k for k in new if k in old_set]:
-        return False
-    i = len(old) - 1
-    while i >= 0:                      # remove from the bottom so earlier indexes stay valid
-        if old[i] in new_set:
-            i -= 1
-            continue
-        last = i
-        while i - 1 >= 0 and old[i - 1] not in new_set:
-            i -= 1
-        model.beginRemoveRows(parent, i, last)
-        del old[i:last + 1]
-        if after_edit is not None:
-            after_edit()
-        model.endRemoveRows()
-        i -= 1
-    i = 0
-    while i < len(new):
-        if i < len(old) and old[i] == new[i]:
-            i += 1
-            continue
-        j = i
-        while j < len(new) and new[j] not in old_set:
-            j += 1
-        model.beginInsertRows(parent, i, j - 1)
-        old[i:i] = new[i:j]
-        if after_edit is not None:
-            after_edit()
-        model.endInsertRows()
-        i = j
-    return True
-
-
-def changed_columns(old: tuple, new: tuple) -> tuple[tuple[int, int], ...]:
-    """The column ranges (first, last) whose cells differ between two rows of cells."""
-    ranges = []
-    start = None
-    for c in range(len(new)):
-        if old[c] != new[c]:
-            if start is None:
-                start = c
-        elif start is not None:
-            ranges.append((start, c - 1))
-            start = None
-    if start is not None:
-        ranges.append((start, len(new) - 1))
-    return tuple(ranges)
-
-
-def emit_changed(model, changes: list[tuple[int, tuple[tuple[int, int], ...]]],
-                 parent: QModelIndex = QModelIndex()) -> int:
-    """dataChanged for exactly the changed cells, as few signals as that allows: `changes` holds
-    (row, column ranges) in ascending rows; neighbouring rows with the same ranges share a signal.
-    Fewer signals matter: a sorting proxy handles each one separately. Returns the signal count."""
-    n = 0
-    i = 0
-    while i < len(changes):
-        first, ranges = changes[i]
-        last = first
-        j = i + 1
-        while j < len(changes) and changes[j][0] == last + 1 and changes[j][1] == ranges:
-            last += 1
-            j += 1
-        for c0, c1 in ranges:
-            model.dataChanged.emit(model.index(first, c0, parent), model.index(last, c1, parent))
-            n += 1
-        i = j
-    return n
 
 
 def _irq_order(irq: str) -> tuple:
@@ -127,10 +46,10 @@ def _cpus_sort(cpus) -> str:
     return ",".join(f"{c:05d}" for c in sorted(cpus))
 
 
-def device_text(row, info) -> str:
+def device_text(row, info: IrqInfo | None) -> str:
     """The device line read from sysfs ("i40e eno1 TxRx-0 (0000:3b:00.0)") where known, else the
     handler names printed in /proc/interrupts."""
-    dev = getattr(info, "device", None) if info is not None else None
+    dev = info.device if info is not None else None
     if dev is not None and dev.description:
         return dev.description
     return row.name if row is not None else ""
@@ -155,7 +74,7 @@ class IrqTableModel(QAbstractTableModel):
         self.generation = -1
 
     # -- the one way in ---------------------------------------------------------------------
-    def set_state(self, state) -> None:
+    def set_state(self, state: MachineState) -> None:
         """Apply one MachineState: insert/remove IRQs that came or went, dataChanged for changed cells."""
         self.generation = state.generation
         rows, cpus, info = _rows_of(state)
@@ -202,9 +121,6 @@ class IrqTableModel(QAbstractTableModel):
                     changes.append((r, changed_columns(old, new)))
         if changes:
             emit_changed(self, changes)
-
-    def irq_at(self, row: int) -> str:
-        return self._keys[row]
 
     def row_of(self, irq: str) -> int:
         """Row of an IRQ label, -1 when absent."""
@@ -277,12 +193,12 @@ class IrqTableModel(QAbstractTableModel):
         return None
 
 
-def _rows_of(state):
+def _rows_of(state: MachineState):
     """(InterruptRows, CPU id per column, {irq: IrqInfo}) from the newest counters, with the affinity
     info that is refreshed every few ticks."""
     irqs = state.irqs
-    info = dict(getattr(irqs, "info", None) or {}) if irqs is not None else {}
-    table = state.sample.interrupts if state.sample is not None else None
+    info = dict(irqs.info) if irqs is not None else {}
+    table = state.sample.interrupts
     if table is not None:
         return table.rows, table.cpus, info
     if irqs is not None:
@@ -290,7 +206,8 @@ def _rows_of(state):
     return (), (), info
 
 
-def _build_row(row, cpus, info, rates) -> tuple[tuple[_Cell, ...], tuple[str, frozenset]]:
+def _build_row(row, cpus, info: IrqInfo | None,
+               rates: Rates | None) -> tuple[tuple[_Cell, ...], tuple[str, frozenset]]:
     irq = row.irq
     dev = device_text(row, info)
     rate = rates.irqs.get(irq) if rates is not None else None
@@ -298,7 +215,7 @@ def _build_row(row, cpus, info, rates) -> tuple[tuple[_Cell, ...], tuple[str, fr
         value = rate.total if rate is not None else None
         rate_cell = _Cell((format_rate(value), float(value) if value is not None else -1.0, None, None))
         load = rate.per_cpu if rate is not None else None
-        load_cpus = getattr(rates, "cpus", None) or cpus
+        load_cpus = rates.cpus or cpus
     else:
         rate_cell = _Cell((format_count(row.total), float(row.total), "interrupts since boot", None))
         load = row.counts
@@ -307,9 +224,9 @@ def _build_row(row, cpus, info, rates) -> tuple[tuple[_Cell, ...], tuple[str, fr
     shares = shares_of(pairs)
     spread_cell = _Cell((format_shares(shares), shares[0][1] if shares else 0.0,
                          "\n".join(f"CPU {c}: {f * 100:.1f}%" for c, f in shares[:16]) or None, None))
-    requested = getattr(info, "requested", None) if info is not None else None
-    effective = getattr(info, "effective", None) if info is not None else None
-    node = getattr(info, "node", None) if info is not None else None
+    requested = info.requested if info is not None else None
+    effective = info.effective if info is not None else None
+    node = info.node if info is not None else None
     req_text, eff_text = format_cpus(requested), format_cpus(effective)
     tip, brush = None, None
     if requested is not None and effective is not None and set(requested) != set(effective):
@@ -322,7 +239,7 @@ def _build_row(row, cpus, info, rates) -> tuple[tuple[_Cell, ...], tuple[str, fr
         else:
             brush = OUTSIDE_BRUSH
             tip += " (outside the requested set: e.g. a managed IRQ or an isolcpus=managed_irq CPU)"
-    if info is not None and getattr(info, "managed", False):
+    if info is not None and info.managed:
         tip = (tip + "\n" if tip else "") + "kernel-managed: its affinity cannot be changed"
     cells = (
         _Cell((irq, _irq_sort(irq), row.description or None, None)),
@@ -434,7 +351,7 @@ class IrqTableWidget(QWidget):
         self.proxy.modelReset.connect(self._update_count)
         self.proxy.layoutChanged.connect(self._update_count)
 
-    def set_state(self, state) -> None:
+    def set_state(self, state: MachineState) -> None:
         self.model.set_state(state)
         self._update_count()
 
