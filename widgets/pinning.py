@@ -982,12 +982,9 @@ class PinController(QObject):
             else:
                 from app.helper import HelperClient
                 self._helper = HelperClient()       # pkexec coremap-helper, started by its first request
-        # The helper is the service's writer for this one retry only: a later denied pin asks again.
-        s.writer = self._helper
-        try:
-            self._run(lambda: s.apply(req), "retry")
-        finally:
-            s.writer = None
+        # The helper writes for this one retry only: a later denied pin asks again.
+        privileged = s.with_writer(self._helper)
+        self._run(lambda: privileged.apply(req), "retry")
         self._retry = None
 
     def close(self) -> None:
