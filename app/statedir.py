@@ -36,8 +36,9 @@ def state_dir(create: bool = True) -> Path:
     return path
 
 
-def journal_path() -> Path:
-    return state_dir() / "journal.jsonl"
+def journal_path(create: bool = True) -> Path:
+    """The pin journal; its folder is created unless `create` is false (to look for an earlier one)."""
+    return state_dir(create) / "journal.jsonl"
 
 
 def reports_dir(create: bool = True) -> Path:

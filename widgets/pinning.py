@@ -994,5 +994,5 @@ class PinController(QObject):
 
 
 def _journal_exists() -> bool:
-    from app.statedir import state_dir
-    return (state_dir(create=False) / "journal.jsonl").exists()
+    from app.statedir import journal_path
+    return journal_path(create=False).exists()
