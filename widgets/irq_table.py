@@ -14,7 +14,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTableView, QVBoxLayout, QWidget
 
 from app.format import format_count, format_cpus, format_rate, format_shares, nonzero_pairs, shares_of
-from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data
+from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1      # a number or a padded string, so columns sort naturally
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # (haystack text, CPUs the IRQ may or does land on)

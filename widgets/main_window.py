@@ -20,14 +20,14 @@ from app.sampler import MAX_INTERVAL, MIN_INTERVAL
 from widgets.colors import METRIC_BASES, SOFTIRQ_KINDS, Metric, parse_metric
 from widgets.cpu_details import CpuDetailsWidget
 from widgets.irq_table import IrqTableWidget
-from widgets.pinning import PinController
+from widgets.pinning.controller import PinController
 from widgets.probe_panel import ProbePanel
 from widgets.residency_plot import ResidencyPlot
 from widgets.sampler_thread import SamplerThread, is_newer
 from widgets.session_controller import SessionController
 from widgets.summary_bar import SummaryBar
 from widgets.thread_table import ThreadTableWidget
-from widgets.topology_view import TopologyView
+from widgets.topology.view import TopologyView
 
 
 class MainWindow(QMainWindow):
@@ -147,9 +147,18 @@ class MainWindow(QMainWindow):
             self._connect_sampler(sampler_thread)
 
         # Pinning (drops on the grid, Pin to…, Edit → Undo/Redo/Restore all, the Pins dock, the result
-        # line and the restore bar): widgets/pinning.py.
-        self.pin_controller = PinController(self)
+        # line and the restore bar): widgets/pinning/.
+        self.pin_controller = PinController(
+            self.topology_view, (self.irq_table.view, self.thread_table.view, self.cpu_details.irq_table,
+                                 self.cpu_details.thread_table),
+            self.menuBar().addMenu("&Edit"), self.statusBar(), self.state_applied, parent=self)
         self.pin_controller.results_shown.connect(self._on_pin_controller_results_shown)
+        # The journal: a tab beside the thread table (it is a wide table; the right-hand dock is narrow).
+        self.pins_dock = self._dock("Pins", "pins-dock", self.pin_controller.journal_widget,
+                                    Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.thread_dock, self.pins_dock)
+        self.thread_dock.raise_()
+        lay.insertWidget(0, self.pin_controller.restore_bar)
 
         # Probes (a dock, the Probes menu, the grid's clicked CPU as the next probe's CPU):
         # widgets/probe_panel.py.

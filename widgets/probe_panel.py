@@ -43,7 +43,7 @@ from widgets.histogram_plot import HistogramPlot
 from widgets.percentile_plot import PercentilePlot
 from widgets.probe_controller import ProbeController, ProbeJob
 from widgets.sweep_plot import SweepPlot
-from widgets.topology_view import CPU_MIME, cpus_from_mime  # noqa: F401  (the grid's CPU drags)
+from widgets.topology.drag import CPU_MIME, cpus_from_mime  # noqa: F401  (the grid's CPU drags)
 
 PROBES = (("jitter", "Jitter (gaps in a busy loop)"), ("wakeup", "Wakeup latency (timer sleep)"),
           ("sweep", "Sweep (same work on each CPU)"), ("c2c", "Core to core (cache-line ping-pong)"),

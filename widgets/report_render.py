@@ -59,7 +59,7 @@ class _GridPanel(QWidget):
 
     def __init__(self, metric):
         super().__init__()
-        from widgets.topology_view import TopologyView
+        from widgets.topology.view import TopologyView
         self.view = TopologyView(self, metric=metric)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)

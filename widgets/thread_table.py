@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit,
 from app.format import format_cpus, format_percent, format_rate
 from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
 from widgets.irq_table import changed_columns, emit_changed, sync_rows
-from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data
+from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # lower-case text the filter words are looked for in

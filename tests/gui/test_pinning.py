@@ -26,8 +26,8 @@ from app.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets.main_window import MainWindow
-from widgets.pinning import (PIN_MIME, PinPayload, PinPayloadError, parse_pin_payload, payload_from_rows,
-                             pin_mime_data)
+from widgets.pinning.mime import (PIN_MIME, PinPayload, PinPayloadError, parse_pin_payload, payload_from_rows,
+                                  pin_mime_data)
 
 CPUS = tuple(sorted(os.sched_getaffinity(0)))
 needs_two_cpus = pytest.mark.skipif(len(CPUS) < 2, reason="pinning needs at least 2 CPUs to move between")
@@ -463,7 +463,7 @@ def test_drop_a_process_pins_each_of_its_threads(live, qtbot):
 
 def test_result_line_offers_retry_only_for_denied_writes(qtbot):
     from app.affinity import PinResult
-    from widgets.pinning import PinResultLine
+    from widgets.pinning.feedback import PinResultLine
     line = PinResultLine()
     qtbot.addWidget(line)        # not shown: a top-level with a layout warns on the offscreen platform
     t = PinTarget("thread", 4321, 4321, "sshd")
