@@ -33,8 +33,6 @@ from app.parse.cpulist import MAX_CPU, format_cpulist, parse_cpulist, parse_cpum
 from app.sysroot import SysRoot
 
 KINDS = ("thread", "process", "irq")
-CODES = ("ok", "moving", "trimmed", "gone", "denied", "kthread", "cpuset", "offline", "managed", "nospc",
-         "invalid")
 NEEDS_HELPER = ("needs the helper: run `coremap pin` with pkexec/sudo, or allow org.coremap.helper")
 
 
@@ -65,6 +63,8 @@ class PinRequest:
 class PinResult:
     target: PinTarget
     ok: bool
+    # ok, moving (written; delivery follows at the next interrupt), trimmed (the kernel cut the mask),
+    # gone, denied, kthread, cpuset, offline, managed, nospc, invalid
     code: str
     message: str
     before: tuple[int, ...] | None

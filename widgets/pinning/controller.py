@@ -180,9 +180,6 @@ class PinController(QObject):
             return None
         return self._open_live_service()
 
-    def unavailable_reason(self) -> str:
-        return self._unavailable
-
     # -- requests -------------------------------------------------------------------------------------------
     def check(self, request: PinRequest) -> list[str]:
         """Why `request` would be refused (AffinityService.preflight), or [] when a drop may go ahead.

@@ -53,7 +53,6 @@ class PinResultLine(QWidget):
         lay.addWidget(self.warning_label)
         lay.addWidget(self.retry_button)
         lay.addStretch(1)
-        self.results: list[PinResult] = []
         self.retry_button.clicked.connect(self.retry_requested)
 
     def text(self) -> str:
@@ -61,7 +60,6 @@ class PinResultLine(QWidget):
 
     def show_results(self, results: list[PinResult], what: str = "", warning: str = "",
                      can_retry: bool = False) -> None:
-        self.results = list(results)
         self.show_message(summarize(results, what), ok=all(r.ok for r in results))
         self.label.setToolTip("\n".join(r.line() for r in results))
         self.warning_label.setText(warning)
