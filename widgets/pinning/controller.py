@@ -262,7 +262,8 @@ class PinController(QObject):
         is selected)."""
         menu = QMenu(view)
         payload = self.selection_payload(view)
-        act = menu.addAction("Pin to…\tCtrl+P" if payload else "Pin to… (select threads, processes or numbered IRQs)")
+        act = menu.addAction("Pin to…\tCtrl+P" if payload
+                             else "Pin to… (select threads, processes or numbered IRQs)")
         act.setEnabled(payload is not None)
         act.triggered.connect(lambda _=False, v=view: self.open_pin_dialog(v))
         return menu

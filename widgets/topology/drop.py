@@ -102,6 +102,9 @@ class HintItem(QGraphicsItem):
 class GridDropTarget(QObject):
     """The grid's drag-and-drop: TopologyView forwards its drag events here (`view.pin_drops`).
 
+    `view` is that TopologyView (typed by its base class: view.py imports this module); targets are
+    found among its items() and cells().
+
     `hint_changed(str)` says what a drop at the cursor would do, or why not; "" when the drag ends.
     `last_hint`, `highlight_path` and `highlight_accepts` show the state for tests.
     """

@@ -152,7 +152,8 @@ class TopologyView(QGraphicsView):
         """Recolour cells from `state`; returns how many cells changed."""
         vals = metric_values(state, self.color_metric)
         self._values = vals
-        self._scale = scale = scale_for(vals.values, self.color_metric, vals.totals, self._scale) if vals.values else None
+        scale = scale_for(vals.values, self.color_metric, vals.totals, self._scale) if vals.values else None
+        self._scale = scale
         changed = 0
         get = vals.values.get
         for cpu, cell in self._cells.items():
