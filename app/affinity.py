@@ -146,19 +146,13 @@ class AffinityService:
     def undo(self) -> list[PinResult]:
         """Put back what the last pin (or redo) changed; [] when there is nothing to undo."""
         history = self._history()
-        if not history.undo:
-            return []
-        b = history.undo[-1]
-        return self._replay(history.done_entries(b)[::-1], lambda e: e.before, f"undo:{b}")
+        return self._replay_newest(history, history.undo, "undo")
 
     def redo(self) -> list[PinResult]:
         """Re-apply the last undone pin; [] when there is nothing to redo."""
-        history = self._history()
-        if not history.redo:
-            return []
         # The redo stack holds undo batches: redoing one writes back what each of its writes found.
-        b = history.redo[-1]
-        return self._replay(history.done_entries(b)[::-1], lambda e: e.before, f"redo:{b}")
+        history = self._history()
+        return self._replay_newest(history, history.redo, "redo")
 
     def can_undo(self) -> bool:
         return bool(self._history().undo)
@@ -430,6 +424,14 @@ class AffinityService:
             out.append(self._pin_one(t, tuple(cpus), online, origin, batch,
                                      expect_starttime=e.starttime if e.kind == "thread" else None))
         return out
+
+    def _replay_newest(self, history: "_History", stack: tuple[int, ...], what: str) -> list[PinResult]:
+        """Write back what each write of the newest batch on `stack` found, its last write first;
+        journalled with origin "undo:B" / "redo:B"."""
+        if not stack:
+            return []
+        b = stack[-1]
+        return self._replay(history.done_entries(b)[::-1], lambda e: e.before, f"{what}:{b}")
 
     def _history(self) -> "_History":
         """Undo and redo stacks of batch ids with each batch's entries, rebuilt from the journal on

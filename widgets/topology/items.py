@@ -177,20 +177,15 @@ class CpuCellItem(QGraphicsItem):
                 y += 11
 
 
-class CoreBoxItem(QGraphicsItem):
-    """A core: its hardware threads side by side.
+class _BoxItem(QGraphicsItem):
+    """A box the layout sizes and places: a core or a group.
 
     Contract: boundingRect is exactly `rect` (children draw themselves); the box repaints only when
     the layout moves it (set_rect calls prepareGeometryChange).
     """
 
-    def __init__(self, index: int, cpus: tuple[int, ...], kind: str | None, label: str,
-                 parent: QGraphicsItem | None = None):
+    def __init__(self, parent: QGraphicsItem | None = None):
         super().__init__(parent)
-        self.core_index = index
-        self.cpus = tuple(cpus)
-        self.kind = kind           # "P", "E" or None
-        self.label = label
         self.rect = QRectF()
 
     def boundingRect(self) -> QRectF:
@@ -199,6 +194,18 @@ class CoreBoxItem(QGraphicsItem):
     def set_rect(self, r: QRectF) -> None:
         self.prepareGeometryChange()
         self.rect = r
+
+
+class CoreBoxItem(_BoxItem):
+    """A core: its hardware threads side by side, after a P / E strip on a hybrid machine."""
+
+    def __init__(self, index: int, cpus: tuple[int, ...], kind: str | None, label: str,
+                 parent: QGraphicsItem | None = None):
+        super().__init__(parent)
+        self.core_index = index
+        self.cpus = tuple(cpus)
+        self.kind = kind           # "P", "E" or None
+        self.label = label
 
     def paint(self, painter: QPainter, option, widget=None) -> None:
         bg = P_TINT if self.kind == "P" else E_TINT if self.kind == "E" else CORE_BG
@@ -212,11 +219,11 @@ class CoreBoxItem(QGraphicsItem):
                              Qt.AlignmentFlag.AlignCenter, self.kind)
 
 
-class GroupBoxItem(QGraphicsItem):
+class GroupBoxItem(_BoxItem):
     """A node, package, die, L3 group or cluster: a framed box with a header label.
 
-    Contract: boundingRect is exactly `rect`; the header text is elided to the box width and hidden
-    when the view's scale makes it unreadable (nothing cached, so no invalidation beyond set_rect).
+    The header text is elided to the box width and hidden when the view's scale makes it unreadable
+    (nothing cached, so no invalidation beyond set_rect).
     """
 
     def __init__(self, kind: str, gid, label: str, cpus: tuple[int, ...], parent: QGraphicsItem | None = None):
@@ -225,15 +232,7 @@ class GroupBoxItem(QGraphicsItem):
         self.group_id = gid
         self.label = label
         self.cpus = tuple(cpus)
-        self.rect = QRectF()
         self.framed = kind != "machine"
-
-    def boundingRect(self) -> QRectF:
-        return self.rect
-
-    def set_rect(self, r: QRectF) -> None:
-        self.prepareGeometryChange()
-        self.rect = r
 
     def paint(self, painter: QPainter, option, widget=None) -> None:
         if not self.framed:
