@@ -20,10 +20,12 @@ from __future__ import annotations
 import errno
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from app.errors import CoremapError, CpuListError, SysRootReadError
 from app.format import format_change, format_cpus, offline_sentence
+from app.irqbalance import IrqbalanceStatus, read_irqbalance
 from app.journal import Journal, JournalEntry
 from app.machine.threads import TaskGone, read_task
 from app.machine.topology import read_online_cpus
@@ -31,8 +33,6 @@ from app.parse.cpulist import MAX_CPU, format_cpulist, parse_cpulist, parse_cpum
 from app.sysroot import SysRoot
 
 KINDS = ("thread", "process", "irq")
-CODES = ("ok", "moving", "trimmed", "gone", "denied", "kthread", "cpuset", "offline", "managed", "nospc",
-         "invalid")
 NEEDS_HELPER = ("needs the helper: run `coremap pin` with pkexec/sudo, or allow org.coremap.helper")
 
 
@@ -63,6 +63,8 @@ class PinRequest:
 class PinResult:
     target: PinTarget
     ok: bool
+    # ok, moving (written; delivery follows at the next interrupt), trimmed (the kernel cut the mask),
+    # gone, denied, kthread, cpuset, offline, managed, nospc, invalid
     code: str
     message: str
     before: tuple[int, ...] | None
@@ -110,15 +112,21 @@ class PinWriteError(CoremapError):
 class AffinityService:
     """`AffinityService(root, journal, writer=None)`: pins on `root`, journalled in `journal`.
 
-    `writer` (an app.helper.HelperClient) is tried when a direct write gets EPERM/EACCES.
+    `writer` (an app.helper.HelperClient) is tried when a direct write gets EPERM/EACCES. It is
+    given at construction and never changes: `with_writer()` makes a service that writes through
+    one for a single privileged retry (the window's "Retry with privileges") while this one keeps
+    asking nobody.
     """
 
     def __init__(self, root: SysRoot, journal: Journal, writer=None):
         self.root = root
         self.journal = journal
-        self.writer = writer
+        self._writer = writer
         self.root_key = str(root.root.resolve())
-        self._irqbalance = None
+
+    def with_writer(self, writer) -> "AffinityService":
+        """The same machine and journal, with `writer` tried where a direct write is denied."""
+        return AffinityService(self.root, self.journal, writer)
 
     # -- public ---------------------------------------------------------------------------------
     def apply(self, request: PinRequest) -> list[PinResult]:
@@ -129,7 +137,6 @@ class AffinityService:
         if bad:
             return [self._refused(t, "invalid", bad, None, cpus) for t in request.targets]
         online = read_online_cpus(self.root)
-        self._irqbalance = None
         batch = _Batch()
         for target in request.targets:
             for t in self._expand(target, results, cpus):
@@ -138,28 +145,20 @@ class AffinityService:
 
     def undo(self) -> list[PinResult]:
         """Put back what the last pin (or redo) changed; [] when there is nothing to undo."""
-        undo_stack, _ = self._stacks()
-        if not undo_stack:
-            return []
-        b = undo_stack[-1]
-        return self._replay([e for e in self._batch_entries(b) if e.state == "done"][::-1],
-                            lambda e: e.before, f"undo:{b}")
+        history = self._history()
+        return self._replay_newest(history, history.undo, "undo")
 
     def redo(self) -> list[PinResult]:
         """Re-apply the last undone pin; [] when there is nothing to redo."""
-        _, redo_stack = self._stacks()
-        if not redo_stack:
-            return []
         # The redo stack holds undo batches: redoing one writes back what each of its writes found.
-        b = redo_stack[-1]
-        return self._replay([e for e in self._batch_entries(b) if e.state == "done"][::-1],
-                            lambda e: e.before, f"redo:{b}")
+        history = self._history()
+        return self._replay_newest(history, history.redo, "redo")
 
     def can_undo(self) -> bool:
-        return bool(self._stacks()[0])
+        return bool(self._history().undo)
 
     def can_redo(self) -> bool:
-        return bool(self._stacks()[1])
+        return bool(self._history().redo)
 
     def restore_all(self) -> list[PinResult]:
         """Every changed target back to its first journalled `before`, newest first."""
@@ -261,33 +260,37 @@ class AffinityService:
                 before = tuple(sorted(os.sched_getaffinity(tid)))
             except ProcessLookupError:
                 task = None
-        jid = self._record(t, before, cpus, origin, batch, task.starttime if task else expect_starttime)
+        attempt = self._record(t, before, cpus, origin, batch, task.starttime if task else expect_starttime)
         if task is None:
-            return self._finish(t, jid, "gone", gone_msg, before, cpus)
+            return self._finish(attempt, _Outcome("gone", gone_msg))
         offline = sorted(set(cpus) - set(online))
         if offline:
-            return self._finish(t, jid, "offline", self._offline_msg(t, offline, online), before, cpus)
+            return self._finish(attempt, _Outcome("offline", self._offline_msg(t, offline, online)))
+        return self._finish(attempt, self._write_thread(t, pid, cpus))
+
+    def _write_thread(self, t: PinTarget, pid, cpus) -> _Outcome:
+        """Set the thread's affinity (through the writer when denied) and read it back."""
+        tid = t.id
         try:
             try:
                 os.sched_setaffinity(tid, cpus)
             except PermissionError:
-                if self.writer is None:
+                if self._writer is None:
                     raise
-                self.writer.set_thread_affinity(tid, cpus)
+                self._writer.set_thread_affinity(tid, cpus)
         except PinWriteError as e:
-            return self._finish(t, jid, "denied", f"{t.describe()}: {e}", before, cpus)
+            return _Outcome("denied", f"{t.describe()}: {e}")
         except OSError as e:
-            code, msg = self._thread_error(t, pid, e, cpus)
-            return self._finish(t, jid, code, msg, before, cpus)
+            return _Outcome(*self._thread_error(t, pid, e, cpus))
         try:
             after = tuple(sorted(os.sched_getaffinity(tid)))
         except ProcessLookupError:
-            return self._finish(t, jid, "gone", f"{t.describe()} exited right after the write", before, cpus)
+            return _Outcome("gone", f"{t.describe()} exited right after the write")
         if after != cpus:
-            return self._finish(t, jid, "trimmed", f"{t.describe()} runs on {format_cpus(after)}, not the "
-                                f"requested {format_cpus(cpus)}: the kernel trimmed the mask to its cpuset",
-                                before, cpus, after, after, state="done")
-        return self._finish(t, jid, "ok", "", before, cpus, after, after, state="done")
+            return _Outcome("trimmed", f"{t.describe()} runs on {format_cpus(after)}, not the requested "
+                            f"{format_cpus(cpus)}: the kernel trimmed the mask to its cpuset", after, after,
+                            done=True)
+        return _Outcome("ok", "", after, after, done=True)
 
     def _thread_error(self, t, pid, e: OSError, cpus) -> tuple[str, str]:
         if e.errno == errno.ESRCH:
@@ -313,7 +316,6 @@ class AffinityService:
     def _pin_irq(self, t, cpus, online, origin, batch) -> PinResult:
         irq = t.id
         d = self.root.irq_dir(irq)
-        path = self.root.irq_dir(irq, "smp_affinity_list")
         if not self.root.exists(d):
             return self._refused(t, "invalid", f"IRQ {irq} does not exist on this machine; see "
                                  "`coremap irqs`", None, cpus)
@@ -322,41 +324,43 @@ class AffinityService:
             if names:
                 t = PinTarget("irq", irq, None, ",".join(names))
         before = self._read_irq_affinity(irq)
-        warning = self._irqbalance_status().warning_for(irq)
-        jid = self._record(t, before, cpus, origin, batch, None)
+        warning = self._irqbalance_status(batch).warning_for(irq)
+        attempt = self._record(t, before, cpus, origin, batch, None, warning)
         offline = sorted(set(cpus) - set(online))
         if offline:
-            return self._finish(t, jid, "offline", self._offline_msg(t, offline, online), before, cpus,
-                                warning=warning)
+            return self._finish(attempt, _Outcome("offline", self._offline_msg(t, offline, online)))
+        return self._finish(attempt, self._write_irq(t, cpus))
+
+    def _write_irq(self, t: PinTarget, cpus) -> _Outcome:
+        """Write the IRQ's smp_affinity_list (through the writer when denied) and read back both lists."""
+        irq = t.id
         try:
             try:
-                _write_proc(path, format_cpulist(cpus))
+                _write_proc(self.root.irq_dir(irq, "smp_affinity_list"), format_cpulist(cpus))
             except PermissionError as e:
-                if self.writer is None or (e.errno == errno.EPERM and os.geteuid() == 0):
+                if self._writer is None or (e.errno == errno.EPERM and os.geteuid() == 0):
                     raise
-                self.writer.set_irq_affinity(irq, cpus)
+                self._writer.set_irq_affinity(irq, cpus)
         except PinWriteError as e:
-            return self._finish(t, jid, "denied", f"{t.describe()}: {e}", before, cpus, warning=warning)
+            return _Outcome("denied", f"{t.describe()}: {e}")
         except OSError as e:
-            code, msg = self._irq_error(t, e, cpus)
-            return self._finish(t, jid, code, msg, before, cpus, warning=warning)
+            return _Outcome(*self._irq_error(t, e, cpus))
         after = self._read_irq_affinity(irq)
         effective = self._read_effective(irq, cpus)
         if after != cpus:
-            return self._finish(t, jid, "trimmed", f"{t.describe()} reads back {format_cpus(after or ())}, not the "
-                                f"requested {format_cpus(cpus)}: the kernel trimmed the mask", before, cpus,
-                                after, effective, state="done", warning=warning)
+            return _Outcome("trimmed", f"{t.describe()} reads back {format_cpus(after or ())}, not the "
+                            f"requested {format_cpus(cpus)}: the kernel trimmed the mask", after, effective,
+                            done=True)
         if effective is not None and not set(effective) <= set(cpus):
             # The mask was written and reads back as asked; only the delivery has not followed yet.
             # x86 moves an IRQ whose vector is in use at its next interrupt (kernel/irq/migration.c
             # irq_move_masked_irq), so this is not a failure — but say so, it may also be a chip
             # that cannot target those CPUs.
-            return self._finish(t, jid, "moving", (
+            return _Outcome("moving", (
                 f"{t.describe()} is still delivered on CPU {format_cpus(effective)}, outside the requested "
                 f"{format_cpus(cpus)}: x86 moves some IRQs only at their next interrupt; check its effective "
-                "affinity again after it fires"),
-                before, cpus, after, effective, state="done", warning=warning)
-        return self._finish(t, jid, "ok", "", before, cpus, after, effective, state="done", warning=warning)
+                "affinity again after it fires"), after, effective, done=True)
+        return _Outcome("ok", "", after, effective, done=True)
 
     def _irq_error(self, t, e: OSError, cpus) -> tuple[str, str]:
         irq = t.id
@@ -387,18 +391,22 @@ class AffinityService:
         who = f"{t.describe()}: " if t is not None else ""
         return who + offline_sentence(offline, online)
 
-    def _record(self, t, before, cpus, origin, batch, starttime) -> int:
+    def _record(self, t, before, cpus, origin, batch, starttime, warning: str = "") -> "_Attempt":
+        """Journal the write about to be made (before it is made: a crash leaves it to restore)."""
         jid = self.journal.record(kind="thread" if t.kind == "thread" else "irq", target_id=t.id,
                                   requested=cpus, before=before, pid=t.pid, label=t.label,
                                   root=self.root_key, origin=origin, batch=batch.id, starttime=starttime)
         if batch.id is None:
             batch.id = jid
-        return jid
+        return _Attempt(t, jid, before, cpus, warning)
 
-    def _finish(self, t, jid, code, message, before, cpus, after=None, effective=None, *,
-                state="failed", warning="") -> PinResult:
-        self.journal.mark(jid, state, after, effective, code=code, message=message)
-        return PinResult(t, code in ("ok", "moving"), code, message, before, cpus, after, effective, jid, warning)
+    def _finish(self, attempt: "_Attempt", outcome: "_Outcome") -> PinResult:
+        """Mark the journal entry of `attempt` with `outcome`; the result shown for it."""
+        o = outcome
+        self.journal.mark(attempt.journal_id, "done" if o.done else "failed", o.after, o.effective,
+                          code=o.code, message=o.message)
+        return PinResult(attempt.target, o.code in ("ok", "moving"), o.code, o.message, attempt.before,
+                         attempt.requested, o.after, o.effective, attempt.journal_id, attempt.warning)
 
     def _refused(self, t, code, message, before, cpus) -> PinResult:
         """A request refused before anything was journalled or written (bad input)."""
@@ -406,7 +414,6 @@ class AffinityService:
 
     def _replay(self, entries: list[JournalEntry], value, origin: str) -> list[PinResult]:
         online = read_online_cpus(self.root)
-        self._irqbalance = None
         batch = _Batch()
         out = []
         for e in entries:
@@ -418,9 +425,17 @@ class AffinityService:
                                      expect_starttime=e.starttime if e.kind == "thread" else None))
         return out
 
-    def _stacks(self) -> tuple[list[int], list[int]]:
-        """Undo and redo stacks of batch ids, rebuilt from the journal (so `coremap undo` in a new
-        process undoes what the window did)."""
+    def _replay_newest(self, history: "_History", stack: tuple[int, ...], what: str) -> list[PinResult]:
+        """Write back what each write of the newest batch on `stack` found, its last write first;
+        journalled with origin "undo:B" / "redo:B"."""
+        if not stack:
+            return []
+        b = stack[-1]
+        return self._replay(history.done_entries(b)[::-1], lambda e: e.before, f"{what}:{b}")
+
+    def _history(self) -> "_History":
+        """Undo and redo stacks of batch ids with each batch's entries, rebuilt from the journal on
+        every call (so `coremap undo` in a new process undoes what the window did)."""
         batches: dict[int, list[JournalEntry]] = {}
         for e in self.journal.entries():
             if e.root == self.root_key:
@@ -445,11 +460,7 @@ class AffinityService:
             elif any(e.state == "done" for e in batches[b]):
                 undo.append(b)
                 redo.clear()
-        self._batches = batches
-        return undo, redo
-
-    def _batch_entries(self, b: int) -> list[JournalEntry]:
-        return self._batches.get(b, [])
+        return _History(tuple(undo), tuple(redo), {b: tuple(es) for b, es in batches.items()})
 
     def _same_thread(self, e: JournalEntry):
         pid = e.pid if e.pid is not None else self._tgid(e.target_id)
@@ -529,18 +540,53 @@ class AffinityService:
                         continue
         return None, where
 
-    def _irqbalance_status(self):
-        if self._irqbalance is None:
-            from app.irqbalance import read_irqbalance
-            self._irqbalance = read_irqbalance(self.root)
-        return self._irqbalance
+    def _irqbalance_status(self, batch: "_Batch") -> IrqbalanceStatus:
+        """irqbalance as found at the batch's first IRQ: read once per batch, not once per IRQ."""
+        if batch.irqbalance is None:
+            batch.irqbalance = read_irqbalance(self.root)
+        return batch.irqbalance
 
 
 class _Batch:
-    """The id of a batch's first journal entry, set when it is recorded."""
+    """One apply(), undo, redo or restore: the id of its first journal entry (set when that is
+    recorded; every later entry carries it) and irqbalance's status, read at its first IRQ."""
 
     def __init__(self):
         self.id: int | None = None
+        self.irqbalance: IrqbalanceStatus | None = None
+
+
+@dataclass(frozen=True)
+class _History:
+    """The journal's batches of this root as undo and redo stacks (batch ids, newest last)."""
+    undo: tuple[int, ...]
+    redo: tuple[int, ...]
+    batches: Mapping[int, tuple[JournalEntry, ...]] = field(default_factory=dict)
+
+    def done_entries(self, batch: int) -> list[JournalEntry]:
+        """The entries of `batch` whose write happened, in journal order."""
+        return [e for e in self.batches.get(batch, ()) if e.state == "done"]
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """A write journalled and about to be made: what, where it was, and what was asked."""
+    target: PinTarget
+    journal_id: int
+    before: tuple[int, ...] | None
+    requested: tuple[int, ...]
+    warning: str = ""          # irqbalance may undo it (IRQs only)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """How a write ended: its code and sentence, the affinity read back, and whether it happened
+    (journal state "done") or not ("failed")."""
+    code: str
+    message: str = ""
+    after: tuple[int, ...] | None = None
+    effective: tuple[int, ...] | None = None
+    done: bool = False
 
 
 def _write_proc(path, text: str) -> None:

@@ -33,7 +33,7 @@ from widgets.colors import Metric, parse_metric
 from widgets.harness import application
 from widgets.main_window import MainWindow
 from widgets.pictures import RATE_WINDOW, first_state, offscreen, picture_bytes, settle
-from widgets.pinning import PinController
+from widgets.pinning.controller import PinController
 from widgets.probe.panel import ProbePanel
 from widgets.sampler_thread import SamplerThread
 from widgets.session_controller import SessionController
@@ -158,11 +158,18 @@ def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric 
 
 
 def _add_pinning(window: MainWindow) -> PinController:
-    """Drops on the grid, Pin to…, Edit → Undo/Redo/Restore all, the Pins dock, the result line and
-    the restore bar (widgets/pinning.py)."""
-    pins = PinController(window)
+    """Drops on the grid, Pin to…, Edit → Undo/Redo/Restore all, the Pins dock (a tab beside the
+    thread table: the journal is a wide table), the result line and the restore bar (widgets/pinning/)."""
+    sources = (window.irq_table.view, window.thread_table.view, window.cpu_details.irq_table,
+               window.cpu_details.thread_table)
+    pins = PinController(window.topology_view, sources, window.menuBar().addMenu("&Edit"), window.statusBar(),
+                         window.state_applied, parent=window)
     pins.results_shown.connect(lambda results: window.forget_processes(_pinned_pids(results)))
     window.closing.connect(pins.close)
+    window.pins_dock = window.add_dock("Pins", "pins-dock", pins.journal_widget,
+                                       Qt.DockWidgetArea.BottomDockWidgetArea, tab_with=window.thread_dock)
+    window.thread_dock.raise_()
+    window.add_top_bar(pins.restore_bar)
     return pins
 
 

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWid
 
 from app.format import format_count, format_cpus, format_percent, format_rate, per_cpu_pairs
 from app.state import MachineState
-from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data
+from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.irqs import device_text
 
 # More rows than this would bury the few that matter; the rest are counted in the caption.

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
 
 from app.atomic import write_atomic
 from app.errors import CoremapError
-from widgets.topology_view import TopologyView
+from widgets.topology.view import TopologyView
 
 SCREENSHOT_KINDS = ("window", "grid", "plot")
 

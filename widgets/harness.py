@@ -11,14 +11,9 @@ from PySide6.QtCore import QCoreApplication, QEvent, QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
 
-
 def application(name: str = "coremap") -> QApplication:
     """The process's QApplication, made on first use."""
     return QApplication.instance() or QApplication([name])
-
-
-def process_events() -> None:
-    application().processEvents()
 
 
 def run_until(signal=None, done=lambda: False, timeout_s: float = 0.0) -> bool:

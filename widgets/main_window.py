@@ -28,10 +28,10 @@ from widgets.sampler_thread import SamplerThread, is_newer
 from widgets.summary_bar import SummaryBar
 from widgets.tables.irqs import IrqTableWidget
 from widgets.tables.threads import ThreadTableWidget
-from widgets.topology_view import TopologyView
+from widgets.topology.view import TopologyView
 
 if TYPE_CHECKING:   # only for annotations: the composition root builds and sets these
-    from widgets.pinning import PinController
+    from widgets.pinning.controller import PinController
     from widgets.probe.panel import ProbePanel
     from widgets.session_controller import SessionController
 

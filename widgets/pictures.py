@@ -32,7 +32,7 @@ from app.sysroot import SysRoot
 from probes.histogram import gaps_per_hour
 from widgets import export
 from widgets.harness import application
-from widgets.topology_view import TopologyView
+from widgets.topology.view import TopologyView
 
 GRID_SIZE = (1200, 760)
 PLOT_SIZE = (900, 380)

@@ -91,7 +91,7 @@ def rate_state(topo, generation: int, seed: int) -> MachineState:
 
 
 def bench_recolour(app, topo, rounds: int = 31) -> None:
-    from widgets.topology_view import TopologyView
+    from widgets.topology.view import TopologyView
     view = TopologyView()
     view.resize(1400, 900)
     view.show()

@@ -19,7 +19,8 @@ from app.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets.application import build_window
-from widgets.pinning import PinDialog, PinPayload, check_cpu_text
+from widgets.pinning.dialog import PinDialog, check_cpu_text
+from widgets.pinning.mime import PinPayload
 
 CPUS = tuple(sorted(os.sched_getaffinity(0)))
 

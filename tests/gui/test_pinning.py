@@ -26,8 +26,8 @@ from app.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets.application import build_window
-from widgets.pinning import (PIN_MIME, PinPayload, PinPayloadError, parse_pin_payload, payload_from_rows,
-                             pin_mime_data)
+from widgets.pinning.mime import (PIN_MIME, PinPayload, PinPayloadError, parse_pin_payload, payload_from_rows,
+                                  pin_mime_data)
 
 CPUS = tuple(sorted(os.sched_getaffinity(0)))
 needs_two_cpus = pytest.mark.skipif(len(CPUS) < 2, reason="pinning needs at least 2 CPUs to move between")
@@ -463,7 +463,7 @@ def test_drop_a_process_pins_each_of_its_threads(live, qtbot):
 
 def test_result_line_offers_retry_only_for_denied_writes(qtbot):
     from app.affinity import PinResult
-    from widgets.pinning import PinResultLine
+    from widgets.pinning.feedback import PinResultLine
     line = PinResultLine()
     qtbot.addWidget(line)        # not shown: a top-level with a layout warns on the offscreen platform
     t = PinTarget("thread", 4321, 4321, "sshd")
@@ -563,3 +563,46 @@ def test_a_pin_has_the_sampler_re_read_the_pinned_process(live, qtbot, parked_th
         assert forgotten[-1] == [os.getpid()]
     finally:
         w.sampler_thread = None
+
+
+# -- the controller's narrow needs -------------------------------------------------------------------------------
+def test_the_controller_pins_without_a_window(qtbot, tmp_path):
+    """PinController gets a grid, its sources, a menu, a status bar and a state signal, and needs no
+    MainWindow: a drop on a lone grid pins, the result line sits in the status bar, undo puts it back."""
+    from PySide6.QtCore import QObject, Signal
+    from PySide6.QtWidgets import QMenu, QStatusBar
+
+    from widgets.pinning.controller import PinController
+    from widgets.topology.view import TopologyView
+
+    class Host(QObject):
+        state_applied = Signal(object)
+
+    root = SysRoot(_copy(tmp_path, "sno"))
+    state = Sampler(root).tick()
+    grid = TopologyView()
+    qtbot.addWidget(grid)
+    grid.resize(900, 600)
+    grid.show()
+    qtbot.waitExposed(grid)
+    grid.set_state(state)
+    grid.zoom_fit()
+    status_bar, menu, host = QStatusBar(), QMenu("&Edit"), Host()
+    qtbot.addWidget(status_bar)
+    qtbot.addWidget(menu)
+    ctl = PinController(grid, (), menu, status_bar, host.state_applied)
+    journal = Journal(tmp_path / "journal.jsonl")
+    ctl.set_service(AffinityService(root, journal))
+    host.state_applied.emit(state)
+    assert [a.text() for a in menu.actions() if not a.isSeparator()] == \
+        ["Pin to…", "Undo pin", "Redo pin", "Restore all"]
+    before = _irq_file(root, 27)
+    hints = []
+    grid.drop_hint.connect(hints.append)
+    req = _drag_drop(qtbot, grid, grid.cell_item(3), _mime("irq", [27]))
+    assert req.cpus == (3,) and _irq_file(root, 27) == (3,)
+    assert hints[-2] == "pin IRQ 27 to CPU 3" and hints[-1] == ""
+    assert status_bar.isAncestorOf(ctl.result_line) and ctl.result_line.text().startswith("irq 27: ")
+    ctl.undo_action.trigger()
+    assert _irq_file(root, 27) == before
+    journal.close()

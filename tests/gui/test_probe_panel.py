@@ -227,7 +227,7 @@ def _capture_of(name):
 
 
 def test_cpus_dragged_from_the_grid_fill_the_cpu_field(qtbot, panel):
-    from widgets.topology_view import TopologyView
+    from widgets.topology.view import TopologyView
     state = _capture_of("16em64t-4s2c2t-offlines")
     topo = state.topology
     view = TopologyView()

@@ -14,7 +14,8 @@ from app.state import MachineState
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets.colors import LUT, ColorScale, parse_metric
-from widgets.topology_view import CoreBoxItem, GroupBoxItem, TopologyView
+from widgets.topology.items import CoreBoxItem, GroupBoxItem
+from widgets.topology.view import TopologyView
 
 
 def _topology(name):
@@ -189,7 +190,7 @@ def _payload(mime):
 
 def test_cpu_mime_for_a_cell_a_core_and_a_package(view):
     from widgets.probe.drop import CPU_MIME
-    from widgets.topology_view import CPU_MIME as GRID_CPU_MIME
+    from widgets.topology.drag import CPU_MIME as GRID_CPU_MIME
     assert GRID_CPU_MIME == CPU_MIME
     topo = _topology("master.internal")          # siblings N and N+56
     view.set_topology(topo)

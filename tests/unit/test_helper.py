@@ -244,3 +244,45 @@ def test_denied_direct_write_goes_through_the_helper(use_helper):
         sleeper.kill()
         sleeper.wait()
         shutil.rmtree(tmp_path)
+
+
+RETRIED = r"""
+import json, os, sys
+from app.affinity import AffinityService, PinRequest, PinTarget
+from app.helper import HelperClient
+from app.journal import Journal
+from app.sysroot import SysRoot
+victim, cpu, other, jdir = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+client = HelperClient([sys.executable, "-m", "app.helper"])
+client.hello()                          # started while still root, as pkexec would have
+os.setgroups([])
+os.setresgid(65534, 65534, 65534)
+os.setresuid(65534, 65534, 65534)
+svc = AffinityService(SysRoot("/"), Journal(jdir + "/journal.jsonl"))
+req = PinRequest((PinTarget("thread", victim),), (cpu,))
+codes = [svc.apply(req)[0].code, svc.with_writer(client).apply(req)[0].code]
+codes.append(svc.apply(PinRequest((PinTarget("thread", victim),), (other,)))[0].code)
+print(json.dumps(codes))
+"""
+
+
+@pytest.mark.skipif(len(CPUS) < 2 or os.geteuid() != 0, reason="needs root to drop privileges")
+def test_with_writer_retries_through_the_helper_once():
+    """The window's "Retry with privileges": the denied pin goes through the helper, and the service
+    it came from still has no writer (the next denied pin asks again)."""
+    import tempfile
+    tmp_path = Path(tempfile.mkdtemp(prefix="coremap-retried-"))   # pytest's tmp is 0700 root's
+    tmp_path.chmod(0o777)
+    sleeper = subprocess.Popen(["sleep", "60"])          # root's process: nobody may not pin it
+    try:
+        original = os.sched_getaffinity(sleeper.pid)
+        r = subprocess.run([sys.executable, "-c", RETRIED, str(sleeper.pid), str(CPUS[-1]), str(CPUS[0]),
+                            str(tmp_path)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout) == ["denied", "ok", "denied"]
+        assert os.sched_getaffinity(sleeper.pid) == {CPUS[-1]} != original
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        shutil.rmtree(tmp_path)

@@ -17,7 +17,7 @@ from app.format import cpus_word, format_cpus, offline_sentence
 from app.machine.topology import Topology
 from app.state import MachineState
 from probes.own_affinity import OwnAffinityGuard
-from widgets.topology_view import CPU_MIME, cpus_from_mime
+from widgets.topology.drag import CPU_MIME, cpus_from_mime
 
 _DRAG_EVENTS = (QEvent.Type.DragEnter, QEvent.Type.DragMove)
 

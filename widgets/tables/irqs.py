@@ -15,7 +15,7 @@ from app.format import format_count, format_cpus, format_rate, format_shares, no
 from app.machine.interrupts import IrqInfo
 from app.rates import Rates
 from app.state import MachineState
-from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data
+from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1      # a number or a padded string, so columns sort naturally

@@ -22,7 +22,7 @@ from app.machine.threads import TaskSample
 from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
 from app.rates import TaskRate
 from app.state import MachineState
-from widgets.pinning import PIN_MIME, payload_from_rows, pin_mime_data
+from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1

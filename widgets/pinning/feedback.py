@@ -1,0 +1,172 @@
+"""What pins did, shown without a modal dialog: the status bar's result line, the journal of every
+pin (the "Pins" dock), and the bar that offers to restore what an earlier session left pinned."""
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QColor
+from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy,
+                               QToolButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
+
+from app.affinity import PinResult, summarize
+from app.format import format_change
+from app.journal import JournalEntry
+from app.parse.cpulist import format_cpulist
+
+OK_COLOR = "#1b5e20"
+FAIL_COLOR = "#b71c1c"
+WARN_COLOR = "#a04a00"
+
+
+def _target_text(e: JournalEntry) -> str:
+    """"IRQ 24 (eth0-rx-0)", "thread 1234 (java)": a journal entry's target."""
+    return f"{'IRQ' if e.kind == 'irq' else e.kind} {e.target_id}" + (f" ({e.label})" if e.label else "")
+
+
+class PinResultLine(QWidget):
+    """The status bar's line for the last pin: per-target text, an irqbalance warning, and
+    "Retry with privileges" when a write was denied. The full list is in the tooltip."""
+
+    retry_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.label = QLabel(self)
+        self.label.setTextFormat(Qt.TextFormat.PlainText)
+        self.warning_label = QLabel(self)
+        self.warning_label.setTextFormat(Qt.TextFormat.PlainText)
+        for label in (self.label, self.warning_label):
+            # Their text's width when there is room, less when not: a long failure sentence must not
+            # widen the window (the tooltip has all of it).
+            label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+            label.setMinimumWidth(40)
+        self.warning_label.setStyleSheet(f"color: {WARN_COLOR};")
+        self.warning_label.hide()
+        self.retry_button = QPushButton("Retry with privileges", self)
+        self.retry_button.setToolTip("Ask for administrator rights (pkexec) and write the denied pins "
+                                     "through coremap-helper")
+        self.retry_button.hide()
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.label)
+        lay.addWidget(self.warning_label)
+        lay.addWidget(self.retry_button)
+        lay.addStretch(1)
+        self.retry_button.clicked.connect(self.retry_requested)
+
+    def text(self) -> str:
+        return self.label.text()
+
+    def show_results(self, results: list[PinResult], what: str = "", warning: str = "",
+                     can_retry: bool = False) -> None:
+        self.show_message(summarize(results, what), ok=all(r.ok for r in results))
+        self.label.setToolTip("\n".join(r.line() for r in results))
+        self.warning_label.setText(warning)
+        self.warning_label.setToolTip(warning)
+        self.warning_label.setVisible(bool(warning))
+        self.retry_button.setVisible(can_retry and any(r.code == "denied" for r in results))
+
+    def show_message(self, text: str, ok: bool = True) -> None:
+        self.label.setText(text)
+        self.label.setToolTip(text)
+        self.label.setStyleSheet(f"color: {OK_COLOR if ok else FAIL_COLOR};")
+        self.warning_label.hide()
+        self.retry_button.hide()
+
+
+class PinJournalWidget(QWidget):
+    """The pin journal of this machine, newest first: one row per write (pin, undo, redo, restore)."""
+
+    COLUMNS = ("Time", "Action", "Target", "CPUs", "Result", "#")
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.tree = QTreeWidget(self)
+        self.tree.setRootIsDecorated(False)
+        self.tree.setUniformRowHeights(True)
+        self.tree.setHeaderLabels(list(self.COLUMNS))
+        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        for col, w in enumerate((70, 60, 220, 110, 260)):
+            self.tree.setColumnWidth(col, w)
+        self.buttons = QHBoxLayout()
+        self.buttons.setContentsMargins(0, 0, 0, 0)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addLayout(self.buttons)
+        lay.addWidget(self.tree)
+        self._signature: tuple = ()
+
+    def add_action_button(self, action: QAction) -> None:
+        b = QToolButton(self)
+        b.setDefaultAction(action)
+        self.buttons.addWidget(b)
+
+    def finish_buttons(self) -> None:
+        self.buttons.addStretch(1)
+
+    def set_entries(self, entries: list[JournalEntry]) -> bool:
+        """Show `entries` (any order); False when nothing changed since the last call."""
+        sig = tuple((e.id, e.state, e.code) for e in entries)
+        if sig == self._signature:
+            return False
+        self._signature = sig
+        self.tree.clear()
+        items = []
+        for e in sorted(entries, key=lambda e: e.id, reverse=True):
+            action = e.origin.split(":", 1)[0]
+            result = e.state + (f" {e.code}" if e.code and e.code != "ok" else "")
+            item = QTreeWidgetItem([time.strftime("%H:%M:%S", time.localtime(e.time)), action, _target_text(e),
+                                    format_change(e.before, e.requested),
+                                    result + (f": {e.message}" if e.message and e.state == "failed" else ""),
+                                    str(e.id)])
+            if e.message:
+                for c in range(len(self.COLUMNS)):
+                    item.setToolTip(c, e.message)
+            if e.state == "failed":
+                item.setForeground(4, QColor(FAIL_COLOR))
+            items.append(item)
+        self.tree.addTopLevelItems(items)
+        return True
+
+    def row_texts(self) -> list[tuple[str, ...]]:
+        out = []
+        for i in range(self.tree.topLevelItemCount()):
+            it = self.tree.topLevelItem(i)
+            out.append(tuple(it.text(c) for c in range(len(self.COLUMNS))))
+        return out
+
+
+class RestoreBar(QFrame):
+    """A non-modal bar at the top of the window: pins a previous run left in place, Restore / Dismiss."""
+
+    restore_clicked = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("restore-bar")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setStyleSheet("QFrame#restore-bar { background: #fff4d6; border: 1px solid #e0b040; }")
+        self.label = QLabel(self)
+        self.label.setTextFormat(Qt.TextFormat.PlainText)
+        self.label.setWordWrap(True)
+        self.restore_button = QPushButton("Restore", self)
+        self.dismiss_button = QPushButton("Dismiss", self)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 4)
+        lay.addWidget(self.label, 1)
+        lay.addWidget(self.restore_button)
+        lay.addWidget(self.dismiss_button)
+        self.restore_button.clicked.connect(self.restore_clicked)
+        self.dismiss_button.clicked.connect(self.hide)
+        self.hide()
+
+    def offer(self, entries: list[JournalEntry]) -> None:
+        n = len(entries)
+        shown = [f"{_target_text(e)} was {format_cpulist(e.before) if e.before is not None else '?'}"
+                 for e in entries[:4]]
+        more = f", and {n - 4} more" if n > 4 else ""
+        self.label.setText(f"{n} pin{'s' if n > 1 else ''} from an earlier coremap session "
+                           f"{'are' if n > 1 else 'is'} still in place ({'; '.join(shown)}{more}). "
+                           "Restore puts back the affinity each had before.")
+        self.show()

@@ -1,0 +1,250 @@
+"""The grid's graphics items: a hardware-thread cell, a core box, a group box (node, package, die,
+L3, cluster), and the palette and fonts they paint with.
+
+Labels and figures are painted at a fixed size in scene units and hidden (level of detail from the
+view's scale) once they would be too small to read.
+"""
+from __future__ import annotations
+
+import functools
+
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF
+from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
+
+from app.machine.topology import Cpu
+from widgets.colors import LUT, NO_DATA_COLOR, OFFLINE_COLOR, text_color_for
+from widgets.topology.layout import CELL_H, CELL_W, GROUP_PAD, HEADER_H, KIND_STRIP
+
+MIN_READABLE_PX = 6.5             # a label painted smaller than this on screen is hidden
+
+ISO_COLOR = QColor(232, 89, 12)       # outside viridis's hues: an isolated CPU never looks "hot"
+NOHZ_COLOR = QColor(214, 51, 108)
+SELECT_COLOR = QColor(0, 0, 0)
+P_TINT = QColor(222, 232, 247)
+E_TINT = QColor(226, 242, 226)
+CORE_BG = QColor(236, 236, 236)
+GROUP_BG = {
+    "machine": QColor(255, 255, 255, 0),
+    "node": QColor(226, 233, 243),
+    "package": QColor(244, 244, 244),
+    "die": QColor(250, 250, 250),
+    "l3": QColor(255, 255, 255),
+    "cluster": QColor(248, 248, 252),
+    "offline": QColor(250, 250, 250),
+}
+GROUP_BORDER = {"node": QColor(110, 140, 180), "package": QColor(120, 120, 120)}
+
+LABEL_FONT = QFont()
+LABEL_FONT.setPixelSize(11)
+BOLD_FONT = QFont(LABEL_FONT)
+BOLD_FONT.setBold(True)
+SMALL_FONT = QFont()
+SMALL_FONT.setPixelSize(9)
+HEADER_FONT = QFont()
+HEADER_FONT.setPixelSize(12)
+HEADER_FONT.setBold(True)
+
+
+def level_of_detail(painter: QPainter) -> float:
+    return QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
+
+
+def hatch_brush() -> QBrush:
+    """The pattern an offline CPU is painted with (the legend's "off" swatch too)."""
+    return QBrush(OFFLINE_COLOR, Qt.BrushStyle.BDiagPattern)
+
+
+@functools.cache
+def header_width(label: str) -> float:
+    """The width a group box needs to show `label` whole in its header band (layout.place)."""
+    return QFontMetricsF(HEADER_FONT).horizontalAdvance(label) + 2 * GROUP_PAD + 4
+
+
+class CpuCellItem(QGraphicsItem):
+    """One hardware thread.
+
+    Contract: boundingRect is the cell rectangle (0, 0, CELL_W, CELL_H) grown by the widest border
+    (the selection outline, 2.5 units) so no outline pixel is left behind. Everything painted depends
+    on `color_index`, `figure`, the flags (online / isolated / nohz_full) and selection; `recolor()`
+    calls update() only when index or figure changed, which is the whole per-tick cost.
+    """
+
+    _MARGIN = 2.5
+
+    def __init__(self, cpu_id: int, cpu: Cpu | None, parent: QGraphicsItem | None = None):
+        super().__init__(parent)
+        self.cpu_id = cpu_id
+        self.cpus = (cpu_id,)
+        self.online = cpu.online if cpu is not None else True
+        self.isolated = cpu.isolated if cpu is not None else False
+        self.nohz_full = cpu.nohz_full if cpu is not None else False
+        self.color_index: int | None = None
+        self.figure = ""
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, self.online)
+        self.setAcceptHoverEvents(False)   # tooltips come from the view (figures change every tick)
+
+    def boundingRect(self) -> QRectF:
+        m = self._MARGIN
+        return QRectF(-m, -m, CELL_W + 2 * m, CELL_H + 2 * m)
+
+    def brush_color(self) -> QColor:
+        """The fill this cell paints (grey when it has no figure or is offline)."""
+        if not self.online:
+            return OFFLINE_COLOR
+        return NO_DATA_COLOR if self.color_index is None else LUT[self.color_index]
+
+    def recolor(self, index: int | None, figure: str) -> bool:
+        if index == self.color_index and figure == self.figure:
+            return False
+        self.color_index, self.figure = index, figure
+        self.update()
+        return True
+
+    def paint(self, painter: QPainter, option, widget=None) -> None:
+        lod = level_of_detail(painter)
+        fg = self._paint_fill(painter)
+        self._paint_marks(painter, lod)
+        if 11 * lod >= MIN_READABLE_PX:
+            self._paint_text(painter, lod, fg)
+
+    def _paint_fill(self, painter: QPainter) -> QColor:
+        """The cell's colour (hatched when offline); returns the text colour that reads on it."""
+        r = QRectF(0, 0, CELL_W, CELL_H)
+        if not self.online:
+            painter.fillRect(r, QColor(225, 225, 225))
+            painter.fillRect(r, hatch_brush())
+            return QColor(60, 60, 60)
+        if self.color_index is None:
+            painter.fillRect(r, NO_DATA_COLOR)
+            return QColor(60, 60, 60)
+        painter.fillRect(r, LUT[self.color_index])
+        return text_color_for(self.color_index)
+
+    def _paint_marks(self, painter: QPainter, lod: float) -> None:
+        """The isolated border, the nohz_full corner and the selection outline."""
+        r = QRectF(0, 0, CELL_W, CELL_H)
+        if self.isolated:
+            # At least 1.5 device pixels wide, so the border survives zooming out to a 1000-CPU fit.
+            w = max(2.5, 1.5 / max(lod, 1e-3))
+            painter.setPen(QPen(ISO_COLOR, w))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRect(r.adjusted(w / 2, w / 2, -w / 2, -w / 2))
+        if self.nohz_full:
+            # A corner flag stays visible when the letters are too small to read.
+            s = 11.0
+            tri = QPolygonF([QPointF(CELL_W - s, 0), QPointF(CELL_W, 0), QPointF(CELL_W, s)])
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(NOHZ_COLOR)
+            painter.drawPolygon(tri)
+        if self.isSelected():
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.setPen(QPen(QColor(255, 255, 255), 1.5))
+            painter.drawRect(r.adjusted(-0.5, -0.5, 0.5, 0.5))
+            painter.setPen(QPen(SELECT_COLOR, 2.5))
+            painter.drawRect(r.adjusted(-2, -2, 2, 2))
+
+    def _paint_text(self, painter: QPainter, lod: float, fg: QColor) -> None:
+        """The CPU number, its figure (or "off"), and the iso / nohz badges."""
+        painter.setPen(fg)
+        painter.setFont(BOLD_FONT)
+        painter.drawText(QRectF(4, 2, CELL_W - 8, 14), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         str(self.cpu_id))
+        if not self.online:
+            painter.setFont(LABEL_FONT)
+            painter.drawText(QRectF(4, 18, CELL_W - 8, 14), Qt.AlignmentFlag.AlignLeft, "off")
+            return
+        if self.figure:
+            painter.setFont(LABEL_FONT)
+            painter.drawText(QRectF(4, 18, CELL_W - 8, 14),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self.figure)
+        if 9 * lod >= MIN_READABLE_PX and (self.isolated or self.nohz_full):
+            painter.setFont(SMALL_FONT)
+            badges = []
+            if self.isolated:
+                badges.append(("iso", ISO_COLOR))
+            if self.nohz_full:
+                badges.append(("nohz", NOHZ_COLOR))
+            # Badges sit at the right edge, below the nohz corner flag, on a white chip so they read
+            # on any cell colour.
+            y = 12.0 if self.nohz_full else 3.0
+            for text, color in badges:
+                w = QFontMetricsF(SMALL_FONT).horizontalAdvance(text) + 4
+                chip = QRectF(CELL_W - w - 3, y, w, 10)
+                painter.fillRect(chip, QColor(255, 255, 255, 225))
+                painter.setPen(color)
+                painter.drawText(chip, Qt.AlignmentFlag.AlignCenter, text)
+                y += 11
+
+
+class _BoxItem(QGraphicsItem):
+    """A box the layout sizes and places: a core or a group.
+
+    Contract: boundingRect is exactly `rect` (children draw themselves); the box repaints only when
+    the layout moves it (set_rect calls prepareGeometryChange).
+    """
+
+    def __init__(self, parent: QGraphicsItem | None = None):
+        super().__init__(parent)
+        self.rect = QRectF()
+
+    def boundingRect(self) -> QRectF:
+        return self.rect
+
+    def set_rect(self, r: QRectF) -> None:
+        self.prepareGeometryChange()
+        self.rect = r
+
+
+class CoreBoxItem(_BoxItem):
+    """A core: its hardware threads side by side, after a P / E strip on a hybrid machine."""
+
+    def __init__(self, index: int, cpus: tuple[int, ...], kind: str | None, label: str,
+                 parent: QGraphicsItem | None = None):
+        super().__init__(parent)
+        self.core_index = index
+        self.cpus = tuple(cpus)
+        self.kind = kind           # "P", "E" or None
+        self.label = label
+
+    def paint(self, painter: QPainter, option, widget=None) -> None:
+        bg = P_TINT if self.kind == "P" else E_TINT if self.kind == "E" else CORE_BG
+        painter.setPen(QPen(QColor(150, 150, 150), 0))
+        painter.setBrush(bg)
+        painter.drawRect(self.rect)
+        if self.kind and 11 * level_of_detail(painter) >= MIN_READABLE_PX:
+            painter.setPen(QColor(40, 70, 130) if self.kind == "P" else QColor(40, 110, 40))
+            painter.setFont(BOLD_FONT)
+            painter.drawText(QRectF(self.rect.x(), self.rect.y(), KIND_STRIP + 1, self.rect.height()),
+                             Qt.AlignmentFlag.AlignCenter, self.kind)
+
+
+class GroupBoxItem(_BoxItem):
+    """A node, package, die, L3 group or cluster: a framed box with a header label.
+
+    The header text is elided to the box width and hidden when the view's scale makes it unreadable
+    (nothing cached, so no invalidation beyond set_rect).
+    """
+
+    def __init__(self, kind: str, gid, label: str, cpus: tuple[int, ...], parent: QGraphicsItem | None = None):
+        super().__init__(parent)
+        self.kind = kind
+        self.group_id = gid
+        self.label = label
+        self.cpus = tuple(cpus)
+        self.framed = kind != "machine"
+
+    def paint(self, painter: QPainter, option, widget=None) -> None:
+        if not self.framed:
+            return
+        border = GROUP_BORDER.get(self.kind, QColor(175, 175, 175))
+        painter.setPen(QPen(border, 1.5 if self.kind in GROUP_BORDER else 1.0))
+        painter.setBrush(GROUP_BG.get(self.kind, QColor(250, 250, 250)))
+        painter.drawRoundedRect(self.rect, 3, 3)
+        if 12 * level_of_detail(painter) < MIN_READABLE_PX:
+            return
+        painter.setFont(HEADER_FONT)
+        painter.setPen(QColor(40, 40, 40))
+        tr = QRectF(self.rect.x() + GROUP_PAD, self.rect.y(), self.rect.width() - 2 * GROUP_PAD, HEADER_H)
+        text = QFontMetricsF(HEADER_FONT).elidedText(self.label, Qt.TextElideMode.ElideRight, tr.width())
+        painter.drawText(tr, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
