@@ -24,11 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from app.errors import CoremapError, CpuListError, SysRootReadError
-from app.format import format_change, format_cpus, offline_sentence
+from app.errors import excerpt
+from app.format import format_change, format_cpus, offline_sentence, unknown_cpus_sentence
 from app.irqbalance import IrqbalanceStatus, read_irqbalance
 from app.journal import Journal, JournalEntry
 from app.machine.threads import TaskGone, read_task
-from app.machine.topology import read_online_cpus
+from app.machine.topology import read_cpu_ids, read_online_cpus
 from app.parse.cpulist import MAX_CPU, format_cpulist, parse_cpulist, parse_cpumask
 from app.sysroot import SysRoot
 
@@ -105,6 +106,17 @@ def summarize(results: list[PinResult], what: str = "") -> str:
     return s
 
 
+def delivery_lags(requested, effective, *, live: bool) -> bool:
+    """Whether an IRQ whose mask now reads back as `requested` is still delivered elsewhere
+    (`effective` outside it): "moving", a success with a note. Only the live kernel moves delivery;
+    a test tree's effective_affinity_list is a file nobody updates, so there it never lags."""
+    return live and effective is not None and not set(effective) <= set(requested)
+
+
+class CaptureReadOnly(CoremapError):
+    """A pin, undo or restore asked of a capture (a --root that is not this machine)."""
+
+
 class PinWriteError(CoremapError):
     """A write the helper refused or could not do (not a kernel errno)."""
 
@@ -130,13 +142,17 @@ class AffinityService:
 
     # -- public ---------------------------------------------------------------------------------
     def apply(self, request: PinRequest) -> list[PinResult]:
+        """Pin every target of `request`. CPUs that cannot be used (beyond any machine, not on this
+        one, offline) are refused for every target before anything is journalled or written."""
+        self._check_writable()
         cpus = tuple(sorted(set(int(c) for c in request.cpus)))
         origin = request.origin or "pin"
-        bad = self._checkformat_cpus(cpus)
         results: list[PinResult] = []
-        if bad:
-            return [self._refused(t, "invalid", bad, None, cpus) for t in request.targets]
         online = read_online_cpus(self.root)
+        refusal = self._cpus_refusal(cpus, online)
+        if refusal is not None:
+            code, why = refusal
+            return [self._refused(t, code, why, None, cpus) for t in request.targets]
         batch = _Batch()
         for target in request.targets:
             for t in self._expand(target, results, cpus):
@@ -145,12 +161,14 @@ class AffinityService:
 
     def undo(self) -> list[PinResult]:
         """Put back what the last pin (or redo) changed; [] when there is nothing to undo."""
+        self._check_writable()
         history = self._history()
         return self._replay_newest(history, history.undo, "undo")
 
     def redo(self) -> list[PinResult]:
         """Re-apply the last undone pin; [] when there is nothing to redo."""
         # The redo stack holds undo batches: redoing one writes back what each of its writes found.
+        self._check_writable()
         history = self._history()
         return self._replay_newest(history, history.redo, "redo")
 
@@ -162,6 +180,7 @@ class AffinityService:
 
     def restore_all(self) -> list[PinResult]:
         """Every changed target back to its first journalled `before`, newest first."""
+        self._check_writable()
         firsts = sorted(self.journal.unrestored(self.root_key), key=lambda e: e.id, reverse=True)
         return self._replay(firsts, lambda e: e.before, "restore")
 
@@ -181,14 +200,11 @@ class AffinityService:
     def preflight(self, request: PinRequest) -> list[str]:
         """Why targets cannot take these CPUs, before anything is written ([] = no objection known)."""
         cpus = tuple(sorted(set(request.cpus)))
-        bad = self._checkformat_cpus(cpus)
-        if bad:
-            return [bad]
         online = read_online_cpus(self.root)
-        reasons = []
-        offline = sorted(set(cpus) - set(online))
-        if offline:
-            reasons.append(self._offline_msg(None, offline, online))
+        refusal = self._cpus_refusal(cpus, online)
+        if refusal is not None and refusal[0] == "invalid":
+            return [refusal[1]]
+        reasons = [refusal[1]] if refusal is not None else []
         for t in request.targets:
             if t.kind == "irq":
                 if not self.root.exists(self.root.irq_dir(t.id)):
@@ -255,6 +271,11 @@ class AffinityService:
         if task is not None and expect_starttime is not None and task.starttime != expect_starttime:
             task = None
             gone_msg = f"{t.describe()}: the thread that was pinned exited and its id was reused; left alone"
+        if task is not None and task.state in ("Z", "X"):
+            # A zombie has exited; only its entry waits to be reaped. sched_setaffinity would still
+            # "succeed" on it, which would journal a pin of nothing.
+            task = None
+            gone_msg = f"{t.describe()} has exited (a zombie its parent has not reaped); refresh the list"
         if task is not None:
             try:
                 before = tuple(sorted(os.sched_getaffinity(tid)))
@@ -336,7 +357,7 @@ class AffinityService:
         irq = t.id
         try:
             try:
-                _write_proc(self.root.irq_dir(irq, "smp_affinity_list"), format_cpulist(cpus))
+                self._write_proc(self.root.irq_dir(irq, "smp_affinity_list"), format_cpulist(cpus))
             except PermissionError as e:
                 if self._writer is None or (e.errno == errno.EPERM and os.geteuid() == 0):
                     raise
@@ -351,7 +372,7 @@ class AffinityService:
             return _Outcome("trimmed", f"{t.describe()} reads back {format_cpus(after or ())}, not the "
                             f"requested {format_cpus(cpus)}: the kernel trimmed the mask", after, effective,
                             done=True)
-        if effective is not None and not set(effective) <= set(cpus):
+        if delivery_lags(cpus, effective, live=self.root.is_live):
             # The mask was written and reads back as asked; only the delivery has not followed yet.
             # x86 moves an IRQ whose vector is in use at its next interrupt (kernel/irq/migration.c
             # irq_move_masked_irq), so this is not a failure — but say so, it may also be a chip
@@ -377,15 +398,40 @@ class AffinityService:
                                "can take it); choose online CPUs")
         if e.errno == errno.ENOENT:
             return "invalid", f"IRQ {irq} has gone (its driver was unloaded); see `coremap irqs`"
+        if e.errno == errno.EXDEV:
+            return "invalid", (f"{t.describe()}: its smp_affinity_list leads outside {self.root.root} (a link out "
+                               "of the tree); nothing was written")
         return "denied", f"{t.describe()}: {os.strerror(e.errno or 0)}"
 
     # -- helpers ----------------------------------------------------------------------------------
-    def _checkformat_cpus(self, cpus) -> str:
+    def _check_cpus(self, cpus) -> str:
         if not cpus:
             return "no CPUs given; write CPUs like 2-5,8"
         if any(c < 0 or c >= MAX_CPU for c in cpus):
-            return f"CPU list {cpus!r} holds CPU numbers beyond any machine; write CPUs like 2-5,8"
+            return f"CPU list {excerpt(format_cpus(cpus))} holds CPU numbers beyond any machine; write CPUs like 2-5,8"
         return ""
+
+    def _cpus_refusal(self, cpus, online) -> tuple[str, str] | None:
+        """(code, reason) when these CPUs cannot take a pin here, checked before any journal line:
+        "invalid" for CPUs this machine does not have (exit 2 in the CLI), "offline" for CPUs it has
+        but that are offline (exit 1)."""
+        bad = self._check_cpus(cpus)
+        if bad:
+            return "invalid", bad
+        known = read_cpu_ids(self.root)
+        missing = [c for c in cpus if c not in known]
+        if missing:
+            return "invalid", unknown_cpus_sentence(missing, known)
+        offline = sorted(set(cpus) - set(online))
+        if offline:
+            return "offline", offline_sentence(offline, online)
+        return None
+
+    def _check_writable(self) -> None:
+        if not self.root.writable:
+            raise CaptureReadOnly(f"a capture cannot be pinned: {self.root.root} is a capture of another machine "
+                                  "(or a folder of its files); pins, undo and restore act on the machine coremap "
+                                  "runs on, so drop --root")
 
     def _offline_msg(self, t, offline, online) -> str:
         who = f"{t.describe()}: " if t is not None else ""
@@ -407,6 +453,15 @@ class AffinityService:
                           code=o.code, message=o.message)
         return PinResult(attempt.target, o.code in ("ok", "moving"), o.code, o.message, attempt.before,
                          attempt.requested, o.after, o.effective, attempt.journal_id, attempt.warning)
+
+    def _write_proc(self, path, text: str) -> None:
+        """One write(2) of the whole list, as procfs wants; through the SysRoot, so never O_CREAT (a
+        missing file is ENOENT) and, in a test tree, never through a link that leaves it."""
+        fd = self.root.open_for_write(path)
+        try:
+            os.write(fd, (text + "\n").encode())
+        finally:
+            os.close(fd)
 
     def _refused(self, t, code, message, before, cpus) -> PinResult:
         """A request refused before anything was journalled or written (bad input)."""
@@ -587,12 +642,3 @@ class _Outcome:
     after: tuple[int, ...] | None = None
     effective: tuple[int, ...] | None = None
     done: bool = False
-
-
-def _write_proc(path, text: str) -> None:
-    """One write(2) of the whole list, as procfs wants; no O_CREAT, so a missing file is ENOENT."""
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
-    try:
-        os.write(fd, (text + "\n").encode())
-    finally:
-        os.close(fd)

@@ -96,6 +96,16 @@ def find_root(folder: Path) -> Path:
     raise FileNotFoundError(f"no sys/ or proc/ under {folder}")
 
 
+def writable_test_tree(path: Path) -> Path:
+    """Mark `path`, a copy a test made of a fixture, as a tree coremap may write IRQ masks into
+    (app/sysroot.py: COREMAP_WRITABLE_TEST_ROOTS). A capture a user hands coremap is never writable;
+    the tests that pin on a copy say so here, on purpose. Returns `path`."""
+    from app.sysroot import WRITABLE_TEST_ROOTS_ENV
+    roots = [p for p in os.environ.get(WRITABLE_TEST_ROOTS_ENV, "").split(os.pathsep) if p]
+    os.environ[WRITABLE_TEST_ROOTS_ENV] = os.pathsep.join([*roots, str(Path(path).resolve())])
+    return path
+
+
 def procfs_composite() -> Path:
     """prometheus/procfs's composite fixture tree (not one machine): has proc/PID/task/TID/stat."""
     archive = MACHINES_DIR / "prometheus-procfs" / "fixtures.tar.gz"

@@ -242,6 +242,11 @@ def read_online_cpus(root: SysRoot) -> tuple[int, ...]:
     return online
 
 
+def read_cpu_ids(root: SysRoot) -> tuple[int, ...]:
+    """Every CPU the machine has a cpuN/ folder for (present CPUs, online or not), with the online ones."""
+    return tuple(sorted(set(_cpu_dir_ids(root)) | set(read_online_cpus(root))))
+
+
 def _cpu_dir_ids(root: SysRoot) -> list[int]:
     out = []
     for name in root.listdir(root.cpu_dir()):

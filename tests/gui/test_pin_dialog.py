@@ -17,7 +17,7 @@ from app.machine.topology import read_topology
 from app.parse.cpulist import parse_cpulist
 from app.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.machines import extract
+from tests.machines import extract, writable_test_tree
 from widgets.application import build_window
 from widgets.pinning.dialog import PinDialog, check_cpu_text
 from widgets.pinning.mime import PinPayload
@@ -133,7 +133,7 @@ def test_ctrl_p_opens_the_dialog_for_the_selected_thread(qtbot, tmp_path, parked
 def test_ctrl_p_on_the_irq_table_and_context_menu(qtbot, tmp_path):
     dst = tmp_path / "sno"
     shutil.copytree(extract("sno"), dst, symlinks=True)
-    root = SysRoot(dst)
+    root = SysRoot(writable_test_tree(dst))
     w = _window(qtbot, root)
     journal = Journal(tmp_path / "journal.jsonl")
     w.pin_controller.set_service(AffinityService(root, journal))

@@ -111,3 +111,41 @@ def test_a_fifo_input_with_no_writer_ends_at_once(tmp_path):
     os.waitpid(pid, 0)
     assert r.returncode == 0, r.stderr
     assert '"irqs"' in r.stdout
+
+
+def test_nothing_is_written_through_a_link_in_a_capture(capture, tmp_path):
+    """Issue 10: `pin --root DIR --irq 30` with smp_affinity_list -> a sysctl rewrote that sysctl. A capture
+    cannot be pinned at all; a test tree that may be written still never writes through a link out."""
+    victim = tmp_path / "outside" / "printk_ratelimit"
+    victim.parent.mkdir(exist_ok=True)
+    victim.write_text("5\n")
+    replace_with_link(capture / "proc" / "irq" / "30" / "smp_affinity_list", str(victim))
+    r = run_cli("pin", "--irq", "30", "--cpus", "1", "--root", capture)
+    assert r.returncode == 2 and "a capture cannot be pinned" in r.stderr
+    assert r.stderr.count("\n") == 1
+    assert victim.read_text() == "5\n"
+    from app.sysroot import WRITABLE_TEST_ROOTS_ENV
+    r = run_cli("pin", "--irq", "30", "--cpus", "1", "--root", capture,
+                env={WRITABLE_TEST_ROOTS_ENV: str(capture), "COREMAP_STATE_DIR": str(tmp_path / "state")})
+    assert r.returncode in (1, 2), r.stdout          # refused: the mask cannot be read or written
+    assert victim.read_text() == "5\n"
+
+
+def test_a_zombie_thread_is_refused_like_an_exited_one(tmp_path):
+    import subprocess
+    import sys
+    import time
+    # A child that exits and is never reaped stays a zombie while its parent lives.
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import os, time\npid = os.fork()\nif pid == 0: os._exit(0)\n"
+                               "print(pid, flush=True)\ntime.sleep(30)\n"], stdout=subprocess.PIPE, text=True)
+    try:
+        zombie = int(parent.stdout.readline())
+        time.sleep(0.2)
+        assert open(f"/proc/{zombie}/stat").read().split(") ")[1][0] == "Z"
+        r = run_cli("pin", "--tid", zombie, "--cpus", "0", env={"COREMAP_STATE_DIR": str(tmp_path / "s")})
+        assert r.returncode == 1
+        assert "has exited (a zombie" in r.stdout, r.stdout
+    finally:
+        parent.kill()
+        parent.wait()

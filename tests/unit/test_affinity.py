@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from app.affinity import AffinityService, PinRequest, PinTarget
+from app.affinity import AffinityService, PinRequest, PinTarget, delivery_lags
 from app.irqbalance import parse_banirq, read_irqbalance
 from app.journal import Journal
 from app.machine.threads import TaskGone, read_task
+from app.machine.topology import read_online_cpus
+from app.parse.cpulist import format_cpulist
 from app.sysroot import SysRoot
-from tests.machines import extract
+from tests.machines import extract, writable_test_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 CPUS = tuple(sorted(os.sched_getaffinity(0)))
@@ -50,6 +52,13 @@ def parked_thread():
     th.join()
 
 
+def _take_offline(root: SysRoot, cpu: int) -> None:
+    """Mark `cpu` offline in a test tree, as the kernel shows it (cpu/online, cpuN/online)."""
+    online = [c for c in read_online_cpus(root) if c != cpu]
+    root.cpu_dir("online").write_text(format_cpulist(online) + "\n")
+    root.cpu_dir(f"cpu{cpu}", "online").write_text("0\n")
+
+
 @pytest.fixture
 def sno(tmp_path):
     """A writable copy of the sno machine's proc/irq and cpu folders."""
@@ -59,7 +68,7 @@ def sno(tmp_path):
     shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
                     ignore=shutil.ignore_patterns("cache"))
     shutil.copy(src / "proc" / "interrupts", dst / "proc" / "interrupts")
-    return SysRoot(dst)
+    return SysRoot(writable_test_tree(dst))
 
 
 # -- threads of this process --------------------------------------------------------------------
@@ -136,16 +145,19 @@ def test_process_is_each_of_its_threads(live):
         child.wait()
 
 
-def test_offline_cpu_is_refused_before_writing(live, journal, parked_thread):
+def test_a_cpu_the_machine_lacks_is_refused_before_journalling(live, journal, parked_thread):
+    # Issue 10: "no such CPU", not "offline", and nothing journalled (a refusal changes nothing).
     tid = parked_thread.native_id
     before = _aff(tid)
     beyond = max(CPUS) + 1000
     req = PinRequest((PinTarget("thread", tid),), (beyond,))
-    assert any("offline" in s for s in live.preflight(req))
+    assert any("does not exist" in s for s in live.preflight(req))
     [r] = live.apply(req)
-    assert r.code == "offline" and f"CPU {beyond} is offline" in r.message
+    assert r.code == "invalid" and f"CPU {beyond} does not exist on this machine" in r.message
+    assert r.journal_id is None and journal.entries() == []
     assert _aff(tid) == before
-    assert journal.get(r.journal_id).state == "failed"
+    [r] = live.apply(PinRequest((PinTarget("thread", tid),), tuple(range(0, 65536))))
+    assert r.code == "invalid" and len(r.message) < 300 and journal.entries() == []
 
 
 def _no_setaffinity_kthread():
@@ -220,14 +232,16 @@ def test_irq_pin_on_fixture_copy(sno, journal):
     assert _irq(sno, 24) == "1"
 
 
-def test_irq_moving_when_effective_lies_outside(sno, journal):
-    # The copy's effective_affinity_list does not follow the write, as a kernel that kept the
-    # vector elsewhere would not: CPU 7 outside the requested 0-1.
+def test_irq_moving_only_where_the_kernel_moves_delivery(sno, journal):
+    # Live, a mask that reads back as written while delivery stays on CPU 7 is "moving": the pin took
+    # and delivery follows at the next interrupt. A capture's (test tree's) effective_affinity_list is
+    # a file nobody updates, so there it is never "moving" (issue 10).
+    assert delivery_lags((0, 1), (7,), live=True)
+    assert not delivery_lags((0, 1), (1,), live=True) and not delivery_lags((0, 1), None, live=True)
+    assert not delivery_lags((0, 1), (7,), live=False)
     sno.irq_dir(24, "effective_affinity_list").write_text("7\n")
     [r] = AffinityService(sno, journal).apply(PinRequest((PinTarget("irq", 24),), (0, 1)))
-    # The mask reads back as written: the pin took; delivery follows at the next interrupt.
-    assert (r.ok, r.code, r.after, r.effective) == (True, "moving", (0, 1), (7,))
-    assert "CPU 7" in r.message and "irq 24" in r.message
+    assert (r.ok, r.code, r.after, r.effective) == (True, "ok", (0, 1), (7,))
     assert journal.get(r.journal_id).state == "done"
 
 
@@ -249,14 +263,17 @@ def test_irq_trimmed_when_mask_reads_back_different(sno, journal, monkeypatch):
 def test_irq_bad_requests_write_nothing(sno, journal):
     svc = AffinityService(sno, journal)
     before = {n: _irq(sno, n) for n in (24, 25)}
-    [off] = svc.apply(PinRequest((PinTarget("irq", 24),), (12,)))      # sno has CPUs 0-11
-    assert off.code == "offline" and "CPU 12 is offline" in off.message and "0-11" in off.message
+    [none] = svc.apply(PinRequest((PinTarget("irq", 24),), (12,)))     # sno has CPUs 0-11
+    assert none.code == "invalid" and "CPU 12 does not exist on this machine" in none.message
+    _take_offline(sno, 11)
+    [off] = svc.apply(PinRequest((PinTarget("irq", 24),), (11,)))
+    assert off.code == "offline" and "CPU 11 is offline" in off.message and "0-10" in off.message
     [unknown] = svc.apply(PinRequest((PinTarget("irq", 999),), (1,)))
     assert unknown.code == "invalid" and "IRQ 999 does not exist" in unknown.message
     [empty] = svc.apply(PinRequest((PinTarget("irq", 25),), ()))
     assert empty.code == "invalid" and empty.journal_id is None
     assert {n: _irq(sno, n) for n in (24, 25)} == before
-    assert [e.state for e in journal.entries()] == ["failed"]          # only the offline attempt
+    assert journal.entries() == []          # refused before any write: nothing journalled
     assert svc.preflight(PinRequest((PinTarget("irq", 999),), (1,))) == [
         "IRQ 999 does not exist on this machine; see `coremap irqs`"]
 
