@@ -128,9 +128,12 @@ def _interactive(sampler: Sampler, metric: Metric, size, interval: float) -> int
     window.resize(*size)
     window.show()
     thread.start()
-    # Ctrl+C in the terminal closes the window cleanly: Python signal handlers run only when the
-    # interpreter gets control, so a slow timer hands it control a few times a second.
-    signal.signal(signal.SIGINT, lambda *_: window.close())
+    # Ctrl+C, SIGTERM (systemd, kill) and SIGHUP (the terminal went away) close the window cleanly, so
+    # what it owns is cleaned up on the way out: a session's capture folder in /tmp, the autosave's
+    # clean mark. Python signal handlers run only when the interpreter gets control, so a slow timer
+    # hands it control a few times a second.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: window.close())
     wake = QTimer()
     wake.timeout.connect(lambda: None)
     wake.start(300)
@@ -140,6 +143,8 @@ def _interactive(sampler: Sampler, metric: Metric, size, interval: float) -> int
         wake.stop()
         thread.stop()
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
 
 
 # -- the composition root ------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
 
 import app
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     _never_crash_on_encoding()
+    _exit_cleanly_on(signal.SIGTERM, signal.SIGHUP)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -72,6 +74,16 @@ def _print_notes() -> None:
     if len(notes) > MAX_NOTES_SHOWN:
         print(f"coremap: note: {len(notes) - MAX_NOTES_SHOWN} more files of the capture were refused",
               file=sys.stderr)
+
+
+def _exit_cleanly_on(*signals) -> None:
+    """SIGTERM and SIGHUP end a command through Python, as Ctrl+C does, so `finally` blocks and exit
+    handlers run: a report's capture folder in /tmp is removed, a probe run is cancelled. (Probe
+    children die with us in any case: probes/runner.py.)"""
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+    for sig in signals:
+        signal.signal(sig, stop)
 
 
 def _never_crash_on_encoding() -> None:

@@ -97,7 +97,7 @@ def run(args) -> int:
         run_ = ProbeRun.start(job.probe, job.args)
         try:
             run_.wait()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit):      # Ctrl+C, or SIGTERM/SIGHUP (app/cli/main.py)
             run_.cancel()
             raise
         failure = run_.failure(job.label)

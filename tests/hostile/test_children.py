@@ -84,3 +84,31 @@ def test_counted_command_dies_with_the_cli(sig):
         if cli.poll() is None:
             cli.kill()
         subprocess.run(["pkill", "-f", "^sleep 45$"])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_the_window_removes_its_session_folder_on_a_signal(tmp_path, sig):
+    """Opening a session extracts its machine into a temporary folder; a window stopped by SIGTERM or
+    SIGHUP (not only one closed by hand) removes it."""
+    from app.session import save_session, session_from_root
+    from app.sysroot import SysRoot
+    from tests.machines import extract
+    path = tmp_path / "sno.coremap"
+    save_session(path, session_from_root(SysRoot(extract("sno"))))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp), QT_QPA_PLATFORM="offscreen",
+               COREMAP_STATE_DIR=str(tmp_path / "state"), COREMAP_REPORTS_DIR=str(tmp_path / "reports"))
+    win = subprocess.Popen([sys.executable, "-m", "app", "--session", str(path)], cwd=REPO, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        folders = _wait_for(lambda: [p for p in tmp.iterdir() if p.name.startswith("coremap-")], 30)
+        assert folders, "the session was not extracted"
+        time.sleep(1.0)                         # the window is up and idle
+        os.kill(win.pid, sig)
+        win.wait(20)
+        left = [p.name for p in tmp.iterdir() if p.name.startswith("coremap-")]
+        assert left == [], (left, win.stderr.read()[-500:])
+    finally:
+        if win.poll() is None:
+            win.kill()
