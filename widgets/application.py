@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 from app.errors import CoremapError
+from app.resources import ICON, resource_path
 from app.sampler import MAX_INTERVAL, MIN_INTERVAL, Sampler
 from app.sysroot import SysRoot
 
-RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 DEFAULT_SIZE = (1600, 1000)
 # Live screenshots: seconds between the two ticks that give the first rates.
 SCREENSHOT_RATE_WINDOW = 0.5
@@ -91,7 +91,7 @@ def _application():
     app.setApplicationName("coremap")
     app.setApplicationDisplayName("coremap")
     app.setDesktopFileName("coremap")
-    icon = RESOURCES / "coremap.svg"
+    icon = resource_path(ICON)
     if icon.exists():
         app.setWindowIcon(QIcon(str(icon)))
     return app

@@ -11,10 +11,11 @@ import sys
 
 import app
 import app.cli
+from app.cli import desktop
 from app.errors import CoremapError
 
 # Modules of app/cli that are not subcommands.
-_NOT_COMMANDS = {"main", "common"}
+_NOT_COMMANDS = {"main", "common", "desktop"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=1.0, metavar="S",
                    help="sampling interval in seconds, 0.25-5 (default 1)")
     p.add_argument("--session", metavar="FILE", help="open a saved .coremap session")
+    p.add_argument("--install-desktop", action="store_true",
+                   help="add coremap to your desktop's menu (.desktop entry and icon under ~/.local/share) and exit")
     p.add_argument("--version", action="version", version=f"coremap {app.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(app.cli.__path__), key=lambda m: m.name):
@@ -46,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.install_desktop:
+            return desktop.run(args)
         if args.command is None:
             return _gui(args)
         return int(args.func(args) or 0)
