@@ -3,9 +3,10 @@ NUMA sysfs tree (and /proc/cpuinfo) as many times as it takes to reach n_cpus, t
 many-socket machine (an SGI UV, an HPE Superdome Flex) is many boards of one design.
 
 Copy i of a source with m CPUs, p packages and k nodes holds CPUs i*m .. i*m+m-1, packages i*p ..,
-nodes i*k .. (past 1,024 nodes, a few copies share theirs; see _node_files); every CPU list and mask is shifted the same way, and ids that name a package-wide
-thing (physical_package_id, cluster_id, cache ids) are shifted past the source's largest. CPUs at
-or past n_cpus are left out of every list, so n_cpus need not be a multiple of m (65,535 is not).
+nodes i*k .. (past 1,024 nodes, a few copies share theirs; see _node_files); every CPU list and
+mask is shifted the same way, and ids that name a package-wide thing (physical_package_id,
+cluster_id, cache ids) are shifted past the source's largest. CPUs at or past n_cpus are left out
+of every list, so n_cpus need not be a multiple of m (65,535 is not).
 Masks are printed nr_cpu_ids bits wide, as the kernel prints them (lib/bitmap.c, `%*pb`), which is
 what makes a big machine's sysfs big. Used by tests/unit/test_topology_scale.py and
 tests/benchmarks/bench_topology.py. The CPU list spelling here is written out on purpose instead of
@@ -25,6 +26,7 @@ _MASKS = {"thread_siblings", "core_cpus", "core_siblings", "die_cpus", "package_
           "book_siblings", "drawer_siblings", "shared_cpu_map", "cpumap"}
 # Ids that name something wider than a core, shifted per copy so copies do not share them.
 _SHIFTED_IDS = {"physical_package_id", "cluster_id", "id", "book_id", "drawer_id"}
+# MAX_NUMNODES with NODES_SHIFT 10, the most nodes any distribution's kernel numbers.
 MAX_NODES = 1024
 # Per-CPU files the kernel never prints the same on two CPUs and no reader of topology needs.
 _SKIPPED = {"uevent", "ppin"}

@@ -330,7 +330,9 @@ def _read_raw_cpu(root: SysRoot, n: int, *, caches_seen: dict[str, set[int]] | N
     """One cpuN folder. `caches_seen` (None: read no caches) maps cache/indexK to the CPUs that an
     earlier CPU's indexK listed in shared_cpu_list: the kernel gives every CPU that shares a cache
     the same index for it (drivers/base/cacheinfo.c), so theirs is the cache already read and is
-    skipped. On an 8,192-CPU machine that halves the files read (an L3 is read once, not 56 times)."""
+    skipped. On an 8,192-CPU machine that halves the files read (an L3 is read once, not 56 times).
+    Per-core files are not shared the same way: a Bulldozer compute unit's two threads are
+    thread_siblings with different core_ids (fixture 64amd64-4s2n4ca2co)."""
     d = f"{root.cpu_dir()}/cpu{n}"
     r = _RawCpu(n)
     entries = root.listdir(d)
@@ -575,6 +577,8 @@ def _read_smt_active(root: SysRoot, core_cpu_lists) -> bool | None:
 
 
 def read_topology(root: SysRoot) -> Topology:
+    """The machine's CPUs, cores, packages, NUMA nodes and caches, from the files the module
+    docstring lists; each step below adds to `notes` what it could not know."""
     notes: list[str] = []
     sets = _read_cpu_sets(root, notes)
     online = sets.online
