@@ -16,11 +16,13 @@ test: syslibs-test $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(PY) -m tests.benchmarks $(ARGS)
 
-# Says which Debian/Ubuntu packages Qt needs and are missing, by name, and stops.
+# The Debian/Ubuntu packages Qt (and the probes' build) need that are missing: as root they are
+# installed (apt-get update, apt-get install -y); as a user the one `sudo apt-get install` line is
+# printed and make stops.
 syslibs-run:
-	@$(PYTHON) app/syslibs.py run
+	@$(PYTHON) app/syslibs.py run --install
 syslibs-test:
-	@$(PYTHON) app/syslibs.py test
+	@$(PYTHON) app/syslibs.py test --install
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import QDockWidget, QMenu
 
 from app.atomic import check_output_path
 from app.errors import CoremapError
+from app.resources import ICON, resource_path
 from app.sampler import MAX_INTERVAL, MIN_INTERVAL, Sampler
 from app.session import Session, open_session
 from app.state import MachineState
@@ -38,7 +39,6 @@ from widgets.probe.panel import ProbePanel
 from widgets.sampler_thread import SamplerThread
 from widgets.session_controller import SessionController
 
-RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 DEFAULT_SIZE = (1600, 1000)
 
 
@@ -105,7 +105,7 @@ def _application():
     app.setApplicationName("coremap")
     app.setApplicationDisplayName("coremap")
     app.setDesktopFileName("coremap")
-    icon = RESOURCES / "coremap.svg"
+    icon = resource_path(ICON)
     if icon.exists():
         app.setWindowIcon(QIcon(str(icon)))
     return app
