@@ -14,6 +14,8 @@ using app.parse.cpulist: the capture is the input the app's own parser is tested
 """
 from __future__ import annotations
 
+import errno
+import itertools
 import os
 import re
 from pathlib import Path
@@ -232,6 +234,7 @@ def _materialize(dest: Path, files: dict[str, str]) -> None:
     pool = dest / ".widen-pool"
     pool.mkdir(parents=True)
     made: dict[str, str] = {}
+    pooled: list[str] = []           # pool files already full of links
     dirs: set[str] = set()
     for rel, text in files.items():
         parent = os.path.dirname(rel)
@@ -240,13 +243,29 @@ def _materialize(dest: Path, files: dict[str, str]) -> None:
             dirs.add(parent)
         src = made.get(text)
         if src is None:
-            src = made[text] = str(pool / str(len(made)))
-            with open(src, "x") as f:
-                f.write(text)
-        os.link(src, dest / rel)
-    for src in made.values():
+            src = made[text] = _pool_file(pool, text)
+        try:
+            os.link(src, dest / rel)
+        except OSError as e:
+            if e.errno != errno.EMLINK:
+                raise
+            # ext4 allows 65,000 links to one inode: a 65,535-CPU capture has more copies of "0\n".
+            pooled.append(src)
+            src = made[text] = _pool_file(pool, text)
+            os.link(src, dest / rel)
+    for src in [*made.values(), *pooled]:
         os.unlink(src)
     pool.rmdir()
+
+
+_pool_names = itertools.count()
+
+
+def _pool_file(pool: Path, text: str) -> str:
+    path = str(pool / str(next(_pool_names)))
+    with open(path, "x") as f:
+        f.write(text)
+    return path
 
 
 def widen(source: Path, n_cpus: int, dest: Path) -> Path:
