@@ -9,7 +9,10 @@ PIP    := $(PY) -m pip
 run: syslibs-run $(VENV)/.installed
 	$(VENV)/bin/coremap $(ARGS)
 
+# The layers and the one rule first (import-linter, contracts in pyproject.toml): a wrong import fails
+# in a second, before the suite runs.
 test: syslibs-test $(VENV)/.installed-test
+	$(VENV)/bin/lint-imports --no-cache
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
 
 # Benchmarks print figures against a peer measured in the same run; never part of CI.
@@ -28,11 +31,13 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml probes/_native.c | $(VENV)/bin/python
+NATIVE := $(wildcard probes/*.c probes/*.h)
+
+$(VENV)/.installed: pyproject.toml $(NATIVE) | $(VENV)/bin/python
 	$(PIP) install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml probes/_native.c | $(VENV)/bin/python
+$(VENV)/.installed-test: pyproject.toml $(NATIVE) | $(VENV)/bin/python
 	$(PIP) install -q -e '.[test]'
 	touch $@ $(VENV)/.installed
 
