@@ -132,7 +132,7 @@ def entry_from_line(obj) -> JournalEntry:
         requested=_cpus(obj.get("requested"), "requested", optional=False), time=_time(obj.get("time")))
 
 
-def _mark_fields(obj) -> dict:
+def mark_fields(obj) -> dict:
     """The checked fields of a "mark" line."""
     state = obj.get("state")
     if state not in STATES:
@@ -326,7 +326,7 @@ class Journal:
                 entry_id = _int(obj.get("id"), "id", 1, MAX_ID)
                 if entry_id not in self._entries:
                     raise _BadLine("mark for an unknown entry")
-                self._apply_mark(entry_id, _mark_fields(obj))
+                self._apply_mark(entry_id, mark_fields(obj))
             else:
                 raise _BadLine(f"unknown event {str(ev)[:20]!r}")
         except (ValueError, RecursionError) as e:

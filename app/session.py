@@ -40,6 +40,7 @@ import app
 from app.atomic import atomic_writer
 from app.errors import CoremapError
 from app.statedir import state_dir
+from app.results import clean_history, clean_journal_rows, clean_probe_result
 from app.sysroot import SysRoot
 
 FORMAT = 1
@@ -87,6 +88,7 @@ class Session:
     created: str = ""
     coremap_version: str = app.__version__
     source: Path | None = None            # the file it was opened from
+    problems: list[str] = field(default_factory=list)   # what opening left out (app/results.py)
     _cleanup: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -393,7 +395,7 @@ def _jsonl_rows(path: Path, name: str, data: bytes) -> list[dict]:
             continue
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise _refuse(path, f"{name} line {n} is not JSON (the file is damaged)") from None
         if not isinstance(row, dict):
             raise _refuse(path, f"{name} line {n} is not a JSON object (the file is damaged)")
@@ -412,9 +414,11 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
         if name.startswith(MACHINE):
             machine_members.append(zi)
         elif name == HISTORY:
-            s.history = _jsonl_rows(path, name, _read(path, zf, zi))
+            s.history, notes = clean_history(_jsonl_rows(path, name, _read(path, zf, zi)), HISTORY)
+            s.problems += notes
         elif name == JOURNAL:
-            s.journal = _jsonl_rows(path, name, _read(path, zf, zi))
+            s.journal, notes = clean_journal_rows(_jsonl_rows(path, name, _read(path, zf, zi)), JOURNAL)
+            s.problems += notes
         elif name == NOTES:
             s.notes = _read(path, zf, zi).decode("utf-8", "replace")
         elif name.startswith(SCREENSHOTS) and not zi.is_dir():
@@ -428,11 +432,13 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
             if kind == "json":
                 try:
                     obj = json.loads(data)
-                except ValueError:
+                except (ValueError, RecursionError):
                     raise _refuse(path, f"{name} is not JSON (the file is damaged)") from None
-                if not isinstance(obj, dict):
+                clean, notes = clean_probe_result(obj, name)
+                if clean is None:
                     raise _refuse(path, f"{name} is not a probe result object (the file is damaged)")
-                probe_json[n] = obj
+                s.problems += notes
+                probe_json[n] = clean
             else:
                 probe_hlog[n] = data
         # Other members (written by a later format-1 coremap) are ignored, not extracted.

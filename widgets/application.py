@@ -220,6 +220,9 @@ def _show_session(window: MainWindow, session: Session) -> None:
     for p in session.probes:
         window.probe_panel.add_result(p.result, str(session.source))
     window.pin_controller.set_service(None)
+    if session.problems:
+        # What opening left out of a damaged session (app/results.py), on the status line, not a dialog.
+        window.show_message(f"{session.source}: " + "; ".join(session.problems[:3]))
 
 
 # -- the window as a picture ---------------------------------------------------------------------------
