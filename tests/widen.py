@@ -20,6 +20,8 @@ import os
 import re
 from pathlib import Path
 
+from app.parse.cpulist import format_cpulist
+
 _CPU_DIR = re.compile(r"^cpu(\d+)$")
 _NODE_DIR = re.compile(r"^node(\d+)$")
 # Files that hold a CPU mask (Documentation/ABI/stable/sysfs-devices-system-cpu,
@@ -49,17 +51,6 @@ def _cpus_of_mask(text: str) -> list[int]:
     return [b for b in range(value.bit_length()) if value >> b & 1]
 
 
-def _list_text(cpus) -> str:
-    ids = sorted(cpus)
-    pieces = []
-    i = 0
-    while i < len(ids):
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        pieces.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-        i = j + 1
-    return ",".join(pieces)
 
 
 def _mask_text(cpus, width: int) -> str:
@@ -107,7 +98,7 @@ class _Widener:
         if hit is not None:
             return hit
         if name.endswith("_list"):
-            out = _list_text(self.shift(_cpus_of_list(text), i)) + "\n"
+            out = format_cpulist(self.shift(_cpus_of_list(text), i)) + "\n"
         elif name in _MASKS:
             out = _mask_text(self.shift(_cpus_of_mask(text), i), self.n) + "\n"
         elif name in _SHIFTED_IDS and text.strip().isdigit():
@@ -165,7 +156,7 @@ class _Widener:
             for k in kept[g]:
                 new = g * self.k + k
                 d = f"{node_root}/node{new}"
-                out[f"{d}/cpulist"] = _list_text(cpus_of[g][k]) + "\n"
+                out[f"{d}/cpulist"] = format_cpulist(cpus_of[g][k]) + "\n"
                 out[f"{d}/cpumap"] = _mask_text(cpus_of[g][k], self.n) + "\n"
                 # drivers/base/node.c prints one distance per online node, in node id order.
                 local = " ".join(distance[k][self.node_ids.index(k2)] for k2 in kept[g])
@@ -175,7 +166,7 @@ class _Widener:
                 if meminfo.is_file():
                     out[f"{d}/meminfo"] = re.sub(r"^Node \d+", f"Node {new}", meminfo.read_text(), flags=re.M)
         for name in ("online", "possible", "has_cpu", "has_memory", "has_normal_memory"):
-            out[f"{node_root}/{name}"] = _list_text(nodes) + "\n"
+            out[f"{node_root}/{name}"] = format_cpulist(nodes) + "\n"
 
     def _proc_files(self, out: dict[str, str]) -> None:
         for name in ("cmdline", "meminfo"):

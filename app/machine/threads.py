@@ -27,11 +27,12 @@ import time
 from dataclasses import dataclass, field
 
 from app.errors import CoremapError, ParseError
+from app.parse.task_stat import TaskFlags, parse_sched, parse_status, parse_task_stat
 from app.sysroot import SysRoot
 
 
 @dataclass(frozen=True)
-class TaskSample:
+class TaskSample(TaskFlags):
     pid: int                     # thread group id (process)
     tid: int
     comm: str
@@ -49,15 +50,6 @@ class TaskSample:
     migrations: int | None = None             # sched: se.nr_migrations (CONFIG_SCHED_DEBUG / schedstats)
     allowed: tuple[int, ...] | None = None    # status: Cpus_allowed_list
 
-    @property
-    def kthread(self) -> bool:
-        from app.parse.task_stat import PF_KTHREAD
-        return bool(self.flags & PF_KTHREAD)
-
-    @property
-    def no_setaffinity(self) -> bool:
-        from app.parse.task_stat import PF_NO_SETAFFINITY
-        return bool(self.flags & PF_NO_SETAFFINITY)
 
     @property
     def cpu_ticks(self) -> int:
@@ -308,7 +300,6 @@ class TaskReader:
         data = _read_small(tpath + "/stat")
         if data is None:
             return None
-        from app.parse.task_stat import parse_task_stat
         st = parse_task_stat(data, what=tpath + "/stat")
         t = TaskSample(int(pid), st.tid, st.comm, st.state, st.processor, st.utime, st.stime, st.flags,
                        st.starttime, st.nice, st.rt_priority, st.policy)
@@ -318,7 +309,6 @@ class TaskReader:
         """t with status and sched fields; None when the thread exited meanwhile."""
         from dataclasses import replace
 
-        from app.parse.task_stat import parse_sched, parse_status
         status = _read_small(tpath + "/status")
         if status is None and self.live:
             return None        # stat was there a moment ago: the thread exited meanwhile
@@ -358,7 +348,6 @@ def _with_allowed(t: TaskSample, allowed: tuple[int, ...]) -> TaskSample:
 
 
 def _bad_stat(path: str, data: bytes) -> ParseError:
-    from app.parse.task_stat import parse_task_stat
     try:
         parse_task_stat(data, what=path)
     except ParseError as e:
