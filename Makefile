@@ -26,11 +26,11 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml probes/_native.c | $(VENV)/bin/python
+$(VENV)/.installed: pyproject.toml $(wildcard probes/*.c probes/*.h) | $(VENV)/bin/python
 	$(PIP) install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml probes/_native.c | $(VENV)/bin/python
+$(VENV)/.installed-test: pyproject.toml $(wildcard probes/*.c probes/*.h) | $(VENV)/bin/python
 	$(PIP) install -q -e '.[test]'
 	touch $@ $(VENV)/.installed
 
