@@ -31,6 +31,9 @@ SCHED_PROBES = ("jitter", "wakeup", "sweep")
 SERIES_PROBES = ("messaging", "first-touch", "scaling")
 # Probes a run of which measures for --seconds (Job.seconds): per CPU for the first three.
 TIMED = ("jitter", "wakeup", "counters")
+# Probes that need no CPUs: messaging takes its CPUs from its placements (a list only narrows `auto`),
+# scaling widens over every CPU it may use when it is given none.
+CPUS_OPTIONAL = ("messaging", "scaling")
 
 # Which probes take each option (each probe's build_parser in probes/<name>.py is what the child
 # accepts). `seconds` is passed to every child (add_common_args takes it) but only these use it:
@@ -43,8 +46,8 @@ APPLIES: dict[str, tuple[str, ...]] = {
     "attribute": ("jitter",),
     "interval_us": ("wakeup",),
     "dma_latency": ("wakeup",),
-    "policy": SCHED_PROBES,
-    "priority": SCHED_PROBES,
+    "policy": SCHED_PROBES + ("scaling",),
+    "priority": SCHED_PROBES + ("scaling",),
     "slack_ns": SCHED_PROBES,
     "rounds": ("sweep", "messaging", "scaling"),
     "pairs": ("c2c",),

@@ -30,8 +30,9 @@ def format_attribution(a: dict | None, *, longest: int = 10) -> list[str]:
     return out
 
 
-def format_result(r: dict) -> str:
-    """A result object (probes/<probe>.py summarize) as the lines the CLI prints."""
+def format_result(r: dict, *, verdict: bool = True) -> str:
+    """A result object (probes/<probe>.py summarize) as the lines the CLI prints; without the verdict
+    line where it is shown apart (a report prints it above the text)."""
     name = r["probe"]
     lines = _headline(r)
     if r.get("percentiles"):
@@ -41,6 +42,8 @@ def format_result(r: dict) -> str:
             "first-touch": _first_touch, "scaling": _scaling}.get(name)
     if body is not None:
         lines.extend(body(r))
+    if verdict and r.get("verdict"):
+        lines.append(f"  verdict: {r['verdict']}")
     return "\n".join(lines)
 
 
@@ -128,7 +131,6 @@ def _messaging(r: dict) -> list[str]:
                      f"{format_ns(lat.get('max')):>10}{_count(p['received']):>13}{lost}")
     if r.get("missing"):
         lines.append("  not on this machine: " + "; ".join(r["missing"]))
-    lines.append(f"  verdict: {r['verdict']}")
     return lines
 
 
@@ -148,7 +150,6 @@ def _first_touch(r: dict) -> list[str]:
                      f"{format_ns(pct.get('p99')):>10}{format_ns(pct.get('max')):>10}{_pct(n['on_node_share']):>9}")
     if r.get("table_note"):
         lines.append(f"  {r['table_note']}")
-    lines.append(f"  verdict: {r['verdict']}")
     return lines
 
 
@@ -166,5 +167,4 @@ def _scaling(r: dict) -> list[str]:
         lines.append(f"    {w['label']:<12}{format_compact(w['throughput']):>10}{format_factor(w['speedup']):>9}"
                      f"{str(w['width']) + 'x':>7}{fourth:>9}{format_ns(w['cpu_ns']):>10}{_count(switches):>10}"
                      f"{_count(w['migrations']):>12}  {flag}")
-    lines.append(f"  verdict: {r['verdict']}")
     return lines

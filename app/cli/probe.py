@@ -18,11 +18,7 @@ import sys
 from app.cli.common import OneLineParser, add_json_arguments, bounded, bounded_size, write_json
 from app.errors import CoremapError
 from app.parse.cpulist import format_cpulist
-from probes.spec import HISTOGRAM_PROBES, PROBE_NAMES, ProbeSpec, ProbeSpecError
-
-# Probes that need no --cpu: messaging takes its CPUs from --placement, scaling widens over every
-# CPU it may use when no list is given.
-CPUS_OPTIONAL = ("messaging", "scaling")
+from probes.spec import CPUS_OPTIONAL, HISTOGRAM_PROBES, PROBE_NAMES, ProbeSpec, ProbeSpecError
 
 
 def register(subparsers) -> None:
@@ -92,6 +88,10 @@ def parse_rest(args) -> None:
     if "--" in rest:
         i = rest.index("--")
         rest, command = rest[:i], rest[i + 1:]
+    elif rest and not rest[0].startswith("-"):
+        # `coremap probe scaling -- make -j`: right after PROBE, argparse takes the "--" for itself
+        # and hands over the command alone; no option starts without a dash, so this is the command
+        rest, command = [], rest
     ns, unknown = options_parser().parse_known_args(rest)
     if unknown:
         raise CoremapError(f"coremap probe {args.name}: unrecognized arguments: {' '.join(unknown)} "
