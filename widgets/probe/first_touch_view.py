@@ -5,8 +5,8 @@ verdict under them.
 
 Contract of the graphics items used here:
 - each (node, touch) is one PlotDataItem with stepMode="center", keyed by (node, touch): x holds the
-  stretch edges along the mapping in MiB (one more than the stretches), y[i] the mean time per page
-  of stretch i in ns. stepMode curves honour the log y axis (pyqtgraph maps y through log10 first).
+  stretch edges along the mapping in MiB (one more than the stretches; the last ends at the
+  mapping's end, the last stretch being the remainder), y[i] the mean time per page of stretch i in ns. stepMode curves honour the log y axis (pyqtgraph maps y through log10 first).
 - the first touch is solid, the second dashed; each node has its own colour.
 - getOriginalDataset() returns (edges, ns per page) as given; the tests read it.
 """
@@ -61,7 +61,8 @@ class PageCostPlot(pg.PlotWidget):
                 series = row["series"][key]
                 if series:
                     offsets = [o for o, _ in series]
-                    x = np.asarray(offsets + [offsets[-1] + stretch], dtype=float) / MiB
+                    end = min(offsets[-1] + stretch, float(summary.get("size_bytes") or offsets[-1] + stretch))
+                    x = np.asarray(offsets + [end], dtype=float) / MiB
                     y = np.asarray([v for _, v in series], dtype=float)
                     curve.setData(x, y)
                     ys += [float(y[y > 0].min()), float(y.max())] if (y > 0).any() else []
