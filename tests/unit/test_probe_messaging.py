@@ -126,3 +126,15 @@ def test_a_cpu_outside_the_affinity_is_one_error_line():
     rc, lines, _ = run_to_end("messaging", ["--placement", f"{CPUS[0]}:{max(CPUS) + 100}"], timeout=30)
     assert rc == 2 and [l["type"] for l in lines] == ["error"]
     assert f"CPU {max(CPUS) + 100} is not available" in lines[0]["message"]
+
+
+def test_cli_json(capsys):
+    from app.cli.main import main
+    assert main(["probe", "messaging", "--placement", f"{CPUS[-1]}:{CPUS[-1]}", "--seconds", "0.2",
+                 "--rounds", "2", "--transport", "shm", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (p,) = out["placements"]
+    assert out["probe"] == "messaging" and p["kind"] == "same-cpu" and p["windows"] == 2
+    from app.format import format_compact
+    assert out["verdict"].startswith(f"best: {p['name']}, median {format_compact(p['median_rate'])} msgs/s")
+    assert out["verdict"].endswith("; no unpinned run to compare with")

@@ -120,3 +120,62 @@ def test_a_command_that_does_not_exist_is_one_line_and_starts_nothing(capsys):
     assert rc == 2 and [l["type"] for l in lines] == ["error"]
     with pytest.raises(ProcessLookupError):
         os.kill(run.pid, 0)             # reaped, and it forked nothing: it never got past the check
+
+
+def test_cli_json(capsys):
+    from app.cli.main import main
+    assert main(["probe", "scaling", "--cpus", str(CPUS[0]), "--work", "private", "--seconds", "0.1",
+                 "--rounds", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["probe"] == "scaling" and out["rounds"] == 2 and [w["label"] for w in out["widths"]] == ["1 CPU", "unpinned"]
+    assert all(len(w["throughputs"]) == 2 for w in out["widths"])
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue        # the process exited while we looked
+        if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+            out.append(int(d))
+    return out
+
+
+def test_the_command_dies_with_the_cli():
+    """`coremap probe scaling -- COMMAND` killed with SIGKILL: the probe and the command it started go
+    too (PR_SET_PDEATHSIG in both, probes/__main__.py and _native.count_command)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    cli = subprocess.Popen([sys.executable, "-m", "app", "probe", "scaling", "--cpus", str(CPUS[0]), "--",
+                            "sleep", "45"], cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_for(cond, timeout=15.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and not cond():
+            time.sleep(0.05)
+        return cond()
+    try:
+        assert wait_for(lambda: [c for p in _children(cli.pid) for c in _children(p)]), "the command did not start"
+        (command,) = [c for p in _children(cli.pid) for c in _children(p)]
+        os.kill(cli.pid, signal.SIGKILL)
+        cli.wait(10)
+
+        def gone():
+            try:
+                with open(f"/proc/{command}/stat") as f:
+                    return f.read().split(") ")[1][0] == "Z"
+            except OSError:
+                return True
+        assert wait_for(gone, 5), f"the command {command} outlived the CLI"
+    finally:
+        if cli.poll() is None:
+            cli.kill()
