@@ -221,6 +221,26 @@ static struct srun *run_of(PyObject *cap)
     return r;
 }
 
+/* The CPUs thread i is pinned to (cpus[i % ncpus]), from a list of CPU ids; None leaves them unpinned. */
+static int take_cpus(struct srun *r, PyObject *cpus)
+{
+    if (cpus == Py_None)
+        return 0;
+    cpu_set_t set;
+    int given;
+    if (lp_cpuset(cpus, &set, &given) < 0)
+        return -1;
+    r->cpus = calloc(CPU_COUNT(&set), sizeof *r->cpus);
+    if (!r->cpus) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            r->cpus[r->ncpus++] = c;
+    return 0;
+}
+
 static PyObject *py_scaling_start(PyObject *self, PyObject *args)
 {
     const char *work;
@@ -263,21 +283,9 @@ static PyObject *py_scaling_start(PyObject *self, PyObject *args)
     memset(r->sh, 0, sizeof *r->sh);
     memset(r->w, 0, sizeof *r->w * (size_t)nthreads);
     pthread_mutex_init(&r->sh->m, NULL);
-    if (cpus != Py_None) {
-        cpu_set_t set;
-        int given;
-        if (lp_cpuset(cpus, &set, &given) < 0) {
-            Py_DECREF(cap);
-            return NULL;
-        }
-        r->cpus = calloc(CPU_COUNT(&set), sizeof *r->cpus);
-        if (!r->cpus) {
-            Py_DECREF(cap);
-            return PyErr_NoMemory();
-        }
-        for (int c = 0; c < CPU_SETSIZE; c++)
-            if (CPU_ISSET(c, &set))
-                r->cpus[r->ncpus++] = c;
+    if (take_cpus(r, cpus) < 0) {
+        Py_DECREF(cap);
+        return NULL;
     }
     int err = 0;
     Py_BEGIN_ALLOW_THREADS

@@ -212,7 +212,9 @@ def summarize(lines) -> dict:
     nodes = hello_line.get("memory_nodes", [])
     size = hello_line.get("size_bytes")
     return {"probe": NAME, "cpu": hello_line.get("cpu"), "loop_ns": None, "achieved_duty": None,
-            "title": f"first touch of {format_size(size)} on CPU {hello_line.get('cpu')}" if size else NAME,
+            "title": (f"first touch of {format_size(size)} "
+                      + (f"on CPU {hello_line['cpu']}" if hello_line.get("cpu") is not None else "unpinned")
+                      if size else NAME),
             "sampled_seconds": sum((r["first"]["ns"] + r["second"]["ns"]) for r in rows) / 1e9,
             "buckets": [], "percentiles": None, "size_bytes": size, "page_bytes": hello_line.get("page_bytes"),
             "stretch_bytes": hello_line.get("stretch_bytes"), "cpu_node": here,

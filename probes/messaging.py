@@ -105,10 +105,11 @@ def offered(topology: Topology, cpus) -> tuple[list[Placement], list[str]]:
     return [found[k] for k, _ in KINDS if k in found], missing
 
 
-def parse_placements(text: str, topology: Topology, allowed) -> tuple[list[Placement], list[str]]:
-    """`auto`, or sender:receiver pairs and `unpinned`, each CPU one this process may use."""
+def parse_placements(text: str, topology: Topology, allowed, among=()) -> tuple[list[Placement], list[str]]:
+    """`auto` (among `among`, default every allowed CPU), or sender:receiver pairs and `unpinned`,
+    each CPU one this process may use."""
     if text.strip() == "auto":
-        return offered(topology, allowed)
+        return offered(topology, among or allowed)
     out = []
     for piece in (p.strip() for p in text.split(",")):
         if piece == "unpinned":
@@ -138,8 +139,7 @@ def run(args, emit) -> int:
     if args.rounds < 1:
         raise ProbeError(f"--rounds {args.rounds}: at least 1")
     root = SysRoot("/")
-    allowed = list(args.cpu_ids) or list(allowed_cpus(root))
-    placements, missing = parse_placements(args.placement, read_topology(root), allowed)
+    placements, missing = parse_placements(args.placement, read_topology(root), allowed_cpus(root), args.cpu_ids)
     windows = max(1, round(args.seconds * 1e9 / WINDOW_NS / args.rounds))
     h = hello(NAME, None, {"transport": args.transport, "rounds": args.rounds, "window_ns": WINDOW_NS,
                             "windows_per_segment": windows, "placements": [asdict(p) | {"name": p.name}
@@ -273,9 +273,8 @@ def placement_cpus(text: str, cpus=()) -> tuple[int, ...]:
     `cpus`, default all), so the window can keep its own threads off them; () when the text does
     not parse (the child will say why)."""
     root = SysRoot("/")
-    allowed = list(cpus) or list(allowed_cpus(root))
     try:
-        placements, _ = parse_placements(text, read_topology(root), allowed)
+        placements, _ = parse_placements(text, read_topology(root), allowed_cpus(root), tuple(cpus))
     except ProbeError:
         return ()
     pinned = {c for p in placements for c in (p.send, p.recv) if c is not None}

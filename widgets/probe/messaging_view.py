@@ -8,6 +8,7 @@ Contract of the graphics items used here:
   back to back, in the order they ran), y[i] the messages per second of window i, drawn flat across
   it. A live run's curves get setData as windows arrive; they are created once per placement.
 - the unpinned placement is dashed, so it reads as the reference the pinned ones are compared with.
+- the y range starts at 0 and is set on every update (no auto-range): steps keep their true size.
 - getOriginalDataset() returns (edges, rates) as given; the tests read it.
 """
 from __future__ import annotations
@@ -64,6 +65,10 @@ class ThroughputPlot(pg.PlotWidget):
                 curve.setData(np.arange(len(rates) + 1) * window_s, rates)
             else:
                 curve.setData([], [])
+        # from zero: a step from 20M to 10M is half the throughput, and looks it
+        top = max((max(p["series"]) for p in placements if p["series"]), default=0.0)
+        if top:
+            self.getPlotItem().setYRange(0, top * 1.08, padding=0)
 
 
 class MessagingView(SeriesView):
