@@ -63,7 +63,7 @@ struct ring {
 
 struct window {
     uint64_t messages;
-    double lat_sum_ns;
+    uint64_t lat_sum;   /* ticks: integer adds per message, converted once per window */
     uint64_t lat_max;   /* ticks */
 };
 
@@ -92,8 +92,7 @@ struct mrun {
     /* results (the receiver's, read once it has stopped) */
     struct window *win;
     uint64_t lat_counts[LP_NBUCKETS];
-    uint64_t lat_min, lat_max;
-    double lat_sum_ns;
+    uint64_t lat_min, lat_max, lat_sum;  /* ticks */
     uint64_t received, sent, t_end;
 };
 
@@ -127,14 +126,12 @@ static inline void rx_take(struct rx *x, uint64_t stamp, uint64_t now)
     struct mrun *r = x->r;
     uint64_t lat = now > stamp ? now - stamp : 0;
     r->lat_counts[lp_bucket(lat)]++;
-    r->lat_sum_ns += lp_ns(&r->clk, lat);
-    if (lat > r->lat_max)
-        r->lat_max = lat;
+    r->lat_sum += lat;
     if (lat < r->lat_min)
         r->lat_min = lat;
     r->received++;
     x->cur.messages++;
-    x->cur.lat_sum_ns += lp_ns(&r->clk, lat);
+    x->cur.lat_sum += lat;
     if (lat > x->cur.lat_max)
         x->cur.lat_max = lat;
 }
@@ -298,7 +295,7 @@ static void *messaging_thread(void *arg)
             r->pipe_w = -1;
         }
     } else {
-        struct rx x = {r, 0, r->t_go + r->interval, {0, 0.0, 0}};
+        struct rx x = {r, 0, r->t_go + r->interval, {0, 0, 0}};
         if (run && r->transport == T_SHM)
             recv_shm(r, &x);
         else if (run && r->transport == T_PIPE)
@@ -604,7 +601,7 @@ static PyObject *py_messaging_windows(PyObject *self, PyObject *args)
     for (long i = have; out && i < count && i < r->n_windows; i++) {
         struct window *w = &r->win[i];
         PyObject *d = Py_BuildValue("{s:l,s:K,s:d,s:d}", "index", i, "messages", (unsigned long long)w->messages,
-                                    "mean_latency_ns", w->messages ? w->lat_sum_ns / (double)w->messages : 0.0,
+                                    "mean_latency_ns", w->messages ? lp_ns(&r->clk, w->lat_sum) / (double)w->messages : 0.0,
                                     "max_latency_ns", lp_ns(&r->clk, w->lat_max));
         if (!d || PyList_Append(out, d) < 0) {
             Py_XDECREF(d);
@@ -628,12 +625,16 @@ static PyObject *py_messaging_stop(PyObject *self, PyObject *cap)
     PyObject *buckets = lp_buckets_list(r->lat_counts, r->clk.ns_per_tick);
     if (!buckets)
         return NULL;
+    /* the largest latency is the largest of the windows' (the loop keeps one maximum, not two) */
+    for (long i = 0; i < r->n_windows; i++)
+        if (r->win[i].lat_max > r->lat_max)
+            r->lat_max = r->win[i].lat_max;
     return Py_BuildValue("{s:K,s:K,s:d,s:N,s:d,s:d,s:d}", "sent", (unsigned long long)r->sent,
                          "received", (unsigned long long)r->received,
                          "elapsed_ns", lp_ns(&r->clk, r->t_end - r->t_go), "buckets", buckets,
                          "min_ns", r->received ? lp_ns(&r->clk, r->lat_min) : 0.0,
                          "max_ns", lp_ns(&r->clk, r->lat_max),
-                         "mean_ns", r->received ? r->lat_sum_ns / (double)r->received : 0.0);
+                         "mean_ns", r->received ? lp_ns(&r->clk, r->lat_sum) / (double)r->received : 0.0);
 }
 
 static PyObject *py_messaging_release(PyObject *self, PyObject *cap)

@@ -2,7 +2,9 @@
  * tests/benchmarks/bench_probes_messaging.py. A sender thread and a receiver thread, each pinned to its
  * CPU, exchange 64-byte messages stamped with rdtsc as fast as they can over a 1,024-slot SPSC ring
  * in shared memory, a pipe (one message per write, up to 64 per read) or UDP on loopback (unicast);
- * the receiver counts messages into 100 ms windows from a common start.
+ * the receiver counts messages into 100 ms windows from a common start and records each message's
+ * one-way latency as the probe does (log buckets, 8 per power of two; a sum, a minimum; per window a
+ * count, a sum and a maximum).
  *
  *   msg_peer shm|pipe|udp SEND_CPU RECV_CPU WINDOWS TSC_HZ
  *
@@ -40,7 +42,15 @@ static long windows;
 static uint64_t window_ticks, t_go;
 static struct ring *ring;
 static _Atomic int done, ready;
-static uint64_t *counts;
+static uint64_t *counts, *win_sum, *win_max, buckets[64 * 8], lat_sum, lat_min = UINT64_MAX;
+
+static inline unsigned bucket(uint64_t v)
+{
+    if (v < 8)
+        return (unsigned)v;
+    unsigned e = 63u - (unsigned)__builtin_clzll(v);
+    return (e - 2) * 8 + ((unsigned)(v >> (e - 3)) & 7);
+}
 
 static void pin(int cpu)
 {
@@ -101,14 +111,21 @@ static void *sender(void *arg)
     return NULL;
 }
 
-/* count the messages that arrive at `now` (ticks), closing windows; returns 1 after the last */
-static int count(uint64_t now, uint64_t n, volatile uint64_t *sink, uint64_t stamp_sum)
+/* a message stamped `stamp` taken at `now` (ticks): its window, its latency; 1 after the last window */
+static int take(uint64_t now, uint64_t stamp)
 {
     long w = (long)((now - t_go) / window_ticks);
-    *sink += now - stamp_sum / (n ? n : 1);     /* the latency the probe computes per message */
     if (w >= windows)
         return 1;
-    counts[w] += n;
+    uint64_t lat = now > stamp ? now - stamp : 0;
+    buckets[bucket(lat)]++;
+    lat_sum += lat;
+    if (lat < lat_min)
+        lat_min = lat;
+    counts[w]++;
+    win_sum[w] += lat;
+    if (lat > win_max[w])
+        win_max[w] = lat;
     return 0;
 }
 
@@ -119,7 +136,6 @@ static void *receiver(void *arg)
     atomic_fetch_add(&ready, 1);
     while (atomic_load(&ready) < 3)
         ;
-    volatile uint64_t sink = 0;
     uint64_t tail = 0, head_seen = 0;
     unsigned spins = 0;
     struct msg buf[64];
@@ -136,22 +152,25 @@ static void *receiver(void *arg)
             }
             uint64_t stamp = ring->slots[tail & (SLOTS - 1)].stamp;
             atomic_store_explicit(&ring->tail, ++tail, memory_order_release);
-            if (count(__rdtsc(), 1, &sink, stamp))
+            if (take(__rdtsc(), stamp))
                 break;
             spins = 0;
         } else if (transport[0] == 'p') {
             ssize_t n = read(pipe_fd[0], buf, sizeof buf);
             if (n <= 0)
                 break;
-            uint64_t now = __rdtsc(), k = (uint64_t)n / sizeof buf[0], s = 0;
-            for (uint64_t i = 0; i < k; i++)
-                s += buf[i].stamp;
-            if (count(now, k, &sink, s))
+            uint64_t now = __rdtsc(), k = (uint64_t)n / sizeof buf[0];
+            int end = 0;
+            for (uint64_t i = 0; i < k && !end; i++)
+                end = take(now, buf[i].stamp);
+            if (end)
                 break;
         } else {
             ssize_t n = recv(udp_r, buf, sizeof buf[0], 0);
             uint64_t now = __rdtsc();
-            if (count(now, n == (ssize_t)sizeof buf[0], &sink, n > 0 ? buf[0].stamp : now))
+            if ((now - t_go) / window_ticks >= (uint64_t)windows)
+                break;
+            if (n == (ssize_t)sizeof buf[0] && take(now, buf[0].stamp))
                 break;
         }
     }
@@ -174,6 +193,8 @@ int main(int argc, char **argv)
     windows = atol(argv[4]);
     window_ticks = (uint64_t)(atof(argv[5]) / 10.0);
     counts = calloc((size_t)windows, sizeof *counts);
+    win_sum = calloc((size_t)windows, sizeof *win_sum);
+    win_max = calloc((size_t)windows, sizeof *win_max);
     signal(SIGPIPE, SIG_IGN);
     if (transport[0] == 's') {
         ring = mmap(NULL, sizeof *ring, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
