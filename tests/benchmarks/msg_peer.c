@@ -111,11 +111,24 @@ static void *sender(void *arg)
     return NULL;
 }
 
-/* a message stamped `stamp` taken at `now` (ticks): its window, its latency; 1 after the last window */
-static int take(uint64_t now, uint64_t stamp)
+static long w;              /* the open window, ending at w_end (ticks) */
+static uint64_t w_end;
+
+/* move past the windows that ended before `now`; 1 after the last */
+static inline int advance(uint64_t now)
 {
-    long w = (long)((now - t_go) / window_ticks);
-    if (w >= windows)
+    while (now >= w_end) {
+        w_end += window_ticks;
+        if (++w >= windows)
+            return 1;
+    }
+    return 0;
+}
+
+/* a message stamped `stamp` taken at `now` (ticks): its window, its latency; 1 after the last window */
+static inline int take(uint64_t now, uint64_t stamp)
+{
+    if (advance(now))
         return 1;
     uint64_t lat = now > stamp ? now - stamp : 0;
     buckets[bucket(lat)]++;
@@ -144,7 +157,7 @@ static void *receiver(void *arg)
             if (tail == head_seen) {
                 head_seen = atomic_load_explicit(&ring->head, memory_order_acquire);
                 if (tail == head_seen) {
-                    if ((__rdtsc() - t_go) / window_ticks >= (uint64_t)windows)
+                    if (advance(__rdtsc()))
                         break;
                     wait_a_little(&spins);
                     continue;
@@ -168,7 +181,7 @@ static void *receiver(void *arg)
         } else {
             ssize_t n = recv(udp_r, buf, sizeof buf[0], 0);
             uint64_t now = __rdtsc();
-            if ((now - t_go) / window_ticks >= (uint64_t)windows)
+            if (advance(now))
                 break;
             if (n == (ssize_t)sizeof buf[0] && take(now, buf[0].stamp))
                 break;
@@ -219,6 +232,7 @@ int main(int argc, char **argv)
     while (atomic_load(&ready) < 2)
         ;
     t_go = __rdtsc();
+    w_end = t_go + window_ticks;
     atomic_fetch_add(&ready, 1);
     pthread_join(s, NULL);
     pthread_join(r, NULL);
