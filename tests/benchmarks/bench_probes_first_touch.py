@@ -16,13 +16,14 @@ import subprocess
 import sys
 
 from probes.first_touch import summarize
-from tests.benchmarks.peers import CPUS, HERE, PAIRS, find_perf, med, report
+from tests.benchmarks.peers import CPUS, HERE, PAIRS, find_perf, med, report, whole_affinity
 
 SIZE = "1G"
 
 
 def run(perf: str, thp: str) -> tuple[dict, dict]:
     """(the probe's result, perf's counts) of one run."""
+    whole_affinity()
     r = subprocess.run([perf, "stat", "-x,", "-e", "page-faults,minor-faults", "--", sys.executable, "-m", "probes",
                         "first-touch", "--cpu", str(CPUS[-1]), "--size", SIZE, "--thp", thp], capture_output=True,
                        text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(HERE.parents[1])})

@@ -23,7 +23,7 @@ from app.format import format_compact
 from probes import _native
 from probes.messaging import summarize
 from probes.text import format_result
-from tests.benchmarks.peers import CPUS, PAIRS, compile_peer, med, probe, report
+from tests.benchmarks.peers import CPUS, PAIRS, compile_peer, med, probe, report, whole_affinity
 
 SECONDS = 1.0
 WINDOWS = int(SECONDS * 10)
@@ -36,6 +36,7 @@ def probe_median(transport: str, send: int, recv: int, *, multicast: bool = Fals
 
 
 def peer_median(exe, transport: str, send: int, recv: int, hz: float) -> float:
+    whole_affinity()
     out = subprocess.run([str(exe), transport, str(send), str(recv), str(WINDOWS), str(hz)], capture_output=True,
                          text=True, check=True, timeout=60).stdout
     return med([int(c) * 10 for c in out.split()])

@@ -18,7 +18,7 @@ import os
 import time
 
 from probes.scaling import summarize, widths
-from tests.benchmarks.peers import CPUS, PAIRS, compile_peer, find_perf, perf_counts, probe, report
+from tests.benchmarks.peers import CPUS, PAIRS, compile_peer, find_perf, perf_counts, probe, report, whole_affinity
 
 EVENTS = ["task-clock", "context-switches", "cpu-migrations", "page-faults"]
 WORKLOAD = ("2", "1000", "1000")      # threads, pages per thread, sleeps per thread
@@ -51,6 +51,7 @@ def command(perf: str) -> None:
                 ours[row["width"]]["wall"].append(row["wall_ns"])
 
     def run_perf():
+        whole_affinity()
         for w in ws:
             t0 = time.monotonic_ns()
             counts = perf_counts(perf, EVENTS, cmd, cpus=CPUS[:w])

@@ -10,6 +10,7 @@ import shutil
 import statistics
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from probes.runner import ProbeRun
@@ -41,8 +42,24 @@ def report(name: str, ours, peer, lo: float, hi: float, unit: str = "", *, paire
     return r
 
 
+def whole_affinity(limit_s: float = 120.0) -> None:
+    """Wait until this process may run on every CPU it started with again. Another tool may move it
+    away for a while (seen: a probe run elsewhere on this shared VM moved every movable thread off
+    the CPU it measured, this benchmark's too, for the length of its run); a child started meanwhile
+    would inherit the narrower mask and measure something else."""
+    end = time.monotonic() + limit_s
+    noted = False
+    while set(os.sched_getaffinity(0)) != set(CPUS) and time.monotonic() < end:
+        if not noted:
+            print(f"  (this process was moved to CPUs {sorted(os.sched_getaffinity(0))}; waiting to get {CPUS} back)",
+                  flush=True)
+            noted = True
+        time.sleep(0.2)
+
+
 def probe(name: str, args, timeout: float = 300) -> list[dict]:
     """A probe child's lines; SystemExit with its error when it fails."""
+    whole_affinity()
     run = ProbeRun.start(name, [str(a) for a in args])
     try:
         rc = run.wait(timeout)
