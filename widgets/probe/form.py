@@ -33,6 +33,11 @@ PROBE_TITLES = {"jitter": "Jitter (gaps in a busy loop)", "wakeup": "Wakeup late
                 "scaling": "Scaling (throughput on 1, 2, 4… CPUs)"}
 
 
+# What the duration field means where it is not "how long, per CPU".
+_SECONDS_MEANS = {"messaging": "Measured time per placement (cut into its rounds)",
+                  "scaling": "The size of the work: what all runs would take at one CPU's speed"}
+
+
 class CpuListValidator(QValidator):
     """Acceptable: a CPU list parse_cpulist takes. Intermediate: on the way to one ("2-", "1,").
     Invalid: a character no CPU list holds ("2-x")."""
@@ -308,6 +313,7 @@ class ProbeForm(QWidget):
         self.slack_spin.setEnabled(applies("slack_ns", probe))
         self.unbound_check.setEnabled(applies("unbound", probe))
         self.seconds_spin.setEnabled(applies("seconds", probe))
+        self.seconds_spin.setToolTip(_SECONDS_MEANS.get(probe, "How long to measure, per CPU"))
 
     def _on_duty_combo_changed(self, _index: int) -> None:
         self.duty_spin.setEnabled(self.duty_combo.currentData() is None)
