@@ -17,6 +17,7 @@ import sys
 
 from app.errors import CoremapError
 from app.parse.cpulist import format_cpulist, parse_cpulist
+from app.parse.task_stat import parse_sched, parse_status
 from app.machine.topology import read_online_cpus
 from app.sysroot import SysRoot
 
@@ -152,7 +153,6 @@ def thread_counters(tids, root: SysRoot | None = None) -> dict[int, dict]:
     /proc/self/task/TID/sched (se.nr_migrations; CONFIG_SCHED_DEBUG) and status, read as the thread
     table reads them (app/parse/task_stat.py); None where the kernel does not say. A probe reads its
     native threads while they wait to be released (probes/_loops.h)."""
-    from app.parse.task_stat import parse_sched, parse_status
     root = root or SysRoot("/")
     pid = os.getpid()
     out = {}

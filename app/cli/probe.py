@@ -60,8 +60,8 @@ def options_parser() -> argparse.ArgumentParser:
                    help="jitter: trace IRQs, softirqs, NMIs and task switches on the CPU and say what "
                         "ran in each large gap (root, tracefs)")
     p.add_argument("--rounds", type=bounded(2, 100_000, "rounds", integer=True), default=None,
-                   help="sweep: work units per CPU (default 120); messaging, scaling: rounds of alternated "
-                        "order (default 2; 3, or 1 for a command)")
+                   help="sweep: work units per CPU (default 120); messaging: rounds of alternated order "
+                        "(default 2); scaling: the same (default 3, and 1 for a command)")
     p.add_argument("--pairs", default=None, metavar="A:B,...", help="c2c: only these pairs")
     p.add_argument("--placement", default=None, metavar="auto|A:B,...",
                    help="messaging: auto (every kind this machine offers) or sender:receiver pairs and "
