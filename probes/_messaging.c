@@ -643,6 +643,11 @@ static PyObject *py_messaging_release(PyObject *self, PyObject *cap)
     if (!r)
         return NULL;
     Py_BEGIN_ALLOW_THREADS
+    /* after messaging_stop both threads wait here already; before it (an exception on the way),
+     * this ends their loops now rather than at the last window */
+    atomic_store(&r->abort_run, 1);
+    atomic_store(&r->done, 1);
+    lp_latch_add(&r->go, 1);
     lp_latch_add(&r->release, 1);
     for (int i = 0; i < r->nthreads; i++)
         pthread_join(r->threads[i], NULL);

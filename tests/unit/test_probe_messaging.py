@@ -138,3 +138,19 @@ def test_cli_json(capsys):
     from app.format import format_compact
     assert out["verdict"].startswith(f"best: {p['name']}, median {format_compact(p['median_rate'])} msgs/s")
     assert out["verdict"].endswith("; no unpinned run to compare with")
+
+
+@pytest.mark.parametrize("transport", ["shm", "pipe", "udp"])
+def test_a_run_released_early_stops_at_once(transport):
+    """An exception or a Cancel mid-run releases the threads: they stop now, not at the last window."""
+    import time
+    run = native.messaging_start(transport, [CPUS[0]], [CPUS[-1]], 100_000_000, 100, 0.0)   # 10 s of windows
+    native.messaging_go(run)
+    assert native.messaging_windows(run, 0)                    # running: a window closed
+    t0 = time.monotonic()
+    native.messaging_release(run)
+    assert time.monotonic() - t0 < 2.0                         # not the 9.9 s left
+    with pytest.raises(ValueError, match="released"):
+        native.messaging_info(run)
+    dropped = native.messaging_start(transport, None, None, 100_000_000, 100, 0.0)
+    del dropped                                                # never started: the destructor ends it
