@@ -14,8 +14,8 @@ the host) falls on every placement alike.
 Per placement: the rate of every window, their median and coefficient of variation (sd / mean: how
 much the throughput moves), the migrations of both threads (/proc/self/task/TID/sched), one-way
 latency percentiles, messages sent and received (UDP drops what the receiver's buffer cannot hold).
-The verdict names the placement with the highest median and how much steadier it is than unpinned
-(the ratio of their CVs).
+The verdict names the best placement — the steadiest (lowest CV) of those whose median is within 5%
+of the highest — and how much steadier it is than unpinned (the ratio of their CVs).
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ NAME = "messaging"
 TRANSPORTS = ("shm", "pipe", "udp")
 DEFAULT_ROUNDS = 2
 WINDOW_NS = 100_000_000
+NEAR = 0.95     # medians within 5% of the highest count as equally fast; the steadiest of them is best
 # The kinds of placement, in the order `auto` tries them, with their names.
 KINDS = (("same-cpu", "same CPU"), ("smt", "SMT siblings"), ("l3", "same L3"),
          ("other-l3", "other L3 in the node"), ("node", "same node, L3 unknown"), ("other-node", "other node"),
@@ -204,8 +205,8 @@ def summarize(lines) -> dict:
     hello_line, ivs = run_lines(lines)
     rows = [_placement_row(p, [l for l in ivs if l.get("placement") == i])
             for i, p in enumerate(hello_line.get("placements", []))]
+    best = best_placement([r for r in rows if r["windows"]])
     measured = [r for r in rows if r["windows"]]
-    best = max(measured, key=lambda r: (r["median_rate"], -(r["cv"] or 0.0)), default=None)
     unpinned = next((r for r in measured if r["kind"] == "unpinned"), None)
     steadier = (unpinned["cv"] / best["cv"]) if (best and unpinned and best is not unpinned and best["cv"]) else None
     udp = next((l["udp"] for l in ivs if l.get("udp")), None)
@@ -217,6 +218,16 @@ def summarize(lines) -> dict:
             "placements": rows, "missing": hello_line.get("missing", []),
             "best": best["name"] if best else None, "steadier_than_unpinned": steadier,
             "verdict": verdict(best, unpinned, steadier), "host": host_facts(hello_line)}
+
+
+def best_placement(rows: list[dict]) -> dict | None:
+    """The steadiest (lowest CV) of the placements whose median throughput is within NEAR of the
+    highest: a placement 2% faster but ten times as jumpy is not the better place to run."""
+    if not rows:
+        return None
+    top = max(r["median_rate"] for r in rows)
+    near = [r for r in rows if r["median_rate"] >= NEAR * top]
+    return min(near, key=lambda r: (r["cv"] if r["cv"] is not None else float("inf"), -r["median_rate"]))
 
 
 def _placement_row(p: dict, ivs: list[dict]) -> dict:

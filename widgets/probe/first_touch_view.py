@@ -34,7 +34,9 @@ class PageCostPlot(pg.PlotWidget):
         item.showGrid(x=True, y=True, alpha=0.25)
         label_axes(item, "position in the mapping (MiB)", "time per page", worded_ticks=True)
         item.setTitle("cost per page: first touch (solid) and second (dashed)", color="k")
-        self.legend = item.addLegend(offset=(-10, 10), labelTextColor="k")
+        self.legend = item.addLegend(labelTextColor="k")
+        # right, halfway up: between a fault's microseconds and a present page's nanoseconds
+        self.legend.anchor(itemPos=(1, 0.5), parentPos=(1, 0.5), offset=(-10, 0))
         self._curves: dict[tuple[int, int], pg.PlotDataItem] = {}
 
     def curve(self, node: int, touch: int) -> pg.PlotDataItem | None:

@@ -34,7 +34,8 @@ class ThroughputPlot(pg.PlotWidget):
         item.setLabel("bottom", "measured time of the placement", units="s")
         item.setLabel("left", "messages", units="/s")
         item.setTitle("throughput per 100 ms window", color="k")
-        self.legend = item.addLegend(offset=(-10, 10), labelTextColor="k")
+        # bottom right: the axis starts at 0, so the lines leave the bottom of the plot free
+        self.legend = item.addLegend(offset=(-10, -10), labelTextColor="k")
         self._curves: dict[int, pg.PlotDataItem] = {}
 
     def curve(self, index: int) -> pg.PlotDataItem | None:
