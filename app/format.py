@@ -59,6 +59,14 @@ def format_compact(v: float | None) -> str:
     return _trim(v)
 
 
+def format_factor(x: float | None) -> str:
+    """How many times one figure is another: '1.3x', '3.1x', '12x', '0.5x'; UNKNOWN when unknown.
+    One decimal below 10 (a probe's 1.1x is not its 1.4x), whole numbers above."""
+    if x is None or not math.isfinite(x):
+        return UNKNOWN
+    return f"{x:.1f}x" if abs(x) < 9.95 else f"{x:.0f}x"
+
+
 def _trim(x: float) -> str:
     if abs(x) < 9.95 and x != int(x):
         return f"{x:.1f}".rstrip("0").rstrip(".")

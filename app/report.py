@@ -65,12 +65,20 @@ class PinLine:
 
 @dataclass
 class ProbeSection:
+    """One probe run of a report. `text` is the probe's own summary (probes/text.py, filled in by
+    widgets/report_images.py, which may import probes) for a probe whose figures are not latency
+    percentiles (messaging, first-touch, scaling): such a run shows its plot (`caption` says what it
+    shows), its verdict and that text, and stays out of the percentile comparison."""
     result: dict                   # the probe's result object (probe, cpu, percentiles, ...)
     plot: Image | None = None
+    text: str = ""
+    caption: str = ""
 
     @property
     def title(self) -> str:
         r = self.result
+        if r.get("title"):
+            return str(r["title"])
         cpu = r.get("cpu")
         return f"{r.get('probe', 'probe')} on CPU {cpu}" if cpu is not None else str(r.get("probe", "probe"))
 
@@ -306,6 +314,7 @@ td.num { text-align: right; font-family: 'DejaVu Sans Mono', monospace; }
 .muted { color: #5a6573; }
 .warn { color: #8a4b00; }
 .notes { white-space: pre-wrap; font-family: 'DejaVu Sans Mono', monospace; background: #f5f7fa; padding: 6px; }
+.probe-text { white-space: pre-wrap; font-family: 'DejaVu Sans Mono', monospace; font-size: 7pt; background: #f5f7fa; padding: 6px; overflow-x: auto; }
 img { max-width: 100%; }
 """
 
@@ -419,13 +428,16 @@ def _probes_html(w, r: ReportData, image_width: int) -> None:
     if not r.probes:
         w('<p class="muted">No probe was run.</p>')
         return
-    if len(r.probes) > 1:
+    compared = [p for p in r.probes if not p.text]       # series probes show their own text instead
+    if len(compared) > 1:
         w("<h3>Runs side by side</h3>")
         if r.comparison_plot is not None:
             w(f"<p>{_img(r.comparison_plot, 'probe runs compared', min(image_width, r.comparison_plot.width or image_width))}</p>")
         w("<table><tr><th>Run</th>" + "".join(f"<th>{_e(k)}</th>" for k in PERCENTILE_KEYS)
           + "<th>Sampled</th><th>Duty</th></tr>")
         for i, p in enumerate(r.probes, 1):
+            if p.text:
+                continue
             pct = p.result.get("percentiles") or {}
             w(f"<tr><td>{i}. {_e(p.title)}</td>"
               + "".join(f'<td class="num">{_e(format_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS)
@@ -449,7 +461,12 @@ def _probe_run_html(w, i: int, p: ProbeSection, image_width: int) -> None:
     if bits:
         w(f'<p class="muted">{_e(" · ".join(bits))}</p>')
     if p.plot is not None:
-        w(f"<p>{_img(p.plot, 'gap lengths, count per CPU-hour', min(image_width, p.plot.width or image_width))}</p>")
+        w(f"<p>{_img(p.plot, p.caption or 'gap lengths, count per CPU-hour', min(image_width, p.plot.width or image_width))}</p>")
+    if p.text:
+        if res.get("verdict"):
+            w(f"<p><b>{_e(res['verdict'])}</b></p>")
+        w(f'<div class="probe-text">{_e(p.text)}</div>')
+        return
     pct = res.get("percentiles") or {}
     w("<table><tr>" + "".join(f"<th>{_e(k)}</th>" for k in PERCENTILE_KEYS) + "</tr><tr>"
       + "".join(f'<td class="num">{_e(format_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS) + "</tr></table>")

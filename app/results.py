@@ -17,14 +17,15 @@ MAX_ITEMS = 1 << 16          # buckets, gaps, causes, rows: a real result holds 
 MAX_TEXT = 4096
 MAX_TICKS = 1 << 20          # a day at 0.25 s is 345,600 ticks
 NUMBERS = ("loop_ns", "sampled_seconds", "achieved_duty", "lost_share", "mean_ns", "min_ns", "interval_ns",
-           "baseline_ns", "rounds")
-COUNTS = ("iterations", "wakeups")
+           "baseline_ns")
+COUNTS = ("iterations", "wakeups", "rounds")
 TEXTS = ("probe", "label", "source")
 
 
-def _finite(v, *, lo: float = 0.0) -> float | None:
+def _finite(v, *, lo: float = 0.0) -> float | int | None:
+    """`v` itself when it is a finite number >= lo (an int stays an int: it prints as one)."""
     if type(v) in (int, float) and math.isfinite(v) and v >= lo:
-        return float(v)
+        return v
     return None
 
 

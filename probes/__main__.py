@@ -6,7 +6,6 @@ CPU and the allowed set, and exit status 2.
 from __future__ import annotations
 
 import ctypes
-import importlib
 import os
 import signal
 import sys
@@ -14,7 +13,7 @@ import sys
 from app.errors import CoremapError
 from probes.common import EXIT_BAD_INPUT, check_cpus, emit, log, pin
 from probes.runner import PARENT_ENV
-from probes.spec import PER_CPU, PROBE_NAMES
+from probes.spec import PER_CPU, PROBE_NAMES, module
 
 EXIT_PARENT_GONE = 3
 
@@ -46,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     # tracefs instance there). The handler runs when the current chunk returns, within ~100 ms; the
     # runner's SIGKILL after that is the backstop, and the next attributed run removes what it left.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    mod = importlib.import_module(f"probes.{name}")
+    mod = module(name)
     try:
         args = mod.build_parser().parse_args(argv[1:])
         args.cpu_ids = ()

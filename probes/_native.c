@@ -858,10 +858,14 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "probes._native", NULL, -1, methods};
 
+/* the loops of _messaging.c, _touch.c and _scaling.c (see _loops.h) */
+extern PyMethodDef coremap_messaging_methods[], coremap_touch_methods[], coremap_scaling_methods[];
+
 PyMODINIT_FUNC PyInit__native(void)
 {
     PyObject *m = PyModule_Create(&moddef);
-    if (!m)
+    if (!m || PyModule_AddFunctions(m, coremap_messaging_methods) < 0 ||
+        PyModule_AddFunctions(m, coremap_touch_methods) < 0 || PyModule_AddFunctions(m, coremap_scaling_methods) < 0)
         return NULL;
     PyModule_AddIntConstant(m, "SUB_BUCKETS", SUB_COUNT);
     return m;

@@ -17,6 +17,7 @@ import sys
 
 from app.errors import CoremapError
 from app.parse.cpulist import format_cpulist, parse_cpulist
+from app.parse.task_stat import parse_sched, parse_status
 from app.machine.topology import read_online_cpus
 from app.sysroot import SysRoot
 
@@ -126,6 +127,55 @@ def duty_split(percent: float) -> tuple[int, int]:
         return 0, 0
     off = 1_000_000
     return int(round(off * percent / (100.0 - percent))), off
+
+
+def alternated(n: int, rounds: int) -> list[tuple[int, int]]:
+    """(round, index) for `n` things measured in `rounds` rounds, forward in even rounds and backward
+    in odd ones: drift over the run (a neighbour's load, the host, the frequency) falls on every one
+    alike instead of on whichever always runs last."""
+    return [(r, i) for r in range(rounds) for i in (range(n) if r % 2 == 0 else reversed(range(n)))]
+
+
+def loop_tsc_hz(hello_line: dict, *, across_cpus: bool) -> float:
+    """The TSC rate a native loop should count in, or 0.0 for CLOCK_MONOTONIC (probes/_loops.h):
+    rdtsc where the hello line found an invariant TSC, and, when readings taken on two CPUs are
+    compared (a message's send and receive times), only where the TSC is also the kernel's
+    clocksource (the kernel has then checked that every CPU's TSC agrees)."""
+    if not hello_line.get("tsc_usable") or not hello_line.get("tsc_hz"):
+        return 0.0
+    if across_cpus and hello_line.get("clocksource") != "tsc":
+        return 0.0
+    return float(hello_line["tsc_hz"])
+
+
+def thread_counters(tids, root: SysRoot | None = None) -> dict[int, dict]:
+    """Migrations and voluntary / involuntary context switches of threads of this process, from
+    /proc/self/task/TID/sched (se.nr_migrations; CONFIG_SCHED_DEBUG) and status, read as the thread
+    table reads them (app/parse/task_stat.py); None where the kernel does not say. A probe reads its
+    native threads while they wait to be released (probes/_loops.h)."""
+    root = root or SysRoot("/")
+    pid = os.getpid()
+    out = {}
+    for tid in tids:
+        sched = root.read_optional(root.task_dir(pid, tid, "sched"))
+        status = root.read_optional(root.task_dir(pid, tid, "status"))
+        st = parse_status(status, what=f"thread {tid} status") if status is not None else {}
+        migrations = parse_sched(sched).get("se.nr_migrations") if sched is not None else None
+        out[tid] = {"migrations": int(migrations) if migrations is not None else None,
+                    "voluntary": st.get("voluntary_ctxt_switches"),
+                    "involuntary": st.get("nonvoluntary_ctxt_switches")}
+    return out
+
+
+def counter_delta(before: dict, after: dict, key: str) -> int | None:
+    """after[key] - before[key] summed over the threads of thread_counters; None when unknown."""
+    total = 0
+    for tid, a in after.items():
+        b = before.get(tid, {})
+        if a.get(key) is None or b.get(key) is None:
+            return None
+        total += a[key] - b[key]
+    return total
 
 
 def run_lines(lines) -> tuple[dict, list[dict]]:

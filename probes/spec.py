@@ -16,36 +16,53 @@ import importlib
 from dataclasses import dataclass, fields
 
 from app.errors import CoremapError
-from app.format import cpus_word
+from app.format import cpus_word, format_size
 from app.parse.cpulist import format_cpulist
 
-PROBE_NAMES = ("jitter", "wakeup", "sweep", "c2c", "counters")
-# One child per CPU of the list; the others (sweep, c2c) take the whole list in one child.
-PER_CPU = ("jitter", "wakeup", "counters")
+PROBE_NAMES = ("jitter", "wakeup", "sweep", "c2c", "counters", "messaging", "first-touch", "scaling")
+# One child per CPU of the list; the others (sweep, c2c, scaling) take the whole list in one child,
+# and messaging takes its CPUs from its placements.
+PER_CPU = ("jitter", "wakeup", "counters", "first-touch")
 # Probes whose intervals carry latency buckets (histograms, .hlog).
 HISTOGRAM_PROBES = ("jitter", "wakeup")
 SCHED_PROBES = ("jitter", "wakeup", "sweep")
+# Probes whose result carries its own series (throughput per window, cost per page, throughput per
+# width), tables and a verdict sentence; each interval line says how far the run is (`progress`).
+SERIES_PROBES = ("messaging", "first-touch", "scaling")
+# Probes a run of which measures for --seconds (Job.seconds): per CPU for the first three.
+TIMED = ("jitter", "wakeup", "counters")
+# Probes that need no CPUs: messaging takes its CPUs from its placements (a list only narrows `auto`),
+# scaling widens over every CPU it may use when it is given none.
+CPUS_OPTIONAL = ("messaging", "scaling")
 
 # Which probes take each option (each probe's build_parser in probes/<name>.py is what the child
-# accepts). `seconds` is passed to every child (add_common_args takes it) but only these measure for
-# that long: sweep runs its rounds, c2c its pairs.
+# accepts). `seconds` is passed to every child (add_common_args takes it) but only these use it:
+# sweep runs its rounds, c2c its pairs, first-touch its pages.
 APPLIES: dict[str, tuple[str, ...]] = {
     "unbound": PER_CPU,
-    "seconds": PER_CPU,
+    "seconds": TIMED + ("messaging", "scaling"),
     "duty": ("jitter",),
     "threshold_ns": ("jitter",),
     "attribute": ("jitter",),
     "interval_us": ("wakeup",),
     "dma_latency": ("wakeup",),
-    "policy": SCHED_PROBES,
-    "priority": SCHED_PROBES,
+    "policy": SCHED_PROBES + ("scaling",),
+    "priority": SCHED_PROBES + ("scaling",),
     "slack_ns": SCHED_PROBES,
-    "rounds": ("sweep",),
+    "rounds": ("sweep", "messaging", "scaling"),
     "pairs": ("c2c",),
-    "command": ("counters",),
+    "command": ("counters", "scaling"),
+    "placement": ("messaging",),
+    "transport": ("messaging",),
+    "size": ("first-touch",),
+    "node": ("first-touch",),
+    "thp": ("first-touch",),
+    "work": ("scaling",),
+    "threads": ("scaling",),
 }
 # Options with a value, in the order the child's argv has always spelled them.
-_VALUED = ("duty", "threshold_ns", "interval_us", "policy", "priority", "slack_ns", "rounds", "pairs")
+_VALUED = ("duty", "threshold_ns", "interval_us", "policy", "priority", "slack_ns", "rounds", "pairs",
+           "placement", "transport", "size", "node", "thp", "work", "threads")
 _FLAGS = ("dma_latency", "attribute")
 
 
@@ -56,6 +73,11 @@ class ProbeSpecError(CoremapError):
 def applies(option: str, probe: str) -> bool:
     """Whether `probe` takes `option` (a ProbeSpec field name)."""
     return probe in APPLIES[option]
+
+
+def module(probe: str):
+    """The module of a probe (probes/<name>.py, `first-touch` in probes/first_touch.py)."""
+    return importlib.import_module(f"probes.{probe.replace('-', '_')}")
 
 
 def flag(option: str) -> str:
@@ -81,7 +103,7 @@ class Job:
 
     def summarize(self, lines) -> dict:
         """The result object of the job's JSON lines (probes/<probe>.py summarize)."""
-        return importlib.import_module(f"probes.{self.probe}").summarize(lines)
+        return module(self.probe).summarize(lines)
 
 
 @dataclass(frozen=True)
@@ -102,6 +124,13 @@ class ProbeSpec:
     rounds: int | None = None
     pairs: str | None = None
     command: tuple[str, ...] = ()
+    placement: str | None = None
+    transport: str | None = None
+    size: int | None = None
+    node: int | None = None
+    thp: str | None = None
+    work: str | None = None
+    threads: int | None = None
 
     def __post_init__(self):
         if self.probe not in PROBE_NAMES:
@@ -127,9 +156,20 @@ class ProbeSpec:
             groups = [(c,) for c in self.cpus]
         else:
             groups = [self.cpus]
-        seconds = self.seconds if applies("seconds", self.probe) else None
-        return [Job(self.probe, tuple(self.child_args(g)), () if self.unbound else g, self.label(g),
+        seconds = self.seconds if self.probe in TIMED else None
+        return [Job(self.probe, tuple(self.child_args(g)), self._measured_cpus(g), self.label(g),
                     seconds, self._steps()) for g in groups]
+
+    def _measured_cpus(self, cpus: tuple[int, ...]) -> tuple[int, ...]:
+        """The CPUs a job measures (Job.cpus): a messaging run's are those of its placements."""
+        if self.unbound:
+            return ()
+        if self.probe == "messaging":
+            # imported here: the placements' grammar lives with the probe, which the CLI imports
+            # only to run it
+            from probes.messaging import placement_cpus
+            return placement_cpus(self.placement or "auto", cpus)
+        return cpus
 
     def child_args(self, cpus: tuple[int, ...]) -> list[str]:
         """The child's arguments after `python -m probes PROBE` for a job on `cpus`."""
@@ -150,7 +190,9 @@ class ProbeSpec:
 
     def label(self, cpus: tuple[int, ...]) -> str:
         """What a job on `cpus` is called in the window: `jitter CPU 2 50% fifo 80`."""
-        where = cpus_word(cpus) if cpus else "unbound"
+        if self.probe == "messaging":
+            return f"messaging {self.placement or 'auto'} {self.transport or 'shm'}"
+        where = cpus_word(cpus) if cpus else ("all CPUs" if self.probe == "scaling" else "unbound")
         if self.unbound and cpus:
             where += " unbound"
         suffix = ""
@@ -158,6 +200,14 @@ class ProbeSpec:
             suffix += f" {self.duty:g}%"
         if self.policy == "fifo":
             suffix += " fifo" + (f" {self.priority}" if self.priority is not None else "")
+        if self.size is not None:
+            suffix += f" {format_size(self.size)}"
+        if self.thp is not None:
+            suffix += f" thp {self.thp}"
+        if self.node is not None:
+            suffix += f" memory on node {self.node}"
+        if self.probe == "scaling":
+            suffix += f" -- {' '.join(self.command)}" if self.command else f" {self.work or 'lock'}"
         return f"{self.probe} {where}{suffix}"
 
     def _steps(self) -> int:

@@ -192,6 +192,7 @@ def _add_probes(window: MainWindow) -> tuple[ProbePanel, QDockWidget]:
     window.thread_dock.raise_()
     window.menuBar().addMenu(panel.menu)
     window.topology_view.cpu_selected.connect(panel.set_cpu)
+    panel.cpus_highlighted.connect(window.topology_view.select_cpus)      # a placement's pair, a width's CPUs
     window.state_applied.connect(panel.set_state)
     window.closing.connect(panel.cancel)
     return panel, dock

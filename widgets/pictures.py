@@ -6,7 +6,9 @@ builds it; `offscreen` and `picture_bytes` here are what both use.
 Nothing here reads the machine itself: a MachineState comes from app.sampler.Sampler (the same
 code the window runs), and probe plots draw the result objects they are given.
 
-Probe plots: gap length (µs, log) against gaps per CPU-hour (log), drawn with pyqtgraph's
+Series probes (messaging, first-touch, scaling) are pictured by the very plot their panel tab shows
+(render_series_plot), given the result object. Other probe plots: gap length (µs, log) against gaps
+per CPU-hour (log), drawn with pyqtgraph's
 stepMode="center" curves, which honour log axes (BarGraphItem does not). A histogram row with no
 gap is not drawn at all: log10(0) has no place on the axis, and inventing a floor would draw a
 count that was never measured. So each run of non-empty rows is its own stepped curve.
@@ -33,6 +35,9 @@ from probes.histogram import gaps_per_hour
 from widgets import export
 from widgets.harness import application
 from widgets.topology.view import TopologyView
+from widgets.probe.first_touch_view import PageCostPlot
+from widgets.probe.messaging_view import ThroughputPlot
+from widgets.probe.scaling_view import ScalingPlot
 
 GRID_SIZE = (1200, 760)
 PLOT_SIZE = (900, 380)
@@ -216,3 +221,18 @@ def render_probe_plot(results: list[dict] | dict, *, fmt: str = "png", size=PLOT
         results = [results]
     with offscreen(lambda: build_probe_plot(list(results), labels), size) as plot:
         return picture_bytes(plot, fmt, title="coremap probe")
+
+
+# The plot a series probe's tab shows, and what it shows (a report's caption).
+SERIES_PLOTS = {"messaging": (ThroughputPlot, "messages per second per 100 ms window, one line per placement"),
+                "first-touch": (PageCostPlot, "time per page along the mapping, first touch and second"),
+                "scaling": (ScalingPlot, "throughput against CPUs, with the ideal line")}
+
+
+def render_series_plot(result: dict, *, fmt: str = "png", size=PLOT_SIZE) -> bytes:
+    """A messaging, first-touch or scaling result drawn by its panel plot, as PNG or SVG bytes."""
+    plot_class, caption = SERIES_PLOTS[result["probe"]]
+    with offscreen(plot_class, size) as plot:
+        plot.set_result(result)
+        settle()
+        return picture_bytes(plot, fmt, title=f"coremap {result['probe']}: {caption}")

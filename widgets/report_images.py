@@ -1,12 +1,16 @@
 """The pictures of a report: the grid coloured by IRQ load and a plot per probe result (and one of
-all of them), rendered offscreen (widgets/pictures.py) and put into the ReportData that
-app/report.py turns into HTML."""
+all the histogram runs), rendered offscreen (widgets/pictures.py) and put into the ReportData that
+app/report.py turns into HTML. A messaging, first-touch or scaling run also gets the text
+`coremap probe` prints for it (probes/text.py), which the model cannot make: it does not import
+probes."""
 from __future__ import annotations
 
 from app.report import Image, ReportData
 from app.state import MachineState
 from app.sysroot import SysRoot
-from widgets.pictures import GRID_SIZE, render_grid, render_probe_plot, state_for
+from probes.spec import SERIES_PROBES
+from probes.text import format_result
+from widgets.pictures import GRID_SIZE, SERIES_PLOTS, render_grid, render_probe_plot, render_series_plot, state_for
 
 
 def add_images(report: ReportData, *, state: MachineState | None = None, root: SysRoot | None = None,
@@ -18,12 +22,19 @@ def add_images(report: ReportData, *, state: MachineState | None = None, root: S
     if state is not None:
         png = render_grid(state, fmt="png", size=grid_size, metric="irq")
         report.topology_image = Image(png, "image/png", *_png_size(png))
-    for p in report.probes:
-        png = render_probe_plot(p.result)
+    compared = []
+    for i, p in enumerate(report.probes, 1):
+        if p.result.get("probe") in SERIES_PROBES:
+            png = render_series_plot(p.result)
+            p.text = format_result(p.result, verdict=False)       # the report prints the verdict above
+            p.caption = SERIES_PLOTS[p.result["probe"]][1]
+        else:
+            png = render_probe_plot(p.result)
+            compared.append((i, p))
         p.plot = Image(png, "image/png", *_png_size(png))
-    if len(report.probes) > 1:
-        png = render_probe_plot([p.result for p in report.probes],
-                                labels=[f"{i}. {p.title}" for i, p in enumerate(report.probes, 1)])
+    if len(compared) > 1:
+        png = render_probe_plot([p.result for _, p in compared],
+                                labels=[f"{i}. {p.title}" for i, p in compared])
         report.comparison_plot = Image(png, "image/png", *_png_size(png))
     return report
 

@@ -7,6 +7,8 @@ import math
 import os
 import sys
 
+from app.format import format_size
+from app.parse.size import SizeError, parse_size
 from app.sysroot import SysRoot
 
 ROOT_HELP = "a captured machine (a folder holding sys/ and proc/) instead of this one"
@@ -70,6 +72,20 @@ def bounded(lo: float, hi: float, unit: str = "seconds", *, integer: bool = Fals
             raise argparse.ArgumentTypeError(f"{text[:40]!r}: give {what}")
         return v
     parse.__name__ = unit           # argparse names the type in some messages
+    return parse
+
+
+def bounded_size(lo: int, hi: int):
+    """An argparse type for a size such as 64M or 1G (app/parse/size.py) in [lo, hi] bytes."""
+    def parse(text: str) -> int:
+        try:
+            v = parse_size(text, what="")
+        except SizeError as e:
+            raise argparse.ArgumentTypeError(str(e).strip()) from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r}: give {format_size(lo)} to {format_size(hi)}")
+        return v
+    parse.__name__ = "size"
     return parse
 
 

@@ -1,38 +1,47 @@
-"""`coremap probe jitter|wakeup|sweep|c2c|counters --cpu LIST ...`: run a latency probe headless.
+"""`coremap probe PROBE [options] [-- COMMAND]`: run a probe headless.
+
+  jitter|wakeup|sweep|c2c|counters --cpu LIST      latency, per-CPU speed, core to core, counters
+  messaging --placement auto|A:B,... --transport shm|pipe|udp --seconds S
+  first-touch --cpu N --size 1G [--node M] [--thp never|madvise|always]
+  scaling --cpus LIST --work lock|atomic|private [--threads N]   or   scaling --cpus LIST -- COMMAND
 
 The same engine as the window: the options become a ProbeSpec (probes/spec.py), whose jobs are
-`python -m probes ...` children (probes/runner.py), one CPU at a time for jitter, wakeup and counters;
-sweep and c2c take the whole list in one child. The results print as probes/text.py lays them out.
+`python -m probes ...` children (probes/runner.py), one CPU at a time for jitter, wakeup, counters
+and first-touch; sweep, c2c and scaling take the whole list in one child, messaging its placements.
+The results print as probes/text.py lays them out.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from app.cli.common import OneLineParser, add_json_arguments, bounded, write_json
+from app.cli.common import OneLineParser, add_json_arguments, bounded, bounded_size, write_json
 from app.errors import CoremapError
 from app.parse.cpulist import format_cpulist
-from probes.spec import HISTOGRAM_PROBES, PROBE_NAMES, ProbeSpec, ProbeSpecError
+from probes.spec import CPUS_OPTIONAL, HISTOGRAM_PROBES, PROBE_NAMES, ProbeSpec, ProbeSpecError
 
 
 def register(subparsers) -> None:
     opts = options_parser()
-    p = subparsers.add_parser("probe", help="measure jitter, wakeup latency, per-CPU speed, core-to-core latency, counters",
+    p = subparsers.add_parser("probe", help="measure jitter, wakeup latency, per-CPU speed, core-to-core latency, "
+                                             "counters, messaging placements, first-touch cost, scaling",
                               description=__doc__, epilog=opts.format_help(),
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", choices=PROBE_NAMES, metavar="PROBE", help="one of " + ", ".join(PROBE_NAMES))
     # Options and "-- COMMAND" are parsed in run(): argparse cannot give a subcommand both options and
     # a "--"-separated command (the top-level parser rejects the "--"), so everything after PROBE is
     # taken as is and split here.
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="options (below), then -- COMMAND for counters")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options (below), then -- COMMAND for counters and scaling")
     p.set_defaults(func=run)
 
 
 def options_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="coremap probe", add_help=False)
-    p.add_argument("--cpu", metavar="LIST", default=None, help="CPUs to measure, e.g. 1 or 2-3,5")
+    p.add_argument("--cpu", "--cpus", dest="cpu", metavar="LIST", default=None,
+                   help="CPUs to measure, e.g. 1 or 2-3,5 (scaling: the CPUs to widen over; default all)")
     p.add_argument("--unbound", action="store_true", help="run one probe without pinning it")
-    p.add_argument("--seconds", type=bounded(0.01, 86400), default=1.0, metavar="S", help="per CPU (default 1)")
+    p.add_argument("--seconds", type=bounded(0.01, 86400), default=1.0, metavar="S",
+                   help="per CPU (default 1); messaging: per placement; scaling: the work's size at one CPU's speed")
     p.add_argument("--duty", type=bounded(0.1, 100, "percent"), default=None, metavar="P",
                    help="jitter: percent of time sampling (default 100)")
     add_json_arguments(p, "print one JSON object (a list for several CPUs)")
@@ -51,8 +60,24 @@ def options_parser() -> argparse.ArgumentParser:
                    help="jitter: trace IRQs, softirqs, NMIs and task switches on the CPU and say what "
                         "ran in each large gap (root, tracefs)")
     p.add_argument("--rounds", type=bounded(2, 100_000, "rounds", integer=True), default=None,
-                   help="sweep: work units per CPU (default 120)")
+                   help="sweep: work units per CPU (default 120); messaging: rounds of alternated order "
+                        "(default 2); scaling: the same (default 3, and 1 for a command)")
     p.add_argument("--pairs", default=None, metavar="A:B,...", help="c2c: only these pairs")
+    p.add_argument("--placement", default=None, metavar="auto|A:B,...",
+                   help="messaging: auto (every kind this machine offers) or sender:receiver pairs and "
+                        "'unpinned' (default auto)")
+    p.add_argument("--transport", choices=("shm", "pipe", "udp"), default=None,
+                   help="messaging: shared-memory ring (default), pipe or UDP on loopback")
+    p.add_argument("--size", type=bounded_size(1, 1 << 50), default=None, metavar="SIZE",
+                   help="first-touch: memory to map and touch, e.g. 512M or 1G (default 1G)")
+    p.add_argument("--node", type=bounded(0, 1023, "(NUMA node)", integer=True), default=None, metavar="M",
+                   help="first-touch: bind the memory to node M (default: each node with memory)")
+    p.add_argument("--thp", choices=("never", "madvise", "always"), default=None,
+                   help="first-touch: transparent huge pages for the mapping (default: no hint)")
+    p.add_argument("--work", choices=("lock", "atomic", "private"), default=None,
+                   help="scaling: what the threads share (default lock)")
+    p.add_argument("--threads", type=bounded(1, 1024, "threads", integer=True), default=None, metavar="N",
+                   help="scaling: threads (default: as many as CPUs in the list)")
     return p
 
 
@@ -63,6 +88,10 @@ def parse_rest(args) -> None:
     if "--" in rest:
         i = rest.index("--")
         rest, command = rest[:i], rest[i + 1:]
+    elif rest and not rest[0].startswith("-"):
+        # `coremap probe scaling -- make -j`: right after PROBE, argparse takes the "--" for itself
+        # and hands over the command alone; no option starts without a dash, so this is the command
+        rest, command = [], rest
     ns, unknown = options_parser().parse_known_args(rest)
     if unknown:
         raise CoremapError(f"coremap probe {args.name}: unrecognized arguments: {' '.join(unknown)} "
@@ -85,13 +114,15 @@ def run(args) -> int:
         raise ProbeSpecError(f"--hlog applies to {' and '.join(HISTOGRAM_PROBES)}, not {args.name}")
     if args.hlog:
         check_result_path(args.hlog, "--hlog")      # before the run, not after a minute of measuring
-    if args.cpu is None and not args.unbound:
+    if args.cpu is None and not args.unbound and args.name not in CPUS_OPTIONAL:
         raise CoremapError(f"pass --cpu LIST (choose from {format_cpulist(allowed_cpus())}) or --unbound")
     spec = ProbeSpec(args.name, check_cpus(args.cpu) if args.cpu is not None else (), unbound=args.unbound,
                      seconds=args.seconds, duty=args.duty, threshold_ns=args.threshold_ns,
                      interval_us=args.interval_us, policy=args.policy, priority=args.priority,
                      slack_ns=args.slack_ns, dma_latency=args.dma_latency, attribute=args.attribute,
-                     rounds=args.rounds, pairs=args.pairs, command=tuple(args.command))
+                     rounds=args.rounds, pairs=args.pairs, command=tuple(args.command),
+                     placement=args.placement, transport=args.transport, size=args.size, node=args.node,
+                     thp=args.thp, work=args.work, threads=args.threads)
     results, runs = [], []
     for job in spec.jobs():
         run_ = ProbeRun.start(job.probe, job.args)

@@ -5,23 +5,22 @@ reads every job's argv back to the values asked for; probes/sweep.py's default r
 """
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
 from app.errors import CoremapError
-from probes.spec import APPLIES, PER_CPU, PROBE_NAMES, ProbeSpec, ProbeSpecError, applies, flag
+from probes.spec import APPLIES, PER_CPU, PROBE_NAMES, ProbeSpec, ProbeSpecError, applies, flag, module
 from probes.sweep import DEFAULT_ROUNDS
 
 # A value for each option, as a front end would give it.
 GIVEN = {"unbound": True, "duty": 50.0, "threshold_ns": 2000, "attribute": True, "interval_us": 250,
          "dma_latency": True, "policy": "fifo", "priority": 70, "slack_ns": 1, "rounds": 7,
-         "pairs": "0:1", "command": ("true",)}
+         "pairs": "0:1", "command": ("true",), "placement": "0:1,unpinned", "transport": "pipe",
+         "size": 3 << 20, "node": 0, "thp": "never", "work": "atomic", "threads": 3}
 
 
 def _parse(job):
     """The job's argv as the child's own parser reads it."""
-    return importlib.import_module(f"probes.{job.probe}").build_parser().parse_args(list(job.args))
+    return module(job.probe).build_parser().parse_args(list(job.args))
 
 
 @pytest.mark.parametrize("probe", PROBE_NAMES)

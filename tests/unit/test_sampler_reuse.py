@@ -15,6 +15,15 @@ from app.sysroot import SysRoot
 
 LIVE = SysRoot("/")
 
+
+@pytest.fixture(autouse=True)
+def threads_read_every_tick(monkeypatch):
+    """These tests read the thread list every tick; on a machine busy with other work (thousands of
+    threads, e.g. a churn benchmark) the sampler would read it every 3 s instead (app/sampler.py
+    THREAD_SLOW_AT)."""
+    import app.sampler as sampler_mod
+    monkeypatch.setattr(sampler_mod, "THREAD_SLOW_AT", 1 << 30)
+
 SLEEPERS = r"""
 import sys, threading
 stop = threading.Event()

@@ -17,13 +17,25 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 
 from app.errors import CpuListError
 from app.parse.cpulist import format_cpulist, parse_cpulist
+from app.parse.size import parse_size
 from probes import trace
-from probes.spec import PROBE_NAMES, ProbeSpec, ProbeSpecError, applies
+from probes.first_touch import THP_MODES
+from probes.messaging import DEFAULT_ROUNDS as MESSAGING_ROUNDS, TRANSPORTS
+from probes.scaling import WORKS
+from probes.spec import CPUS_OPTIONAL, PROBE_NAMES, ProbeSpec, ProbeSpecError, applies
 from probes.sweep import DEFAULT_ROUNDS
 
 PROBE_TITLES = {"jitter": "Jitter (gaps in a busy loop)", "wakeup": "Wakeup latency (timer sleep)",
                 "sweep": "Sweep (same work on each CPU)", "c2c": "Core to core (cache-line ping-pong)",
-                "counters": "Counters (perf events, pinned vs not)"}
+                "counters": "Counters (perf events, pinned vs not)",
+                "messaging": "Messaging (sender and receiver placements)",
+                "first-touch": "First touch (cost of fresh pages)",
+                "scaling": "Scaling (throughput on 1, 2, 4… CPUs)"}
+
+
+# What the duration field means where it is not "how long, per CPU".
+_SECONDS_MEANS = {"messaging": "Measured time per placement (cut into its rounds)",
+                  "scaling": "The size of the work: what all runs would take at one CPU's speed"}
 
 
 class CpuListValidator(QValidator):
@@ -72,7 +84,7 @@ class ProbeForm(QWidget):
         self._build_common()
         self.options_stack = QStackedWidget(self)
         for build in (self._jitter_page, self._wakeup_page, self._sweep_page, self._c2c_page,
-                      self._counters_page):
+                      self._counters_page, self._messaging_page, self._first_touch_page, self._scaling_page):
             self.options_stack.addWidget(build())
         self._build_scheduling()
         form = QFormLayout()
@@ -170,6 +182,53 @@ class ProbeForm(QWidget):
         self.command_edit.setPlaceholderText("default: a jitter probe of the duration")
         return page(self, ("command", self.command_edit))
 
+    def _messaging_page(self) -> QWidget:
+        self.placement_edit = QLineEdit(self)
+        self.placement_edit.setPlaceholderText("auto, or sender:receiver pairs such as 0:1,1:1,unpinned")
+        self.placement_edit.setToolTip("auto runs every kind of placement this machine offers among the CPUs "
+                                       "above (all when empty): same CPU, SMT siblings, same L3, other L3, "
+                                       "other node, and unpinned")
+        self.transport_combo = QComboBox(self)
+        for t, text in zip(TRANSPORTS, ("shared-memory ring", "pipe", "UDP on loopback")):
+            self.transport_combo.addItem(text, t)
+        self.messaging_rounds_spin = QSpinBox(self)
+        self.messaging_rounds_spin.setRange(1, 100)
+        self.messaging_rounds_spin.setValue(MESSAGING_ROUNDS)
+        self.messaging_rounds_spin.setToolTip("Each placement's time is cut into this many segments, run in "
+                                              "alternated order")
+        return page(self, ("placements", self.placement_edit), ("transport", self.transport_combo),
+                    ("rounds", self.messaging_rounds_spin))
+
+    def _first_touch_page(self) -> QWidget:
+        self.size_edit = QLineEdit("1G", self)
+        self.size_edit.setToolTip("Memory to map and touch: 64M, 512M, 1G… (powers of 1024)")
+        self.node_spin = QSpinBox(self)
+        self.node_spin.setRange(-1, 1023)
+        self.node_spin.setValue(-1)
+        self.node_spin.setSpecialValueText("each node with memory")
+        self.node_spin.setPrefix("node ")
+        self.thp_combo = QComboBox(self)
+        self.thp_combo.addItem("no hint (the system's mode)", None)
+        for mode in THP_MODES:
+            self.thp_combo.addItem(mode, mode)
+        return page(self, ("size", self.size_edit), ("memory on", self.node_spin),
+                    ("huge pages", self.thp_combo))
+
+    def _scaling_page(self) -> QWidget:
+        self.work_combo = QComboBox(self)
+        for w, text in zip(WORKS, ("a shared lock", "a shared atomic", "private data")):
+            self.work_combo.addItem(text, w)
+        self.threads_spin = QSpinBox(self)
+        self.threads_spin.setRange(0, 1024)
+        self.threads_spin.setSpecialValueText("one per CPU")
+        self.scaling_rounds_spin = QSpinBox(self)
+        self.scaling_rounds_spin.setRange(0, 100)
+        self.scaling_rounds_spin.setSpecialValueText("default (3; 1 for a command)")
+        self.scaling_command_edit = QLineEdit(self)
+        self.scaling_command_edit.setPlaceholderText("the built-in work, or a command to run at each width")
+        return page(self, ("work", self.work_combo), ("threads", self.threads_spin),
+                    ("rounds", self.scaling_rounds_spin), ("command", self.scaling_command_edit))
+
     # -- public ----------------------------------------------------------------------------------
     @property
     def probe(self) -> str:
@@ -193,11 +252,14 @@ class ProbeForm(QWidget):
         probe = self.probe
         cpus = self._checked_cpus()
         unbound = applies("unbound", probe) and self.unbound_check.isChecked()
-        if not cpus and not unbound:
+        if not cpus and not unbound and probe not in CPUS_OPTIONAL:
             raise ProbeSpecError("choose CPUs: type a list such as 1 or 2-3, drop a CPU cell here, or click "
                                  "one in the grid" + (" (or tick unbound)" if applies("unbound", probe) else ""))
         fifo = applies("policy", probe) and self.policy_combo.currentData() == "fifo"
         slack = self.slack_spin.value()
+        command = self._command(self.scaling_command_edit if probe == "scaling" else self.command_edit) \
+            if applies("command", probe) else ()
+        work = probe == "scaling" and not command
         return ProbeSpec(
             probe, cpus, unbound=unbound, seconds=self.seconds_spin.value(),
             duty=self._duty() if applies("duty", probe) else None,
@@ -207,9 +269,15 @@ class ProbeForm(QWidget):
             dma_latency=applies("dma_latency", probe) and self.dma_check.isChecked(),
             attribute=(applies("attribute", probe) and self.attribute_check.isEnabled()
                        and self.attribute_check.isChecked()),
-            rounds=self.rounds_spin.value() if applies("rounds", probe) else None,
+            rounds=self._rounds(probe), command=command,
             pairs=(self.pairs_edit.text().strip() or None) if applies("pairs", probe) else None,
-            command=self._command() if applies("command", probe) else ())
+            placement=(self.placement_edit.text().strip() or None) if applies("placement", probe) else None,
+            transport=self.transport_combo.currentData() if applies("transport", probe) else None,
+            size=parse_size(self.size_edit.text(), what="size") if applies("size", probe) else None,
+            node=self.node_spin.value() if applies("node", probe) and self.node_spin.value() >= 0 else None,
+            thp=self.thp_combo.currentData() if applies("thp", probe) else None,
+            work=self.work_combo.currentData() if work else None,
+            threads=(self.threads_spin.value() or None) if work else None)
 
     def _checked_cpus(self) -> tuple[int, ...]:
         text = self.cpu_edit.text().strip()
@@ -220,8 +288,18 @@ class ProbeForm(QWidget):
         duty = self.duty_combo.currentData()
         return self.duty_spin.value() if duty is None else duty
 
-    def _command(self) -> tuple[str, ...]:
-        text = self.command_edit.text()
+    def _rounds(self, probe: str) -> int | None:
+        """Each probe's own rounds field (sweep: units per CPU; messaging, scaling: alternated rounds)."""
+        if probe == "sweep":
+            return self.rounds_spin.value()
+        if probe == "messaging":
+            return self.messaging_rounds_spin.value()
+        if probe == "scaling":
+            return self.scaling_rounds_spin.value() or None
+        return None
+
+    def _command(self, edit: QLineEdit) -> tuple[str, ...]:
+        text = edit.text()
         try:
             return tuple(shlex.split(text))
         except ValueError as e:
@@ -235,6 +313,7 @@ class ProbeForm(QWidget):
         self.slack_spin.setEnabled(applies("slack_ns", probe))
         self.unbound_check.setEnabled(applies("unbound", probe))
         self.seconds_spin.setEnabled(applies("seconds", probe))
+        self.seconds_spin.setToolTip(_SECONDS_MEANS.get(probe, "How long to measure, per CPU"))
 
     def _on_duty_combo_changed(self, _index: int) -> None:
         self.duty_spin.setEnabled(self.duty_combo.currentData() is None)

@@ -11,8 +11,10 @@ It composes the rooms of widgets/probe/:
   cyclictest --json, oslat --json; probes/files.py), each with a check box (shown or hidden); a
   finished one can be removed or saved as .hlog, CSV, cyclictest-style text or JSON.
 - ProbeTabs (tabs.py) and RunTable (run_table.py): each `interval` line updates the run's curves
-  in place, the sweep bars or the c2c matrix, and the progress bar (elapsed / duration); a finished
-  run's percentiles go to the table and its text to the Summary tab.
+  in place, the sweep bars, the c2c matrix or a series probe's view (messaging, first-touch,
+  scaling: redrawn from the result of the lines so far), and the progress bar; a finished run's
+  percentiles go to the table and its text to the Summary tab. A series view's selected row names
+  CPUs, which the panel passes on (`cpus_highlighted`) for the grid to select.
 An `error` line lands on the status line, never in a dialog.
 """
 from __future__ import annotations
@@ -32,7 +34,7 @@ from app.parse.cpulist import format_cpulist
 from app.state import MachineState
 from probes import c2c, files, histogram, sweep
 from probes.files import FileRun
-from probes.spec import HISTOGRAM_PROBES, Job
+from probes.spec import HISTOGRAM_PROBES, SERIES_PROBES, Job
 from widgets.probe.controller import ProbeController
 from widgets.probe.drop import CpuDrop
 from widgets.probe.form import ProbeForm
@@ -50,6 +52,7 @@ class ProbePanel(QWidget):
     run_finished = Signal(object)   # RunRecord
     busy_changed = Signal(bool)
     status_changed = Signal(str)
+    cpus_highlighted = Signal(object)   # tuple of CPU ids a series view's selected row ran on
 
     def __init__(self, parent=None, *, controller: ProbeController | None = None):
         super().__init__(parent)
@@ -144,6 +147,7 @@ class ProbePanel(QWidget):
         self.run_store.save_button.clicked.connect(self._on_save_action_triggered)
         self.run_store.remove_button.clicked.connect(self._on_remove_button_clicked)
         self.run_store.visibility_changed.connect(self.plots.set_run_visible)
+        self.plots.cpus_highlighted.connect(self.cpus_highlighted)
         self.run_store.selection_changed.connect(self._on_run_store_selection_changed)
         self.drop.cpus_dropped.connect(self._on_drop_cpus_dropped)
         self.drop.drop_refused.connect(self._on_drop_drop_refused)
@@ -229,8 +233,15 @@ class ProbePanel(QWidget):
         return added
 
     def add_result(self, result: dict, source: str) -> RunRecord | None:
-        """Show a probe result object (the CLI's `--json` shape, as a session stores it) as a run;
-        None for results without a histogram (sweep, c2c, counters): their figures stay in the file."""
+        """Show a probe result object (the CLI's `--json` shape, as a session stores it) as a run: a
+        histogram, or a messaging, first-touch or scaling run on its own tab; None for sweep, c2c and
+        counters results, whose figures stay in the file."""
+        if result.get("probe") in SERIES_PROBES:
+            rec = self.run_store.add(result["probe"], result.get("title") or result["probe"], source)
+            rec.summary = dict(result)
+            rec.finished = True
+            self.plots.show_result(rec)
+            return rec
         run = files.result_run(result)
         return self._add_file_run(run, source) if run is not None else None
 
@@ -307,6 +318,8 @@ class ProbePanel(QWidget):
             self.plots.draw_sweep(sweep.summarize(rec.lines)["cpus"])
             r = int(line.get("round", 0)) + 1
             self._set_progress(r / job.steps, f"{job.label}: round {r} / {job.steps}")
+        elif kind == "interval" and job.probe in SERIES_PROBES:
+            self._on_series_interval(job, rec, line)
         elif kind == "interval" and job.probe == "c2c":
             self.plots.draw_c2c(c2c.summarize(rec.lines))
             done = sum(1 for l in rec.lines if l.get("type") == "interval")
@@ -327,6 +340,16 @@ class ProbePanel(QWidget):
         total = self._total_s or (job.seconds or 1.0)
         self._set_progress((self._done_s + min(elapsed_s, job.seconds or elapsed_s)) / total,
                            f"{job.label}: {elapsed_s:.1f} / {job.seconds:g} s")
+
+    def _on_series_interval(self, job: Job, rec: RunRecord, line: dict) -> None:
+        """Redraw the run's view from the result of its lines so far, at most every LIVE_REDRAW_S,
+        and move the progress bar to where the probe says it is."""
+        now = time.monotonic()
+        if now - self._last_live_draw >= LIVE_REDRAW_S:
+            self._last_live_draw = now
+            self.plots.draw_series(job.probe, job.summarize(rec.lines))
+        progress = float(line.get("progress", 0.0))
+        self._set_progress(progress, f"{job.label}: {100 * progress:.0f}%")
 
     def _on_controller_job_finished(self, job: Job) -> None:
         rec = self._job_record

@@ -24,7 +24,7 @@ class RunRecord:
     controller's list for its job) and gets `summary` when it finishes; a run read from a file or a
     session arrives finished."""
     key: int
-    probe: str                       # a probe name, or "file"
+    probe: str                       # a probe name, or "file" (a run read from a result file)
     label: str
     source: str = SOURCE_HERE        # SOURCE_HERE or the path it was opened from
     cpus: tuple[int, ...] = ()
@@ -37,7 +37,8 @@ class RunRecord:
 
     @property
     def has_histogram(self) -> bool:
-        return self.probe in HISTOGRAM_PROBES or self.source != SOURCE_HERE
+        """A jitter or wakeup run, or a run read from a result file (which holds a histogram)."""
+        return self.probe in HISTOGRAM_PROBES or self.probe == "file"
 
     @property
     def measured_here(self) -> bool:

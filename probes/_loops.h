@@ -1,0 +1,228 @@
+/* What the second wave of probe loops shares (_messaging.c, _touch.c, _scaling.c, all compiled into
+ * probes._native with _native.c): a clock, log buckets, CPU sets from Python, and a latch.
+ *
+ * Include after <Python.h> (bucket lists are Python lists).
+ *
+ * Clock: the caller passes the TSC rate it measured (probes/_native.c tsc_info, through the probe's
+ * hello line) when the TSC may be compared across CPUs: invariant (constant_tsc + nonstop_tsc) AND
+ * the kernel's own clocksource, so the kernel has checked that every CPU's TSC agrees. A rate of 0
+ * means CLOCK_MONOTONIC, read through the vDSO: ~2.5x the cost of rdtsc here (22 ns against 9 ns).
+ *
+ * Buckets follow _native.c's scheme exactly (values below 8 get one bucket each; above, every power
+ * of two is split into 8 equal sub-buckets, so a bucket is at most 12.5% wide), so their lists merge
+ * and read like the jitter and wakeup probes' (probes/histogram.py). _native.c keeps its own copy of
+ * these three functions: it is edited on another branch, and including this header there is a
+ * merge-time change.
+ *
+ * Threads these loops start set their own affinity, say "ready" on a latch, wait for the go, work,
+ * say "done", and then wait to be released before they exit: between done and release Python reads
+ * their /proc/self/task/TID counters (migrations, context switches: app/parse/task_stat.py), which
+ * vanish with the thread. perf_event_open cannot give these to a user: with perf_event_paranoid 2
+ * (Debian's default) a software event must exclude the kernel, and migrations and switches happen
+ * in the kernel, so they count 0 (measured on this VM).
+ */
+#ifndef COREMAP_LOOPS_H
+#define COREMAP_LOOPS_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+static inline uint64_t lp_tsc(void) { return __rdtsc(); }
+static inline void lp_relax(void) { _mm_pause(); }
+#define LP_HAVE_TSC 1
+#else
+static inline uint64_t lp_tsc(void) { return 0; }
+static inline void lp_relax(void) { }
+#define LP_HAVE_TSC 0
+#endif
+
+static inline uint64_t lp_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t lp_timespec_ns(const struct timespec *ts)
+{
+    return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
+}
+
+/* ---------------------------------------------------------------- clock */
+
+struct lp_clock {
+    int tsc;            /* 1: ticks are TSC ticks; 0: ticks are CLOCK_MONOTONIC ns */
+    double ns_per_tick;
+};
+
+static inline void lp_clock_init(struct lp_clock *c, double tsc_hz)
+{
+    c->tsc = LP_HAVE_TSC && tsc_hz > 0;
+    c->ns_per_tick = c->tsc ? 1e9 / tsc_hz : 1.0;
+}
+
+static inline uint64_t lp_now(const struct lp_clock *c)
+{
+    return c->tsc ? lp_tsc() : lp_mono_ns();
+}
+
+static inline double lp_ns(const struct lp_clock *c, uint64_t ticks)
+{
+    return (double)ticks * c->ns_per_tick;
+}
+
+/* ---------------------------------------------------------------- buckets */
+
+#define LP_SUB_BITS 3
+#define LP_SUB_COUNT (1 << LP_SUB_BITS)
+#define LP_NBUCKETS (64 * LP_SUB_COUNT)
+
+static inline unsigned lp_bucket(uint64_t v)
+{
+    if (v < LP_SUB_COUNT)
+        return (unsigned)v;
+    unsigned e = 63u - (unsigned)__builtin_clzll(v);
+    unsigned sub = (unsigned)(v >> (e - LP_SUB_BITS)) & (LP_SUB_COUNT - 1);
+    return (e - LP_SUB_BITS + 1) * LP_SUB_COUNT + sub;
+}
+
+static inline void lp_bucket_bounds(unsigned i, uint64_t *lo, uint64_t *hi)
+{
+    if (i < LP_SUB_COUNT) {
+        *lo = i;
+        *hi = i + 1;
+        return;
+    }
+    unsigned e = i / LP_SUB_COUNT + LP_SUB_BITS - 1;
+    unsigned sub = i % LP_SUB_COUNT;
+    *lo = (uint64_t)(LP_SUB_COUNT + sub) << (e - LP_SUB_BITS);
+    *hi = (uint64_t)(LP_SUB_COUNT + sub + 1) << (e - LP_SUB_BITS);
+}
+
+/* Sparse [[lo_ns, hi_ns, count], ...]; `scale` converts recorded units (ticks) to ns. */
+static inline PyObject *lp_buckets_list(const uint64_t *counts, double scale)
+{
+    PyObject *out = PyList_New(0);
+    for (unsigned i = 0; out && i < LP_NBUCKETS; i++) {
+        if (!counts[i])
+            continue;
+        uint64_t lo, hi;
+        lp_bucket_bounds(i, &lo, &hi);
+        unsigned long long lo_ns = (unsigned long long)(lo * scale + 0.5);
+        unsigned long long hi_ns = (unsigned long long)(hi * scale + 0.5);
+        if (hi_ns <= lo_ns)
+            hi_ns = lo_ns + 1;
+        PyObject *row = Py_BuildValue("[KKK]", lo_ns, hi_ns, (unsigned long long)counts[i]);
+        if (!row || PyList_Append(out, row) < 0) {
+            Py_XDECREF(row);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_DECREF(row);
+    }
+    return out;
+}
+
+/* ---------------------------------------------------------------- CPU sets */
+
+/* None -> *given = 0 (the thread keeps the mask it inherits); a sequence of CPU ids -> that set. */
+static inline int lp_cpuset(PyObject *obj, cpu_set_t *set, int *given)
+{
+    CPU_ZERO(set);
+    *given = 0;
+    if (obj == Py_None)
+        return 0;
+    PyObject *seq = PySequence_Fast(obj, "CPUs must be a list of CPU ids or None");
+    if (!seq)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long c = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (c == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        if (c < 0 || c >= CPU_SETSIZE) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_ValueError, "CPU %ld is out of range", c);
+            return -1;
+        }
+        CPU_SET((int)c, set);
+    }
+    Py_DECREF(seq);
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "an empty CPU list");
+        return -1;
+    }
+    *given = 1;
+    return 0;
+}
+
+static inline pid_t lp_gettid(void) { return (pid_t)syscall(SYS_gettid); }
+
+/* ---------------------------------------------------------------- latch */
+
+/* A count that threads raise and others wait on: "both threads ready", "N windows done". */
+struct lp_latch {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    long count;
+};
+
+static inline void lp_latch_init(struct lp_latch *l)
+{
+    pthread_mutex_init(&l->m, NULL);
+    pthread_cond_init(&l->c, NULL);
+    l->count = 0;
+}
+
+static inline void lp_latch_destroy(struct lp_latch *l)
+{
+    pthread_cond_destroy(&l->c);
+    pthread_mutex_destroy(&l->m);
+}
+
+static inline void lp_latch_add(struct lp_latch *l, long n)
+{
+    pthread_mutex_lock(&l->m);
+    l->count += n;
+    pthread_cond_broadcast(&l->c);
+    pthread_mutex_unlock(&l->m);
+}
+
+/* Wait until the count reaches `n`; returns the count. */
+static inline long lp_latch_wait(struct lp_latch *l, long n)
+{
+    pthread_mutex_lock(&l->m);
+    while (l->count < n)
+        pthread_cond_wait(&l->c, &l->m);
+    long v = l->count;
+    pthread_mutex_unlock(&l->m);
+    return v;
+}
+
+/* Spin a little, then give the CPU away: a waiter that shares its CPU with the thread it waits for
+ * (the same-CPU placement, one CPU of a scaling run) must let it run, and on separate CPUs a yield
+ * to an otherwise idle CPU returns at once. */
+#define LP_SPINS_BEFORE_YIELD 256
+static inline void lp_backoff(unsigned *spins)
+{
+    if (++*spins < LP_SPINS_BEFORE_YIELD) {
+        lp_relax();
+    } else {
+        *spins = 0;
+        sched_yield();
+    }
+}
+
+#endif
