@@ -123,7 +123,12 @@ class Guard:
                 if k not in latest or e.id > latest[k][0].id:
                     latest[k] = (e, user_batch)
         threads, others = [], []
+        me = os.getpid()
         for (e, batch) in latest.values():
+            if e.kind == "thread" and e.pid == me:
+                # This process's own threads step off the CPUs a probe measures while it runs
+                # (probes/own_affinity.py): that is coremap moving itself, not a change to report.
+                continue
             want = e.after if e.after is not None else e.requested
             w = _Watch(PinTarget(e.kind, e.target_id, e.pid, e.label, e.netdev), frozenset(want), batch, e.starttime)
             (threads if e.kind == "thread" else others).append(w)
@@ -138,7 +143,7 @@ class Guard:
         out = []
         covered = {k[2] for k in latest if k[0] == "thread"}
         for rule in self.service.journal.follow_rules():
-            if rule.root != self.service.root_key or rule.batch not in effect:
+            if rule.root != self.service.root_key or rule.batch not in effect or rule.pid == os.getpid():
                 continue
             holder = effect[rule.batch]
             mine = [e for e in history.done_entries(holder) if e.kind == "thread" and e.pid == rule.pid]

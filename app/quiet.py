@@ -92,7 +92,7 @@ def preview_isolate(service: AffinityService, cpus) -> QuietPreview:
     """What `coremap isolate --cpus CPUS` would write, per target; nothing is written."""
     root = service.root
     state = read_quiet_state(service)
-    quiet = _check_cpus(root, cpus)
+    quiet = check_cpus(root, cpus)
     hk = _housekeeping(root, set(quiet) | set(state.cpus))
     moves: list[QuietMove] = []
     stays: list[QuietStay] = []
@@ -114,7 +114,7 @@ def preview_include(service: AffinityService, cpus) -> QuietPreview:
     these CPUs gets back the ones it had."""
     root = service.root
     state = read_quiet_state(service)
-    given = _check_cpus(root, cpus)
+    given = check_cpus(root, cpus)
     notes = []
     not_quiet = sorted(set(given) - set(state.cpus))
     if not_quiet:
@@ -190,7 +190,7 @@ def preview_text(preview: QuietPreview, *, limit: int = 0) -> str:
 
 
 # -- the checks ------------------------------------------------------------------------------------
-def _check_cpus(root: SysRoot, cpus) -> tuple[int, ...]:
+def check_cpus(root: SysRoot, cpus) -> tuple[int, ...]:
     if isinstance(cpus, str):
         try:
             cpus = parse_cpulist(cpus, what="--cpus")
@@ -385,3 +385,15 @@ def _group_of(t: PinTarget, service: AffinityService) -> str:
 def _order(m: QuietMove):
     return ([g for g, _ in GROUPS].index(m.group), m.target.kind, m.target.netdev or "", m.target.id)
 
+
+
+def set_quiet(service: AffinityService, cpus, quiet: bool) -> tuple[str, list[PinResult]] | None:
+    """Make `cpus` quiet (an isolate) or give them back (an include) unless they already are so;
+    (outcome sentence, results) of what was done, None when nothing was needed. Verify toggles the
+    quiet state between its runs with this."""
+    now, want = set(read_quiet_state(service).cpus), set(cpus)
+    if (quiet and want <= now) or (not quiet and not want & now):
+        return None
+    preview = preview_isolate(service, cpus) if quiet else preview_include(service, cpus)
+    results = apply_preview(service, preview)
+    return outcome_sentence(preview, results), results

@@ -7,6 +7,7 @@ A session is a zip (so `unzip -l` explains it) holding:
     history.jsonl          the sampled history shown, one compact JSON object per tick (see history_tick)
     probes/<n>.json        probe results (the JSON objects the probe runner prints)
     probes/<n>.hlog        the same histogram in HdrHistogram's log format, when one was written
+    verify/<n>.json        a before / after verification of quiet CPUs (probes/verify.py)
     journal.jsonl          the pin journal (target, before, requested, after, time, state)
     screenshots/NAME.png|svg
     notes.md
@@ -50,6 +51,7 @@ JOURNAL = "journal.jsonl"
 NOTES = "notes.md"
 PROBES = "probes/"
 SCREENSHOTS = "screenshots/"
+VERIFY = "verify/"
 
 # Bounds on what one session may unpack to. A 112-CPU machine snapshot is ~19,000 members and
 # ~10 MB uncompressed; these leave two orders of magnitude of room and stop a zip bomb.
@@ -59,6 +61,7 @@ MAX_MEMBER_BYTES = 512 * 1024 ** 2
 
 _SCREENSHOT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.(png|svg)$")
 _PROBE_MEMBER = re.compile(r"^probes/([0-9]{1,6})\.(json|hlog)$")
+_VERIFY_MEMBER = re.compile(r"^verify/([0-9]{1,6})\.json$")
 
 
 class SessionError(CoremapError):
@@ -83,6 +86,7 @@ class Session:
     journal: list[dict] = field(default_factory=list)
     screenshots: dict[str, bytes] = field(default_factory=dict)
     notes: str = ""
+    verifications: list[dict] = field(default_factory=list)     # before / after runs of quiet CPUs
     host: str = ""
     created: str = ""
     coremap_version: str = app.__version__
@@ -197,6 +201,8 @@ def save_session(path: str | os.PathLike, session: Session) -> None:
                     if probe.hlog is not None:
                         put(f"{PROBES}{n}.hlog", probe.hlog)
                 put(JOURNAL, _jsonl(session.journal))
+                for n, v in enumerate(session.verifications, 1):
+                    put(f"{VERIFY}{n}.json", json.dumps(v, indent=1, sort_keys=True).encode())
                 for name, data in sorted(session.screenshots.items()):
                     put(SCREENSHOTS + name, data)
                 put(NOTES, session.notes.encode())
@@ -406,6 +412,7 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
                 coremap_version=str(manifest.get("coremap", "")), source=path)
     probe_json: dict[int, dict] = {}
     probe_hlog: dict[int, bytes] = {}
+    verifications: dict[int, dict] = {}
     machine_members = []
     for zi in infos:
         name = zi.filename
@@ -435,16 +442,58 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
                 probe_json[n] = obj
             else:
                 probe_hlog[n] = data
+        elif (m := _VERIFY_MEMBER.match(name)):
+            verifications[int(m.group(1))] = check_verification(path, name, _read(path, zf, zi))
         # Other members (written by a later format-1 coremap) are ignored, not extracted.
     orphans = sorted(set(probe_hlog) - set(probe_json))
     if orphans:
         raise _refuse(path, f"probes/{orphans[0]}.hlog has no probes/{orphans[0]}.json (the file is damaged)")
     s.probes = [ProbeRecord(probe_json[n], probe_hlog.get(n)) for n in sorted(probe_json)]
+    s.verifications = [verifications[n] for n in sorted(verifications)]
     if machine_members:
         tmp, s.machine_dir = _extract_machine(path, zf, machine_members, links)
         # Removed by close(), or when the Session is collected, or at interpreter exit.
         s._cleanup = weakref.finalize(s, shutil.rmtree, str(tmp), True)
     return s
+
+
+def check_verification(path: Path, name: str, data: bytes) -> dict:
+    """A verify/<n>.json member as the report reads it, or a refusal: the fields the report uses must
+    have their types (a list of CPU numbers, the two sides with their figures and buckets, the runs)."""
+    try:
+        v = json.loads(data)
+    except (ValueError, RecursionError):
+        raise _refuse(path, f"{name} is not JSON (the file is damaged)") from None
+    if not valid_verification(v):
+        raise _refuse(path, f"{name} is not a verification of quiet CPUs (the file is damaged)")
+    return v
+
+
+def valid_verification(v) -> bool:
+    """Whether `v` has the shape probes/verify.py VerifyPlan.result() writes (what the report reads)."""
+    def num(x):
+        return x is None or (type(x) in (int, float) and x == x and abs(x) < 1e18)
+
+    def side(d):
+        return (isinstance(d, dict) and num(d.get("gaps10_per_s")) and num(d.get("lost_share"))
+                and num(d.get("sampled_seconds")) and isinstance(d.get("buckets"), list)
+                and all(isinstance(b, dict) and all(type(b.get(k)) is int for k in ("lo_ns", "hi_ns", "count"))
+                        for b in d["buckets"])
+                and isinstance(d.get("gaps_per_cpu_hour", []), list)
+                and all(isinstance(r, dict) and type(r.get("lo_ns")) is int and type(r.get("count")) is int
+                        and (r.get("hi_ns") is None or type(r.get("hi_ns")) is int) and num(r.get("per_hour"))
+                        for r in d.get("gaps_per_cpu_hour", []))
+                and (d.get("attribution") is None or isinstance(d.get("attribution"), dict)))
+
+    return (isinstance(v, dict) and v.get("kind") == "verify" and isinstance(v.get("cpus"), list)
+            and 0 < len(v["cpus"]) <= 65536 and all(type(c) is int and 0 <= c < 65536 for c in v["cpus"])
+            and num(v.get("seconds")) and type(v.get("pairs")) is int and side(v.get("before"))
+            and side(v.get("after")) and isinstance(v.get("runs"), list)
+            and all(isinstance(r, dict) and type(r.get("pair")) is int and type(r.get("quiet")) is bool
+                    and num(r.get("gaps10_per_s")) and num(r.get("lost_share")) for r in v["runs"])
+            and isinstance(v.get("ratio", {}), dict) and all(num(x) for x in v.get("ratio", {}).values())
+            and isinstance(v.get("outcomes", {}), dict)
+            and all(isinstance(x, str) for x in v.get("outcomes", {}).values()))
 
 
 def _extract_machine(path: Path, zf: zipfile.ZipFile, members: list, links: dict):

@@ -1,5 +1,5 @@
-"""The pictures of a report: the grid coloured by IRQ load and a plot per probe result (and one of
-all of them), rendered offscreen (widgets/pictures.py) and put into the ReportData that
+"""The pictures of a report: the grid coloured by IRQ load, a plot per probe result (and one of
+all of them) and one of each verification's before and after, rendered offscreen (widgets/pictures.py) and put into the ReportData that
 app/report.py turns into HTML."""
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ def add_images(report: ReportData, *, state: MachineState | None = None, root: S
         png = render_probe_plot([p.result for p in report.probes],
                                 labels=[f"{i}. {p.title}" for i, p in enumerate(report.probes, 1)])
         report.comparison_plot = Image(png, "image/png", *_png_size(png))
+    for v in report.verifications:
+        sides = [v.result["before"], v.result["after"]]
+        png = render_probe_plot(sides, labels=[s.get("label", "") for s in sides])
+        v.plot = Image(png, "image/png", *_png_size(png))
     return report
 
 

@@ -35,6 +35,8 @@ def register(subparsers) -> None:
     p.add_argument("--probe", metavar="RESULT.json", action="append", default=[],
                    help="add a probe result (the JSON object `coremap probe --json` prints); repeatable")
     p.add_argument("--notes", metavar="FILE.md", help="add these notes (text) to the report")
+    p.add_argument("--verify", metavar="FILE.json", action="append", default=[],
+                   help="add a before / after verification of quiet CPUs (`coremap verify --out`); repeatable")
     p.set_defaults(func=run)
 
 
@@ -61,6 +63,24 @@ def _read_probe_results(paths: list[str]) -> list[dict]:
     return out
 
 
+def _read_verifications(paths: list[str]) -> list[dict]:
+    # imported here: only a report with --verify reads one
+    from app.session import valid_verification
+    out = []
+    for p in paths:
+        text = read_input_text(p, what="--verify", limit=PROBE_RESULT_LIMIT,
+                               hint="give the file `coremap verify --out` wrote")
+        try:
+            v = json.loads(text)
+        except (ValueError, RecursionError):
+            v = None
+        if not valid_verification(v):
+            raise ReportArgumentError(f"--verify {p}: not a verification of quiet CPUs; give the file "
+                                      "`coremap verify --out` wrote")
+        out.append(v)
+    return out
+
+
 def run(args) -> int:
     out = Path(args.out)
     kind = out.suffix.lower()
@@ -71,11 +91,12 @@ def run(args) -> int:
     if session_path and root_path:
         raise ReportArgumentError("--root and --session both given: report on one machine at a time")
     probes = _read_probe_results(args.probe)
+    verifications = _read_verifications(args.verify)
     notes = ""
     if args.notes:
         notes = read_input_text(args.notes, what="--notes", limit=NOTES_LIMIT, hint="give a text file")
 
-    from app.report import (PDF_IMAGE_WIDTH, ProbeSection, build_report_html, report_from_root,
+    from app.report import (PDF_IMAGE_WIDTH, ProbeSection, VerifySection, build_report_html, report_from_root,
                             report_from_session)
     session = None
     if session_path:
@@ -85,12 +106,13 @@ def run(args) -> int:
         if session is not None:
             data = report_from_session(session)
             data.probes += [ProbeSection(p) for p in probes]
+            data.verifications += [VerifySection(v) for v in verifications]
             if notes:
                 data.notes = (data.notes + "\n\n" + notes) if data.notes.strip() else notes
             root = session.root
         else:
             root = root_of(args)
-            data = report_from_root(root, probes=probes, notes=notes)
+            data = report_from_root(root, probes=probes, notes=notes, verifications=verifications)
         ensure_headless_qt()
         from widgets.report_images import add_images
         add_images(data, root=root)
@@ -105,5 +127,6 @@ def run(args) -> int:
         if session is not None:
             session.close()
     print(f"{out}: report on {data.host} ({data.cpu_count} CPUs; {data.rate_note}; "
-          f"{len(data.irqs)} IRQs, {len(data.pins)} pins, {len(data.probes)} probe runs)")
+          f"{len(data.irqs)} IRQs, {len(data.pins)} pins, {len(data.probes)} probe runs"
+          + (f", {len(data.verifications)} before / after verifications" if data.verifications else "") + ")")
     return 0
