@@ -39,6 +39,9 @@ from app.sysroot import SysRoot, valid_netdev
 
 # Groups of the preview, in the order they are shown.
 GROUPS = (("irq", "IRQs"), ("thread", "threads"), ("kthread", "kernel threads"), ("mask", "masks"))
+# Refusals that are the kernel's design, not a failure of an isolate (listed, not an error); "gone":
+# the thread exited between the preview and the write.
+UNMOVABLE_CODES = ("kthread", "managed", "cpuset", "gone", "trimmed")
 # Why a target stays: code -> what a count of them is called in a sentence.
 STAY_WORDS = {"kthread": "per-CPU kernel threads", "managed": "managed IRQs", "cpuset": "limited by their cpuset",
               "pinned": "pinned there by you", "name": "odd device names", "unreadable": "unreadable"}
@@ -142,6 +145,11 @@ def apply_preview(service: AffinityService, preview: QuietPreview) -> list[PinRe
     if not preview.moves:
         return []
     return service.apply_each(preview.pairs(), origin=preview.action, quiet=(preview.action, preview.cpus))
+
+
+def failed_results(results: list[PinResult]) -> list[PinResult]:
+    """The writes of an isolate or include that failed for a reason other than the kernel's design."""
+    return [r for r in results if not r.ok and r.code not in UNMOVABLE_CODES]
 
 
 def outcome_sentence(preview: QuietPreview, results: list[PinResult]) -> str:

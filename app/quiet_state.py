@@ -68,9 +68,10 @@ class QuietState:
                 "(pin only your latency-critical threads there)")
 
 
-def read_quiet_state(service: AffinityService) -> QuietState:
-    """What is quiet on `service`'s machine now, from its journal."""
-    history = service.history()
+def read_quiet_state(service: AffinityService, history=None) -> QuietState:
+    """What is quiet on `service`'s machine now, from its journal (`history`: service.history(),
+    when the caller has it already)."""
+    history = history if history is not None else service.history()
     effect = history.in_effect()                 # user's batch -> batch holding its writes now
     events = {q.id: q for q in service.journal.quiet_events() if q.root == service.root_key}
     quiet: set[int] = set()

@@ -15,9 +15,6 @@ from dataclasses import asdict
 from app.cli.common import add_json_arguments, add_root_argument, write_json
 from app.cli.pin import affinity_service
 
-# Refusals that are the kernel's design, not a failure of the isolate: listed, exit status 0.
-BY_DESIGN = ("kthread", "managed", "cpuset", "gone", "trimmed")
-
 
 def register(subparsers) -> None:
     for name, text in (("isolate", "make CPUs quiet: move every movable IRQ, thread and mask off them"),
@@ -32,7 +29,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     # imported here: the quiet model reads every thread and IRQ, and every command registers this one
-    from app.quiet import (apply_preview, outcome_sentence, preview_include, preview_isolate,
+    from app.quiet import (apply_preview, failed_results, outcome_sentence, preview_include, preview_isolate,
                            preview_text)
     service = affinity_service(args)
     preview = (preview_isolate if args.action == "isolate" else preview_include)(service, args.cpus)
@@ -43,7 +40,7 @@ def run(args) -> int:
             print(preview_text(preview))
         return 0
     results = apply_preview(service, preview)
-    failed = [r for r in results if not r.ok and r.code not in BY_DESIGN]
+    failed = failed_results(results)
     if args.json:
         write_json({"preview": asdict(preview), "results": [asdict(r) for r in results],
                     "outcome": outcome_sentence(preview, results)}, args)
