@@ -217,11 +217,11 @@ class Guard:
             self._threads = [x for x in self._threads if x is not w]
             self._cursor %= max(1, len(self._threads))
             return
-        if self._reported.get(key) == found:
-            return
+        reapply = self.service.journal.policies().get(w.batch, self.reapply_default)
+        if self._reported.get(key) == found and not (reapply and not self._limited(key)):
+            return          # said already (a pin switched to re-apply since is written back now)
         self._reported[key] = found
         who = self._who(w, found)
-        reapply = self.service.journal.policies().get(w.batch, self.reapply_default)
         action, message = "reported", ""
         if reapply:
             action, message = self._reapply(w, key, who)
@@ -235,18 +235,23 @@ class Guard:
             pass        # a journal that cannot be written any more still lets the report be shown
         out.events.append(ev)
 
-    def _reapply(self, w: _Watch, key, who: str) -> tuple[str, str]:
+    def _limited(self, key) -> bool:
+        """Whether `key` was re-applied REAPPLY_LIMIT times within the last REAPPLY_WINDOW_S."""
         now = self._clock()
         recent = self._reapplied.setdefault(key, deque())
         while recent and now - recent[0] > REAPPLY_WINDOW_S:
             recent.popleft()
-        if len(recent) >= REAPPLY_LIMIT:
+        return len(recent) >= REAPPLY_LIMIT
+
+    def _reapply(self, w: _Watch, key, who: str) -> tuple[str, str]:
+        recent = self._reapplied.setdefault(key, deque())
+        if self._limited(key):
             return "limited", (f"re-applied {len(recent)} times in {REAPPLY_WINDOW_S:.0f} s; reporting only now: "
                                + self.fix_hint(w.target, who))
         [r] = self.service.apply_each([(w.target, tuple(sorted(w.expected)))], origin=GUARD_ORIGIN)
         if not (r.ok or r.code == "trimmed"):
             return "failed", r.line()
-        recent.append(now)
+        recent.append(self._clock())
         self._counts[key] = self._counts.get(key, 0) + 1
         self._reported.pop(key, None)        # the same change again is news again
         return "reapplied", ""
