@@ -243,6 +243,7 @@ def _add_probes(window: MainWindow) -> tuple[ProbePanel, QDockWidget]:
     window.thread_dock.raise_()
     window.menuBar().addMenu(panel.menu)
     window.topology_view.cpu_selected.connect(panel.set_cpu)
+    window.pin_controller.quiet_changed.connect(panel.set_quiet_cpus)
     window.state_applied.connect(panel.set_state)
     window.closing.connect(panel.cancel)
     return panel, dock

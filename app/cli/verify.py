@@ -52,14 +52,15 @@ def run(args) -> int:
     plan = VerifyPlan(cpus, args.seconds, args.pairs, args.attribute)
     was_quiet = set(cpus) <= set(read_quiet_state(service).cpus)
     own = OwnAffinityGuard(service.root)
+    own.lent = frozenset(cpus)  # made quiet between runs, this process with the rest: a probe may go there
     own.exclude(cpus)           # this process stays off the measured CPUs on both sides alike
     try:
         for pair, quiet in plan.steps():
             _toggle(service, plan, cpus, quiet)
             for job in plan.jobs():
-                own.restore()    # the child inherits the full mask, so it may pin itself to its CPU
-                probe = ProbeRun.start(job.probe, job.args)
-                own.exclude(cpus)
+                with own.spawning(job.cpus):       # the child inherits its CPU and pins itself there
+                    probe = ProbeRun.start(job.probe, job.args)
+                own.exclude(cpus)                  # and the reader threads it started stay off it
                 try:
                     probe.wait()
                 except (KeyboardInterrupt, SystemExit):      # Ctrl+C, SIGTERM/SIGHUP: stop the child too

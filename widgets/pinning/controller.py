@@ -71,6 +71,7 @@ class PinController(QObject):
     """
 
     results_shown = Signal(list)       # the PinResults just shown in the result line
+    quiet_changed = Signal(tuple)      # the CPUs an isolate in effect made quiet, when they change
 
     def __init__(self, grid: TopologyView, sources: Iterable[QAbstractItemView], menu: QMenu,
                  status_bar: QStatusBar, state_applied: SignalInstance, parent: QObject | None = None):
@@ -257,7 +258,7 @@ class PinController(QObject):
         if s is None:
             self._journal_token = None
             self.journal_widget.set_entries([])
-            self.grid.set_quiet_cpus(())
+            self._set_quiet(())
             for a in (self.undo_action, self.redo_action, self.restore_action):
                 a.setEnabled(False)
             return
@@ -273,7 +274,12 @@ class PinController(QObject):
         self.undo_action.setEnabled(bool(history.undo))
         self.redo_action.setEnabled(bool(history.redo))
         self.restore_action.setEnabled(bool(s.journal.unrestored(s.root_key)))
-        self.grid.set_quiet_cpus(read_quiet_state(s, history).cpus)
+        self._set_quiet(read_quiet_state(s, history).cpus)
+
+    def _set_quiet(self, cpus: tuple[int, ...]) -> None:
+        if tuple(cpus) != self.grid.quiet_cpus:
+            self.grid.set_quiet_cpus(cpus)
+            self.quiet_changed.emit(tuple(cpus))
 
     def _on_journal_widget_policy_requested(self, batch: int, reapply: bool) -> None:
         s = self.service

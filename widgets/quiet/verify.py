@@ -50,6 +50,8 @@ class VerifyRunner(QObject):
         if self.running:
             raise CoremapError("a verification is running; cancel it or wait for it to end")
         self.plan = VerifyPlan(tuple(sorted(cpus)), seconds, pairs, attribute)
+        # The probed CPUs are made quiet between runs, coremap's own threads moved off them with the rest.
+        self.controller.guard.lent = frozenset(self.plan.cpus)
         self._steps = self.plan.steps()
         self._was_quiet = was_quiet
         self._next_step()
