@@ -19,7 +19,7 @@ import pytest
 
 from app.affinity import AffinityService, PinRequest, PinTarget
 from app.cli.main import main
-from app.guard import REAPPLY_LIMIT, Guard, event_line
+from app.guard import CHUNK, REAPPLY_LIMIT, Guard, event_line
 from app.journal import Journal
 from app.parse.cpulist import parse_cpulist
 from app.quiet import apply_preview, preview_isolate
@@ -258,9 +258,9 @@ def test_live_a_budget_spreads_the_comparisons_and_still_finds_a_change(live_ser
         child.stdin.flush()
         tids = [int(t) for t in child.stdout.readline().split()]
         svc.apply(PinRequest((PinTarget("process", child.pid),), (1,)))
-        guard = Guard(svc, budget_s=0.0)           # the least a tick does: 64 comparisons
+        guard = Guard(svc, budget_s=0.0)           # the least a tick does: CHUNK comparisons
         tick = guard.tick()
-        assert tick.threads >= 300 and tick.checked == 64 and tick.cycle_ticks == -(-tick.threads // 64)
+        assert tick.threads >= 300 and tick.checked == CHUNK and tick.cycle_ticks == -(-tick.threads // CHUNK)
         subprocess.run(["taskset", "-p", "-c", "0-1", str(tids[-1])], check=True, capture_output=True)
         found = []
         for _ in range(tick.cycle_ticks + 1):
