@@ -79,7 +79,9 @@ class VerifyPlan:
         buckets = histogram.merge_buckets(*(r.get("buckets") or [] for r in results))
         sampled_ns = sum(f["sampled_seconds"] for f in figures) * 1e9
         summary = histogram.summary_from_buckets(buckets, sampled_ns or None)
-        attributed = [r["attribution"] for r in results if (r.get("attribution") or {}).get("available")]
+        asked = [r["attribution"] for r in results if r.get("attribution") is not None]
+        # The newest traced run's; else, when tracing was asked for and refused, the reason why.
+        attributed = [a for a in asked if a.get("available")] or asked[-1:]
         return {"probe": "jitter", "label": "quiet (after)" if quiet else "not quiet (before)",
                 "cpu": results[0].get("cpu") if results else None, "runs": len(results),
                 "gaps10_per_s": _median(f["gaps10_per_s"] for f in figures),

@@ -180,12 +180,14 @@ class CpuCellItem(QGraphicsItem):
                 badges.append(("iso", ISO_COLOR))
             if self.nohz_full:
                 badges.append(("nohz", NOHZ_COLOR))
-            # Badges sit at the right edge, below the nohz corner flag, on a white chip so they read
-            # on any cell colour.
-            y = 12.0 if self.nohz_full else 3.0
+            # Badges sit at the right edge on a white chip so they read on any cell colour.
+            # Below the nohz corner flag; with three badges the first moves left of the flag instead,
+            # so the third still ends inside the cell.
+            y = 3.0 if not self.nohz_full or len(badges) > 2 else 12.0
             for text, color in badges:
                 w = QFontMetricsF(SMALL_FONT).horizontalAdvance(text) + 4
-                chip = QRectF(CELL_W - w - 3, y, w, 10)
+                beside_flag = self.nohz_full and y < 11.0
+                chip = QRectF(CELL_W - w - (14 if beside_flag else 3), y, w, 10)
                 painter.fillRect(chip, QColor(255, 255, 255, 225))
                 painter.setPen(color)
                 painter.drawText(chip, Qt.AlignmentFlag.AlignCenter, text)
