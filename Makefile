@@ -9,28 +9,35 @@ PIP    := $(PY) -m pip
 run: syslibs-run $(VENV)/.installed
 	$(VENV)/bin/coremap $(ARGS)
 
+# The layers and the one rule first (import-linter, contracts in pyproject.toml): a wrong import fails
+# in a second, before the suite runs.
 test: syslibs-test $(VENV)/.installed-test
+	$(VENV)/bin/lint-imports --no-cache
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
 
 # Benchmarks print figures against a peer measured in the same run; never part of CI.
 bench: $(VENV)/.installed-test
 	$(PY) -m tests.benchmarks $(ARGS)
 
-# Says which Debian/Ubuntu packages Qt needs and are missing, by name, and stops.
+# The Debian/Ubuntu packages Qt (and the probes' build) need that are missing: as root they are
+# installed (apt-get update, apt-get install -y); as a user the one `sudo apt-get install` line is
+# printed and make stops.
 syslibs-run:
-	@$(PYTHON) app/syslibs.py run
+	@$(PYTHON) app/syslibs.py run --install
 syslibs-test:
-	@$(PYTHON) app/syslibs.py test
+	@$(PYTHON) app/syslibs.py test --install
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml probes/_native.c | $(VENV)/bin/python
+NATIVE := $(wildcard probes/*.c probes/*.h)
+
+$(VENV)/.installed: pyproject.toml $(NATIVE) | $(VENV)/bin/python
 	$(PIP) install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml probes/_native.c | $(VENV)/bin/python
+$(VENV)/.installed-test: pyproject.toml $(NATIVE) | $(VENV)/bin/python
 	$(PIP) install -q -e '.[test]'
 	touch $@ $(VENV)/.installed
 

@@ -254,7 +254,7 @@ def guard_from_line(obj: dict) -> GuardEvent:
                       count=_int(obj.get("count"), "count", 0, MAX_ID), message=_text(obj.get("message", ""), "message"))
 
 
-def _mark_fields(obj) -> dict:
+def mark_fields(obj) -> dict:
     """The checked fields of a "mark" line."""
     state = obj.get("state")
     if state not in STATES:
@@ -542,7 +542,7 @@ class Journal:
                 entry_id = _int(obj.get("id"), "id", 1, MAX_ID)
                 if entry_id not in self._entries:
                     raise _BadLine("mark for an unknown entry")
-                self._apply_mark(entry_id, _mark_fields(obj))
+                self._apply_mark(entry_id, mark_fields(obj))
             else:
                 raise _BadLine(f"unknown event {str(ev)[:20]!r}")
         except (ValueError, RecursionError) as e:

@@ -33,10 +33,6 @@ PDF_IMAGE_WIDTH = 640
 PERCENTILE_KEYS = ("p50", "p90", "p99", "p99.9", "max")
 
 
-class ReportError(CoremapError):
-    """A report that cannot be built from what was given."""
-
-
 @dataclass(frozen=True)
 class Image:
     data: bytes
@@ -380,7 +376,8 @@ def _img(image: Image, alt: str, width: int | None = None) -> str:
 
 
 def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
-    """The whole report as one self-contained HTML document (see module docstring)."""
+    """The whole report as one self-contained HTML document (see module docstring): one section
+    after the other, each written by its own function into the same list of lines."""
     r = report
     out: list[str] = []
     w = out.append
@@ -390,13 +387,35 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
     w(f"<h1>coremap report: {_e(r.host)}</h1>")
     w(f'<p class="muted">Source: <span class="mono">{_e(r.source)}</span> · written {_e(r.created)} '
       f"by coremap {_e(app.__version__)}</p>")
+    _machine_html(w, r)
+    _topology_html(w, r, image_width)
+    _irqs_html(w, r)
+    _pins_html(w, r)
+    _probes_html(w, r, image_width)
+    for v in r.verifications:
+        _verify_html(w, v, image_width)
+    if r.extra_images:
+        w("<h2>Screenshots</h2>")
+        for name, img in r.extra_images:
+            w(f"<h3>{_e(name)}</h3><p>{_img(img, name, min(image_width, img.width or image_width))}</p>")
+    w("<h2>Notes</h2>")
+    if r.notes.strip():
+        w(f'<div class="notes">{_e(r.notes)}</div>')
+    else:
+        w('<p class="muted">No notes.</p>')
+    w("</body></html>\n")
+    return "\n".join(out)
 
+
+def _machine_html(w, r: ReportData) -> None:
     w("<h2>Machine</h2><table>")
     for label, value in r.facts:
         cls = ' class="mono"' if label == "Command line" else ""
         w(f"<tr><th>{_e(label)}</th><td{cls}>{_e(value)}</td></tr>")
     w("</table>")
 
+
+def _topology_html(w, r: ReportData, image_width: int) -> None:
     w("<h2>Topology, coloured by IRQ load</h2>")
     if r.totals:
         w(f'<p class="warn">{_e(r.rate_note)}.</p>')
@@ -407,82 +426,77 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
     else:
         w('<p class="muted">No picture of the grid in this report.</p>')
 
+
+def _irqs_html(w, r: ReportData) -> None:
     unit = "count since boot" if r.totals else "rate"
     w("<h2>Busiest IRQs</h2>")
-    if r.irqs:
-        w(f"<table><tr><th>IRQ</th><th>Device / queue</th><th>{_e(unit.capitalize())}</th>"
-          "<th>Top CPUs (share)</th><th>Requested → effective</th></tr>")
-        for l in r.irqs:
-            tops = ", ".join(f"{c} ({_share(s)})" for c, s in l.top_cpus)
-            w(f'<tr><td class="num">{_e(l.irq)}</td><td>{_e(l.device or "–")}</td>'
-              f'<td class="num">{_e(fmt_rate(l.rate, r.totals))}</td><td>{_e(tops)}</td>'
-              f'<td class="mono">{_e(format_change(l.requested, l.effective))}</td></tr>')
-        w("</table>")
-    else:
+    if not r.irqs:
         w('<p class="muted">No device interrupts in this capture.</p>')
+        return
+    w(f"<table><tr><th>IRQ</th><th>Device / queue</th><th>{_e(unit.capitalize())}</th>"
+      "<th>Top CPUs (share)</th><th>Requested → effective</th></tr>")
+    for l in r.irqs:
+        tops = ", ".join(f"{c} ({_share(s)})" for c, s in l.top_cpus)
+        w(f'<tr><td class="num">{_e(l.irq)}</td><td>{_e(l.device or "–")}</td>'
+          f'<td class="num">{_e(fmt_rate(l.rate, r.totals))}</td><td>{_e(tops)}</td>'
+          f'<td class="mono">{_e(format_change(l.requested, l.effective))}</td></tr>')
+    w("</table>")
 
+
+def _pins_html(w, r: ReportData) -> None:
     w("<h2>Pins made</h2>")
-    if r.pins:
-        w("<table><tr><th>Target</th><th>Before → after</th><th>Requested</th><th>Result</th><th>When</th></tr>")
-        for p in r.pins:
-            w(f'<tr><td>{_e(p.target)}</td><td class="mono">{_e(format_change(p.before, p.after))}</td>'
-              f'<td class="mono">{_e(format_cpus(p.requested))}</td><td>{_e(p.result)}</td>'
-              f"<td>{_e(_fmt_time(p.time))}</td></tr>")
-        w("</table>")
-    else:
+    if not r.pins:
         w('<p class="muted">No pins were made.</p>')
+        return
+    w("<table><tr><th>Target</th><th>Before → after</th><th>Requested</th><th>Result</th><th>When</th></tr>")
+    for p in r.pins:
+        w(f'<tr><td>{_e(p.target)}</td><td class="mono">{_e(format_change(p.before, p.after))}</td>'
+          f'<td class="mono">{_e(format_cpus(p.requested))}</td><td>{_e(p.result)}</td>'
+          f"<td>{_e(_fmt_time(p.time))}</td></tr>")
+    w("</table>")
 
+
+def _probes_html(w, r: ReportData, image_width: int) -> None:
+    """The runs side by side (when more than one), then each run with its plot and gaps."""
     w("<h2>Probes</h2>")
-    if r.probes:
-        if len(r.probes) > 1:
-            w("<h3>Runs side by side</h3>")
-            if r.comparison_plot is not None:
-                w(f"<p>{_img(r.comparison_plot, 'probe runs compared', min(image_width, r.comparison_plot.width or image_width))}</p>")
-            w("<table><tr><th>Run</th>" + "".join(f"<th>{_e(k)}</th>" for k in PERCENTILE_KEYS)
-              + "<th>Sampled</th><th>Duty</th></tr>")
-            for i, p in enumerate(r.probes, 1):
-                pct = p.result.get("percentiles") or {}
-                w(f"<tr><td>{i}. {_e(p.title)}</td>"
-                  + "".join(f'<td class="num">{_e(format_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS)
-                  + f'<td class="num">{_e(_secs(p.result.get("sampled_seconds")))}</td>'
-                  f'<td class="num">{_e(_pct(p.result.get("achieved_duty")))}</td></tr>')
-            w("</table>")
-        for i, p in enumerate(r.probes, 1):
-            res = p.result
-            w(f"<h3>{i}. {_e(p.title)}</h3>")
-            bits = []
-            if res.get("loop_ns") is not None:
-                bits.append(f"loop {float(res['loop_ns']):.1f} ns")
-            if res.get("sampled_seconds") is not None:
-                bits.append(f"sampled {_secs(res['sampled_seconds'])}")
-            if res.get("achieved_duty") is not None:
-                bits.append(f"duty {_pct(res['achieved_duty'])}")
-            if bits:
-                w(f'<p class="muted">{_e(" · ".join(bits))}</p>')
-            if p.plot is not None:
-                w(f"<p>{_img(p.plot, 'gap lengths, count per CPU-hour', min(image_width, p.plot.width or image_width))}</p>")
-            pct = res.get("percentiles") or {}
-            w("<table><tr>" + "".join(f"<th>{_e(k)}</th>" for k in PERCENTILE_KEYS) + "</tr><tr>"
-              + "".join(f'<td class="num">{_e(format_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS) + "</tr></table>")
-            _attribution_html(w, res.get("attribution"))
-    else:
+    if not r.probes:
         w('<p class="muted">No probe was run.</p>')
+        return
+    if len(r.probes) > 1:
+        w("<h3>Runs side by side</h3>")
+        if r.comparison_plot is not None:
+            w(f"<p>{_img(r.comparison_plot, 'probe runs compared', min(image_width, r.comparison_plot.width or image_width))}</p>")
+        w("<table><tr><th>Run</th>" + "".join(f"<th>{_e(k)}</th>" for k in PERCENTILE_KEYS)
+          + "<th>Sampled</th><th>Duty</th></tr>")
+        for i, p in enumerate(r.probes, 1):
+            pct = p.result.get("percentiles") or {}
+            w(f"<tr><td>{i}. {_e(p.title)}</td>"
+              + "".join(f'<td class="num">{_e(format_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS)
+              + f'<td class="num">{_e(_secs(p.result.get("sampled_seconds")))}</td>'
+              f'<td class="num">{_e(_pct(p.result.get("achieved_duty")))}</td></tr>')
+        w("</table>")
+    for i, p in enumerate(r.probes, 1):
+        _probe_run_html(w, i, p, image_width)
 
-    for v in r.verifications:
-        _verify_html(w, v, image_width)
 
-    if r.extra_images:
-        w("<h2>Screenshots</h2>")
-        for name, img in r.extra_images:
-            w(f"<h3>{_e(name)}</h3><p>{_img(img, name, min(image_width, img.width or image_width))}</p>")
-
-    w("<h2>Notes</h2>")
-    if r.notes.strip():
-        w(f'<div class="notes">{_e(r.notes)}</div>')
-    else:
-        w('<p class="muted">No notes.</p>')
-    w("</body></html>\n")
-    return "\n".join(out)
+def _probe_run_html(w, i: int, p: ProbeSection, image_width: int) -> None:
+    res = p.result
+    w(f"<h3>{i}. {_e(p.title)}</h3>")
+    bits = []
+    if res.get("loop_ns") is not None:
+        bits.append(f"loop {float(res['loop_ns']):.1f} ns")
+    if res.get("sampled_seconds") is not None:
+        bits.append(f"sampled {_secs(res['sampled_seconds'])}")
+    if res.get("achieved_duty") is not None:
+        bits.append(f"duty {_pct(res['achieved_duty'])}")
+    if bits:
+        w(f'<p class="muted">{_e(" · ".join(bits))}</p>')
+    if p.plot is not None:
+        w(f"<p>{_img(p.plot, 'gap lengths, count per CPU-hour', min(image_width, p.plot.width or image_width))}</p>")
+    pct = res.get("percentiles") or {}
+    w("<table><tr>" + "".join(f"<th>{_e(k)}</th>" for k in PERCENTILE_KEYS) + "</tr><tr>"
+      + "".join(f'<td class="num">{_e(format_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS) + "</tr></table>")
+    _attribution_html(w, res.get("attribution"))
 
 
 def _verify_html(w, section: VerifySection, image_width: int) -> None:

@@ -41,6 +41,7 @@ import app
 from app.atomic import atomic_writer
 from app.errors import CoremapError
 from app.statedir import state_dir
+from app.results import clean_history, clean_journal_rows, clean_probe_result, clean_verification
 from app.sysroot import SysRoot
 
 FORMAT = 1
@@ -91,6 +92,7 @@ class Session:
     created: str = ""
     coremap_version: str = app.__version__
     source: Path | None = None            # the file it was opened from
+    problems: list[str] = field(default_factory=list)   # what opening left out (app/results.py)
     _cleanup: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -399,7 +401,7 @@ def _jsonl_rows(path: Path, name: str, data: bytes) -> list[dict]:
             continue
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise _refuse(path, f"{name} line {n} is not JSON (the file is damaged)") from None
         if not isinstance(row, dict):
             raise _refuse(path, f"{name} line {n} is not a JSON object (the file is damaged)")
@@ -419,9 +421,11 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
         if name.startswith(MACHINE):
             machine_members.append(zi)
         elif name == HISTORY:
-            s.history = _jsonl_rows(path, name, _read(path, zf, zi))
+            s.history, notes = clean_history(_jsonl_rows(path, name, _read(path, zf, zi)), HISTORY)
+            s.problems += notes
         elif name == JOURNAL:
-            s.journal = _jsonl_rows(path, name, _read(path, zf, zi))
+            s.journal, notes = clean_journal_rows(_jsonl_rows(path, name, _read(path, zf, zi)), JOURNAL)
+            s.problems += notes
         elif name == NOTES:
             s.notes = _read(path, zf, zi).decode("utf-8", "replace")
         elif name.startswith(SCREENSHOTS) and not zi.is_dir():
@@ -435,15 +439,25 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
             if kind == "json":
                 try:
                     obj = json.loads(data)
-                except ValueError:
+                except (ValueError, RecursionError):
                     raise _refuse(path, f"{name} is not JSON (the file is damaged)") from None
-                if not isinstance(obj, dict):
+                clean, notes = clean_probe_result(obj, name)
+                if clean is None:
                     raise _refuse(path, f"{name} is not a probe result object (the file is damaged)")
-                probe_json[n] = obj
+                s.problems += notes
+                probe_json[n] = clean
             else:
                 probe_hlog[n] = data
         elif (m := _VERIFY_MEMBER.match(name)):
-            verifications[int(m.group(1))] = check_verification(path, name, _read(path, zf, zi))
+            try:
+                obj = json.loads(_read(path, zf, zi))
+            except (ValueError, RecursionError):
+                raise _refuse(path, f"{name} is not JSON (the file is damaged)") from None
+            clean, notes = clean_verification(obj, name)
+            if clean is None:
+                raise _refuse(path, f"{name} is not a verification of quiet CPUs (the file is damaged)")
+            s.problems += notes
+            verifications[int(m.group(1))] = clean
         # Other members (written by a later format-1 coremap) are ignored, not extracted.
     orphans = sorted(set(probe_hlog) - set(probe_json))
     if orphans:
@@ -455,45 +469,6 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
         # Removed by close(), or when the Session is collected, or at interpreter exit.
         s._cleanup = weakref.finalize(s, shutil.rmtree, str(tmp), True)
     return s
-
-
-def check_verification(path: Path, name: str, data: bytes) -> dict:
-    """A verify/<n>.json member as the report reads it, or a refusal: the fields the report uses must
-    have their types (a list of CPU numbers, the two sides with their figures and buckets, the runs)."""
-    try:
-        v = json.loads(data)
-    except (ValueError, RecursionError):
-        raise _refuse(path, f"{name} is not JSON (the file is damaged)") from None
-    if not valid_verification(v):
-        raise _refuse(path, f"{name} is not a verification of quiet CPUs (the file is damaged)")
-    return v
-
-
-def valid_verification(v) -> bool:
-    """Whether `v` has the shape probes/verify.py VerifyPlan.result() writes (what the report reads)."""
-    def num(x):
-        return x is None or (type(x) in (int, float) and x == x and abs(x) < 1e18)
-
-    def side(d):
-        return (isinstance(d, dict) and num(d.get("gaps10_per_s")) and num(d.get("lost_share"))
-                and num(d.get("sampled_seconds")) and isinstance(d.get("buckets"), list)
-                and all(isinstance(b, dict) and all(type(b.get(k)) is int for k in ("lo_ns", "hi_ns", "count"))
-                        for b in d["buckets"])
-                and isinstance(d.get("gaps_per_cpu_hour", []), list)
-                and all(isinstance(r, dict) and type(r.get("lo_ns")) is int and type(r.get("count")) is int
-                        and (r.get("hi_ns") is None or type(r.get("hi_ns")) is int) and num(r.get("per_hour"))
-                        for r in d.get("gaps_per_cpu_hour", []))
-                and (d.get("attribution") is None or isinstance(d.get("attribution"), dict)))
-
-    return (isinstance(v, dict) and v.get("kind") == "verify" and isinstance(v.get("cpus"), list)
-            and 0 < len(v["cpus"]) <= 65536 and all(type(c) is int and 0 <= c < 65536 for c in v["cpus"])
-            and num(v.get("seconds")) and type(v.get("pairs")) is int and side(v.get("before"))
-            and side(v.get("after")) and isinstance(v.get("runs"), list)
-            and all(isinstance(r, dict) and type(r.get("pair")) is int and type(r.get("quiet")) is bool
-                    and num(r.get("gaps10_per_s")) and num(r.get("lost_share")) for r in v["runs"])
-            and isinstance(v.get("ratio", {}), dict) and all(num(x) for x in v.get("ratio", {}).values())
-            and isinstance(v.get("outcomes", {}), dict)
-            and all(isinstance(x, str) for x in v.get("outcomes", {}).values()))
 
 
 def _extract_machine(path: Path, zf: zipfile.ZipFile, members: list, links: dict):

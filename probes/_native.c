@@ -665,6 +665,20 @@ static const struct ev EVENTS[] = {
 };
 #define NEV (sizeof EVENTS / sizeof EVENTS[0])
 
+/* Frees the first n strings of argv and argv itself (strdup'ed copies of the command). */
+static void free_argv(char **argv, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        free(argv[i]);
+    free(argv);
+}
+
+static void close_pair(int p[2])
+{
+    close(p[0]);
+    close(p[1]);
+}
+
 static PyObject *py_count_command(PyObject *self, PyObject *args)
 {
     PyObject *argv_obj;
@@ -682,26 +696,41 @@ static PyObject *py_count_command(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < argc; i++) {
         const char *s = PyUnicode_AsUTF8(PyList_GET_ITEM(argv_obj, i));
         if (!s) {
-            free(argv);
+            free_argv(argv, i);
             return NULL;
         }
+        /* A copy the child can exec after the GIL is released (the list may change meanwhile). */
         argv[i] = strdup(s);
+        if (!argv[i]) {
+            free_argv(argv, i);
+            return PyErr_NoMemory();
+        }
     }
     int go[2], fail[2];
-    if (pipe2(go, O_CLOEXEC) != 0 || pipe2(fail, O_CLOEXEC) != 0) {
-        for (Py_ssize_t i = 0; i < argc; i++)
-            free(argv[i]);
-        free(argv);
+    if (pipe2(go, O_CLOEXEC) != 0) {
+        free_argv(argv, argc);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if (pipe2(fail, O_CLOEXEC) != 0) {
+        int e = errno;
+        close_pair(go);
+        free_argv(argv, argc);
+        errno = e;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     int fds[NEV], errs[NEV];
     uint64_t vals[NEV][3];
-    int status = 0, exec_errno = 0;
-    uint64_t wall0, wall1;
+    int status = 0, exec_errno = 0, fork_errno = 0;
+    uint64_t wall0 = 0, wall1 = 0;
     pid_t pid;
     pid_t parent = getpid();
     Py_BEGIN_ALLOW_THREADS
     pid = fork();
+    if (pid < 0) {
+        fork_errno = errno;
+        close_pair(go);
+        close_pair(fail);
+    }
     if (pid == 0) {
         char c;
         /* The counted command goes when the probe goes (killed with its parent, or cancelled):
@@ -761,11 +790,11 @@ static PyObject *py_count_command(PyObject *self, PyObject *args)
         }
     }
     Py_END_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < argc; i++)
-        free(argv[i]);
-    free(argv);
-    if (pid < 0)
+    free_argv(argv, argc);
+    if (pid < 0) {
+        errno = fork_errno;
         return PyErr_SetFromErrno(PyExc_OSError);
+    }
     if (exec_errno) {
         errno = exec_errno;
         return PyErr_SetFromErrno(PyExc_OSError);

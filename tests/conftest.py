@@ -21,9 +21,13 @@ TRACEFS = "/sys/kernel/tracing"
 def tracefs():
     """A mounted tracefs for the tests that trace for real. A freshly booted machine may not have it
     mounted (systemd mounts it on first access on some distributions, not on all): as root the
-    fixture mounts it and unmounts it at the end of the session, so the machine is left as found.
-    Skips only where mounting is impossible (not root, no tracefs in this kernel)."""
+    fixture mounts it and unmounts it at the end, so the machine is left as found. Several test
+    sessions at once (worktrees on one machine) share the mount: each holds a shared lock while it
+    runs, and only the last one out unmounts. Skips only where mounting is impossible."""
+    import fcntl
     from probes.trace import unavailable_reason
+    lock = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "coremap-tests-tracefs.lock"), "a")
+    fcntl.flock(lock, fcntl.LOCK_SH)
     mounted_here = False
     if unavailable_reason() is not None and os.geteuid() == 0 and os.path.isdir(TRACEFS) \
             and not os.path.ismount(TRACEFS):
@@ -36,4 +40,9 @@ def tracefs():
         yield TRACEFS
     finally:
         if mounted_here:
-            subprocess.run(["umount", TRACEFS], capture_output=True)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)      # nobody else is tracing
+                subprocess.run(["umount", TRACEFS], capture_output=True)
+            except BlockingIOError:
+                pass    # another session still traces: the last one out unmounts
+        lock.close()

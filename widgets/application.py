@@ -25,6 +25,7 @@ from PySide6.QtWidgets import QDockWidget, QMenu
 
 from app.atomic import check_output_path
 from app.errors import CoremapError
+from app.resources import ICON, resource_path
 from app.sampler import MAX_INTERVAL, MIN_INTERVAL, Sampler
 from app.session import Session, open_session
 from app.state import MachineState
@@ -41,7 +42,6 @@ from widgets.quiet.controller import QuietController
 from widgets.sampler_thread import SamplerThread
 from widgets.session_controller import SessionController
 
-RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 DEFAULT_SIZE = (1600, 1000)
 
 
@@ -108,7 +108,7 @@ def _application():
     app.setApplicationName("coremap")
     app.setApplicationDisplayName("coremap")
     app.setDesktopFileName("coremap")
-    icon = RESOURCES / "coremap.svg"
+    icon = resource_path(ICON)
     if icon.exists():
         app.setWindowIcon(QIcon(str(icon)))
     return app
@@ -274,6 +274,9 @@ def _show_session(window: MainWindow, session: Session) -> None:
     for v in session.verifications:
         window.quiet_controller.add_verification(v)
     window.pin_controller.set_service(None)
+    if session.problems:
+        # What opening left out of a damaged session (app/results.py), on the status line, not a dialog.
+        window.show_message(f"{session.source}: " + "; ".join(session.problems[:3]))
 
 
 # -- the window as a picture ---------------------------------------------------------------------------

@@ -12,12 +12,13 @@ import sys
 
 import app
 import app.cli
+from app.cli import desktop
 from app.cli.common import OneLineParser, bounded, take_notes
-from app.sampler import MAX_INTERVAL, MIN_INTERVAL
 from app.errors import CoremapError
+from app.sampler import MAX_INTERVAL, MIN_INTERVAL
 
 # Modules of app/cli that are not subcommands.
-_NOT_COMMANDS = {"main", "common"}
+_NOT_COMMANDS = {"main", "common", "desktop"}
 MAX_NOTES_SHOWN = 10
 
 
@@ -36,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=bounded(MIN_INTERVAL, MAX_INTERVAL), default=1.0, metavar="S",
                    help="sampling interval in seconds, 0.25-5 (default 1)")
     p.add_argument("--session", metavar="FILE", help="open a saved .coremap session")
+    p.add_argument("--install-desktop", action="store_true",
+                   help="add coremap to your desktop's menu (.desktop entry and icon under ~/.local/share) and exit")
     p.add_argument("--version", action="version", version=f"coremap {app.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(app.cli.__path__), key=lambda m: m.name):
@@ -52,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.install_desktop:
+            return desktop.run(args)
         if args.command is None:
             return _gui(args)
         return int(args.func(args) or 0)

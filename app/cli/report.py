@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from app.cli.common import add_root_argument, ensure_headless_qt, root_arg, root_of
 from app.atomic import check_output_path
 from app.errors import CoremapError
 from app.inputs import MiB, read_input_text
+from app.results import clean_probe_result, clean_verification
 
 NOTES_LIMIT = 1 * MiB              # a page of notes is kilobytes; a megabyte is a book
 PROBE_RESULT_LIMIT = 64 * MiB      # a probe's --json result with its buckets is tens of kB
@@ -56,16 +58,17 @@ def _read_probe_results(paths: list[str]) -> list[dict]:
             except (ValueError, RecursionError):
                 raise ReportArgumentError(f"--probe {p}: not JSON; give the output of `coremap probe --json`") from None
         for o in objs:
-            if not isinstance(o, dict) or "probe" not in o:
+            clean, notes = clean_probe_result(o, f"--probe {p}")
+            if clean is None:
                 raise ReportArgumentError(f"--probe {p}: not a probe result (no \"probe\" field); "
                                           "give the output of `coremap probe --json`")
-            out.append(o)
+            for n in notes:
+                print(f"coremap: note: {n}", file=sys.stderr)
+            out.append(clean)
     return out
 
 
 def _read_verifications(paths: list[str]) -> list[dict]:
-    # imported here: only a report with --verify reads one
-    from app.session import valid_verification
     out = []
     for p in paths:
         text = read_input_text(p, what="--verify", limit=PROBE_RESULT_LIMIT,
@@ -74,10 +77,13 @@ def _read_verifications(paths: list[str]) -> list[dict]:
             v = json.loads(text)
         except (ValueError, RecursionError):
             v = None
-        if not valid_verification(v):
+        clean, notes = clean_verification(v, f"--verify {p}")
+        if clean is None:
             raise ReportArgumentError(f"--verify {p}: not a verification of quiet CPUs; give the file "
                                       "`coremap verify --out` wrote")
-        out.append(v)
+        for n in notes:
+            print(f"coremap: note: {n}", file=sys.stderr)
+        out.append(clean)
     return out
 
 
@@ -102,6 +108,8 @@ def run(args) -> int:
     if session_path:
         from app.session import open_session
         session = open_session(session_path)
+        for n in session.problems:
+            print(f"coremap: note: {session_path}: {n}", file=sys.stderr)
     try:
         if session is not None:
             data = report_from_session(session)

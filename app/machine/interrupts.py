@@ -306,10 +306,8 @@ def _info(root: SysRoot, irq: str, row: InterruptRow | None, index: _DeviceIndex
 
 def _debug_irqs(root: SysRoot):
     d = root.sys("kernel", "debug", "irq", "irqs")
-    try:
-        return d if d.is_dir() else None
-    except PermissionError:
-        return None     # debugfs is 0700 root: without it `managed` is simply unknown
+    # debugfs is 0700 root: where we may not look, is_dir says False and `managed` is simply unknown
+    return d if root.is_dir(d) else None
 
 
 def read_irq_info(root: SysRoot, irq: str, row: InterruptRow | None = None) -> IrqInfo:

@@ -27,11 +27,12 @@ import time
 from dataclasses import dataclass, field
 
 from app.errors import CoremapError, ParseError
+from app.parse.task_stat import TaskFlags, parse_sched, parse_status, parse_task_stat
 from app.sysroot import SysRoot
 
 
 @dataclass(frozen=True)
-class TaskSample:
+class TaskSample(TaskFlags):
     pid: int                     # thread group id (process)
     tid: int
     comm: str
@@ -49,15 +50,6 @@ class TaskSample:
     migrations: int | None = None             # sched: se.nr_migrations (CONFIG_SCHED_DEBUG / schedstats)
     allowed: tuple[int, ...] | None = None    # status: Cpus_allowed_list
 
-    @property
-    def kthread(self) -> bool:
-        from app.parse.task_stat import PF_KTHREAD
-        return bool(self.flags & PF_KTHREAD)
-
-    @property
-    def no_setaffinity(self) -> bool:
-        from app.parse.task_stat import PF_NO_SETAFFINITY
-        return bool(self.flags & PF_NO_SETAFFINITY)
 
     @property
     def cpu_ticks(self) -> int:
@@ -156,142 +148,149 @@ class TaskReader:
 
     def sample(self, pids=None) -> ThreadsSample:
         """Every thread now (or only those of `pids`). Threads that exit while being read are skipped."""
-        base = self._base
-        full = self.detail == "full"
-        want_cmdline = self.cmdline
-        cmdlines = self._cmdlines
-        seen_keys = set()
         tasks: dict[int, TaskSample] = {}
         processes: dict[int, ProcessInfo] = {}
-        _open, _read, _close, rdonly = os.open, os.read, os.close, os.O_RDONLY
-        states = _STATES
-        make = TaskSample
-        detail_tids = self.detail_tids
-        # Allowed CPUs on the live machine from sched_getaffinity(2): ~0.4 us a thread against ~25 us
-        # for parsing task/TID/status; most threads share a handful of masks, so convert each once.
-        getaff = os.sched_getaffinity if self.live else None
+        seen_keys: set = set()
+        # Allowed CPUs: most threads share a handful of masks, so each is converted once a tick.
         masks: dict[frozenset, tuple[int, ...]] = {}
-        if pids is None:
-            try:
-                names = os.listdir(base)
-            except FileNotFoundError:
-                names = []
-        else:
-            names = [str(int(p)) for p in pids]
         reuse = self.reuse and pids is None
         kept, new_kept = self._kept, {}
         now = self._clock()
         reused = 0
-        gettime = time.clock_gettime_ns
-        for pid_s in names:
+        for pid_s in self._pid_names(pids):
             if not pid_s.isdigit():
                 continue
-            cpu_ns = None
-            if reuse:
-                pid = int(pid_s)
-                try:
-                    # The process's CPU-time clock id: MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) from
-                    # include/linux/posix-timers.h, what glibc's clock_getcpuclockid() returns.
-                    cpu_ns = gettime(((~pid) << 3) | 2)
-                except OSError:
-                    cpu_ns = None       # EINVAL: the process exited since proc/ was listed; read below skips it
-                else:
-                    k = kept.get(pid)
-                    if k is not None and k[0] == cpu_ns and now < k[1]:
-                        # None of its threads ran since k was read: k's values are still the kernel's.
-                        new_kept[pid] = k
-                        for t in k[2]:
-                            if t.tid in detail_tids:
-                                fresh = self._read_one(pid, t.tid)
-                                if fresh is not None:
-                                    t = fresh
-                            tasks[t.tid] = t
-                        reused += len(k[2])
-                        processes[pid] = k[3]
-                        if k[4] is not None:
-                            seen_keys.add(k[4])
-                        continue
-            tdir = base + pid_s + "/task/"
-            try:
-                tid_names = os.listdir(tdir)
-            except (FileNotFoundError, NotADirectoryError):
-                # The process exited between listing proc/ and here (normal churn), or a fake tree
-                # holds the process without a task/ folder: nothing per-thread to read.
-                continue
             pid = int(pid_s)
-            tids = []
-            leader = None
-            for tid_s in tid_names:
-                path = tdir + tid_s + "/stat"
-                try:
-                    fd = _open(path, rdonly)
-                    try:
-                        data = _read(fd, 4096)
-                    finally:
-                        _close(fd)
-                except _GONE:
-                    # The thread exited between listdir and open/read (ESRCH once it is reaped): normal.
+            cpu_ns = _process_cpu_ns(pid) if reuse else None
+            if cpu_ns is not None:
+                k = kept.get(pid)
+                if k is not None and k[0] == cpu_ns and now < k[1]:
+                    # None of its threads ran since k was read: k's values are still the kernel's.
+                    new_kept[pid] = k
+                    reused += self._take_kept(pid, k, tasks, processes, seen_keys)
                     continue
-                r = data.rfind(b")")
-                rest = data[r + 2:].split()
-                try:
-                    t = make(pid, int(tid_s), data[data.find(b"(") + 1:r].decode("utf-8", "replace"),
-                             states.get(rest[0]) or rest[0].decode("ascii", "replace"),
-                             int(rest[36]), int(rest[11]), int(rest[12]), int(rest[6]), int(rest[19]),
-                             int(rest[16]), int(rest[37]), int(rest[38]))
-                except (IndexError, ValueError):
-                    raise _bad_stat(path, data) from None
-                if full or t.tid in detail_tids:
-                    t = self._add_detail(t, tdir + tid_s)
-                    if t is None:
-                        continue
-                elif getaff is not None:
-                    try:
-                        m = frozenset(getaff(t.tid))
-                    except ProcessLookupError:
-                        continue        # exited since its stat was read: normal churn
-                    allowed = masks.get(m)
-                    if allowed is None:
-                        allowed = masks[m] = tuple(sorted(m))
-                    t = _with_allowed(t, allowed)
-                tasks[t.tid] = t
-                tids.append(t.tid)
-                if t.tid == pid:
-                    leader = t
+            tids = self._read_threads(pid, pid_s, tasks, masks)
             if not tids:
                 continue
-            tids.sort()
-            comm, start = (leader.comm, leader.starttime) if leader else (None, tasks[tids[0]].starttime)
-            if comm is None:
-                # The group leader exited (a zombie leader has no task entry) while its threads run on.
-                comm = _read_small(base + pid_s + "/comm")
-                if comm is None:
-                    continue
-                comm = comm.rstrip("\n")
-            cmd = ""
-            if want_cmdline:
-                key = (pid, start)
-                seen_keys.add(key)
-                cmd = cmdlines.get(key)
-                if cmd is None:
-                    cmd = _read_cmdline(base + pid_s + "/cmdline")
-                    cmdlines[key] = cmd
-            info = processes[pid] = ProcessInfo(pid, comm, cmd, tuple(tids))
+            info = self._process_info(pid, pid_s, tids, tasks, seen_keys)
+            if info is None:
+                continue
+            processes[pid] = info
             if cpu_ns is not None:
-                mine = [tasks[t] for t in tids]
+                mine = tuple(tasks[t] for t in tids)
                 if all(t.state != "R" for t in mine):
                     # Spread the forced re-reads over REUSE_SECONDS (by pid) so they do not all
                     # fall on one tick.
-                    new_kept[pid] = (cpu_ns, now + REUSE_SECONDS * (0.5 + (pid % 64) / 128),
-                                     tuple(mine), info, (pid, start) if want_cmdline else None)
+                    new_kept[pid] = (cpu_ns, now + REUSE_SECONDS * (0.5 + (pid % 64) / 128), mine, info,
+                                     (pid, _start_of(pid, tids, tasks)) if self.cmdline else None)
         if reuse:
             self._kept = new_kept
         self.reused = reused
-        if want_cmdline and pids is None:
+        if self.cmdline and pids is None:
             # Forget processes that are gone so the cache does not grow with every pid ever seen.
-            for key in [k for k in cmdlines if k not in seen_keys]:
-                del cmdlines[key]
+            for key in [k for k in self._cmdlines if k not in seen_keys]:
+                del self._cmdlines[key]
         return ThreadsSample(tasks, processes, self.clk_tck)
+
+    def _pid_names(self, pids) -> list[str]:
+        if pids is not None:
+            return [str(int(p)) for p in pids]
+        try:
+            return os.listdir(self._base)
+        except FileNotFoundError:
+            return []
+
+    def _take_kept(self, pid: int, k: tuple, tasks: dict, processes: dict, seen_keys: set) -> int:
+        """Put a reused process's last read into this sample (its detail threads read afresh);
+        returns how many threads were reused."""
+        detail_tids = self.detail_tids
+        for t in k[2]:
+            if t.tid in detail_tids:
+                fresh = self._read_one(pid, t.tid)
+                if fresh is not None:
+                    t = fresh
+            tasks[t.tid] = t
+        processes[pid] = k[3]
+        if k[4] is not None:
+            seen_keys.add(k[4])
+        return len(k[2])
+
+    def _read_threads(self, pid: int, pid_s: str, tasks: dict, masks: dict) -> list[int]:
+        """Read task/TID/stat of every thread of one process into `tasks`; their tids, sorted.
+
+        The hot loop of every tick (~2 us a thread): names are bound to locals, and only the stat
+        fields the UI shows are converted (field numbers: proc(5), fs/proc/array.c do_task_stat)."""
+        tdir = self._base + pid_s + "/task/"
+        try:
+            tid_names = os.listdir(tdir)
+        except (FileNotFoundError, NotADirectoryError):
+            # The process exited between listing proc/ and here (normal churn), or a fake tree
+            # holds the process without a task/ folder: nothing per-thread to read.
+            return []
+        _open, _read, _close, rdonly = os.open, os.read, os.close, os.O_RDONLY
+        states, make, detail_tids = _STATES, TaskSample, self.detail_tids
+        full = self.detail == "full"
+        # Allowed CPUs on the live machine from sched_getaffinity(2): ~0.4 us a thread against ~25 us
+        # for parsing task/TID/status.
+        getaff = os.sched_getaffinity if self.live else None
+        tids = []
+        for tid_s in tid_names:
+            path = tdir + tid_s + "/stat"
+            try:
+                fd = _open(path, rdonly)
+                try:
+                    data = _read(fd, 4096)
+                finally:
+                    _close(fd)
+            except _GONE:
+                # The thread exited between listdir and open/read (ESRCH once it is reaped): normal.
+                continue
+            r = data.rfind(b")")
+            rest = data[r + 2:].split()
+            try:
+                t = make(pid, int(tid_s), data[data.find(b"(") + 1:r].decode("utf-8", "replace"),
+                         states.get(rest[0]) or rest[0].decode("ascii", "replace"),
+                         int(rest[36]), int(rest[11]), int(rest[12]), int(rest[6]), int(rest[19]),
+                         int(rest[16]), int(rest[37]), int(rest[38]))
+            except (IndexError, ValueError):
+                raise _bad_stat(path, data) from None
+            if full or t.tid in detail_tids:
+                t = self._add_detail(t, tdir + tid_s)
+                if t is None:
+                    continue
+            elif getaff is not None:
+                try:
+                    m = frozenset(getaff(t.tid))
+                except ProcessLookupError:
+                    continue        # exited since its stat was read: normal churn
+                allowed = masks.get(m)
+                if allowed is None:
+                    allowed = masks[m] = tuple(sorted(m))
+                t = _with_allowed(t, allowed)
+            tasks[t.tid] = t
+            tids.append(t.tid)
+        tids.sort()
+        return tids
+
+    def _process_info(self, pid: int, pid_s: str, tids: list[int], tasks: dict,
+                      seen_keys: set) -> ProcessInfo | None:
+        """Name and command line of a process whose threads were just read; None when it is gone."""
+        leader = tasks.get(pid)
+        comm = leader.comm if leader is not None else None
+        if comm is None:
+            # The group leader exited (a zombie leader has no task entry) while its threads run on.
+            comm = _read_small(self._base + pid_s + "/comm")
+            if comm is None:
+                return None
+            comm = comm.rstrip("\n")
+        cmd = ""
+        if self.cmdline:
+            key = (pid, _start_of(pid, tids, tasks))
+            seen_keys.add(key)
+            cmd = self._cmdlines.get(key)
+            if cmd is None:
+                cmd = self._cmdlines[key] = _read_cmdline(self._base + pid_s + "/cmdline")
+        return ProcessInfo(pid, comm, cmd, tuple(tids))
 
     def _read_one(self, pid: int, tid: int, detail: bool = True) -> TaskSample | None:
         """One thread's stat (with status and sched when `detail`), parsed by the full parser; None
@@ -301,7 +300,6 @@ class TaskReader:
         data = _read_small(tpath + "/stat")
         if data is None:
             return None
-        from app.parse.task_stat import parse_task_stat
         st = parse_task_stat(data, what=tpath + "/stat")
         t = TaskSample(int(pid), st.tid, st.comm, st.state, st.processor, st.utime, st.stime, st.flags,
                        st.starttime, st.nice, st.rt_priority, st.policy)
@@ -311,7 +309,6 @@ class TaskReader:
         """t with status and sched fields; None when the thread exited meanwhile."""
         from dataclasses import replace
 
-        from app.parse.task_stat import parse_sched, parse_status
         status = _read_small(tpath + "/status")
         if status is None and self.live:
             return None        # stat was there a moment ago: the thread exited meanwhile
@@ -326,6 +323,23 @@ class TaskReader:
                        allowed=st.get("Cpus_allowed_list"))
 
 
+def _start_of(pid: int, tids: list[int], tasks: dict) -> int:
+    """A process's start time (with its pid, it names the process across pid reuse): its leader's,
+    or its first thread's when the leader has exited."""
+    leader = tasks.get(pid)
+    return (leader if leader is not None else tasks[tids[0]]).starttime
+
+
+def _process_cpu_ns(pid: int) -> int | None:
+    """The process's CPU time in ns from its CPU-time clock: MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
+    from include/linux/posix-timers.h, what glibc's clock_getcpuclockid() returns. None when it exited
+    since proc/ was listed (EINVAL): the read that follows skips it."""
+    try:
+        return time.clock_gettime_ns(((~pid) << 3) | 2)
+    except OSError:
+        return None
+
+
 def _with_allowed(t: TaskSample, allowed: tuple[int, ...]) -> TaskSample:
     # dataclasses.replace costs ~3 us; a frozen dataclass can be set once through object.__setattr__
     # while it is still private to this reader.
@@ -334,7 +348,6 @@ def _with_allowed(t: TaskSample, allowed: tuple[int, ...]) -> TaskSample:
 
 
 def _bad_stat(path: str, data: bytes) -> ParseError:
-    from app.parse.task_stat import parse_task_stat
     try:
         parse_task_stat(data, what=path)
     except ParseError as e:

@@ -275,7 +275,7 @@ def _read_online(root: SysRoot, dirs: list[int]) -> tuple[tuple[int, ...], str |
             used_flag = True
             if flag:
                 out.append(n)
-        elif root.cpu_dir(f"cpu{n}", "topology").is_dir():
+        elif root.is_dir(root.cpu_dir(f"cpu{n}", "topology")):
             out.append(n)
     how = ("no online file: online taken from each cpuN/online, and for CPUs without one, "
            "from having a topology folder") if used_flag else \
@@ -301,77 +301,108 @@ class _RawCpu:
     caches: list = field(default_factory=list)
 
 
-def _read_ids_file(root: SysRoot, d, base: str):
+# Paths below are plain strings, not pathlib: a machine with 8,192 CPUs has some 200,000 sysfs files
+# to read, and building a Path per file cost more than reading it (issue 10, "Scale").
+
+def _read_ids_file(root: SysRoot, d: str, base: str):
     """The CPUs of a `<base>_list` file, or of the `<base>` mask file where only that exists."""
-    p = d / f"{base}_list"
+    p = f"{d}/{base}_list"
     text = _text(root, p)
     if text is not None:
         return _ids(text, mask=False, path=p)
-    p = d / base
+    p = f"{d}/{base}"
     text = _text(root, p)
     if text is not None:
         return _ids(text, mask=True, path=p)
     return None
 
 
-def _read_id(root: SysRoot, path, *, cluster: bool = False) -> int | None:
-    return parse_topology_id(_text(root, path), what=str(path), cluster=cluster)
+def _read_id(root: SysRoot, path: str, *, cluster: bool = False) -> int | None:
+    return parse_topology_id(_text(root, path), what=path, cluster=cluster)
 
 
-def _read_raw_cpu(root: SysRoot, n: int, *, want_caches: bool) -> _RawCpu:
-    d = root.cpu_dir(f"cpu{n}")
+def _read_raw_cpu(root: SysRoot, n: int, *, caches_seen: dict[str, set[int]] | None) -> _RawCpu:
+    """One cpuN folder. `caches_seen` (None: read no caches) maps cache/indexK to the CPUs that an
+    earlier CPU's indexK listed in shared_cpu_list: the kernel gives every CPU that shares a cache
+    the same index for it (drivers/base/cacheinfo.c), so theirs is the cache already read and is
+    skipped. On an 8,192-CPU machine that halves the files read (an L3 is read once, not 56 times).
+    Per-core files are not shared the same way: a Bulldozer compute unit's two threads are
+    thread_siblings with different core_ids (fixture 64amd64-4s2n4ca2co)."""
+    d = f"{root.cpu_dir()}/cpu{n}"
     r = _RawCpu(n)
     entries = root.listdir(d)
-    t = d / "topology"
-    if "topology" in entries and t.is_dir():
-        r.has_topology = True
-        r.package_id = _read_id(root, t / "physical_package_id")
-        r.die_id = _read_id(root, t / "die_id")
-        r.cluster_id = _read_id(root, t / "cluster_id", cluster=True)
-        r.core_id = _read_id(root, t / "core_id")
-        # thread_siblings and core_cpus are the same mask (core_cpus is the newer name).
-        r.siblings = _read_ids_file(root, t, "thread_siblings")
-        if r.siblings is None:
-            r.siblings = _read_ids_file(root, t, "core_cpus")
-        if r.cluster_id is not None:
-            r.cluster_cpus = _read_ids_file(root, t, "cluster_cpus")
+    t = f"{d}/topology"
+    if "topology" in entries and root.is_dir(t):
+        _read_cpu_topology(root, t, r)
     if "cpu_capacity" in entries:
-        r.capacity = _int(root, d / "cpu_capacity")
+        r.capacity = _int(root, f"{d}/cpu_capacity")
     if "cpufreq" in entries:
-        f = d / "cpufreq"
-        r.fmin = _int(root, f / "cpuinfo_min_freq")
-        r.fmax = _int(root, f / "cpuinfo_max_freq")
-        r.base_khz = _int(root, f / "base_frequency")
+        r.fmin = _int(root, f"{d}/cpufreq/cpuinfo_min_freq")
+        r.fmax = _int(root, f"{d}/cpufreq/cpuinfo_max_freq")
+        r.base_khz = _int(root, f"{d}/cpufreq/base_frequency")
     r.node_links = tuple(sorted(int(m.group(1)) for m in map(_NODE_DIR.match, entries) if m))
-    if want_caches and "cache" in entries:
-        c = d / "cache"
-        for name in root.listdir(c):
+    if caches_seen is not None and "cache" in entries:
+        for name in root.listdir(f"{d}/cache"):
             if not _INDEX_DIR.match(name):
                 continue
-            i = c / name
-            level = _int(root, i / "level")
-            ctype = _line(root, i / "type")
-            size_text = _text(root, i / "size")
-            size = parse_cache_size(size_text, what=str(i / "size")) if size_text is not None else None
-            cpus = None
-            for fname, mask in (("shared_cpu_list", False), ("shared_cpu_map", True)):
-                text = _text(root, i / fname)
-                if text is not None:
-                    cpus = _ids(text, mask=mask, path=i / fname)
-                    break
-            cid = _int(root, i / "id")
-            if level is None:
+            seen = caches_seen.setdefault(name, set())
+            if n in seen:
                 continue
-            r.caches.append(Cache(level, ctype or "Unified", size, cpus or (n,), cid))
+            cache = _read_cache(root, f"{d}/cache/{name}", n)
+            if cache is not None:
+                r.caches.append(cache)
+                seen.update(cache.cpus)
     return r
 
 
-def read_topology(root: SysRoot) -> Topology:
-    notes: list[str] = []
+def _read_cpu_topology(root: SysRoot, t: str, r: _RawCpu) -> None:
+    r.has_topology = True
+    r.package_id = _read_id(root, f"{t}/physical_package_id")
+    r.die_id = _read_id(root, f"{t}/die_id")
+    r.cluster_id = _read_id(root, f"{t}/cluster_id", cluster=True)
+    r.core_id = _read_id(root, f"{t}/core_id")
+    # thread_siblings and core_cpus are the same mask (core_cpus is the newer name).
+    r.siblings = _read_ids_file(root, t, "thread_siblings")
+    if r.siblings is None:
+        r.siblings = _read_ids_file(root, t, "core_cpus")
+    if r.cluster_id is not None:
+        r.cluster_cpus = _read_ids_file(root, t, "cluster_cpus")
+
+
+def _read_cache(root: SysRoot, i: str, n: int) -> Cache | None:
+    """cpuN/cache/indexK (Documentation/ABI/testing/sysfs-devices-system-cpu); None without a level."""
+    level = _int(root, f"{i}/level")
+    ctype = _line(root, f"{i}/type")
+    size_text = _text(root, f"{i}/size")
+    size = parse_cache_size(size_text, what=f"{i}/size") if size_text is not None else None
+    cpus = None
+    for fname, mask in (("shared_cpu_list", False), ("shared_cpu_map", True)):
+        text = _text(root, f"{i}/{fname}")
+        if text is not None:
+            cpus = _ids(text, mask=mask, path=f"{i}/{fname}")
+            break
+    cid = _int(root, f"{i}/id")
+    if level is None:
+        return None
+    return Cache(level, ctype or "Unified", size, cpus or (n,), cid)
+
+
+@dataclass(frozen=True)
+class _CpuSets:
+    """Which CPUs exist and which are online, from the cpu/ folder's list files."""
+    dirs: tuple[int, ...]          # cpuN folders
+    online: tuple[int, ...]
+    possible: tuple[int, ...]
+    present: tuple[int, ...]
+    known: tuple[int, ...]         # possible | present | folders | online
+    offline: tuple[int, ...]
+
+
+def _read_cpu_sets(root: SysRoot, notes: list) -> _CpuSets:
     dirs = _cpu_dir_ids(root)
-    if not dirs and not root.cpu_dir().is_dir():
+    if not dirs and not root.is_dir(root.cpu_dir()):
         notes.append("sys/devices/system/cpu is absent: no CPU topology in this capture")
-    has_cpu_dir = bool(dirs) or root.cpu_dir().is_dir()
+    has_cpu_dir = bool(dirs) or root.is_dir(root.cpu_dir())
     online, how = _read_online(root, dirs)
     if how and has_cpu_dir:
         notes.append(how)
@@ -383,15 +414,31 @@ def read_topology(root: SysRoot) -> Topology:
         possible = tuple(sorted(set(dirs) | set(online)))
     if present is None:
         present = tuple(sorted(set(dirs) | set(online)))
-    known = sorted(set(possible) | set(present) | set(dirs) | set(online))
+    known = tuple(sorted(set(possible) | set(present) | set(dirs) | set(online)))
     online_set = set(online)
-    offline = tuple(c for c in known if c not in online_set)
+    return _CpuSets(tuple(dirs), tuple(online), tuple(possible), tuple(present), known,
+                    tuple(c for c in known if c not in online_set))
 
-    dir_set = set(dirs)
-    raw = {n: _read_raw_cpu(root, n, want_caches=n in online_set) if n in dir_set else _RawCpu(n)
-           for n in known}
 
-    # -- isolation ------------------------------------------------------------------------------
+def _read_raw_cpus(root: SysRoot, sets: _CpuSets) -> dict[int, _RawCpu]:
+    """Every known CPU's raw files; caches only for online CPUs (offline ones have none)."""
+    dir_set, online_set = set(sets.dirs), set(sets.online)
+    caches_seen: dict[str, set[int]] = {}
+    return {n: _read_raw_cpu(root, n, caches_seen=caches_seen if n in online_set else None)
+            if n in dir_set else _RawCpu(n) for n in sets.known}
+
+
+@dataclass(frozen=True)
+class _Isolation:
+    cmdline: str | None
+    isolated: tuple[int, ...]
+    nohz_full: tuple[int, ...]
+    isolcpus_flags: tuple[str, ...]
+
+
+def _read_isolation(root: SysRoot, notes: list) -> _Isolation:
+    """cpu/isolated and cpu/nohz_full, or the kernel command line's isolcpus= and nohz_full= where
+    the files are not there (worker1's capture has no cpu/isolated)."""
     cmdline_text = root.read_optional(root.proc("cmdline"))
     cmdline = cmdline_text.replace("\0", " ").strip() if cmdline_text is not None else None
     cmd = parse_cmdline_isolation(cmdline) if cmdline else None
@@ -420,11 +467,11 @@ def read_topology(root: SysRoot) -> Topology:
             notes.append("no cpu/nohz_full file: nohz_full CPUs taken from the kernel command line")
         else:
             nohz = ()
+    return _Isolation(cmdline, tuple(isolated), tuple(nohz), isolcpus_flags)
 
-    # -- NUMA nodes ------------------------------------------------------------------------------
-    nodes, cpu_node = _read_nodes(root, raw, notes)
 
-    # -- cores: union of sibling lists over online CPUs -----------------------------------------
+def _core_cpu_lists(raw: dict[int, _RawCpu], online: tuple[int, ...], notes: list) -> tuple[tuple[int, ...], ...]:
+    """Cores as the union of sibling lists over online CPUs (union-find), in CPU order."""
     parent = {c: c for c in online}
 
     def find(x):
@@ -438,102 +485,135 @@ def read_topology(root: SysRoot) -> Topology:
         notes.append(f"online CPUs {format_cpulist(missing_topology)} have no topology folder: "
                      "each is shown as its own core, package unknown")
     for c in online:
-        sib = raw[c].siblings
-        if sib:
-            for s in sib:
-                if s in parent:
-                    a, b = find(c), find(s)
-                    if a != b:
-                        parent[max(a, b)] = min(a, b)
+        for s in raw[c].siblings or ():
+            if s in parent:
+                a, b = find(c), find(s)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
     groups: dict[int, list[int]] = {}
     for c in online:
         groups.setdefault(find(c), []).append(c)
-    core_cpu_lists = sorted((tuple(sorted(v)) for v in groups.values()), key=lambda t: t[0])
+    return tuple(sorted((tuple(sorted(v)) for v in groups.values()), key=lambda t: t[0]))
 
-    # -- caches, L3 groups, clusters -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _CacheGroups:
+    caches: tuple[Cache, ...]
+    l3_groups: tuple[tuple[int, ...], ...]
+    l3_of: dict
+    clusters: tuple[tuple[int, ...], ...]
+    cluster_of: dict
+
+
+def _group_caches(raw: dict[int, _RawCpu], online: tuple[int, ...]) -> _CacheGroups:
+    """The distinct caches, the L3 groups and the clusters, and which of each a CPU belongs to."""
     caches: dict[tuple, Cache] = {}
     for c in online:
         for cache in raw[c].caches:
-            key = (cache.level, cache.type, cache.cpus)
-            caches.setdefault(key, cache)
+            caches.setdefault((cache.level, cache.type, cache.cpus), cache)
     type_order = {"Data": 0, "Instruction": 1, "Unified": 2}
     cache_list = tuple(sorted(caches.values(), key=lambda k: (k.level, type_order.get(k.type, 3), k.cpus)))
     l3_groups = tuple(sorted({k.cpus for k in cache_list if k.level == 3}, key=lambda t: t[0]))
-    l3_of = {}
-    for i, g in enumerate(l3_groups):
-        for c in g:
-            l3_of.setdefault(c, i)
     cluster_groups = tuple(sorted({raw[c].cluster_cpus for c in online if raw[c].cluster_cpus},
                                   key=lambda t: t[0]))
-    cluster_of = {}
-    for i, g in enumerate(cluster_groups):
-        for c in g:
-            cluster_of.setdefault(c, i)
+    return _CacheGroups(cache_list, l3_groups, _index_of(l3_groups), cluster_groups, _index_of(cluster_groups))
 
-    # -- kinds ------------------------------------------------------------------------------------
-    kinds, kind_source = _read_kinds(root, raw, online, caches=cache_list)
+
+def _index_of(groups) -> dict[int, int]:
+    """CPU -> index of the first group that holds it."""
+    out: dict[int, int] = {}
+    for i, g in enumerate(groups):
+        for c in g:
+            out.setdefault(c, i)
+    return out
+
+
+def _make_cpus(sets: _CpuSets, raw, cpu_node: dict, kinds: dict, iso: _Isolation,
+               groups: _CacheGroups) -> tuple[Cpu, ...]:
+    online_set = set(sets.online)
+    iso_set, nohz_set = set(iso.isolated), set(iso.nohz_full)
+    cpus = []
+    for n in sets.known:
+        r = raw[n]
+        on = n in online_set
+        sib = tuple(sorted(s for s in (r.siblings or (n,)) if s in online_set)) if on else ()
+        cpus.append(Cpu(
+            id=n, online=on, package_id=r.package_id, die_id=r.die_id,
+            cluster_id=r.cluster_id, core_id=r.core_id, node=cpu_node.get(n),
+            siblings=sib or ((n,) if on else ()), kind=kinds.get(n), capacity=r.capacity,
+            isolated=n in iso_set, nohz_full=n in nohz_set, freq_min_khz=r.fmin,
+            freq_max_khz=r.fmax, l3=groups.l3_of.get(n) if on else None,
+            cluster=groups.cluster_of.get(n) if on else None))
+    return tuple(cpus)
+
+
+def _make_packages(online: tuple[int, ...], by_id: dict, cores: list[Core]) -> tuple[Package, ...]:
+    pkg_cpus: dict = {}
+    for c in online:
+        pkg_cpus.setdefault(by_id[c].package_id, []).append(c)
+    # A core belongs to the package of its first CPU: one pass, not one scan of all cores per package.
+    cores_of: dict = {}
+    for k in cores:
+        cores_of.setdefault(by_id[k.cpus[0]].package_id, []).append(k.index)
+    packages = []
+    for i, (pid, pc) in enumerate(sorted(pkg_cpus.items(), key=lambda kv: kv[1][0])):
+        dies = tuple(sorted({by_id[c].die_id for c in pc}, key=lambda d: (d is None, d or 0)))
+        packages.append(Package(pid, i, tuple(pc), tuple(cores_of.get(pid, ())), dies))
+    return tuple(packages)
+
+
+def _read_smt_active(root: SysRoot, core_cpu_lists) -> bool | None:
+    smt_text = _line(root, root.cpu_dir("smt", "active"))
+    if smt_text in ("0", "1"):
+        return smt_text == "1"
+    if any(len(k) > 1 for k in core_cpu_lists):
+        return True
+    return None
+
+
+def read_topology(root: SysRoot) -> Topology:
+    """The machine's CPUs, cores, packages, NUMA nodes and caches, from the files the module
+    docstring lists; each step below adds to `notes` what it could not know."""
+    notes: list[str] = []
+    sets = _read_cpu_sets(root, notes)
+    online = sets.online
+    raw = _read_raw_cpus(root, sets)
+    iso = _read_isolation(root, notes)
+    nodes, cpu_node = _read_nodes(root, raw, notes)
+    core_cpu_lists = _core_cpu_lists(raw, online, notes)
+    groups = _group_caches(raw, online)
+    kinds, kind_source = _read_kinds(root, raw, online, caches=groups.caches)
     if kind_source and kind_source != "cpu_core/cpu_atom":
         notes.append(f"core kinds inferred from {kind_source}")
 
-    # -- CPUs -------------------------------------------------------------------------------------
-    iso_set, nohz_set = set(isolated), set(nohz)
-    cpus = []
-    for n in known:
-        r = raw[n]
-        sib = tuple(sorted(s for s in (r.siblings or (n,)) if s in online_set)) if n in online_set else ()
-        cpus.append(Cpu(
-            id=n, online=n in online_set, package_id=r.package_id, die_id=r.die_id,
-            cluster_id=r.cluster_id, core_id=r.core_id, node=cpu_node.get(n), siblings=sib or
-            ((n,) if n in online_set else ()), kind=kinds.get(n), capacity=r.capacity,
-            isolated=n in iso_set, nohz_full=n in nohz_set, freq_min_khz=r.fmin,
-            freq_max_khz=r.fmax, l3=l3_of.get(n) if n in online_set else None,
-            cluster=cluster_of.get(n) if n in online_set else None))
+    cpus = _make_cpus(sets, raw, cpu_node, kinds, iso, groups)
     by_id = {c.id: c for c in cpus}
-
     cores = []
     for i, cl in enumerate(core_cpu_lists):
         first = by_id[cl[0]]
         cores.append(Core(i, cl, first.core_id, first.package_id, first.die_id, first.node, first.kind))
-
-    pkg_cpus: dict = {}
-    for c in online:
-        pkg_cpus.setdefault(by_id[c].package_id, []).append(c)
-    packages = []
-    for i, (pid, pc) in enumerate(sorted(pkg_cpus.items(), key=lambda kv: kv[1][0])):
-        pcs = set(pc)
-        core_idx = tuple(k.index for k in cores if k.cpus[0] in pcs)
-        dies = tuple(sorted({by_id[c].die_id for c in pc}, key=lambda d: (d is None, d or 0)))
-        packages.append(Package(pid, i, tuple(pc), core_idx, dies))
-    if any(p.id is None for p in packages) and online and not missing_topology:
+    packages = _make_packages(online, by_id, cores)
+    if any(p.id is None for p in packages) and online and all(raw[c].has_topology for c in online):
         notes.append("physical_package_id is -1 (not known on this architecture): sockets unknown")
-
-    smt_text = _line(root, root.cpu_dir("smt", "active"))
-    if smt_text in ("0", "1"):
-        smt_active = smt_text == "1"
-    elif any(len(k) > 1 for k in core_cpu_lists):
-        smt_active = True
-    else:
-        smt_active = None
 
     info_text = _text(root, root.proc("cpuinfo"))
     info = parse_cpuinfo(info_text) if info_text is not None else None
     arch, model = _arch_and_model(root, info, notes)
-
     return Topology(
         arch=arch, model_name=model, kernel_release=_kernel_release(root),
         hostname=_line(root, root.proc("sys", "kernel", "hostname")) or None,
-        cpus=tuple(cpus), online=tuple(online), offline=offline, possible=tuple(possible),
-        present=tuple(present), isolated=tuple(isolated), nohz_full=tuple(nohz), cmdline=cmdline,
-        nodes=nodes, packages=tuple(packages), cores=tuple(cores), caches=cache_list,
-        l3_groups=l3_groups, clusters=cluster_groups, smt_active=smt_active,
-        hybrid=len({k for k in kinds.values() if k}) > 1, isolcpus_flags=isolcpus_flags,
+        cpus=cpus, online=online, offline=sets.offline, possible=sets.possible,
+        present=sets.present, isolated=iso.isolated, nohz_full=iso.nohz_full, cmdline=iso.cmdline,
+        nodes=nodes, packages=packages, cores=tuple(cores), caches=groups.caches,
+        l3_groups=groups.l3_groups, clusters=groups.clusters, smt_active=_read_smt_active(root, core_cpu_lists),
+        hybrid=len({k for k in kinds.values() if k}) > 1, isolcpus_flags=iso.isolcpus_flags,
         kind_source=kind_source, notes=tuple(notes))
 
 
 def _read_nodes(root: SysRoot, raw: dict, notes: list) -> tuple[tuple[NumaNode, ...], dict]:
     ids = sorted(int(m.group(1)) for m in map(_NODE_DIR.match, root.listdir(root.node_dir())) if m)
     if not ids:
-        if root.node_dir().is_dir() or any(r.node_links for r in raw.values()):
+        if root.is_dir(root.node_dir()) or any(r.node_links for r in raw.values()):
             notes.append("no NUMA node folders: nodes unknown")
         else:
             notes.append("no sys/devices/system/node: nodes unknown")
@@ -705,15 +785,81 @@ class Group:
 _PRIORITY = {"package": 0, "node": 1, "die": 2, "l3": 3, "cluster": 4, "core": 5}
 
 
-def _label(kind: str, gid, topo: Topology) -> str:
+def _label(kind: str, gid, topo: Topology, l3_sizes: dict) -> str:
     if kind == "package":
         return "package ?" if gid is None else f"package {gid}"
     if kind == "die":
         return f"die {gid[1]}" if isinstance(gid, tuple) else f"die {gid}"
     if kind == "l3":
-        size = next((k.size_bytes for k in topo.caches if k.level == 3 and k.cpus == topo.l3_groups[gid]), None)
+        size = l3_sizes.get(topo.l3_groups[gid])
         return f"L3 {format_size(size)}" if size else "L3"
     return f"{kind} {gid}"
+
+
+def _candidates(topo: Topology, online: set) -> list[tuple[str, object, frozenset]]:
+    """Every box that could be drawn, biggest first; among equal sets package before node before
+    die, L3, cluster and core (_PRIORITY), so the outer of two equal boxes is the package."""
+    cand: list[tuple[str, object, frozenset]] = []
+    for p in topo.packages:
+        cand.append(("package", p.id, frozenset(p.cpus)))
+    for n in topo.nodes:
+        s = frozenset(c for c in n.cpus if c in online)
+        if s:
+            cand.append(("node", n.id, s))
+    # A die, L3 or cluster of one core adds nothing.
+    core_sets = {frozenset(k.cpus) for k in topo.cores}
+    dies: dict = {}
+    for c in topo.cpus:
+        if c.online and c.die_id is not None:
+            dies.setdefault((c.package_id, c.die_id), set()).add(c.id)
+    for key, s in dies.items():
+        if frozenset(s) not in core_sets:
+            cand.append(("die", key, frozenset(s)))
+    for kind, groups in (("l3", topo.l3_groups), ("cluster", topo.clusters)):
+        for i, g in enumerate(groups):
+            s = frozenset(c for c in g if c in online)
+            if s and s not in core_sets:
+                cand.append((kind, i, s))
+    for k in topo.cores:
+        cand.append(("core", k.index, frozenset(k.cpus)))
+    cand.sort(key=lambda t: (-len(t[2]), _PRIORITY[t[0]], min(t[2])))
+    return cand
+
+
+class _Box:
+    """A placed box while nesting: its CPUs, its parent, its children, the levels folded into it."""
+    __slots__ = ("kind", "id", "cpus", "parent", "children", "merged")
+
+    def __init__(self, kind: str, gid, cpus: frozenset, parent: "_Box | None"):
+        self.kind, self.id, self.cpus, self.parent = kind, gid, cpus, parent
+        self.children: list[_Box] = []
+        self.merged: list[tuple[str, object]] = []
+
+
+def _nest(machine: _Box, cand) -> None:
+    """Place each candidate inside the smallest placed box that holds it.
+
+    Placed boxes never overlap without nesting (a candidate that straddles is dropped), so each
+    CPU has one innermost box (`inner`), and the boxes holding a CPU are that box and its
+    ancestors: the smallest box that holds a candidate is the first ancestor of one member's
+    innermost box that holds them all, found in a few steps instead of a scan of every placed box
+    (which made 65,535 CPUs take minutes; issue 10). Among equal boxes the innermost wins, so a
+    node equal to a package equal to the whole machine folds into the package. A candidate
+    straddles when some member's innermost box lies below the parent."""
+    inner = dict.fromkeys(machine.cpus, machine)
+    for kind, gid, s in cand:
+        parent = inner[next(iter(s))]
+        while not s <= parent.cpus:
+            parent = parent.parent
+        if parent.cpus == s and parent is not machine and kind != "core":
+            parent.merged.append((kind, gid))
+            continue
+        if any(inner[c] is not parent for c in s):
+            continue  # straddles a box already placed: cannot nest
+        box = _Box(kind, gid, s, parent)
+        parent.children.append(box)
+        for c in s:
+            inner[c] = box
 
 
 def layout(topo: Topology) -> Group:
@@ -725,79 +871,43 @@ def layout(topo: Topology) -> Group:
     its parent is folded into it; a group that straddles two boxes cannot be drawn nested and is
     dropped (its members still carry the id)."""
     online = set(topo.online)
-    cand: list[tuple[str, object, frozenset]] = []
-    for p in topo.packages:
-        cand.append(("package", p.id, frozenset(p.cpus)))
-    for n in topo.nodes:
-        s = frozenset(c for c in n.cpus if c in online)
-        if s:
-            cand.append(("node", n.id, s))
-    dies: dict = {}
-    for c in topo.cpus:
-        if c.online and c.die_id is not None:
-            dies.setdefault((c.package_id, c.die_id), set()).add(c.id)
-    for key, s in dies.items():
-        cand.append(("die", key, frozenset(s)))
-    for i, g in enumerate(topo.l3_groups):
-        s = frozenset(c for c in g if c in online)
-        if s:
-            cand.append(("l3", i, s))
-    for i, g in enumerate(topo.clusters):
-        s = frozenset(c for c in g if c in online)
-        if s:
-            cand.append(("cluster", i, s))
-    core_sets = {frozenset(k.cpus) for k in topo.cores}
-    for k in topo.cores:
-        cand.append(("core", k.index, frozenset(k.cpus)))
-    cand.sort(key=lambda t: (-len(t[2]), _PRIORITY[t[0]], min(t[2])))
-
-    # Mutable nodes: [kind, id, cpus, children(list), merged(list)]
-    machine = ["machine", None, frozenset(online), [], []]
-    placed = [machine]
-    for kind, gid, s in cand:
-        if kind in ("die", "l3", "cluster") and s in core_sets:
-            continue  # a cluster or L3 of one core adds nothing
-        # The smallest placed box that holds s; among equal boxes the innermost (placed last), so
-        # a node equal to a package equal to the whole machine folds into the package.
-        parent = min((p for p in reversed(placed) if s <= p[2]), key=lambda p: len(p[2]))
-        if parent[2] == s and parent is not machine and kind != "core":
-            parent[4].append((kind, gid))
-            continue
-        if any((s & ch[2]) and not (s <= ch[2]) for ch in parent[3]):
-            continue  # straddles: cannot nest
-        node = [kind, gid, s, [], []]
-        parent[3].append(node)
-        placed.append(node)
+    machine = _Box("machine", None, frozenset(online), None)
+    _nest(machine, _candidates(topo, online))
     # A single package of unknown id equal to the machine adds nothing.
-    if len(machine[3]) == 1 and machine[3][0][0] == "package" and machine[3][0][1] is None:
-        only = machine[3][0]
-        machine[3] = only[3]
-        machine[4].extend([("package", None)] + only[4])
-
-    def build(node) -> Group:
-        kind, gid, s, children, merged = node
-        cpus = tuple(sorted(s))
-        if kind == "core":
-            return Group("core", gid, f"core {topo.cores[gid].core_id if topo.cores[gid].core_id is not None else '?'}",
-                         cpus, cpus, False, tuple(merged))
-        kids = tuple(sorted((build(ch) for ch in children), key=lambda g: g.cpus[0] if g.cpus else 1 << 30))
-        if kind == "machine":
-            label = topo.hostname or topo.model_name or "machine"
-            return Group("machine", None, label, cpus, kids, False,
-                         tuple((k, i[1] if k == "die" else i) for k, i in merged))
-        # Only a folded node is worth naming: a die or L3 equal to its package adds nothing.
-        label = " · ".join([_label(kind, gid, topo)] + [_label(k, i, topo) for k, i in merged if k == "node"])
-        out_id = gid[1] if kind == "die" else gid
-        merged_ids = tuple((k, i[1] if k == "die" else i) for k, i in merged)
-        return Group(kind, out_id, label, cpus, kids, False, merged_ids)
-
-    root_group = build(machine)
+    if len(machine.children) == 1 and machine.children[0].kind == "package" and machine.children[0].id is None:
+        only = machine.children[0]
+        machine.children = only.children
+        machine.merged.extend([("package", None)] + only.merged)
+    l3_sizes: dict = {}
+    for k in topo.caches:
+        if k.level == 3:
+            l3_sizes.setdefault(k.cpus, k.size_bytes)
+    root_group = _group_of(machine, topo, l3_sizes)
     # Offline CPUs have no topology folder, so their place is unknown: one "offline" box. CPUs that
     # are possible but not present (empty hotplug slots, 0-191 on a 24-CPU box) are not hardware.
-    drawn_offline = tuple(c for c in topo.offline if c in set(topo.present))
+    present = set(topo.present)
+    drawn_offline = tuple(c for c in topo.offline if c in present)
     if drawn_offline:
         off_children = tuple(Group("core", None, f"cpu {c} (offline)", (c,), (c,), True) for c in drawn_offline)
         off = Group("offline", None, f"offline {format_cpulist(drawn_offline)}", drawn_offline, off_children, True)
         root_group = Group(root_group.kind, root_group.id, root_group.label, root_group.cpus,
                            root_group.children + (off,), False, root_group.merged)
     return root_group
+
+
+def _group_of(box: _Box, topo: Topology, l3_sizes: dict) -> Group:
+    """The frozen Group of a placed box and everything below it, children in CPU order."""
+    cpus = tuple(sorted(box.cpus))
+    merged_ids = tuple((k, i[1] if k == "die" else i) for k, i in box.merged)
+    if box.kind == "core":
+        core_id = topo.cores[box.id].core_id
+        return Group("core", box.id, f"core {core_id if core_id is not None else '?'}", cpus, cpus, False,
+                     tuple(box.merged))
+    kids = tuple(sorted((_group_of(ch, topo, l3_sizes) for ch in box.children),
+                        key=lambda g: g.cpus[0] if g.cpus else 1 << 30))
+    if box.kind == "machine":
+        return Group("machine", None, topo.hostname or topo.model_name or "machine", cpus, kids, False, merged_ids)
+    # Only a folded node is worth naming: a die or L3 equal to its package adds nothing.
+    label = " · ".join([_label(box.kind, box.id, topo, l3_sizes)]
+                       + [_label(k, i, topo, l3_sizes) for k, i in box.merged if k == "node"])
+    return Group(box.kind, box.id[1] if box.kind == "die" else box.id, label, cpus, kids, False, merged_ids)

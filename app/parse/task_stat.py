@@ -27,8 +27,22 @@ PF_NO_SETAFFINITY = 0x04000000   # include/linux/sched.h: "Userland is not allow
 _MIN_FIELDS_AFTER_COMM = 41 - 2
 
 
+class TaskFlags:
+    """What a task's PF_* flags (stat field 9) say, for any value with a `flags` field."""
+    __slots__ = ()
+    flags: int
+
+    @property
+    def kthread(self) -> bool:
+        return bool(self.flags & PF_KTHREAD)
+
+    @property
+    def no_setaffinity(self) -> bool:
+        return bool(self.flags & PF_NO_SETAFFINITY)
+
+
 @dataclass(frozen=True)
-class TaskStat:
+class TaskStat(TaskFlags):
     tid: int
     comm: str
     state: str          # R, S, D, Z, T, t, X, I
@@ -46,13 +60,6 @@ class TaskStat:
     rt_priority: int
     policy: int
 
-    @property
-    def kthread(self) -> bool:
-        return bool(self.flags & PF_KTHREAD)
-
-    @property
-    def no_setaffinity(self) -> bool:
-        return bool(self.flags & PF_NO_SETAFFINITY)
 
 
 def parse_task_stat(text: str | bytes, *, what: str = "task stat") -> TaskStat:

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from app.errors import CpuListError, ParseError
-from app.parse.cpulist import parse_cpulist, parse_cpumask
+from app.parse.cpulist import parse_cpulist
 
 # Sentinels the kernel prints for "no such id": -1 everywhere, and 65535 for cluster_id where it
 # was kept in a u16 (arm64 and x86 kernels before 6.2 print it for machines without clusters).
@@ -73,11 +73,6 @@ def parse_distances(text: str, *, what: str = "node distance") -> tuple[int, ...
         except ValueError:
             raise ParseError(what, f"{word[:20]!r} is not a distance; expected numbers like '10 21'") from None
     return tuple(out)
-
-
-def parse_cpus_file(text: str, *, mask: bool, what: str) -> tuple[int, ...]:
-    """A `_list` file (mask=False) or a bitmask file (mask=True) as CPU ids."""
-    return parse_cpumask(text, what=what) if mask else parse_cpulist(text, what=what)
 
 
 def parse_node_meminfo_total(text: str) -> int | None:

@@ -306,3 +306,19 @@ def test_live_failed_results_are_only_the_kernels_refusals(state_dir):
     finally:
         restore_quiet(svc)
         svc.journal.close()
+
+
+def test_an_isolate_in_a_session_and_a_report_is_one_row(tree, service, tmp_path):
+    from app.report import _pin_lines
+    from app.session import Session, journal_rows, open_session, save_session
+    results = apply_preview(service, preview_isolate(service, "1-2"))
+    path = tmp_path / "s.coremap"
+    save_session(path, Session(machine_dir=extract("sno"), journal=journal_rows(service.journal.entries())))
+    s = open_session(path)
+    try:
+        assert len(s.journal) == len(results) and s.problems == []       # mask kinds pass the door
+        [row] = _pin_lines(s.journal)
+        assert row.target.startswith("isolate #") and f"{len(results)} targets" in row.target
+        assert row.result == f"{len(results)} done"
+    finally:
+        s.close()

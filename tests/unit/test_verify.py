@@ -15,7 +15,8 @@ import pytest
 
 from app.cli.main import main
 from app.journal import Journal
-from app.session import Session, SessionError, open_session, save_session, valid_verification
+from app.results import clean_verification
+from app.session import Session, SessionError, open_session, save_session
 from probes.verify import VerifyPlan, run_figures, verify_text
 from tests.live import can_move_machine, read_affinities
 from tests.machines import extract
@@ -59,7 +60,7 @@ def test_coremap_verify_toggles_the_state_and_leaves_it_as_found(verification):
         actions = [q.action for q in j.quiet_events()]
     # not quiet, quiet | quiet, not quiet: one isolate, one include, and the state it was found in
     assert actions == ["isolate", "include"]
-    assert valid_verification(v)
+    assert clean_verification(v) == (v, [])             # what the session and the report accept, whole
     assert [(x["pair"], x["quiet"]) for x in v["runs"]] == [(0, False), (0, True), (1, True), (1, False)]
     assert v["before"]["runs"] == v["after"]["runs"] == 2
     for side in (v["before"], v["after"]):
@@ -111,6 +112,22 @@ def test_a_damaged_verification_refuses_the_session(tmp_path):
         zf.writestr("verify/1.json", json.dumps({"kind": "verify", "cpus": "1", "before": {}, "after": {}}))
     with pytest.raises(SessionError, match="not a verification of quiet CPUs"):
         open_session(path)
+
+
+def test_a_verification_with_bad_parts_opens_without_them(tmp_path):
+    """Checked at the door (app/results.py): wrong types and nan are left out with a note."""
+    side = {"label": "quiet (after)", "gaps10_per_s": float("nan"), "lost_share": 0.01, "sampled_seconds": 1.0,
+            "buckets": [{"lo_ns": 1, "hi_ns": "2", "count": 3}], "gaps_per_cpu_hour": 7,
+            "percentiles": {"max": 5}, "attribution": {"available": True, "by_cause": "x", "gaps": []}}
+    v = {"kind": "verify", "cpus": [1], "seconds": 1.0, "pairs": 1, "before": dict(side, label="not quiet (before)"),
+         "after": side, "runs": [{"pair": 0, "quiet": "yes"}], "ratio": {"lost_share": -1}, "outcomes": {"a": 5}}
+    clean, notes = clean_verification(json.loads(json.dumps(v).replace("NaN", "1e999")), "verify/1.json")
+    assert clean["runs"] == [] and clean["after"]["buckets"] == [] and clean["after"]["gaps_per_cpu_hour"] == []
+    assert clean["after"]["gaps10_per_s"] is None and clean["after"]["lost_share"] == 0.01
+    assert clean["after"]["attribution"] is None and clean["ratio"] == {"lost_share": None} and clean["outcomes"] == {}
+    assert any("'buckets'" in n for n in notes) and any("runs" in n for n in notes)
+    text = verify_text(clean)                                       # and it still reads
+    assert "quiet (after)" in text and "–" in text
 
 
 def test_run_figures_count_gaps_from_ten_microseconds():

@@ -1,0 +1,82 @@
+"""`report --session` and `report --probe` survive files that pass the session checks but hold wrong
+types inside (issue 10): the malformed parts are left out with a note, the report is written."""
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import pytest
+
+from app.results import clean_history, clean_probe_result
+from app.session import open_session, save_session, session_from_root
+from app.sysroot import SysRoot
+from tests.hostile.conftest import run_cli
+from tests.machines import extract
+
+
+def _rewrite(src, dst, member: str, text: str):
+    """A copy of a session file with one member replaced (the checks on the zip itself still pass)."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for zi in zin.infolist():
+            data = text.encode() if zi.filename == member else zin.read(zi)
+            zout.writestr(zi, data)
+
+
+@pytest.fixture
+def session_file(tmp_path):
+    p = tmp_path / "sno.coremap"
+    save_session(p, session_from_root(SysRoot(extract("sno")), history=[{"t": 0.0, "irq": {"24": {"3": 800.0}}}]))
+    return p
+
+
+@pytest.mark.parametrize("member, text, note", [
+    ("history.jsonl", '{"t":0,"irq":[1,2]}\n{"t":1,"irq":{"24":{"x":5}}}\n{"t":2,"cpu":{"0":{"busy":1e400}}}\n',
+     "3 malformed ticks"),
+    ("history.jsonl", '{"t":"soon"}\n', "1 malformed tick"),
+    ("journal.jsonl", '{"id":1e400,"kind":"irq"}\n', "1 malformed entry"),
+])
+def test_a_session_with_wrong_types_inside_still_reports(session_file, tmp_path, member, text, note):
+    bad = tmp_path / "bad.coremap"
+    _rewrite(session_file, bad, member, text)
+    s = open_session(bad)
+    try:
+        assert any(note in p for p in s.problems)
+    finally:
+        s.close()
+    out = tmp_path / "r.html"
+    r = run_cli("report", "--session", bad, "--out", out, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert note in r.stderr and out.stat().st_size > 0
+
+
+def test_probe_results_with_wrong_types(tmp_path):
+    res = {"probe": "jitter", "cpu": 1, "percentiles": 5, "sampled_seconds": float("nan"),
+           "buckets": [{"lo_ns": 1, "hi_ns": 2, "count": -4}], "attribution": {"available": True, "gaps": 3},
+           "loop_ns": 8.7, "label": "ok\x1b[2J"}
+    clean, notes = clean_probe_result(res)
+    assert clean["loop_ns"] == 8.7 and clean["cpu"] == 1 and "\x1b" not in clean["label"]
+    for key in ("percentiles", "sampled_seconds", "buckets", "attribution"):
+        assert key not in clean and any(repr(key) in n for n in notes)
+    p = tmp_path / "res.json"
+    p.write_text(json.dumps(res).replace("NaN", "1e400"))
+    out = tmp_path / "r.html"
+    r = run_cli("report", "--root", extract("sno"), "--probe", p, "--out", out, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "'percentiles' has the wrong type" in r.stderr
+
+
+def test_notes_that_are_not_utf8(tmp_path):
+    notes = tmp_path / "notes.md"
+    notes.write_bytes(b"caf\xe9 \xff\xfe notes")
+    out = tmp_path / "r.html"
+    r = run_cli("report", "--root", extract("sno"), "--notes", notes, "--out", out, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "notes" in out.read_text()
+
+
+def test_history_cleaner_keeps_good_ticks():
+    good = {"t": 1.0, "irq": {"24": {"3": 812.0}}, "cpu": {"0": {"busy": 0.25}}}
+    ticks, notes = clean_history([good, {"t": 2, "irq": "x"}, 7])
+    assert ticks == [good] and notes == ["history: 2 malformed ticks left out"]
+    assert clean_history({"t": 1}) == ([], ["history: not a list of ticks; left out"])

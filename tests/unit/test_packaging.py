@@ -1,0 +1,53 @@
+"""The wheel a user installs (`pip wheel .`, what `pipx install .` builds) carries the data files the
+window and `coremap --install-desktop` need: the icon, the .desktop entry and the polkit policy."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "app", "widgets", "probes", "resources")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    # Built from a copy: an in-tree build leaves build/ and *.egg-info in the checkout. No build
+    # isolation: the test venv has setuptools, and a fresh isolated env would fetch it from PyPI.
+    src = tmp_path_factory.mktemp("src")
+    for name in SOURCES:
+        p = REPO / name
+        if p.is_dir():
+            shutil.copytree(p, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.so", "screenshots"))
+        else:
+            shutil.copy2(p, src / name)
+    out = tmp_path_factory.mktemp("wheel")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation",
+                        "-q", "-w", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (whl,) = out.glob("coremap-*.whl")
+    with zipfile.ZipFile(whl) as z:
+        yield z
+
+
+def test_wheel_holds_the_desktop_entry_icon_and_polkit_policy(wheel):
+    names = set(wheel.namelist())
+    for f in ("coremap.desktop", "coremap.svg", "org.coremap.helper.policy"):
+        assert f"app/resources/{f}" in names
+        assert wheel.read(f"app/resources/{f}") == (REPO / "resources" / f).read_bytes()
+    assert "app/resources/__init__.py" in names
+
+
+def test_wheel_leaves_the_readme_screenshots_out(wheel):
+    assert not [n for n in wheel.namelist() if n.endswith(".png")]
+
+
+def test_wheel_has_both_commands_and_the_probes_extension(wheel):
+    entry = next(n for n in wheel.namelist() if n.endswith("entry_points.txt"))
+    text = wheel.read(entry).decode()
+    assert "coremap = app.cli.main:main" in text and "coremap-helper = app.helper:main" in text
+    assert any(n.startswith("probes/_native.") and n.endswith(".so") for n in wheel.namelist())
