@@ -70,6 +70,7 @@ class QuietStay:
     code: str                        # STAY_WORDS
     reason: str
     what: str = ""                   # how to name it when the target alone cannot (a device's odd name)
+    cpus: tuple[int, ...] | None = None   # where it stays
 
     def line(self) -> str:
         return f"{self.what or self.target.describe()}: {self.reason}"
@@ -261,11 +262,12 @@ def _irqs(root, service, state, quiet, hk, moves, stays) -> None:
         t = PinTarget("irq", int(name), None, label)
         if service.irq_managed(int(name)):
             stays.append(QuietStay(t, "managed", "a managed IRQ: the kernel spreads it over the CPUs itself and "
-                                                 "refuses to move it (isolcpus=managed_irq keeps it off at boot)"))
+                                                 "refuses to move it (isolcpus=managed_irq keeps it off at boot)",
+                                   cpus=req))
             continue
         kept = _kept_pin(state, t.key, quiet, req)
         if kept:
-            stays.append(QuietStay(t, "pinned", kept))
+            stays.append(QuietStay(t, "pinned", kept, cpus=req))
             continue
         new, note = _new_mask(req, quiet, hk)
         if new == req:
@@ -299,18 +301,18 @@ def _threads(root, service, state, quiet, hk, moves, stays) -> None:
     for t in found:
         target = PinTarget("thread", t.tid, t.pid, t.comm)
         if t.no_setaffinity:
-            stays.append(QuietStay(target, "kthread", _kthread_reason(t)))
+            stays.append(QuietStay(target, "kthread", _kthread_reason(t), cpus=t.allowed))
             continue
         kept = _kept_pin(state, target.key, quiet, t.allowed)
         if kept:
-            stays.append(QuietStay(target, "pinned", kept))
+            stays.append(QuietStay(target, "pinned", kept, cpus=t.allowed))
             continue
         new, note = _new_mask(t.allowed, quiet, hk)
         if not set(new) <= set(t.allowed):
             limit = _cpuset_of(service, t, cpusets)
             if limit is not None and not set(new) & set(limit[1]):
                 stays.append(QuietStay(target, "cpuset", f"its cpuset {limit[0]} allows only "
-                                                         f"{cpus_word(limit[1])}"))
+                                                         f"{cpus_word(limit[1])}", cpus=t.allowed))
                 continue
         moves.append(QuietMove(target, t.allowed, new, "kthread" if t.kthread else "thread", note))
 

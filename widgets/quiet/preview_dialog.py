@@ -9,7 +9,7 @@ from PySide6.QtGui import QColor, QGuiApplication
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QLabel, QLayout, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
-from app.format import cpus_word, format_change
+from app.format import cpus_word, format_change, format_cpus
 from app.quiet import GROUPS, STAY_WORDS, QuietPreview
 from widgets.pinning.feedback import WARN_COLOR
 
@@ -76,7 +76,8 @@ class QuietPreviewDialog(QDialog):
         if p.stays:
             top = QTreeWidgetItem([f"Cannot move {len(p.stays)}", "", ""])
             for s in p.stays:
-                item = QTreeWidgetItem([s.what or s.target.describe(), STAY_WORDS.get(s.code, s.code), s.reason])
+                where = format_cpus(s.cpus) if s.cpus is not None else STAY_WORDS.get(s.code, s.code)
+                item = QTreeWidgetItem([s.what or s.target.describe(), where, s.reason])
                 item.setToolTip(2, s.reason)
                 for c in range(len(self.COLUMNS)):
                     item.setForeground(c, QColor(WARN_COLOR))
@@ -84,7 +85,7 @@ class QuietPreviewDialog(QDialog):
             self.tree.addTopLevelItem(top)
         for i in range(self.tree.topLevelItemCount()):
             top = self.tree.topLevelItem(i)
-            top.setExpanded(top.childCount() <= 20 or top.text(0).startswith("Cannot"))
+            top.setExpanded(top.childCount() <= 12 or top.text(0).startswith("Cannot"))
 
     def row_texts(self) -> list[tuple[str, ...]]:
         """Every row (groups and their children, in order), for tests."""
