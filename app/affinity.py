@@ -29,28 +29,38 @@ from app.format import format_change, format_cpus, offline_sentence, unknown_cpu
 from app.irqbalance import IrqbalanceStatus, read_irqbalance
 from app.journal import Journal, JournalEntry
 from app.machine.threads import TaskGone, read_task
+from app.masks import MASK_KINDS, describe_mask, mask_error, mask_path, read_mask, write_mask
 from app.machine.topology import read_cpu_ids, read_online_cpus
 from app.parse.cpulist import MAX_CPU, format_cpulist, parse_cpulist, parse_cpumask
 from app.sysroot import SysRoot
 
-KINDS = ("thread", "process", "irq")
+KINDS = ("thread", "process", "irq")      # what a drag or a pin request names
+GUARD_ORIGIN = "guard"                   # a pin written back by the guard: not an undo step
 NEEDS_HELPER = ("needs the helper: run `coremap pin` with pkexec/sudo, or allow org.coremap.helper")
 
 
 @dataclass(frozen=True)
 class PinTarget:
-    kind: str            # "thread" | "process" | "irq"
-    id: int              # tid, pid or IRQ number
+    kind: str            # "thread" | "process" | "irq", or a mask an isolate moves (app/masks.py)
+    id: int              # tid, pid, IRQ number, a network queue's number (0 for the other masks)
     pid: int | None = None
     label: str = ""
+    netdev: str | None = None      # the network device of an rps/xps mask
 
     def __post_init__(self):
-        if self.kind not in KINDS:
+        if self.kind not in KINDS and self.kind not in MASK_KINDS:
             raise ValueError(f"pin target kind {self.kind!r}: expected one of {', '.join(KINDS)}")
 
     def describe(self) -> str:
-        """"thread 1234 (java)", "irq 24 (ttyS0)"."""
+        """"thread 1234 (java)", "irq 24 (ttyS0)", "RPS eth0 rx-0"."""
+        if self.kind in MASK_KINDS:
+            return describe_mask(self.kind, self.id, self.netdev)
         return f"{self.kind} {self.id}" + (f" ({self.label})" if self.label else "")
+
+    @property
+    def key(self) -> tuple[str, str | None, int]:
+        """What the journal keys a write by (JournalEntry.key without the root)."""
+        return ("thread" if self.kind == "process" else self.kind, self.netdev, self.id)
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,9 @@ class PinRequest:
     targets: tuple[PinTarget, ...]
     cpus: tuple[int, ...]
     origin: str = ""
+    # The full Java thread name the targets were found by (`coremap pin --java NAME`): a new thread of
+    # that name in the same JVM gets the same pin while the guard runs (app/guard.py).
+    java_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -155,9 +168,84 @@ class AffinityService:
             return [self._refused(t, code, why, None, cpus) for t in request.targets]
         batch = _Batch()
         for target in request.targets:
+            before = len(results)
             for t in self._expand(target, results, cpus):
                 results.append(self._pin_one(t, cpus, online, origin, batch))
+            self._record_follow(target, request, results[before:], cpus, batch)
         return results
+
+    def apply_each(self, pairs, *, origin: str, quiet: tuple[str, tuple[int, ...]] | None = None,
+                   join: int | None = None) -> list[PinResult]:
+        """Set each (target, cpus) pair, all in ONE batch (one undo reverts them all): an isolate,
+        an include, the pin of a pinned process's new thread. `quiet` = (action, CPUs) journals an
+        isolate or include first, whose id becomes the batch id; `join` adds the writes to an existing
+        batch instead. Every pair's CPUs are checked before anything is journalled: one bad list
+        refuses the whole batch."""
+        self._check_writable()
+        pairs = [(t, tuple(sorted(set(int(c) for c in cpus)))) for t, cpus in pairs]
+        online = read_online_cpus(self.root)
+        for t, cpus in pairs:
+            refusal = self._cpus_refusal(cpus, online)
+            if refusal is not None:
+                code, why = refusal
+                return [self._refused(u, code, f"{t.describe()}: {why}" if u is t else
+                                      f"not written: {t.describe()} was refused ({why})", None, c)
+                        for u, c in pairs]
+        batch = _Batch()
+        batch.id = join
+        if quiet is not None and pairs:
+            batch.id = self.journal.quiet(quiet[0], quiet[1], self.root_key)
+        results: list[PinResult] = []
+        for t, cpus in pairs:
+            for u in self._expand(t, results, cpus):
+                results.append(self._pin_one(u, cpus, online, origin, batch))
+        return results
+
+    def pin_new_thread(self, target: PinTarget, cpus, *, join: int, inherited, origin: str = "follow") -> PinResult:
+        """A thread a pinned process created after the pin (app/guard.py): journalled in the pin's
+        batch `join`, with `inherited` — the process's affinity from before the pin — as its `before`,
+        so undoing the pin gives it that rather than the pinned mask it was born with; then pinned."""
+        self._check_writable()
+        cpus = tuple(sorted(set(int(c) for c in cpus)))
+        online = read_online_cpus(self.root)
+        refusal = self._cpus_refusal(cpus, online)
+        if refusal is not None:
+            return self._refused(target, refusal[0], refusal[1], None, cpus)
+        batch = _Batch()
+        batch.id = join
+        return self._pin_thread(target, cpus, online, origin, batch, None, inherited)
+
+    def read_affinity(self, target: PinTarget) -> tuple[int, ...] | None:
+        """The target's affinity now (a thread's allowed CPUs, an IRQ's requested list, a mask's
+        CPUs); None when it is gone."""
+        if target.kind == "thread":
+            try:
+                return tuple(sorted(os.sched_getaffinity(target.id)))
+            except (ProcessLookupError, PermissionError):
+                return None
+        if target.kind == "irq":
+            return self._read_irq_affinity(target.id)
+        if target.kind in MASK_KINDS:
+            return read_mask(self.root, mask_path(self.root, target.kind, target.id, target.netdev))
+        raise ValueError(f"read_affinity of a {target.kind}: read each of its threads")
+
+    def _record_follow(self, target: PinTarget, request: PinRequest, results: list[PinResult], cpus,
+                       batch: "_Batch") -> None:
+        """A pinned process, or a thread found by its Java name: journal the rule that pins its new
+        threads (app/guard.py follows it) once one of the writes happened."""
+        if batch.id is None or not any(r.ok or r.code == "trimmed" for r in results):
+            return
+        if target.kind == "process":
+            pid, name = target.id, ""
+        elif target.kind == "thread" and request.java_name and target.pid is not None:
+            pid, name = target.pid, request.java_name
+        else:
+            return
+        try:
+            start = read_task(self.root, pid, pid, detail="fast").starttime
+        except TaskGone:
+            start = None        # the leader exited (its threads run on): the rule then goes by pid alone
+        self.journal.follow(batch=batch.id, pid=pid, cpus=cpus, starttime=start, name=name, root=self.root_key)
 
     def undo(self) -> list[PinResult]:
         """Put back what the last pin (or redo) changed; [] when there is nothing to undo."""
@@ -171,6 +259,10 @@ class AffinityService:
         self._check_writable()
         history = self._history()
         return self._replay_newest(history, history.redo, "redo")
+
+    def history(self) -> "History":
+        """The journal's batches of this machine as undo and redo stacks (see _history)."""
+        return self._history()
 
     def can_undo(self) -> bool:
         return bool(self._history().undo)
@@ -248,9 +340,11 @@ class AffinityService:
                  expect_starttime: int | None = None) -> PinResult:
         if t.kind == "thread":
             return self._pin_thread(t, cpus, online, origin, batch, expect_starttime)
+        if t.kind in MASK_KINDS:
+            return self._pin_mask(t, cpus, online, origin, batch)
         return self._pin_irq(t, cpus, online, origin, batch)
 
-    def _pin_thread(self, t, cpus, online, origin, batch, expect_starttime) -> PinResult:
+    def _pin_thread(self, t, cpus, online, origin, batch, expect_starttime, inherited=None) -> PinResult:
         if not self.root.is_live:
             return self._refused(t, "invalid", f"{t.describe()}: threads can be pinned only on the live "
                                  f"machine, not on the capture {self.root.root}; drop --root", None, cpus)
@@ -281,6 +375,8 @@ class AffinityService:
                 before = tuple(sorted(os.sched_getaffinity(tid)))
             except ProcessLookupError:
                 task = None
+        if task is not None and inherited is not None:
+            before = tuple(inherited)
         attempt = self._record(t, before, cpus, origin, batch, task.starttime if task else expect_starttime)
         if task is None:
             return self._finish(attempt, _Outcome("gone", gone_msg))
@@ -383,6 +479,37 @@ class AffinityService:
                 "affinity again after it fires"), after, effective, done=True)
         return _Outcome("ok", "", after, effective, done=True)
 
+    def _pin_mask(self, t: PinTarget, cpus, online, origin, batch) -> PinResult:
+        """A mask an isolate moves (app/masks.py): read, journal, write, read back."""
+        try:
+            path = mask_path(self.root, t.kind, t.id, t.netdev)
+        except ValueError as e:
+            return self._refused(t, "invalid", str(e), None, cpus)
+        before = read_mask(self.root, path)
+        if before is None:
+            return self._refused(t, "invalid", f"{t.describe()} does not exist on this machine", None, cpus)
+        attempt = self._record(t, before, cpus, origin, batch, None)
+        offline = sorted(set(cpus) - set(online))
+        if offline:
+            return self._finish(attempt, _Outcome("offline", self._offline_msg(t, offline, online)))
+        try:
+            try:
+                write_mask(self.root, path, cpus)
+            except PermissionError as e:
+                if self._writer is None or (e.errno == errno.EPERM and os.geteuid() == 0):
+                    raise
+                self._writer.set_mask(t.kind, t.id, t.netdev, cpus)
+        except PinWriteError as e:
+            return self._finish(attempt, _Outcome("denied", f"{t.describe()}: {e}"))
+        except OSError as e:
+            return self._finish(attempt, _Outcome(*mask_error(t.describe(), e, cpus)))
+        after = read_mask(self.root, path)
+        if after != cpus:
+            return self._finish(attempt, _Outcome(
+                "trimmed", f"{t.describe()} reads back {format_cpus(after or ())}, not the requested "
+                f"{format_cpus(cpus)}: the kernel trimmed the mask", after, after, done=True))
+        return self._finish(attempt, _Outcome("ok", "", after, after, done=True))
+
     def _irq_error(self, t, e: OSError, cpus) -> tuple[str, str]:
         irq = t.id
         if e.errno == errno.EIO or (e.errno == errno.EPERM and os.geteuid() == 0):
@@ -439,9 +566,9 @@ class AffinityService:
 
     def _record(self, t, before, cpus, origin, batch, starttime, warning: str = "") -> "_Attempt":
         """Journal the write about to be made (before it is made: a crash leaves it to restore)."""
-        jid = self.journal.record(kind="thread" if t.kind == "thread" else "irq", target_id=t.id,
-                                  requested=cpus, before=before, pid=t.pid, label=t.label,
-                                  root=self.root_key, origin=origin, batch=batch.id, starttime=starttime)
+        jid = self.journal.record(kind=t.kind, target_id=t.id, requested=cpus, before=before, pid=t.pid,
+                                  label=t.label, root=self.root_key, origin=origin, batch=batch.id,
+                                  starttime=starttime, netdev=t.netdev)
         if batch.id is None:
             batch.id = jid
         return _Attempt(t, jid, before, cpus, warning)
@@ -475,12 +602,12 @@ class AffinityService:
             cpus = value(e)
             if cpus is None:
                 continue
-            t = PinTarget(e.kind, e.target_id, e.pid, e.label)
+            t = PinTarget(e.kind, e.target_id, e.pid, e.label, e.netdev)
             out.append(self._pin_one(t, tuple(cpus), online, origin, batch,
                                      expect_starttime=e.starttime if e.kind == "thread" else None))
         return out
 
-    def _replay_newest(self, history: "_History", stack: tuple[int, ...], what: str) -> list[PinResult]:
+    def _replay_newest(self, history: "History", stack: tuple[int, ...], what: str) -> list[PinResult]:
         """Write back what each write of the newest batch on `stack` found, its last write first;
         journalled with origin "undo:B" / "redo:B"."""
         if not stack:
@@ -488,7 +615,7 @@ class AffinityService:
         b = stack[-1]
         return self._replay(history.done_entries(b)[::-1], lambda e: e.before, f"{what}:{b}")
 
-    def _history(self) -> "_History":
+    def _history(self) -> "History":
         """Undo and redo stacks of batch ids with each batch's entries, rebuilt from the journal on
         every call (so `coremap undo` in a new process undoes what the window did)."""
         batches: dict[int, list[JournalEntry]] = {}
@@ -497,6 +624,7 @@ class AffinityService:
                 batches.setdefault(e.batch, []).append(e)
         undo: list[int] = []
         redo: list[int] = []
+        original: dict[int, int] = {}
         for b in sorted(batches):
             origin = batches[b][0].origin
             if origin.startswith("undo:"):
@@ -504,18 +632,24 @@ class AffinityService:
                 if src in undo:
                     undo.remove(src)
                 redo.append(b)
+                original[b] = original.get(src, src)
             elif origin.startswith("redo:"):
                 src = int(origin[5:])
                 if src in redo:
                     redo.remove(src)
                 undo.append(b)
+                original[b] = original.get(src, src)
             elif origin == "restore":
                 undo.clear()
                 redo.clear()
+            elif origin == GUARD_ORIGIN:
+                # The guard writing a pin back (app/guard.py) is not a change of the user's: it is
+                # neither undone on its own nor does it clear the redo stack.
+                continue
             elif any(e.state == "done" for e in batches[b]):
                 undo.append(b)
                 redo.clear()
-        return _History(tuple(undo), tuple(redo), {b: tuple(es) for b, es in batches.items()})
+        return History(tuple(undo), tuple(redo), {b: tuple(es) for b, es in batches.items()}, original)
 
     def _same_thread(self, e: JournalEntry):
         pid = e.pid if e.pid is not None else self._tgid(e.target_id)
@@ -561,6 +695,14 @@ class AffinityService:
             if set(eff) <= set(cpus):
                 break
         return eff
+
+    def irq_managed(self, irq: int) -> bool:
+        """Whether debugfs says IRQ `irq` is managed (False where it cannot tell)."""
+        return self._irq_managed(irq)
+
+    def cpuset_cpus(self, pid: int, tid: int) -> tuple[tuple[int, ...] | None, str]:
+        """The CPUs the thread's cpuset allows and the cpuset's path ((None, path) if unreadable)."""
+        return self._cpuset_cpus(pid, tid)
 
     def _irq_managed(self, irq: int) -> bool:
         """Managed IRQs are flagged only in debugfs (GENERIC_IRQ_DEBUGFS: irq/irqs/N lists
@@ -612,15 +754,29 @@ class _Batch:
 
 
 @dataclass(frozen=True)
-class _History:
-    """The journal's batches of this root as undo and redo stacks (batch ids, newest last)."""
+class History:
+    """The journal's batches of this root as undo and redo stacks (batch ids, newest last).
+
+    `original` maps an undo or redo batch to the batch the user made (an undo of a redo of batch 5
+    is still about batch 5), so what is in effect can be told in the user's terms: an isolate, a
+    process pin with its follow rule."""
     undo: tuple[int, ...]
     redo: tuple[int, ...]
     batches: Mapping[int, tuple[JournalEntry, ...]] = field(default_factory=dict)
+    original: Mapping[int, int] = field(default_factory=dict)
 
     def done_entries(self, batch: int) -> list[JournalEntry]:
         """The entries of `batch` whose write happened, in journal order."""
         return [e for e in self.batches.get(batch, ()) if e.state == "done"]
+
+    def origin_of(self, batch: int) -> int:
+        """The batch the user made that `batch` undoes or redoes (itself for one the user made)."""
+        return self.original.get(batch, batch)
+
+    def in_effect(self) -> dict[int, int]:
+        """{user's batch: the batch now holding its writes} for every batch whose writes are in place
+        (the undo stack: made, or redone, and not undone or restored since)."""
+        return {self.origin_of(b): b for b in self.undo}
 
 
 @dataclass(frozen=True)

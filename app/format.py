@@ -47,6 +47,18 @@ def format_percent(p: float | None) -> str:
     return f"{p:.0f}%"
 
 
+def format_share(share: float | None) -> str:
+    """A share of a whole (0.00685 of the time) as format_percent spells it ('0.7%'); '' when unknown."""
+    return format_percent(None if share is None else share * 100)
+
+
+def format_ratio(r: float | None) -> str:
+    """'0.42×', '1.00×', '12.3×' (after / before, this / peer); UNKNOWN when unknown."""
+    if r is None or (isinstance(r, float) and not math.isfinite(r)):
+        return UNKNOWN
+    return f"{r:.3g}×" if r >= 10 else f"{r:.2f}×"
+
+
 def format_compact(v: float | None) -> str:
     """A short figure for a grid cell, a legend or an axis: 0, 7, 3.5, 12, 1.2k, 35k, 1M, 2.5G;
     UNKNOWN when unknown. Two significant digits below 10 of a unit, whole numbers above."""

@@ -1,10 +1,18 @@
-"""coremap-helper: the only code that runs with privilege, and it can do exactly two things.
+"""coremap-helper: the only code that runs with privilege, and it can do exactly four things.
 
 Reads ONE JSON request per line on stdin, writes one JSON reply per line on stdout:
 
   {"op": "hello"}                                          -> {"ok": true, "version": N}
   {"op": "set_thread_affinity", "tid": T, "cpus": "LIST"}  -> sched_setaffinity(T, LIST)
   {"op": "set_irq_affinity", "irq": N, "cpus": "LIST"}     -> write /proc/irq/N/smp_affinity_list
+  {"op": "set_mask", "kind": K, "netdev": D, "queue": Q, "cpus": "LIST"}
+      -> write one of the masks an isolate moves (app/masks.py): K is irqdefault, workqueue, rps or
+         xps; D (a device name, app/sysroot.py NETDEV_RE) and Q (a queue number) only for rps/xps,
+         else null and 0. The path is built from these checked parts, never taken.
+  {"op": "irqbalance_ban_cpus", "cpus": "LIST"}
+      -> set IRQBALANCE_BANNED_CPULIST=LIST in irqbalance's configuration file (the helper picks the
+         file: app/irqbalance.py config_path), every other line kept; irqbalance reads it when it
+         next starts.
 
 Everything else is refused with {"ok": false, "error": "..."} and nothing is written: unknown ops or
 keys, non-integers (JSON true is not 1), numbers out of range (tid 1..4194304 = PID_MAX_LIMIT on 64-bit,
@@ -27,13 +35,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.errors import CpuListError
+from app.atomic import write_atomic
+from app.errors import CoremapError, CpuListError, SysRootReadError
 from app.format import offline_sentence
+from app.irqbalance import config_path, with_banned_cpus
 from app.machine.topology import read_online_cpus
+from app.masks import MASK_KINDS, NET_KINDS, describe_mask, mask_path, write_mask
 from app.parse.cpulist import format_cpulist, parse_cpulist
-from app.sysroot import SysRoot
+from app.sysroot import SysRoot, valid_netdev
 
-VERSION = 1
+VERSION = 1             # new ops only add to the protocol: an older helper refuses them as unknown
 MAX_LINE = 4096
 MAX_TID = 4194304
 MAX_IRQ = 65535
@@ -41,7 +52,10 @@ OPS = {
     "hello": {"op"},
     "set_thread_affinity": {"op", "tid", "cpus"},
     "set_irq_affinity": {"op", "irq", "cpus"},
+    "set_mask": {"op", "kind", "netdev", "queue", "cpus"},
+    "irqbalance_ban_cpus": {"op", "cpus"},
 }
+MAX_CONFIG = 1 << 16            # irqbalance's environment file is a few hundred bytes
 
 
 class Refused(Exception):
@@ -83,6 +97,10 @@ class Helper:
         if op == "hello":
             return {"ok": True, "version": VERSION}
         cpus = self._cpus(req["cpus"])
+        if op == "set_mask":
+            return self._set_mask(req, cpus)
+        if op == "irqbalance_ban_cpus":
+            return self._ban_cpus(cpus)
         if op == "set_thread_affinity":
             tid = _int(req["tid"], "tid", 1, MAX_TID)
             if not self.root.is_live:
@@ -109,6 +127,39 @@ class Helper:
         except OSError as e:
             return _os_error(e, f"IRQ {irq}")
         return {"ok": True}
+
+    def _set_mask(self, req: dict, cpus) -> dict:
+        kind = req["kind"]
+        if not isinstance(kind, str) or kind not in MASK_KINDS:
+            raise Refused(f"kind must be one of {', '.join(MASK_KINDS)}")
+        netdev, queue = req["netdev"], _int(req["queue"], "queue", 0, 65535)
+        if kind in NET_KINDS:
+            if not valid_netdev(netdev):
+                raise Refused("netdev must be a network device name (1-15 letters, digits or _.@+-)")
+        elif netdev is not None or queue != 0:
+            raise Refused(f"{kind} takes netdev null and queue 0")
+        path = mask_path(self.root, kind, queue, netdev)
+        if not self.root.exists(path):
+            raise Refused(f"no {describe_mask(kind, queue, netdev)} on this machine")
+        try:
+            write_mask(self.root, path, cpus)
+        except OSError as e:
+            return _os_error(e, describe_mask(kind, queue, netdev))
+        return {"ok": True}
+
+    def _ban_cpus(self, cpus) -> dict:
+        if not self.root.writable:
+            raise Refused("irqbalance's configuration can be written only on the live machine")
+        path = config_path(self.root)
+        try:
+            old = self.root.read_optional(path, limit=MAX_CONFIG) or ""
+        except SysRootReadError as e:
+            raise Refused(str(e)) from None
+        try:
+            write_atomic(path, with_banned_cpus(old, cpus).encode())
+        except CoremapError as e:
+            raise Refused(str(e)) from None
+        return {"ok": True, "path": str(path)}
 
     def _cpus(self, value) -> tuple[int, ...]:
         if not isinstance(value, str) or len(value) > 1024:
@@ -216,6 +267,16 @@ class HelperClient:
 
     def set_irq_affinity(self, irq: int, cpus) -> None:
         self._check(self.request({"op": "set_irq_affinity", "irq": int(irq), "cpus": format_cpulist(cpus)}))
+
+    def set_mask(self, kind: str, queue: int, netdev: str | None, cpus) -> None:
+        self._check(self.request({"op": "set_mask", "kind": kind, "netdev": netdev, "queue": int(queue),
+                                  "cpus": format_cpulist(cpus)}))
+
+    def ban_irqbalance_cpus(self, cpus) -> str:
+        """Write IRQBALANCE_BANNED_CPULIST into irqbalance's configuration; returns the file written."""
+        reply = self.request({"op": "irqbalance_ban_cpus", "cpus": format_cpulist(cpus)})
+        self._check(reply)
+        return str(reply.get("path", ""))
 
     def _check(self, reply: dict) -> None:
         from app.affinity import PinWriteError

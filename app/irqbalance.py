@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 
 from app.errors import CpuListError, SysRootReadError
-from app.parse.cpulist import parse_cpulist, parse_cpumask
+from app.parse.cpulist import format_cpulist, parse_cpulist, parse_cpumask
 from app.sysroot import SysRoot
 
 _SOCKET = re.compile(r"^irqbalance(\d+)\.sock$")
@@ -132,3 +132,53 @@ def parse_banirq(argv: list[str]) -> tuple[int, ...]:
             out.append(int(val))
         i += 1
     return tuple(sorted(set(out)))
+
+
+# -- the fix: banned CPUs in irqbalance's configuration ---------------------------------------------
+# Where distributions keep irqbalance's environment file (sourced by its systemd unit): Debian and
+# Ubuntu /etc/default/irqbalance, Fedora, RHEL and SUSE /etc/sysconfig/irqbalance.
+CONFIG_FILES = (("etc", "default", "irqbalance"), ("etc", "sysconfig", "irqbalance"))
+BANNED_KEY = "IRQBALANCE_BANNED_CPULIST"
+
+
+def config_path(root: SysRoot):
+    """irqbalance's configuration file on `root`: the first that exists, else the first whose folder
+    exists (a machine without the file yet), else the Debian path."""
+    for parts in CONFIG_FILES:
+        if root.exists(root.path(*parts)):
+            return root.path(*parts)
+    for parts in CONFIG_FILES:
+        if root.is_dir(root.path(*parts[:-1])):
+            return root.path(*parts)
+    return root.path(*CONFIG_FILES[0])
+
+
+def read_config_text(root: SysRoot) -> str:
+    """The configuration file's text ("" when it does not exist yet)."""
+    return root.read_optional(config_path(root)) or ""
+
+
+def banned_line(cpus) -> str:
+    """`IRQBALANCE_BANNED_CPULIST=2-3`: irqbalance (1.8 and later) never places an IRQ on these CPUs."""
+    return f"{BANNED_KEY}={format_cpulist(cpus)}"
+
+
+def with_banned_cpus(text: str, cpus) -> str:
+    """`text` (the configuration file) with its banned-CPU line set to `cpus`: an existing
+    IRQBALANCE_BANNED_CPULIST= line is replaced in place, else the line is appended. Every other
+    line is kept as it was."""
+    line = banned_line(cpus)
+    out, done = [], False
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        if stripped.startswith("export "):
+            stripped = stripped[len("export "):].lstrip()
+        if stripped.startswith(BANNED_KEY + "="):
+            if not done:
+                out.append(line)
+                done = True
+            continue
+        out.append(raw)
+    if not done:
+        out += ["# coremap: irqbalance never moves an IRQ onto the quiet CPUs", line]
+    return "\n".join(out) + "\n"

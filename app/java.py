@@ -133,6 +133,22 @@ def java_threads(pid: int, root: SysRoot | None = None) -> dict[str, int]:
     return out
 
 
+def comm_of(name: str) -> str:
+    """The kernel's name (comm) of a thread called `name`: its first 15 bytes, cut on a character
+    boundary as the kernel's copy is shown (__set_task_comm copies TASK_COMM_LEN - 1 bytes)."""
+    return name.encode("utf-8")[:COMM_LEN].decode("utf-8", "ignore")
+
+
+def java_thread_ids(pid: int, name: str, root: SysRoot) -> frozenset[int] | None:
+    """Every live thread of JVM `pid` called `name` by the JVM's thread dump; None when no JDK tool
+    is installed. Raises JavaThreadError for a process that is not a HotSpot JVM (checked before
+    anything is sent to it: app/java.py is_hotspot_jvm) or a dump that fails."""
+    dump = thread_dump(pid, root)
+    if dump is None:
+        return None
+    return frozenset(tid for n, tid in _dump_names(dump) if n == name)
+
+
 def find_java_thread(pid: int, name: str, root: SysRoot | None = None) -> int:
     """The tid of the Java thread called `name` in JVM `pid`.
 

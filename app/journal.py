@@ -7,7 +7,11 @@ rewritten in place, so the worst a crash can do is leave a truncated last line, 
 note.
 
 Lines are events: {"ev": "record", ...} starts an entry, {"ev": "mark", "id": N, ...} finishes it.
-`entries()` folds them into JournalEntry values. Several coremap processes may share the file (the
+`entries()` folds them into JournalEntry values. Four more say what a batch of writes was for
+(issue 13): "quiet" (an isolate or include: which CPUs; its id is the batch id of the writes that
+follow it), "follow" (a process or a Java thread name pinned: new threads get the same pin), "policy"
+(re-apply a pin someone else changed, or only report it) and "guard" (a pin found changed by someone
+else, and what was done about it). Every field of every line is checked and bounded on reading. Several coremap processes may share the file (the
 window and a `coremap pin` in a terminal): appends take an exclusive flock so ids stay unique, and each
 reader picks up what others appended since its last read.
 """
@@ -25,10 +29,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.errors import CoremapError
+from app.masks import MASK_KINDS, NET_KINDS
 from app.parse.cpulist import MAX_CPU
+from app.sysroot import valid_netdev
 
 STATES = ("pending", "done", "failed")
-KINDS = ("thread", "irq")
+# What a write changes: a thread's affinity, an IRQ's smp_affinity_list, and the masks an isolate
+# moves off quiet CPUs (app/masks.py; for rps/xps, target = the queue number, netdev = the device).
+KINDS = ("thread", "irq", *MASK_KINDS)
+QUIET_ACTIONS = ("isolate", "include")
+GUARD_ACTIONS = ("reported", "reapplied", "limited", "failed")
 # Bounds of a valid line. The journal is input like any other (a hand edit, a torn write, a file
 # someone else put there): a line outside them is skipped with a note, as a torn line is.
 MAX_ID = 1 << 53                   # ids count up from 1; beyond this a float would have stood in
@@ -64,10 +74,65 @@ class JournalEntry:
     effective: tuple[int, ...] | None = None
     code: str = ""
     message: str = ""
+    netdev: str | None = None          # the network device of an rps/xps entry
 
     @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.root, self.kind, self.target_id)
+    def key(self) -> tuple[str, str, str | None, int]:
+        return (self.root, self.kind, self.netdev, self.target_id)
+
+
+@dataclass(frozen=True)
+class QuietEvent:
+    """An isolate or include: the CPUs made quiet (or given back). `id` is the batch id of its writes."""
+    id: int
+    session: str
+    root: str
+    action: str                        # "isolate" | "include"
+    cpus: tuple[int, ...]
+    time: float
+
+
+@dataclass(frozen=True)
+class FollowRule:
+    """New threads of process `pid` (only those called `name`, when given) get batch `batch`'s pin."""
+    batch: int
+    root: str
+    pid: int
+    starttime: int | None              # the process's starttime: a reused pid is another process
+    cpus: tuple[int, ...]
+    name: str                          # "" = every new thread; else a (Java) thread name
+    time: float
+
+
+@dataclass(frozen=True)
+class GuardPolicy:
+    """Whether a batch's pins are written again when someone else changes them (else only reported)."""
+    batch: int
+    reapply: bool
+    time: float
+
+
+@dataclass(frozen=True)
+class GuardEvent:
+    """A pin of batch `batch` found changed by someone else, and what the guard did."""
+    time: float
+    root: str
+    batch: int
+    kind: str
+    target_id: int
+    netdev: str | None
+    pid: int | None
+    label: str
+    expected: tuple[int, ...]
+    found: tuple[int, ...]
+    who: str                           # "irqbalance (pid 812)", "a cpuset change ...", "another process"
+    action: str                        # GUARD_ACTIONS
+    count: int                         # re-applies of this target so far
+    message: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str | None, int]:
+        return (self.root, self.kind, self.netdev, self.target_id)
 
 
 def _tuple(v):
@@ -108,6 +173,23 @@ def _time(v) -> float:
     return float(v)
 
 
+def _netdev_field(v, kind: str) -> str | None:
+    """A record's netdev: a checked device name for rps/xps entries, absent for every other kind."""
+    if kind in NET_KINDS:
+        if not valid_netdev(v):
+            raise _BadLine(f"netdev {str(v)[:20]!r}: expected a network device name")
+        return v
+    if v is not None:
+        raise _BadLine(f"netdev given for a {kind} entry")
+    return None
+
+
+def _choice(v, name: str, allowed: tuple[str, ...]) -> str:
+    if v not in allowed:
+        raise _BadLine(f"{name} {str(v)[:20]!r}: expected one of {', '.join(allowed)}")
+    return v
+
+
 def _origin(v) -> str:
     if type(v) is not str or not _ORIGIN_RE.fullmatch(v):
         raise _BadLine(f"origin {str(v)[:40]!r}: expected pin, undo:N, redo:N, restore or a short word")
@@ -129,7 +211,47 @@ def entry_from_line(obj) -> JournalEntry:
         pid=_opt_int(obj.get("pid"), "pid", 1, MAX_TARGET), label=_text(obj.get("label"), "label", 256),
         starttime=_opt_int(obj.get("starttime"), "starttime", 0, 1 << 63),
         before=_cpus(obj.get("before"), "before", optional=True),
-        requested=_cpus(obj.get("requested"), "requested", optional=False), time=_time(obj.get("time")))
+        requested=_cpus(obj.get("requested"), "requested", optional=False), time=_time(obj.get("time")),
+        netdev=_netdev_field(obj.get("netdev"), kind))
+
+
+def quiet_from_line(obj: dict) -> QuietEvent:
+    cpus = _cpus(obj.get("cpus"), "cpus", optional=False)
+    if not cpus:
+        raise _BadLine("cpus: an isolate or include names at least one CPU")
+    return QuietEvent(id=_int(obj.get("id"), "id", 1, MAX_ID), session=_text(obj.get("session"), "session", 64),
+                      root=_text(obj.get("root"), "root"), action=_choice(obj.get("action"), "action", QUIET_ACTIONS),
+                      cpus=cpus, time=_time(obj.get("time")))
+
+
+def follow_from_line(obj: dict) -> FollowRule:
+    cpus = _cpus(obj.get("cpus"), "cpus", optional=False)
+    if not cpus:
+        raise _BadLine("cpus: a follow rule names at least one CPU")
+    return FollowRule(batch=_int(obj.get("batch"), "batch", 1, MAX_ID), root=_text(obj.get("root"), "root"),
+                      pid=_int(obj.get("pid"), "pid", 1, MAX_TARGET),
+                      starttime=_opt_int(obj.get("starttime"), "starttime", 0, 1 << 63), cpus=cpus,
+                      name=_text(obj.get("name"), "name", 256), time=_time(obj.get("time")))
+
+
+def policy_from_line(obj: dict) -> GuardPolicy:
+    reapply = obj.get("reapply")
+    if type(reapply) is not bool:
+        raise _BadLine("reapply: expected true or false")
+    return GuardPolicy(_int(obj.get("batch"), "batch", 1, MAX_ID), reapply, _time(obj.get("time")))
+
+
+def guard_from_line(obj: dict) -> GuardEvent:
+    kind = _choice(obj.get("kind"), "kind", KINDS)
+    return GuardEvent(time=_time(obj.get("time")), root=_text(obj.get("root"), "root"),
+                      batch=_int(obj.get("batch"), "batch", 1, MAX_ID), kind=kind,
+                      target_id=_int(obj.get("target"), "target", 0, MAX_TARGET),
+                      netdev=_netdev_field(obj.get("netdev"), kind),
+                      pid=_opt_int(obj.get("pid"), "pid", 1, MAX_TARGET), label=_text(obj.get("label"), "label", 256),
+                      expected=_cpus(obj.get("expected"), "expected", optional=False),
+                      found=_cpus(obj.get("found"), "found", optional=False), who=_text(obj.get("who"), "who", 256),
+                      action=_choice(obj.get("action"), "action", GUARD_ACTIONS),
+                      count=_int(obj.get("count"), "count", 0, MAX_ID), message=_text(obj.get("message", ""), "message"))
 
 
 def mark_fields(obj) -> dict:
@@ -151,6 +273,10 @@ class Journal:
         self.session_id = uuid.uuid4().hex[:12]
         self.notes: list[str] = []         # corrupt lines skipped, for the log/status line
         self._entries: dict[int, JournalEntry] = {}
+        self._quiet: dict[int, QuietEvent] = {}
+        self._follows: list[FollowRule] = []
+        self._policies: dict[int, GuardPolicy] = {}
+        self._guard: list[GuardEvent] = []
         self._offset = 0
         self._line_no = 0
         self._max_id = 0
@@ -197,8 +323,13 @@ class Journal:
     # -- writing -------------------------------------------------------------------------------
     def record(self, *, kind: str, target_id: int, requested, before=None, pid: int | None = None,
                label: str = "", root: str = "/", origin: str = "pin", batch: int | None = None,
-               starttime: int | None = None) -> int:
+               starttime: int | None = None, netdev: str | None = None) -> int:
         """Append a pending entry and fsync it; returns its id. `batch` None starts a new batch."""
+        if kind not in KINDS:
+            raise ValueError(f"journal kind {kind!r}: expected one of {', '.join(KINDS)}")
+        if (kind in NET_KINDS) != (netdev is not None) or (netdev is not None and not valid_netdev(netdev)):
+            raise ValueError(f"journal {kind} entry with netdev {netdev!r}: rps and xps entries name a device, "
+                             "no other kind does")
         self._writable()
         with self._locked(fcntl.LOCK_EX):
             self._catch_up()
@@ -207,12 +338,14 @@ class Journal:
                 id=new_id, session=self.session_id, batch=new_id if batch is None else batch,
                 origin=origin, root=str(root), kind=kind, target_id=int(target_id), pid=pid,
                 label=label[:256], starttime=starttime, before=_tuple(before),
-                requested=tuple(requested), time=time.time())
+                requested=tuple(requested), time=time.time(), netdev=netdev)
             line = {"ev": "record", "id": entry.id, "session": entry.session, "batch": entry.batch,
                     "origin": entry.origin, "root": entry.root, "kind": entry.kind,
                     "target": entry.target_id, "pid": entry.pid, "label": entry.label,
                     "starttime": entry.starttime, "before": entry.before,
                     "requested": entry.requested, "time": entry.time}
+            if netdev is not None:
+                line["netdev"] = netdev
             self._append(line)
             self._entries[new_id] = entry
             self._max_id = new_id
@@ -235,6 +368,55 @@ class Journal:
             # treats as changed (the conservative reading), and it halves the cost of a pin.
             self._append(line, sync=False)
             self._apply_mark(entry_id, fields)
+
+    def quiet(self, action: str, cpus, root: str = "/") -> int:
+        """Append an isolate or include of `cpus` (fsync'ed, before its writes); returns its id, which
+        the writes of that isolate or include then carry as their batch."""
+        if action not in QUIET_ACTIONS:
+            raise ValueError(f"quiet action {action!r}: expected one of {', '.join(QUIET_ACTIONS)}")
+        self._writable()
+        with self._locked(fcntl.LOCK_EX):
+            self._catch_up()
+            ev = QuietEvent(self._max_id + 1, self.session_id, str(root), action, tuple(sorted(set(cpus))),
+                            time.time())
+            self._append({"ev": "quiet", "id": ev.id, "session": ev.session, "root": ev.root,
+                          "action": ev.action, "cpus": list(ev.cpus), "time": ev.time})
+            self._quiet[ev.id] = ev
+            self._max_id = ev.id
+            return ev.id
+
+    def follow(self, *, batch: int, pid: int, cpus, starttime: int | None = None, name: str = "",
+               root: str = "/") -> FollowRule:
+        """Append a follow rule: new threads of `pid` (called `name`, when given) get batch `batch`'s pin."""
+        rule = FollowRule(int(batch), str(root), int(pid), starttime, tuple(sorted(set(cpus))), name[:256],
+                          time.time())
+        self._append_locked({"ev": "follow", "batch": rule.batch, "root": rule.root, "pid": rule.pid,
+                             "starttime": rule.starttime, "cpus": list(rule.cpus), "name": rule.name,
+                             "time": rule.time})
+        self._follows.append(rule)
+        return rule
+
+    def set_policy(self, batch: int, reapply: bool) -> GuardPolicy:
+        """Append the guard's policy for batch `batch`: re-apply its pins when changed, or only report."""
+        pol = GuardPolicy(int(batch), bool(reapply), time.time())
+        self._append_locked({"ev": "policy", "batch": pol.batch, "reapply": pol.reapply, "time": pol.time},
+                            sync=False)
+        self._policies[pol.batch] = pol
+        return pol
+
+    def guard_event(self, ev: GuardEvent) -> None:
+        """Append what the guard found and did (no fsync: a lost line loses a report, never a pin)."""
+        self._append_locked({"ev": "guard", "time": ev.time, "root": ev.root, "batch": ev.batch, "kind": ev.kind,
+                             "target": ev.target_id, "netdev": ev.netdev, "pid": ev.pid, "label": ev.label[:256],
+                             "expected": list(ev.expected), "found": list(ev.found), "who": ev.who[:256],
+                             "action": ev.action, "count": ev.count, "message": ev.message[:MAX_TEXT]}, sync=False)
+        self._guard.append(ev)
+
+    def _append_locked(self, obj: dict, sync: bool = True) -> None:
+        self._writable()
+        with self._locked(fcntl.LOCK_EX):
+            self._catch_up()
+            self._append(obj, sync)
 
     def _writable(self) -> None:
         if self.readonly or self._fd < 0:
@@ -261,6 +443,27 @@ class Journal:
 
     def get(self, entry_id: int) -> JournalEntry:
         return self._entries[entry_id]
+
+    def refresh(self) -> int:
+        """Read what other processes appended; returns how far the journal has been read (it grows
+        with every line, so an unchanged number means nothing new)."""
+        with self._locked(fcntl.LOCK_SH):
+            self._catch_up()
+        return self._offset
+
+    def quiet_events(self) -> list[QuietEvent]:
+        """Every isolate and include, oldest first (call entries() or refresh() first for news)."""
+        return [self._quiet[k] for k in sorted(self._quiet)]
+
+    def follow_rules(self) -> list[FollowRule]:
+        return list(self._follows)
+
+    def policies(self) -> dict[int, bool]:
+        """batch -> re-apply (the newest policy line of each batch)."""
+        return {b: p.reapply for b, p in self._policies.items()}
+
+    def guard_events(self) -> list[GuardEvent]:
+        return list(self._guard)
 
     def unrestored(self, root: str | None = None) -> list[JournalEntry]:
         """For each target still changed from its original affinity, the first entry of that change
@@ -318,10 +521,23 @@ class Journal:
             ev = obj.get("ev") if type(obj) is dict else None
             if ev == "record":
                 e = entry_from_line(obj)
-                if e.id in self._entries:
+                if e.id in self._entries or e.id in self._quiet:
                     raise _BadLine(f"id {e.id} used twice")
                 self._entries[e.id] = e
                 self._max_id = max(self._max_id, e.id)
+            elif ev == "quiet":
+                q = quiet_from_line(obj)
+                if q.id in self._entries or q.id in self._quiet:
+                    raise _BadLine(f"id {q.id} used twice")
+                self._quiet[q.id] = q
+                self._max_id = max(self._max_id, q.id)
+            elif ev == "follow":
+                self._follows.append(follow_from_line(obj))
+            elif ev == "policy":
+                pol = policy_from_line(obj)
+                self._policies[pol.batch] = pol
+            elif ev == "guard":
+                self._guard.append(guard_from_line(obj))
             elif ev == "mark":
                 entry_id = _int(obj.get("id"), "id", 1, MAX_ID)
                 if entry_id not in self._entries:

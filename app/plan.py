@@ -18,8 +18,11 @@ Sources for the syntax and the kernel versions that honour each piece:
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from app.atomic import write_atomic
 from app.errors import CoremapError, CpuListError
 from app.format import cpus_word, format_cpus
 from app.machine.topology import Topology
@@ -208,3 +211,17 @@ def plan_text(plan: QuietPlan) -> str:
         out.append("")
         out += [f"Note: {n}" for n in plan.notes]
     return "\n".join(out) + "\n"
+
+
+def write_plan_folder(folder: Path, plan: QuietPlan) -> None:
+    """The plan as files in `folder` (created): cmdline.txt, plan.txt and one file per piece."""
+    if folder.exists() and not folder.is_dir():
+        raise CoremapError(f"{folder}: not a folder; give a folder for the plan's files")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CoremapError(f"{folder}: cannot create it ({os.strerror(e.errno or 0)})") from None
+    write_atomic(folder / "cmdline.txt", (plan.cmdline_fragment + "\n").encode())
+    write_atomic(folder / "plan.txt", plan_text(plan).encode())
+    for f in plan.files:
+        write_atomic(folder / f.name, f.text.encode())

@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass, field
 
 import app
-from app.format import format_change, format_cpus, format_count, format_ns, format_rate
+from app.format import (cpus_word, format_change, format_count, format_cpus, format_ns, format_rate,
+                        format_ratio, format_share)
 from app.errors import CoremapError, SysRootReadError
 from app.sysroot import SysRoot
 
@@ -84,6 +85,17 @@ class ProbeSection:
 
 
 @dataclass
+class VerifySection:
+    """A before / after verification of quiet CPUs (probes/verify.py) and the plot of both sides."""
+    result: dict
+    plot: Image | None = None
+
+    @property
+    def title(self) -> str:
+        return f"Before / after: quiet {cpus_word(self.result.get('cpus') or [])}"
+
+
+@dataclass
 class ReportData:
     host: str
     source: str                              # "live", a root folder, or a session file
@@ -101,6 +113,7 @@ class ReportData:
     topology: object = None                  # app.machine.topology.Topology, for renderers
     irq_load: dict[int, float] = field(default_factory=dict)   # cpu -> device IRQs/s (or count)
     extra_images: list[tuple[str, Image]] = field(default_factory=list)   # session screenshots
+    verifications: list[VerifySection] = field(default_factory=list)
 
 
 # -- building ReportData ---------------------------------------------------------------------------
@@ -242,10 +255,24 @@ def _irq_lines(root: SysRoot, figures: dict[str, dict[int, float]], top: int) ->
     return lines[:top], load
 
 
+QUIET_ORIGINS = ("isolate", "include")
+
+
 def _pin_lines(journal: list[dict]) -> list[PinLine]:
+    """A row per write; an isolate or include (hundreds of writes) is one row with its counts."""
     out = []
+    quiet: dict[object, list[dict]] = {}
+    for e in journal:
+        if isinstance(e, dict) and e.get("origin") in QUIET_ORIGINS:
+            quiet.setdefault(e.get("batch"), []).append(e)
+    seen = set()
     for e in journal:
         if not isinstance(e, dict):
+            continue
+        if e.get("origin") in QUIET_ORIGINS:
+            if e.get("batch") not in seen:
+                seen.add(e.get("batch"))
+                out.append(_quiet_line(quiet[e.get("batch")]))
             continue
         kind, tid = e.get("kind", "target"), e.get("target_id", e.get("target", "?"))
         label = e.get("label") or ""
@@ -259,6 +286,18 @@ def _pin_lines(journal: list[dict]) -> list[PinLine]:
     return out
 
 
+def _quiet_line(entries: list[dict]) -> PinLine:
+    states: dict[str, int] = {}
+    for e in entries:
+        st = str(e.get("state", "?")) + (f" {e['code']}" if e.get("code") not in (None, "", "ok") else "")
+        states[st] = states.get(st, 0) + 1
+    first = entries[0]
+    t = first.get("time")
+    return PinLine(f"{first.get('origin')} #{first.get('batch')}: {len(entries)} targets (IRQs, threads, masks)",
+                   None, (), None, ", ".join(f"{n} {k}" for k, n in sorted(states.items(), key=lambda x: -x[1])),
+                   float(t) if isinstance(t, (int, float)) else None)
+
+
 def _tuple(v):
     if v is None:
         return None
@@ -270,7 +309,8 @@ def _tuple(v):
 
 def report_from_root(root: SysRoot, *, journal: list[dict] | None = None, probes: list[dict] | None = None,
                      notes: str = "", history: list[dict] | None = None, source: str | None = None,
-                     host: str | None = None, top_irqs: int = TOP_IRQS, live_wait: float = 0.5) -> ReportData:
+                     host: str | None = None, top_irqs: int = TOP_IRQS, live_wait: float = 0.5,
+                     verifications: list[dict] | None = None) -> ReportData:
     """ReportData for a machine (live or captured) plus optional pin journal rows and probe results."""
     from app.machine.topology import read_topology
     topo = read_topology(root)
@@ -282,7 +322,8 @@ def report_from_root(root: SysRoot, *, journal: list[dict] | None = None, probes
         host=str(host), source=source or ("live" if root.is_live else str(root.root)), created=_now_iso(),
         facts=machine_facts(topo, root), cpu_count=len(topo.online), totals=is_totals, rate_note=note,
         irqs=irqs, pins=_pin_lines(journal or []), probes=[ProbeSection(dict(p)) for p in (probes or [])],
-        notes=notes, topology=topo, irq_load=load)
+        notes=notes, topology=topo, irq_load=load,
+        verifications=[VerifySection(dict(v)) for v in (verifications or [])])
 
 
 def report_from_session(session) -> ReportData:
@@ -290,7 +331,7 @@ def report_from_session(session) -> ReportData:
     data = report_from_root(session.root, journal=session.journal, probes=[p.result for p in session.probes],
                             notes=session.notes, history=session.history,
                             source=str(session.source) if session.source else None,
-                            host=session.host or None, live_wait=0)
+                            host=session.host or None, live_wait=0, verifications=session.verifications)
     for name, blob in sorted(session.screenshots.items()):
         if name.endswith(".png"):
             data.extra_images.append((name, Image(blob, "image/png")))
@@ -360,6 +401,8 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
     _irqs_html(w, r)
     _pins_html(w, r)
     _probes_html(w, r, image_width)
+    for v in r.verifications:
+        _verify_html(w, v, image_width)
     if r.extra_images:
         w("<h2>Screenshots</h2>")
         for name, img in r.extra_images:
@@ -471,6 +514,41 @@ def _probe_run_html(w, i: int, p: ProbeSection, image_width: int) -> None:
     w("<table><tr>" + "".join(f"<th>{_e(k)}</th>" for k in PERCENTILE_KEYS) + "</tr><tr>"
       + "".join(f'<td class="num">{_e(format_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS) + "</tr></table>")
     _attribution_html(w, res.get("attribution"))
+
+
+def _verify_html(w, section: VerifySection, image_width: int) -> None:
+    """One "before / after" section: the two sides' figures, their ratio, both histograms, each run,
+    what the isolate and include moved, and the attribution of each side's gaps where it was traced."""
+    v = section.result
+    ratio = v.get("ratio") or {}
+    w(f"<h2>{_e(section.title)}</h2>")
+    w(f'<p class="muted">The jitter probe for {_e(_secs(v.get("seconds")))} a run on {_e(cpus_word(v["cpus"]))}, '
+      f'not quiet and quiet in {v["pairs"]} alternated pair{"s" if v["pairs"] != 1 else ""}; the quiet state '
+      "was toggled between runs (isolate and include).</p>")
+    w("<table><tr><th></th><th>Gaps &ge; 10 µs per second</th><th>Time lost in gaps &ge; 2 µs</th>"
+      "<th>Longest gap</th><th>Runs</th></tr>")
+    for side in (v["before"], v["after"]):
+        pct = side.get("percentiles") or {}
+        w(f'<tr><th>{_e(side.get("label", ""))}</th><td class="num">{_e(format_rate(side["gaps10_per_s"]))}</td>'
+          f'<td class="num">{_e(format_share(side["lost_share"]))}</td><td class="num">{_e(format_ns(pct.get("max")))}</td>'
+          f'<td class="num">{_e(side.get("runs", ""))}</td></tr>')
+    w(f'<tr><th>after / before</th><td class="num">{_e(format_ratio(ratio.get("gaps10_per_s")))}</td>'
+      f'<td class="num">{_e(format_ratio(ratio.get("lost_share")))}</td><td colspan="2" class="muted">'
+      "median of the per-pair ratios</td></tr></table>")
+    if section.plot is not None:
+        w(f"<p>{_img(section.plot, 'gap lengths before and after', min(image_width, section.plot.width or image_width))}</p>")
+    w("<table><tr><th>Pair</th><th>CPU</th><th>State</th><th>Gaps &ge; 10 µs/s</th><th>Time lost</th></tr>")
+    for run in v["runs"]:
+        w(f'<tr><td class="num">{run["pair"] + 1}</td><td class="num">{_e(run.get("cpu"))}</td>'
+          f'<td>{"quiet" if run["quiet"] else "not quiet"}</td><td class="num">{_e(format_rate(run["gaps10_per_s"]))}</td>'
+          f'<td class="num">{_e(format_share(run["lost_share"]))}</td></tr>')
+    w("</table>")
+    for action, sentence in sorted((v.get("outcomes") or {}).items()):
+        w(f'<p class="muted">{_e(sentence)}</p>')
+    for side in (v["before"], v["after"]):
+        if side.get("attribution") is not None:
+            w(f"<h3>What ran in the gaps: {_e(side.get('label', ''))}</h3>")
+            _attribution_html(w, side["attribution"])
 
 
 def _attribution_html(w, a: dict | None, *, causes: int = 10, gaps: int = 10) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from app.format import printable
+from app.journal import KINDS as JOURNAL_KINDS
 
 MAX_ITEMS = 1 << 16          # buckets, gaps, causes, rows: a real result holds hundreds at most
 MAX_TEXT = 4096
@@ -214,7 +215,7 @@ def clean_journal_rows(rows, what: str = "journal") -> tuple[list[dict], list[st
 
 
 def _journal_row_ok(r) -> bool:
-    if type(r) is not dict or r.get("kind") not in (None, "thread", "irq", "process"):
+    if type(r) is not dict or r.get("kind") not in (None, "process", *JOURNAL_KINDS):
         return False
     for key in ("id", "target_id", "target", "pid", "batch"):
         if r.get(key) is not None and _count(r.get(key)) is None:
@@ -229,3 +230,58 @@ def _journal_row_ok(r) -> bool:
         if v is not None and (type(v) is not list or len(v) > MAX_ITEMS or any(_count(c) is None for c in v)):
             return False
     return True
+
+
+# -- verifications of quiet CPUs (probes/verify.py VerifyPlan.result()) ------------------------------------
+SIDE_NUMBERS = ("gaps10_per_s", "lost_share", "sampled_seconds")
+
+
+def clean_verification(obj, what: str = "verification") -> tuple[dict | None, list[str]]:
+    """(the verification with only well-formed parts, notes on what was left out); None when `obj`
+    is not one at all (not an object, not "kind": "verify", no CPU list, no before and after)."""
+    if (type(obj) is not dict or obj.get("kind") != "verify" or type(obj.get("cpus")) is not list
+            or not 0 < len(obj["cpus"]) <= MAX_ITEMS or any(type(c) is not int or not 0 <= c < 1 << 16
+                                                            for c in obj["cpus"])
+            or type(obj.get("before")) is not dict or type(obj.get("after")) is not dict):
+        return None, [f"{what}: not a verification of quiet CPUs; left out"]
+    notes: list[str] = []
+    runs = obj.get("runs") if type(obj.get("runs")) is list else []
+    good_runs = [_verify_run(r) for r in runs[:MAX_ITEMS]]
+    if None in good_runs or type(obj.get("runs")) is not list:
+        notes.append(f"{what}: malformed runs left out")
+    ratio = obj.get("ratio") if type(obj.get("ratio")) is dict else {}
+    outcomes = obj.get("outcomes") if type(obj.get("outcomes")) is dict else {}
+    out = {"kind": "verify", "cpus": list(obj["cpus"]), "seconds": _finite(obj.get("seconds")),
+           "pairs": _count(obj.get("pairs")) or 0, "time": _finite(obj.get("time")),
+           "runs": [r for r in good_runs if r is not None],
+           "before": _verify_side(obj["before"], f"{what} before", notes),
+           "after": _verify_side(obj["after"], f"{what} after", notes),
+           "ratio": {k: _finite(v) for k, v in ratio.items() if k in SIDE_NUMBERS},
+           "outcomes": {k: _text(v) for k, v in outcomes.items() if type(k) is str and _text(v) is not None}}
+    return out, notes
+
+
+def _verify_run(r) -> dict | None:
+    if type(r) is not dict or _count(r.get("pair")) is None or type(r.get("quiet")) is not bool:
+        return None
+    cpu = r.get("cpu")
+    return {"pair": r["pair"], "quiet": r["quiet"], "cpu": cpu if type(cpu) is int and 0 <= cpu < 1 << 16 else None,
+            "gaps10_per_s": _finite(r.get("gaps10_per_s")), "lost_share": _finite(r.get("lost_share")),
+            "max_ns": _finite(r.get("max_ns")), "sampled_seconds": _finite(r.get("sampled_seconds"))}
+
+
+def _verify_side(d: dict, what: str, notes: list[str]) -> dict:
+    """One side (before or after): its figures, merged buckets, gap rows, percentiles, attribution."""
+    out = {"probe": "jitter", "label": _text(d.get("label")) or "", "runs": _count(d.get("runs")) or 0,
+           "cpu": d.get("cpu") if type(d.get("cpu")) is int else None}
+    for key in SIDE_NUMBERS:
+        out[key] = _finite(d.get(key))
+        if out[key] is None and d.get(key) is not None:
+            notes.append(f"{what}: {key!r} has the wrong type or a value out of range; left out")
+    for key, check, empty in (("buckets", _buckets, []), ("gaps_per_cpu_hour", _gap_rows, []),
+                              ("percentiles", _percentiles, {}), ("attribution", _attribution, None)):
+        v = check(d.get(key)) if d.get(key) is not None else None
+        if v is None and d.get(key) is not None:
+            notes.append(f"{what}: {key!r} has the wrong type or a value out of range; left out")
+        out[key] = empty if v is None else v
+    return out

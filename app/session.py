@@ -7,6 +7,7 @@ A session is a zip (so `unzip -l` explains it) holding:
     history.jsonl          the sampled history shown, one compact JSON object per tick (see history_tick)
     probes/<n>.json        probe results (the JSON objects the probe runner prints)
     probes/<n>.hlog        the same histogram in HdrHistogram's log format, when one was written
+    verify/<n>.json        a before / after verification of quiet CPUs (probes/verify.py)
     journal.jsonl          the pin journal (target, before, requested, after, time, state)
     screenshots/NAME.png|svg
     notes.md
@@ -40,7 +41,7 @@ import app
 from app.atomic import atomic_writer
 from app.errors import CoremapError
 from app.statedir import state_dir
-from app.results import clean_history, clean_journal_rows, clean_probe_result
+from app.results import clean_history, clean_journal_rows, clean_probe_result, clean_verification
 from app.sysroot import SysRoot
 
 FORMAT = 1
@@ -51,6 +52,7 @@ JOURNAL = "journal.jsonl"
 NOTES = "notes.md"
 PROBES = "probes/"
 SCREENSHOTS = "screenshots/"
+VERIFY = "verify/"
 
 # Bounds on what one session may unpack to. A 112-CPU machine snapshot is ~19,000 members and
 # ~10 MB uncompressed; these leave two orders of magnitude of room and stop a zip bomb.
@@ -60,6 +62,7 @@ MAX_MEMBER_BYTES = 512 * 1024 ** 2
 
 _SCREENSHOT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.(png|svg)$")
 _PROBE_MEMBER = re.compile(r"^probes/([0-9]{1,6})\.(json|hlog)$")
+_VERIFY_MEMBER = re.compile(r"^verify/([0-9]{1,6})\.json$")
 
 
 class SessionError(CoremapError):
@@ -84,6 +87,7 @@ class Session:
     journal: list[dict] = field(default_factory=list)
     screenshots: dict[str, bytes] = field(default_factory=dict)
     notes: str = ""
+    verifications: list[dict] = field(default_factory=list)     # before / after runs of quiet CPUs
     host: str = ""
     created: str = ""
     coremap_version: str = app.__version__
@@ -199,6 +203,8 @@ def save_session(path: str | os.PathLike, session: Session) -> None:
                     if probe.hlog is not None:
                         put(f"{PROBES}{n}.hlog", probe.hlog)
                 put(JOURNAL, _jsonl(session.journal))
+                for n, v in enumerate(session.verifications, 1):
+                    put(f"{VERIFY}{n}.json", json.dumps(v, indent=1, sort_keys=True).encode())
                 for name, data in sorted(session.screenshots.items()):
                     put(SCREENSHOTS + name, data)
                 put(NOTES, session.notes.encode())
@@ -408,6 +414,7 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
                 coremap_version=str(manifest.get("coremap", "")), source=path)
     probe_json: dict[int, dict] = {}
     probe_hlog: dict[int, bytes] = {}
+    verifications: dict[int, dict] = {}
     machine_members = []
     for zi in infos:
         name = zi.filename
@@ -441,11 +448,22 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
                 probe_json[n] = clean
             else:
                 probe_hlog[n] = data
+        elif (m := _VERIFY_MEMBER.match(name)):
+            try:
+                obj = json.loads(_read(path, zf, zi))
+            except (ValueError, RecursionError):
+                raise _refuse(path, f"{name} is not JSON (the file is damaged)") from None
+            clean, notes = clean_verification(obj, name)
+            if clean is None:
+                raise _refuse(path, f"{name} is not a verification of quiet CPUs (the file is damaged)")
+            s.problems += notes
+            verifications[int(m.group(1))] = clean
         # Other members (written by a later format-1 coremap) are ignored, not extracted.
     orphans = sorted(set(probe_hlog) - set(probe_json))
     if orphans:
         raise _refuse(path, f"probes/{orphans[0]}.hlog has no probes/{orphans[0]}.json (the file is damaged)")
     s.probes = [ProbeRecord(probe_json[n], probe_hlog.get(n)) for n in sorted(probe_json)]
+    s.verifications = [verifications[n] for n in sorted(verifications)]
     if machine_members:
         tmp, s.machine_dir = _extract_machine(path, zf, machine_members, links)
         # Removed by close(), or when the Session is collected, or at interpreter exit.

@@ -30,6 +30,7 @@ import errno
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -174,6 +175,27 @@ class SysRoot:
             return self.proc(str(pid), *parts)
         return self.proc(str(pid), "task", str(tid), *parts)
 
+    def workqueue_cpumask(self) -> Path:
+        """sys/devices/virtual/workqueue/cpumask: where unbound workqueues may run
+        (Documentation/core-api/workqueue.rst, "Affinity Scopes"; a hex mask)."""
+        return self.sys("devices", "virtual", "workqueue", "cpumask")
+
+    def net_dir(self, netdev: str | None = None) -> Path:
+        """sys/class/net, or sys/class/net/<netdev> for a name checked by `net_queue_mask`'s rule."""
+        if netdev is None:
+            return self.sys("class", "net")
+        return self.sys("class", "net", _netdev(netdev))
+
+    def net_queue_mask(self, netdev: str, kind: str, queue: int) -> Path:
+        """sys/class/net/<netdev>/queues/rx-<queue>/rps_cpus (kind "rps") or tx-<queue>/xps_cpus
+        ("xps"), hex masks (Documentation/networking/scaling.rst). Built only from a checked name and
+        an integer, so a name from a journal or a helper request can never make a path elsewhere:
+        ValueError for anything else."""
+        if kind not in ("rps", "xps") or type(queue) is not int or not 0 <= queue < 1 << 16:
+            raise ValueError(f"network queue mask {kind!r} {queue!r}: expected rps or xps and a queue number")
+        folder = f"rx-{queue}" if kind == "rps" else f"tx-{queue}"
+        return self.sys("class", "net", _netdev(netdev), "queues", folder, f"{kind}_cpus")
+
     # -- reads --------------------------------------------------------------------------------
     def read_bytes(self, path: Path, limit: int | None = None) -> bytes:
         """The whole content of `path` (under this root), at most `limit` bytes (READ_LIMITS by file
@@ -247,6 +269,12 @@ class SysRoot:
     def is_dir(self, path: Path) -> bool:
         st = self._stat(path)
         return st is not None and stat.S_ISDIR(st.st_mode)
+
+    def link_count(self, path: Path) -> int | None:
+        """st_nlink of `path` (None when absent). For proc/PID/task it is the process's thread count
+        plus 2 (fs/proc/base.c proc_task_getattr), one stat instead of listing thousands of threads."""
+        st = self._stat(path)
+        return None if st is None else st.st_nlink
 
     def listdir(self, path: Path) -> list[str]:
         """Entries of a folder, sorted; [] when it is absent or not a folder."""
@@ -396,6 +424,23 @@ class SysRoot:
         note = f"{rel} {what}"
         if note not in self.notes:
             self.notes.append(note)
+
+
+# Network device names coremap builds paths from: the kernel's own rule (net/core/dev.c
+# dev_valid_name: 1-15 bytes, not "." or "..", no "/", ":" or white space) narrowed to the characters
+# real names use, so a name read from a hostile journal or request is plain text and never a path.
+NETDEV_RE = re.compile(r"[A-Za-z0-9_.@+-]{1,15}")
+
+
+def valid_netdev(name) -> bool:
+    """Whether `name` is a network device name coremap writes a path with (NETDEV_RE)."""
+    return type(name) is str and bool(NETDEV_RE.fullmatch(name)) and name not in (".", "..")
+
+
+def _netdev(name) -> str:
+    if not valid_netdev(name):
+        raise ValueError(f"network device name {str(name)[:40]!r}: expected 1-15 letters, digits or _.@+-")
+    return name
 
 
 # -- openat2 and the walk ------------------------------------------------------------------------------

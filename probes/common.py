@@ -67,9 +67,10 @@ def allowed_cpus(root: SysRoot | None = None) -> tuple[int, ...]:
     return tuple(sorted(c for c in os.sched_getaffinity(0) if c in online))
 
 
-def check_cpus(text: str | None, *, root: SysRoot | None = None) -> tuple[int, ...]:
-    """Parse a CPU list and make sure every CPU is usable here. Raises ProbeError naming the CPU."""
-    allowed = allowed_cpus(root)
+def check_cpus(text: str | None, *, root: SysRoot | None = None, also=()) -> tuple[int, ...]:
+    """Parse a CPU list and make sure every CPU is usable here. Raises ProbeError naming the CPU.
+    `also`: CPUs coremap made quiet, which this process was moved off but a probe may use."""
+    allowed = tuple(sorted(set(allowed_cpus(root)) | set(also)))
     if text is None:
         raise ProbeError(f"no CPU given; pass --cpu N (choose from {format_cpulist(allowed)}) or --unbound")
     cpus = parse_cpulist(str(text), what="--cpu")

@@ -208,7 +208,9 @@ def summarize(lines) -> dict:
     best = best_placement([r for r in rows if r["windows"]])
     measured = [r for r in rows if r["windows"]]
     unpinned = next((r for r in measured if r["kind"] == "unpinned"), None)
-    steadier = (unpinned["cv"] / best["cv"]) if (best and unpinned and best is not unpinned and best["cv"]) else None
+    # A run still going may have one window of a placement: no CV yet (None), so no ratio yet.
+    steadier = (unpinned["cv"] / best["cv"]) if (best and unpinned and best is not unpinned and best["cv"]
+                                                  and unpinned["cv"] is not None) else None
     udp = next((l["udp"] for l in ivs if l.get("udp")), None)
     transport = hello_line.get("transport")
     return {"probe": NAME, "cpu": None, "title": f"messaging over {transport}" + (f" ({udp})" if udp else ""),

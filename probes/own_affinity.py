@@ -6,9 +6,14 @@ process (each /proc/self/task entry: sched_setaffinity on the process changes on
 thread, and threads inherit a mask only when created) is moved to the online CPUs the job does not
 probe; when it ends each gets its own earlier mask back. The caller starts the job's child before
 the move, so the child inherits the full mask and may pin itself to the probed CPU.
+
+Quiet CPUs (issue 13): an isolate moves coremap's own threads off them too, yet probing them is what
+they are kept for. `lent` names them; `spawning(cpus)` widens the starting thread's mask by the
+probed CPUs among them while a child starts, so the child inherits them and may pin itself there.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 from app.format import format_cpus
@@ -23,11 +28,31 @@ class OwnAffinityGuard:
         self.root = root or SysRoot("/")
         self._saved: dict[int, set[int]] | None = None
         self._process_mask: set[int] | None = None
+        self.lent: frozenset[int] = frozenset()      # quiet CPUs: off-limits to coremap, not to a probe
 
     @property
     def active(self) -> bool:
         """True while the threads are kept off some CPUs (between exclude and restore)."""
         return self._saved is not None
+
+    def probe_cpus(self) -> set[int]:
+        """CPUs a probe started from this process may use: its affinity, and the quiet CPUs."""
+        return set(os.sched_getaffinity(0)) | set(self.lent)
+
+    @contextlib.contextmanager
+    def spawning(self, cpus):
+        """While the block starts a child: the calling thread also allowed on the probed CPUs that are
+        lent (quiet), so the child inherits them; its own mask back afterwards."""
+        extra = set(cpus) & set(self.lent)
+        mine = set(os.sched_getaffinity(0))
+        if not extra - mine:
+            yield
+            return
+        os.sched_setaffinity(0, mine | extra)
+        try:
+            yield
+        finally:
+            os.sched_setaffinity(0, mine)
 
     def own_tids(self) -> list[int]:
         return [int(t) for t in self.root.listdir(self.root.task_dir(os.getpid(), None, "task")) if t.isdigit()]

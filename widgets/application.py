@@ -34,8 +34,11 @@ from widgets.colors import Metric, parse_metric
 from widgets.harness import application
 from widgets.main_window import MainWindow
 from widgets.pictures import RATE_WINDOW, first_state, offscreen, picture_bytes, settle
+from app.guard import event_line
 from widgets.pinning.controller import PinController
+from widgets.pinning.guard import GuardThread
 from widgets.probe.panel import ProbePanel
+from widgets.quiet.controller import QuietController
 from widgets.sampler_thread import SamplerThread
 from widgets.session_controller import SessionController
 
@@ -156,19 +159,21 @@ def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric 
     window = MainWindow(sampler_thread, metric=metric, interval=interval)
     # The File menu comes first, as in every desktop application.
     file_menu = window.menuBar().addMenu("&File")
-    window.pin_controller = _add_pinning(window)
+    edit_menu = window.menuBar().addMenu("&Edit")
+    window.pin_controller = _add_pinning(window, edit_menu)
+    window.guard_thread = _add_guard(window, edit_menu, interval)
     window.probe_panel, window.probe_dock = _add_probes(window)
+    window.quiet_controller = _add_quiet(window)
     window.session_controller = _add_sessions(window, file_menu, crash_recovery)
     return window
 
 
-def _add_pinning(window: MainWindow) -> PinController:
+def _add_pinning(window: MainWindow, menu: QMenu) -> PinController:
     """Drops on the grid, Pin to…, Edit → Undo/Redo/Restore all, the Pins dock (a tab beside the
     thread table: the journal is a wide table), the result line and the restore bar (widgets/pinning/)."""
     sources = (window.irq_table.view, window.thread_table.view, window.cpu_details.irq_table,
                window.cpu_details.thread_table)
-    pins = PinController(window.topology_view, sources, window.menuBar().addMenu("&Edit"), window.statusBar(),
-                         window.state_applied, parent=window)
+    pins = PinController(window.topology_view, sources, menu, window.statusBar(), window.state_applied, parent=window)
     pins.results_shown.connect(lambda results: window.forget_processes(_pinned_pids(results)))
     window.closing.connect(pins.close)
     window.pins_dock = window.add_dock("Pins", "pins-dock", pins.journal_widget,
@@ -176,6 +181,52 @@ def _add_pinning(window: MainWindow) -> PinController:
     window.thread_dock.raise_()
     window.add_top_bar(pins.restore_bar)
     return pins
+
+
+def _add_guard(window: MainWindow, menu: QMenu, interval: float) -> GuardThread:
+    """The pin guard (widgets/pinning/guard.py) on the journal the pins go through, from the first
+    state after a service exists; what it finds goes on the status line and into the Pins panel.
+    Edit → Guard pins turns it off and on."""
+    guard = GuardThread(window, interval=interval)
+    pins = window.pin_controller
+    action = menu.addAction("Guard pins")
+    action.setCheckable(True)
+    action.setChecked(True)
+    action.setToolTip("Watch every pin and quiet CPU; report (or re-apply) what someone else changes")
+    action.toggled.connect(guard.set_enabled)
+
+    def on_state(_state) -> None:
+        s = pins.service
+        if s is not None and guard.enabled and s.root.writable:
+            guard.start(s.root, s.journal.path)
+
+    def on_ticked(tick) -> None:
+        for ev in tick.events:
+            window.show_message(event_line(ev) + ("; Quiet → Keep irqbalance off…" if ev.who.startswith("irqbalance")
+                                                  else ""))
+        if tick.followed:
+            pids = sorted({r.target.pid for r in tick.followed if r.target.pid is not None})
+            window.show_message(f"pinned {len(tick.followed)} new thread{'s' if len(tick.followed) > 1 else ''} "
+                                f"of process {', '.join(map(str, pids))} like the process")
+            window.forget_processes(pids)
+        pins.refresh_journal()
+
+    window.state_applied.connect(on_state)
+    guard.ticked.connect(on_ticked)
+    guard.failed.connect(window.show_message)
+    if window.sampler_thread is not None:
+        window.sampler_thread.interval_changed.connect(guard.set_interval)
+    window.closing.connect(guard.stop)
+    return guard
+
+
+def _add_quiet(window: MainWindow) -> QuietController:
+    """The Quiet menu (widgets/quiet/): isolate, include, Verify, the plan, the irqbalance fix."""
+    quiet = QuietController(window.topology_view, window.menuBar().addMenu("&Quiet"), window.pin_controller,
+                            status=window.show_message, add_run=window.probe_panel.add_result,
+                            state_applied=window.state_applied, parent=window)
+    window.closing.connect(quiet.close)
+    return quiet
 
 
 def _pinned_pids(results) -> list[int]:
@@ -193,6 +244,7 @@ def _add_probes(window: MainWindow) -> tuple[ProbePanel, QDockWidget]:
     window.menuBar().addMenu(panel.menu)
     window.topology_view.cpu_selected.connect(panel.set_cpu)
     panel.cpus_highlighted.connect(window.topology_view.select_cpus)      # a placement's pair, a width's CPUs
+    window.pin_controller.quiet_changed.connect(panel.set_quiet_cpus)
     window.state_applied.connect(panel.set_state)
     window.closing.connect(panel.cancel)
     return panel, dock
@@ -205,7 +257,7 @@ def _add_sessions(window: MainWindow, menu: QMenu, crash_recovery: bool) -> Sess
         menu, window, thread.sampler.root if thread is not None else None, status=window.show_message,
         probe_runs=window.probe_panel,
         journal_entries=lambda: pins.service.journal.entries() if pins.service is not None else None,
-        crash_recovery=crash_recovery)
+        verifications=lambda: window.quiet_controller.verifications, crash_recovery=crash_recovery)
     window.state_applied.connect(sessions.set_state)
     sessions.machine_opened.connect(window.set_sampler_thread)
     sessions.session_opened.connect(lambda session: _show_session(window, session))
@@ -220,6 +272,8 @@ def _show_session(window: MainWindow, session: Session) -> None:
     with the reason."""
     for p in session.probes:
         window.probe_panel.add_result(p.result, str(session.source))
+    for v in session.verifications:
+        window.quiet_controller.add_verification(v)
     window.pin_controller.set_service(None)
     if session.problems:
         # What opening left out of a damaged session (app/results.py), on the status line, not a dialog.

@@ -32,7 +32,9 @@ from widgets.topology.view import TopologyView
 
 if TYPE_CHECKING:   # only for annotations: the composition root builds and sets these
     from widgets.pinning.controller import PinController
+    from widgets.pinning.guard import GuardThread
     from widgets.probe.panel import ProbePanel
+    from widgets.quiet.controller import QuietController
     from widgets.session_controller import SessionController
 
 STATUS_SECONDS = 15.0       # how long a message stays on the status line
@@ -54,11 +56,14 @@ class MainWindow(QMainWindow):
         self._docks_sized = False
         self.setObjectName("coremap-main-window")
         self.setWindowTitle("coremap")
-        # What widgets/application.build_window adds: pinning, the probe panel and its dock, the File menu.
+        # What widgets/application.build_window adds: pinning and its guard, the probe panel and its dock,
+        # the Quiet menu, the File menu.
         self.pin_controller: PinController | None = None
         self.probe_panel: ProbePanel | None = None
         self.probe_dock: QDockWidget | None = None
         self.session_controller: SessionController | None = None
+        self.guard_thread: GuardThread | None = None
+        self.quiet_controller: QuietController | None = None
 
         self._build_centre(metric)
         self._build_docks()

@@ -1,8 +1,8 @@
-"""The pictures of a report: the grid coloured by IRQ load and a plot per probe result (and one of
-all the histogram runs), rendered offscreen (widgets/pictures.py) and put into the ReportData that
-app/report.py turns into HTML. A messaging, first-touch or scaling run also gets the text
-`coremap probe` prints for it (probes/text.py), which the model cannot make: it does not import
-probes."""
+"""The pictures of a report: the grid coloured by IRQ load, a plot per probe result (and one of all the
+histogram runs) and one of each verification's before and after, rendered offscreen
+(widgets/pictures.py) and put into the ReportData that app/report.py turns into HTML. A messaging,
+first-touch or scaling run also gets the text `coremap probe` prints for it (probes/text.py), which
+the model cannot make: it does not import probes."""
 from __future__ import annotations
 
 from app.report import Image, ReportData
@@ -36,6 +36,10 @@ def add_images(report: ReportData, *, state: MachineState | None = None, root: S
         png = render_probe_plot([p.result for _, p in compared],
                                 labels=[f"{i}. {p.title}" for i, p in compared])
         report.comparison_plot = Image(png, "image/png", *_png_size(png))
+    for v in report.verifications:
+        sides = [v.result["before"], v.result["after"]]
+        png = render_probe_plot(sides, labels=[s.get("label", "") for s in sides])
+        v.plot = Image(png, "image/png", *_png_size(png))
     return report
 
 

@@ -107,7 +107,8 @@ class SessionController(QObject):
     - `root`: the machine shown at the start (None: none yet);
     - `status`: the status sink, one line for the user;
     - `probe_runs`: the probe panel's runs, saved with the session;
-    - `journal_entries`: the live pin journal's entries, or None when pins go through no journal.
+    - `journal_entries`: the live pin journal's entries, or None when pins go through no journal;
+    - `verifications`: the before / after verifications of quiet CPUs made (or opened) so far.
 
     Signals: `machine_opened(SamplerThread)` when an opened session's machine is to be shown (not yet
     started), then `session_opened(Session)` for its probe runs and pins; `saved(path)`.
@@ -119,6 +120,7 @@ class SessionController(QObject):
 
     def __init__(self, menu: QMenu, window: QWidget, root: SysRoot | None, *, status: Callable[[str], None],
                  probe_runs: ProbeRuns, journal_entries: Callable[[], list | None],
+                 verifications: Callable[[], list[dict]] = list,
                  autosave_seconds: float = AUTOSAVE_SECONDS, crash_recovery: bool = True):
         super().__init__(window)
         self.menu = menu
@@ -127,6 +129,7 @@ class SessionController(QObject):
         self._status = status
         self._probe_runs = probe_runs
         self._journal_entries = journal_entries
+        self._verifications = verifications
         self._state: MachineState | None = None
         self.history: collections.deque = collections.deque(maxlen=HISTORY_TICKS)
         self.screenshots: dict[str, bytes] = {}
@@ -254,7 +257,8 @@ class SessionController(QObject):
             host = (self._opened.host if self._opened is not None else "") or (self._host() or "")
         return Session(machine_dir=machine_dir, history=list(self.history), probes=self.probe_records(),
                        journal=self.journal(), screenshots=dict(self.screenshots),
-                       notes=self.notes or (self._opened.notes if self._opened is not None else ""), host=host)
+                       notes=self.notes or (self._opened.notes if self._opened is not None else ""),
+                       verifications=list(self._verifications()), host=host)
 
     # -- File actions ------------------------------------------------------------------------------
     def save_session_to_reports(self) -> Path:
@@ -320,7 +324,8 @@ class SessionController(QObject):
     def export_report(self, kind: str) -> Path:
         s = self.session()
         data = report_from_root(s.root, journal=s.journal, probes=[p.result for p in s.probes], notes=s.notes,
-                                history=s.history, host=s.host or None, live_wait=0)
+                                history=s.history, host=s.host or None, live_wait=0,
+                                verifications=s.verifications)
         pdf = kind == "pdf"
         add_images(data, state=self._state)
         html = build_report_html(data, image_width=PDF_IMAGE_WIDTH if pdf else 900)

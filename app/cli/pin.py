@@ -20,7 +20,7 @@ from app.affinity import AffinityService, PinRequest, PinResult, PinTarget
 from app.cli.common import add_json_arguments, add_root_argument, root_of, write_json
 from app.errors import CoremapError
 from app.journal import Journal
-from app.format import format_change, printable
+from app.format import cpus_word, format_change, printable
 from app.parse.cpulist import parse_cpulist
 from app.statedir import journal_path
 from app.sysroot import SysRoot
@@ -56,7 +56,9 @@ def register(subparsers) -> None:
     j.set_defaults(func=run_journal)
 
 
-def _service(args) -> AffinityService:
+def affinity_service(args) -> AffinityService:
+    """The AffinityService a command pins through: --root (else this machine), the journal, and
+    coremap-helper for writes the user may not make (started only when one is denied)."""
     root = root_of(args)
     journal = Journal(journal_path())
     for note in journal.notes:
@@ -96,12 +98,14 @@ def _target(args, root: SysRoot) -> PinTarget:
     return PinTarget("thread", args.tid)
 
 
-def _report(results: list[PinResult], nothing: str) -> int:
+def _report(results: list[PinResult], nothing: str, warnings: dict[int, str] | None = None) -> int:
     if not results:
         print(nothing)
         return 0
-    for r in results:
+    for i, r in enumerate(results):
         print(r.line())
+        if warnings and warnings.get(i):
+            print(f"  warning: {warnings[i]}")
     if any(r.code == "invalid" for r in results):
         return 2
     return 0 if all(r.ok for r in results) else 1
@@ -111,22 +115,25 @@ def run_pin(args) -> int:
     cpus = parse_cpulist(args.cpus, what="--cpus")
     if not cpus:
         raise PinInputError("--cpus is empty; write CPUs like 2-5,8")
-    service = _service(args)
+    service = affinity_service(args)
     target = _target(args, service.root)
-    return _report(service.apply(PinRequest((target,), cpus, origin="cli")), "nothing to pin")
+    results = service.apply(PinRequest((target,), cpus, origin="cli", java_name=args.java or ""))
+    # imported here: only a pin needs the journal's quiet state, not every command that registers
+    from app.quiet_state import quiet_warnings
+    return _report(results, "nothing to pin", quiet_warnings(service, results))
 
 
 def run_undo(args) -> int:
-    return _report(_service(args).undo(), "nothing to undo")
+    return _report(affinity_service(args).undo(), "nothing to undo")
 
 
 def run_redo(args) -> int:
-    return _report(_service(args).redo(), "nothing to redo")
+    return _report(affinity_service(args).redo(), "nothing to redo")
 
 
 def run_restore(args) -> int:
-    return _report(_service(args).restore_all(), "nothing to restore: every pinned target has its "
-                                                 "original affinity")
+    return _report(affinity_service(args).restore_all(), "nothing to restore: every pinned target has its "
+                                                         "original affinity")
 
 
 def run_journal(args) -> int:
@@ -140,11 +147,22 @@ def run_journal(args) -> int:
     if not entries:
         print(f"the journal {journal.path} is empty")
         return 0
+    quiet = {q.id: q for q in journal.quiet_events()}
     for e in entries:
-        when = datetime.fromtimestamp(e.time).strftime("%Y-%m-%d %H:%M:%S")
-        label = f" ({printable(e.label)})" if e.label else ""
+        q = quiet.pop(e.batch, None)
+        if q is not None:
+            print(f"#{q.id} {_when(q.time)} {q.action:<8} {cpus_word(q.cpus)}")
         where = "" if e.root == "/" else f" [{printable(e.root)}]"
         code = f" {e.code}" if e.code else ""
-        print(f"#{e.id} {when} {e.origin:<8} {e.kind} {e.target_id}{label}{where}: "
+        what = PinTarget(e.kind, e.target_id, e.pid, printable(e.label), e.netdev).describe()
+        print(f"#{e.id} {_when(e.time)} {e.origin:<8} {what}{where}: "
               f"{format_change(e.before, e.requested)} {e.state}{code}")
+    # imported here: only the listing shows guard reports; the guard's own imports stay out of every command
+    from app.guard import event_line
+    for g in journal.guard_events():
+        print(f"   {_when(g.time)} guard    {printable(event_line(g))}")
     return 0
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")

@@ -3,15 +3,12 @@ of LIST stay quiet after a reboot (kernel command line, tuned, irqbalance, syste
 running command line. Never applied; with --out, written as files into a folder for review."""
 from __future__ import annotations
 
-import os
 from dataclasses import asdict
 from pathlib import Path
 
-from app.atomic import write_atomic
 from app.cli.common import add_json_arguments, add_root_argument, root_of, write_json
 from app.cli.topology import load
-from app.errors import CoremapError
-from app.plan import make_plan, plan_text
+from app.plan import make_plan, plan_text, write_plan_folder
 
 
 def register(subparsers) -> None:
@@ -29,7 +26,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     plan = make_plan(load(root_of(args)), args.quiet, service=args.service)
     if args.out:
-        _write_folder(Path(args.out), plan)
+        write_plan_folder(Path(args.out), plan)
     if args.json:
         write_json({**asdict(plan), "cmdline_fragment": plan.cmdline_fragment}, args)
     else:
@@ -38,15 +35,3 @@ def run(args) -> int:
             print(f"\nWritten to {args.out}/: cmdline.txt, plan.txt and one file per piece above.")
     return 0
 
-
-def _write_folder(folder: Path, plan) -> None:
-    if folder.exists() and not folder.is_dir():
-        raise CoremapError(f"--out {folder}: not a folder; give a folder for the plan's files")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise CoremapError(f"--out {folder}: cannot create it ({os.strerror(e.errno or 0)})") from None
-    write_atomic(folder / "cmdline.txt", (plan.cmdline_fragment + "\n").encode())
-    write_atomic(folder / "plan.txt", plan_text(plan).encode())
-    for f in plan.files:
-        write_atomic(folder / f.name, f.text.encode())

@@ -106,6 +106,7 @@ def run(args) -> int:
     # probe runs, not by every other `coremap` command that imports this module to register itself
     from probes.common import allowed_cpus, check_cpus
     from probes.files import check_result_path, write_runs_hlog
+    from probes.own_affinity import OwnAffinityGuard
     from probes.runner import ProbeRun
     from probes.text import format_result
 
@@ -116,16 +117,20 @@ def run(args) -> int:
         check_result_path(args.hlog, "--hlog")      # before the run, not after a minute of measuring
     if args.cpu is None and not args.unbound and args.name not in CPUS_OPTIONAL:
         raise CoremapError(f"pass --cpu LIST (choose from {format_cpulist(allowed_cpus())}) or --unbound")
-    spec = ProbeSpec(args.name, check_cpus(args.cpu) if args.cpu is not None else (), unbound=args.unbound,
+    quiet = _quiet_cpus()
+    spec = ProbeSpec(args.name, check_cpus(args.cpu, also=quiet) if args.cpu is not None else (), unbound=args.unbound,
                      seconds=args.seconds, duty=args.duty, threshold_ns=args.threshold_ns,
                      interval_us=args.interval_us, policy=args.policy, priority=args.priority,
                      slack_ns=args.slack_ns, dma_latency=args.dma_latency, attribute=args.attribute,
                      rounds=args.rounds, pairs=args.pairs, command=tuple(args.command),
                      placement=args.placement, transport=args.transport, size=args.size, node=args.node,
                      thp=args.thp, work=args.work, threads=args.threads)
+    own = OwnAffinityGuard()
+    own.lent = frozenset(quiet)
     results, runs = [], []
     for job in spec.jobs():
-        run_ = ProbeRun.start(job.probe, job.args)
+        with own.spawning(job.cpus):
+            run_ = ProbeRun.start(job.probe, job.args)
         try:
             run_.wait()
         except (KeyboardInterrupt, SystemExit):      # Ctrl+C, or SIGTERM/SIGHUP (app/cli/main.py)
@@ -145,3 +150,16 @@ def run(args) -> int:
         for r in results:
             sys.stdout.write(format_result(r) + "\n")
     return 0
+
+
+def _quiet_cpus() -> tuple[int, ...]:
+    """The CPUs an isolate in effect made quiet (the journal says): this shell was moved off them
+    with everything else, but probing them is what they are kept for."""
+    # imported here: only a probe run reads the journal
+    from app.affinity import AffinityService
+    from app.journal import Journal
+    from app.quiet_state import read_quiet_state
+    from app.statedir import journal_path
+    from app.sysroot import SysRoot
+    with Journal(journal_path(create=False), readonly=True) as journal:
+        return read_quiet_state(AffinityService(SysRoot("/"), journal)).cpus

@@ -15,7 +15,7 @@ from app.cli.common import add_root_argument, ensure_headless_qt, root_arg, root
 from app.atomic import check_output_path
 from app.errors import CoremapError
 from app.inputs import MiB, read_input_text
-from app.results import clean_probe_result
+from app.results import clean_probe_result, clean_verification
 
 NOTES_LIMIT = 1 * MiB              # a page of notes is kilobytes; a megabyte is a book
 PROBE_RESULT_LIMIT = 64 * MiB      # a probe's --json result with its buckets is tens of kB
@@ -37,6 +37,8 @@ def register(subparsers) -> None:
     p.add_argument("--probe", metavar="RESULT.json", action="append", default=[],
                    help="add a probe result (the JSON object `coremap probe --json` prints); repeatable")
     p.add_argument("--notes", metavar="FILE.md", help="add these notes (text) to the report")
+    p.add_argument("--verify", metavar="FILE.json", action="append", default=[],
+                   help="add a before / after verification of quiet CPUs (`coremap verify --out`); repeatable")
     p.set_defaults(func=run)
 
 
@@ -66,6 +68,25 @@ def _read_probe_results(paths: list[str]) -> list[dict]:
     return out
 
 
+def _read_verifications(paths: list[str]) -> list[dict]:
+    out = []
+    for p in paths:
+        text = read_input_text(p, what="--verify", limit=PROBE_RESULT_LIMIT,
+                               hint="give the file `coremap verify --out` wrote")
+        try:
+            v = json.loads(text)
+        except (ValueError, RecursionError):
+            v = None
+        clean, notes = clean_verification(v, f"--verify {p}")
+        if clean is None:
+            raise ReportArgumentError(f"--verify {p}: not a verification of quiet CPUs; give the file "
+                                      "`coremap verify --out` wrote")
+        for n in notes:
+            print(f"coremap: note: {n}", file=sys.stderr)
+        out.append(clean)
+    return out
+
+
 def run(args) -> int:
     out = Path(args.out)
     kind = out.suffix.lower()
@@ -76,11 +97,12 @@ def run(args) -> int:
     if session_path and root_path:
         raise ReportArgumentError("--root and --session both given: report on one machine at a time")
     probes = _read_probe_results(args.probe)
+    verifications = _read_verifications(args.verify)
     notes = ""
     if args.notes:
         notes = read_input_text(args.notes, what="--notes", limit=NOTES_LIMIT, hint="give a text file")
 
-    from app.report import (PDF_IMAGE_WIDTH, ProbeSection, build_report_html, report_from_root,
+    from app.report import (PDF_IMAGE_WIDTH, ProbeSection, VerifySection, build_report_html, report_from_root,
                             report_from_session)
     session = None
     if session_path:
@@ -92,12 +114,13 @@ def run(args) -> int:
         if session is not None:
             data = report_from_session(session)
             data.probes += [ProbeSection(p) for p in probes]
+            data.verifications += [VerifySection(v) for v in verifications]
             if notes:
                 data.notes = (data.notes + "\n\n" + notes) if data.notes.strip() else notes
             root = session.root
         else:
             root = root_of(args)
-            data = report_from_root(root, probes=probes, notes=notes)
+            data = report_from_root(root, probes=probes, notes=notes, verifications=verifications)
         ensure_headless_qt()
         from widgets.report_images import add_images
         add_images(data, root=root)
@@ -112,5 +135,6 @@ def run(args) -> int:
         if session is not None:
             session.close()
     print(f"{out}: report on {data.host} ({data.cpu_count} CPUs; {data.rate_note}; "
-          f"{len(data.irqs)} IRQs, {len(data.pins)} pins, {len(data.probes)} probe runs)")
+          f"{len(data.irqs)} IRQs, {len(data.pins)} pins, {len(data.probes)} probe runs"
+          + (f", {len(data.verifications)} before / after verifications" if data.verifications else "") + ")")
     return 0

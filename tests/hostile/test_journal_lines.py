@@ -96,3 +96,44 @@ def test_a_journal_that_is_not_a_file_is_refused(tmp_path):
     with pytest.raises(Exception, match="not a regular file"):
         Journal(tmp_path / "journal.jsonl")
     assert stat.S_ISFIFO(os.stat(tmp_path / "journal.jsonl").st_mode)
+
+
+# -- issue 13's lines: masks, isolates, follow rules, policies, guard reports ------------------------------
+QUIET = {"ev": "quiet", "id": 2, "session": "s", "root": "/tmp/x", "action": "isolate", "cpus": [1], "time": 1.7e9}
+RPS = dict(GOOD, id=3, batch=2, kind="rps", target=0, netdev="eth0", origin="isolate")
+FOLLOW = {"ev": "follow", "batch": 1, "root": "/tmp/x", "pid": 77, "starttime": 5, "cpus": [1], "name": "", "time": 1.7e9}
+POLICY = {"ev": "policy", "batch": 1, "reapply": True, "time": 1.7e9}
+GUARD = {"ev": "guard", "time": 1.7e9, "root": "/tmp/x", "batch": 1, "kind": "irq", "target": 24, "netdev": None,
+         "pid": None, "label": "", "expected": [1], "found": [0, 1], "who": "irqbalance (pid 9)",
+         "action": "reported", "count": 0, "message": ""}
+BAD_NEW = [("quiet", dict(QUIET, action="quieten")), ("quiet", dict(QUIET, cpus=[])), ("quiet", dict(QUIET, id=1)),
+           ("quiet", dict(QUIET, cpus=[1, -1])), ("rps", dict(RPS, netdev="../../etc")), ("rps", dict(RPS, netdev=None)),
+           ("rps", dict(RPS, netdev="a b")), ("rps", dict(RPS, netdev="x" * 16)), ("rps", dict(GOOD, id=3, netdev="eth0")),
+           ("follow", dict(FOLLOW, pid=0)), ("follow", dict(FOLLOW, name=["x"])), ("follow", dict(FOLLOW, cpus=[])),
+           ("policy", dict(POLICY, reapply="yes")), ("policy", dict(POLICY, batch=-1)),
+           ("guard", dict(GUARD, kind="file")), ("guard", dict(GUARD, action="ignored")),
+           ("guard", dict(GUARD, kind="xps", netdev="..")), ("guard", dict(GUARD, found="0-1")),
+           ("guard", dict(GUARD, who="w" * 300)), ("guard", dict(GUARD, count=True))]
+
+
+@pytest.mark.parametrize("kind, line", BAD_NEW, ids=[f"{k}{i}" for i, (k, _) in enumerate(BAD_NEW)])
+def test_a_bad_new_line_is_skipped_and_the_rest_stands(tmp_path, kind, line):
+    p = tmp_path / "journal.jsonl"
+    good = [GOOD, QUIET, RPS, FOLLOW, POLICY, GUARD]
+    _write(p, good[:1] + [line] + good[1:] if line.get("id") != 2 or kind != "quiet" else good + [line])
+    j = Journal(p)
+    assert len(j.notes) == 1 and "skipped" in j.notes[0]
+    assert [e.id for e in j.entries()] == [1, 3] and j.entries()[1].netdev == "eth0"
+    assert [q.id for q in j.quiet_events()] == [2]
+    assert len(j.follow_rules()) == 1 and j.policies() == {1: True} and len(j.guard_events()) == 1
+    assert j.record(kind="irq", target_id=26, requested=(0,)) == 4        # ids continue past the quiet line
+    j.close()
+
+
+def test_record_refuses_a_device_name_for_the_wrong_kind(tmp_path):
+    j = Journal(tmp_path / "journal.jsonl")
+    for kind, netdev in (("irq", "eth0"), ("rps", None), ("xps", "a/b"), ("bogus", None)):
+        with pytest.raises(ValueError):
+            j.record(kind=kind, target_id=0, requested=(0,), netdev=netdev)
+    assert j.entries() == []
+    j.close()

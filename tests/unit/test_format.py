@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from app.errors import excerpt
 from app.format import (UNKNOWN, format_change, format_compact, format_count, format_cpus,
-                        format_ns, format_percent, format_rate, format_shares, format_size,
+                        format_ns, format_percent, format_rate, format_ratio, format_share, format_shares, format_size,
                         offline_sentence, printable, shares_of, unknown_cpus_sentence)
 
 
@@ -66,3 +66,13 @@ def test_untrusted_text_is_escaped_and_cut():
 def test_never_raises(v):
     for f in (format_ns, format_compact):
         assert isinstance(f(v), str)
+
+
+@pytest.mark.parametrize("r, text", [(0.4213, "0.42×"), (1.0, "1.00×"), (12.34, "12.3×"), (None, UNKNOWN),
+                                     (float("nan"), UNKNOWN)])
+def test_ratio(r, text):
+    assert format_ratio(r) == text
+
+
+def test_share_of_time_is_a_percentage():
+    assert (format_share(0.00685), format_share(0.35), format_share(0), format_share(None)) == ("0.7%", "35%", "0%", "")

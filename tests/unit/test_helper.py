@@ -286,3 +286,75 @@ def test_with_writer_retries_through_the_helper_once():
         sleeper.kill()
         sleeper.wait()
         shutil.rmtree(tmp_path)
+
+
+# -- issue 13's ops: a mask an isolate moves, irqbalance's banned CPUs ---------------------------------------
+@pytest.fixture
+def mask_root(tmp_path):
+    """sno's CPUs, a workqueue cpumask, a network queue, and irqbalance's Debian file (with other lines)."""
+    from tests.machines import writable_test_tree
+    src = extract("sno")
+    dst = tmp_path / "sno"
+    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
+    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
+                    ignore=shutil.ignore_patterns("cache"))
+    (dst / "sys" / "devices" / "virtual" / "workqueue").mkdir(parents=True)
+    (dst / "sys" / "devices" / "virtual" / "workqueue" / "cpumask").write_text("fff\n")
+    q = dst / "sys" / "class" / "net" / "eth0" / "queues" / "rx-3"
+    q.mkdir(parents=True)
+    (q / "rps_cpus").write_text("0\n")
+    (dst / "etc" / "default").mkdir(parents=True)
+    (dst / "etc" / "default" / "irqbalance").write_text(
+        '# Debian\nIRQBALANCE_ONESHOT=0\nIRQBALANCE_BANNED_CPULIST=5\nIRQBALANCE_ARGS="--policyscript=x"\n')
+    return SysRoot(writable_test_tree(dst))
+
+
+def _files(root: SysRoot) -> dict:
+    return {p: p.read_bytes() for p in root.root.rglob("*") if p.is_file() and "irq" not in p.parts[-3:-1]}
+
+
+MASK_OK = {"op": "set_mask", "kind": "rps", "netdev": "eth0", "queue": 3, "cpus": "2-3"}
+BAD_MASKS = [dict(MASK_OK, kind="file"), dict(MASK_OK, netdev="../../../etc"), dict(MASK_OK, netdev="eth0/x"),
+             dict(MASK_OK, netdev=None), dict(MASK_OK, netdev="e" * 16), dict(MASK_OK, queue=-1),
+             dict(MASK_OK, queue=70000), dict(MASK_OK, queue="3"), dict(MASK_OK, queue=4),
+             dict(MASK_OK, kind="workqueue"), {**MASK_OK, "path": "/etc/shadow"}, dict(MASK_OK, cpus="12"),
+             dict(MASK_OK, netdev="eth1"), {k: v for k, v in MASK_OK.items() if k != "queue"},
+             {"op": "irqbalance_ban_cpus", "cpus": "2-3", "path": "/etc/shadow"},
+             {"op": "irqbalance_ban_cpus", "cpus": "99"}, {"op": "irqbalance_ban_cpus", "cpus": ""}]
+
+
+@pytest.mark.parametrize("req", BAD_MASKS, ids=[str(i) for i in range(len(BAD_MASKS))])
+def test_bad_mask_and_irqbalance_requests_are_refused_and_write_nothing(mask_root, req):
+    before = _files(mask_root)
+    reply = Helper(mask_root).handle(json.dumps(req))
+    assert reply["ok"] is False and reply["error"], reply
+    assert _files(mask_root) == before
+
+
+def test_valid_mask_and_irqbalance_requests_write(mask_root):
+    h = Helper(mask_root)
+    assert h.handle(json.dumps(MASK_OK)) == {"ok": True}
+    assert (mask_root.net_dir("eth0") / "queues" / "rx-3" / "rps_cpus").read_text() == "0000000c\n"
+    assert h.handle('{"op":"set_mask","kind":"workqueue","netdev":null,"queue":0,"cpus":"0,4-11"}') == {"ok": True}
+    assert mask_root.workqueue_cpumask().read_text() == "00000ff1\n"
+    reply = h.handle('{"op":"irqbalance_ban_cpus","cpus":"1-3"}')
+    assert reply == {"ok": True, "path": str(mask_root.path("etc", "default", "irqbalance"))}
+    assert mask_root.path("etc", "default", "irqbalance").read_text() == (
+        '# Debian\nIRQBALANCE_ONESHOT=0\nIRQBALANCE_BANNED_CPULIST=1-3\nIRQBALANCE_ARGS="--policyscript=x"\n')
+
+
+def test_a_capture_never_gets_irqbalances_file(tmp_path):
+    src = extract("sno")
+    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", tmp_path / "s" / "sys" / "devices" / "system" / "cpu",
+                    ignore=shutil.ignore_patterns("cache"))
+    reply = Helper(SysRoot(tmp_path / "s")).handle('{"op":"irqbalance_ban_cpus","cpus":"1"}')
+    assert reply["ok"] is False and "live machine" in reply["error"]
+    assert not (tmp_path / "s" / "etc").exists()
+
+
+def test_the_banned_line_is_appended_when_the_file_has_none():
+    from app.irqbalance import with_banned_cpus
+    assert with_banned_cpus("", (2, 3)) == "# coremap: irqbalance never moves an IRQ onto the quiet CPUs\n" \
+                                           "IRQBALANCE_BANNED_CPULIST=2-3\n"
+    assert with_banned_cpus("A=1\nexport IRQBALANCE_BANNED_CPULIST=7\nIRQBALANCE_BANNED_CPULIST=8\n", (1,)) == \
+        "A=1\nIRQBALANCE_BANNED_CPULIST=1\n"

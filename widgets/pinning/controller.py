@@ -17,6 +17,8 @@ from PySide6.QtCore import QObject, Qt, Signal, SignalInstance
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QAbstractItemView, QApplication, QMenu, QStatusBar
 
+from dataclasses import replace
+
 from app.affinity import AffinityService, PinRequest, PinResult
 from app.errors import CoremapError
 from app.helper import HelperClient
@@ -24,6 +26,7 @@ from app.irqbalance import read_irqbalance
 from app.journal import Journal
 from app.machine.topology import Topology
 from app.parse.cpulist import format_cpulist
+from app.quiet_state import quiet_warnings, read_quiet_state
 from app.state import MachineState
 from app.statedir import journal_path
 from app.sysroot import SysRoot
@@ -68,6 +71,7 @@ class PinController(QObject):
     """
 
     results_shown = Signal(list)       # the PinResults just shown in the result line
+    quiet_changed = Signal(tuple)      # the CPUs an isolate in effect made quiet, when they change
 
     def __init__(self, grid: TopologyView, sources: Iterable[QAbstractItemView], menu: QMenu,
                  status_bar: QStatusBar, state_applied: SignalInstance, parent: QObject | None = None):
@@ -82,6 +86,7 @@ class PinController(QObject):
         self._topology: Topology | None = None
         self._unavailable = "no machine shown yet"
         self._retry: PinRequest | None = None
+        self._journal_token: tuple | None = None
         self._helper: HelperClient | None = None
         self._sources: list[QAbstractItemView] = []
         self._last_source: QAbstractItemView | None = None
@@ -125,6 +130,7 @@ class PinController(QObject):
             self.journal_widget.add_action_button(a)
         self.journal_widget.finish_buttons()
         self.restore_bar = RestoreBar()
+        self.journal_widget.policy_requested.connect(self._on_journal_widget_policy_requested)
         self.result_line.retry_requested.connect(self._on_result_line_retry_requested)
         self.restore_bar.restore_clicked.connect(self._on_restore_bar_restore_clicked)
 
@@ -180,6 +186,15 @@ class PinController(QObject):
             return None
         return self._open_live_service()
 
+    def live_service(self) -> AffinityService | None:
+        """The service pins go through (opened on first use on the live machine); None where pinning
+        is unavailable (a snapshot), with the reason on the result line. Other controllers (quiet
+        CPUs, the guard) write through the same one, so undo and the Pins panel see their batches."""
+        service = self._service()
+        if service is None:
+            self.result_line.show_message(self._unavailable, ok=False)
+        return service
+
     # -- requests -------------------------------------------------------------------------------------------
     def check(self, request: PinRequest) -> list[str]:
         """Why `request` would be refused (AffinityService.preflight), or [] when a drop may go ahead.
@@ -209,30 +224,75 @@ class PinController(QObject):
             return []
         denied = tuple(r.target for r in results if r.code == "denied")
         self._retry = PinRequest(denied, request.cpus, origin="retry") if denied else None
-        self._show(results, "", can_retry=bool(denied) and service.root.is_live)
+        warned = quiet_warnings(service, results)
+        results = [replace(r, warning=warned[i]) if i in warned else r for i, r in enumerate(results)]
+        quiet = list(warned.values())
+        self._show(results, "", can_retry=bool(denied) and service.root.is_live,
+                   warning=quiet[0] + (f" (and {len(quiet) - 1} more)" if len(quiet) > 1 else "") if quiet else "")
         return results
 
-    def _show(self, results: list[PinResult], what: str, can_retry: bool = False) -> None:
-        warning = ""
-        if any(r.warning for r in results) and self.service is not None:
+    def show_results(self, results: list[PinResult], what: str, summary: str = "", ok: bool | None = None) -> None:
+        """Show results of writes another controller made through `live_service()` (an isolate), with
+        `summary` as the line's text and `ok` as its colour when given."""
+        self._show(results, what, summary=summary, ok=ok)
+
+    def show_message(self, text: str, ok: bool = True) -> None:
+        self.result_line.show_message(text, ok)
+
+    def _show(self, results: list[PinResult], what: str, can_retry: bool = False, warning: str = "",
+              summary: str = "", ok: bool | None = None) -> None:
+        """`warning` (a pin back onto quiet CPUs) goes first; else irqbalance's, when it may undo IRQ pins."""
+        if not warning and any(r.warning for r in results) and self.service is not None:
             irqs = [r.target.id for r in results if r.warning and r.target.kind == "irq"]
             warning = irqbalance_text(self.service.root, irqs) or next(r.warning for r in results if r.warning)
-        self.result_line.show_results(results, what, warning, can_retry)
+        self.result_line.show_results(results, what, warning, can_retry, summary, ok)
         self._refresh_journal()
         self.results_shown.emit(results)
+
+    def refresh_journal(self) -> None:
+        """Show what the journal holds now (pins, isolates, guard reports made by any process)."""
+        self._refresh_journal()
 
     def _refresh_journal(self) -> None:
         s = self.service
         if s is None:
+            self._journal_token = None
             self.journal_widget.set_entries([])
+            self._set_quiet(())
             for a in (self.undo_action, self.redo_action, self.restore_action):
                 a.setEnabled(False)
             return
+        # Read on every state applied: only news (the journal grew) costs more than an fstat.
+        token = (id(s), s.journal.refresh())
+        if token == self._journal_token:
+            return
+        self._journal_token = token
         entries = [e for e in s.journal.entries() if e.root == s.root_key]
-        if self.journal_widget.set_entries(entries) or not entries:
-            self.undo_action.setEnabled(s.can_undo())
-            self.redo_action.setEnabled(s.can_redo())
-            self.restore_action.setEnabled(bool(s.journal.unrestored(s.root_key)))
+        events = [g for g in s.journal.guard_events() if g.root == s.root_key]
+        history = s.history()
+        self.journal_widget.set_entries(entries, events, s.journal.policies(), history.in_effect().keys())
+        self.undo_action.setEnabled(bool(history.undo))
+        self.redo_action.setEnabled(bool(history.redo))
+        self.restore_action.setEnabled(bool(s.journal.unrestored(s.root_key)))
+        self._set_quiet(read_quiet_state(s, history).cpus)
+
+    def _set_quiet(self, cpus: tuple[int, ...]) -> None:
+        if tuple(cpus) != self.grid.quiet_cpus:
+            self.grid.set_quiet_cpus(cpus)
+            self.quiet_changed.emit(tuple(cpus))
+
+    def _on_journal_widget_policy_requested(self, batch: int, reapply: bool) -> None:
+        s = self.service
+        if s is None:
+            return
+        try:
+            s.journal.set_policy(batch, reapply)
+        except CoremapError as e:
+            self.result_line.show_message(str(e), ok=False)
+            return
+        self.result_line.show_message(f"pin #{batch}: the guard {'re-applies it' if reapply else 'only reports'} "
+                                      "when someone else changes it")
+        self._refresh_journal()
 
     def _offer_restore(self) -> None:
         s = self.service

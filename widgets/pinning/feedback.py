@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QAction, QColor
-from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy,
+from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy,
                                QToolButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
-from app.affinity import PinResult, summarize
+from app.affinity import PinResult, PinTarget, summarize
 from app.format import format_change
-from app.journal import JournalEntry
+from app.guard import event_line
+from app.journal import GuardEvent, JournalEntry
 from app.parse.cpulist import format_cpulist
 
 OK_COLOR = "#1b5e20"
@@ -19,8 +20,10 @@ FAIL_COLOR = "#b71c1c"
 WARN_COLOR = "#a04a00"
 
 
-def _target_text(e: JournalEntry) -> str:
-    """"IRQ 24 (eth0-rx-0)", "thread 1234 (java)": a journal entry's target."""
+def _target_text(e: JournalEntry | GuardEvent) -> str:
+    """"IRQ 24 (eth0-rx-0)", "thread 1234 (java)", "RPS eth0 rx-0": a journal line's target."""
+    if e.kind not in ("irq", "thread"):
+        return PinTarget(e.kind, e.target_id, e.pid, e.label, e.netdev).describe()
     return f"{'IRQ' if e.kind == 'irq' else e.kind} {e.target_id}" + (f" ({e.label})" if e.label else "")
 
 
@@ -59,8 +62,10 @@ class PinResultLine(QWidget):
         return self.label.text()
 
     def show_results(self, results: list[PinResult], what: str = "", warning: str = "",
-                     can_retry: bool = False) -> None:
-        self.show_message(summarize(results, what), ok=all(r.ok for r in results))
+                     can_retry: bool = False, summary: str = "", ok: bool | None = None) -> None:
+        """`summary` replaces the line's own count of the results (an isolate says what moved and why
+        the rest could not); `ok` its colour, when not every result being ok is the measure."""
+        self.show_message(summary or summarize(results, what), ok=all(r.ok for r in results) if ok is None else ok)
         self.label.setToolTip("\n".join(r.line() for r in results))
         self.warning_label.setText(warning)
         self.warning_label.setToolTip(warning)
@@ -76,9 +81,14 @@ class PinResultLine(QWidget):
 
 
 class PinJournalWidget(QWidget):
-    """The pin journal of this machine, newest first: one row per write (pin, undo, redo, restore)."""
+    """The pin journal of this machine, newest first: one row per write (pin, undo, redo, restore,
+    isolate, include, a new thread of a pinned process) and per change the guard found (app/guard.py).
+    The "Guard" column says, for a pin in effect, whether the guard re-applies it or only reports a
+    change; a row's context menu sets that for its batch, which `policy_requested(batch, reapply)`
+    asks the owner to journal."""
 
-    COLUMNS = ("Time", "Action", "Target", "CPUs", "Result", "#")
+    COLUMNS = ("Time", "Action", "Target", "CPUs", "Result", "#", "Guard")
+    policy_requested = Signal(int, bool)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -87,7 +97,9 @@ class PinJournalWidget(QWidget):
         self.tree.setUniformRowHeights(True)
         self.tree.setHeaderLabels(list(self.COLUMNS))
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
-        for col, w in enumerate((70, 60, 220, 110, 260)):
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._on_tree_context_menu)
+        for col, w in enumerate((70, 60, 220, 110, 260, 50)):
             self.tree.setColumnWidth(col, w)
         self.buttons = QHBoxLayout()
         self.buttons.setContentsMargins(0, 0, 0, 0)
@@ -96,6 +108,8 @@ class PinJournalWidget(QWidget):
         lay.addLayout(self.buttons)
         lay.addWidget(self.tree)
         self._signature: tuple = ()
+        self._policies: dict[int, bool] = {}
+        self._in_effect: frozenset[int] = frozenset()
 
     def add_action_button(self, action: QAction) -> None:
         b = QToolButton(self)
@@ -105,29 +119,75 @@ class PinJournalWidget(QWidget):
     def finish_buttons(self) -> None:
         self.buttons.addStretch(1)
 
-    def set_entries(self, entries: list[JournalEntry]) -> bool:
-        """Show `entries` (any order); False when nothing changed since the last call."""
-        sig = tuple((e.id, e.state, e.code) for e in entries)
+    def set_entries(self, entries: list[JournalEntry], events: list[GuardEvent] = (),
+                    policies: dict[int, bool] | None = None, in_effect=()) -> bool:
+        """Show `entries` and the guard's `events` (any order); `policies` (batch -> re-apply) and the
+        batches `in_effect` (the user's batch ids whose pins are guarded) mark the "#" column. False
+        when nothing changed since the last call."""
+        policies = dict(policies or {})
+        sig = (tuple((e.id, e.state, e.code) for e in entries), len(events), tuple(sorted(policies.items())),
+               tuple(sorted(in_effect)))
         if sig == self._signature:
             return False
         self._signature = sig
+        self._policies, self._in_effect = policies, frozenset(in_effect)
         self.tree.clear()
-        items = []
-        for e in sorted(entries, key=lambda e: e.id, reverse=True):
-            action = e.origin.split(":", 1)[0]
-            result = e.state + (f" {e.code}" if e.code and e.code != "ok" else "")
-            item = QTreeWidgetItem([time.strftime("%H:%M:%S", time.localtime(e.time)), action, _target_text(e),
-                                    format_change(e.before, e.requested),
-                                    result + (f": {e.message}" if e.message and e.state == "failed" else ""),
-                                    str(e.id)])
-            if e.message:
-                for c in range(len(self.COLUMNS)):
-                    item.setToolTip(c, e.message)
-            if e.state == "failed":
-                item.setForeground(4, QColor(FAIL_COLOR))
-            items.append(item)
-        self.tree.addTopLevelItems(items)
+        rows = [(e.time, 0, e.id, self._entry_item(e)) for e in entries]
+        rows += [(ev.time, 1, i, self._event_item(ev)) for i, ev in enumerate(events)]
+        self.tree.addTopLevelItems([item for *_, item in sorted(rows, key=lambda r: r[:3], reverse=True)])
         return True
+
+    def _guard_text(self, batch: int) -> str:
+        if batch not in self._in_effect:
+            return ""
+        return f"#{batch}: {'re-apply' if self._policies.get(batch) else 'report'}"
+
+    def _entry_item(self, e: JournalEntry) -> QTreeWidgetItem:
+        action = e.origin.split(":", 1)[0]
+        result = e.state + (f" {e.code}" if e.code and e.code != "ok" else "")
+        item = QTreeWidgetItem([time.strftime("%H:%M:%S", time.localtime(e.time)), action, _target_text(e),
+                                format_change(e.before, e.requested),
+                                result + (f": {e.message}" if e.message and e.state == "failed" else ""),
+                                str(e.id), self._guard_text(e.batch)])
+        item.setData(6, Qt.ItemDataRole.UserRole, e.batch)
+        if e.message:
+            for c in range(len(self.COLUMNS)):
+                item.setToolTip(c, e.message)
+        if e.state == "failed":
+            item.setForeground(4, QColor(FAIL_COLOR))
+        return item
+
+    def _event_item(self, ev: GuardEvent) -> QTreeWidgetItem:
+        """A change someone else made to a guarded pin: what was set -> what was found, by whom."""
+        done = {"reapplied": "re-applied", "reported": "reported", "limited": "re-apply limited",
+                "failed": "re-apply failed"}[ev.action]
+        item = QTreeWidgetItem([time.strftime("%H:%M:%S", time.localtime(ev.time)), "changed", _target_text(ev),
+                                format_change(ev.expected, ev.found), f"by {ev.who}; {done}", "",
+                                self._guard_text(ev.batch)])
+        item.setData(6, Qt.ItemDataRole.UserRole, ev.batch)
+        line = event_line(ev)
+        for c in range(len(self.COLUMNS)):
+            item.setToolTip(c, line)
+            item.setForeground(c, QColor(WARN_COLOR if ev.action != "reapplied" else OK_COLOR))
+        return item
+
+    def policy_menu(self, batch: int) -> QMenu:
+        """The context menu of a row of batch `batch`: re-apply its pins when changed, or only report."""
+        menu = QMenu(self.tree)
+        act = menu.addAction(f"Re-apply pin #{batch} when someone changes it")
+        act.setCheckable(True)
+        act.setChecked(bool(self._policies.get(batch)))
+        act.setEnabled(batch in self._in_effect)
+        if batch not in self._in_effect:
+            act.setText(f"Pin #{batch} is not in effect (undone or restored): nothing is guarded")
+        act.toggled.connect(lambda on, b=batch: self.policy_requested.emit(b, on))
+        return menu
+
+    def _on_tree_context_menu(self, pos: QPoint) -> None:
+        item = self.tree.itemAt(pos)
+        if item is None:
+            return
+        self.policy_menu(int(item.data(6, Qt.ItemDataRole.UserRole))).popup(self.tree.viewport().mapToGlobal(pos))
 
     def row_texts(self) -> list[tuple[str, ...]]:
         out = []

@@ -88,7 +88,8 @@ class ProbeController(QObject):
         self._lines = []
         self._saw_end = False
         self._ended_at = None
-        self._run = ProbeRun.start(job.probe, job.args)
+        with self.guard.spawning(job.cpus):
+            self._run = ProbeRun.start(job.probe, job.args)
         if job.cpus:
             note = self.guard.exclude(job.cpus)
             if note:

@@ -7,7 +7,6 @@ types are refused at the door (the drag shows "no drop"); a CPU drop is accepted
 """
 from __future__ import annotations
 
-import os
 
 from PySide6.QtCore import QEvent, QObject, Signal
 from PySide6.QtWidgets import QWidget
@@ -72,9 +71,9 @@ class CpuDrop(QObject):
         """Why dropped CPUs cannot be probed here, or None.
 
         Online: against the shown topology (none yet: the probe child checks, probes/common.py
-        check_cpus). Allowed: against this process's affinity on a live window - skipped while a run
-        has moved coremap's own threads off the probed CPUs (OwnAffinityGuard), when that mask is not
-        what the next child would inherit."""
+        check_cpus). Allowed: against this process's affinity and the quiet CPUs (OwnAffinityGuard.lent)
+        on a live window - skipped while a run has moved coremap's own threads off the probed CPUs
+        (OwnAffinityGuard), when that mask is not what the next child would inherit."""
         if not cpus:
             return "the drop holds no CPU; drag an online CPU, core or package from the grid"
         if self._topology is None:
@@ -84,7 +83,7 @@ class CpuDrop(QObject):
         if offline:
             return offline_sentence(offline, online)
         if self._live and not self._guard.active:
-            allowed = online & set(os.sched_getaffinity(0))
+            allowed = online & self._guard.probe_cpus()
             barred = [c for c in cpus if c not in allowed]
             if barred:
                 return (f"{cpus_word(barred)} {'are' if len(barred) > 1 else 'is'} not in coremap's allowed "

@@ -166,6 +166,10 @@ class ProbePanel(QWidget):
     def set_cpus(self, cpus) -> None:
         self.form.set_cpus(cpus)
 
+    def set_quiet_cpus(self, cpus) -> None:
+        """CPUs made quiet (an isolate moved coremap off them): probes may still run there."""
+        self.controller.guard.lent = frozenset(cpus)
+
     def set_cpu(self, cpu: int) -> None:
         """The grid's cpu_selected: probe this CPU next."""
         self.form.set_cpus([cpu])

@@ -20,6 +20,7 @@ MIN_READABLE_PX = 6.5             # a label painted smaller than this on screen 
 
 ISO_COLOR = QColor(232, 89, 12)       # outside viridis's hues: an isolated CPU never looks "hot"
 NOHZ_COLOR = QColor(214, 51, 108)
+QUIET_COLOR = QColor(0, 121, 191)     # made quiet at run time by coremap (isolate), apart from isolcpus
 SELECT_COLOR = QColor(0, 0, 0)
 P_TINT = QColor(222, 232, 247)
 E_TINT = QColor(226, 242, 226)
@@ -66,8 +67,9 @@ class CpuCellItem(QGraphicsItem):
 
     Contract: boundingRect is the cell rectangle (0, 0, CELL_W, CELL_H) grown by the widest border
     (the selection outline, 2.5 units) so no outline pixel is left behind. Everything painted depends
-    on `color_index`, `figure`, the flags (online / isolated / nohz_full) and selection; `recolor()`
-    calls update() only when index or figure changed, which is the whole per-tick cost.
+    on `color_index`, `figure`, the flags (online / isolated / nohz_full / quiet) and selection;
+    `recolor()` calls update() only when index or figure changed, which is the whole per-tick cost, and
+    `set_quiet()` only when the quiet flag changed.
     """
 
     _MARGIN = 2.5
@@ -79,6 +81,7 @@ class CpuCellItem(QGraphicsItem):
         self.online = cpu.online if cpu is not None else True
         self.isolated = cpu.isolated if cpu is not None else False
         self.nohz_full = cpu.nohz_full if cpu is not None else False
+        self.quiet = False                 # made quiet by an isolate in effect (app/quiet_state.py)
         self.color_index: int | None = None
         self.figure = ""
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, self.online)
@@ -101,6 +104,11 @@ class CpuCellItem(QGraphicsItem):
         self.update()
         return True
 
+    def set_quiet(self, quiet: bool) -> None:
+        if quiet != self.quiet:
+            self.quiet = quiet
+            self.update()
+
     def paint(self, painter: QPainter, option, widget=None) -> None:
         lod = level_of_detail(painter)
         fg = self._paint_fill(painter)
@@ -122,8 +130,13 @@ class CpuCellItem(QGraphicsItem):
         return text_color_for(self.color_index)
 
     def _paint_marks(self, painter: QPainter, lod: float) -> None:
-        """The isolated border, the nohz_full corner and the selection outline."""
+        """The isolated border, the quiet band, the nohz_full corner and the selection outline."""
         r = QRectF(0, 0, CELL_W, CELL_H)
+        if self.quiet:
+            # A band along the bottom, solid and at least 2 device pixels high: it reads at any zoom
+            # and never hides the isolated border, which a CPU can have as well.
+            h = max(5.0, 2.0 / max(lod, 1e-3))
+            painter.fillRect(QRectF(0, CELL_H - h, CELL_W, h), QUIET_COLOR)
         if self.isolated:
             # At least 1.5 device pixels wide, so the border survives zooming out to a 1000-CPU fit.
             w = max(2.5, 1.5 / max(lod, 1e-3))
@@ -158,19 +171,23 @@ class CpuCellItem(QGraphicsItem):
             painter.setFont(LABEL_FONT)
             painter.drawText(QRectF(4, 18, CELL_W - 8, 14),
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self.figure)
-        if 9 * lod >= MIN_READABLE_PX and (self.isolated or self.nohz_full):
+        if 9 * lod >= MIN_READABLE_PX and (self.isolated or self.nohz_full or self.quiet):
             painter.setFont(SMALL_FONT)
             badges = []
+            if self.quiet:
+                badges.append(("quiet", QUIET_COLOR))
             if self.isolated:
                 badges.append(("iso", ISO_COLOR))
             if self.nohz_full:
                 badges.append(("nohz", NOHZ_COLOR))
-            # Badges sit at the right edge, below the nohz corner flag, on a white chip so they read
-            # on any cell colour.
-            y = 12.0 if self.nohz_full else 3.0
+            # Badges sit at the right edge on a white chip so they read on any cell colour.
+            # Below the nohz corner flag; with three badges the first moves left of the flag instead,
+            # so the third still ends inside the cell.
+            y = 3.0 if not self.nohz_full or len(badges) > 2 else 12.0
             for text, color in badges:
                 w = QFontMetricsF(SMALL_FONT).horizontalAdvance(text) + 4
-                chip = QRectF(CELL_W - w - 3, y, w, 10)
+                beside_flag = self.nohz_full and y < 11.0
+                chip = QRectF(CELL_W - w - (14 if beside_flag else 3), y, w, 10)
                 painter.fillRect(chip, QColor(255, 255, 255, 225))
                 painter.setPen(color)
                 painter.drawText(chip, Qt.AlignmentFlag.AlignCenter, text)

@@ -6,7 +6,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetricsF, QLinearGradient, QPainte
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from widgets.colors import LUT, ColorScale, format_value
-from widgets.topology.items import E_TINT, ISO_COLOR, NOHZ_COLOR, P_TINT, hatch_brush
+from widgets.topology.items import E_TINT, ISO_COLOR, NOHZ_COLOR, P_TINT, QUIET_COLOR, hatch_brush
 
 
 class ColorLegend(QWidget):
@@ -87,7 +87,7 @@ class ColorLegend(QWidget):
 
     def _paint_key(self, p: QPainter, fm: QFontMetricsF) -> None:
         """A swatch and a word for each mark a cell can carry, right-aligned on the top line."""
-        keys = [("iso", "isolated"), ("nohz", "nohz_full"), ("off", "offline")]
+        keys = [("quiet", "quiet (coremap)"), ("iso", "isolated"), ("nohz", "nohz_full"), ("off", "offline")]
         if self.hybrid:
             keys += [("P", "performance core"), ("E", "efficient core")]
         kx = self.width() - 6.0
@@ -99,7 +99,10 @@ class ColorLegend(QWidget):
             kx -= 18 + 12
         for mark, sx, tx, text, tw in items:
             sw = QRectF(sx, 4, 14, 12)
-            if mark == "iso":
+            if mark == "quiet":
+                p.fillRect(sw, QColor(200, 200, 200))
+                p.fillRect(QRectF(sw.x(), sw.bottom() - 4, sw.width(), 4), QUIET_COLOR)
+            elif mark == "iso":
                 p.fillRect(sw, QColor(200, 200, 200))
                 p.setPen(QPen(ISO_COLOR, 2.5))
                 p.drawRect(sw.adjusted(1, 1, -1, -1))

@@ -67,6 +67,7 @@ class TopologyView(QGraphicsView):
         self._topology: Topology | None = None
         self._state: MachineState | None = None
         self._cells: dict[int, CpuCellItem] = {}
+        self._quiet: frozenset[int] = frozenset()
         self._cores: list[CoreBoxItem] = []
         self._groups: dict[tuple[str, object], GroupBoxItem] = {}
         self._root: LayoutNode | None = None
@@ -122,6 +123,16 @@ class TopologyView(QGraphicsView):
         return self._scale
 
     # -- model in -----------------------------------------------------------------------------------------
+    def set_quiet_cpus(self, cpus) -> None:
+        """Mark the CPUs an isolate in effect made quiet (kept across a rebuilt scene)."""
+        self._quiet = frozenset(cpus)
+        for cpu, cell in self._cells.items():
+            cell.set_quiet(cpu in self._quiet)
+
+    @property
+    def quiet_cpus(self) -> tuple[int, ...]:
+        return tuple(sorted(self._quiet))
+
     def set_metric(self, metric: Metric | str) -> None:
         m = metric if isinstance(metric, Metric) else parse_metric(metric)
         if m == self.color_metric:
@@ -192,6 +203,7 @@ class TopologyView(QGraphicsView):
                     self._cores[n.core_index] = item
                 for cpu in n.threads:
                     self._cells[cpu] = CpuCellItem(cpu, cpus.get(cpu), item)
+                    self._cells[cpu].quiet = cpu in self._quiet
             else:
                 item = GroupBoxItem(n.kind, n.gid, n.label, n.cpus, parent_item)
                 self._groups.setdefault((n.kind, n.gid), item)

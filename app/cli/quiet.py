@@ -1,0 +1,58 @@
+"""`coremap isolate --cpus LIST [--dry-run]` and `coremap include --cpus LIST [--dry-run]`: make CPUs
+quiet at run time (every movable IRQ, thread and mask moved off them, app/quiet.py), and give them
+back. One batch each, journalled: `coremap undo` reverts the whole of it.
+
+Output: the outcome ("isolate CPU 1: 88 targets moved; 31 could not: 31 per-CPU kernel threads"),
+then what could not be moved and why. --dry-run prints the preview, per target, and writes nothing.
+Exit status: 0 when everything movable moved (what the kernel refuses by design — per-CPU kernel
+threads, managed IRQs, cpuset limits — is listed, not an error), 1 when other writes failed, 2 for
+bad input (a CPU the machine lacks, an offline one, no CPU left for housekeeping).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from app.cli.common import add_json_arguments, add_root_argument, write_json
+from app.cli.pin import affinity_service
+
+
+def register(subparsers) -> None:
+    for name, text in (("isolate", "make CPUs quiet: move every movable IRQ, thread and mask off them"),
+                       ("include", "give quiet CPUs back to the targets an isolate moved off them")):
+        p = subparsers.add_parser(name, help=text, description=__doc__)
+        p.add_argument("--cpus", required=True, metavar="LIST", help="the CPUs, e.g. 1 or 2-3")
+        p.add_argument("--dry-run", action="store_true", help="print the preview per target; write nothing")
+        add_json_arguments(p, "the preview (and the results) as one JSON document")
+        add_root_argument(p)
+        p.set_defaults(func=run, action=name)
+
+
+def run(args) -> int:
+    # imported here: the quiet model reads every thread and IRQ, and every command registers this one
+    from app.quiet import (apply_preview, failed_results, outcome_sentence, preview_include, preview_isolate,
+                           preview_text)
+    service = affinity_service(args)
+    preview = (preview_isolate if args.action == "isolate" else preview_include)(service, args.cpus)
+    if args.dry_run:
+        if args.json:
+            write_json({"preview": asdict(preview)}, args)
+        else:
+            print(preview_text(preview))
+        return 0
+    results = apply_preview(service, preview)
+    failed = failed_results(results)
+    if args.json:
+        write_json({"preview": asdict(preview), "results": [asdict(r) for r in results],
+                    "outcome": outcome_sentence(preview, results)}, args)
+    else:
+        print(outcome_sentence(preview, results))
+        cannot = [s.line() for s in preview.stays] + [r.line(warning=False) for r in results
+                                                      if not r.ok and r.code not in ("gone",)]
+        if cannot:
+            print("could not move:")
+            print("\n".join(f"  {line}" for line in cannot))
+        for n in preview.notes:
+            print(f"note: {n}")
+    if any(r.code == "invalid" for r in results):
+        return 2
+    return 1 if failed else 0

@@ -1,0 +1,198 @@
+"""Quiet CPUs in the window: Make quiet… previews per target and writes one batch, the grid marks the
+quiet CPUs (apart from isolcpus), the result line says how many moved and why the rest could not,
+Undo clears it all; a pin back onto a quiet CPU of what the isolate moved off warns; the guard's
+report of a change appears in the Pins panel and on the status line, and a row's menu sets its pin's
+policy; Make it permanent… writes the plan's files; the irqbalance line is written by the helper only
+when asked; Verify runs live and lands in the session and the report.
+
+IRQs and masks on a writable copy of "sno" (openshift-nto); Verify live on this VM as root, restored."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.affinity import AffinityService, PinRequest, PinTarget
+from app.helper import Helper
+from app.journal import Journal
+from app.parse.cpulist import parse_cpulist
+from app.quiet_state import read_quiet_state
+from app.sampler import Sampler
+from app.sysroot import SysRoot
+from tests.live import can_move_machine, read_affinities, restore_quiet
+from tests.machines import extract, writable_test_tree
+from widgets.application import build_window
+from widgets.sampler_thread import SamplerThread
+
+
+def _window(qtbot, sampler: Sampler, *, thread: bool = False):
+    """The window applying `sampler`'s states by hand; with `thread`, built around a SamplerThread
+    that is never started, so its File menu knows the machine (sessions, reports)."""
+    w = build_window(SamplerThread(sampler) if thread else None)
+    qtbot.addWidget(w)
+    w.resize(1400, 900)
+    w.show()
+    qtbot.waitExposed(w)
+    assert w.set_state(sampler.tick())
+    return w
+
+
+@pytest.fixture
+def sno(qtbot, tmp_path):
+    dst = tmp_path / "sno"
+    shutil.copytree(extract("sno"), dst, symlinks=True)
+    (dst / "sys" / "devices" / "virtual" / "workqueue").mkdir(parents=True)
+    (dst / "sys" / "devices" / "virtual" / "workqueue" / "cpumask").write_text("fff\n")
+    root = SysRoot(writable_test_tree(dst))
+    sampler = Sampler(root)
+    w = _window(qtbot, sampler)
+    journal = Journal(tmp_path / "journal.jsonl")
+    service = AffinityService(root, journal)
+    w.pin_controller.set_service(service)
+    assert w.set_state(sampler.tick())             # the guard starts on the first state after a service
+    yield w, service, root
+    journal.close()
+
+
+def _irq_masks(root: SysRoot) -> dict:
+    return {n: parse_cpulist(root.irq_dir(n, "smp_affinity_list").read_text())
+            for n in os.listdir(root.proc("irq")) if n.isdigit()}
+
+
+def _isolate(w, cpus):
+    w.topology_view.select_cpus(cpus)
+    d = w.quiet_controller.open_isolate()
+    assert d is not None
+    d.accept()
+    return d
+
+
+def test_make_quiet_previews_writes_one_batch_marks_the_grid_and_undo_clears_it(sno, qtbot):
+    w, service, root = sno
+    before = _irq_masks(root)
+    w.topology_view.select_cpus([1, 2])
+    d = w.quiet_controller.open_isolate()
+    rows = d.row_texts()
+    assert rows[0][0].startswith("Move ") and rows[0][0].endswith(" IRQs")
+    assert any(r[0] == "workqueue cpumask" and r[1] == "0-11 -> 0,3-11" for r in rows)
+    assert _irq_masks(root) == before and service.journal.entries() == []     # a preview writes nothing
+    assert d.apply_button.text() == "Make quiet"
+    d.accept()
+    line = w.pin_controller.result_line.text()
+    assert line.startswith("isolate CPUs 1-2:") and "targets moved" in line
+    cells = w.topology_view.cells()
+    assert cells[1].quiet and cells[2].quiet and not cells[0].quiet
+    assert not cells[1].isolated                                               # quiet is not isolcpus
+    assert w.topology_view.quiet_cpus == (1, 2)
+    assert all(1 not in m and 2 not in m for m in _irq_masks(root).values() if set(m) - {1, 2})
+    actions = {r[1] for r in w.pin_controller.journal_widget.row_texts()}
+    assert actions == {"isolate"}
+    w.pin_controller.undo_action.trigger()
+    assert _irq_masks(root) == before and w.topology_view.quiet_cpus == ()
+    assert not cells[1].quiet
+
+
+def test_pinning_a_moved_irq_back_onto_the_quiet_cpu_warns(sno):
+    w, service, root = sno
+    _isolate(w, [3])
+    irq = next(e.target_id for e in service.journal.entries() if e.kind == "irq" and e.state == "done"
+               and 3 in e.before)
+    [r] = w.pin_controller.request(PinRequest((PinTarget("irq", irq),), (3,)))
+    assert r.ok and "quiet CPU 3" in r.warning
+    label = w.pin_controller.result_line.warning_label
+    assert not label.isHidden() and f"irq {irq}" in label.text() and "isolate #" in label.text()
+
+
+def test_the_guards_report_in_the_pins_panel_and_a_rows_policy(sno, qtbot):
+    w, service, root = sno
+    _isolate(w, [4])
+    assert w.guard_thread.running
+    moved = next(e for e in service.journal.entries() if e.kind == "irq" and e.state == "done")
+    path = root.irq_dir(moved.target_id, "smp_affinity_list")
+    with qtbot.waitSignal(w.guard_thread.ticked, timeout=10000) as got:
+        subprocess.run([sys.executable, "-c", f"open({str(path)!r}, 'w').write('0-11')"], check=True)
+    [ev] = got.args[0].events
+    assert (ev.target_id, ev.found, ev.action) == (moved.target_id, tuple(range(12)), "reported")
+    rows = w.pin_controller.journal_widget.row_texts()
+    changed = [r for r in rows if r[1] == "changed"]
+    assert changed and changed[0][3] == f"{','.join(map(str, [0, 1, 2, 3]))},5-11 -> 0-11".replace("0,1,2,3", "0-3")
+    assert changed[0][4] == "by another process; reported" and changed[0][6].endswith(": report")
+    assert f"irq {moved.target_id}" in w.statusBar().currentMessage()
+    batch = service.history().undo[-1]
+    menu = w.pin_controller.journal_widget.policy_menu(batch)
+    [act] = menu.actions()
+    assert act.isCheckable() and not act.isChecked()
+    act.setChecked(True)
+    assert service.journal.policies() == {batch: True}
+    assert w.pin_controller.journal_widget.row_texts()[0][6] == f"#{batch}: re-apply"
+    qtbot.waitUntil(lambda: path.read_text().strip() == "0-3,5-11", timeout=10000)   # re-applied
+
+
+def test_make_it_permanent_writes_the_plan(sno, tmp_path):
+    w, _, _ = sno
+    w.topology_view.select_cpus([2, 3])
+    d = w.quiet_controller.open_plan()
+    text = d.text.toPlainText()
+    assert "isolcpus=managed_irq,domain,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1,4-11" in text
+    d.save_to(tmp_path / "plan")
+    assert (tmp_path / "plan" / "cmdline.txt").read_text().startswith("isolcpus=managed_irq,domain,2-3")
+    assert (tmp_path / "plan" / "irqbalance").read_text().count("IRQBALANCE_BANNED_CPULIST=2-3") == 1
+    assert "written to" in d.status.text()
+
+
+def test_the_irqbalance_line_is_written_by_the_helper_only_when_asked(sno, tmp_path):
+    w, service, root = sno
+    (root.root / "etc" / "default").mkdir(parents=True, exist_ok=True)
+    conf = root.root / "etc" / "default" / "irqbalance"
+    conf.write_text("IRQBALANCE_ONESHOT=0\n")
+    _isolate(w, [5])
+    helper = Helper(root)          # the helper's own code, on this copy (the live one would write /etc)
+
+    def write(cpus):
+        reply = helper.handle(json.dumps({"op": "irqbalance_ban_cpus", "cpus": ",".join(map(str, cpus))}))
+        assert reply["ok"], reply
+        return reply["path"]
+
+    w.quiet_controller._write_irqbalance = write
+    d = w.quiet_controller.open_irqbalance_fix()
+    assert d.line.toPlainText() == "IRQBALANCE_BANNED_CPULIST=5" and str(conf) in d.label.text()
+    assert conf.read_text() == "IRQBALANCE_ONESHOT=0\n"                 # shown, not written
+    d.write_button.click()
+    assert conf.read_text().endswith("IRQBALANCE_BANNED_CPULIST=5\n") and "written to" in d.status.text()
+
+
+live = pytest.mark.skipif(can_move_machine() is not None, reason=str(can_move_machine()))
+
+
+@live
+def test_verify_runs_live_and_lands_in_the_session_and_the_report(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("COREMAP_REPORTS_DIR", str(tmp_path / "reports"))
+    sampler = Sampler(SysRoot("/"))
+    w = _window(qtbot, sampler, thread=True)
+    journal = Journal(tmp_path / "journal.jsonl")
+    service = AffinityService(SysRoot("/"), journal)
+    w.pin_controller.set_service(service)
+    assert w.set_state(sampler.tick())
+    before = read_affinities()
+    try:
+        w.topology_view.select_cpus([1])
+        runs = len(w.probe_panel.runs)
+        with qtbot.waitSignal(w.quiet_controller.verified, timeout=120000) as got:
+            assert w.quiet_controller.verify(seconds=0.3, pairs=1)
+        v = got.args[0]
+        assert [(r["pair"], r["quiet"]) for r in v["runs"]] == [(0, False), (0, True)]
+        assert len(w.probe_panel.runs) == runs + 2
+        assert read_quiet_state(service).cpus == ()                     # as it was found
+        after = read_affinities()
+        assert after.irqs == {n: m for n, m in before.irqs.items() if n in after.irqs}
+        assert w.session_controller.session().verifications == [v]
+        report = w.session_controller.export_report("html")
+        assert "Before / after: quiet CPU 1" in report.read_text()
+    finally:
+        restore_quiet(service)
+        journal.close()

@@ -1,0 +1,238 @@
+"""QuietController: the Quiet menu — make the selected CPUs quiet (a preview, then one batch), give
+them back, verify with the jitter probe before and after, make it permanent (the plan), and keep
+irqbalance off them (its config line, written by the helper when asked).
+
+Writes go through the PinController's AffinityService (`pins.live_service()`), so the isolate is a
+batch of the window's journal like any pin: Edit → Undo reverts it, the Pins panel lists it, the
+grid marks its CPUs (PinController sets the quiet marks from the journal), and the guard keeps it.
+The outcome goes on the result line: how many targets moved, how many could not, and why.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenu
+
+from app.errors import CoremapError
+from app.format import cpus_word, format_rate, format_ratio
+from app.helper import HelperClient
+from app.machine.topology import Topology
+from app.plan import make_plan
+from app.quiet import (QuietPreview, apply_preview, failed_results, outcome_sentence, preview_include,
+                       preview_isolate, set_quiet)
+from app.state import MachineState
+from probes.trace import unavailable_reason
+from widgets.pinning.controller import PinController
+from widgets.quiet.plan_dialog import IrqbalanceFixDialog, PlanDialog
+from widgets.quiet.preview_dialog import QuietPreviewDialog
+from widgets.quiet.verify import VerifyRunner
+from widgets.topology.view import TopologyView
+
+VERIFY_SECONDS = 5.0
+VERIFY_PAIRS = 2
+
+
+class QuietController(QObject):
+    """Parameters (the narrow things it needs): `grid` (its selected and quiet CPUs), `menu` (the Quiet
+    menu, filled here), `pins` (the service writes go through and the result line), `status` (a
+    line for progress), `add_run(result, source)` (the probe panel shows Verify's two sides),
+    `state_applied` (the window's signal: which machine is shown). `verifications` is what Verify
+    found, kept for the session and the report."""
+
+    verified = Signal(object)          # a verification dict, when Verify finishes
+
+    def __init__(self, grid: TopologyView, menu: QMenu, pins: PinController, *, status: Callable[[str], None],
+                 add_run: Callable[[dict, str], object], state_applied, parent: QObject | None = None):
+        super().__init__(parent)
+        self.grid = grid
+        self.pins = pins
+        self._status = status
+        self._add_run = add_run
+        self._topology: Topology | None = None
+        self._live = False
+        self.verifications: list[dict] = []
+        self.dialog: QuietPreviewDialog | None = None
+        self.plan_dialog: PlanDialog | None = None
+        self.irqbalance_dialog: IrqbalanceFixDialog | None = None
+        self._helper = None
+        self.runner = VerifyRunner(self._set_quiet, self)
+        self.runner.progress.connect(self._status)
+        self.runner.finished.connect(self._on_runner_finished)
+        self.runner.failed.connect(self._on_runner_failed)
+        self._build_actions(menu)
+        state_applied.connect(self._on_state_applied)
+
+    def _build_actions(self, menu: QMenu) -> None:
+        def add(text: str, tip: str, slot) -> QAction:
+            a = QAction(text, menu)
+            a.setToolTip(tip)
+            a.triggered.connect(slot)
+            menu.addAction(a)
+            return a
+        self.isolate_action = add("Make quiet…", "Move every movable IRQ, thread and mask off the selected CPUs "
+                                  "(a preview first; Edit → Undo reverts it)", self.open_isolate)
+        self.include_action = add("Give back…", "Give the selected quiet CPUs (all, when none is selected) back "
+                                  "to what was moved off them", self.open_include)
+        menu.addSeparator()
+        self.verify_action = add("Verify", f"Jitter on the selected (or quiet) CPUs, not quiet and quiet, "
+                                 f"{VERIFY_PAIRS} alternated pairs of {VERIFY_SECONDS:g} s", self.verify)
+        self.cancel_verify_action = add("Cancel verify", "Stop the verification and give the CPUs their quiet "
+                                        "state back", self.runner.cancel)
+        menu.addSeparator()
+        self.plan_action = add("Make it permanent…", "The kernel command line and configuration that keep "
+                               "these CPUs quiet after a reboot (written for review, never applied)", self.open_plan)
+        self.irqbalance_action = add("Keep irqbalance off the quiet CPUs…", "irqbalance's banned-CPU line, "
+                                     "written by coremap-helper when you ask", self.open_irqbalance_fix)
+        self.cancel_verify_action.setEnabled(False)
+
+    # -- which CPUs --------------------------------------------------------------------------------
+    def _on_state_applied(self, state: MachineState) -> None:
+        self._topology = state.topology
+        self._live = bool(state.live)
+
+    def _chosen(self, *, quiet_only: bool = False) -> tuple[int, ...]:
+        """The selected CPUs; with `quiet_only`, those of them that are quiet (all quiet CPUs when
+        none is selected)."""
+        selected = tuple(self.grid.selected_cpus())
+        if not quiet_only:
+            return selected
+        quiet = self.grid.quiet_cpus
+        return tuple(c for c in selected if c in quiet) if selected else quiet
+
+    # -- isolate / include ------------------------------------------------------------------------------
+    def open_isolate(self) -> QuietPreviewDialog | None:
+        cpus = self._chosen()
+        if not cpus:
+            self.pins.show_message("select CPUs in the grid first (click, ctrl-click, or a box's header), "
+                                   "then Quiet → Make quiet…", ok=False)
+            return None
+        return self._open_preview(lambda s: preview_isolate(s, cpus))
+
+    def open_include(self) -> QuietPreviewDialog | None:
+        cpus = self._chosen(quiet_only=True)
+        if not cpus:
+            self.pins.show_message("no CPU is quiet: nothing to give back", ok=False)
+            return None
+        return self._open_preview(lambda s: preview_include(s, cpus))
+
+    def _open_preview(self, make: Callable) -> QuietPreviewDialog | None:
+        service = self.pins.live_service()
+        if service is None:
+            return None
+        try:
+            preview = make(service)
+        except CoremapError as e:
+            self.pins.show_message(str(e), ok=False)
+            return None
+        if self.dialog is not None:
+            self.dialog.close()
+            self.dialog.deleteLater()
+        self.dialog = QuietPreviewDialog(preview, self.grid.window())
+        self.dialog.accepted.connect(lambda p=preview: self.apply(p))
+        self.dialog.open()
+        return self.dialog
+
+    def apply(self, preview: QuietPreview) -> list:
+        """Write `preview` as one batch and show how it went."""
+        service = self.pins.live_service()
+        if service is None:
+            return []
+        try:
+            results = apply_preview(service, preview)
+        except CoremapError as e:
+            self.pins.show_message(f"{preview.action}: {e}", ok=False)
+            return []
+        self.pins.show_results(results, preview.action, summary=outcome_sentence(preview, results),
+                               ok=not failed_results(results))
+        return results
+
+    def _set_quiet(self, cpus, quiet: bool) -> str | None:
+        """Verify's toggle: isolate or include `cpus` now, without a preview (the user asked for Verify)."""
+        service = self.pins.live_service()
+        if service is None:
+            raise CoremapError("pinning is unavailable here, so CPUs cannot be made quiet")
+        done = set_quiet(service, cpus, quiet)
+        if done is None:
+            return None
+        sentence, results = done
+        self.pins.show_results(results, "verify", summary=sentence, ok=not failed_results(results))
+        return sentence
+
+    # -- verify ---------------------------------------------------------------------------------
+    def verify(self, *, seconds: float = VERIFY_SECONDS, pairs: int = VERIFY_PAIRS) -> bool:
+        cpus = self._chosen() or self.grid.quiet_cpus
+        if not cpus or not self._live:
+            self.pins.show_message("select the CPUs to verify in the grid (or make some quiet first); "
+                                   "Verify runs on the live machine only", ok=False)
+            return False
+        try:
+            self.runner.start(cpus, seconds=seconds, pairs=pairs, attribute=unavailable_reason() is None,
+                              was_quiet=set(cpus) <= set(self.grid.quiet_cpus))
+        except CoremapError as e:
+            self.pins.show_message(str(e), ok=False)
+            return False
+        self.verify_action.setEnabled(False)
+        self.cancel_verify_action.setEnabled(True)
+        return True
+
+    def add_verification(self, v: dict) -> None:
+        """A verification to keep for the session and the report (one that ran, or an opened session's)."""
+        self.verifications.append(v)
+
+    def _on_runner_finished(self, v: dict) -> None:
+        self._verify_done()
+        self.add_verification(v)
+        for side in (v["before"], v["after"]):
+            self._add_run(dict(side), f"verify {cpus_word(v['cpus'])}")
+        self._status(f"verify {cpus_word(v['cpus'])}: gaps >= 10 µs {format_rate(v['before']['gaps10_per_s'])} "
+                     f"not quiet, {format_rate(v['after']['gaps10_per_s'])} quiet "
+                     f"({format_ratio(v['ratio'].get('gaps10_per_s'))} per pair); kept for the session and the report")
+        self.verified.emit(v)
+
+    def _on_runner_failed(self, message: str) -> None:
+        self._verify_done()
+        self.pins.show_message(message, ok=False)
+
+    def _verify_done(self) -> None:
+        self.verify_action.setEnabled(True)
+        self.cancel_verify_action.setEnabled(False)
+
+    # -- permanent, irqbalance ---------------------------------------------------------------------
+    def open_plan(self) -> PlanDialog | None:
+        cpus = self._chosen() or self.grid.quiet_cpus
+        if not cpus or self._topology is None:
+            self.pins.show_message("select the CPUs to keep quiet in the grid first", ok=False)
+            return None
+        try:
+            plan = make_plan(self._topology, ",".join(map(str, cpus)))
+        except CoremapError as e:
+            self.pins.show_message(str(e), ok=False)
+            return None
+        self.plan_dialog = PlanDialog(plan, self.grid.window())
+        self.plan_dialog.saved.connect(lambda folder: self._status(f"plan written to {folder}"))
+        self.plan_dialog.open()
+        return self.plan_dialog
+
+    def open_irqbalance_fix(self) -> IrqbalanceFixDialog | None:
+        cpus = self.grid.quiet_cpus or tuple(self._chosen())
+        service = self.pins.live_service()
+        if not cpus or service is None:
+            if service is not None:
+                self.pins.show_message("no CPU is quiet or selected: nothing to keep irqbalance off", ok=False)
+            return None
+        self.irqbalance_dialog = IrqbalanceFixDialog(service.root, cpus, self._write_irqbalance, self.grid.window())
+        self.irqbalance_dialog.open()
+        return self.irqbalance_dialog
+
+    def _write_irqbalance(self, cpus) -> str:
+        if self._helper is None:
+            self._helper = HelperClient()           # started by its first request: only when asked
+        return self._helper.ban_irqbalance_cpus(cpus)
+
+    def close(self) -> None:
+        self.runner.cancel()
+        if self._helper is not None:
+            self._helper.close()
+            self._helper = None
