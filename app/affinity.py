@@ -136,6 +136,15 @@ class AffinityService:
         self._writer = writer
         self.root_key = str(root.root.resolve())
 
+    @property
+    def live(self) -> bool:
+        """Whether this pins the running machine (where a denied write may be retried with privilege)."""
+        return self.root.is_live
+
+    def irqbalance_warning(self, irqs=()) -> str:
+        """What irqbalance, if it runs here, will do to the pinned `irqs` ("" when it does not run)."""
+        return read_irqbalance(self.root).pinned_text(irqs)
+
     def with_writer(self, writer) -> "AffinityService":
         """The same machine and journal, with `writer` tried where a direct write is denied."""
         return AffinityService(self.root, self.journal, writer)

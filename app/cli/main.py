@@ -17,7 +17,7 @@ from app.sampler import MAX_INTERVAL, MIN_INTERVAL
 from app.errors import CoremapError
 
 # Modules of app/cli that are not subcommands.
-_NOT_COMMANDS = {"main", "common"}
+_NOT_COMMANDS = {"main", "common", "host"}
 MAX_NOTES_SHOWN = 10
 
 
@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=bounded(MIN_INTERVAL, MAX_INTERVAL), default=1.0, metavar="S",
                    help="sampling interval in seconds, 0.25-5 (default 1)")
     p.add_argument("--session", metavar="FILE", help="open a saved .coremap session")
+    p.add_argument("--host", metavar="[USER@]SERVER[:PORT]",
+                   help="another machine over ssh: the window live on it, or any command run there "
+                        "(coremap --host node7 irqs --interval 1)")
     p.add_argument("--version", action="version", version=f"coremap {app.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(app.cli.__path__), key=lambda m: m.name):
@@ -52,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "host", None) and args.command is not None:
+            # Imported here: only --host needs ssh and the agent's client.
+            from app.cli.host import run_on_host
+            return run_on_host(args, list(sys.argv[1:] if argv is None else argv))
         if args.command is None:
             return _gui(args)
         return int(args.func(args) or 0)
