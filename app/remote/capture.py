@@ -150,3 +150,15 @@ class RemoteCapture:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def capture_session(client: AgentClient, *, interval: float = 0.5):
+    """A Session (app/session.py) holding a snapshot the host takes now, as the window saves and
+    reports a live machine; its folder goes when the session is closed."""
+    from app.session import Session
+    cap = RemoteCapture.take(client, interval=interval)
+    meta = cap.root.snapshot_meta() or {}
+    host = meta.get("host") if isinstance(meta.get("host"), str) else None
+    # The bound close holds the capture, so its folder lives as long as the session does.
+    return Session(machine_dir=cap.root.root, host=host or client.hello.get("host") or str(client.host),
+                   _cleanup=cap.close)
