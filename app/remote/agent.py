@@ -12,6 +12,7 @@ Qt-free code local use runs.
 - `preflight`, `pin`, `undo`, `redo`, `restore`, `journal`, `irqbalance`
              AffinityService's own methods; `privileged` pins go through the helper started with
              `sudo -n` on the server (never a password prompt: there is no terminal to ask on).
+- `facts`    the machine's summary as a report words it (for `coremap fleet`).
 - `snapshot` `coremap snapshot`'s capture, sent back in chunks.
 - `cancel`   ends another request (a probe, a run) of this connection.
 Ops that start programs above the model (probe runs, CLI runs) are given by the `coremap agent`
@@ -147,7 +148,8 @@ class Agent:
         self.ops: dict[str, Callable[[Request], object]] = {
             "open": self._open, "tick": self._tick, "preflight": self._preflight, "pin": self._pin,
             "undo": self._undo, "redo": self._redo, "restore": self._restore, "journal": self._journal,
-            "irqbalance": self._irqbalance, "snapshot": self._snapshot, "cancel": self._cancel}
+            "irqbalance": self._irqbalance, "facts": self._facts, "snapshot": self._snapshot,
+            "cancel": self._cancel}
         self.ops.update(ops or {})
 
     # -- the loop -----------------------------------------------------------------------------------
@@ -327,6 +329,13 @@ class Agent:
     def _irqbalance(self, req: Request) -> str:
         irqs = [i for i in req.param("irqs", list, []) if type(i) is int]
         return self._machine().service.irqbalance_warning(irqs)
+
+    def _facts(self, req: Request) -> list[list[str]]:
+        """The machine's summary as a report words it (model, shape, NUMA, kernel, isolation,
+        irqbalance), for `coremap fleet`."""
+        from app.report import machine_facts
+        m = self._machine()
+        return [[label, text] for label, text in machine_facts(m.sampler.topology, m.sampler.root)]
 
     def _snapshot(self, req: Request) -> dict:
         """`coremap snapshot` of this machine into a temporary file, sent back in base64 chunks."""

@@ -100,17 +100,19 @@ class AgentClient:
     # -- connecting ---------------------------------------------------------------------------------
     @classmethod
     def connect(cls, host: HostSpec, *, connect_timeout: float = CONNECT_TIMEOUT, mode: str | None = None,
-                transport: SshTransport | None = None) -> "AgentClient":
-        """A connected client, or a LinkError naming the host and what to do (one line)."""
+                transport: SshTransport | None = None, handshake_timeout: float | None = None) -> "AgentClient":
+        """A connected client, or a LinkError naming the host and what to do (one line). The whole of it
+        takes at most `handshake_timeout` seconds (default: ssh's connect timeout + HANDSHAKE_S)."""
         transport = transport or SshTransport(host, connect_timeout=connect_timeout)
         mode = mode or agent_mode()
         data, digest = agent_zip()
         proc = transport.start(remote_command())
         reader = _Reader(proc, str(host))
-        deadline = time.monotonic() + transport.connect_timeout + HANDSHAKE_S
+        limit = handshake_timeout if handshake_timeout is not None else transport.connect_timeout + HANDSHAKE_S
+        deadline = time.monotonic() + limit
         try:
             _write(proc, boot_line(mode, digest))
-            hello = _handshake(host, proc, reader, data, deadline)
+            hello = _handshake(host, proc, reader, data, deadline, limit)
         except BaseException:
             reader.abandon()
             proc.kill()
@@ -258,14 +260,15 @@ def _write(proc: SshProcess, data: bytes) -> None:
         raise proc.failure(established=True) from None
 
 
-def _handshake(host: HostSpec, proc: SshProcess, reader: _Reader, agent: bytes, deadline: float) -> dict:
+def _handshake(host: HostSpec, proc: SshProcess, reader: _Reader, agent: bytes, deadline: float,
+               limit: float) -> dict:
     """Boot lines until the hello; the shipped agent sent when asked; the hello checked."""
     while True:
         try:
             msg = reader.boot.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
-            raise LinkError(f"{host}: no answer from coremap's agent within "
-                            f"{proc.transport.connect_timeout + HANDSHAKE_S:g} s; is the server overloaded?") from None
+            raise LinkError(f"{host}: no answer within {limit:g} s (a firewall that drops packets, a machine "
+                            "that is down, or an overloaded server)") from None
         if isinstance(msg, tuple) and msg[0] is _EOF:
             raise msg[1] or _startup_failure(host, proc)
         if msg["type"] == "hello":

@@ -170,8 +170,8 @@ class SshTransport:
             m = re.search(pattern, said, re.IGNORECASE)
             if m:
                 detail = m.group("detail") if "detail" in m.groupdict() else ""
-                return cls(text.format(host=h, timeout=self.connect_timeout, detail=detail or "",
-                                       port=self.host.port or 22))
+                port = f"port {self.host.port}" if self.host.port else "its ssh port"
+                return cls(text.format(host=h, timeout=self.connect_timeout, detail=detail or "", port=port))
         last = lines[-1] if lines else ""
         if established:
             return Disconnected(f"{h}: the connection ended" + (f" ({last})" if last else ""))
@@ -194,7 +194,7 @@ _SSH_FAILURES = [
      "{host}: the login was refused (too many keys offered); name the right one with IdentityFile in "
      "~/.ssh/config"),
     (r"Connection refused", HostRefused,
-     "{host}: the connection was refused on port {port}: no ssh server listens there (check the port, or "
+     "{host}: the connection was refused on {port}: no ssh server listens there (check the port, or "
      "start sshd)"),
     (r"Could not resolve hostname|Name or service not known|Temporary failure in name resolution", HostUnreachable,
      "{host}: no such host name (DNS does not know it, and ~/.ssh/config has no Host entry for it)"),

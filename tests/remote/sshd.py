@@ -16,7 +16,9 @@ private mount namespace (unshare -m) with a tmpfs on /run holding it: the machin
 
 Client-side aliases (ssh -F): s1, s2, s3, node-a (installed), clean (clean), refused (a closed port),
 stranger (a known_hosts without the server's key), wrongkey (a key the server does not accept),
-blackhole (192.0.2.1, TEST-NET-1: no answer).
+blackhole (192.0.2.1, TEST-NET-1: no answer). stranger and wrongkey name the server "localhost": ssh
+multiplexes by host, port and user, and under s1's name they would ride s1's shared connection, whose
+key was checked and whose login was made already.
 """
 from __future__ import annotations
 
@@ -67,7 +69,8 @@ class Sshd:
         _keygen(f / "other_ed25519")
         (f / "authorized_keys").write_text(user_pub + "\n")
         self.port, self.clean_port, self.closed_port = free_port(), free_port(), free_port()
-        known = "".join(f"[127.0.0.1]:{p} {' '.join(host_pub.split()[:2])}\n" for p in (self.port, self.clean_port))
+        key = " ".join(host_pub.split()[:2])
+        known = "".join(f"[{h}]:{p} {key}\n" for p in (self.port, self.clean_port) for h in ("127.0.0.1", "localhost"))
         (f / "known_hosts").write_text(known)
         (f / "empty_known_hosts").write_text("")
         venv_bin = Path(sys.executable).parent
@@ -114,12 +117,12 @@ Host stranger
     Port {self.port}
     IdentityFile {f}/user_ed25519
     UserKnownHostsFile {f}/empty_known_hosts
-{common}
+{common.replace("127.0.0.1", "localhost")}    AddressFamily inet
 Host wrongkey
     Port {self.port}
     IdentityFile {f}/other_ed25519
     UserKnownHostsFile {f}/known_hosts
-{common}
+{common.replace("127.0.0.1", "localhost")}    AddressFamily inet
 Host blackhole
     HostName 192.0.2.1
     User {self.user}
