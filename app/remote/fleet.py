@@ -119,7 +119,7 @@ def _capture_one(host: HostSpec, timeout: float, probe, connect) -> FleetRow:
     except (CoremapError, AttributeError) as e:
         # AttributeError: a tick answer that is not an object (a broken agent), said as such below.
         why = str(e) if isinstance(e, CoremapError) else f"{host}: the agent answered something that is not a state"
-        if watch.expired and not why.endswith(f"within {timeout:g} s"):
+        if watch.expired and "no answer within" not in why:
             why = f"{host}: no answer within {timeout:g} s ({why})"
         return FleetRow(str(host), error=why, seconds=time.monotonic() - t0)
     finally:

@@ -16,7 +16,7 @@ private mount namespace (unshare -m) with a tmpfs on /run holding it: the machin
 
 Client-side aliases (ssh -F): s1, s2, s3, node-a (installed), clean (clean), refused (a closed port),
 stranger (a known_hosts without the server's key), wrongkey (a key the server does not accept),
-blackhole (192.0.2.1, TEST-NET-1: no answer). stranger and wrongkey name the server "localhost": ssh
+silent (a port that accepts and never answers), blackhole (192.0.2.1, TEST-NET-1: no route, or no answer). stranger and wrongkey name the server "localhost": ssh
 multiplexes by host, port and user, and under s1's name they would ride s1's shared connection, whose
 key was checked and whose login was made already.
 """
@@ -29,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -69,6 +70,13 @@ class Sshd:
         _keygen(f / "other_ed25519")
         (f / "authorized_keys").write_text(user_pub + "\n")
         self.port, self.clean_port, self.closed_port = free_port(), free_port(), free_port()
+        # A port that accepts TCP and then never says a word: a hung machine, or a firewall's tarpit.
+        self._silent = socket.socket()
+        self._silent.bind(("127.0.0.1", 0))
+        self._silent.listen(64)
+        self.silent_port = self._silent.getsockname()[1]
+        self._held: list[socket.socket] = []
+        threading.Thread(target=self._hold, name="silent-port", daemon=True).start()
         key = " ".join(host_pub.split()[:2])
         known = "".join(f"[{h}]:{p} {key}\n" for p in (self.port, self.clean_port) for h in ("127.0.0.1", "localhost"))
         (f / "known_hosts").write_text(known)
@@ -123,6 +131,11 @@ Host wrongkey
     IdentityFile {f}/other_ed25519
     UserKnownHostsFile {f}/known_hosts
 {common.replace("127.0.0.1", "localhost")}    AddressFamily inet
+Host silent
+    Port {self.silent_port}
+    IdentityFile {f}/user_ed25519
+    UserKnownHostsFile {f}/known_hosts
+{common}
 Host blackhole
     HostName 192.0.2.1
     User {self.user}
@@ -131,6 +144,14 @@ Host blackhole
     StrictHostKeyChecking yes
 """)
         self.proc: subprocess.Popen | None = None
+
+    def _hold(self) -> None:
+        while True:
+            try:
+                conn, _ = self._silent.accept()
+            except OSError:
+                return          # closed by stop()
+            self._held.append(conn)
 
     @property
     def env(self) -> dict[str, str]:
@@ -175,6 +196,9 @@ Host blackhole
         return pids
 
     def stop(self) -> None:
+        self._silent.close()
+        for conn in self._held:
+            conn.close()
         if self.proc is None:
             return
         conns = self.connections()
@@ -207,3 +231,20 @@ def _ppid(pid: int) -> int | None:
     except OSError:
         return None         # exited while we looked
     return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
+def sshd_fixture(tmp_path_factory):
+    """The session's one server (a pytest fixture body: see tests/remote/conftest.py)."""
+    import pytest
+    why = unavailable()
+    if why is not None:
+        pytest.skip(why)
+    import tempfile
+    # A short folder: ssh's ControlPath is a unix socket path (at most 107 bytes) under it.
+    folder = Path(tempfile.mkdtemp(prefix="cm-sshd-"))
+    server = Sshd(folder).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
