@@ -18,9 +18,11 @@ Qt-free code local use runs.
 Ops that start programs above the model (probe runs, CLI runs) are given by the `coremap agent`
 command (app/cli/agent.py) as `ops`.
 
-Each request runs on its own thread (at most MAX_REQUESTS at once), so a probe streaming its lines
-does not hold up the ticks. The agent ends at the end of its stdin (the connection closed), and
-takes the children it started with it.
+The machine's requests (open, tick, pins, journal, facts) are answered one after another in the order
+they came, on one thread; the streams (probe runs, CLI runs, snapshots: STREAMS) each on a thread of
+their own (at most MAX_REQUESTS at once), so a probe streaming its lines does not hold up the ticks.
+The agent ends at the end of its stdin (the connection closed): it cancels the streams, which takes
+the children it started with it, answers what was already asked, and exits.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import base64
 import getpass
 import os
 import platform
+import queue
 import re
 import socket
 import sys
@@ -49,6 +52,9 @@ from app.statedir import journal_path
 from app.sysroot import SysRoot
 
 MAX_REQUESTS = 32
+MAX_QUEUED = 256            # machine requests waiting their turn
+STREAMS = ("probe", "run", "snapshot")
+DRAIN_S = 10.0              # at the end of stdin, how long what was asked may still take
 SNAPSHOT_CHUNK = 1 << 20
 _SESSION = re.compile(r"[0-9a-f]{12}")
 
@@ -143,6 +149,9 @@ class Agent:
         self._requests: dict[int, Request] = {}
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(MAX_REQUESTS)
+        self._queue: queue.Queue = queue.Queue(MAX_QUEUED)
+        self._serial = threading.Thread(target=self._serve_queue, name="agent-machine", daemon=True)
+        self._streams: list[threading.Thread] = []
         self.machine: _Machine | None = None
         self.facts = dict(facts or {})
         self.ops: dict[str, Callable[[Request], object]] = {
@@ -161,6 +170,7 @@ class Agent:
 
     def serve(self) -> int:
         self.send(protocol.dumps(self.hello()))
+        self._serial.start()
         try:
             while True:
                 try:
@@ -176,13 +186,29 @@ class Agent:
             self.close()
 
     def close(self) -> None:
-        """The connection is gone: cancel what runs (probes, runs end with us) and close the helper."""
+        """The connection is gone: cancel the streams (probes and runs end with us), let the machine's
+        requests already asked finish, close the helper."""
         with self._lock:
-            pending = list(self._requests.values())
+            pending = [r for r in self._requests.values() if r.op in STREAMS]
         for r in pending:
             r.cancel()
+        self._queue.put(None)
+        self._serial.join(DRAIN_S)
+        for t in list(self._streams):
+            t.join(DRAIN_S / 2)
         if self.machine is not None:
             self.machine.close()
+
+    def _serve_queue(self) -> None:
+        while True:
+            req = self._queue.get()
+            if req is None:
+                return
+            try:
+                self._run(req)
+            finally:
+                with self._lock:
+                    self._requests.pop(req.id, None)
 
     def send(self, line: bytes) -> None:
         with self._write_lock:
@@ -210,12 +236,24 @@ class Agent:
         if op == "cancel":          # answered at once, never queued behind what it cancels
             self._run(req)
             return
+        if op not in STREAMS and op in self.ops:
+            with self._lock:
+                self._requests[rid] = req
+            try:
+                self._queue.put_nowait(req)
+            except queue.Full:
+                with self._lock:
+                    self._requests.pop(rid, None)
+                self.send(protocol.error(rid, f"the agent has {MAX_QUEUED} requests waiting; try again"))
+            return
         if not self._slots.acquire(blocking=False):
             self.send(protocol.error(rid, f"the agent is busy with {MAX_REQUESTS} requests; try again"))
             return
         with self._lock:
             self._requests[rid] = req
-        threading.Thread(target=self._run_slot, args=(req,), name=f"agent-{op}-{rid}", daemon=True).start()
+        t = threading.Thread(target=self._run_slot, args=(req,), name=f"agent-{op}-{rid}", daemon=True)
+        self._streams = [s for s in self._streams if s.is_alive()] + [t]
+        t.start()
 
     def _run_slot(self, req: Request) -> None:
         try:

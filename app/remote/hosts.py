@@ -47,6 +47,12 @@ class HostSpec:
         h = f"[{self.host}]" if ":" in self.host else self.host
         return (f"{self.user}@" if self.user else "") + h + (f":{self.port}" if self.port else "")
 
+    def command_text(self, program: str = "ssh") -> str:
+        """How a person types it: `ssh -p 2222 root@node7` (advice in messages)."""
+        port = f" -p {self.port}" if self.port else ""
+        h = self.host if ":" not in self.host else f"[{self.host}]" if program == "ssh-copy-id" else self.host
+        return f"{program}{port} {self.user + '@' if self.user else ''}{h}"
+
     def ssh_args(self) -> list[str]:
         """ssh's arguments naming this machine, ending with the destination after `--`."""
         a: list[str] = []

@@ -171,7 +171,8 @@ class SshTransport:
             if m:
                 detail = m.group("detail") if "detail" in m.groupdict() else ""
                 port = f"port {self.host.port}" if self.host.port else "its ssh port"
-                return cls(text.format(host=h, timeout=self.connect_timeout, detail=detail or "", port=port))
+                return cls(text.format(host=h, timeout=self.connect_timeout, detail=detail or "", port=port,
+                                       ssh=self.host.command_text(), copy_id=self.host.command_text("ssh-copy-id")))
         last = lines[-1] if lines else ""
         if established:
             return Disconnected(f"{h}: the connection ended" + (f" ({last})" if last else ""))
@@ -186,10 +187,10 @@ _SSH_FAILURES = [
      "between); check the new key, then update ~/.ssh/known_hosts (ssh-keygen -R)"),
     (r"Host key verification failed|No \S+ host key is known", HostKeyUnknown,
      "{host}: its host key is not in known_hosts, and coremap never accepts one unseen; check it and accept "
-     "it once with `ssh {host}`, then try again"),
+     "it once with `{ssh}`, then try again"),
     (r"Permission denied \((?P<detail>[^)]*)\)|Permission denied", LoginRefused,
      "{host}: the login was refused (tried: {detail}); coremap never asks for a password (ssh batch mode): "
-     "set up a key (ssh-copy-id {host}) or load it into your ssh agent"),
+     "set up a key ({copy_id}) or load it into your ssh agent"),
     (r"Too many authentication failures", LoginRefused,
      "{host}: the login was refused (too many keys offered); name the right one with IdentityFile in "
      "~/.ssh/config"),

@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHeaderView, QLabel, QMainWindow, QSplitter, QTableView
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QHeaderView, QLabel, QLayout, QMainWindow, QSplitter, QTableView
 
 from app.errors import CoremapError
 from app.remote.fleet import FleetRow
@@ -45,6 +46,9 @@ class FleetWindow(QMainWindow):
         self.status = QLabel(self._summary(rows, bad), self)
         self.statusBar().addWidget(self.status, 1)
         self.setWindowTitle(f"fleet of {len(rows)} hosts — coremap")
+        if QGuiApplication.platformName() == "offscreen":
+            # As widgets/main_window.py: the offscreen platform warns about a top-level minimum size.
+            self.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
 
     def _summary(self, rows: list[FleetRow], bad: int) -> str:
         odd = len(self.model.odd)
