@@ -125,6 +125,11 @@ class AgentClient:
         return self._failure is None
 
     @property
+    def bytes_read(self) -> int:
+        """Bytes the agent sent on this connection so far."""
+        return self._reader.bytes_read
+
+    @property
     def failure(self) -> LinkError | None:
         """Why the connection ended (None while it is up)."""
         return self._failure
@@ -218,6 +223,7 @@ class _Reader(threading.Thread):
         self.go = threading.Event()
         self.dispatch = None
         self.ended = None
+        self.bytes_read = 0             # what came over the connection (tests/benchmarks/bench_remote.py)
         self.start()
 
     def abandon(self) -> None:
@@ -233,6 +239,7 @@ class _Reader(threading.Thread):
                 raw = protocol.read_line(self.proc.stdout, protocol.MAX_LINE, self.what)
                 if raw is None:
                     break
+                self.bytes_read += len(raw) + 1
                 msg = protocol.check_message(protocol.loads(raw, self.what), self.what)
                 if not self.go.is_set():
                     self.boot.put(msg)

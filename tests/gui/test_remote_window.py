@@ -137,3 +137,16 @@ def test_fleet_window_grids_share_one_scale(qtbot):
     assert len(views) == 3
     assert all(v.color_scale == w.grids.scale for v in views)
     assert w.status.text().startswith("4 hosts, 1 unreachable")
+
+
+def test_a_saved_session_and_a_report_of_a_remote_machine_say_which_host(qtbot, remote_window, tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setenv("COREMAP_REPORTS_DIR", str(tmp_path))
+    w = remote_window
+    state = _wait_state(qtbot, w, lambda s: s.rates is not None)
+    session = w.session_controller.session()
+    assert session.host == state.topology.hostname
+    assert (session.machine_dir / "sys" / "devices" / "system" / "cpu").is_dir()
+    path = w.session_controller.export_report("html")
+    assert path.name.startswith(f"coremap-{state.topology.hostname.split('.')[0]}-")
+    assert state.topology.hostname in path.read_text()
