@@ -286,7 +286,8 @@ class MainWindow(QMainWindow):
         """`node7 (live) — coremap`; over ssh `node7 (over ssh root@node7, live)`, or stale with why."""
         host = state.topology.hostname or "machine"
         if state.host:
-            src = f"over ssh {state.host}, " + (f"STALE: {state.stale}" if state.stale else "live")
+            src = f"over ssh {state.host}, " + (f"STALE: {state.stale}" if state.stale else
+                                                 "live" if state.live else f"snapshot {state.source}")
         else:
             src = "live" if state.live else state.source
         self.setWindowTitle(f"{host} ({src}) — coremap")

@@ -121,9 +121,11 @@ class SummaryBar(QWidget):
         if self._stale:
             # Never shown as live: the figures are the last ones the host sent.
             src = f'<b style="color:#b00020">STALE</b> — {html.escape(self._stale)}'
-        elif self._host:
+        elif self._host and self._live:
             name = html.escape(t.hostname or "the host")
             src = f"live on <b>{name}</b> over ssh {html.escape(self._host)}, every {self._interval:g} s"
+        elif self._host:
+            src = f"snapshot {html.escape(self._source)} on {html.escape(self._host)}, over ssh"
         elif self._live:
             src = f"live, every {self._interval:g} s"
         else:

@@ -114,6 +114,9 @@ def _capture_one(host: HostSpec, timeout: float, probe, connect) -> FleetRow:
         state = receiver.apply(client.call("tick", timeout=watch.left()).get("state"))
         facts = _facts(client.call("facts", timeout=watch.left()))
         result = probe(client) if probe is not None else None
+        if result is not None and watch.expired:
+            # The watch ended the connection mid-probe: say that, not how the probe was stopped.
+            result = {"cpu": result.get("cpu"), "error": f"{host}: no answer within {timeout:g} s"}
         name = client.hello.get("host") or ""
         return FleetRow(str(host), name, facts, top_irq(state), state, result, seconds=time.monotonic() - t0)
     except (CoremapError, AttributeError) as e:
