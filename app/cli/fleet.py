@@ -15,6 +15,7 @@ import argparse
 import csv
 import sys
 
+from app.atomic import check_output_path
 from app.cli.common import add_json_arguments, bounded, ensure_headless_qt, write_json
 from app.errors import CoremapError
 from app.format import printable
@@ -68,7 +69,6 @@ def run(args) -> int:
     hosts = hosts_of(args)
     headless = args.csv or args.json
     if not headless and getattr(args, "screenshot", None):
-        from app.atomic import check_output_path
         check_output_path(args.screenshot, "--screenshot")      # before a minute of capturing
     probe = _jitter(args.jitter_cpu, args.jitter_seconds) if args.jitter_cpu is not None else None
     progress = _Progress(len(hosts)) if sys.stderr.isatty() else None
@@ -84,8 +84,10 @@ def run(args) -> int:
         for d in csv_rows(rows):
             w.writerow({k: printable(v) for k, v in d.items()})
     else:
-        ensure_headless_qt() if getattr(args, "screenshot", None) else None
+        if getattr(args, "screenshot", None):
+            ensure_headless_qt()
         try:
+            # Imported here: Qt only when the window is asked for (--csv and --json run headless).
             from widgets.fleet.window import run_fleet_window
         except ImportError as e:
             raise CoremapError(f"the fleet window needs PySide6 and pyqtgraph ({e}); use --csv without them") from None

@@ -21,12 +21,14 @@ import sys
 
 from app.atomic import check_output_path, write_atomic
 from app.cli.common import root_arg
+from app.cli.snapshot import print_result
 from app.errors import CoremapError
 from app.format import printable_lines
 from app.remote.capture import RemoteCapture, fetch_snapshot
 from app.remote.client import AgentClient
 from app.remote.hosts import HostSpec, parse_host
 from app.remote.probe_runs import RemoteProbeRun
+from app.snapshot import SnapshotResult
 
 ON_CAPTURE = ("report", "screenshot")
 REFUSED = {
@@ -118,8 +120,6 @@ def _err_line(host: HostSpec, line: str) -> str:
 
 
 def _snapshot(client: AgentClient, args) -> int:
-    from app.cli.snapshot import print_result
-    from app.snapshot import SnapshotResult
     out = check_output_path(args.out, "snapshot")
     data, tar = fetch_snapshot(client, interval=args.snapshot_interval, second=not args.no_second,
                                root=root_arg(args))

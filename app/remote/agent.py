@@ -32,6 +32,7 @@ import os
 import platform
 import queue
 import re
+import shutil
 import socket
 import sys
 import tempfile
@@ -46,7 +47,8 @@ from app.errors import CoremapError
 from app.helper import HelperClient
 from app.journal import Journal
 from app.remote import protocol
-from app.remote.codec import Decoder, Encoder, StateSender, wire_schema
+from app.remote.codec import Encoder, StateSender, wire_schema
+from app.remote.decode import Decoder
 from app.sampler import Sampler
 from app.statedir import journal_path
 from app.sysroot import SysRoot
@@ -130,7 +132,6 @@ class _Machine:
 def sudo_command() -> list[str]:
     """The helper as root without a prompt: the installed coremap-helper (what a sudoers rule names),
     else this Python running app.helper from where the agent's code is."""
-    import shutil
     installed = shutil.which("coremap-helper")
     if installed:
         return ["sudo", "-n", os.path.abspath(installed)]
@@ -371,12 +372,14 @@ class Agent:
     def _facts(self, req: Request) -> list[list[str]]:
         """The machine's summary as a report words it (model, shape, NUMA, kernel, isolation,
         irqbalance), for `coremap fleet`."""
+        # imported here: only a fleet asks for facts; every agent's start would pay for the report module
         from app.report import machine_facts
         m = self._machine()
         return [[label, text] for label, text in machine_facts(m.sampler.topology, m.sampler.root)]
 
     def _snapshot(self, req: Request) -> dict:
         """`coremap snapshot` of this machine into a temporary file, sent back in base64 chunks."""
+        # imported here: only a snapshot request needs tarfile and the capture walk
         from app.snapshot import take_snapshot
         interval = req.param("interval", float, 1.0)
         second = req.param("second", bool, True)

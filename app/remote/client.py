@@ -25,7 +25,7 @@ from app.errors import CoremapError, excerpt
 from app.format import printable
 from app.remote import protocol
 from app.remote.hosts import HostSpec
-from app.remote.ship import agent_mode, agent_zip, boot_line, remote_command
+from app.remote.ship import agent_mode, agent_zip, boot_line, remote_command, remote_python
 from app.remote.transport import CONNECT_TIMEOUT, Disconnected, LinkError, SshProcess, SshTransport
 
 HANDSHAKE_S = 60.0          # after ssh's own connect timeout: shipping the agent, Python starting there
@@ -291,14 +291,9 @@ def _handshake(host: HostSpec, proc: SshProcess, reader: _Reader, agent: bytes, 
 def _startup_failure(host: HostSpec, proc: SshProcess) -> LinkError:
     err = proc.failure(established=False)
     if proc.proc.returncode == 127:
-        return LinkError(f"{host}: no {remote_python_name()} on the login PATH there; coremap needs Python 3.10 "
+        return LinkError(f"{host}: no {remote_python()} on the login PATH there; coremap needs Python 3.10 "
                          "or newer on the server (install it, or set COREMAP_REMOTE_PYTHON to its path)")
     return err
-
-
-def remote_python_name() -> str:
-    from app.remote.ship import remote_python
-    return remote_python()
 
 
 def _boot_error(host: HostSpec, msg: dict) -> LinkError:

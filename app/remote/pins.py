@@ -20,7 +20,8 @@ import time
 from app.affinity import PinRequest, PinResult
 from app.errors import CoremapError
 from app.journal import JournalEntry
-from app.remote.codec import DecodeError, Decoder, Encoder, wire_schema
+from app.remote.codec import Encoder, wire_schema
+from app.remote.decode import DecodeError, Decoder
 from app.remote.sampler import RemoteSampler
 from app.remote.transport import Disconnected, LinkError
 

@@ -24,7 +24,8 @@ from dataclasses import replace
 
 from app.errors import CoremapError
 from app.remote.client import AgentClient
-from app.remote.codec import DecodeError, StateReceiver
+from app.remote.codec import StateReceiver
+from app.remote.decode import DecodeError
 from app.remote.hosts import HostSpec
 from app.remote.transport import Disconnected, LinkError
 from app.sampler import clamp_interval

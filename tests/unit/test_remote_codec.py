@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from app.affinity import PinRequest, PinResult, PinTarget
 from app.journal import JournalEntry
-from app.remote.codec import (MAX_TEXT, DecodeError, Decoder, Encoder, StateReceiver, StateSender, wire_schema)
+from app.remote.codec import Encoder, StateReceiver, StateSender, wire_schema
+from app.remote.decode import MAX_TEXT, DecodeError, Decoder
 from app.remote.protocol import dumps, loads
 from app.sampler import Sampler
 from app.state import MachineState
