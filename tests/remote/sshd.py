@@ -12,7 +12,9 @@ the shipped agent stay in `folder`.
   ships its agent (tests also name the system python3 with COREMAP_REMOTE_PYTHON).
 
 As root, sshd insists on its privilege-separation folder /run/sshd. Where it is missing, sshd runs in a
-private mount namespace (unshare -m) with a tmpfs on /run holding it: the machine's /run is not touched.
+private mount namespace (unshare -m) with a tmpfs on /run holding it: the machine's /run is not touched;
+where no namespace can be made (a container without CAP_SYS_ADMIN), the empty folder is made and removed
+at the end. As another user, sshd needs neither (it skips its chroot) and logs in only that user.
 
 Client-side aliases (ssh -F): s1, s2, s3, node-a (installed), clean (clean), refused (a closed port),
 stranger (a known_hosts without the server's key), wrongkey (a key the server does not accept),
@@ -161,9 +163,16 @@ Host blackhole
 
     def start(self) -> "Sshd":
         cmd = [SSHD, "-D", "-e", "-f", str(self.folder / "sshd_config")]
+        self.made_run_sshd = False
         if os.geteuid() == 0 and not os.path.isdir("/run/sshd"):
-            cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                   "mount -t tmpfs -o mode=755 tmpfs /run && mkdir -m 755 /run/sshd && exec \"$@\"", "sh", *cmd]
+            if subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0:
+                cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                       "mount -t tmpfs -o mode=755 tmpfs /run && mkdir -m 755 /run/sshd && exec \"$@\"", "sh", *cmd]
+            else:
+                # No mount namespace here (a container without CAP_SYS_ADMIN): the empty folder sshd's
+                # own service would have made, removed again in stop().
+                os.mkdir("/run/sshd", 0o755)
+                self.made_run_sshd = True
         self.log = open(self.folder / "sshd.log", "wb")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
                                      start_new_session=True)
@@ -218,6 +227,8 @@ Host blackhole
             self.proc.wait()
         self.log.close()
         self.proc = None
+        if self.made_run_sshd:
+            os.rmdir("/run/sshd")
 
 
 def _pids() -> list[int]:
