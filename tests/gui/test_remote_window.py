@@ -150,3 +150,17 @@ def test_a_saved_session_and_a_report_of_a_remote_machine_say_which_host(qtbot, 
     path = w.session_controller.export_report("html")
     assert path.name.startswith(f"coremap-{state.topology.hostname.split('.')[0]}-")
     assert state.topology.hostname in path.read_text()
+
+
+def test_cpus_dropped_on_the_probe_panel_are_checked_against_the_machine_shown(qtbot):
+    from dataclasses import replace
+
+    from widgets.probe.panel import ProbePanel
+    panel = ProbePanel()
+    qtbot.addWidget(panel)
+    state = replace(Sampler(SysRoot(extract("master.internal"))).tick(), live=True)
+    far = (max(state.topology.online),)            # CPU 111: not one this test process may use
+    panel.drop.set_state(state)
+    assert "not in coremap's allowed CPUs" in panel.drop.refused(far)
+    panel.drop.set_state(replace(state, host="s1"))
+    assert panel.drop.refused(far) is None         # the agent's child checks it there
