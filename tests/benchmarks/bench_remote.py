@@ -57,7 +57,7 @@ from app.remote.sampler import RemoteSampler  # noqa: E402
 from app.sampler import Sampler  # noqa: E402
 from app.sysroot import SysRoot  # noqa: E402
 from tests.machines import extract  # noqa: E402
-from tests.remote.sshd import REPO, Sshd  # noqa: E402
+from tests.remote.sshd import REPO, Sshd, unavailable  # noqa: E402
 
 IRQS_PER_S, SOFTIRQS_PER_S, TICKS_PER_S = 100_000, 50_000, 100
 
@@ -317,6 +317,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ticks", type=int, default=20)
     args = ap.parse_args()
+    why = unavailable()
+    if why is not None:
+        print(f"bench_remote: skipped: {why}")
+        return
     folder = Path(tempfile.mkdtemp(prefix="cm-bench-"))
     sshd = Sshd(folder).start()
     os.environ.update(sshd.env)
