@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import queue
+import subprocess
 import threading
 import time
 
@@ -177,8 +178,8 @@ class AgentClient:
             pass        # already broken: ssh is gone
         try:
             self.proc.proc.wait(1.0)
-        except Exception:  # noqa: BLE001 - TimeoutExpired; kill() below ends it either way
-            pass
+        except subprocess.TimeoutExpired:
+            pass        # the agent is slow to see its stdin end: kill() below ends it
         self.proc.kill()
         self._fail_all()
 

@@ -85,7 +85,7 @@ class ConnectController(QObject):
 
     connected = Signal(object)          # the RemoteSampler just connected (None: this machine)
     failed = Signal(str)
-    _done = Signal()                    # from the connect thread: a result waits in _results
+    _connect_finished = Signal()        # from the connect thread: a result waits in _results
 
     def __init__(self, menu: QMenu, parent: QWidget, *, show: Callable[[RemoteSampler | None], None],
                  status: Callable[[str], None], interval: Callable[[], float]):
@@ -104,7 +104,7 @@ class ConnectController(QObject):
         first = menu.actions()[0] if menu.actions() else None
         menu.insertAction(first, self.action)
         menu.insertSeparator(first)
-        self._done.connect(self._on_done, Qt.ConnectionType.QueuedConnection)
+        self._connect_finished.connect(self._on_connect_finished, Qt.ConnectionType.QueuedConnection)
 
     def open_dialog(self) -> ConnectDialog:
         if self.dialog is not None:
@@ -143,10 +143,10 @@ class ConnectController(QObject):
                 error = e
             with self._lock:
                 self._results.append((sampler, error))
-            self._done.emit()
+            self._connect_finished.emit()
         return _connector.submit(connect)
 
-    def _on_done(self) -> None:
+    def _on_connect_finished(self) -> None:
         with self._lock:
             results, self._results = self._results, []
         for sampler, error in results:
