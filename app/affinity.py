@@ -149,6 +149,15 @@ class AffinityService:
         self._writer = writer
         self.root_key = str(root.root.resolve())
 
+    @property
+    def live(self) -> bool:
+        """Whether this pins the running machine (where a denied write may be retried with privilege)."""
+        return self.root.is_live
+
+    def irqbalance_warning(self, irqs=()) -> str:
+        """What irqbalance, if it runs here, will do to the pinned `irqs` ("" when it does not run)."""
+        return read_irqbalance(self.root).pinned_text(irqs)
+
     def with_writer(self, writer) -> "AffinityService":
         """The same machine and journal, with `writer` tried where a direct write is denied."""
         return AffinityService(self.root, self.journal, writer)
@@ -616,40 +625,9 @@ class AffinityService:
         return self._replay(history.done_entries(b)[::-1], lambda e: e.before, f"{what}:{b}")
 
     def _history(self) -> "History":
-        """Undo and redo stacks of batch ids with each batch's entries, rebuilt from the journal on
-        every call (so `coremap undo` in a new process undoes what the window did)."""
-        batches: dict[int, list[JournalEntry]] = {}
-        for e in self.journal.entries():
-            if e.root == self.root_key:
-                batches.setdefault(e.batch, []).append(e)
-        undo: list[int] = []
-        redo: list[int] = []
-        original: dict[int, int] = {}
-        for b in sorted(batches):
-            origin = batches[b][0].origin
-            if origin.startswith("undo:"):
-                src = int(origin[5:])
-                if src in undo:
-                    undo.remove(src)
-                redo.append(b)
-                original[b] = original.get(src, src)
-            elif origin.startswith("redo:"):
-                src = int(origin[5:])
-                if src in redo:
-                    redo.remove(src)
-                undo.append(b)
-                original[b] = original.get(src, src)
-            elif origin == "restore":
-                undo.clear()
-                redo.clear()
-            elif origin == GUARD_ORIGIN:
-                # The guard writing a pin back (app/guard.py) is not a change of the user's: it is
-                # neither undone on its own nor does it clear the redo stack.
-                continue
-            elif any(e.state == "done" for e in batches[b]):
-                undo.append(b)
-                redo.clear()
-        return History(tuple(undo), tuple(redo), {b: tuple(es) for b, es in batches.items()}, original)
+        """Undo and redo stacks rebuilt from the journal on every call (so `coremap undo` in a new
+        process undoes what the window did)."""
+        return history_of(self.journal.entries(), self.root_key)
 
     def _same_thread(self, e: JournalEntry):
         pid = e.pid if e.pid is not None else self._tgid(e.target_id)
@@ -751,6 +729,43 @@ class _Batch:
     def __init__(self):
         self.id: int | None = None
         self.irqbalance: IrqbalanceStatus | None = None
+
+
+def history_of(entries, root_key: str) -> "History":
+    """Undo and redo stacks of batch ids with each batch's entries, from the journal's `entries` of the
+    root `root_key`: the local service's, or a remote agent's view of its own journal."""
+    batches: dict[int, list[JournalEntry]] = {}
+    for e in entries:
+        if e.root == root_key:
+            batches.setdefault(e.batch, []).append(e)
+    undo: list[int] = []
+    redo: list[int] = []
+    original: dict[int, int] = {}
+    for b in sorted(batches):
+        origin = batches[b][0].origin
+        if origin.startswith("undo:"):
+            src = int(origin[5:])
+            if src in undo:
+                undo.remove(src)
+            redo.append(b)
+            original[b] = original.get(src, src)
+        elif origin.startswith("redo:"):
+            src = int(origin[5:])
+            if src in redo:
+                redo.remove(src)
+            undo.append(b)
+            original[b] = original.get(src, src)
+        elif origin == "restore":
+            undo.clear()
+            redo.clear()
+        elif origin == GUARD_ORIGIN:
+            # The guard writing a pin back (app/guard.py) is not a change of the user's: it is
+            # neither undone on its own nor does it clear the redo stack.
+            continue
+        elif any(e.state == "done" for e in batches[b]):
+            undo.append(b)
+            redo.clear()
+    return History(tuple(undo), tuple(redo), {b: tuple(es) for b, es in batches.items()}, original)
 
 
 @dataclass(frozen=True)

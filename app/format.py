@@ -202,6 +202,14 @@ def unknown_cpus_sentence(missing: Sequence[int], known: Iterable[int]) -> str:
             f"{format_cpus(sorted(known)) or 'none'}")
 
 
+def printable_lines(text: str) -> str:
+    """Text of many lines from another machine (a command's output over ssh) safe for a terminal:
+    like printable(), but newlines and tabs are kept."""
+    if text.replace("\n", "").replace("\t", "").isprintable():
+        return text
+    return "".join(ch if ch in "\n\t" or ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 def printable(name: str) -> str:
     """A name from the machine (thread, process, device) safe for a terminal line: control
     characters (ANSI escapes, newlines that would forge a line) become \\x.. escapes; everything

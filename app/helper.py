@@ -226,9 +226,15 @@ class HelperClient:
     PinWriteError when the helper refused or could not be started.
     """
 
-    def __init__(self, command: list[str] | None = None):
+    def __init__(self, command: list[str] | None = None, *, refused: str | None = None):
         self.command = command or default_command()
         self._proc: subprocess.Popen | None = None
+        # What to say when the helper stops at once: sudo -n wanted a password, pkexec was refused.
+        self.refused = refused or (
+            "`sudo -n` would not start coremap's helper (sudo wants a password, and coremap never asks "
+            "for one); allow it with a NOPASSWD sudoers rule for coremap-helper, or run coremap as root"
+            if self.command[:2] == ["sudo", "-n"] else
+            "authorisation refused or cancelled; allow org.coremap.helper or run coremap with sudo")
 
     def _start(self) -> subprocess.Popen:
         from app.affinity import PinWriteError
@@ -255,8 +261,7 @@ class HelperClient:
         if not line:
             code = proc.poll()
             self._proc = None
-            raise PinWriteError(f"the helper stopped (exit status {code}): authorisation refused or "
-                                "cancelled; allow org.coremap.helper or run coremap with sudo")
+            raise PinWriteError(f"the helper stopped (exit status {code}): {self.refused}")
         return json.loads(line)
 
     def hello(self) -> int:

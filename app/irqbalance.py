@@ -35,6 +35,20 @@ class IrqbalanceStatus:
         who = f"irqbalance (pid {self.pid})" if self.pid is not None else "irqbalance"
         return f"{who} may move IRQ {irq} back; ban it with --banirq={irq} or stop irqbalance"
 
+    def pinned_text(self, irqs=()) -> str:
+        """What irqbalance, if it runs, will do to the pinned `irqs`: its pid, what it bans; "" when
+        it does not run (the window's result line after a pin)."""
+        if not self.running:
+            return ""
+        who = f"irqbalance (pid {self.pid})" if self.pid is not None else "irqbalance"
+        cpus = f"CPUs {format_cpulist(self.banned_cpus)}" if self.banned_cpus else "no CPUs"
+        banned = f"IRQ{'s' if len(self.banned_irqs) > 1 else ''} {', '.join(map(str, self.banned_irqs))}" \
+            if self.banned_irqs else "no IRQs"
+        moved = [i for i in irqs if i not in self.banned_irqs]
+        what = f"IRQ{'s' if len(moved) > 1 else ''} {', '.join(map(str, moved))}" if moved else "them"
+        return (f"{who} bans {cpus} and {banned}; it may move {what} back within 10 s: "
+                f"--banirq={moved[0] if moved else 'N'} or stop it")
+
 
 def read_irqbalance(root: SysRoot) -> IrqbalanceStatus:
     pid = _find_process(root)

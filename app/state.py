@@ -28,3 +28,5 @@ class MachineState:
     notes: tuple[str, ...] = ()           # e.g. "one capture only: totals shown, not rates"
     residency: dict = field(default_factory=dict)   # tid/pid -> {cpu: share} for tracked threads
     trails: dict = field(default_factory=dict)      # tid -> ((time, cpu), ...)
+    host: str = ""                        # the ssh host it came from (app/remote); "" for this machine
+    stale: str = ""                       # why it is not current (the link to `host` is down); "" when it is

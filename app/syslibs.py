@@ -79,12 +79,18 @@ TEST_TOOLS = {
     "pdftoppm": "poppler-utils",
     "javac": "default-jdk-headless",
     "jcmd": "default-jdk-headless",
+    # issue 15: tests/remote starts its own sshd (never the system's) and reaches it with ssh
+    "sshd": "openssh-server",
+    "ssh": "openssh-client",
 }
+# sshd lives in sbin, which a user's PATH often lacks.
+_SBIN = "/usr/sbin:/sbin"
 
 
 def missing_tools() -> list[str]:
     """Debian packages of TEST_TOOLS whose command is not on PATH, each once."""
-    return list(dict.fromkeys(pkg for cmd, pkg in TEST_TOOLS.items() if shutil.which(cmd) is None))
+    path = os.environ.get("PATH", "") + os.pathsep + _SBIN
+    return list(dict.fromkeys(pkg for cmd, pkg in TEST_TOOLS.items() if shutil.which(cmd, path=path) is None))
 
 
 def elf_needed(path: str) -> list[str]:

@@ -7,7 +7,7 @@ import argparse
 import os
 import time
 
-from probes import histogram, trace
+from probes import trace
 from probes.common import (ProbeArgumentParser, add_common_args, apply_sched, duty_split, hello, host_facts,
                            lock_memory, run_lines)
 
@@ -87,6 +87,9 @@ def _measure(args, emit, on_ns, off_ns, locked, tracer, why_not) -> int:
 
 def summarize(lines) -> dict:
     """The CLI's result object for one jitter run."""
+    # imported here: the probe's own process (python -m probes) never summarizes, and so runs on a
+    # server with nothing but Python 3 (issue 15: the agent shipped over ssh has no hdrh there)
+    from probes import histogram
     hello_line, ivs = run_lines(lines)
     buckets, pct = histogram.intervals_histogram(ivs)
     sampled = sum(iv["sampled_ns"] for iv in ivs)

@@ -102,8 +102,14 @@ class Job:
     steps: int = 1
 
     def summarize(self, lines) -> dict:
-        """The result object of the job's JSON lines (probes/<probe>.py summarize)."""
-        return module(self.probe).summarize(lines)
+        """The result object of the job's JSON lines (probes/<probe>.py summarize). Lines that do not
+        make one (a field missing or of another kind: a child of another version, or lines from another
+        machine, app/remote/probe_runs.py) raise ProbeSpecError naming the job, never a traceback."""
+        try:
+            return module(self.probe).summarize(lines)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError) as e:
+            raise ProbeSpecError(f"{self.label}: its lines do not make a result ({type(e).__name__}: "
+                                 f"{str(e)[:80]})") from None
 
 
 @dataclass(frozen=True)

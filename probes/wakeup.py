@@ -9,7 +9,6 @@ import os
 import struct
 import time
 
-from probes import histogram
 from probes.common import (ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello, host_facts,
                            lock_memory, run_lines)
 
@@ -67,6 +66,9 @@ def run(args, emit) -> int:
 
 
 def summarize(lines) -> dict:
+    # imported here: the probe's own process (python -m probes) never summarizes, and so runs on a
+    # server with nothing but Python 3 (issue 15: the agent shipped over ssh has no hdrh there)
+    from probes import histogram
     hello_line, ivs = run_lines(lines)
     buckets, pct = histogram.intervals_histogram(ivs)
     elapsed = sum(iv["chunk_ns"] for iv in ivs)

@@ -23,9 +23,15 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QDockWidget, QMenu
 
+from app.affinity import AffinityService
 from app.atomic import check_output_path
 from app.errors import CoremapError
 from app.resources import ICON, resource_path
+from app.remote.capture import capture_session
+from app.remote.hosts import HostSpec, parse_host, remember_host
+from app.remote.pins import RemoteAffinityService
+from app.remote.probe_runs import RemoteProbeRun
+from app.remote.sampler import RemoteSampler
 from app.sampler import MAX_INTERVAL, MIN_INTERVAL, Sampler
 from app.session import Session, open_session
 from app.state import MachineState
@@ -39,6 +45,8 @@ from widgets.pinning.controller import PinController
 from widgets.pinning.guard import GuardThread
 from widgets.probe.panel import ProbePanel
 from widgets.quiet.controller import QuietController
+from widgets.remote.connect import ConnectController
+from widgets.remote.sampler_thread import RemoteSamplerThread
 from widgets.sampler_thread import SamplerThread
 from widgets.session_controller import SessionController
 
@@ -82,6 +90,7 @@ def run_gui(args) -> int:
     metric = parse_metric(getattr(args, "color_by", None))
     size = parse_size(getattr(args, "size", None))
     interval = _check_interval(getattr(args, "interval", None))
+    host = getattr(args, "host", None)
     screenshot = getattr(args, "screenshot", None)
     if screenshot:
         out = Path(screenshot)
@@ -90,6 +99,8 @@ def run_gui(args) -> int:
             raise BadArgument(f"--screenshot {screenshot}: name a .png file")
         # A screenshot needs no display: render offscreen unless a platform was chosen explicitly.
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    if host:
+        return _run_remote(args, parse_host(host), metric, size, interval, screenshot)
     root, session = _root_of(args)
     try:
         sampler = Sampler(root, interval=interval)
@@ -101,6 +112,22 @@ def run_gui(args) -> int:
     finally:
         if session is not None:
             session.close()
+
+
+def _run_remote(args, host: HostSpec, metric: Metric, size, interval: float, screenshot: str | None) -> int:
+    """The window on `host` over ssh. Connected before Qt starts, from this (the main) thread, so a host
+    that cannot be reached is one line and exit status 2, and the ssh lives as long as the process."""
+    if getattr(args, "session", None):
+        raise BadArgument("--host and --session both given: a session is a file here; open one at a time")
+    sampler = RemoteSampler(host, interval=interval, root=getattr(args, "root", None))
+    try:
+        sampler.connect()
+        remember_host(host)
+        if screenshot:
+            return _screenshot(sampler, metric, size, interval, Path(screenshot))
+        return _interactive(sampler, metric, size, interval)
+    finally:
+        sampler.close()
 
 
 def _application():
@@ -124,9 +151,9 @@ def _screenshot(sampler: Sampler, metric: Metric, size, interval: float, out: Pa
     return 0
 
 
-def _interactive(sampler: Sampler, metric: Metric, size, interval: float) -> int:
+def _interactive(sampler: Sampler | RemoteSampler, metric: Metric, size, interval: float) -> int:
     app = _application()
-    thread = SamplerThread(sampler)
+    thread = _sampler_thread(sampler)
     window = build_window(thread, metric=metric, interval=interval, crash_recovery=True)
     window.resize(*size)
     window.show()
@@ -165,7 +192,48 @@ def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric 
     window.probe_panel, window.probe_dock = _add_probes(window)
     window.quiet_controller = _add_quiet(window)
     window.session_controller = _add_sessions(window, file_menu, crash_recovery)
+    window.connect_controller = ConnectController(
+        file_menu, window, show=lambda sampler: show_machine(window, sampler), status=window.show_message,
+        interval=lambda: window.interval_spin.value())
+    window.closing.connect(window.connect_controller.close)
+    _attach_machine(window, sampler_thread.sampler if sampler_thread is not None else None)
     return window
+
+
+def _sampler_thread(sampler: Sampler | RemoteSampler) -> SamplerThread:
+    return RemoteSamplerThread(sampler) if isinstance(sampler, RemoteSampler) else SamplerThread(sampler)
+
+
+def show_machine(window: MainWindow, sampler: RemoteSampler | None) -> None:
+    """File → Connect…: show a connected RemoteSampler's machine (None: this machine) in `window`,
+    with pins, probes and sessions going to it."""
+    if sampler is None:
+        sampler = Sampler(SysRoot("/"), interval=window.interval_spin.value())
+    thread = _sampler_thread(sampler)
+    window.set_sampler_thread(thread)
+    _attach_machine(window, sampler)
+    thread.start()
+
+
+def _attach_machine(window: MainWindow, sampler: Sampler | RemoteSampler | None) -> None:
+    """Pins, probe runs and saved sessions of the machine `sampler` samples: the agent's on a machine
+    over ssh (app/remote/), this process's own otherwise."""
+    if isinstance(sampler, RemoteSampler):
+        window.pin_controller.set_service(RemoteAffinityService(sampler))
+        window.probe_panel.controller.use_runner(RemoteProbeRun.starter(lambda: sampler.client))
+        window.session_controller.set_machine(None, capture=lambda: capture_session(_connected(sampler)))
+    else:
+        window.pin_controller.set_service(None)
+        window.probe_panel.controller.use_runner(None)
+        window.session_controller.set_machine(sampler.root if sampler is not None else None)
+
+
+def _connected(sampler: RemoteSampler):
+    client = sampler.client
+    if client is None:
+        raise CoremapError(f"{sampler.host}: disconnected — reconnecting; save or report once the window "
+                           "shows the machine live again")
+    return client
 
 
 def _add_pinning(window: MainWindow, menu: QMenu) -> PinController:
@@ -197,7 +265,8 @@ def _add_guard(window: MainWindow, menu: QMenu, interval: float) -> GuardThread:
 
     def on_state(_state) -> None:
         s = pins.service
-        if s is not None and guard.enabled and s.root.writable:
+        # The guard watches this machine only; a machine over ssh runs its own (`coremap --host H guard`).
+        if isinstance(s, AffinityService) and guard.enabled and s.root.writable:
             guard.start(s.root, s.journal.path)
 
     def on_ticked(tick) -> None:
@@ -275,6 +344,7 @@ def _show_session(window: MainWindow, session: Session) -> None:
     for v in session.verifications:
         window.quiet_controller.add_verification(v)
     window.pin_controller.set_service(None)
+    window.probe_panel.controller.use_runner(None)
     if session.problems:
         # What opening left out of a damaged session (app/results.py), on the status line, not a dialog.
         window.show_message(f"{session.source}: " + "; ".join(session.problems[:3]))

@@ -35,6 +35,7 @@ if TYPE_CHECKING:   # only for annotations: the composition root builds and sets
     from widgets.pinning.guard import GuardThread
     from widgets.probe.panel import ProbePanel
     from widgets.quiet.controller import QuietController
+    from widgets.remote.connect import ConnectController
     from widgets.session_controller import SessionController
 
 STATUS_SECONDS = 15.0       # how long a message stays on the status line
@@ -64,6 +65,7 @@ class MainWindow(QMainWindow):
         self.session_controller: SessionController | None = None
         self.guard_thread: GuardThread | None = None
         self.quiet_controller: QuietController | None = None
+        self.connect_controller: ConnectController | None = None
 
         self._build_centre(metric)
         self._build_docks()
@@ -252,6 +254,7 @@ class MainWindow(QMainWindow):
         if not is_newer(state, self._generation):
             return False
         first = self._state is None or state.topology is not self._state.topology
+        relabel = not first and (state.stale != self._state.stale or state.host != self._state.host)
         self._generation = state.generation
         self._state = state
         self.topology_view.set_state(state)
@@ -266,6 +269,8 @@ class MainWindow(QMainWindow):
         self.residency_plot.set_state(state)
         if first:
             self._show_machine(state)
+        elif relabel:
+            self._set_title(state)
         notes = list(state.notes[:1])
         self.status_label.setText("  ·  ".join(notes) if notes else self._selection_text())
         if state.notes:
@@ -275,14 +280,22 @@ class MainWindow(QMainWindow):
 
     def _show_machine(self, state: MachineState) -> None:
         """A new machine: its title, the docks it has data for, live controls only when live."""
-        host = state.topology.hostname or "machine"
-        src = "live" if state.live else state.source
-        self.setWindowTitle(f"{host} ({src}) — coremap")
+        self._set_title(state)
         self.irq_dock.setVisible(state.sample.interrupts is not None or state.irqs is not None)
         self.thread_dock.setVisible(state.sample.tasks is not None)
         self.residency_dock.setVisible(state.live and state.sample.tasks is not None)
         self.pause_action.setEnabled(state.live)
         self.interval_spin.setEnabled(state.live)
+
+    def _set_title(self, state: MachineState) -> None:
+        """`node7 (live) — coremap`; over ssh `node7 (over ssh root@node7, live)`, or stale with why."""
+        host = state.topology.hostname or "machine"
+        if state.host:
+            src = f"over ssh {state.host}, " + (f"STALE: {state.stale}" if state.stale else
+                                                 "live" if state.live else f"snapshot {state.source}")
+        else:
+            src = "live" if state.live else state.source
+        self.setWindowTitle(f"{host} ({src}) — coremap")
 
     def _show_metric(self, m: Metric) -> None:
         for w in (self.metric_combo, self.softirq_combo):

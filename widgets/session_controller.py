@@ -138,6 +138,7 @@ class SessionController(QObject):
         self._last_time: float | None = None
         self._opened: Session | None = None          # an opened .coremap: its temp folder is ours to close
         self._live_snapshot: Session | None = None   # `coremap snapshot` of the live machine, taken once
+        self._capture: Callable[[], Session] | None = None   # a machine over ssh: its snapshot, brought here
         self._autosave_thread: threading.Thread | None = None
         self._autosaved = False
         self.actions: dict[str, QAction] = {}
@@ -217,6 +218,18 @@ class SessionController(QObject):
             return meta.get("host") or root.root.name
         return None
 
+    def set_machine(self, root: SysRoot | None, capture: Callable[[], Session] | None = None) -> None:
+        """Another machine is shown (File → Connect…): this one's `root`, or for a machine over ssh
+        `capture()`, a Session holding a snapshot it takes then (app/remote/capture.py)."""
+        for s in (self._live_snapshot, self._opened):
+            if s is not None:
+                s.close()
+        self._live_snapshot = self._opened = None
+        self._machine_root, self._capture = root, capture
+        self.history.clear()
+        self._t0 = self._last_time = None
+        self._state = None
+
     def _root(self) -> SysRoot:
         if self._machine_root is None:
             raise CoremapError("this window samples no machine; open a session or a snapshot first")
@@ -247,10 +260,11 @@ class SessionController(QObject):
         captures of the counters) is taken once and reused by later saves."""
         if self._state is None:
             raise CoremapError("nothing has been sampled yet; wait for the first tick, then save")
-        root = self._root()
-        if root.is_live:
+        root = self._root() if self._capture is None else None
+        if root is None or root.is_live:
             if self._live_snapshot is None:
-                self._live_snapshot = session_from_root(root, capture_interval=0.5)
+                self._live_snapshot = self._capture() if self._capture is not None else \
+                    session_from_root(root, capture_interval=0.5)
             machine_dir, host = self._live_snapshot.machine_dir, self._live_snapshot.host
         else:
             machine_dir = root.root
@@ -302,7 +316,7 @@ class SessionController(QObject):
         self.history.extend(s.history)
         self._t0 = self._last_time = None
         self._state = None              # the shown machine's states start again
-        self._machine_root = s.root
+        self._machine_root, self._capture = s.root, None
         self.screenshots = dict(s.screenshots)
         self.autosave_timer.stop()
         self.machine_opened.emit(thread)

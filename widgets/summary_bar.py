@@ -75,6 +75,8 @@ class SummaryBar(QWidget):
         self._irqbalance: bool | None = None
         self._source = ""
         self._live = True
+        self._host = ""             # over ssh: the host as the user named it; its own name is the topology's
+        self._stale = ""
         self._interval = 1.0
         self._paused = False
 
@@ -86,6 +88,8 @@ class SummaryBar(QWidget):
         self._irqbalance = irqbalance_running(state)
         self._source = state.source
         self._live = state.live
+        self._host = state.host
+        self._stale = state.stale
         self._refresh()
 
     def set_interval(self, seconds: float) -> None:
@@ -97,7 +101,8 @@ class SummaryBar(QWidget):
         self._refresh()
 
     def _refresh(self) -> None:
-        key = (id(self._topology), self._irqbalance, self._source, self._live, self._interval, self._paused)
+        key = (id(self._topology), self._irqbalance, self._source, self._live, self._interval, self._paused,
+               self._host, self._stale)
         if key == self._key or self._topology is None:
             return
         self._key = key
@@ -113,7 +118,15 @@ class SummaryBar(QWidget):
             parts.append("irqbalance not running")
         else:
             parts.append("irqbalance: unknown (no process list)")
-        if self._live:
+        if self._stale:
+            # Never shown as live: the figures are the last ones the host sent.
+            src = f'<b style="color:#b00020">STALE</b> — {html.escape(self._stale)}'
+        elif self._host and self._live:
+            name = html.escape(t.hostname or "the host")
+            src = f"live on <b>{name}</b> over ssh {html.escape(self._host)}, every {self._interval:g} s"
+        elif self._host:
+            src = f"snapshot {html.escape(self._source)} on {html.escape(self._host)}, over ssh"
+        elif self._live:
             src = f"live, every {self._interval:g} s"
         else:
             src = f"snapshot {html.escape(self._source)}"

@@ -12,13 +12,12 @@ import sys
 
 import app
 import app.cli
-from app.cli import desktop
 from app.cli.common import OneLineParser, bounded, take_notes
 from app.errors import CoremapError
 from app.sampler import MAX_INTERVAL, MIN_INTERVAL
 
 # Modules of app/cli that are not subcommands.
-_NOT_COMMANDS = {"main", "common", "desktop"}
+_NOT_COMMANDS = {"main", "common", "desktop", "host"}
 MAX_NOTES_SHOWN = 10
 
 
@@ -39,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="FILE", help="open a saved .coremap session")
     p.add_argument("--install-desktop", action="store_true",
                    help="add coremap to your desktop's menu (.desktop entry and icon under ~/.local/share) and exit")
+    p.add_argument("--host", metavar="[USER@]SERVER[:PORT]",
+                   help="another machine over ssh: the window live on it, or any command run there "
+                        "(coremap --host node7 irqs --interval 1)")
     p.add_argument("--version", action="version", version=f"coremap {app.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(app.cli.__path__), key=lambda m: m.name):
@@ -55,7 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "host", None) and args.command is not None:
+            # Imported here: only --host needs ssh and the agent's client.
+            from app.cli.host import run_on_host
+            return run_on_host(args, list(sys.argv[1:] if argv is None else argv))
         if args.install_desktop:
+            # Imported here: the desktop files are package data of an installed coremap, which the agent
+            # shipped to a server without coremap (app/remote/ship.py) does not carry.
+            from app.cli import desktop
             return desktop.run(args)
         if args.command is None:
             return _gui(args)

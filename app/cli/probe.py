@@ -17,7 +17,7 @@ import sys
 
 from app.cli.common import OneLineParser, add_json_arguments, bounded, bounded_size, write_json
 from app.errors import CoremapError
-from app.parse.cpulist import format_cpulist
+from app.parse.cpulist import format_cpulist, parse_cpulist
 from probes.spec import CPUS_OPTIONAL, HISTOGRAM_PROBES, PROBE_NAMES, ProbeSpec, ProbeSpecError
 
 
@@ -115,10 +115,15 @@ def run(args) -> int:
         raise ProbeSpecError(f"--hlog applies to {' and '.join(HISTOGRAM_PROBES)}, not {args.name}")
     if args.hlog:
         check_result_path(args.hlog, "--hlog")      # before the run, not after a minute of measuring
+    # A host's runner (coremap --host H probe, app/cli/host.py): its CPUs are checked there, by the child.
+    start = getattr(args, "start_probe", None)
     if args.cpu is None and not args.unbound and args.name not in CPUS_OPTIONAL:
-        raise CoremapError(f"pass --cpu LIST (choose from {format_cpulist(allowed_cpus())}) or --unbound")
-    quiet = _quiet_cpus()
-    spec = ProbeSpec(args.name, check_cpus(args.cpu, also=quiet) if args.cpu is not None else (), unbound=args.unbound,
+        raise CoremapError("pass --cpu LIST" + (f" (choose from {format_cpulist(allowed_cpus())})" if start is None
+                                                else "") + " or --unbound")
+    quiet = _quiet_cpus() if start is None else ()
+    cpus = () if args.cpu is None else check_cpus(args.cpu, also=quiet) if start is None \
+        else parse_cpulist(args.cpu, what="--cpu")
+    spec = ProbeSpec(args.name, cpus, unbound=args.unbound,
                      seconds=args.seconds, duty=args.duty, threshold_ns=args.threshold_ns,
                      interval_us=args.interval_us, policy=args.policy, priority=args.priority,
                      slack_ns=args.slack_ns, dma_latency=args.dma_latency, attribute=args.attribute,
@@ -129,8 +134,11 @@ def run(args) -> int:
     own.lent = frozenset(quiet)
     results, runs = [], []
     for job in spec.jobs():
-        with own.spawning(job.cpus):
-            run_ = ProbeRun.start(job.probe, job.args)
+        if start is not None:
+            run_ = start(job.probe, job.args)
+        else:
+            with own.spawning(job.cpus):
+                run_ = ProbeRun.start(job.probe, job.args)
         try:
             run_.wait()
         except (KeyboardInterrupt, SystemExit):      # Ctrl+C, or SIGTERM/SIGHUP (app/cli/main.py)

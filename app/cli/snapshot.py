@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from app.cli.common import add_root_argument, bounded, root_of
-from app.snapshot import take_snapshot
+from app.snapshot import SnapshotResult, take_snapshot
 
 
 def register(subparsers) -> None:
@@ -29,10 +29,15 @@ def register(subparsers) -> None:
 def run(args) -> int:
     root = root_of(args)
     res = take_snapshot(args.out, root, interval=args.snapshot_interval, second=not args.no_second)
+    print_result(res)
+    return 0
+
+
+def print_result(res: SnapshotResult) -> None:
+    """What a snapshot holds and how to open it (here, or brought from a host: app/cli/host.py)."""
     what = f"counters twice, {res.interval:.3f} s apart" if res.interval is not None else "counters once"
     print(f"{res.path}: {res.files} files, {res.links} links, {what}; extract with "
           f"`tar xf {res.path}` and open {res.top}/ with --root")
     if res.skipped:
         print(f"skipped {len(res.skipped)} unreadable or missing file(s), listed in "
               f"{res.top}/.coremap/meta.json", file=sys.stderr)
-    return 0

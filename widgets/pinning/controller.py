@@ -22,7 +22,6 @@ from dataclasses import replace
 from app.affinity import AffinityService, PinRequest, PinResult
 from app.errors import CoremapError
 from app.helper import HelperClient
-from app.irqbalance import read_irqbalance
 from app.journal import Journal
 from app.machine.topology import Topology
 from app.parse.cpulist import format_cpulist
@@ -35,21 +34,6 @@ from widgets.pinning.drop import PinDropPolicy
 from widgets.pinning.feedback import PinJournalWidget, PinResultLine, RestoreBar
 from widgets.pinning.mime import PinPayload, PinPayloadError, decode_pin_mime
 from widgets.topology.view import TopologyView
-
-
-def irqbalance_text(root: SysRoot, irqs=()) -> str:
-    """What irqbalance, if it runs on `root`, will do to the pinned `irqs`: its pid, what it bans."""
-    st = read_irqbalance(root)
-    if not st.running:
-        return ""
-    who = f"irqbalance (pid {st.pid})" if st.pid is not None else "irqbalance"
-    cpus = f"CPUs {format_cpulist(st.banned_cpus)}" if st.banned_cpus else "no CPUs"
-    banned = f"IRQ{'s' if len(st.banned_irqs) > 1 else ''} {', '.join(map(str, st.banned_irqs))}" \
-        if st.banned_irqs else "no IRQs"
-    moved = [i for i in irqs if i not in st.banned_irqs]
-    what = f"IRQ{'s' if len(moved) > 1 else ''} {', '.join(map(str, moved))}" if moved else "them"
-    return (f"{who} bans {cpus} and {banned}; it may move {what} back within 10 s: "
-            f"--banirq={moved[0] if moved else 'N'} or stop it")
 
 
 class PinController(QObject):
@@ -227,7 +211,7 @@ class PinController(QObject):
         warned = quiet_warnings(service, results)
         results = [replace(r, warning=warned[i]) if i in warned else r for i, r in enumerate(results)]
         quiet = list(warned.values())
-        self._show(results, "", can_retry=bool(denied) and service.root.is_live,
+        self._show(results, "", can_retry=bool(denied) and service.live,
                    warning=quiet[0] + (f" (and {len(quiet) - 1} more)" if len(quiet) > 1 else "") if quiet else "")
         return results
 
@@ -244,7 +228,7 @@ class PinController(QObject):
         """`warning` (a pin back onto quiet CPUs) goes first; else irqbalance's, when it may undo IRQ pins."""
         if not warning and any(r.warning for r in results) and self.service is not None:
             irqs = [r.target.id for r in results if r.warning and r.target.kind == "irq"]
-            warning = irqbalance_text(self.service.root, irqs) or next(r.warning for r in results if r.warning)
+            warning = self.service.irqbalance_warning(irqs) or next(r.warning for r in results if r.warning)
         self.result_line.show_results(results, what, warning, can_retry, summary, ok)
         self._refresh_journal()
         self.results_shown.emit(results)

@@ -13,6 +13,7 @@ import time
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.errors import CoremapError
 from probes.own_affinity import OwnAffinityGuard
 from probes.runner import ProbeRun
 from probes.spec import Job, ProbeSpecError
@@ -46,6 +47,8 @@ class ProbeController(QObject):
         self._run: ProbeRun | None = None
         self._ended_at: float | None = None
         self._saw_end = False
+        self._start_run = ProbeRun.start
+        self._remote = False
 
     # -- state ------------------------------------------------------------------------------------
     @property
@@ -61,6 +64,13 @@ class ProbeController(QObject):
         return self._lines
 
     # -- control ----------------------------------------------------------------------------------
+    def use_runner(self, start=None) -> None:
+        """Run jobs with `start(probe, args)`, a ProbeRun-like run on another machine
+        (app/remote/probe_runs.py), or here (None). Another machine's CPUs are not this process's:
+        then coremap's own threads stay where they are."""
+        self._start_run = start or ProbeRun.start
+        self._remote = start is not None
+
     def start(self, jobs: list[Job]) -> None:
         if self.running:
             raise ProbeSpecError("a probe is already running; cancel it or wait for it to end")
@@ -89,8 +99,8 @@ class ProbeController(QObject):
         self._saw_end = False
         self._ended_at = None
         with self.guard.spawning(job.cpus):
-            self._run = ProbeRun.start(job.probe, job.args)
-        if job.cpus:
+            self._run = self._start_run(job.probe, job.args)
+        if job.cpus and not self._remote:
             note = self.guard.exclude(job.cpus)
             if note:
                 self.affinity_note.emit(note)
@@ -127,7 +137,13 @@ class ProbeController(QObject):
             self.finished.emit("failed")
             return
         self.job_finished.emit(job)
-        if self._queue:
-            self._start_next()
-        else:
+        if not self._queue:
             self.finished.emit("done")
+            return
+        try:
+            self._start_next()
+        except CoremapError as e:           # another machine's link went down between two jobs
+            failed, self._job = self._job, None
+            self._queue.clear()
+            self.job_failed.emit(failed, str(e))
+            self.finished.emit("failed")

@@ -30,12 +30,14 @@ class CpuDrop(QObject):
         self._guard = guard
         self._topology: Topology | None = None
         self._live = True
+        self._here = True           # False for a machine over ssh: this process's affinity says nothing of it
         target.setAcceptDrops(True)
         target.installEventFilter(self)
 
     def set_state(self, state: MachineState) -> None:
         self._topology = state.topology
         self._live = state.live
+        self._here = not state.host
 
     def eventFilter(self, obj, event) -> bool:
         if event.type() in _DRAG_EVENTS:
@@ -72,8 +74,9 @@ class CpuDrop(QObject):
 
         Online: against the shown topology (none yet: the probe child checks, probes/common.py
         check_cpus). Allowed: against this process's affinity and the quiet CPUs (OwnAffinityGuard.lent)
-        on a live window - skipped while a run has moved coremap's own threads off the probed CPUs
-        (OwnAffinityGuard), when that mask is not what the next child would inherit."""
+        on a live window of this machine - skipped while a run has moved coremap's own threads off the
+        probed CPUs (OwnAffinityGuard), when that mask is not what the next child would inherit, and for a
+        machine over ssh, whose agent's child checks its own."""
         if not cpus:
             return "the drop holds no CPU; drag an online CPU, core or package from the grid"
         if self._topology is None:
@@ -82,7 +85,7 @@ class CpuDrop(QObject):
         offline = [c for c in cpus if c not in online]
         if offline:
             return offline_sentence(offline, online)
-        if self._live and not self._guard.active:
+        if self._live and self._here and not self._guard.active:
             allowed = online & self._guard.probe_cpus()
             barred = [c for c in cpus if c not in allowed]
             if barred:

@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu
 
+from app.affinity import AffinityService
 from app.errors import CoremapError
 from app.format import cpus_word, format_rate, format_ratio
 from app.helper import HelperClient
@@ -117,8 +118,18 @@ class QuietController(QObject):
             return None
         return self._open_preview(lambda s: preview_include(s, cpus))
 
-    def _open_preview(self, make: Callable) -> QuietPreviewDialog | None:
+    def _service(self) -> AffinityService | None:
+        """The window's service when it acts on this machine; a machine over ssh makes its CPUs quiet
+        with its own commands (the isolate reads and moves every thread there), said on the result line."""
         service = self.pins.live_service()
+        if service is not None and not isinstance(service, AffinityService):
+            self.pins.show_message("quiet CPUs of a machine over ssh are made there: "
+                                   "`coremap --host HOST isolate --cpus LIST` (then undo, include, verify)", ok=False)
+            return None
+        return service
+
+    def _open_preview(self, make: Callable) -> QuietPreviewDialog | None:
+        service = self._service()
         if service is None:
             return None
         try:
@@ -136,7 +147,7 @@ class QuietController(QObject):
 
     def apply(self, preview: QuietPreview) -> list:
         """Write `preview` as one batch and show how it went."""
-        service = self.pins.live_service()
+        service = self._service()
         if service is None:
             return []
         try:
@@ -150,7 +161,7 @@ class QuietController(QObject):
 
     def _set_quiet(self, cpus, quiet: bool) -> str | None:
         """Verify's toggle: isolate or include `cpus` now, without a preview (the user asked for Verify)."""
-        service = self.pins.live_service()
+        service = self._service()
         if service is None:
             raise CoremapError("pinning is unavailable here, so CPUs cannot be made quiet")
         done = set_quiet(service, cpus, quiet)
@@ -217,7 +228,7 @@ class QuietController(QObject):
 
     def open_irqbalance_fix(self) -> IrqbalanceFixDialog | None:
         cpus = self.grid.quiet_cpus or tuple(self._chosen())
-        service = self.pins.live_service()
+        service = self._service()
         if not cpus or service is None:
             if service is not None:
                 self.pins.show_message("no CPU is quiet or selected: nothing to keep irqbalance off", ok=False)

@@ -73,6 +73,7 @@ class TopologyView(QGraphicsView):
         self._root: LayoutNode | None = None
         self._items_by_node: dict[int, QGraphicsItem] = {}
         self._scale: ColorScale | None = None
+        self._fixed_scale: ColorScale | None = None
         self._values: MetricValues | None = None
         self._fitted = False
         self._layout_aspect = 0.0
@@ -143,6 +144,13 @@ class TopologyView(QGraphicsView):
             self._recolor(self._state)
         self.metric_changed.emit(m.key)
 
+    def fix_scale(self, scale: ColorScale | None) -> None:
+        """Colour by `scale` whatever this state's values (small multiples share one, so a colour means
+        the same in each: widgets/fleet/); None: the view's own scale again."""
+        self._fixed_scale = scale
+        if self._state is not None:
+            self._recolor(self._state)
+
     def set_topology(self, topology: Topology) -> None:
         """Build the scene for `topology` (once; ticks only recolour)."""
         self._topology = topology
@@ -163,7 +171,8 @@ class TopologyView(QGraphicsView):
         """Recolour cells from `state`; returns how many cells changed."""
         vals = metric_values(state, self.color_metric)
         self._values = vals
-        scale = scale_for(vals.values, self.color_metric, vals.totals, self._scale) if vals.values else None
+        scale = self._fixed_scale or (scale_for(vals.values, self.color_metric, vals.totals, self._scale)
+                                      if vals.values else None)
         self._scale = scale
         changed = 0
         get = vals.values.get

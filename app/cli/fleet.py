@@ -1,0 +1,133 @@
+"""`coremap fleet HOST... [--file F] [--csv] [--jitter-cpu N]`: many machines over ssh, side by side.
+
+Each host is captured in parallel (at most --parallel at once, each within --timeout seconds;
+app/remote/fleet.py): its grid coloured by the same scale as the others', and a table of model,
+shape, NUMA nodes, kernel, isolcpus, nohz_full, irqbalance, the busiest IRQ and, with --jitter-cpu,
+the jitter probe's p99 and maximum on that CPU — the cells that set a machine apart highlighted. A
+host that cannot be reached is a row that says why. `--csv` prints the table instead of opening the
+window (headless); `--screenshot OUT.png` renders the window offscreen and exits.
+
+Exit status: 0 when every host was read, 1 when some could not be, 2 for bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+
+from app.atomic import check_output_path
+from app.cli.common import add_json_arguments, bounded, ensure_headless_qt, write_json
+from app.errors import CoremapError
+from app.format import printable
+from app.remote.fleet import CSV_COLUMNS, PARALLEL, TIMEOUT, capture_fleet, csv_rows
+from app.remote.hosts import MAX_FLEET, HostError, parse_host, read_hosts_file
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "fleet", help="capture many hosts over ssh and show them side by side, differences highlighted",
+        description=__doc__.split("\n\n")[1])
+    p.add_argument("hosts", nargs="*", metavar="HOST", help="[user@]server[:port], or a Host of ~/.ssh/config")
+    p.add_argument("--file", dest="hosts_file", metavar="F", help="more hosts, one per line (# comments)")
+    p.add_argument("--csv", action="store_true", help="print the table as CSV instead of opening the window")
+    add_json_arguments(p, "print the table as one JSON list instead of opening the window")
+    p.add_argument("--parallel", type=bounded(1, 64, "hosts", integer=True), default=PARALLEL, metavar="N",
+                   help=f"hosts captured at once (default {PARALLEL})")
+    p.add_argument("--timeout", dest="fleet_timeout", type=bounded(1, 600), default=TIMEOUT, metavar="S",
+                   help=f"seconds each host may take, connecting included (default {TIMEOUT:g})")
+    p.add_argument("--jitter-cpu", type=bounded(0, 8191, "CPU", integer=True), default=None, metavar="N",
+                   help="also run the jitter probe on CPU N of every host")
+    p.add_argument("--jitter-seconds", type=bounded(0.1, 60), default=1.0, metavar="S",
+                   help="how long each host's jitter probe measures (default 1)")
+    # SUPPRESS: the top-level --screenshot/--size/--color-by keep their values when given first.
+    p.add_argument("--screenshot", metavar="OUT.png", default=argparse.SUPPRESS,
+                   help="render the fleet window offscreen, save it, and exit")
+    p.add_argument("--size", metavar="WxH", default=argparse.SUPPRESS, help="window size, e.g. 1600x1000")
+    p.add_argument("--color-by", metavar="METRIC", default=argparse.SUPPRESS,
+                   help="what colours the grids: irq (default), softirq[:KIND], irqtime, busy")
+    p.set_defaults(func=run)
+
+
+def hosts_of(args) -> list:
+    hosts = []
+    for text in args.hosts:
+        try:
+            hosts.append(parse_host(text))
+        except HostError as e:
+            raise HostError(f"fleet: {e}") from None
+    if args.hosts_file:
+        hosts += read_hosts_file(args.hosts_file)
+    hosts = list(dict.fromkeys(hosts))
+    if not hosts:
+        raise HostError("fleet: name the hosts (coremap fleet node1 node2 ...) or give --file F")
+    if len(hosts) > MAX_FLEET:
+        raise HostError(f"fleet: {len(hosts)} hosts; at most {MAX_FLEET} at once")
+    return hosts
+
+
+def run(args) -> int:
+    hosts = hosts_of(args)
+    headless = args.csv or args.json
+    if not headless and getattr(args, "screenshot", None):
+        check_output_path(args.screenshot, "--screenshot")      # before a minute of capturing
+    probe = _jitter(args.jitter_cpu, args.jitter_seconds) if args.jitter_cpu is not None else None
+    progress = _Progress(len(hosts)) if sys.stderr.isatty() else None
+    rows = capture_fleet(hosts, parallel=args.parallel, timeout=args.fleet_timeout, probe=probe,
+                         on_row=progress)
+    if progress is not None:
+        progress.end()
+    if args.json:
+        write_json([{k: printable(v) for k, v in d.items()} for d in csv_rows(rows)], args)
+    elif args.csv:
+        w = csv.DictWriter(sys.stdout, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for d in csv_rows(rows):
+            w.writerow({k: printable(v) for k, v in d.items()})
+    else:
+        if getattr(args, "screenshot", None):
+            ensure_headless_qt()
+        try:
+            # Imported here: Qt only when the window is asked for (--csv and --json run headless).
+            from widgets.fleet.window import run_fleet_window
+        except ImportError as e:
+            raise CoremapError(f"the fleet window needs PySide6 and pyqtgraph ({e}); use --csv without them") from None
+        rc = run_fleet_window(rows, args)
+        if rc:
+            return rc
+    return 0 if all(r.ok for r in rows) else 1
+
+
+def _jitter(cpu: int, seconds: float):
+    """What each host runs with --jitter-cpu: the jitter probe there, summarized here."""
+    def measure(client) -> dict:
+        # Imported here: only --jitter-cpu needs the probes (and their hdrh).
+        from app.remote.probe_runs import RemoteProbeRun
+        from probes.spec import ProbeSpec
+        job = ProbeSpec("jitter", (cpu,), seconds=seconds).jobs()[0]
+        run = RemoteProbeRun(client, job.probe, job.args)
+        run.wait(seconds + 60)
+        failure = run.failure(job.label)
+        if failure:
+            return {"cpu": cpu, "error": failure}
+        try:
+            pct = job.summarize(run.lines)["percentiles"]
+        except CoremapError as e:
+            return {"cpu": cpu, "error": str(e)}
+        return {"cpu": cpu, "p99_ns": pct.get("p99"), "max_ns": pct.get("max")}
+    return measure
+
+
+class _Progress:
+    """`fleet: 12 of 50 hosts (2 unreachable)` on one terminal line while the fleet is captured."""
+
+    def __init__(self, n: int):
+        self.n, self.done, self.bad = n, 0, 0
+
+    def __call__(self, row) -> None:
+        self.done += 1
+        self.bad += not row.ok
+        sys.stderr.write(f"\rfleet: {self.done} of {self.n} hosts" + (f" ({self.bad} unreachable)" if self.bad else ""))
+        sys.stderr.flush()
+
+    def end(self) -> None:
+        sys.stderr.write("\n")

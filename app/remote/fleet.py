@@ -1,0 +1,219 @@
+"""A fleet: many hosts captured over ssh in parallel, and what sets one apart from the others.
+
+`capture_fleet(hosts)` reaches each host through its agent (client.py) on a pool of `parallel` threads
+(so 50 hosts are never 50 ssh handshakes at once), each within its own `timeout`: connect, two ticks
+half a second apart (so the grid shows rates), the machine's facts as the report words them
+(app/report.py machine_facts: model, shape, NUMA nodes, kernel, isolcpus, nohz_full, irqbalance)
+and the busiest IRQ; with `probe`, a measurement the caller runs on the host too (the CLI's jitter on
+a chosen CPU: probes live above this layer). A host that cannot be reached, or does not finish in
+time, is a row that says why — it never holds up the others for longer than its timeout.
+
+`odd_cells(rows)` finds the machine that is not like the others: in each compared column, the value
+most hosts share is the norm, and any other value stands out (with no norm — a tie — every value
+does); a jitter figure stands out at more than twice the median of the others.
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from app.errors import CoremapError
+from app.format import format_cpus, format_ns, format_rate
+from app.remote.client import AgentClient
+from app.remote.codec import StateReceiver
+from app.remote.hosts import HostSpec
+from app.remote.transport import LinkError
+from app.state import MachineState
+
+PARALLEL = 8
+TIMEOUT = 30.0
+RATE_WAIT = 0.5
+FACTS = ("Model", "Shape", "Core kinds", "NUMA nodes", "Kernel", "isolcpus", "nohz_full", "irqbalance")
+COMPARED = ("Model", "Shape", "Core kinds", "NUMA nodes", "Kernel", "isolcpus", "nohz_full", "irqbalance")
+JITTER_ODD = 2.0            # a host's jitter p99 past this multiple of the others' median stands out
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """One host: its facts, its busiest IRQ, its state (for the grid), or why it could not be read."""
+    host: str
+    name: str = ""
+    facts: tuple[tuple[str, str], ...] = ()
+    top_irq: str = ""
+    state: MachineState | None = None
+    probe: dict | None = None       # what `probe` returned: {"cpu", "p99_ns", "max_ns"} or {"error"}
+    error: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+    def fact(self, label: str) -> str:
+        return next((text for lab, text in self.facts if lab == label), "")
+
+
+def capture_fleet(hosts: Sequence[HostSpec], *, parallel: int = PARALLEL, timeout: float = TIMEOUT,
+                  probe: Callable[[AgentClient], dict] | None = None, on_row: Callable[[FleetRow], None] | None = None,
+                  connect: Callable[..., AgentClient] | None = None) -> list[FleetRow]:
+    """One row per host, in the order given."""
+    connect = connect or AgentClient.connect
+    rows: list[FleetRow | None] = [None] * len(hosts)
+    with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="coremap-fleet") as pool:
+        futures = [pool.submit(_capture_one, h, timeout, probe, connect) for h in hosts]
+        for i, f in enumerate(futures):
+            rows[i] = f.result()
+            if on_row is not None:
+                on_row(rows[i])
+    return [r for r in rows if r is not None]
+
+
+class _Watch:
+    """Ends a host's connection when its time is up, so no step of it blocks past the timeout."""
+
+    def __init__(self, host: HostSpec, timeout: float):
+        self.host, self.timeout = host, timeout
+        self.deadline = time.monotonic() + timeout
+        self.client: AgentClient | None = None
+        self.expired = False
+        self._timer = threading.Timer(timeout, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def left(self) -> float:
+        return max(0.1, self.deadline - time.monotonic())
+
+    def _expire(self) -> None:
+        self.expired = True
+        if self.client is not None:
+            self.client.close(LinkError(f"{self.host}: no answer within {self.timeout:g} s"))
+
+    def done(self) -> None:
+        self._timer.cancel()
+        if self.client is not None:
+            self.client.close()
+
+
+def _capture_one(host: HostSpec, timeout: float, probe, connect) -> FleetRow:
+    t0 = time.monotonic()
+    watch = _Watch(host, timeout)
+    try:
+        client = connect(host, connect_timeout=min(timeout, 10.0), handshake_timeout=timeout)
+        watch.client = client
+        if watch.expired:
+            raise LinkError(f"{host}: no answer within {timeout:g} s")
+        client.call("open", interval=RATE_WAIT, timeout=watch.left())
+        receiver = StateReceiver()
+        receiver.apply(client.call("tick", timeout=watch.left()).get("state"))
+        time.sleep(RATE_WAIT)
+        state = receiver.apply(client.call("tick", timeout=watch.left()).get("state"))
+        facts = _facts(client.call("facts", timeout=watch.left()))
+        result = probe(client) if probe is not None else None
+        if result is not None and watch.expired:
+            # The watch ended the connection mid-probe: say that, not how the probe was stopped.
+            result = {"cpu": result.get("cpu"), "error": f"{host}: no answer within {timeout:g} s"}
+        name = client.hello.get("host") or ""
+        return FleetRow(str(host), name, facts, top_irq(state), state, result, seconds=time.monotonic() - t0)
+    except (CoremapError, AttributeError) as e:
+        # AttributeError: a tick answer that is not an object (a broken agent), said as such below.
+        why = str(e) if isinstance(e, CoremapError) else f"{host}: the agent answered something that is not a state"
+        if watch.expired and "no answer within" not in why:
+            why = f"{host}: no answer within {timeout:g} s ({why})"
+        return FleetRow(str(host), error=why, seconds=time.monotonic() - t0)
+    finally:
+        watch.done()
+
+
+def _facts(raw) -> tuple[tuple[str, str], ...]:
+    if not isinstance(raw, list):
+        raise CoremapError("the agent sent its machine's facts in a form coremap does not know")
+    out = []
+    for pair in raw[:64]:
+        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair):
+            out.append((pair[0][:40], pair[1][:400]))
+    return tuple(out)
+
+
+def top_irq(state: MachineState) -> str:
+    """The busiest IRQ over the last interval: `24 (i40e eno1 TxRx-0) 12,345/s on 3`."""
+    r = state.rates
+    if r is None or not r.irqs:
+        return ""
+    q = max(r.irqs.values(), key=lambda x: x.total)
+    if q.total <= 0:
+        return ""
+    info = state.irqs.info.get(q.irq) if state.irqs is not None else None
+    name = info.device.description if info is not None and info.device is not None else ""
+    if not name and state.sample.interrupts is not None:
+        row = next((row for row in state.sample.interrupts.rows if row.irq == q.irq), None)
+        name = row.description if row is not None else ""
+    on = [c for c, v in zip(r.cpus, q.per_cpu) if v > 0]
+    where = f" on {format_cpus(on)}" if on else ""
+    return f"{q.irq}" + (f" ({name})" if name else "") + f" {format_rate(q.total)}{where}"
+
+
+def jitter_text(probe: dict | None) -> str:
+    if not probe:
+        return ""
+    if probe.get("error"):
+        return str(probe["error"])
+    return f"CPU {probe.get('cpu')}: p99 {format_ns(probe.get('p99_ns'))}, max {format_ns(probe.get('max_ns'))}"
+
+
+# -- what stands out -------------------------------------------------------------------------------------
+def _key(label: str, text: str) -> str:
+    """What is compared of a fact: irqbalance's pid differs on every host; whether it runs does not."""
+    return text.split(" (pid", 1)[0] if label == "irqbalance" else text
+
+
+def odd_cells(rows: Sequence[FleetRow]) -> dict[tuple[int, str], str]:
+    """{(row index, column): why it stands out} over the reachable rows; columns are fact labels and
+    "Jitter"."""
+    ok = [(i, r) for i, r in enumerate(rows) if r.ok]
+    out: dict[tuple[int, str], str] = {}
+    if len(ok) < 2:
+        return out
+    for label in COMPARED:
+        values = {i: _key(label, r.fact(label)) for i, r in ok}
+        counts = Counter(values.values())
+        if len(counts) < 2:
+            continue
+        (top, n), (_, m) = counts.most_common(2)
+        norm = top if n > m else None
+        for i, v in values.items():
+            if v == norm:
+                continue
+            out[(i, label)] = (f"{counts[v]} of {len(ok)} hosts have this; {n} have {top!r}" if norm is not None
+                               else f"no value is shared by most hosts ({len(counts)} differ among {len(ok)})")
+    p99 = {i: r.probe.get("p99_ns") for i, r in ok if r.probe and isinstance(r.probe.get("p99_ns"), (int, float))}
+    for i, v in p99.items():
+        rest = [x for j, x in p99.items() if j != i]
+        if rest and v > JITTER_ODD * statistics.median(rest):
+            out[(i, "Jitter")] = f"p99 {format_ns(v)}: more than {JITTER_ODD:g}× the others' median " \
+                                 f"{format_ns(statistics.median(rest))}"
+    return out
+
+
+# -- CSV ------------------------------------------------------------------------------------------------
+CSV_COLUMNS = ("host", "name", "status", "model", "shape", "core_kinds", "numa_nodes", "kernel", "isolcpus",
+               "nohz_full", "irqbalance", "top_irq", "jitter", "stands_out", "seconds")
+
+
+def csv_rows(rows: Sequence[FleetRow]) -> list[dict[str, str]]:
+    """One dict per host for `coremap fleet --csv` (CSV_COLUMNS); `stands_out` names the columns in
+    which it differs from the others."""
+    odd = odd_cells(rows)
+    out = []
+    for i, r in enumerate(rows):
+        d = {"host": r.host, "name": r.name, "status": "ok" if r.ok else r.error,
+             "top_irq": r.top_irq, "jitter": jitter_text(r.probe), "seconds": f"{r.seconds:.2f}",
+             "stands_out": ";".join(col for (j, col) in odd if j == i)}
+        for label in FACTS:
+            d[label.lower().replace(" ", "_")] = r.fact(label)
+        out.append(d)
+    return out

@@ -1,0 +1,192 @@
+"""`coremap --host` against a real OpenSSH server (tests/remote/sshd.py) whose "remote" machine is this
+one: every answer over ssh must be the one coremap gives here."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+import pytest
+
+from tests.remote.conftest import coremap
+from tests.remote.sshd import REPO
+
+CPU = max(os.sched_getaffinity(0))
+
+
+def _json(r):
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_topology_over_ssh_is_the_local_one(sshd):
+    assert _json(coremap(sshd, "--host", "s1", "topology", "--json")) == _json(coremap(sshd, "topology", "--json"))
+
+
+def test_irqs_over_ssh_are_the_local_ones(sshd):
+    before = _json(coremap(sshd, "irqs", "--json"))
+    remote = _json(coremap(sshd, "--host", "s1", "irqs", "--json"))
+    after = _json(coremap(sshd, "irqs", "--json"))
+
+    def fixed(rows):
+        return [{k: v for k, v in r.items() if k not in ("counts", "total")} for r in rows]
+    assert remote["cpus"] == before["cpus"]
+    assert fixed(remote["irqs"]) == fixed(before["irqs"])
+    # Counters only grow: what the server read lies between the two local reads.
+    for b, r, a in zip(before["irqs"], remote["irqs"], after["irqs"]):
+        assert b["total"] <= r["total"] <= a["total"], r["irq"]
+
+
+def test_irq_rates_over_ssh_take_their_interval(sshd):
+    t0 = time.monotonic()
+    r = coremap(sshd, "--host", "s1", "irqs", "--interval", "0.5")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("rates over 0.5")
+    assert "per CPU:" in r.stdout
+    assert time.monotonic() - t0 >= 0.5
+
+
+@pytest.fixture
+def sleeper():
+    """A process with two named threads that sleep (so nothing about them changes while read)."""
+    code = ("import threading, time, ctypes, sys\n"
+            "libc = ctypes.CDLL(None)\n"
+            "def named(n):\n"
+            "    libc.prctl(15, n.encode(), 0, 0, 0)\n"
+            "    time.sleep(600)\n"
+            "for n in ('cm-remote-a', 'cm-remote-b'):\n"
+            "    threading.Thread(target=named, args=(n,), daemon=True).start()\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(600)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(0.1)
+    yield p
+    p.kill()
+    p.wait()
+
+
+def test_threads_over_ssh_are_the_local_ones(sshd, sleeper):
+    keep = ("pid", "tid", "comm", "process", "cmdline", "allowed", "kthread", "no_setaffinity", "nice", "policy")
+    remote = _json(coremap(sshd, "--host", "s1", "threads", "--pid", sleeper.pid, "--json"))
+    local = _json(coremap(sshd, "threads", "--pid", sleeper.pid, "--json"))
+    assert [{k: t[k] for k in keep} for t in remote] == [{k: t[k] for k in keep} for t in local]
+    assert {t["comm"] for t in remote} >= {"cm-remote-a", "cm-remote-b"}
+
+
+def _tid_named(pid: int, name: str) -> int:
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            if f.read().strip() == name:
+                return int(tid)
+    raise AssertionError(f"no thread {name} in {pid}")
+
+
+def test_a_pin_over_ssh_lands_and_undoes_in_the_servers_journal(sshd, sleeper):
+    tid = _tid_named(sleeper.pid, "cm-remote-a")
+    before = os.sched_getaffinity(tid)
+    r = coremap(sshd, "--host", "s1", "pin", "--tid", tid, "--cpus", CPU)
+    assert r.returncode == 0, r.stderr
+    assert f"thread {tid} (cm-remote-a)" in r.stdout and r.stdout.rstrip().endswith("ok")
+    assert os.sched_getaffinity(tid) == {CPU}
+    # The server's own journal (its state folder, set by sshd), not this process's.
+    server_journal = sshd.folder / "state" / "journal.jsonl"
+    assert f'"target":{tid},' in server_journal.read_text().replace(" ", "")
+    r = coremap(sshd, "--host", "s1", "undo")
+    assert r.returncode == 0, r.stderr
+    assert os.sched_getaffinity(tid) == before
+
+
+def test_a_jitter_probe_over_ssh_returns_a_histogram(sshd, tmp_path):
+    hlog = tmp_path / "s1.hlog"
+    r = coremap(sshd, "--host", "s1", "probe", "jitter", "--cpu", CPU, "--seconds", "0.5", "--json",
+                "--hlog", hlog)
+    res = _json(r)
+    assert res["probe"] == "jitter" and res["cpu"] == CPU
+    assert sum(b["count"] for b in res["buckets"]) > 1000
+    assert res["percentiles"]["p99"] is not None and res["percentiles"]["max"] >= res["percentiles"]["p50"]
+    assert res["host"]["kernel"] == os.uname().release
+    # --hlog is written here, on the workstation.
+    assert hlog.read_text().count("\n") >= 3
+
+
+def test_a_snapshot_over_ssh_is_written_here(sshd, tmp_path):
+    out = tmp_path / "s1.tar.gz"
+    r = coremap(sshd, "--host", "s1", "snapshot", out, "--interval", "0.2")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"{out}: ") and "counters twice" in r.stdout
+    with tarfile.open(out) as tf:
+        meta = next(m for m in tf if m.name.endswith(".coremap/meta.json"))
+        assert json.loads(tf.extractfile(meta).read())["host"] == os.uname().nodename
+
+
+@pytest.mark.parametrize("alias, words", [
+    ("refused", "the connection was refused"),
+    ("wrongkey", "the login was refused"),
+    ("stranger", "host key is not in known_hosts"),
+])
+def test_a_host_that_cannot_be_reached_is_one_line(sshd, alias, words):
+    r = coremap(sshd, "--host", alias, "topology", timeout=60)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"coremap: {alias}: ") and words in lines[0], r.stderr
+
+
+def test_a_servers_error_says_which_host(sshd):
+    r = coremap(sshd, "--host", "s1", "pin", "--tid", "999999999", "--cpus", "0")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == ["coremap: s1: thread 999999999 does not exist; see `coremap threads`"]
+
+
+def test_a_file_here_is_refused_with_host(sshd, tmp_path):
+    f = tmp_path / "interrupts"
+    f.write_text("           CPU0\n  0:          1   IO-APIC   2-edge      timer\n")
+    r = coremap(sshd, "--host", "s1", "irqs", "--file", f)
+    assert r.returncode == 2 and "names a file on this machine" in r.stderr
+
+
+def _procs_named(text: str) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if text.encode() in f.read():
+                        out.append(int(d))
+            except OSError:
+                continue        # exited while we looked
+    return out
+
+
+def test_a_killed_cli_takes_its_remote_probe_down(sshd):
+    """SIGKILL the CLI mid-probe: its ssh dies with it (PR_SET_PDEATHSIG), the agent sees its stdin end
+    and cancels the probe there."""
+    marker = "--seconds 37.5"
+    p = subprocess.Popen([sys.executable, "-m", "app", "--host", "s1", "probe", "jitter", "--cpu", str(CPU),
+                          *marker.split()], env=dict(os.environ, **sshd.env, PYTHONPATH=str(REPO)),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    probe = []
+    while time.monotonic() < deadline and not probe:
+        probe = [pid for pid in _procs_named("37.5") if pid != p.pid and "probes" in open(f"/proc/{pid}/cmdline").read()]
+        time.sleep(0.1)
+    assert probe, "the probe never started on the server"
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in probe):
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in probe)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False

@@ -1,0 +1,44 @@
+"""`coremap fleet` against the real test server: the same machine under several names, and names that
+cannot be reached, each a row that says why, within its timeout."""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import time
+
+from tests.remote.conftest import coremap
+
+TIMEOUT = 4
+
+
+def test_a_fleet_of_one_machine_under_several_names_and_two_that_fail(sshd):
+    names = ["s1", "s2", "s3", "refused", "silent"]
+    t0 = time.monotonic()
+    r = coremap(sshd, "fleet", *names, "--csv", "--timeout", TIMEOUT, "--parallel", 4)
+    took = time.monotonic() - t0
+    assert r.returncode == 1, r.stderr          # some hosts could not be read
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert [row["host"] for row in rows] == names
+    ok = rows[:3]
+    assert all(row["status"] == "ok" and row["name"] == os.uname().nodename for row in ok)
+    assert len({(row["model"], row["shape"], row["kernel"], row["numa_nodes"]) for row in ok}) == 1
+    assert all(row["stands_out"] == "" for row in ok)          # one machine: nothing sets one apart
+    assert rows[3]["status"].startswith("refused: the connection was refused")
+    silent = rows[4]
+    assert silent["status"].startswith(f"silent: no answer within {TIMEOUT}"), silent
+    assert TIMEOUT - 0.5 <= float(silent["seconds"]) <= TIMEOUT + 1.5, silent
+    # Each host within its own timeout, in parallel: the fleet takes about one timeout, not the sum.
+    assert took < 2 * TIMEOUT + 15
+
+
+def test_a_fleet_runs_jitter_on_each_host_and_reads_a_hosts_file(sshd, tmp_path):
+    f = tmp_path / "hosts"
+    f.write_text("# lab\ns1\n\nnode-a   # the same machine\n")
+    cpu = max(os.sched_getaffinity(0))
+    r = coremap(sshd, "fleet", "--file", f, "--json", "--jitter-cpu", cpu, "--jitter-seconds", "0.3")
+    assert r.returncode == 0, r.stderr
+    import json
+    rows = json.loads(r.stdout)
+    assert [row["host"] for row in rows] == ["s1", "node-a"]
+    assert all(row["jitter"].startswith(f"CPU {cpu}: p99 ") for row in rows)

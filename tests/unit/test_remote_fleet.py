@@ -1,0 +1,100 @@
+"""A fleet of 50 (app/remote/fleet.py): at most `parallel` hosts at once, each within its timeout, rows in
+the order given; the machine that is not like the others stands out. The hosts here are stand-ins for
+agents (real ones: tests/remote/test_fleet.py) so that fifty of them cost no ssh."""
+from __future__ import annotations
+
+import threading
+import time
+
+from app.remote.codec import StateSender
+from app.remote.fleet import FleetRow, capture_fleet, csv_rows, odd_cells
+from app.remote.hosts import parse_host
+from app.remote.transport import HostRefused, LinkError
+from app.sampler import Sampler
+from app.sysroot import SysRoot
+from tests.machines import extract
+
+STATES = [Sampler(SysRoot(extract("sno"))).tick() for _ in range(2)]
+FACTS = [["Model", "Xeon"], ["Shape", "1 socket × 6 cores × 2 threads = 12 CPUs online"],
+         ["Kernel", "5.14.0"], ["isolcpus", "none"], ["irqbalance", "running (pid 77)"]]
+
+
+class FakeAgent:
+    """Answers open/tick/facts like an agent; a host named hang-* never answers a tick until closed."""
+    live = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def __init__(self, host):
+        self.host = host
+        self.hello = {"host": f"name-{host.host}"}
+        self._closed = threading.Event()
+        self._sender = StateSender()
+        self._ticks = 0
+        with FakeAgent.lock:
+            FakeAgent.live += 1
+            FakeAgent.peak = max(FakeAgent.peak, FakeAgent.live)
+
+    def call(self, op, timeout=None, **params):
+        if self._closed.is_set():
+            raise LinkError(f"{self.host}: closed")
+        if op == "tick":
+            if self.host.host.startswith("hang"):
+                self._closed.wait(60)
+                raise LinkError(f"{self.host}: closed")
+            self._ticks += 1
+            return {"state": self._sender.form(STATES[min(self._ticks, 2) - 1])}
+        if op == "facts":
+            kernel = "6.1.0" if self.host.host == "odd" else "5.14.0"
+            return [pair if pair[0] != "Kernel" else ["Kernel", kernel] for pair in FACTS] + \
+                [["irqbalance", f"running (pid {hash(self.host.host) % 1000})"]]
+        return {"root_key": "/"}
+
+    def close(self, why=None):
+        if not self._closed.is_set():
+            self._closed.set()
+            with FakeAgent.lock:
+                FakeAgent.live -= 1
+
+
+def fake_connect(host, connect_timeout=None, handshake_timeout=None):
+    time.sleep(0.05)
+    if host.host.startswith("down"):
+        raise HostRefused(f"{host}: the connection was refused on its ssh port")
+    return FakeAgent(host)
+
+
+def test_fifty_hosts_bounded_and_each_within_its_timeout():
+    names = [f"n{i}" for i in range(44)] + ["odd", "down1", "down2", "hang1", "hang2", "hang3"]
+    hosts = [parse_host(n) for n in names]
+    FakeAgent.live = FakeAgent.peak = 0
+    t0 = time.monotonic()
+    rows = capture_fleet(hosts, parallel=8, timeout=2.0, connect=fake_connect)
+    took = time.monotonic() - t0
+    assert [r.host for r in rows] == names
+    assert FakeAgent.peak <= 8 and FakeAgent.live == 0
+    assert all(r.ok and r.name == f"name-{r.host}" and r.state is not None for r in rows[:45])
+    assert rows[45].error == "down1: the connection was refused on its ssh port"
+    for r in rows[-3:]:
+        assert r.error.startswith(f"{r.host}: no answer within 2 s") and 1.8 < r.seconds < 3.0
+    # 50 hosts, 8 at a time, ~0.6 s each and three that take their 2 s: well under 50 timeouts.
+    assert took < 12
+    odd = odd_cells(rows)
+    assert set(odd) == {(44, "Kernel")}
+    assert odd[(44, "Kernel")] == "1 of 45 hosts have this; 44 have '5.14.0'"
+    csv = csv_rows(rows)
+    assert csv[44]["stands_out"] == "Kernel" and csv[0]["stands_out"] == "" and csv[45]["status"].startswith("down1")
+
+
+def test_with_no_norm_every_value_stands_out():
+    rows = [FleetRow("a", facts=(("Kernel", "5"),)), FleetRow("b", facts=(("Kernel", "6"),)),
+            FleetRow("c", error="c: refused")]
+    odd = odd_cells(rows)
+    assert set(odd) == {(0, "Kernel"), (1, "Kernel")}
+    assert "no value is shared by most hosts" in odd[(0, "Kernel")]
+
+
+def test_jitter_stands_out_past_twice_the_others():
+    rows = [FleetRow(h, probe={"cpu": 1, "p99_ns": v, "max_ns": v * 2}) for h, v in
+            (("a", 1000), ("b", 1100), ("c", 900), ("d", 5000))]
+    assert set(odd_cells(rows)) == {(3, "Jitter")}
