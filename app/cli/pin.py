@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import asdict
 from datetime import datetime
 
 from app.affinity import AffinityService, PinRequest, PinResult, PinTarget
@@ -135,7 +134,7 @@ def run_journal(args) -> int:
         print(f"coremap: note: {note}", file=sys.stderr)
     entries = journal.entries()
     if args.json:
-        write_json([asdict(e) for e in entries], args)
+        write_json(entries, args)         # entries are dataclasses: write_json spells their fields
         return 0
     if not entries:
         print(f"the journal {journal.path} is empty")
