@@ -12,10 +12,9 @@ import sys
 
 import app
 import app.cli
-from app.cli import desktop
 from app.cli.common import OneLineParser, bounded, take_notes
 from app.errors import CoremapError
-from app.sampler import MAX_INTERVAL, MIN_INTERVAL
+from app.interval import MAX_INTERVAL, MIN_INTERVAL
 
 # Modules of app/cli that are not subcommands.
 _NOT_COMMANDS = {"main", "common", "desktop"}
@@ -56,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.install_desktop:
+            # Imported here, not at the top: it buys every other command start-up time (shutil,
+            # tempfile and the packaged resources are needed only to install the desktop entry).
+            from app.cli import desktop
             return desktop.run(args)
         if args.command is None:
             return _gui(args)

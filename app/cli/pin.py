@@ -14,15 +14,17 @@ from __future__ import annotations
 import os
 import sys
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from app.affinity import AffinityService, PinRequest, PinResult, PinTarget
 from app.cli.common import add_json_arguments, add_root_argument, root_of, write_json
 from app.errors import CoremapError
-from app.journal import Journal
 from app.format import format_change, printable
 from app.parse.cpulist import parse_cpulist
 from app.statedir import journal_path
 from app.sysroot import SysRoot
+
+if TYPE_CHECKING:
+    from app.affinity import AffinityService, PinResult, PinTarget
 
 
 class PinInputError(CoremapError):
@@ -56,6 +58,10 @@ def register(subparsers) -> None:
 
 
 def _service(args) -> AffinityService:
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser,
+    # and only pin, undo, redo and restore need the affinity service (issue 12: start-up time).
+    from app.affinity import AffinityService
+    from app.journal import Journal
     root = root_of(args)
     journal = Journal(journal_path())
     for note in journal.notes:
@@ -68,6 +74,7 @@ def _service(args) -> AffinityService:
 
 
 def _target(args, root: SysRoot) -> PinTarget:
+    from app.affinity import PinTarget        # _service() imported it already
     given = [n for n in ("tid", "irq") if getattr(args, n) is not None]
     if args.java is not None:
         if args.pid is None:
@@ -112,6 +119,7 @@ def run_pin(args) -> int:
         raise PinInputError("--cpus is empty; write CPUs like 2-5,8")
     service = _service(args)
     target = _target(args, service.root)
+    from app.affinity import PinRequest       # _service() imported it already
     return _report(service.apply(PinRequest((target,), cpus, origin="cli")), "nothing to pin")
 
 
@@ -129,6 +137,7 @@ def run_restore(args) -> int:
 
 
 def run_journal(args) -> int:
+    from app.journal import Journal           # here for start-up time, as in _service()
     journal = Journal(journal_path(create=False), readonly=True)
     for note in journal.notes:
         print(f"coremap: note: {note}", file=sys.stderr)

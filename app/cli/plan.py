@@ -11,7 +11,6 @@ from app.atomic import write_atomic
 from app.cli.common import add_json_arguments, add_root_argument, root_of, write_json
 from app.cli.topology import load
 from app.errors import CoremapError
-from app.plan import make_plan, plan_text
 
 
 def register(subparsers) -> None:
@@ -27,6 +26,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser,
+    # and only this command needs the model behind it (issue 12: start-up time).
+    from app.plan import make_plan, plan_text
     plan = make_plan(load(root_of(args)), args.quiet, service=args.service)
     if args.out:
         _write_folder(Path(args.out), plan)
@@ -47,6 +49,7 @@ def _write_folder(folder: Path, plan) -> None:
     except OSError as e:
         raise CoremapError(f"--out {folder}: cannot create it ({os.strerror(e.errno or 0)})") from None
     write_atomic(folder / "cmdline.txt", (plan.cmdline_fragment + "\n").encode())
+    from app.plan import plan_text        # run() imported it already
     write_atomic(folder / "plan.txt", plan_text(plan).encode())
     for f in plan.files:
         write_atomic(folder / f.name, f.text.encode())

@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys
 
 from app.cli.common import add_root_argument, bounded, root_of
-from app.snapshot import take_snapshot
 
 
 def register(subparsers) -> None:
@@ -27,6 +26,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser,
+    # and only this command needs the model behind it (issue 12: start-up time).
+    from app.snapshot import take_snapshot
     root = root_of(args)
     res = take_snapshot(args.out, root, interval=args.snapshot_interval, second=not args.no_second)
     what = f"counters twice, {res.interval:.3f} s apart" if res.interval is not None else "counters once"

@@ -35,11 +35,9 @@ from tests.machines import INTERRUPTS_DIR, extract
 
 PAIRS = 7
 REPO = Path(__file__).resolve().parents[2]
-SPLIT_FILES = ("import sys\nn = 0\nfor p in sys.argv[1:]:\n    try: n += sum(len(l.split()) for l in "
-               "open(p, 'rb').read().split(b'\\n'))\n    except OSError: pass\n")
+SPLIT_FILES = "import sys\nn = 0\nfor p in sys.argv[1:]:\n    for l in open(p).read().split('\\n'):\n        n += len(l.split())\n"
 SPLIT_LIST = ("import sys\nn = 0\nfor p in open(sys.argv[1]).read().split('\\n'):\n"
-              "    try: n += sum(len(l.split()) for l in open(p, 'rb').read().split(b'\\n'))\n"
-              "    except OSError: pass\n")
+              "    for l in open(p).read().split('\\n'):\n        n += len(l.split())\n")
 # What `coremap threads --json` reads: every thread's stat, status and sched, every process's cmdline.
 SPLIT_TASKS = ("import os\nn = 0\nfor p in os.listdir('/proc'):\n    if not p.isdigit(): continue\n"
                "    try:\n        ts = os.listdir(f'/proc/{p}/task')\n"
@@ -83,7 +81,7 @@ def files_read_by_topology(root: Path) -> list[str]:
         read_topology(SysRoot(root))
     finally:
         SysRoot.read_bytes = original
-    return list(dict.fromkeys(seen))
+    return [p for p in dict.fromkeys(seen) if os.path.isfile(p)]
 
 
 def _probe_argv(py: str) -> list[str]:
