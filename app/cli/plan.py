@@ -7,7 +7,6 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from app.atomic import write_atomic
 from app.cli.common import add_json_arguments, add_root_argument, root_of, write_json
 from app.cli.topology import load
 from app.errors import CoremapError
@@ -42,6 +41,9 @@ def run(args) -> int:
 
 
 def _write_folder(folder: Path, plan) -> None:
+    # Imported here for start-up time, as in run() (which imported app.plan already).
+    from app.atomic import write_atomic
+    from app.plan import plan_text
     if folder.exists() and not folder.is_dir():
         raise CoremapError(f"--out {folder}: not a folder; give a folder for the plan's files")
     try:
@@ -49,7 +51,6 @@ def _write_folder(folder: Path, plan) -> None:
     except OSError as e:
         raise CoremapError(f"--out {folder}: cannot create it ({os.strerror(e.errno or 0)})") from None
     write_atomic(folder / "cmdline.txt", (plan.cmdline_fragment + "\n").encode())
-    from app.plan import plan_text        # run() imported it already
     write_atomic(folder / "plan.txt", plan_text(plan).encode())
     for f in plan.files:
         write_atomic(folder / f.name, f.text.encode())

@@ -4,7 +4,7 @@ in the same run (issue 12: each at most 4x).
     coremap irqs --file F --json        F: the 1,152-CPU widening of master.internal's /proc/interrupts
     coremap journal --json              a journal of 20,000 pins
     coremap topology --json --root R    R: master.internal (112 CPUs)
-    coremap threads --json              this machine's threads
+    coremap threads --json              this machine's threads, 2,000 sleeping ones of a helper among them
     coremap probe jitter --json         0.2 s on CPU 0
 
 The peer reads and splits the very files the command reads: for topology the sysfs and proc files
@@ -31,9 +31,11 @@ import time
 from pathlib import Path
 
 from tests.benchmarks.bench_interrupts import WIDE, widen
+from tests.benchmarks.bench_threads import _start_helper
 from tests.machines import INTERRUPTS_DIR, extract
 
 PAIRS = 7
+HELPER_THREADS = 2000         # the thread count of the window's CPU target (issue 12)
 REPO = Path(__file__).resolve().parents[2]
 SPLIT_FILES = "import sys\nn = 0\nfor p in sys.argv[1:]:\n    for l in open(p).read().split('\\n'):\n        n += len(l.split())\n"
 SPLIT_LIST = ("import sys\nn = 0\nfor p in open(sys.argv[1]).read().split('\\n'):\n"
@@ -113,7 +115,7 @@ def main() -> None:
          [py, "-c", SPLIT_FILES, str(state / "journal.jsonl")]),
         ("topology --root master", [py, "-m", "app", "topology", "--json", "--root", str(master)],
          [py, "-c", SPLIT_LIST, str(topo_files)]),
-        ("threads (live)", [py, "-m", "app", "threads", "--json"], [py, "-c", SPLIT_TASKS]),
+        (f"threads (live, +{HELPER_THREADS:,})", [py, "-m", "app", "threads", "--json"], [py, "-c", SPLIT_TASKS]),
         ("probe jitter 0.2 s", [py, "-m", "app", "probe", "jitter", "--cpu", "0", "--seconds", "0.2", "--json"],
          [py, "-c", SPLIT_PROBE, *_probe_argv(py)]),
     ]
@@ -121,10 +123,16 @@ def main() -> None:
           f"interpreter start; medians of {PAIRS} alternating runs; target <= 4x)")
     for name, ours, peer in cases:
         a, b, s = [], [], []
-        for _ in range(PAIRS):
-            s.append(_run([py, "-c", "pass"], env))
-            a.append(_run(ours, env))
-            b.append(_run(peer, env))
+        helper = _start_helper(HELPER_THREADS) if name.startswith("threads") else None
+        try:
+            for _ in range(PAIRS):
+                s.append(_run([py, "-c", "pass"], env))
+                a.append(_run(ours, env))
+                b.append(_run(peer, env))
+        finally:
+            if helper is not None:
+                helper.stdin.close()
+                helper.wait()
         start = statistics.median(s)
         ca, cb = statistics.median(a) - start, statistics.median(b) - start
         print(f"{name:28s} {ca * 1e3:8.0f} ms {cb * 1e3:9.0f} ms {ca / cb:6.2f}x", flush=True)
