@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QSocketNotifier, Qt
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QDockWidget, QMenu
 
@@ -130,21 +131,45 @@ def _interactive(sampler: Sampler, metric: Metric, size, interval: float) -> int
     thread.start()
     # Ctrl+C, SIGTERM (systemd, kill) and SIGHUP (the terminal went away) close the window cleanly, so
     # what it owns is cleaned up on the way out: a session's capture folder in /tmp, the autosave's
-    # clean mark. Python signal handlers run only when the interpreter gets control, so a slow timer
-    # hands it control a few times a second.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda *_: window.close())
-    wake = QTimer()
-    wake.timeout.connect(lambda: None)
-    wake.start(300)
+    # clean mark.
+    with _signals_wake_qt():
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, lambda *_: window.close())
+        try:
+            return int(app.exec())
+        finally:
+            thread.stop()
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)
+
+
+@contextmanager
+def _signals_wake_qt() -> Iterator[None]:
+    """Python runs a signal handler only when the interpreter gets control, and Qt's event loop may
+    sleep in C++ for as long as nothing happens. The C-level handler writes the signal's number to a
+    socket (signal.set_wakeup_fd), a QSocketNotifier wakes the loop on it, and the Python handler runs
+    at once: no timer waking the process a few times a second to look (issue 12)."""
+    ours, theirs = socket.socketpair()
+    for s in (ours, theirs):
+        s.setblocking(False)
+    notifier = QSocketNotifier(ours.fileno(), QSocketNotifier.Type.Read)
+    notifier.activated.connect(lambda *_: _drain(ours))
+    previous = signal.set_wakeup_fd(theirs.fileno(), warn_on_full_buffer=False)
     try:
-        return int(app.exec())
+        yield
     finally:
-        wake.stop()
-        thread.stop()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
+        signal.set_wakeup_fd(previous)
+        notifier.setEnabled(False)
+        ours.close()
+        theirs.close()
+
+
+def _drain(sock: socket.socket) -> None:
+    try:
+        sock.recv(4096)             # the signal numbers; the handlers have run (or run on return)
+    except BlockingIOError:
+        pass                        # another wake-up read them first
 
 
 # -- the composition root ------------------------------------------------------------------------------

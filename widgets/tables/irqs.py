@@ -7,7 +7,7 @@ selection and the scroll position survive every tick.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTableView, QVBoxLayout, QWidget
 
@@ -17,6 +17,7 @@ from app.rates import Rates
 from app.state import MachineState
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
+from widgets.tables.sorting import StateSortProxy
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1      # a number or a padded string, so columns sort naturally
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # (haystack text, CPUs the IRQ may or does land on)
@@ -29,6 +30,20 @@ OUTSIDE_BRUSH = QColor(230, 40, 40, 100)      # effective holds CPUs that were n
 COL_IRQ, COL_DEVICE, COL_RATE, COL_SPREAD, COL_REQUESTED, COL_EFFECTIVE, COL_NODE = range(7)
 _HEADERS = ("IRQ", "Device / queue", "Rate", "Per-CPU spread", "Requested", "Effective", "Node")
 _NUMERIC = (COL_RATE, COL_NODE)
+_NCOLS = len(_HEADERS)
+
+# Qt calls data(), index() (through rowCount and columnCount) and flags() for every painted cell and
+# every proxy mapping; PySide6's enums are Python enums, each comparison or `|` a Python call. Roles
+# are plain ints here, and a role maps straight to the slot of a cell that answers it (as in
+# widgets/tables/threads.py).
+_CELL_SLOT = {int(Qt.ItemDataRole.DisplayRole): 0, int(SORT_ROLE): 1, int(Qt.ItemDataRole.ToolTipRole): 2,
+              int(Qt.ItemDataRole.BackgroundRole): 3}
+_ALIGN = int(Qt.ItemDataRole.TextAlignmentRole)
+_FILTER, _KEY = int(FILTER_ROLE), int(KEY_ROLE)
+_RIGHT = int((Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter).value)
+_ROW_FLAGS = Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled
+_DRAG_FLAGS = _ROW_FLAGS | Qt.ItemFlag.ItemIsDragEnabled
+_NO_FLAGS = Qt.ItemFlag.NoItemFlags
 
 
 def _irq_order(irq: str) -> tuple:
@@ -134,14 +149,16 @@ class IrqTableModel(QAbstractTableModel):
         return 0 if parent.isValid() else len(self._keys)
 
     def columnCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(_HEADERS)
+        return 0 if parent.isValid() else _NCOLS
 
     # -- drag source: numbered IRQs drag onto the grid as the pin MIME type (widgets/pinning.py) ----
     def flags(self, index):
-        f = super().flags(index)
-        if index.isValid() and 0 <= index.row() < len(self._keys) and self._keys[index.row()].isdigit():
-            f |= Qt.ItemFlag.ItemIsDragEnabled       # LOC, NMI, ... are per-CPU counters, no affinity
-        return f
+        # What QAbstractTableModel::flags gives a valid index (selectable, enabled), plus drag for
+        # numbered IRQs: LOC, NMI, ... are per-CPU counters, with no affinity to pin.
+        r = index.row()
+        if not 0 <= r < len(self._keys) or not 0 <= index.column() < _NCOLS:
+            return _NO_FLAGS
+        return _DRAG_FLAGS if self._keys[r].isdigit() else _ROW_FLAGS
 
     def mimeTypes(self) -> list[str]:
         return [PIN_MIME]
@@ -167,29 +184,20 @@ class IrqTableModel(QAbstractTableModel):
         return None
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
-        if not index.isValid():
-            return None
+        # The delegate asks each painted cell for decoration, font, foreground, check state and size
+        # hint too: those fall through to None after one dict lookup. An invalid index has row -1.
+        slot = _CELL_SLOT.get(role)
         r, c = index.row(), index.column()
-        if not (0 <= r < len(self._keys) and 0 <= c < len(_HEADERS)):
+        if not (0 <= r < len(self._keys) and 0 <= c < _NCOLS):
             return None
-        key = self._keys[r]
-        cell = self._cells[key][c]
-        if role == Qt.ItemDataRole.DisplayRole:
-            return cell[0]
-        if role == SORT_ROLE:
-            return cell[1]
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return cell[2]
-        if role == Qt.ItemDataRole.BackgroundRole:
-            return cell[3]
-        if role == Qt.ItemDataRole.TextAlignmentRole:
-            if c in _NUMERIC:
-                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            return None
-        if role == FILTER_ROLE:
-            return self._filter[key]
-        if role == KEY_ROLE:
-            return key
+        if slot is not None:
+            return self._cells[self._keys[r]][c][slot]
+        if role == _ALIGN:
+            return _RIGHT if c in _NUMERIC else None
+        if role == _FILTER:
+            return self._filter[self._keys[r]]
+        if role == _KEY:
+            return self._keys[r]
         return None
 
 
@@ -282,16 +290,18 @@ def parse_filter(text: str) -> tuple[list[str], set[int]]:
     return words, cpus
 
 
-class IrqFilterProxyModel(QSortFilterProxyModel):
-    """Sorts by SORT_ROLE; keeps rows whose IRQ/device/queue text holds every word, and that land on
-    every CPU named with "cpu:N"."""
+class IrqFilterProxyModel(StateSortProxy):
+    """Sorts by SORT_ROLE (once per state: widgets/tables/sorting.py); keeps rows whose IRQ/device/queue
+    text holds every word, and that land on every CPU named with "cpu:N"."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self._words: list[str] = []
         self._cpus: set[int] = set()
         self.setSortRole(SORT_ROLE)
-        self.setDynamicSortFilter(True)
+
+    def filtering(self) -> bool:
+        return bool(self._words or self._cpus)
 
     def set_filter_text(self, text: str) -> None:
         self.beginFilterChange()
@@ -353,6 +363,7 @@ class IrqTableWidget(QWidget):
 
     def set_state(self, state: MachineState) -> None:
         self.model.set_state(state)
+        self.proxy.settle()
         self._update_count()
 
     def set_filter(self, text: str) -> None:
