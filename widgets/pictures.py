@@ -20,8 +20,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-import numpy as np
-import pyqtgraph as pg
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QLayout, QVBoxLayout, QWidget
 
@@ -154,11 +152,16 @@ def _runs(rows):
 
 
 def _colour(i: int):
+    import pyqtgraph as pg          # loaded already by build_probe_plot, its one caller
     return pg.intColor(i, hues=8, values=1, maxValue=200)
 
 
 def build_probe_plot(results: list[dict], labels: list[str] | None = None):
     """A pyqtgraph PlotWidget with one stepped curve set per result (not shown)."""
+    # Imported here, not at the top: the window imports this module at start, and pyqtgraph with
+    # numpy is ~0.3 s and ~30 MB that only a picture of a probe plot needs (issue 12).
+    import numpy as np
+    import pyqtgraph as pg
     w = pg.PlotWidget(background="w")
     item = w.getPlotItem()
     item.setLogMode(x=True, y=True)

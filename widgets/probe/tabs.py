@@ -4,19 +4,46 @@ overlaid, keyed by run), Sweep (bars per CPU), Core to core (the matrix), Summar
 
 Sweep bars and the c2c matrix put the CPUs in the grid's order (`set_topology`): siblings of a
 core side by side, not in id order.
+
+The plots (pyqtgraph, and numpy with it: ~0.3 s of start-up and ~30 MB) are built when their tab is
+first painted or drawn on; until then a tab holds an empty page (issue 12: the first frame imports only
+what it shows). `histogram_plot` and the other plot attributes build theirs when read.
 """
 from __future__ import annotations
 
-from PySide6.QtWidgets import QPlainTextEdit, QTabWidget
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QPlainTextEdit, QTabWidget, QWidget
 
 from app.machine.topology import Topology, layout
 from probes.text import format_result
-from widgets.probe.c2c_heatmap import C2CHeatmap
 from widgets.probe.gap_attribution import GapAttributionView
-from widgets.probe.histogram_plot import HistogramPlot
-from widgets.probe.percentile_plot import PercentilePlot
 from widgets.probe.runs import RunRecord
-from widgets.probe.sweep_plot import SweepPlot
+
+
+# The plot modules are imported in these factories, not at the top: see the module docstring.
+def _histogram_plot(parent):
+    from widgets.probe.histogram_plot import HistogramPlot
+    return HistogramPlot(parent)
+
+
+def _percentile_plot(parent):
+    from widgets.probe.percentile_plot import PercentilePlot
+    return PercentilePlot(parent)
+
+
+def _sweep_plot(parent):
+    from widgets.probe.sweep_plot import SweepPlot
+    return SweepPlot(parent)
+
+
+def _c2c_heatmap(parent):
+    from widgets.probe.c2c_heatmap import C2CHeatmap
+    return C2CHeatmap(parent)
+
+
+# (attribute, tab title, factory) of each plot tab, in tab order; they come first.
+_PLOTS = (("histogram_plot", "Histogram", _histogram_plot), ("percentile_plot", "Percentiles", _percentile_plot),
+          ("sweep_plot", "Sweep", _sweep_plot), ("c2c_heatmap", "Core to core", _c2c_heatmap))
 
 
 def topology_order(topology: Topology) -> list[int]:
@@ -37,22 +64,50 @@ def topology_order(topology: Topology) -> list[int]:
 class ProbeTabs(QTabWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.histogram_plot = HistogramPlot(self)
-        self.percentile_plot = PercentilePlot(self)
-        self.sweep_plot = SweepPlot(self)
-        self.c2c_heatmap = C2CHeatmap(self)
+        self._plots: dict[str, QWidget] = {}
+        self._placing = False                   # a built plot is taking its tab's place
+        for _attr, title, _factory in _PLOTS:
+            self.addTab(QWidget(self), title)
         self.summary_text = QPlainTextEdit(self)
         self.summary_text.setReadOnly(True)
         self.summary_text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.gap_view = GapAttributionView(self)
-        self.addTab(self.histogram_plot, "Histogram")
-        self.addTab(self.percentile_plot, "Percentiles")
-        self.addTab(self.sweep_plot, "Sweep")
-        self.addTab(self.c2c_heatmap, "Core to core")
         self.addTab(self.summary_text, "Summary")
         self.addTab(self.gap_view, "Gaps")
         self._topology: Topology | None = None
         self._order: list[int] = []
+        self.currentChanged.connect(self._on_current_changed)
+
+    # -- the plots, built on first use ----------------------------------------------------------
+    histogram_plot = property(lambda self: self._plot(0))
+    percentile_plot = property(lambda self: self._plot(1))
+    sweep_plot = property(lambda self: self._plot(2))
+    c2c_heatmap = property(lambda self: self._plot(3))
+
+    def _plot(self, i: int) -> QWidget:
+        attr, title, factory = _PLOTS[i]
+        plot = self._plots.get(attr)
+        if plot is None:
+            plot = self._plots[attr] = factory(self)
+            current, empty = self.currentIndex(), self.widget(i)
+            self._placing = True
+            self.removeTab(i)
+            self.insertTab(i, plot, title)
+            self.setCurrentIndex(current)
+            self._placing = False
+            empty.deleteLater()
+        return plot
+
+    def paintEvent(self, event) -> None:
+        # Painted means on screen: the Probes dock starts tabbed behind another, "visible" to Qt but
+        # never painted. The current tab's plot is built after this paint, not inside it.
+        super().paintEvent(event)
+        if 0 <= self.currentIndex() < len(_PLOTS) and _PLOTS[self.currentIndex()][0] not in self._plots:
+            QTimer.singleShot(0, lambda: self._on_current_changed(self.currentIndex()))
+
+    def _on_current_changed(self, index: int) -> None:
+        if not self._placing and not self.visibleRegion().isEmpty() and 0 <= index < len(_PLOTS):
+            self._plot(index)
 
     @property
     def order(self) -> list[int]:
