@@ -169,6 +169,8 @@ class Journal:
         self._offset = 0
         self._line_no = 0
         self._max_id = 0
+        self._pinned: dict[int, tuple[int, ...]] = {}
+        self._pinned_key: tuple | None = None
         self.readonly = readonly
         self._fd = -1
         try:
@@ -306,6 +308,22 @@ class Journal:
             if e.state == "done" and e.requested == first.before:
                 open_runs.pop(k, None)
         return sorted(open_runs.values(), key=lambda e: e.id)
+
+    def pinned_irqs(self, root: str) -> dict[int, tuple[int, ...]]:
+        """IRQ -> the CPUs coremap last wrote to it under `root`, for IRQs a pin still holds (not undone
+        or restored): the window compares them with the kernel's mask to show a pin changed back.
+        Worked out again only when the file has grown (the window asks every tick)."""
+        with self._locked(fcntl.LOCK_SH):
+            self._catch_up()
+        key = (str(root), self._offset)
+        if self._pinned_key != key:
+            held = {e.target_id for e in self.unrestored(root) if e.kind == "irq"}
+            last: dict[int, tuple[int, ...]] = {}
+            for e in self.entries():
+                if e.kind == "irq" and e.root == str(root) and e.state == "done" and e.target_id in held:
+                    last[e.target_id] = e.requested
+            self._pinned, self._pinned_key = last, key
+        return dict(self._pinned)
 
     def _catch_up(self) -> None:
         if self._fd < 0:

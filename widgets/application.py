@@ -195,12 +195,21 @@ def _add_pinning(window: MainWindow) -> PinController:
     pins = PinController(window.topology_view, sources, window.menuBar().addMenu("&Edit"), window.statusBar(),
                          window.state_applied, parent=window)
     pins.results_shown.connect(lambda results: window.forget_processes(_pinned_pids(results)))
+    window.state_applied.connect(lambda _state: window.irq_table.model.set_pins(_pinned_irqs(pins)))
     window.closing.connect(pins.close)
     window.pins_dock = window.add_dock("Pins", "pins-dock", pins.journal_widget,
                                        Qt.DockWidgetArea.BottomDockWidgetArea, tab_with=window.thread_dock)
     window.thread_dock.raise_()
     window.add_top_bar(pins.restore_bar)
     return pins
+
+
+def _pinned_irqs(pins: PinController) -> dict[str, tuple[int, ...]]:
+    """The IRQs coremap's pins still hold on the machine shown, by IRQ label (for the IRQ table)."""
+    service = pins.service
+    if service is None:
+        return {}
+    return {str(irq): cpus for irq, cpus in service.journal.pinned_irqs(service.root_key).items()}
 
 
 def _pinned_pids(results) -> list[int]:

@@ -112,3 +112,21 @@ def test_mark_rejects_unknown_state(tmp_path):
     i = j.record(kind="irq", target_id=1, requested=(0,))
     with pytest.raises(ValueError):
         j.mark(i, "finished")
+
+
+def test_pinned_irqs_are_the_pins_still_held(tmp_path):
+    j = Journal(tmp_path / "j.jsonl")
+    a = j.record(kind="irq", target_id=24, before=(0, 1), requested=(1,), root="/")
+    j.mark(a, "done", after=(1,), effective=(1,))
+    b = j.record(kind="irq", target_id=25, before=(0, 1), requested=(0,), root="/")
+    j.mark(b, "failed", code="denied")
+    c = j.record(kind="irq", target_id=26, before=(0, 1), requested=(0,), root="/other")
+    j.mark(c, "done", after=(0,))
+    assert j.pinned_irqs("/") == {24: (1,)}           # a failed write holds nothing; other roots apart
+    d = j.record(kind="irq", target_id=24, before=(1,), requested=(0,), root="/", origin="pin")
+    j.mark(d, "done", after=(0,))
+    assert j.pinned_irqs("/") == {24: (0,)}           # the last pin counts
+    e = j.record(kind="irq", target_id=24, before=(0,), requested=(0, 1), root="/", origin="restore")
+    j.mark(e, "done", after=(0, 1))
+    assert j.pinned_irqs("/") == {}                   # restored: no pin holds it any more
+    assert Journal(tmp_path / "j.jsonl", readonly=True).pinned_irqs("/other") == {26: (0,)}

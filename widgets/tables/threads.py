@@ -15,13 +15,14 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QAbstractItemModel, QItemSelection, QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from app.format import format_cpus, format_percent, format_rate
 from app.machine.threads import TaskSample
 from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
 from app.rates import TaskRate
 from app.state import MachineState
+from widgets.pinning.drag import PinDragTreeView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
 
@@ -474,7 +475,7 @@ class ThreadTableWidget(QWidget):
         self.filter_edit.setPlaceholderText("Find a thread: name, process name or command line")
         self.filter_edit.setClearButtonEnabled(True)
         self.count_label = QLabel(self)
-        self.view = QTreeView(self)
+        self.view = PinDragTreeView(self, name_column=COL_NAME)
         self.view.setModel(self.proxy)
         self.view.setUniformRowHeights(True)          # needed for 2,000+ rows to lay out quickly
         self.view.setSortingEnabled(True)
