@@ -29,7 +29,7 @@ from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets.tables.irqs import (COL_EFFECTIVE, COL_IRQ, COL_RATE, OUTSIDE_BRUSH, IrqTableModel,
                                  IrqTableWidget, KEY_ROLE, parse_filter)
-from widgets.tables.threads import COL_ID, ID_ROLE, ThreadTableWidget, ThreadTreeModel
+from widgets.tables.threads import COL_ID, ID_ROLE, ThreadTableWidget, ThreadTreeModel, shown_name
 
 pytestmark = pytest.mark.qt_log_level_fail("WARNING")
 
@@ -352,7 +352,11 @@ def test_thread_tree_process_columns(qtbot, qtmodeltester):
     assert sum(len(model.tids_of(p)) for p in model.pids()) == len(tasks)
     me = os.getpid()
     pidx = model.process_index(me)
-    assert pidx.data() == tasks[me].comm
+    # A Python process whose threads all carry its name shows its command line's short form
+    # (issue 12); one with a thread of its own name shows its comm.
+    mine = [t for t in tasks.values() if t.pid == me]
+    cmdline = state.sample.tasks.processes[me].cmdline
+    assert pidx.data() == (shown_name(tasks[me].comm, cmdline, mine) or tasks[me].comm)
     pct_sum = sum(state.rates.tasks[t].cpu_pct for t in model.tids_of(me) if t in state.rates.tasks)
     assert model.index(pidx.row(), 3).data(Qt.ItemDataRole.UserRole + 1) == pytest.approx(pct_sum)
     assert tasks[me].allowed                # full detail reads status: Cpus_allowed_list
@@ -458,3 +462,21 @@ def test_irq_marks_say_what_to_act_on(qtbot, master_state):
     model.set_pins({irq: (max(requested) + 1,)})
     model.set_state(replace(master_state, generation=master_state.generation + 1))
     assert cell(model, r, COL_REQUESTED, Qt.ItemDataRole.BackgroundRole) == REVERTED_BRUSH
+
+
+def test_a_runtimes_processes_are_told_apart_by_their_command(qtbot):
+    """Python names its threads only inside the process: every /proc/TID/comm is "python3". The tree
+    shows such a process (and its threads) by its command's short form."""
+    code = "import threading, time\nfor _ in range(2): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\ntime.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.5)
+        state = Sampler(SysRoot("/")).tick()
+        model = ThreadTreeModel()
+        model.set_state(state)
+        comm = state.sample.tasks.processes[child.pid].comm
+        assert model.process_index(child.pid).data() == f"{comm} -c"
+        assert {model.thread_index(child.pid, t).data() for t in model.tids_of(child.pid)} == {f"{comm} -c"}
+    finally:
+        child.kill()
+        child.wait()

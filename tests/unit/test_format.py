@@ -66,3 +66,13 @@ def test_untrusted_text_is_escaped_and_cut():
 def test_never_raises(v):
     for f in (format_ns, format_compact):
         assert isinstance(f(v), str)
+
+
+def test_command_name_is_the_runtime_and_what_it_runs():
+    from app.format import command_name
+    assert command_name("python3", "/usr/bin/python3 -u /opt/svc/serve.py --port 8") == "python3 serve.py"
+    assert command_name("python3", "python3 -m http.server 8000") == "python3 -m http.server"
+    assert command_name("python3", "python3 -c import time") == "python3 -c"
+    assert command_name("node", "node") == "node"
+    assert command_name("kworker/0:1", "") == "kworker/0:1"
+    assert len(command_name("python3", "python3 " + "x" * 200)) <= 48

@@ -166,5 +166,6 @@ class HistogramPlot(RunCurves, pg.PlotWidget):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
-        if "empty_hint" in self.__dict__:   # GraphicsView.__init__ resizes before our fields exist
+        # GraphicsView.__init__ resizes before our fields exist; PlotWidget.close() after its plot is gone.
+        if "empty_hint" in self.__dict__ and self.getPlotItem() is not None:
             self._update_ticks()

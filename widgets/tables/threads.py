@@ -17,7 +17,7 @@ from PySide6.QtCore import QAbstractItemModel, QItemSelection, QModelIndex, QSor
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QVBoxLayout, QWidget
 
-from app.format import format_cpus, format_percent, format_rate
+from app.format import command_name, format_cpus, format_percent, format_rate
 from app.machine.threads import TaskSample
 from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
 from app.rates import TaskRate
@@ -55,8 +55,9 @@ _STATE_NAMES = {"R": "running", "S": "sleeping", "D": "disk sleep", "T": "stoppe
                 "X": "dead", "Z": "zombie", "P": "parked", "I": "idle"}
 
 
-def _thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None) -> tuple:
-    """(display, sort, tooltip, foreground) per column for one thread."""
+def _thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None, shown: str | None = None) -> tuple:
+    """(display, sort, tooltip, foreground) per column for one thread; `shown` replaces its name when
+    it carries its process's (a runtime that names threads only inside the process)."""
     if rate is None:
         last_cpu, pct, migr, moved = t.last_cpu, None, None, False
     else:
@@ -66,8 +67,9 @@ def _thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None) -> tuple
     if moved:
         cpu_tip = "moved to this CPU since the previous sample"
     state = t.state
+    name = shown if shown and t.comm == proc_comm else t.comm
     return (
-        (t.comm, t.comm.lower(), f"{t.comm} (tid {t.tid}) in {proc_comm} (pid {t.pid})", fg),
+        (name, name.lower(), f"{t.comm} (tid {t.tid}) in {proc_comm} (pid {t.pid})", fg),
         (str(t.tid), t.tid, None, fg),
         (str(last_cpu), last_cpu, cpu_tip, fg),
         (format_percent(pct), pct if pct is not None else -1.0, None, fg),
@@ -81,8 +83,9 @@ def _thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None) -> tuple
     )
 
 
-def _process_cells(pid, comm, cmdline, threads, rlist) -> tuple:
-    """Cells of a process row from its threads and their rates (rlist, in the same order)."""
+def _process_cells(pid, comm, cmdline, threads, rlist, shown: str | None = None) -> tuple:
+    """Cells of a process row from its threads and their rates (rlist, in the same order); `shown`
+    replaces its name (see shown_name)."""
     pct_sum = 0.0
     pct_known = False
     migr_sum = 0.0
@@ -112,8 +115,9 @@ def _process_cells(pid, comm, cmdline, threads, rlist) -> tuple:
     n = len(threads)
     tip = (cmdline or f"[{comm}] (kernel thread)" if kthread else cmdline or comm)
     tip = f"{tip}\n{n} thread{'s' if n != 1 else ''}"
+    name = shown or comm
     return (
-        (comm, comm.lower(), tip, fg),
+        (name, name.lower(), tip, fg),
         (str(pid), pid, None, fg),
         (format_cpus(cpus) if cpus else "", min(cpus) if cpus else -1,
          "the CPUs its threads last ran on" if n > 1 else None, fg),
@@ -142,7 +146,17 @@ def _threads_by_pid(tasks: dict, processes: dict) -> dict[int, list]:
     return by_pid
 
 
-def _thread_rows(threads: list, rlist: list, comm: str, built: dict[int, tuple]):
+def shown_name(comm: str, cmdline: str, threads) -> str | None:
+    """The name the tree shows for a process whose every thread is called by the process's name, as
+    Python's, Node's and other runtimes' are (app.format.command_name: "python3 serve.py"), so such
+    processes can be told apart; None for the others (a JVM's threads name themselves)."""
+    if cmdline and threads and all(t.comm == comm for t in threads):
+        name = command_name(comm, cmdline)
+        return name if name != comm else None
+    return None
+
+
+def _thread_rows(threads: list, rlist: list, comm: str, built: dict[int, tuple], shown: str | None = None):
     """({tid: ((task, rate, comm), cells, filter text)}, {tid: cells}, {tid: filter text}) of one
     process's threads, in tid order; a thread whose task, rate and process name are unchanged keeps
     its cells from `built`."""
@@ -151,10 +165,10 @@ def _thread_rows(threads: list, rlist: list, comm: str, built: dict[int, tuple])
     tf: dict[int, str] = {}
     for t, rate in zip(threads, rlist):
         tid = t.tid
-        inputs = (t, rate, comm)
+        inputs = (t, rate, comm, shown)
         prev = built.get(tid)
         if prev is None or prev[0] != inputs:
-            prev = (inputs, _thread_cells(t, comm, rate), f"{t.comm} {tid}".lower())
+            prev = (inputs, _thread_cells(t, comm, rate, shown), f"{t.comm} {tid}".lower())
         nb[tid] = prev
         tc[tid] = prev[1]
         tf[tid] = prev[2]
@@ -253,9 +267,10 @@ class ThreadTreeModel(QAbstractItemModel):
                 built[pid] = old_built.get(pid, {})
                 continue
             changed.append(pid)
-            pcells[pid] = _process_cells(pid, comm, cmdline, threads, rlist)
+            shown = shown_name(comm, cmdline, threads)
+            pcells[pid] = _process_cells(pid, comm, cmdline, threads, rlist, shown)
             pfilter[pid] = f"{comm} {cmdline} {pid}".lower()
-            built[pid], tcells[pid], tfilter[pid] = _thread_rows(threads, rlist, comm, old_built.get(pid, {}))
+            built[pid], tcells[pid], tfilter[pid] = _thread_rows(threads, rlist, comm, old_built.get(pid, {}), shown)
             tids[pid] = list(tcells[pid])
         changed.sort()
         return _Contents(pcells, pfilter, tcells, tfilter, tids, keys, built, changed)
