@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (QComboBox, QDockWidget, QDoubleSpinBox, QLabel, Q
 
 from app.format import format_cpus
 from app.interval import MAX_INTERVAL, MIN_INTERVAL
-from app.own_usage import OwnUsage
+from app.usage import OwnUsage
 from app.state import MachineState
 from widgets.colors import METRIC_BASES, SOFTIRQ_KINDS, Metric, parse_metric
 from widgets.cpu_details import CpuDetailsWidget

@@ -22,6 +22,7 @@ from app.machine.threads import TaskSample
 from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
 from app.rates import TaskRate
 from app.state import MachineState
+from app.usage import process_facts
 from widgets.pinning.drag import PinDragTreeView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
@@ -208,6 +209,7 @@ class ThreadTreeModel(QAbstractItemModel):
         self._tfilter: dict[int, dict[int, str]] = {}   # pid -> {tid: filter text}
         self._pkey: dict[int, tuple] = {}      # pid -> (threads, rates, comm, cmdline) its cells come from
         self._built: dict[int, dict[int, tuple]] = {}  # pid -> {tid: ((task, rate, comm), cells, filter)}
+        self._live = False
         self.generation = -1
 
     # -- the one way in ---------------------------------------------------------------------
@@ -220,6 +222,7 @@ class ThreadTreeModel(QAbstractItemModel):
         threads, rates, name and command line compare equal (by identity first, which is what tuple
         comparison tries) keeps its cells without a look at each thread."""
         self.generation = state.generation
+        self._live = bool(state.live)
         old_pcells, old_tcells = self._pcells, self._tcells
         new = self._contents(state)
         self._pkey, self._built = new.keys, new.built
@@ -433,6 +436,10 @@ class ThreadTreeModel(QAbstractItemModel):
         if role == _SORT:
             return cells[index.column()][1]
         if role == _TOOLTIP:
+            if ident == 0 and index.column() == COL_NAME and self._live:
+                # Read now, on hover, never per tick (app/usage.py).
+                facts = process_facts(key)
+                return f"{cells[COL_NAME][2]}\n{facts}" if facts else cells[COL_NAME][2]
             return cells[index.column()][2]
         if role == _FOREGROUND:
             return cells[index.column()][3]

@@ -23,3 +23,16 @@ class OwnUsage:
         """'coremap 0.8% CPU · 96.5 MiB · tick 12 ms': the status bar's line, after a tick."""
         cpu, rss = self.read()
         return f"coremap {format_percent(cpu)} CPU · {format_size(rss)} · tick {format_ns(tick_seconds * 1e9)}"
+
+
+def process_facts(pid: int) -> str | None:
+    """'user alice · 96.5 MiB resident' for a live process; None when it has exited or may not be
+    looked at."""
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            return f"user {p.username()} · {format_size(p.memory_info().rss)} resident"
+    except (psutil.Error, KeyError):
+        # psutil.Error: the process exited (NoSuchProcess) or is another user's (AccessDenied);
+        # KeyError: a uid without a name in the password database.
+        return None
