@@ -29,6 +29,7 @@ from widgets.sampler_thread import SamplerThread, is_newer
 from widgets.summary_bar import SummaryBar
 from widgets.tables.irqs import IrqTableWidget
 from widgets.tables.threads import ThreadTableWidget
+from widgets.text_line import TextLine
 from widgets.topology.view import TopologyView
 
 if TYPE_CHECKING:   # only for annotations: the composition root builds and sets these
@@ -146,7 +147,9 @@ class MainWindow(QMainWindow):
         return a
 
     def _build_status_bar(self) -> None:
-        self.status_label = QLabel(self)
+        # A note or the selection, rewritten as they change ("2,110 threads: ..."): a TextLine, which
+        # repaints itself only (widgets/text_line.py).
+        self.status_label = TextLine(self)
         self.statusBar().addWidget(self.status_label, 1)
         # coremap's own CPU and memory, and how long the last tick took, rewritten every tick: a fixed
         # size (the widest such line) so the new text repaints this label only, not the status bar and

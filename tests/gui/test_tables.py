@@ -484,7 +484,9 @@ def test_a_runtimes_processes_are_told_apart_by_their_command(qtbot):
 
 def test_a_process_tooltip_names_its_user_and_memory_on_hover(qtbot):
     import pwd
-    model = ThreadTreeModel()
-    model.set_state(Sampler(SysRoot("/")).tick())
-    tip = model.process_index(os.getpid()).data(Qt.ItemDataRole.ToolTipRole)
+    widget = ThreadTableWidget()
+    qtbot.addWidget(widget)
+    widget.set_state(Sampler(SysRoot("/")).tick())
+    tip = widget.process_tooltip(os.getpid())
+    assert tip.startswith(widget.model.process_index(os.getpid()).data(Qt.ItemDataRole.ToolTipRole))
     assert f"user {pwd.getpwuid(os.getuid()).pw_name} · " in tip and tip.endswith(" resident")

@@ -19,6 +19,7 @@ from widgets.pinning.drag import PinDragTableView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
 from widgets.tables.sorting import StateSortProxy
+from widgets.text_line import TextLine
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1      # a number or a padded string, so columns sort naturally
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # (haystack text, CPUs the IRQ may or does land on)
@@ -373,7 +374,7 @@ class IrqTableWidget(QWidget):
         self.filter_edit = QLineEdit(self)
         self.filter_edit.setPlaceholderText("Filter: IRQ, device, NIC queue (TxRx), cpu:N")
         self.filter_edit.setClearButtonEnabled(True)
-        self.count_label = QLabel(self)
+        self.count_label = TextLine(self)
         self.legend = QLabel(legend_html(), self)
         self.legend.setToolTip("Only what needs a look is coloured. An IRQ delivered on fewer CPUs than its "
                                "mask asks for (one CPU of it, on x86) is normal and is not.")
@@ -401,8 +402,7 @@ class IrqTableWidget(QWidget):
         layout.addWidget(self.filter_edit)
         layout.addWidget(self.view)
         bottom = QHBoxLayout()
-        bottom.addWidget(self.count_label)
-        bottom.addStretch(1)
+        bottom.addWidget(self.count_label, 1)
         bottom.addWidget(self.legend)
         layout.addLayout(bottom)
         self.filter_edit.textChanged.connect(self._on_filter_text_changed)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QAbstractItemModel, QItemSelection, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QAbstractItemModel, QEvent, QItemSelection, QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QToolTip, QVBoxLayout, QWidget
 
 from app.format import command_name, format_cpus, format_percent, format_rate
 from app.machine.threads import TaskSample
@@ -26,6 +26,7 @@ from app.usage import process_facts
 from widgets.pinning.drag import PinDragTreeView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
+from widgets.text_line import TextLine
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # lower-case text the filter words are looked for in
@@ -209,7 +210,7 @@ class ThreadTreeModel(QAbstractItemModel):
         self._tfilter: dict[int, dict[int, str]] = {}   # pid -> {tid: filter text}
         self._pkey: dict[int, tuple] = {}      # pid -> (threads, rates, comm, cmdline) its cells come from
         self._built: dict[int, dict[int, tuple]] = {}  # pid -> {tid: ((task, rate, comm), cells, filter)}
-        self._live = False
+        self.live = False                  # the state applied last is of the live machine
         self.generation = -1
 
     # -- the one way in ---------------------------------------------------------------------
@@ -222,7 +223,7 @@ class ThreadTreeModel(QAbstractItemModel):
         threads, rates, name and command line compare equal (by identity first, which is what tuple
         comparison tries) keeps its cells without a look at each thread."""
         self.generation = state.generation
-        self._live = bool(state.live)
+        self.live = bool(state.live)
         old_pcells, old_tcells = self._pcells, self._tcells
         new = self._contents(state)
         self._pkey, self._built = new.keys, new.built
@@ -436,10 +437,6 @@ class ThreadTreeModel(QAbstractItemModel):
         if role == _SORT:
             return cells[index.column()][1]
         if role == _TOOLTIP:
-            if ident == 0 and index.column() == COL_NAME and self._live:
-                # Read now, on hover, never per tick (app/usage.py).
-                facts = process_facts(key)
-                return f"{cells[COL_NAME][2]}\n{facts}" if facts else cells[COL_NAME][2]
             return cells[index.column()][2]
         if role == _FOREGROUND:
             return cells[index.column()][3]
@@ -496,7 +493,7 @@ class ThreadTableWidget(QWidget):
         self.filter_edit = QLineEdit(self)
         self.filter_edit.setPlaceholderText("Find a thread: name, process name or command line")
         self.filter_edit.setClearButtonEnabled(True)
-        self.count_label = QLabel(self)
+        self.count_label = TextLine(self)
         self.view = PinDragTreeView(self, name_column=COL_NAME)
         self.view.setModel(self.proxy)
         self.view.setUniformRowHeights(True)          # needed for 2,000+ rows to lay out quickly
@@ -515,6 +512,7 @@ class ThreadTableWidget(QWidget):
         self._last_selection: tuple[list, list] = ([], [])
         self.filter_edit.textChanged.connect(self._on_filter_text_changed)
         self.view.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        self.view.viewport().installEventFilter(self)
         self.proxy.rowsInserted.connect(self._on_proxy_rows_inserted)
 
     def set_state(self, state: MachineState) -> None:
@@ -546,6 +544,24 @@ class ThreadTableWidget(QWidget):
             | self.view.selectionModel().SelectionFlag.Rows)
         self.view.scrollTo(idx)
         return True
+
+    def eventFilter(self, obj, event) -> bool:
+        # A process row's tooltip adds its user and memory, read now through psutil (app/usage.py):
+        # on hover only, never per tick, so sleeping processes cost nothing; and not in the model,
+        # whose cells change only with a state.
+        if obj is self.view.viewport() and event.type() == QEvent.Type.ToolTip and self.model.live:
+            idx = self.view.indexAt(event.pos())
+            ident = idx.data(ID_ROLE) if idx.isValid() else None
+            if ident is not None and ident[0] == "process" and idx.column() == COL_NAME:
+                QToolTip.showText(event.globalPos(), self.process_tooltip(ident[1]), self.view)
+                return True
+        return super().eventFilter(obj, event)
+
+    def process_tooltip(self, pid: int) -> str:
+        """What hovering a process's name shows: its cell's tooltip and, live, its user and memory."""
+        tip = self.model.process_index(pid).data(Qt.ItemDataRole.ToolTipRole) or ""
+        facts = process_facts(pid) if self.model.live else None
+        return f"{tip}\n{facts}" if facts else tip
 
     def _on_filter_text_changed(self, text: str) -> None:
         self.proxy.set_filter_text(text)
