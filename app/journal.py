@@ -142,14 +142,22 @@ def entry_from_line(obj) -> JournalEntry:
     return JournalEntry(**msgspec.structs.asdict(rec))
 
 
-def _entry(fields: dict) -> JournalEntry:
-    """The JournalEntry of every field's checked value, built without __init__: a frozen dataclass's
-    __init__ sets each of its 18 fields through object.__setattr__, which was a third of reading a
-    20,000-entry journal. `fields` names every field (a record's, then _UNMARKED's or a mark's), so
-    the entry is the one __init__ would make."""
+def _new_entry(record: _Record) -> JournalEntry:
+    """The JournalEntry of a checked record, not yet marked, built without __init__: a frozen
+    dataclass's __init__ sets each of its 18 fields through object.__setattr__, which was a third of
+    reading a 20,000-entry journal. Every field is set (the record's and _UNMARKED's), so the entry is
+    the one __init__ would make. Until the read that makes it ends, it is private to that read, and
+    its mark is written into it (`_mark_new`)."""
     entry = object.__new__(JournalEntry)
-    entry.__dict__.update(fields)
+    fields = entry.__dict__
+    fields.update(_UNMARKED)
+    fields.update(msgspec.structs.asdict(record))
     return entry
+
+
+def _mark_new(entry: JournalEntry, mark: _Mark) -> None:
+    """A mark into an entry still private to the read that made it (its keys are all entry fields)."""
+    entry.__dict__.update(msgspec.structs.asdict(mark))
 
 
 def _mark_fields(mark: _Mark) -> dict:
@@ -337,19 +345,18 @@ class Journal:
         if end < 0:
             return
         lines = data[: end + 1].split(b"\n")[:-1]
-        # Entries first met in this read stay keyword dicts until its end, so a record and its mark
+        # Entries first met in this read stay private to it until its end, so a record and its mark
         # make one JournalEntry, not two (building them is a large part of reading a long journal).
-        fresh: dict[int, dict] = {}
+        fresh: dict[int, JournalEntry] = {}
         if not self._take_all(data[: end + 1], lines, fresh):
             fresh.clear()
             for raw in lines:
                 self._line_no += 1
                 self._parse_line(raw, fresh)
-        for entry_id, fields in fresh.items():
-            self._entries[entry_id] = _entry(fields)
+        self._entries.update(fresh)
         self._offset += end + 1
 
-    def _take_all(self, chunk: bytes, lines: list[bytes], fresh: dict[int, dict]) -> bool:
+    def _take_all(self, chunk: bytes, lines: list[bytes], fresh: dict[int, JournalEntry]) -> bool:
         """The common case in one msgspec call: every line valid. False (nothing taken) when any line
         is not, and the caller goes line by line to skip and name the bad ones."""
         if not lines or max(map(len, lines)) > MAX_LINE:
@@ -361,15 +368,15 @@ class Journal:
         if len(parsed) != sum(1 for raw in lines if raw.strip()):
             return False
         earlier: list[_Mark] = []       # marks for entries of an earlier read (the window's catch-ups)
-        entries, asdict = self._entries, msgspec.structs.asdict
+        entries = self._entries
         for item in parsed:
             i = item.id
             if type(item) is _Record:
                 if i in entries or i in fresh:
                     return False
-                fresh[i] = {**_UNMARKED, **asdict(item)}
+                fresh[i] = _new_entry(item)
             elif i in fresh:
-                fresh[i].update(_mark_fields(item))
+                _mark_new(fresh[i], item)
             elif i in entries:
                 earlier.append(item)
             else:
@@ -380,7 +387,7 @@ class Journal:
         self._line_no += len(lines)
         return True
 
-    def _parse_line(self, raw: bytes, fresh: dict[int, dict]) -> None:
+    def _parse_line(self, raw: bytes, fresh: dict[int, JournalEntry]) -> None:
         if not raw.strip():
             return
         try:
@@ -390,10 +397,10 @@ class Journal:
             if type(item) is _Record:
                 if item.id in self._entries or item.id in fresh:
                     raise _BadLine(f"id {item.id} used twice")
-                fresh[item.id] = {**_UNMARKED, **msgspec.structs.asdict(item)}
+                fresh[item.id] = _new_entry(item)
                 self._max_id = max(self._max_id, item.id)
             elif item.id in fresh:
-                fresh[item.id].update(_mark_fields(item))
+                _mark_new(fresh[item.id], item)
             elif item.id in self._entries:
                 self._apply_mark(item.id, _mark_fields(item))
             else:
