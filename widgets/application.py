@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QDockWidget, QMenu
 
 from app.atomic import check_output_path
 from app.errors import CoremapError
+from app.memory import MemoryTrimmer
 from app.resources import ICON, resource_path
 from app.sampler import MAX_INTERVAL, MIN_INTERVAL, Sampler
 from app.session import Session, open_session
@@ -184,6 +185,9 @@ def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric 
     window.pin_controller = _add_pinning(window)
     window.probe_panel, window.probe_dock = _add_probes(window)
     window.session_controller = _add_sessions(window, file_menu, crash_recovery)
+    # Freed memory goes back to the system every few ticks, so hours of thread churn leave RSS flat.
+    trimmer = MemoryTrimmer()
+    window.state_applied.connect(lambda _state: trimmer.maybe_trim())
     return window
 
 
