@@ -41,8 +41,8 @@ def irq_marks(tmp: Path) -> Path:
     service = AffinityService(root, Journal(tmp / "journal.jsonl"))
     first = Sampler(root).tick()
     # Two IRQs coremap may move (not kernel-managed), delivered on one CPU each.
-    movable = [irq for irq, info in sorted(first.irqs.info.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 1 << 30)
-               if irq.isdigit() and not info.managed and info.effective and info.requested][:2]
+    numbered = sorted((int(irq), info) for irq, info in first.irqs.info.items() if irq.isdigit())
+    movable = [str(irq) for irq, info in numbered if not info.managed and info.effective and info.requested][:2]
     moving, reverted = movable
     for irq, cpus in ((moving, (7,)), (reverted, (8,))):
         service.apply(PinRequest((PinTarget("irq", int(irq)),), cpus, origin="pin"))

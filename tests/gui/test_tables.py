@@ -467,7 +467,9 @@ def test_irq_marks_say_what_to_act_on(qtbot, master_state):
 def test_a_runtimes_processes_are_told_apart_by_their_command(qtbot):
     """Python names its threads only inside the process: every /proc/TID/comm is "python3". The tree
     shows such a process (and its threads) by its command's short form."""
-    code = "import threading, time\nfor _ in range(2): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\ntime.sleep(60)"
+    code = ("import threading, time\n"
+            "for _ in range(2): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "time.sleep(60)")
     child = subprocess.Popen([sys.executable, "-c", code])
     try:
         time.sleep(0.5)
