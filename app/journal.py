@@ -18,7 +18,6 @@ import json
 import os
 import stat
 import time
-import uuid
 from dataclasses import MISSING, dataclass, replace
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
@@ -90,7 +89,7 @@ _Cpus = Annotated[tuple[Annotated[int, Meta(ge=0, lt=MAX_CPU)], ...], Meta(max_l
 _Text = Annotated[str, Meta(max_length=MAX_TEXT)]
 
 
-class _Record(msgspec.Struct, tag_field="ev", tag="record", kw_only=True):
+class _Record(msgspec.Struct, tag_field="ev", tag="record", kw_only=True, gc=False):
     """{"ev": "record", ...}: an entry, journalled before the write it describes."""
     id: _Id
     session: Annotated[str, Meta(max_length=64)]
@@ -107,7 +106,7 @@ class _Record(msgspec.Struct, tag_field="ev", tag="record", kw_only=True):
     time: Annotated[float, Meta(ge=0, le=MAX_TIME)]
 
 
-class _Mark(msgspec.Struct, tag_field="ev", tag="mark", kw_only=True):
+class _Mark(msgspec.Struct, tag_field="ev", tag="mark", kw_only=True, gc=False):
     """{"ev": "mark", "id": N, ...}: entry N finished, with what was read back."""
     id: _Id
     state: Literal["pending", "done", "failed"]
@@ -160,6 +159,19 @@ def _mark_new(entry: JournalEntry, mark: _Mark) -> None:
     entry.__dict__.update(msgspec.structs.asdict(mark))
 
 
+def _has_long_line(chunk: bytes) -> bool:
+    """Whether a line of `chunk` is longer than MAX_LINE, looking at a few places rather than every
+    line: from a line's start, the last newline within MAX_LINE + 1 bytes ends every line before it
+    (each shorter than that); none there means the line starting here is too long."""
+    pos, size = 0, len(chunk)
+    while size - pos > MAX_LINE:
+        nl = chunk.rfind(b"\n", pos, pos + MAX_LINE + 1)
+        if nl < 0:
+            return True
+        pos = nl + 1
+    return False
+
+
 def _mark_fields(mark: _Mark) -> dict:
     return {"state": mark.state, "after": mark.after, "effective": mark.effective, "code": mark.code,
             "message": mark.message}
@@ -171,7 +183,7 @@ class Journal:
 
     def __init__(self, path: str | os.PathLike, *, readonly: bool = False):
         self.path = Path(path)
-        self.session_id = uuid.uuid4().hex[:12]
+        self.session_id = os.urandom(6).hex()     # 48 random bits, as uuid4().hex[:12] gave
         self.notes: list[str] = []         # corrupt lines skipped, for the log/status line
         self._entries: dict[int, JournalEntry] = {}
         self._offset = 0
@@ -344,28 +356,29 @@ class Journal:
         end = data.rfind(b"\n")
         if end < 0:
             return
-        lines = data[: end + 1].split(b"\n")[:-1]
+        chunk = data[: end + 1]
         # Entries first met in this read stay private to it until its end, so a record and its mark
         # make one JournalEntry, not two (building them is a large part of reading a long journal).
         fresh: dict[int, JournalEntry] = {}
-        if not self._take_all(data[: end + 1], lines, fresh):
+        if not self._take_all(chunk, fresh):
             fresh.clear()
-            for raw in lines:
+            for raw in chunk.split(b"\n")[:-1]:
                 self._line_no += 1
                 self._parse_line(raw, fresh)
         self._entries.update(fresh)
         self._offset += end + 1
 
-    def _take_all(self, chunk: bytes, lines: list[bytes], fresh: dict[int, JournalEntry]) -> bool:
+    def _take_all(self, chunk: bytes, fresh: dict[int, JournalEntry]) -> bool:
         """The common case in one msgspec call: every line valid. False (nothing taken) when any line
-        is not, and the caller goes line by line to skip and name the bad ones."""
-        if not lines or max(map(len, lines)) > MAX_LINE:
+        is not, or is blank, and the caller goes line by line to skip and name the bad ones."""
+        if _has_long_line(chunk):
             return False
         try:
             parsed = _DECODER.decode_lines(chunk)
         except (ValueError, RecursionError):     # msgspec's errors are ValueErrors
             return False
-        if len(parsed) != sum(1 for raw in lines if raw.strip()):
+        lines = chunk.count(b"\n")
+        if len(parsed) != lines:                 # decode_lines passes over blank lines
             return False
         earlier: list[_Mark] = []       # marks for entries of an earlier read (the window's catch-ups)
         entries = self._entries
@@ -384,7 +397,7 @@ class Journal:
         for mark in earlier:
             self._apply_mark(mark.id, _mark_fields(mark))
         self._max_id = max(self._max_id, max(fresh, default=0))
-        self._line_no += len(lines)
+        self._line_no += lines
         return True
 
     def _parse_line(self, raw: bytes, fresh: dict[int, JournalEntry]) -> None:

@@ -134,21 +134,21 @@ def _stop(p: subprocess.Popen | None) -> None:
 
 
 class Xvfb:
-    """A private X server on a free display number."""
+    """A private X server on a display number it picks itself (-displayfd), so it never collides with
+    another X server on this machine."""
 
     def __init__(self):
-        self.proc = None
-        for n in range(91, 120):
-            if not os.path.exists(f"/tmp/.X11-unix/X{n}") and not os.path.exists(f"/tmp/.X{n}-lock"):
-                self.display = f":{n}"
-                break
-        self.proc = subprocess.Popen(["Xvfb", self.display, "-screen", "0", "1920x1080x24", "-nolisten", "tcp"],
+        read_fd, write_fd = os.pipe()
+        self.proc = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1920x1080x24",
+                                      "-nolisten", "tcp"], pass_fds=(write_fd,),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(100):
-            if os.path.exists(f"/tmp/.X11-unix/X{self.display[1:]}"):
-                return
-            time.sleep(0.05)
-        raise SystemExit("Xvfb did not start")
+        os.close(write_fd)
+        with os.fdopen(read_fd) as f:
+            number = f.readline().strip()
+        if not number.isdigit():
+            self.close()
+            raise SystemExit("Xvfb did not start")
+        self.display = f":{number}"
 
     def close(self) -> None:
         _stop(self.proc)

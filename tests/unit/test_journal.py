@@ -130,3 +130,20 @@ def test_pinned_irqs_are_the_pins_still_held(tmp_path):
     j.mark(e, "done", after=(0, 1))
     assert j.pinned_irqs("/") == {}                   # restored: no pin holds it any more
     assert Journal(tmp_path / "j.jsonl", readonly=True).pinned_irqs("/other") == {26: (0,)}
+
+
+def test_a_line_too_long_is_found_without_splitting_every_line(tmp_path):
+    from app.journal import MAX_LINE, _has_long_line
+    short = b"x" * 100 + b"\n"
+    assert not _has_long_line(short * 30_000)                       # 3 MB of short lines
+    assert not _has_long_line(short * 5 + b"y" * MAX_LINE + b"\n" + short * 5)
+    assert _has_long_line(short * 5 + b"y" * (MAX_LINE + 1) + b"\n" + short * 5)
+    assert _has_long_line(short * 20_000 + b"y" * (MAX_LINE + 5) + b"\n")
+    # Through the journal: the long line is skipped with a note, its neighbours are read.
+    good = json.dumps({"ev": "record", "id": 1, "session": "s", "batch": 1, "origin": "cli", "root": "/",
+                       "kind": "irq", "target": 24, "pid": None, "label": "", "starttime": None,
+                       "before": [0], "requested": [1], "time": 1.7e9})
+    p = tmp_path / "j.jsonl"
+    p.write_text(good + "\n" + '{"ev": "mark", "id": 1, "state": "done"' + " " * (MAX_LINE + 1) + "}\n")
+    j = Journal(p)
+    assert [e.state for e in j.entries()] == ["pending"] and "line 2 skipped" in j.notes[0]
