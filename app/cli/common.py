@@ -51,6 +51,12 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse whose errors are one line ("coremap irqs: argument --interval: ...; see --help"),
     like every other error of coremap, instead of a usage block and the message."""
 
+    def format_help(self) -> str:
+        # An epilog may be given as a function, for help that is costly to write (app/cli/probe.py).
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
+
     def error(self, message: str):
         sub = self.prog.removeprefix("coremap").strip()
         self.exit(2, f"coremap: {sub + ': ' if sub else ''}{message}; see `{self.prog} --help`\n")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime
+import time
 from typing import TYPE_CHECKING
 
 from app.cli.common import add_json_arguments, add_root_argument, root_of, write_json
@@ -149,7 +149,7 @@ def run_journal(args) -> int:
         print(f"the journal {journal.path} is empty")
         return 0
     for e in entries:
-        when = datetime.fromtimestamp(e.time).strftime("%Y-%m-%d %H:%M:%S")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.time))
         label = f" ({printable(e.label)})" if e.label else ""
         where = "" if e.root == "/" else f" [{printable(e.root)}]"
         code = f" {e.code}" if e.code else ""
