@@ -134,21 +134,22 @@ def _stop(p: subprocess.Popen | None) -> None:
 
 
 class Xvfb:
-    """A private X server on a display number it picks itself (-displayfd), so it never collides with
-    another X server on this machine."""
+    """A private X server: the first display number from 91 on whose server starts and answers (a
+    number another X server holds makes ours exit, and the next is tried)."""
 
     def __init__(self):
-        read_fd, write_fd = os.pipe()
-        self.proc = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1920x1080x24",
-                                      "-nolisten", "tcp"], pass_fds=(write_fd,),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        os.close(write_fd)
-        with os.fdopen(read_fd) as f:
-            number = f.readline().strip()
-        if not number.isdigit():
+        for n in range(91, 160):
+            self.display = f":{n}"
+            self.proc = subprocess.Popen(["Xvfb", self.display, "-screen", "0", "1920x1080x24", "-nolisten", "tcp"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(100):
+                if self.proc.poll() is not None:
+                    break                   # the number is taken: try the next
+                if subprocess.run(["xwininfo", "-display", self.display, "-root"], capture_output=True).returncode == 0:
+                    return
+                time.sleep(0.05)
             self.close()
-            raise SystemExit("Xvfb did not start")
-        self.display = f":{number}"
+        raise SystemExit("no Xvfb display could be started")
 
     def close(self) -> None:
         _stop(self.proc)
