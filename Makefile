@@ -19,6 +19,11 @@ test: syslibs-test $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(PY) -m tests.benchmarks $(ARGS)
 
+# The pictures of the README's issue-12 figures (IRQ marks, drag chip, empty and full probe plot),
+# rendered offscreen into resources/screenshots/.
+screenshots: $(VENV)/.installed-test
+	QT_QPA_PLATFORM=offscreen $(PY) -m tests.shots
+
 # The Debian/Ubuntu packages Qt (and the probes' build) need that are missing: as root they are
 # installed (apt-get update, apt-get install -y); as a user the one `sudo apt-get install` line is
 # printed and make stops.

@@ -217,3 +217,23 @@ def printable(name: str) -> str:
     if name.isprintable():
         return name
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in name)
+
+
+MAX_COMMAND_NAME = 48
+
+
+def command_name(comm: str, cmdline: str) -> str:
+    """What a process is running, short, for a process whose threads all carry its own name (Python,
+    Node and other runtimes name threads only inside the process, so /proc/TID/comm is "python3" for
+    every thread of every script): comm and the script or module, "python3 serve.py",
+    "python3 -m http.server", "python3 -c"; comm alone when the command line names nothing more
+    (kernel threads have none)."""
+    words = cmdline.split()
+    rest = iter(words[1:])
+    for w in rest:
+        if w in ("-m", "-c"):
+            module = next(rest, "") if w == "-m" else ""
+            return f"{comm} {w} {module}".rstrip()[:MAX_COMMAND_NAME]
+        if not w.startswith("-"):
+            return f"{comm} {w.rstrip('/').rsplit('/', 1)[-1]}"[:MAX_COMMAND_NAME]
+    return comm

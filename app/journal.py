@@ -24,9 +24,18 @@ import os
 import re
 import stat
 import time
-import uuid
-from dataclasses import dataclass, replace
+from dataclasses import MISSING, dataclass, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
+from typing import Annotated, Literal
+
+try:
+    import msgspec
+    from msgspec import Meta
+except ImportError:
+    # The agent coremap ships to a server runs on its standard library alone (app/remote/ship.py): there
+    # the journal is read line by line through the checks below, as it always could be.
+    msgspec = None
 
 from app.errors import CoremapError
 from app.masks import MASK_KINDS, NET_KINDS
@@ -47,7 +56,9 @@ MAX_TIME = 1e11                    # seconds since 1970: year 5138
 MAX_TEXT = 4096
 MAX_LINE = 1 << 20                 # a record with 65,536 CPUs in two lists is ~800 kB
 MAX_JOURNAL = 256 << 20
-_ORIGIN_RE = re.compile(r"(?:undo|redo):[1-9][0-9]{0,15}|[a-z][a-z0-9_-]{0,31}")
+MAX_STARTTIME = (1 << 63) - 1      # ticks after boot; msgspec's bounds must fit in an int64
+_ORIGIN = r"(?:undo|redo):[1-9][0-9]{0,15}|[a-z][a-z0-9_-]{0,31}"
+_ORIGIN_RE = re.compile(_ORIGIN)
 
 
 class JournalError(CoremapError):
@@ -264,13 +275,109 @@ def mark_fields(obj) -> dict:
             "code": _text(obj.get("code", ""), "code", 32), "message": _text(obj.get("message", ""), "message")}
 
 
+# -- the fast path: records and marks checked by msgspec as it parses --------------------------------
+# Records and marks are nearly every line. A read whose lines are all records and marks is parsed and
+# checked in one msgspec call (in C: 20,000 entries in a fifth of the time the checks above take,
+# issue 12), to the same bounds as entry_from_line and mark_fields; anything else (another event, a
+# bad line) sends the read line by line through those, which name the line they skip.
+if msgspec is not None:
+    _Id = Annotated[int, Meta(ge=1, le=MAX_ID)]
+    _Cpus = Annotated[tuple[Annotated[int, Meta(ge=0, lt=MAX_CPU)], ...], Meta(max_length=MAX_CPU)]
+    _Text = Annotated[str, Meta(max_length=MAX_TEXT)]
+
+
+    class _Record(msgspec.Struct, tag_field="ev", tag="record", kw_only=True, gc=False):
+        """{"ev": "record", ...}: an entry, journalled before the write it describes."""
+        id: _Id
+        session: Annotated[str, Meta(max_length=64)]
+        batch: _Id
+        origin: Annotated[str, Meta(pattern=f"^(?:{_ORIGIN})$")]
+        root: _Text
+        kind: Annotated[str, Meta(max_length=32)]            # checked against KINDS with netdev, below
+        target_id: Annotated[int, Meta(ge=0, le=MAX_TARGET)] = msgspec.field(name="target")
+        pid: Annotated[int, Meta(ge=1, le=MAX_TARGET)] | None = None
+        label: Annotated[str, Meta(max_length=256)]
+        starttime: Annotated[int, Meta(ge=0, le=MAX_STARTTIME)] | None = None
+        before: _Cpus | None = None
+        requested: _Cpus
+        time: Annotated[float, Meta(ge=0, le=MAX_TIME)]
+        netdev: Annotated[str, Meta(max_length=64)] | None = None
+
+
+    class _Mark(msgspec.Struct, tag_field="ev", tag="mark", kw_only=True, gc=False):
+        """{"ev": "mark", "id": N, ...}: entry N finished, with what was read back."""
+        id: _Id
+        state: Literal["pending", "done", "failed"]
+        after: _Cpus | None = None
+        effective: _Cpus | None = None
+        code: Annotated[str, Meta(max_length=32)] = ""
+        message: _Text = ""
+
+
+    # An entry's fields until its mark arrives: JournalEntry's own defaults.
+    _UNMARKED = {f.name: f.default for f in dataclass_fields(JournalEntry) if f.default is not MISSING}
+    _DECODER = msgspec.json.Decoder(_Record | _Mark)
+    # Bytes only lines other than records and marks hold: a read with any of them goes line by line.
+    _OTHER_EVENTS = (b'"ev":"quiet"', b'"ev":"follow"', b'"ev":"policy"', b'"ev":"guard"')
+
+
+    def _new_entry(record: _Record) -> JournalEntry:
+        """The JournalEntry of a checked record, not yet marked, built without __init__: a frozen
+        dataclass's __init__ sets each of its fields through object.__setattr__, which was a third of
+        reading a 20,000-entry journal. Every field is set (the record's and _UNMARKED's), so the entry is
+        the one __init__ would make; until the read that makes it ends, it is private to that read, and
+        its mark is written into it (`_mark_new`). ValueError when kind and netdev do not agree."""
+        if record.kind not in KINDS:
+            raise _BadLine(f"kind {record.kind[:20]!r}: expected one of {', '.join(KINDS)}")
+        _netdev_field(record.netdev, record.kind)
+        entry = object.__new__(JournalEntry)
+        fields = entry.__dict__
+        fields.update(_UNMARKED)
+        fields.update(msgspec.structs.asdict(record))
+        return entry
+
+
+    def _mark_new(entry: JournalEntry, mark: _Mark) -> None:
+        """A mark into an entry still private to the read that made it (its keys are all entry fields)."""
+        entry.__dict__.update(msgspec.structs.asdict(mark))
+
+
+def _mark_dict(mark: _Mark) -> dict:
+    return {"state": mark.state, "after": mark.after, "effective": mark.effective, "code": mark.code,
+            "message": mark.message}
+
+
+def _has_long_line(chunk: bytes) -> bool:
+    """Whether a line of `chunk` is longer than MAX_LINE, looking at a few places rather than every
+    line: from a line's start, the last newline within MAX_LINE + 1 bytes ends every line before it
+    (each shorter than that); none there means the line starting here is too long."""
+    pos, size = 0, len(chunk)
+    while size - pos > MAX_LINE:
+        nl = chunk.rfind(b"\n", pos, pos + MAX_LINE + 1)
+        if nl < 0:
+            return True
+        pos = nl + 1
+    return False
+
+
+def pinned_irqs(entries, unrestored, root: str) -> dict[int, tuple[int, ...]]:
+    """IRQ -> the CPUs coremap last wrote to it under `root`, for IRQs a pin still holds (`unrestored`:
+    Journal.unrestored(root)): the window compares them with the kernel's mask to show a pin changed back."""
+    held = {e.target_id for e in unrestored if e.kind == "irq"}
+    last: dict[int, tuple[int, ...]] = {}
+    for e in entries:
+        if e.kind == "irq" and e.root == str(root) and e.state == "done" and e.target_id in held:
+            last[e.target_id] = e.requested
+    return last
+
+
 class Journal:
     """`Journal(path)`: open (creating) the journal file at `path`. With `readonly`, only read it
     (a missing file is an empty journal; a read-only file or folder is fine): `coremap journal`."""
 
     def __init__(self, path: str | os.PathLike, *, readonly: bool = False):
         self.path = Path(path)
-        self.session_id = uuid.uuid4().hex[:12]
+        self.session_id = os.urandom(6).hex()        # not uuid: its import costs every command 3 ms
         self.notes: list[str] = []         # corrupt lines skipped, for the log/status line
         self._entries: dict[int, JournalEntry] = {}
         self._quiet: dict[int, QuietEvent] = {}
@@ -280,6 +387,8 @@ class Journal:
         self._offset = 0
         self._line_no = 0
         self._max_id = 0
+        self._pinned: dict[int, tuple[int, ...]] = {}
+        self._pinned_key: tuple | None = None
         self.readonly = readonly
         self._fd = -1
         try:
@@ -465,6 +574,16 @@ class Journal:
     def guard_events(self) -> list[GuardEvent]:
         return list(self._guard)
 
+    def pinned_irqs(self, root: str) -> dict[int, tuple[int, ...]]:
+        """pinned_irqs() of this journal, worked out again only when the file has grown (the window
+        asks every tick)."""
+        with self._locked(fcntl.LOCK_SH):
+            self._catch_up()
+        key = (str(root), self._offset)
+        if self._pinned_key != key:
+            self._pinned, self._pinned_key = pinned_irqs(self.entries(), self.unrestored(root), root), key
+        return dict(self._pinned)
+
     def unrestored(self, root: str | None = None) -> list[JournalEntry]:
         """For each target still changed from its original affinity, the first entry of that change
         (its `before` is what a restore writes back), oldest first.
@@ -506,10 +625,52 @@ class Journal:
         end = data.rfind(b"\n")
         if end < 0:
             return
-        for raw in data[: end + 1].split(b"\n")[:-1]:
-            self._line_no += 1
-            self._parse_line(raw)
+        chunk = data[: end + 1]
+        if not self._take_all(chunk):
+            for raw in chunk.split(b"\n")[:-1]:
+                self._line_no += 1
+                self._parse_line(raw)
         self._offset += end + 1
+
+    def _take_all(self, chunk: bytes) -> bool:
+        """The common case in one msgspec call: every line a valid record or mark. False (nothing
+        taken) otherwise, and the caller goes line by line to take the other events and to skip and
+        name the bad lines."""
+        if msgspec is None or _has_long_line(chunk) or any(t in chunk for t in _OTHER_EVENTS):
+            return False
+        try:
+            parsed = _DECODER.decode_lines(chunk)
+        except (ValueError, RecursionError):     # msgspec's errors are ValueErrors
+            return False
+        lines = chunk.count(b"\n")
+        if len(parsed) != lines:                 # decode_lines passes over blank lines
+            return False
+        # Entries first met in this read stay private to it until its end, so a record and its mark
+        # make one JournalEntry, not two (building them is a large part of reading a long journal).
+        fresh: dict[int, JournalEntry] = {}
+        earlier: list[_Mark] = []       # marks for entries of an earlier read (the window's catch-ups)
+        entries = self._entries
+        try:
+            for item in parsed:
+                i = item.id
+                if type(item) is _Record:
+                    if i in entries or i in fresh or i in self._quiet:
+                        return False
+                    fresh[i] = _new_entry(item)
+                elif i in fresh:
+                    _mark_new(fresh[i], item)
+                elif i in entries:
+                    earlier.append(item)
+                else:
+                    return False         # a mark for no entry: the slow path names its line
+        except ValueError:
+            return False                 # kind and netdev disagree: the slow path names the line
+        entries.update(fresh)
+        for mark in earlier:
+            self._apply_mark(mark.id, _mark_dict(mark))
+        self._max_id = max(self._max_id, max(fresh, default=0))
+        self._line_no += lines
+        return True
 
     def _parse_line(self, raw: bytes) -> None:
         if not raw.strip():

@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import replace
 from collections.abc import Iterable
 
+from app.interval import MAX_INTERVAL, MIN_INTERVAL
 from app.machine.interrupts import read_irqs
 from app.machine.sample import MachineSample, read_sample, read_snapshot_pair
 from app.machine.threads import TaskReader
@@ -31,7 +32,6 @@ from app.state import MachineState
 from app.sysroot import SysRoot
 
 ONE_CAPTURE_NOTE = "one capture only: totals shown, not rates"
-MIN_INTERVAL, MAX_INTERVAL = 0.25, 5.0
 THREAD_BUDGET = 0.01        # share of one core the thread list may cost (read time / period)
 MAX_THREAD_PERIOD = 5.0
 # From THREAD_SLOW_AT threads on, the list is read at most this often even when reading is cheap:

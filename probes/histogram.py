@@ -14,7 +14,10 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from hdrh.histogram import HdrHistogram
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hdrh.histogram import HdrHistogram
 
 from app.errors import ParseError
 
@@ -31,6 +34,9 @@ NS_PER_HOUR = 3_600_000_000_000
 
 
 def new_histogram() -> HdrHistogram:
+    # Imported here, not at the top: the window imports this module at start and needs hdrh only
+    # when a probe result arrives (issue 12: start-up imports only what the first frame needs).
+    from hdrh.histogram import HdrHistogram
     return HdrHistogram(LOWEST_NS, HIGHEST_NS, SIG_DIGITS)
 
 
@@ -200,6 +206,7 @@ def parse_hlog(text: str, *, what: str = ".hlog") -> HlogData:
             raise ParseError(what, f"not an interval line: {line[:60]!r}", n)
         tag, start, length, mx, payload = m.groups()
         try:
+            from hdrh.histogram import HdrHistogram          # here for start-up time, as in new_histogram
             h = HdrHistogram.decode(payload.encode("ascii"))
         except Exception as e:  # hdrh raises bare Exception/zlib/struct errors for bad payloads
             raise ParseError(what, f"histogram payload does not decode ({type(e).__name__}: {e})", n) from None

@@ -15,17 +15,19 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QSocketNotifier, Qt
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QDockWidget, QMenu
 
 from app.affinity import AffinityService
 from app.atomic import check_output_path
 from app.errors import CoremapError
+from app.memory import MemoryTrimmer
 from app.resources import ICON, resource_path
 from app.remote.capture import capture_session
 from app.remote.hosts import HostSpec, parse_host, remember_host
@@ -160,21 +162,45 @@ def _interactive(sampler: Sampler | RemoteSampler, metric: Metric, size, interva
     thread.start()
     # Ctrl+C, SIGTERM (systemd, kill) and SIGHUP (the terminal went away) close the window cleanly, so
     # what it owns is cleaned up on the way out: a session's capture folder in /tmp, the autosave's
-    # clean mark. Python signal handlers run only when the interpreter gets control, so a slow timer
-    # hands it control a few times a second.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda *_: window.close())
-    wake = QTimer()
-    wake.timeout.connect(lambda: None)
-    wake.start(300)
+    # clean mark.
+    with _signals_wake_qt():
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, lambda *_: window.close())
+        try:
+            return int(app.exec())
+        finally:
+            thread.stop()
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)
+
+
+@contextmanager
+def _signals_wake_qt() -> Iterator[None]:
+    """Python runs a signal handler only when the interpreter gets control, and Qt's event loop may
+    sleep in C++ for as long as nothing happens. The C-level handler writes the signal's number to a
+    socket (signal.set_wakeup_fd), a QSocketNotifier wakes the loop on it, and the Python handler runs
+    at once: no timer waking the process a few times a second to look (issue 12)."""
+    ours, theirs = socket.socketpair()
+    for s in (ours, theirs):
+        s.setblocking(False)
+    notifier = QSocketNotifier(ours.fileno(), QSocketNotifier.Type.Read)
+    notifier.activated.connect(lambda *_: _drain(ours))
+    previous = signal.set_wakeup_fd(theirs.fileno(), warn_on_full_buffer=False)
     try:
-        return int(app.exec())
+        yield
     finally:
-        wake.stop()
-        thread.stop()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
+        signal.set_wakeup_fd(previous)
+        notifier.setEnabled(False)
+        ours.close()
+        theirs.close()
+
+
+def _drain(sock: socket.socket) -> None:
+    try:
+        sock.recv(4096)             # the signal numbers; the handlers have run (or run on return)
+    except BlockingIOError:
+        pass                        # another wake-up read them first
 
 
 # -- the composition root ------------------------------------------------------------------------------
@@ -197,6 +223,9 @@ def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric 
         interval=lambda: window.interval_spin.value())
     window.closing.connect(window.connect_controller.close)
     _attach_machine(window, sampler_thread.sampler if sampler_thread is not None else None)
+    # Freed memory goes back to the system every few ticks, so hours of thread churn leave RSS flat.
+    trimmer = MemoryTrimmer()
+    window.state_applied.connect(lambda _state: trimmer.maybe_trim())
     return window
 
 
@@ -243,6 +272,7 @@ def _add_pinning(window: MainWindow, menu: QMenu) -> PinController:
                window.cpu_details.thread_table)
     pins = PinController(window.topology_view, sources, menu, window.statusBar(), window.state_applied, parent=window)
     pins.results_shown.connect(lambda results: window.forget_processes(_pinned_pids(results)))
+    window.state_applied.connect(lambda _state: window.irq_table.model.set_pins(_pinned_irqs(pins)))
     window.closing.connect(pins.close)
     window.pins_dock = window.add_dock("Pins", "pins-dock", pins.journal_widget,
                                        Qt.DockWidgetArea.BottomDockWidgetArea, tab_with=window.thread_dock)
@@ -296,6 +326,12 @@ def _add_quiet(window: MainWindow) -> QuietController:
                             state_applied=window.state_applied, parent=window)
     window.closing.connect(quiet.close)
     return quiet
+def _pinned_irqs(pins: PinController) -> dict[str, tuple[int, ...]]:
+    """The IRQs coremap's pins still hold on the machine shown, by IRQ label (for the IRQ table)."""
+    service = pins.service
+    if service is None:
+        return {}
+    return {str(irq): cpus for irq, cpus in service.journal.pinned_irqs(service.root_key).items()}
 
 
 def _pinned_pids(results) -> list[int]:

@@ -1,15 +1,16 @@
 """What colours the grid: the metrics a CPU cell can show, their values from a MachineState, and the
-perceptual colour scale (viridis, from pyqtgraph's colormap module) with a log mapping for rates.
+perceptual colour scale (viridis, from pyqtgraph's colormap data) with a log mapping for rates.
 
 The value functions read only the MachineState (never /proc); with `state.rates is None` (a snapshot
 with one capture) they fall back to totals since boot and say so, so a count is never shown as a rate.
 """
 from __future__ import annotations
 
+import importlib.util
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
-import pyqtgraph as pg
 from PySide6.QtGui import QColor
 
 from app.errors import CoremapError
@@ -158,8 +159,32 @@ _LUT_SIZE = 64          # 64 steps: finer than the eye separates on a small cell
 
 
 def _make_lut() -> tuple[QColor, ...]:
-    rgb = pg.colormap.get("viridis").getLookupTable(nPts=_LUT_SIZE, alpha=False)
-    return tuple(QColor(int(r), int(g), int(b)) for r, g, b in rgb)
+    """viridis in _LUT_SIZE steps, as pyqtgraph.colormap.get("viridis").getLookupTable(nPts=_LUT_SIZE)
+    gives it, read from pyqtgraph's own colormap file without importing pyqtgraph: that import (it
+    walks every Qt enum) is ~0.25 s and numpy with it, and the grid is the first frame (issue 12)."""
+    stops = _colormap_stops("viridis")
+    last = len(stops) - 1
+    out = []
+    for i in range(_LUT_SIZE):
+        t = i / (_LUT_SIZE - 1) * last
+        k = min(int(t), last - 1)
+        f = t - k
+        # Linear between the two stops, cut to a byte as pyqtgraph's BYTE mode does (np.interp, ubyte).
+        out.append(QColor(*(int(a + (b - a) * f) for a, b in zip(stops[k], stops[k + 1]))))
+    return tuple(out)
+
+
+def _colormap_stops(name: str) -> list[tuple[int, int, int]]:
+    """The colour stops of one of pyqtgraph's colormap files (colors/maps/NAME.csv: "r,g,b" floats in
+    0-1 per line, ';' comments), rounded to bytes as pyqtgraph.colormap reads them."""
+    spec = importlib.util.find_spec("pyqtgraph")          # finds the package without running it
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    stops = []
+    for line in (folder / "colors" / "maps" / f"{name}.csv").read_text().splitlines():
+        values = line.split(";", 1)[0].split(",")
+        if len(values) >= 3 and values[0].strip():
+            stops.append(tuple(int(255 * float(v) + 0.5) for v in values[:3]))
+    return stops
 
 
 LUT: tuple[QColor, ...] = _make_lut()

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWid
 
 from app.format import format_count, format_cpus, format_percent, format_rate, per_cpu_pairs
 from app.state import MachineState
+from widgets.pinning.drag import pin_drag
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.irqs import device_text
 
@@ -152,6 +153,12 @@ class _RankedTable(QTableWidget):
             return None
         keys = {self.item(it.row(), 0).text() for it in items if self.item(it.row(), 0) is not None}
         return pin_mime_data(payload_from_rows((self.pin_kind, int(k), None) for k in keys if k.isdigit()))
+
+    def startDrag(self, supportedActions) -> None:
+        # The chip names the rows (column 1 holds their name): widgets/pinning/drag.py.
+        drag = pin_drag(self, 1)
+        if drag is not None:
+            drag.exec(supportedActions, Qt.DropAction.CopyAction)
 
     def texts(self) -> list[tuple[str, ...]]:
         return [tuple(self.item(r, c).text() for c in range(self.columnCount())) for r in range(self.rowCount())]

@@ -18,9 +18,9 @@ import base64
 import datetime as _dt
 import re
 import socket
+import sys
 from pathlib import Path
 
-import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QPoint, QRectF, QSize, QSizeF, QUrl
 from PySide6.QtGui import QImage, QPageLayout, QPageSize, QPainter, QPdfWriter, QTextDocument
 from PySide6.QtSvg import QSvgGenerator
@@ -231,7 +231,11 @@ def screenshot_target(window: QWidget, what: str) -> QWidget:
             raise ExportError("the window shows no topology grid to save")
         return views[0]
     if what == "plot":
-        plots = [w for w in window.findChildren(pg.PlotWidget) if w.isVisible()] or window.findChildren(pg.PlotWidget)
+        # pyqtgraph is imported with the first plot built (they are built when first shown, issue 12):
+        # before that there is no plot to save.
+        pg = sys.modules.get("pyqtgraph")
+        every = window.findChildren(pg.PlotWidget) if pg is not None else []
+        plots = [w for w in every if w.isVisible()] or every
         if not plots:
             raise ExportError("the window shows no plot to save; open a plot first")
         return plots[0]

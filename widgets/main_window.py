@@ -19,7 +19,8 @@ from PySide6.QtWidgets import (QComboBox, QDockWidget, QDoubleSpinBox, QLabel, Q
                                QToolBar, QVBoxLayout, QWidget)
 
 from app.format import format_cpus
-from app.sampler import MAX_INTERVAL, MIN_INTERVAL
+from app.interval import MAX_INTERVAL, MIN_INTERVAL
+from app.usage import OwnUsage
 from app.state import MachineState
 from widgets.colors import METRIC_BASES, SOFTIRQ_KINDS, Metric, parse_metric
 from widgets.cpu_details import CpuDetailsWidget
@@ -28,6 +29,7 @@ from widgets.sampler_thread import SamplerThread, is_newer
 from widgets.summary_bar import SummaryBar
 from widgets.tables.irqs import IrqTableWidget
 from widgets.tables.threads import ThreadTableWidget
+from widgets.text_line import TextLine
 from widgets.topology.view import TopologyView
 
 if TYPE_CHECKING:   # only for annotations: the composition root builds and sets these
@@ -152,9 +154,22 @@ class MainWindow(QMainWindow):
         return a
 
     def _build_status_bar(self) -> None:
-        self.status_label = QLabel(self)
+        # A note or the selection, rewritten as they change ("2,110 threads: ..."): a TextLine, which
+        # repaints itself only (widgets/text_line.py).
+        self.status_label = TextLine(self)
         self.statusBar().addWidget(self.status_label, 1)
+        # coremap's own CPU and memory, and how long the last tick took, rewritten every tick: a fixed
+        # size (the widest such line) so the new text repaints this label only, not the status bar and
+        # the window under it (issue 12: no repaint of what did not change).
+        self.own_usage = OwnUsage()
         self.tick_label = QLabel(self)
+        self.tick_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        # Fixed in both directions: only then does QLabel.setText skip updateGeometry, whose layout
+        # request makes QStatusBar lay out and repaint all of itself.
+        self.tick_label.setFixedSize(self.tick_label.fontMetrics().horizontalAdvance(
+            "coremap 100% CPU · 1023.99 MiB · tick 999 ms") + 12, self.tick_label.sizeHint().height())
+        self.tick_label.setToolTip("coremap's own use of one CPU since the last tick (every thread), its "
+                                   "memory (RSS), and how long the last sample took to read")
         self.statusBar().addPermanentWidget(self.tick_label)
         if QGuiApplication.platformName() == "offscreen":
             # The offscreen platform (screenshots, tests) warns "This plugin does not support
@@ -330,7 +345,7 @@ class MainWindow(QMainWindow):
         self.summary.set_interval(seconds)
 
     def _on_sampler_tick_seconds(self, seconds: float) -> None:
-        self.tick_label.setText(f"tick {seconds * 1000:.0f} ms")
+        self.tick_label.setText(self.own_usage.text(seconds))
 
     def _on_metric_combo_changed(self, _index: int) -> None:
         base = self.metric_combo.currentData()

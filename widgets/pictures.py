@@ -22,8 +22,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-import numpy as np
-import pyqtgraph as pg
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QLayout, QVBoxLayout, QWidget
 
@@ -35,9 +33,6 @@ from probes.histogram import gaps_per_hour
 from widgets import export
 from widgets.harness import application
 from widgets.topology.view import TopologyView
-from widgets.probe.first_touch_view import PageCostPlot
-from widgets.probe.messaging_view import ThroughputPlot
-from widgets.probe.scaling_view import ScalingPlot
 
 GRID_SIZE = (1200, 760)
 PLOT_SIZE = (900, 380)
@@ -159,11 +154,16 @@ def _runs(rows):
 
 
 def _colour(i: int):
+    import pyqtgraph as pg          # loaded already by build_probe_plot, its one caller
     return pg.intColor(i, hues=8, values=1, maxValue=200)
 
 
 def build_probe_plot(results: list[dict], labels: list[str] | None = None):
     """A pyqtgraph PlotWidget with one stepped curve set per result (not shown)."""
+    # Imported here, not at the top: the window imports this module at start, and pyqtgraph with
+    # numpy is ~0.3 s and ~30 MB that only a picture of a probe plot needs (issue 12).
+    import numpy as np
+    import pyqtgraph as pg
     w = pg.PlotWidget(background="w")
     item = w.getPlotItem()
     item.setLogMode(x=True, y=True)
@@ -224,9 +224,26 @@ def render_probe_plot(results: list[dict] | dict, *, fmt: str = "png", size=PLOT
 
 
 # The plot a series probe's tab shows, and what it shows (a report's caption).
-SERIES_PLOTS = {"messaging": (ThroughputPlot, "messages per second per 100 ms window, one line per placement"),
-                "first-touch": (PageCostPlot, "time per page along the mapping, first touch and second"),
-                "scaling": (ScalingPlot, "throughput against CPUs, with the ideal line")}
+# The series plots' modules (pyqtgraph, numpy) are imported when a plot is made, not with this module,
+# which the window imports at start (issue 12: the first frame imports only what it shows).
+def _throughput_plot():
+    from widgets.probe.messaging_view import ThroughputPlot
+    return ThroughputPlot()
+
+
+def _page_cost_plot():
+    from widgets.probe.first_touch_view import PageCostPlot
+    return PageCostPlot()
+
+
+def _scaling_plot():
+    from widgets.probe.scaling_view import ScalingPlot
+    return ScalingPlot()
+
+
+SERIES_PLOTS = {"messaging": (_throughput_plot, "messages per second per 100 ms window, one line per placement"),
+                "first-touch": (_page_cost_plot, "time per page along the mapping, first touch and second"),
+                "scaling": (_scaling_plot, "throughput against CPUs, with the ideal line")}
 
 
 def render_series_plot(result: dict, *, fmt: str = "png", size=PLOT_SIZE) -> bytes:

@@ -5,6 +5,10 @@ per CPU (one bar per CPU and thread).
 `state.trails` (tid -> ((time, cpu), ...)) and `state.residency` (tid -> {cpu: share}). Curves are
 created when a thread is chosen and only get new data on a tick.
 
+The plots are built when the widget is first painted (or asked for a curve), and drawn only while it
+is on screen: the dock starts behind the thread table, and pyqtgraph with numpy is ~0.3 s of start-up and
+~30 MB (issue 12: the first frame imports only what it shows; nothing hidden is redrawn per tick).
+
 Contracts of the pyqtgraph items used here:
 - the trail curves use stepMode="right": y[i] is held from x[i] to x[i + 1], which is what a sampled
   "last CPU" means (the thread was seen on that CPU at x[i] and is taken to stay until the next
@@ -15,18 +19,23 @@ Contracts of the pyqtgraph items used here:
 """
 from __future__ import annotations
 
-import numpy as np
-import pyqtgraph as pg
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
 from app.format import format_cpus
 from app.state import MachineState
+
+if TYPE_CHECKING:
+    import pyqtgraph as pg
 
 # Tick labels for every CPU up to this many CPUs in view; above it pyqtgraph's own spacing.
 _MAX_CPU_TICKS = 24
 
 
 def _colour(i: int):
+    import pyqtgraph as pg          # loaded already: only a built plot asks for colours
     return pg.intColor(i, hues=9, values=1, maxValue=220)
 
 
@@ -39,6 +48,22 @@ class ResidencyPlot(QWidget):
         self._state: MachineState | None = None
         self._curves: dict[int, pg.PlotDataItem] = {}
         self._bars: dict[int, pg.BarGraphItem] = {}
+        self._stale = False             # a state or thread choice not drawn yet (built but hidden)
+        self.trail_plot: pg.PlotWidget | None = None
+        self.share_plot: pg.PlotWidget | None = None
+        self._layout = QHBoxLayout(self)
+        self._layout.setContentsMargins(0, 0, 0, 0)
+
+    def paintEvent(self, event) -> None:
+        # Painted means on screen: a dock tabbed behind another stays "visible" to Qt but is never
+        # painted. Build and draw after this paint, not inside it.
+        super().paintEvent(event)
+        if self.trail_plot is None or self._stale:
+            QTimer.singleShot(0, self._draw_now)
+
+    def _build(self) -> None:
+        # Imported here, not at the top: see the module docstring (start-up time and memory).
+        import pyqtgraph as pg
         self.trail_plot = pg.PlotWidget(self)
         self.trail_plot.setLabel("left", "CPU")
         self.trail_plot.setLabel("bottom", "seconds before now")
@@ -49,10 +74,24 @@ class ResidencyPlot(QWidget):
         self.share_plot.setXRange(0, 1, padding=0.02)
         self.share_plot.setYLink(self.trail_plot)
         self.share_plot.setMouseEnabled(x=False, y=True)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.trail_plot, 4)
-        layout.addWidget(self.share_plot, 1)
+        self._layout.addWidget(self.trail_plot, 4)
+        self._layout.addWidget(self.share_plot, 1)
+
+    def _draw_now(self) -> None:
+        """Build the plots if need be and draw what is not drawn yet."""
+        if self.trail_plot is None:
+            self._build()
+            self._stale = True
+        if self._stale:
+            self._stale = False
+            self._sync_curves()
+            self._redraw()
+
+    def _changed(self) -> None:
+        if self.trail_plot is not None and not self.visibleRegion().isEmpty():
+            self._draw_now()
+        else:
+            self._stale = True              # drawn at the next paint (widgets/residency_plot.py)
 
     @property
     def tids(self) -> list[int]:
@@ -62,31 +101,38 @@ class ResidencyPlot(QWidget):
         tids = list(dict.fromkeys(int(t) for t in tids))
         if tids == self._tids:
             return
+        self._tids = tids
+        self._changed()
+
+    def _sync_curves(self) -> None:
+        """One trail curve per chosen thread (the plots are built)."""
+        import pyqtgraph as pg          # loaded by _build
+        tids = self._tids
         for tid in [t for t in self._curves if t not in tids]:
             curve = self._curves.pop(tid)
             self.legend.removeItem(curve)
             self.trail_plot.removeItem(curve)
         for tid in [t for t in self._bars if t not in tids]:
             self.share_plot.removeItem(self._bars.pop(tid))
-        self._tids = tids
         for i, tid in enumerate(tids):
             if tid not in self._curves:
                 pen = pg.mkPen(_colour(i), width=2)
                 curve = pg.PlotDataItem(stepMode="right", pen=pen, name=self._name(tid))
                 self.trail_plot.addItem(curve)
                 self._curves[tid] = curve
-        self._redraw()
 
     def set_state(self, state: MachineState) -> None:
         self._state = state
-        self._redraw()
+        self._changed()
 
     def curve(self, tid: int) -> pg.PlotDataItem | None:
-        """The trail curve of a chosen thread (tests read its data)."""
+        """The trail curve of a chosen thread (tests read its data); drawn now if it was not."""
+        self._draw_now()
         return self._curves.get(tid)
 
     def shares(self, tid: int) -> dict[int, float]:
         """The residency shares drawn for a chosen thread."""
+        self._draw_now()
         bar = self._bars.get(tid)
         if bar is None:
             return {}
@@ -107,6 +153,8 @@ class ResidencyPlot(QWidget):
         return -0.4 + h * (i + 0.5)
 
     def _redraw(self) -> None:
+        import numpy as np              # loaded with pyqtgraph by _build
+        import pyqtgraph as pg
         state = self._state
         trails = state.trails if state is not None else {}
         residency = state.residency if state is not None else {}

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -54,6 +53,12 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse whose errors are one line ("coremap irqs: argument --interval: ...; see --help"),
     like every other error of coremap, instead of a usage block and the message."""
 
+    def format_help(self) -> str:
+        # An epilog may be given as a function, for help that is costly to write (app/cli/probe.py).
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
+
     def error(self, message: str):
         sub = self.prog.removeprefix("coremap").strip()
         self.exit(2, f"coremap: {sub + ': ' if sub else ''}{message}; see `{self.prog} --help`\n")
@@ -96,25 +101,51 @@ def add_json_arguments(p: argparse.ArgumentParser, help: str = "machine-readable
 
 
 def write_json(obj, args=None, *, out=None) -> None:
-    """One JSON document on stdout. Compact by default: json.dumps without indent runs the standard
-    library's C encoder in one call (json.dump streams through the pure-Python encoder, ~5x slower on
-    a 1,152-CPU interrupts table); --pretty indents. Values are plain JSON (nan/inf are refused)."""
-    pretty = bool(getattr(args, "pretty", False))
-    kw = dict(indent=1 if pretty else None, separators=None if pretty else (",", ":"), allow_nan=False, default=str)
+    """One JSON document on stdout, UTF-8 (RFC 8259), through msgspec: 13x the standard library's C
+    encoder on a 1,152-CPU interrupts table (13 ms against 164 ms, measured), and it writes frozen
+    dataclasses as objects of their fields, so callers need not build dicts or call
+    dataclasses.asdict (50x slower on 20,000 journal entries). nan and inf become null, which JSON can
+    spell; what msgspec does not know (a Path) is written as its text. --pretty indents, for people."""
+    # Imported here, not at the top: every command imports this module, and only --json needs msgspec
+    # (with typing_extensions, uuid and decimal it is ~7 ms of start-up; issue 12).
     try:
-        text = json.dumps(obj, **kw)
-    except ValueError:
-        # A nan or inf somewhere (a rate over a zero interval): JSON has no spelling for it, so it
-        # becomes null rather than the invalid NaN the encoder would otherwise write.
-        text = json.dumps(_finite(obj), **kw)
-    (out or sys.stdout).write(text + "\n")
+        import msgspec
+    except ImportError:
+        # The agent shipped to a server has only the standard library (app/remote/ship.py): the same
+        # document through json, slower.
+        _write_bytes(_stdlib_json(obj, getattr(args, "pretty", False)) + b"\n", out or sys.stdout)
+        return
+    data = msgspec.json.encode(obj, enc_hook=str)
+    if getattr(args, "pretty", False):
+        data = msgspec.json.format(data, indent=1)
+    _write_bytes(data + b"\n", out or sys.stdout)
 
 
-def _finite(v):
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    return v
+def _stdlib_json(obj, pretty: bool) -> bytes:
+    import dataclasses
+    import json
+
+    def plain(v):
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, dict):
+            return {str(k): plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        return v
+    return json.dumps(plain(obj), indent=1 if pretty else None, separators=None if pretty else (",", ":"),
+                      ensure_ascii=False, default=str).encode()
+
+
+def _write_bytes(data: bytes, out) -> None:
+    """UTF-8 bytes to a text stream's buffer (after what it holds), or as text where it has none."""
+    buffer = getattr(out, "buffer", None)
+    if buffer is None:
+        out.write(data.decode())
+        return
+    out.flush()
+    buffer.write(data)
+    buffer.flush()
+

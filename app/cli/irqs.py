@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from app.cli.common import add_json_arguments, add_root_argument, bounded, root_of, write_json
 from app.format import format_compact, printable
 from app.inputs import read_input_text
 from app.errors import CoremapError
-from app.machine.interrupts import IrqInfo, read_interrupts, read_irqs
 from app.parse.cpulist import format_cpulist
-from app.parse.interrupts import InterruptRow, parse_interrupts
-from app.rates import Rates, rates
 from app.sysroot import READ_LIMITS
+
+if TYPE_CHECKING:
+    from app.machine.interrupts import IrqInfo
+    from app.parse.interrupts import InterruptRow
+    from app.rates import Rates
 
 TOP_CPUS = 3
 
@@ -43,6 +46,10 @@ def register(subparsers) -> None:
 def run(args) -> int:
     if args.irqs_interval is not None:
         return _run_rates(args)
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser,
+    # and only this command needs the model behind it (issue 12: start-up time).
+    from app.machine.interrupts import read_irqs
+    from app.parse.interrupts import parse_interrupts
     if args.file:
         table = parse_interrupts(_read_file(args.file), what=args.file)
         rows, cpus, info = table.rows, table.cpus, {}
@@ -132,7 +139,10 @@ def _run_rates(args) -> int:
                            "(coremap snapshot), not one interrupts file; drop --interval")
     if not (s > 0):
         raise CoremapError(f"--interval {s:g}: give a positive number of seconds")
+    # Imported here for start-up time, like run()'s.
+    from app.machine.interrupts import read_interrupts
     from app.machine.sample import read_sample, read_snapshot_pair
+    from app.rates import rates
     root = root_of(args)
     if root.is_live:
         first = read_sample(root, tasks=False)

@@ -14,7 +14,7 @@ import app
 import app.cli
 from app.cli.common import OneLineParser, bounded, take_notes
 from app.errors import CoremapError
-from app.sampler import MAX_INTERVAL, MIN_INTERVAL
+from app.interval import MAX_INTERVAL, MIN_INTERVAL
 
 # Modules of app/cli that are not subcommands.
 _NOT_COMMANDS = {"main", "common", "desktop", "host"}
@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_on_host(args, list(sys.argv[1:] if argv is None else argv))
         if args.install_desktop:
             # Imported here: the desktop files are package data of an installed coremap, which the agent
-            # shipped to a server without coremap (app/remote/ship.py) does not carry.
+            # shipped to a server without coremap (app/remote/ship.py) does not carry; and it buys every
+            # other command start-up time.
             from app.cli import desktop
             return desktop.run(args)
         if args.command is None:

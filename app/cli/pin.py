@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import asdict
-from datetime import datetime
+import time
+from typing import TYPE_CHECKING
 
-from app.affinity import AffinityService, PinRequest, PinResult, PinTarget
 from app.cli.common import add_json_arguments, add_root_argument, root_of, write_json
 from app.errors import CoremapError
-from app.journal import Journal
 from app.format import cpus_word, format_change, printable
 from app.parse.cpulist import parse_cpulist
 from app.statedir import journal_path
 from app.sysroot import SysRoot
+
+if TYPE_CHECKING:
+    from app.affinity import AffinityService, PinResult, PinTarget
 
 
 class PinInputError(CoremapError):
@@ -59,6 +60,10 @@ def register(subparsers) -> None:
 def affinity_service(args) -> AffinityService:
     """The AffinityService a command pins through: --root (else this machine), the journal, and
     coremap-helper for writes the user may not make (started only when one is denied)."""
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser,
+    # and only the commands that pin need the affinity service (issue 12: start-up time).
+    from app.affinity import AffinityService
+    from app.journal import Journal
     root = root_of(args)
     journal = Journal(journal_path())
     for note in journal.notes:
@@ -71,6 +76,7 @@ def affinity_service(args) -> AffinityService:
 
 
 def _target(args, root: SysRoot) -> PinTarget:
+    from app.affinity import PinTarget        # affinity_service() imported it already
     given = [n for n in ("tid", "irq") if getattr(args, n) is not None]
     if args.java is not None:
         if args.pid is None:
@@ -117,6 +123,7 @@ def run_pin(args) -> int:
         raise PinInputError("--cpus is empty; write CPUs like 2-5,8")
     service = affinity_service(args)
     target = _target(args, service.root)
+    from app.affinity import PinRequest       # affinity_service() imported it already
     results = service.apply(PinRequest((target,), cpus, origin="cli", java_name=args.java or ""))
     # imported here: only a pin needs the journal's quiet state, not every command that registers
     from app.quiet_state import quiet_warnings
@@ -137,12 +144,15 @@ def run_restore(args) -> int:
 
 
 def run_journal(args) -> int:
+    # Imported here for start-up time, as in affinity_service().
+    from app.affinity import PinTarget
+    from app.journal import Journal
     journal = Journal(journal_path(create=False), readonly=True)
     for note in journal.notes:
         print(f"coremap: note: {note}", file=sys.stderr)
     entries = journal.entries()
     if args.json:
-        write_json([asdict(e) for e in entries], args)
+        write_json(entries, args)         # entries are dataclasses: write_json spells their fields
         return 0
     if not entries:
         print(f"the journal {journal.path} is empty")
@@ -165,4 +175,4 @@ def run_journal(args) -> int:
 
 
 def _when(t: float) -> str:
-    return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from app.cli.common import add_json_arguments, add_root_argument, root_of, write_json
 from app.cli.topology import load
-from app.plan import make_plan, plan_text, write_plan_folder
 
 
 def register(subparsers) -> None:
@@ -24,6 +23,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser,
+    # and only this command needs the model behind it (issue 12: start-up time).
+    from app.plan import make_plan, plan_text, write_plan_folder
     plan = make_plan(load(root_of(args)), args.quiet, service=args.service)
     if args.out:
         write_plan_folder(Path(args.out), plan)

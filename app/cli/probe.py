@@ -22,10 +22,11 @@ from probes.spec import CPUS_OPTIONAL, HISTOGRAM_PROBES, PROBE_NAMES, ProbeSpec,
 
 
 def register(subparsers) -> None:
-    opts = options_parser()
+    # The options' help is the epilog, written when help is asked for (OneLineParser.format_help):
+    # formatting it brings argparse's formatter and shutil into every `coremap` run (issue 12).
     p = subparsers.add_parser("probe", help="measure jitter, wakeup latency, per-CPU speed, core-to-core latency, "
                                              "counters, messaging placements, first-touch cost, scaling",
-                              description=__doc__, epilog=opts.format_help(),
+                              description=__doc__, epilog=lambda: options_parser().format_help(),
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", choices=PROBE_NAMES, metavar="PROBE", help="one of " + ", ".join(PROBE_NAMES))
     # Options and "-- COMMAND" are parsed in run(): argparse cannot give a subcommand both options and

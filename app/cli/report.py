@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 from app.cli.common import add_root_argument, ensure_headless_qt, root_arg, root_of
-from app.atomic import check_output_path
 from app.errors import CoremapError
 from app.inputs import MiB, read_input_text
 from app.results import clean_probe_result, clean_verification
@@ -92,6 +91,9 @@ def run(args) -> int:
     kind = out.suffix.lower()
     if kind not in (".html", ".htm", ".pdf"):
         raise ReportArgumentError(f"--out {out}: name a .html or .pdf file")
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser, and
+    # app.atomic brings tempfile and shutil (issue 12: start-up time).
+    from app.atomic import check_output_path
     check_output_path(out, "--out")
     session_path, root_path = getattr(args, "session", None), root_arg(args)
     if session_path and root_path:

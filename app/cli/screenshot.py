@@ -10,7 +10,6 @@ import argparse
 from pathlib import Path
 
 from app.cli.common import add_root_argument, ensure_headless_qt, root_arg, root_of
-from app.atomic import check_output_path
 from app.errors import CoremapError
 
 WHAT = ("window", "grid")
@@ -41,6 +40,9 @@ def run(args) -> int:
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in ("png", "svg"):
         raise ScreenshotArgumentError(f"--out {out}: name a .png or .svg file")
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser, and
+    # app.atomic brings tempfile and shutil (issue 12: start-up time).
+    from app.atomic import check_output_path
     check_output_path(out, "--out")
     session_path, root_path = getattr(args, "session", None), root_arg(args)
     if session_path and root_path:

@@ -5,9 +5,12 @@ topology, interrupts, IRQ affinities, PCI devices and counters into a tarball th
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from app.cli.common import add_root_argument, bounded, root_of
-from app.snapshot import SnapshotResult, take_snapshot
+
+if TYPE_CHECKING:
+    from app.snapshot import SnapshotResult
 
 
 def register(subparsers) -> None:
@@ -27,6 +30,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser,
+    # and only this command needs the model behind it (issue 12: start-up time).
+    from app.snapshot import take_snapshot
     root = root_of(args)
     res = take_snapshot(args.out, root, interval=args.snapshot_interval, second=not args.no_second)
     print_result(res)

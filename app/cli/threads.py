@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from app.cli.common import add_json_arguments, add_root_argument, bounded, root_of, write_json
 from app.errors import CoremapError
 from app.format import printable
-from app.machine.sample import MachineSample
-from app.machine.threads import (TaskGone, TaskReader, TaskSample, ThreadsSample,
-                                 find_threads_by_name)
 from app.parse.cpulist import format_cpulist
+
+if TYPE_CHECKING:
+    from app.machine.sample import MachineSample
+    from app.machine.threads import TaskSample, ThreadsSample
 
 
 class NoThreads(CoremapError):
@@ -42,6 +44,10 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser,
+    # and only this command needs the model behind it (issue 12: start-up time).
+    from app.machine.sample import MachineSample
+    from app.machine.threads import TaskGone, TaskReader, find_threads_by_name
     root = root_of(args)
     interval = args.threads_interval
     if interval < 0:

@@ -8,13 +8,16 @@ report, so other tools can diff against them. `--json` prints the whole model.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from app.cli.common import add_root_argument, root_of, write_json
 from app.errors import SysRootReadError
-from app.machine.topology import Group, Topology, layout, read_topology
 from app.parse.cpulist import format_cpulist
 from app.format import format_size, printable
 from app.sysroot import SysRoot
+
+if TYPE_CHECKING:
+    from app.machine.topology import Group, Topology
 
 
 def register(subparsers) -> None:
@@ -32,6 +35,9 @@ def register(subparsers) -> None:
 
 def load(root: SysRoot) -> Topology:
     """read_topology, with OS errors named by path (never a traceback)."""
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser,
+    # and only this command needs the model behind it (issue 12: start-up time).
+    from app.machine.topology import read_topology
     try:
         return read_topology(root)
     except OSError as e:
@@ -73,6 +79,7 @@ def _group_json(g: Group) -> dict:
 
 
 def to_json(topo: Topology) -> dict:
+    from app.machine.topology import layout      # read_topology (in load) imported it already
     cores = topo.cores
     return {
         "arch": topo.arch, "model_name": topo.model_name, "kernel_release": topo.kernel_release,

@@ -103,8 +103,12 @@ except (ValueError, OSError):
 # How long a process whose threads did not run is shown from its last read (see the module docstring):
 # the staleness bound for nice, policy and affinity changed from outside while its threads sleep
 # (TaskReader.forget() drops it at once, e.g. after coremap pins). Re-reading 2,000 threads costs
-# ~40 ms; once every 15-30 s that is ~0.2% of a core, against ~0.4% at 10 s.
+# ~40 ms; once every 15-30 s that is ~0.2% of a core, against ~0.4% at 10 s. A process of more than
+# REUSE_THREADS threads is re-read proportionally less often, so its re-reads stay at that cost: a
+# 10,000-thread process re-read in full every 15-30 s was 1.3% of a core, most of the window's cost
+# at 10,000 threads (issue 12: at most 2%); it is now re-read every 75-150 s.
 REUSE_SECONDS = 30.0
+REUSE_THREADS = 2000
 
 _STATES = {bytes([c]): chr(c) for c in b"RSDZTtXxKWPI"}
 _GONE = (FileNotFoundError, ProcessLookupError)
@@ -181,7 +185,8 @@ class TaskReader:
                 if all(t.state != "R" for t in mine):
                     # Spread the forced re-reads over REUSE_SECONDS (by pid) so they do not all
                     # fall on one tick.
-                    new_kept[pid] = (cpu_ns, now + REUSE_SECONDS * (0.5 + (pid % 64) / 128), mine, info,
+                    spread = REUSE_SECONDS * (0.5 + (pid % 64) / 128) * max(1.0, len(tids) / REUSE_THREADS)
+                    new_kept[pid] = (cpu_ns, now + spread, mine, info,
                                      (pid, _start_of(pid, tids, tasks)) if self.cmdline else None)
         if reuse:
             self._kept = new_kept

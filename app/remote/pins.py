@@ -19,7 +19,7 @@ import time
 
 from app.affinity import PinRequest, PinResult, history_of
 from app.errors import CoremapError
-from app.journal import JournalEntry
+from app.journal import JournalEntry, pinned_irqs
 from app.remote.codec import Encoder, wire_schema
 from app.remote.decode import DecodeError, Decoder
 from app.remote.sampler import RemoteSampler
@@ -49,6 +49,9 @@ class RemoteJournal:
             return []
         ids = set(v["unrestored"])
         return [e for e in v["entries"] if e.id in ids]
+
+    def pinned_irqs(self, root: str) -> dict[int, tuple[int, ...]]:
+        return pinned_irqs(self.entries(), self.unrestored(root), root)
 
     def refresh(self):
         """A token that changes when the server's journal changed (its stamp)."""

@@ -180,3 +180,31 @@ def test_open_cyclictest_json(qtbot, tmp_path):
     assert rec.cpus == (0,) and "CPU 0" in rec.label
     assert sum(c for *_, c in rec.buckets) == sum(c for *_, c in want["buckets"])
     assert math.isclose(rec.sampled_ns, 100 * 500e3)        # cycles x the -i interval
+
+
+def test_an_empty_plot_says_what_to_do_and_every_axis_has_its_unit(qtbot):
+    from widgets.probe.axes import EMPTY_HINT
+    plots = [HistogramPlot(), PercentilePlot(), SweepPlot()]
+    heat = C2CHeatmap()
+    for w in plots + [heat]:
+        qtbot.addWidget(w)
+        w.resize(600, 400)
+
+    def shown(hint):
+        return hint.isVisibleTo(hint.parentWidget())
+    h, p, s = plots
+    # Empty: the hint shows, and the log axes carry worded decades ("1 µs"), not pyqtgraph's bare 2…9.
+    assert shown(h.empty_hint) and h.empty_hint.text() == EMPTY_HINT
+    assert shown(p.empty_hint) and shown(s.empty_hint) and shown(heat.empty_hint)
+    ticks = h.getPlotItem().getAxis("bottom")._tickLevels[0]
+    assert any(label == "1 µs" for _pos, label in ticks)
+    for w in (h, p, s, heat.plot):
+        item = w.getPlotItem()
+        for side in ("bottom", "left"):
+            title = item.getAxis(side).labelText
+            assert title.endswith(")") and "(" in title, f"{type(w).__name__} {side} axis: {title!r}"
+    # With a run: the hint goes, the ticks follow the data.
+    buckets = [[0, 1000, 50], [1000, 2000, 10], [20000, 30000, 1]]
+    h.set_run(1, "cpu 1", buckets, 1e9)
+    p.set_run(1, "cpu 1", buckets)
+    assert not shown(h.empty_hint) and not shown(p.empty_hint)

@@ -27,9 +27,9 @@ from app.state import MachineState
 from app.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
-from widgets.tables.irqs import (COL_EFFECTIVE, COL_IRQ, COL_RATE, NARROWED_BRUSH, OUTSIDE_BRUSH, IrqTableModel,
+from widgets.tables.irqs import (COL_EFFECTIVE, COL_IRQ, COL_RATE, OUTSIDE_BRUSH, IrqTableModel,
                                  IrqTableWidget, KEY_ROLE, parse_filter)
-from widgets.tables.threads import COL_ID, ID_ROLE, ThreadTableWidget, ThreadTreeModel
+from widgets.tables.threads import COL_ID, ID_ROLE, ThreadTableWidget, ThreadTreeModel, shown_name
 
 pytestmark = pytest.mark.qt_log_level_fail("WARNING")
 
@@ -169,7 +169,8 @@ def test_irq_affinity_mismatch_highlighted(qtbot, master_root, master_state):
     irq, req, eff = narrowed
     r = model.row_of(irq)
     assert cell(model, r, COL_EFFECTIVE) == eff
-    assert cell(model, r, COL_EFFECTIVE, Qt.ItemDataRole.BackgroundRole) == NARROWED_BRUSH
+    # Delivery on fewer CPUs of the mask is what x86 always does: explained, not coloured (issue 12).
+    assert cell(model, r, COL_EFFECTIVE, Qt.ItemDataRole.BackgroundRole) is None
     tip = cell(model, r, COL_EFFECTIVE, Qt.ItemDataRole.ToolTipRole)
     assert f"the kernel delivers on {eff}, not on {req} as requested" in tip
     r = model.row_of(equal)
@@ -351,7 +352,11 @@ def test_thread_tree_process_columns(qtbot, qtmodeltester):
     assert sum(len(model.tids_of(p)) for p in model.pids()) == len(tasks)
     me = os.getpid()
     pidx = model.process_index(me)
-    assert pidx.data() == tasks[me].comm
+    # A Python process whose threads all carry its name shows its command line's short form
+    # (issue 12); one with a thread of its own name shows its comm.
+    mine = [t for t in tasks.values() if t.pid == me]
+    cmdline = state.sample.tasks.processes[me].cmdline
+    assert pidx.data() == (shown_name(tasks[me].comm, cmdline, mine) or tasks[me].comm)
     pct_sum = sum(state.rates.tasks[t].cpu_pct for t in model.tids_of(me) if t in state.rates.tasks)
     assert model.index(pidx.row(), 3).data(Qt.ItemDataRole.UserRole + 1) == pytest.approx(pct_sum)
     assert tasks[me].allowed                # full detail reads status: Cpus_allowed_list
@@ -432,3 +437,58 @@ def test_irq_delivered_outside_its_request_on_worker1(qtbot):
     tip = cell(model, r, COL_EFFECTIVE, Qt.ItemDataRole.ToolTipRole)
     assert tip.startswith(f"the kernel delivers on 6, not on {req} as requested")
     assert "outside the requested set" in tip
+
+
+def test_irq_marks_say_what_to_act_on(qtbot, master_state):
+    from widgets.tables.irqs import COL_REQUESTED, MOVING_BRUSH, REVERTED_BRUSH, affinity_mark
+    # Narrower delivery than asked (one CPU of the mask, as x86 always does): explained, not coloured.
+    (brush, tip), req = affinity_mark((0, 1, 2, 3), (2,))
+    assert brush is None and "one CPU of the mask" in tip and req == (None, None)
+    # Delivered outside the mask: red, unless the mask just changed (a pin): amber, "not moved yet".
+    assert affinity_mark((0, 1), (5,))[0][0] == OUTSIDE_BRUSH
+    assert affinity_mark((0, 1), (5,), mask_changed=True)[0][0] == MOVING_BRUSH
+    (brush, tip), _ = affinity_mark((0, 1), (5,), pinned=(0, 1))
+    assert brush == MOVING_BRUSH and "has not moved yet" in tip
+    # A pin changed back (irqbalance): the Requested cell says so.
+    _, (brush, tip) = affinity_mark((0, 1, 2, 3), (2,), pinned=(3,))
+    assert brush == REVERTED_BRUSH and "pinned it to 3" in tip and "changed it back" in tip
+    # Through the model: a pin the mask no longer holds marks that row's Requested cell.
+    model = IrqTableModel()
+    model.set_state(master_state)
+    irq = next(i for i, info in master_state.irqs.info.items() if i.isdigit() and info.requested)
+    requested = master_state.irqs.info[irq].requested
+    r = model.row_of(irq)
+    assert cell(model, r, COL_REQUESTED, Qt.ItemDataRole.BackgroundRole) is None
+    model.set_pins({irq: (max(requested) + 1,)})
+    model.set_state(replace(master_state, generation=master_state.generation + 1))
+    assert cell(model, r, COL_REQUESTED, Qt.ItemDataRole.BackgroundRole) == REVERTED_BRUSH
+
+
+def test_a_runtimes_processes_are_told_apart_by_their_command(qtbot):
+    """Python names its threads only inside the process: every /proc/TID/comm is "python3". The tree
+    shows such a process (and its threads) by its command's short form."""
+    code = ("import threading, time\n"
+            "for _ in range(2): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.5)
+        state = Sampler(SysRoot("/")).tick()
+        model = ThreadTreeModel()
+        model.set_state(state)
+        comm = state.sample.tasks.processes[child.pid].comm
+        assert model.process_index(child.pid).data() == f"{comm} -c"
+        assert {model.thread_index(child.pid, t).data() for t in model.tids_of(child.pid)} == {f"{comm} -c"}
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_process_tooltip_names_its_user_and_memory_on_hover(qtbot):
+    import pwd
+    widget = ThreadTableWidget()
+    qtbot.addWidget(widget)
+    widget.set_state(Sampler(SysRoot("/")).tick())
+    tip = widget.process_tooltip(os.getpid())
+    assert tip.startswith(widget.model.process_index(os.getpid()).data(Qt.ItemDataRole.ToolTipRole))
+    assert f"user {pwd.getpwuid(os.getuid()).pw_name} · " in tip and tip.endswith(" resident")

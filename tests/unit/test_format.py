@@ -76,3 +76,13 @@ def test_ratio(r, text):
 
 def test_share_of_time_is_a_percentage():
     assert (format_share(0.00685), format_share(0.35), format_share(0), format_share(None)) == ("0.7%", "35%", "0%", "")
+
+
+def test_command_name_is_the_runtime_and_what_it_runs():
+    from app.format import command_name
+    assert command_name("python3", "/usr/bin/python3 -u /opt/svc/serve.py --port 8") == "python3 serve.py"
+    assert command_name("python3", "python3 -m http.server 8000") == "python3 -m http.server"
+    assert command_name("python3", "python3 -c import time") == "python3 -c"
+    assert command_name("node", "node") == "node"
+    assert command_name("kworker/0:1", "") == "kworker/0:1"
+    assert len(command_name("python3", "python3 " + "x" * 200)) <= 48

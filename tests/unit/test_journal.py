@@ -112,3 +112,55 @@ def test_mark_rejects_unknown_state(tmp_path):
     i = j.record(kind="irq", target_id=1, requested=(0,))
     with pytest.raises(ValueError):
         j.mark(i, "finished")
+
+
+def test_pinned_irqs_are_the_pins_still_held(tmp_path):
+    j = Journal(tmp_path / "j.jsonl")
+    a = j.record(kind="irq", target_id=24, before=(0, 1), requested=(1,), root="/")
+    j.mark(a, "done", after=(1,), effective=(1,))
+    b = j.record(kind="irq", target_id=25, before=(0, 1), requested=(0,), root="/")
+    j.mark(b, "failed", code="denied")
+    c = j.record(kind="irq", target_id=26, before=(0, 1), requested=(0,), root="/other")
+    j.mark(c, "done", after=(0,))
+    assert j.pinned_irqs("/") == {24: (1,)}           # a failed write holds nothing; other roots apart
+    d = j.record(kind="irq", target_id=24, before=(1,), requested=(0,), root="/", origin="pin")
+    j.mark(d, "done", after=(0,))
+    assert j.pinned_irqs("/") == {24: (0,)}           # the last pin counts
+    e = j.record(kind="irq", target_id=24, before=(0,), requested=(0, 1), root="/", origin="restore")
+    j.mark(e, "done", after=(0, 1))
+    assert j.pinned_irqs("/") == {}                   # restored: no pin holds it any more
+    assert Journal(tmp_path / "j.jsonl", readonly=True).pinned_irqs("/other") == {26: (0,)}
+
+
+def test_a_line_too_long_is_found_without_splitting_every_line(tmp_path):
+    from app.journal import MAX_LINE, _has_long_line
+    short = b"x" * 100 + b"\n"
+    assert not _has_long_line(short * 30_000)                       # 3 MB of short lines
+    assert not _has_long_line(short * 5 + b"y" * MAX_LINE + b"\n" + short * 5)
+    assert _has_long_line(short * 5 + b"y" * (MAX_LINE + 1) + b"\n" + short * 5)
+    assert _has_long_line(short * 20_000 + b"y" * (MAX_LINE + 5) + b"\n")
+    # Through the journal: the long line is skipped with a note, its neighbours are read.
+    good = json.dumps({"ev": "record", "id": 1, "session": "s", "batch": 1, "origin": "cli", "root": "/",
+                       "kind": "irq", "target": 24, "pid": None, "label": "", "starttime": None,
+                       "before": [0], "requested": [1], "time": 1.7e9})
+    p = tmp_path / "j.jsonl"
+    p.write_text(good + "\n" + '{"ev": "mark", "id": 1, "state": "done"' + " " * (MAX_LINE + 1) + "}\n")
+    j = Journal(p)
+    assert [e.state for e in j.entries()] == ["pending"] and "line 2 skipped" in j.notes[0]
+
+
+def test_the_standard_library_reads_the_same_journal(tmp_path, monkeypatch):
+    """The agent shipped to a server has no msgspec (app/remote/ship.py): the journal is then read line by
+    line through the same checks, to the same entries and notes."""
+    import app.journal as journal_mod
+    p = tmp_path / "j.jsonl"
+    j = Journal(p)
+    a = j.record(kind="irq", target_id=24, requested=(1,), before=(0, 1))
+    j.mark(a, "done", (1,), (1,))
+    j.record(kind="thread", target_id=7, requested=(0,), pid=7)
+    with open(p, "a") as f:
+        f.write('{"ev":"record","id":"x"}\n')
+    fast = Journal(p, readonly=True)
+    monkeypatch.setattr(journal_mod, "msgspec", None)
+    slow = Journal(p, readonly=True)
+    assert slow.entries() == fast.entries() and len(slow.notes) == len(fast.notes) == 1

@@ -131,3 +131,28 @@ def test_sampler_forget_threads_reads_them_again(helpers):
     c = s.tick()
     assert c.sample.tasks.tasks[tid] is not b.sample.tasks.tasks[tid]
     assert c.sample.tasks.tasks[tid] == b.sample.tasks.tasks[tid]
+
+
+def test_a_big_sleeping_process_is_re_read_in_full_proportionally_less_often():
+    """REUSE_SECONDS bounds how stale a sleeping process may be; one of more than REUSE_THREADS threads
+    is re-read proportionally less often, so its forced re-reads cost no more (issue 12)."""
+    from app.machine.threads import REUSE_SECONDS, REUSE_THREADS
+    small, big = _start(SLEEPERS, "20"), _start(SLEEPERS, str(2 * REUSE_THREADS))
+    now = [0.0]
+    try:
+        time.sleep(0.3)
+        reader = TaskReader(LIVE, clock=lambda: now[0])
+        first = reader.sample()
+        now[0] = REUSE_SECONDS + 1                # past every small process's expiry
+        second = reader.sample()
+        t_small, t_big = first.processes[small.pid].tids[1], first.processes[big.pid].tids[1]
+        assert second.tasks[t_small] is not first.tasks[t_small]        # re-read
+        assert second.tasks[t_big] is first.tasks[t_big]                # twice the threads: not yet
+        now[0] = 2 * REUSE_SECONDS + 2
+        third = reader.sample()
+        assert third.tasks[t_big] is not first.tasks[t_big]             # within twice the bound
+    finally:
+        for p in (small, big):
+            p.stdin.close()
+            p.kill()
+            p.wait(10)

@@ -22,7 +22,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from app.format import format_ns
-from widgets.probe.axes import label_axes
+from widgets.probe.axes import EmptyHint, label_axes, titled
 
 
 def reorder(cpus, matrix, order=None) -> tuple[list[int], np.ndarray]:
@@ -45,7 +45,7 @@ class C2CHeatmap(QWidget):
         super().__init__(parent)
         self.plot = pg.PlotWidget(self, background="w")
         item = self.plot.getPlotItem()
-        label_axes(item, "CPU", "CPU")
+        label_axes(item, titled("CPU", "id"), titled("CPU", "id"))
         item.setTitle("one-way latency (median of batches)", color="k")
         item.invertY(True)
         item.setAspectLocked(True)
@@ -64,6 +64,7 @@ class C2CHeatmap(QWidget):
         self._cpus: list[int] = []
         self._m = np.zeros((0, 0))
         self.plot.scene().sigMouseMoved.connect(self._on_scene_mouse_moved)
+        self.empty_hint = EmptyHint(self.plot, "Run core to core, or drop CPUs here")
 
     @property
     def cpus(self) -> list[int]:
@@ -77,6 +78,7 @@ class C2CHeatmap(QWidget):
         self._cpus, self._m = reorder(cpus, matrix_ns, order)
         n = len(self._cpus)
         finite = self._m[np.isfinite(self._m)]
+        self.empty_hint.set_empty(n == 0)
         if n == 0:
             self.image.clear()
             return

@@ -25,7 +25,8 @@ import pyqtgraph as pg
 
 from app.format import format_compact, format_ns
 from probes.histogram import NS_PER_HOUR, bucket_rows
-from widgets.probe.axes import decade_ticks, label_axes
+from widgets.probe.axes import (EMPTY_COUNT, EMPTY_TIME_NS, TIME_UNITS, EmptyHint, decade_ticks, empty_log_ticks,
+                                label_axes, titled)
 
 # Distinct colours for overlaid runs (Okabe-Ito, readable for colour-blind readers), then pyqtgraph's.
 _PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
@@ -95,7 +96,8 @@ class RunCurves:
 class HistogramPlot(RunCurves, pg.PlotWidget):
     """Count per CPU-hour against gap length, runs overlaid."""
 
-    def __init__(self, parent=None, *, x_label: str = "gap length", y_label: str = "count per CPU-hour"):
+    def __init__(self, parent=None, *, x_label: str = titled("gap length", TIME_UNITS),
+                 y_label: str = titled("gaps", "count per CPU-hour")):
         super().__init__(parent, background="w")
         item = self.getPlotItem()
         item.setLogMode(x=True, y=True)
@@ -105,6 +107,8 @@ class HistogramPlot(RunCurves, pg.PlotWidget):
         self._curves: dict[object, pg.PlotDataItem] = {}
         self._labels: dict[object, str] = {}
         self._count = 0
+        self.empty_hint = EmptyHint(self)
+        self._update_ticks()
 
     # -- runs -------------------------------------------------------------------------------------
     def set_run(self, key, label: str, buckets, sampled_ns: float) -> pg.PlotDataItem:
@@ -148,13 +152,20 @@ class HistogramPlot(RunCurves, pg.PlotWidget):
             if len(pos):
                 ys += [pos.min(), pos.max()]
         item = self.getPlotItem()
+        self.empty_hint.set_empty(not xs)
+        if not xs:
+            empty_log_ticks(item, "bottom", EMPTY_TIME_NS, format_ns)
+            empty_log_ticks(item, "left", EMPTY_COUNT, format_compact)
+            return
         # about 55 px per "100 µs"-wide label, 22 px per label row on the count axis
-        bottom = decade_ticks(min(xs), max(xs), format_ns, max(2, self.width() // 55)) if xs else None
+        bottom = decade_ticks(min(xs), max(xs), format_ns, max(2, self.width() // 55))
         left = decade_ticks(min(ys), max(ys), format_compact, max(2, self.height() // 22)) if ys else None
         item.getAxis("bottom").setTicks(bottom)
         item.getAxis("left").setTicks(left)
+        item.enableAutoRange()
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
-        if "_curves" in self.__dict__:      # GraphicsView.__init__ resizes before our fields exist
+        # GraphicsView.__init__ resizes before our fields exist; PlotWidget.close() after its plot is gone.
+        if "empty_hint" in self.__dict__ and self.getPlotItem() is not None:
             self._update_ticks()

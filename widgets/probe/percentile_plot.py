@@ -26,7 +26,8 @@ import pyqtgraph as pg
 
 from app.format import format_ns
 from probes.histogram import bucket_mid, bucket_rows
-from widgets.probe.axes import decade_ticks, label_axes
+from widgets.probe.axes import (EMPTY_TIME_NS, TIME_UNITS, EmptyHint, decade_ticks, empty_log_ticks, label_axes,
+                                titled)
 from widgets.probe.histogram_plot import RunCurves, run_colour
 
 PERCENTILE_TICKS = ((50.0, "50%"), (90.0, "90%"), (99.0, "99%"), (99.9, "99.9%"),
@@ -78,16 +79,18 @@ def percentile_curve(buckets, points: int = POINTS) -> tuple[np.ndarray, np.ndar
 class PercentilePlot(RunCurves, pg.PlotWidget):
     """Latency by percentile, runs overlaid."""
 
-    def __init__(self, parent=None, *, y_label: str = "latency"):
+    def __init__(self, parent=None, *, y_label: str = titled("latency", TIME_UNITS)):
         super().__init__(parent, background="w")
         item = self.getPlotItem()
         item.setLogMode(x=False, y=True)
         item.showGrid(x=True, y=True, alpha=0.25)
-        label_axes(item, "percentile", y_label, worded_ticks=True)
+        label_axes(item, titled("percentile", "%"), y_label, worded_ticks=True)
         item.getAxis("bottom").setTicks([[(percentile_x(p), t) for p, t in PERCENTILE_TICKS], []])
         self.legend = item.addLegend(offset=(10, 10), labelTextColor="k")
         self._curves: dict[object, pg.PlotDataItem] = {}
         self._count = 0
+        self.empty_hint = EmptyHint(self)
+        self._update_ticks()
 
     def set_run(self, key, label: str, buckets) -> pg.PlotDataItem:
         x, y = percentile_curve(buckets)
@@ -109,4 +112,10 @@ class PercentilePlot(RunCurves, pg.PlotWidget):
                 pos = y[y > 0]
                 if len(pos):
                     ys += [pos.min(), pos.max()]
-        self.getPlotItem().getAxis("left").setTicks(decade_ticks(min(ys), max(ys), format_ns) if ys else None)
+        item = self.getPlotItem()
+        self.empty_hint.set_empty(not ys)
+        if not ys:
+            empty_log_ticks(item, "left", EMPTY_TIME_NS, format_ns)
+            return
+        item.getAxis("left").setTicks(decade_ticks(min(ys), max(ys), format_ns))
+        item.enableAutoRange(axis="y")

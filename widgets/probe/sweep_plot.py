@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
-from widgets.probe.axes import label_axes
+from widgets.probe.axes import EmptyHint, label_axes, titled
 
 NORMAL_COLOUR = "#0072B2"
 FLAG_COLOUR = "#D55E00"
@@ -29,7 +29,7 @@ class SweepPlot(pg.PlotWidget):
         super().__init__(parent, background="w")
         item = self.getPlotItem()
         item.showGrid(x=False, y=True, alpha=0.25)
-        label_axes(item, "CPU (topology order)", "work unit, mean ± sd (µs)")
+        label_axes(item, titled("CPU", "id, in the grid's order"), titled("work unit, mean ± sd", "µs"))
         self.normal_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=NORMAL_COLOUR, pen=None)
         self.flag_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=FLAG_COLOUR, pen=None)
         self.error_bars = pg.ErrorBarItem(x=np.zeros(0), y=np.zeros(0), top=np.zeros(0), bottom=np.zeros(0),
@@ -39,6 +39,7 @@ class SweepPlot(pg.PlotWidget):
         self._cpus: list[int] = []
         self._flagged: list[int] = []
         self._means: list[float] = []
+        self.empty_hint = EmptyHint(self, "Run a sweep, or drop CPUs here")
 
     @property
     def cpus(self) -> list[int]:
@@ -67,6 +68,7 @@ class SweepPlot(pg.PlotWidget):
         self.flag_bars.setOpts(x=x[flag], height=mean[flag])
         self.error_bars.setData(x=x, y=mean, top=sd, bottom=sd)
         self.getPlotItem().getAxis("bottom").setTicks([[(i, str(c)) for i, c in enumerate(cpus)], []])
+        self.empty_hint.set_empty(not cpus)
         if cpus:
             self.getPlotItem().setXRange(-0.6, len(cpus) - 0.4, padding=0)
             self.getPlotItem().setYRange(0, float((mean + sd).max()) * 1.08 or 1.0, padding=0)

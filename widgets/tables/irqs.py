@@ -7,28 +7,51 @@ selection and the scroll position survive every tick.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTableView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from app.format import format_count, format_cpus, format_rate, format_shares, nonzero_pairs, shares_of
 from app.machine.interrupts import IrqInfo
 from app.rates import Rates
 from app.state import MachineState
+from widgets.pinning.drag import PinDragTableView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
+from widgets.tables.sorting import StateSortProxy
+from widgets.text_line import TextLine
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1      # a number or a padded string, so columns sort naturally
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # (haystack text, CPUs the IRQ may or does land on)
 KEY_ROLE = Qt.ItemDataRole.UserRole + 3       # the IRQ label, e.g. "24" or "LOC"
 
-# Translucent so they read on light and dark palettes alike.
-NARROWED_BRUSH = QColor(255, 170, 0, 70)      # effective is a strict subset of requested
-OUTSIDE_BRUSH = QColor(230, 40, 40, 100)      # effective holds CPUs that were not requested
+# Only what a user must act on is coloured (issue 12): on x86 every IRQ is delivered to one CPU of its
+# mask, so "effective narrower than requested" is every row and says nothing; its tooltip still
+# explains it. Translucent so they read on light and dark palettes alike.
+OUTSIDE_BRUSH = QColor(230, 40, 40, 100)      # delivered on CPUs that were not requested
+MOVING_BRUSH = QColor(255, 170, 0, 110)       # the mask changed here; delivery has not followed yet
+REVERTED_BRUSH = QColor(150, 70, 230, 90)     # coremap pinned it; something changed the mask back
+MARKS = ((OUTSIDE_BRUSH, "delivered outside the requested CPUs"),
+         (MOVING_BRUSH, "mask changed, delivery not moved yet"),
+         (REVERTED_BRUSH, "a pin was changed back"))
 
 COL_IRQ, COL_DEVICE, COL_RATE, COL_SPREAD, COL_REQUESTED, COL_EFFECTIVE, COL_NODE = range(7)
 _HEADERS = ("IRQ", "Device / queue", "Rate", "Per-CPU spread", "Requested", "Effective", "Node")
 _NUMERIC = (COL_RATE, COL_NODE)
+_NCOLS = len(_HEADERS)
+
+# Qt calls data(), index() (through rowCount and columnCount) and flags() for every painted cell and
+# every proxy mapping; PySide6's enums are Python enums, each comparison or `|` a Python call. Roles
+# are plain ints here, and a role maps straight to the slot of a cell that answers it (as in
+# widgets/tables/threads.py).
+_CELL_SLOT = {int(Qt.ItemDataRole.DisplayRole): 0, int(SORT_ROLE): 1, int(Qt.ItemDataRole.ToolTipRole): 2,
+              int(Qt.ItemDataRole.BackgroundRole): 3}
+_ALIGN = int(Qt.ItemDataRole.TextAlignmentRole)
+_FILTER, _KEY = int(FILTER_ROLE), int(KEY_ROLE)
+_RIGHT = int((Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter).value)
+_ROW_FLAGS = Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled
+_DRAG_FLAGS = _ROW_FLAGS | Qt.ItemFlag.ItemIsDragEnabled
+_NO_FLAGS = Qt.ItemFlag.NoItemFlags
 
 
 def _irq_order(irq: str) -> tuple:
@@ -71,7 +94,15 @@ class IrqTableModel(QAbstractTableModel):
         self._filter: dict[str, tuple[str, frozenset]] = {}
         self._rates_known = False
         self._built: dict[str, tuple] = {}     # irq -> (inputs, cells, filter): skip unchanged rows
+        self._pins: dict[str, tuple[int, ...]] = {}
+        self._first_requested: dict[str, tuple[int, ...] | None] = {}   # irq -> its mask when first seen
         self.generation = -1
+
+    def set_pins(self, pins: dict[str, tuple[int, ...]]) -> None:
+        """IRQ label -> the CPUs coremap pinned it to, for pins still in effect (app.journal
+        Journal.pinned_irqs): a mask that differs from its pin was changed back. Shown from the next
+        state on."""
+        self._pins = dict(pins)
 
     # -- the one way in ---------------------------------------------------------------------
     def set_state(self, state: MachineState) -> None:
@@ -87,12 +118,14 @@ class IrqTableModel(QAbstractTableModel):
             irq = row.irq
             row_info = info.get(irq)
             rate = rates.irqs.get(irq) if rates is not None else None
-            inputs = (row, row_info, cpus, rates is not None, rate)
+            requested = row_info.requested if row_info is not None else None
+            changed = self._first_requested.setdefault(irq, requested) != requested
+            inputs = (row, row_info, cpus, rates is not None, rate, self._pins.get(irq), changed)
             prev = self._built.get(irq)
             if prev is not None and prev[0] == inputs:
                 cells, filt = prev[1], prev[2]
             else:
-                cells, filt = _build_row(row, cpus, row_info, rates)
+                cells, filt = _build_row(row, cpus, row_info, rates, self._pins.get(irq), changed)
             built[irq] = (inputs, cells, filt)
             new_cells[irq], new_filter[irq] = cells, filt
         self._built = built
@@ -134,14 +167,16 @@ class IrqTableModel(QAbstractTableModel):
         return 0 if parent.isValid() else len(self._keys)
 
     def columnCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(_HEADERS)
+        return 0 if parent.isValid() else _NCOLS
 
     # -- drag source: numbered IRQs drag onto the grid as the pin MIME type (widgets/pinning.py) ----
     def flags(self, index):
-        f = super().flags(index)
-        if index.isValid() and 0 <= index.row() < len(self._keys) and self._keys[index.row()].isdigit():
-            f |= Qt.ItemFlag.ItemIsDragEnabled       # LOC, NMI, ... are per-CPU counters, no affinity
-        return f
+        # What QAbstractTableModel::flags gives a valid index (selectable, enabled), plus drag for
+        # numbered IRQs: LOC, NMI, ... are per-CPU counters, with no affinity to pin.
+        r = index.row()
+        if not 0 <= r < len(self._keys) or not 0 <= index.column() < _NCOLS:
+            return _NO_FLAGS
+        return _DRAG_FLAGS if self._keys[r].isdigit() else _ROW_FLAGS
 
     def mimeTypes(self) -> list[str]:
         return [PIN_MIME]
@@ -161,35 +196,29 @@ class IrqTableModel(QAbstractTableModel):
             if section == COL_RATE and not self._rates_known:
                 return "Interrupts since boot: only one sample exists, so no rate yet"
             if section == COL_EFFECTIVE:
-                return "effective_affinity_list: the CPUs the kernel actually delivers this IRQ on"
+                return ("effective_affinity_list: the CPUs the kernel actually delivers this IRQ on. Red: "
+                        "outside the requested CPUs; amber: the mask changed and delivery has not moved "
+                        "yet. Delivery on fewer CPUs of the mask (one, on x86) is normal and not coloured.")
             if section == COL_REQUESTED:
-                return "smp_affinity_list: the CPUs requested for this IRQ"
+                return ("smp_affinity_list: the CPUs requested for this IRQ. Purple: coremap pinned it and "
+                        "something (irqbalance?) changed the mask back.")
         return None
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
-        if not index.isValid():
-            return None
+        # The delegate asks each painted cell for decoration, font, foreground, check state and size
+        # hint too: those fall through to None after one dict lookup. An invalid index has row -1.
+        slot = _CELL_SLOT.get(role)
         r, c = index.row(), index.column()
-        if not (0 <= r < len(self._keys) and 0 <= c < len(_HEADERS)):
+        if not (0 <= r < len(self._keys) and 0 <= c < _NCOLS):
             return None
-        key = self._keys[r]
-        cell = self._cells[key][c]
-        if role == Qt.ItemDataRole.DisplayRole:
-            return cell[0]
-        if role == SORT_ROLE:
-            return cell[1]
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return cell[2]
-        if role == Qt.ItemDataRole.BackgroundRole:
-            return cell[3]
-        if role == Qt.ItemDataRole.TextAlignmentRole:
-            if c in _NUMERIC:
-                return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            return None
-        if role == FILTER_ROLE:
-            return self._filter[key]
-        if role == KEY_ROLE:
-            return key
+        if slot is not None:
+            return self._cells[self._keys[r]][c][slot]
+        if role == _ALIGN:
+            return _RIGHT if c in _NUMERIC else None
+        if role == _FILTER:
+            return self._filter[self._keys[r]]
+        if role == _KEY:
+            return self._keys[r]
         return None
 
 
@@ -206,8 +235,36 @@ def _rows_of(state: MachineState):
     return (), (), info
 
 
-def _build_row(row, cpus, info: IrqInfo | None,
-               rates: Rates | None) -> tuple[tuple[_Cell, ...], tuple[str, frozenset]]:
+def affinity_mark(requested, effective, pinned=None, mask_changed: bool = False):
+    """(brush or None, tooltip or None) of the Effective cell, and (brush or None, tooltip or None)
+    of the Requested cell, for an IRQ's requested and effective CPUs, the CPUs coremap pinned it to
+    (None when it did not) and whether its mask changed since the window first saw it."""
+    req_text, eff_text = format_cpus(requested), format_cpus(effective)
+    eff_mark: tuple = (None, None)
+    req_mark: tuple = (None, None)
+    if pinned is not None and requested is not None and set(requested) != set(pinned):
+        req_mark = (REVERTED_BRUSH, f"coremap pinned it to {format_cpus(pinned)}; the mask is {req_text} "
+                                    "now: irqbalance or another tool changed it back (pin it again, and "
+                                    "see the summary line on irqbalance)")
+    if requested is not None and effective is not None and set(requested) != set(effective):
+        tip = f"the kernel delivers on {eff_text}, not on {req_text} as requested"
+        if set(effective) <= set(requested):
+            # Nothing to do: the interrupt controller picks CPUs of the mask. No colour.
+            if len(effective) == 1 and len(requested) > 1:
+                # x86 vector allocation targets one CPU of the mask (arch/x86/kernel/apic/vector.c).
+                tip += " (the interrupt controller delivers to one CPU of the mask)"
+            eff_mark = (None, tip)
+        elif pinned is not None or mask_changed:
+            eff_mark = (MOVING_BRUSH, tip + " (the mask changed and delivery has not moved yet: x86 "
+                                            "moves a vector at the IRQ's next interrupt)")
+        else:
+            eff_mark = (OUTSIDE_BRUSH, tip + " (outside the requested set: e.g. a managed IRQ or an "
+                                             "isolcpus=managed_irq CPU)")
+    return eff_mark, req_mark
+
+
+def _build_row(row, cpus, info: IrqInfo | None, rates: Rates | None, pinned=None,
+               mask_changed: bool = False) -> tuple[tuple[_Cell, ...], tuple[str, frozenset]]:
     irq = row.irq
     dev = device_text(row, info)
     rate = rates.irqs.get(irq) if rates is not None else None
@@ -228,17 +285,7 @@ def _build_row(row, cpus, info: IrqInfo | None,
     effective = info.effective if info is not None else None
     node = info.node if info is not None else None
     req_text, eff_text = format_cpus(requested), format_cpus(effective)
-    tip, brush = None, None
-    if requested is not None and effective is not None and set(requested) != set(effective):
-        tip = f"the kernel delivers on {eff_text}, not on {req_text} as requested"
-        if set(effective) <= set(requested):
-            brush = NARROWED_BRUSH
-            if len(effective) == 1 and len(requested) > 1:
-                # x86 vector allocation targets one CPU of the mask (arch/x86/kernel/apic/vector.c).
-                tip += " (the interrupt controller delivers to one CPU of the mask)"
-        else:
-            brush = OUTSIDE_BRUSH
-            tip += " (outside the requested set: e.g. a managed IRQ or an isolcpus=managed_irq CPU)"
+    (brush, tip), (req_brush, req_tip) = affinity_mark(requested, effective, pinned, mask_changed)
     if info is not None and info.managed:
         tip = (tip + "\n" if tip else "") + "kernel-managed: its affinity cannot be changed"
     cells = (
@@ -246,7 +293,7 @@ def _build_row(row, cpus, info: IrqInfo | None,
         _Cell((dev, dev.lower(), row.description or None, None)),
         rate_cell,
         spread_cell,
-        _Cell((req_text, _cpus_sort(requested), None, None)),
+        _Cell((req_text, _cpus_sort(requested), req_tip, req_brush)),
         _Cell((eff_text, _cpus_sort(effective), tip, brush)),
         _Cell(("" if node is None or node < 0 else str(node), float(node if node is not None else -1),
                "no NUMA node (-1)" if node is not None and node < 0 else None, None)),
@@ -282,16 +329,18 @@ def parse_filter(text: str) -> tuple[list[str], set[int]]:
     return words, cpus
 
 
-class IrqFilterProxyModel(QSortFilterProxyModel):
-    """Sorts by SORT_ROLE; keeps rows whose IRQ/device/queue text holds every word, and that land on
-    every CPU named with "cpu:N"."""
+class IrqFilterProxyModel(StateSortProxy):
+    """Sorts by SORT_ROLE (once per state: widgets/tables/sorting.py); keeps rows whose IRQ/device/queue
+    text holds every word, and that land on every CPU named with "cpu:N"."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self._words: list[str] = []
         self._cpus: set[int] = set()
         self.setSortRole(SORT_ROLE)
-        self.setDynamicSortFilter(True)
+
+    def filtering(self) -> bool:
+        return bool(self._words or self._cpus)
 
     def set_filter_text(self, text: str) -> None:
         self.beginFilterChange()
@@ -304,6 +353,12 @@ class IrqFilterProxyModel(QSortFilterProxyModel):
         src = self.sourceModel()
         hay, landing = src.data(src.index(source_row, 0, source_parent), FILTER_ROLE)
         return all(w in hay for w in self._words) and self._cpus <= landing
+
+
+def legend_html() -> str:
+    """The colours of the table, each a swatch and its meaning."""
+    swatch = '<span style="background-color:{};">&nbsp;&nbsp;&nbsp;&nbsp;</span>&nbsp;{}'
+    return "&nbsp;&nbsp;".join(swatch.format(brush.name(QColor.NameFormat.HexArgb), text) for brush, text in MARKS)
 
 
 class IrqTableWidget(QWidget):
@@ -319,8 +374,11 @@ class IrqTableWidget(QWidget):
         self.filter_edit = QLineEdit(self)
         self.filter_edit.setPlaceholderText("Filter: IRQ, device, NIC queue (TxRx), cpu:N")
         self.filter_edit.setClearButtonEnabled(True)
-        self.count_label = QLabel(self)
-        self.view = QTableView(self)
+        self.count_label = TextLine(self)
+        self.legend = QLabel(legend_html(), self)
+        self.legend.setToolTip("Only what needs a look is coloured. An IRQ delivered on fewer CPUs than its "
+                               "mask asks for (one CPU of it, on x86) is normal and is not.")
+        self.view = PinDragTableView(self, name_column=COL_DEVICE)
         self.view.setModel(self.proxy)
         self.view.setSortingEnabled(True)
         # Busiest first: what a user opens the table for.
@@ -343,7 +401,10 @@ class IrqTableWidget(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.filter_edit)
         layout.addWidget(self.view)
-        layout.addWidget(self.count_label)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.count_label, 1)
+        bottom.addWidget(self.legend)
+        layout.addLayout(bottom)
         self.filter_edit.textChanged.connect(self._on_filter_text_changed)
         self.view.selectionModel().currentRowChanged.connect(self._on_current_row_changed)
         self.proxy.rowsInserted.connect(self._update_count)
@@ -353,6 +414,7 @@ class IrqTableWidget(QWidget):
 
     def set_state(self, state: MachineState) -> None:
         self.model.set_state(state)
+        self.proxy.settle()
         self._update_count()
 
     def set_filter(self, text: str) -> None:

@@ -13,17 +13,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QAbstractItemModel, QItemSelection, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QAbstractItemModel, QEvent, QItemSelection, QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QToolTip, QVBoxLayout, QWidget
 
-from app.format import format_cpus, format_percent, format_rate
+from app.format import command_name, format_cpus, format_percent, format_rate
 from app.machine.threads import TaskSample
 from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
 from app.rates import TaskRate
 from app.state import MachineState
+from app.usage import process_facts
+from widgets.pinning.drag import PinDragTreeView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
+from widgets.text_line import TextLine
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # lower-case text the filter words are looked for in
@@ -54,8 +57,9 @@ _STATE_NAMES = {"R": "running", "S": "sleeping", "D": "disk sleep", "T": "stoppe
                 "X": "dead", "Z": "zombie", "P": "parked", "I": "idle"}
 
 
-def _thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None) -> tuple:
-    """(display, sort, tooltip, foreground) per column for one thread."""
+def _thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None, shown: str | None = None) -> tuple:
+    """(display, sort, tooltip, foreground) per column for one thread; `shown` replaces its name when
+    it carries its process's (a runtime that names threads only inside the process)."""
     if rate is None:
         last_cpu, pct, migr, moved = t.last_cpu, None, None, False
     else:
@@ -65,8 +69,9 @@ def _thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None) -> tuple
     if moved:
         cpu_tip = "moved to this CPU since the previous sample"
     state = t.state
+    name = shown if shown and t.comm == proc_comm else t.comm
     return (
-        (t.comm, t.comm.lower(), f"{t.comm} (tid {t.tid}) in {proc_comm} (pid {t.pid})", fg),
+        (name, name.lower(), f"{t.comm} (tid {t.tid}) in {proc_comm} (pid {t.pid})", fg),
         (str(t.tid), t.tid, None, fg),
         (str(last_cpu), last_cpu, cpu_tip, fg),
         (format_percent(pct), pct if pct is not None else -1.0, None, fg),
@@ -80,8 +85,9 @@ def _thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None) -> tuple
     )
 
 
-def _process_cells(pid, comm, cmdline, threads, rlist) -> tuple:
-    """Cells of a process row from its threads and their rates (rlist, in the same order)."""
+def _process_cells(pid, comm, cmdline, threads, rlist, shown: str | None = None) -> tuple:
+    """Cells of a process row from its threads and their rates (rlist, in the same order); `shown`
+    replaces its name (see shown_name)."""
     pct_sum = 0.0
     pct_known = False
     migr_sum = 0.0
@@ -111,8 +117,9 @@ def _process_cells(pid, comm, cmdline, threads, rlist) -> tuple:
     n = len(threads)
     tip = (cmdline or f"[{comm}] (kernel thread)" if kthread else cmdline or comm)
     tip = f"{tip}\n{n} thread{'s' if n != 1 else ''}"
+    name = shown or comm
     return (
-        (comm, comm.lower(), tip, fg),
+        (name, name.lower(), tip, fg),
         (str(pid), pid, None, fg),
         (format_cpus(cpus) if cpus else "", min(cpus) if cpus else -1,
          "the CPUs its threads last ran on" if n > 1 else None, fg),
@@ -141,7 +148,17 @@ def _threads_by_pid(tasks: dict, processes: dict) -> dict[int, list]:
     return by_pid
 
 
-def _thread_rows(threads: list, rlist: list, comm: str, built: dict[int, tuple]):
+def shown_name(comm: str, cmdline: str, threads) -> str | None:
+    """The name the tree shows for a process whose every thread is called by the process's name, as
+    Python's, Node's and other runtimes' are (app.format.command_name: "python3 serve.py"), so such
+    processes can be told apart; None for the others (a JVM's threads name themselves)."""
+    if cmdline and threads and all(t.comm == comm for t in threads):
+        name = command_name(comm, cmdline)
+        return name if name != comm else None
+    return None
+
+
+def _thread_rows(threads: list, rlist: list, comm: str, built: dict[int, tuple], shown: str | None = None):
     """({tid: ((task, rate, comm), cells, filter text)}, {tid: cells}, {tid: filter text}) of one
     process's threads, in tid order; a thread whose task, rate and process name are unchanged keeps
     its cells from `built`."""
@@ -150,10 +167,10 @@ def _thread_rows(threads: list, rlist: list, comm: str, built: dict[int, tuple])
     tf: dict[int, str] = {}
     for t, rate in zip(threads, rlist):
         tid = t.tid
-        inputs = (t, rate, comm)
+        inputs = (t, rate, comm, shown)
         prev = built.get(tid)
         if prev is None or prev[0] != inputs:
-            prev = (inputs, _thread_cells(t, comm, rate), f"{t.comm} {tid}".lower())
+            prev = (inputs, _thread_cells(t, comm, rate, shown), f"{t.comm} {tid}".lower())
         nb[tid] = prev
         tc[tid] = prev[1]
         tf[tid] = prev[2]
@@ -193,6 +210,7 @@ class ThreadTreeModel(QAbstractItemModel):
         self._tfilter: dict[int, dict[int, str]] = {}   # pid -> {tid: filter text}
         self._pkey: dict[int, tuple] = {}      # pid -> (threads, rates, comm, cmdline) its cells come from
         self._built: dict[int, dict[int, tuple]] = {}  # pid -> {tid: ((task, rate, comm), cells, filter)}
+        self.live = False                  # the state applied last is of the live machine
         self.generation = -1
 
     # -- the one way in ---------------------------------------------------------------------
@@ -205,6 +223,7 @@ class ThreadTreeModel(QAbstractItemModel):
         threads, rates, name and command line compare equal (by identity first, which is what tuple
         comparison tries) keeps its cells without a look at each thread."""
         self.generation = state.generation
+        self.live = bool(state.live)
         old_pcells, old_tcells = self._pcells, self._tcells
         new = self._contents(state)
         self._pkey, self._built = new.keys, new.built
@@ -252,9 +271,10 @@ class ThreadTreeModel(QAbstractItemModel):
                 built[pid] = old_built.get(pid, {})
                 continue
             changed.append(pid)
-            pcells[pid] = _process_cells(pid, comm, cmdline, threads, rlist)
+            shown = shown_name(comm, cmdline, threads)
+            pcells[pid] = _process_cells(pid, comm, cmdline, threads, rlist, shown)
             pfilter[pid] = f"{comm} {cmdline} {pid}".lower()
-            built[pid], tcells[pid], tfilter[pid] = _thread_rows(threads, rlist, comm, old_built.get(pid, {}))
+            built[pid], tcells[pid], tfilter[pid] = _thread_rows(threads, rlist, comm, old_built.get(pid, {}), shown)
             tids[pid] = list(tcells[pid])
         changed.sort()
         return _Contents(pcells, pfilter, tcells, tfilter, tids, keys, built, changed)
@@ -473,8 +493,8 @@ class ThreadTableWidget(QWidget):
         self.filter_edit = QLineEdit(self)
         self.filter_edit.setPlaceholderText("Find a thread: name, process name or command line")
         self.filter_edit.setClearButtonEnabled(True)
-        self.count_label = QLabel(self)
-        self.view = QTreeView(self)
+        self.count_label = TextLine(self)
+        self.view = PinDragTreeView(self, name_column=COL_NAME)
         self.view.setModel(self.proxy)
         self.view.setUniformRowHeights(True)          # needed for 2,000+ rows to lay out quickly
         self.view.setSortingEnabled(True)
@@ -492,6 +512,7 @@ class ThreadTableWidget(QWidget):
         self._last_selection: tuple[list, list] = ([], [])
         self.filter_edit.textChanged.connect(self._on_filter_text_changed)
         self.view.selectionModel().selectionChanged.connect(self._on_selection_changed)
+        self.view.viewport().installEventFilter(self)
         self.proxy.rowsInserted.connect(self._on_proxy_rows_inserted)
 
     def set_state(self, state: MachineState) -> None:
@@ -523,6 +544,24 @@ class ThreadTableWidget(QWidget):
             | self.view.selectionModel().SelectionFlag.Rows)
         self.view.scrollTo(idx)
         return True
+
+    def eventFilter(self, obj, event) -> bool:
+        # A process row's tooltip adds its user and memory, read now through psutil (app/usage.py):
+        # on hover only, never per tick, so sleeping processes cost nothing; and not in the model,
+        # whose cells change only with a state.
+        if obj is self.view.viewport() and event.type() == QEvent.Type.ToolTip and self.model.live:
+            idx = self.view.indexAt(event.pos())
+            ident = idx.data(ID_ROLE) if idx.isValid() else None
+            if ident is not None and ident[0] == "process" and idx.column() == COL_NAME:
+                QToolTip.showText(event.globalPos(), self.process_tooltip(ident[1]), self.view)
+                return True
+        return super().eventFilter(obj, event)
+
+    def process_tooltip(self, pid: int) -> str:
+        """What hovering a process's name shows: its cell's tooltip and, live, its user and memory."""
+        tip = self.model.process_index(pid).data(Qt.ItemDataRole.ToolTipRole) or ""
+        facts = process_facts(pid) if self.model.live else None
+        return f"{tip}\n{facts}" if facts else tip
 
     def _on_filter_text_changed(self, text: str) -> None:
         self.proxy.set_filter_text(text)

@@ -1,0 +1,5 @@
+"""The sampling interval's bounds, shared by the sampler, the window's spin box and `--interval` on the
+command line. A module of its own so that building the command line's parser (every `coremap` run)
+does not import the sampler and the whole model behind it (issue 12: start-up time)."""
+
+MIN_INTERVAL, MAX_INTERVAL = 0.25, 5.0

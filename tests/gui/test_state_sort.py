@@ -1,0 +1,51 @@
+"""StateSortProxy (widgets/tables/sorting.py): rows re-sort once per state, only when one is out of
+place by more than TIE, and at most every HOLD_SECONDS; a header click sorts at once."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QStandardItem, QStandardItemModel
+
+from widgets.tables.sorting import HOLD_SECONDS, StateSortProxy
+
+
+def _model(values):
+    m = QStandardItemModel()
+    for v in values:
+        item = QStandardItem()
+        item.setData(float(v), Qt.ItemDataRole.DisplayRole)
+        m.appendRow(item)
+    return m
+
+
+def _order(proxy):
+    return [proxy.index(r, 0).data() for r in range(proxy.rowCount())]
+
+
+def test_rows_move_only_when_clearly_out_of_place_and_not_more_often_than_the_hold(qtbot):
+    now = [100.0]
+    source = _model([10, 20, 30])
+    proxy = StateSortProxy()
+    proxy.clock = lambda: now[0]
+    proxy.setSourceModel(source)
+    layouts = []
+    proxy.layoutChanged.connect(lambda *a: layouts.append(now[0]))
+    proxy.sort(0, Qt.SortOrder.DescendingOrder)
+    assert _order(proxy) == [30, 20, 10] and len(layouts) == 1
+    # 20 -> 60 clearly overtakes 30, but the last sort was just now: the cell shows 60, the row waits.
+    now[0] += 1
+    source.item(1).setData(60.0, Qt.ItemDataRole.DisplayRole)
+    proxy.settle()
+    assert _order(proxy) == [30, 60, 10] and len(layouts) == 1
+    now[0] += HOLD_SECONDS
+    proxy.settle()                                  # nothing new changed; the waiting row moves now
+    assert _order(proxy) == [60, 30, 10] and len(layouts) == 2
+    # 30 -> 62: within TIE of the 60 above it, so nothing moves, however long after.
+    now[0] += 10 * HOLD_SECONDS
+    source.item(2).setData(62.0, Qt.ItemDataRole.DisplayRole)
+    proxy.settle()
+    assert _order(proxy) == [60, 62, 10] and len(layouts) == 2
+    # A row that arrives is placed at once.
+    source.appendRow(QStandardItem("x"))
+    source.item(3).setData(99.0, Qt.ItemDataRole.DisplayRole)
+    proxy.settle()
+    assert _order(proxy) == [99, 62, 60, 10]
