@@ -45,7 +45,7 @@ MiB = 1 << 20
 # The largest real file of each kind, times a margin. /proc/interrupts of a 1,152-CPU machine is 13 MB
 # and grows with CPUs x IRQs; an 8,192-CPU one would be ~100 MB. Everything else coremap reads is a
 # sysfs attribute (at most a page) or a small /proc file; maps of a big JVM run to a few MB.
-READ_LIMITS = {"interrupts": 256 * MiB, "softirqs": 64 * MiB, "stat": 64 * MiB, "cpuinfo": 64 * MiB,
+READ_LIMITS = {"interrupts": 256 * MiB, "softirqs": 64 * MiB, "stat": 64 * MiB, "cpuinfo": 256 * MiB,
                "maps": 64 * MiB, "trace": 256 * MiB}
 DEFAULT_READ_LIMIT = 8 * MiB
 MAX_NOTES = 50
