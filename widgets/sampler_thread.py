@@ -9,8 +9,10 @@ receiver drops a state whose generation is not newer than the one it applied las
 """
 from __future__ import annotations
 
+import atexit
 import threading
 import time
+import weakref
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
 
@@ -20,6 +22,22 @@ from app.sampler import Sampler, clamp_interval
 # After the first tick the second comes sooner than a full interval, so that the first rates are on
 # screen within half a second of opening the window.
 FIRST_RATES_AFTER = 0.5
+
+
+def stop_at_exit(owner) -> None:
+    """Call `owner.stop()` when the interpreter exits, if `owner` is still alive then: a QThread
+    destroyed while it runs aborts the process (qFatal), and a script or a test that builds a window
+    and never closes it leaves its worker threads running into interpreter shutdown."""
+    ref = weakref.ref(owner)
+
+    def stop() -> None:
+        alive = ref()
+        if alive is not None:
+            try:
+                alive.stop()
+            except RuntimeError:        # its Qt side was already deleted: nothing runs any more
+                pass
+    atexit.register(stop)
 
 
 def is_newer(state, last_generation: int | None) -> bool:
@@ -48,6 +66,7 @@ class SamplerThread(QObject):
         self._worker = _SamplerWorker(sampler)
         self._worker.moveToThread(self._thread)
         self._paused = False
+        stop_at_exit(self)
         w = self._worker
         # Queued into slots of this (UI-thread) object, which re-emit. No Python object crosses the
         # thread boundary inside a Qt event: the worker leaves its newest state in a locked slot and

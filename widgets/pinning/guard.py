@@ -23,6 +23,7 @@ from app.errors import CoremapError
 from app.guard import Guard, GuardTick
 from app.journal import Journal
 from app.sysroot import SysRoot
+from widgets.sampler_thread import stop_at_exit
 
 
 class GuardThread(QObject):
@@ -43,6 +44,7 @@ class GuardThread(QObject):
         self._worker.failed.connect(self._on_worker_failed, Qt.ConnectionType.QueuedConnection)
         self.source: tuple[str, str] | None = None       # (root, journal path) being guarded
         self.enabled = True
+        stop_at_exit(self)
 
     @property
     def running(self) -> bool:
