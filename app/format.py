@@ -237,3 +237,12 @@ def command_name(comm: str, cmdline: str) -> str:
         if not w.startswith("-"):
             return f"{comm} {w.rstrip('/').rsplit('/', 1)[-1]}"[:MAX_COMMAND_NAME]
     return comm
+
+
+def probe_exit_sentence(what: str, returncode: int | None, stderr_lines) -> str | None:
+    """Why a probe child that sent no `error` line failed: `what`, its exit status and its last
+    stderr lines; None while it runs (None) or when it exited 0. Local and remote runs say it alike."""
+    if returncode in (0, None):
+        return None
+    tail = "; ".join(list(stderr_lines)[-3:])
+    return f"{what}: the probe exited with status {returncode}" + (f": {tail}" if tail else "")

@@ -14,6 +14,8 @@ import threading
 import time
 from pathlib import Path
 
+from app.format import probe_exit_sentence
+
 TERM_GRACE_S = 0.2
 PARENT_ENV = "COREMAP_PROBE_PARENT"
 _ROOT = str(Path(__file__).resolve().parents[1])
@@ -138,11 +140,7 @@ class ProbeRun:
         """Why the run failed, once it has exited: its `error` line, else (a child that died without
         one) `what`, its exit status and its last stderr lines; None when it succeeded."""
         message = self.error()
-        rc = self.returncode
-        if message is None and rc not in (0, None):
-            tail = "; ".join(self.stderr_lines[-3:])
-            message = f"{what}: the probe exited with status {rc}" + (f": {tail}" if tail else "")
-        return message
+        return message if message is not None else probe_exit_sentence(what, self.returncode, self.stderr_lines)
 
     def __enter__(self):
         return self

@@ -16,7 +16,7 @@ import queue
 import subprocess
 
 from app.errors import CoremapError
-from app.format import printable
+from app.format import printable, probe_exit_sentence
 from app.remote.client import AgentClient
 
 MAX_DEPTH = 6
@@ -186,11 +186,8 @@ class RemoteProbeRun:
 
     def failure(self, what: str) -> str | None:
         message = self.error()
-        rc = self.returncode
-        if message is None and rc not in (0, None):
-            tail = "; ".join(self.stderr_lines[-3:])
-            message = f"{what} on {self.host}: the probe exited with status {rc}" + (f": {tail}" if tail else "")
-        return message
+        return message if message is not None else probe_exit_sentence(f"{what} on {self.host}", self.returncode,
+                                                                       self.stderr_lines)
 
     def __enter__(self):
         return self

@@ -86,3 +86,22 @@ def test_command_name_is_the_runtime_and_what_it_runs():
     assert command_name("node", "node") == "node"
     assert command_name("kworker/0:1", "") == "kworker/0:1"
     assert len(command_name("python3", "python3 " + "x" * 200)) <= 48
+
+
+def test_probe_exit_sentence_names_the_status_and_the_last_stderr_lines():
+    from app.format import probe_exit_sentence
+    assert probe_exit_sentence("jitter CPU 1", 0, ["x"]) is None
+    assert probe_exit_sentence("jitter CPU 1", None, []) is None
+    assert probe_exit_sentence("jitter CPU 1", -9, []) == "jitter CPU 1: the probe exited with status -9"
+    assert (probe_exit_sentence("jitter CPU 1", 3, ["a", "b", "c", "d"])
+            == "jitter CPU 1: the probe exited with status 3: b; c; d")
+
+
+def test_a_probe_child_that_dies_without_an_error_line_says_so():
+    import sys
+
+    from probes.runner import ProbeRun
+    code = "import sys; print('{\"type\": \"hello\"}', flush=True); sys.stderr.write('oops\\n'); sys.exit(5)"
+    run = ProbeRun([sys.executable, "-c", code])
+    assert run.wait(30) == 5
+    assert run.failure("jitter CPU 1") == "jitter CPU 1: the probe exited with status 5: oops"
