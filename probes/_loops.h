@@ -10,9 +10,8 @@
  *
  * Buckets follow _native.c's scheme exactly (values below 8 get one bucket each; above, every power
  * of two is split into 8 equal sub-buckets, so a bucket is at most 12.5% wide), so their lists merge
- * and read like the jitter and wakeup probes' (probes/histogram.py). _native.c keeps its own copy of
- * these three functions: it is edited on another branch, and including this header there is a
- * merge-time change.
+ * and read like the jitter and wakeup probes' (probes/histogram.py); _native.c's jitter and wakeup
+ * loops use these same functions.
  *
  * Threads these loops start set their own affinity, say "ready" on a latch, wait for the go, work,
  * say "done", and then wait to be released before they exit: between done and release Python reads

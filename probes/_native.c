@@ -36,18 +36,9 @@
 #include <unistd.h>
 #include <linux/perf_event.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#define HAVE_RDTSC 1
-static inline uint64_t rd_tsc(void) { return __rdtsc(); }
-#else
-#define HAVE_RDTSC 0
-static inline uint64_t rd_tsc(void) { return 0; }
-#endif
+#include "_loops.h"       /* lp_tsc, the log buckets: one scheme for every probe's histogram */
 
-#define SUB_BITS 3
-#define SUB_COUNT (1 << SUB_BITS)
-#define NBUCKETS (64 * SUB_COUNT)
+#define HAVE_RDTSC LP_HAVE_TSC
 #define MAX_TOP 64
 
 static inline uint64_t mono_ns(clockid_t clk)
@@ -55,55 +46,6 @@ static inline uint64_t mono_ns(clockid_t clk)
     struct timespec ts;
     clock_gettime(clk, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static inline unsigned bucket_index(uint64_t v)
-{
-    if (v < SUB_COUNT)
-        return (unsigned)v;
-    unsigned e = 63u - (unsigned)__builtin_clzll(v);
-    unsigned sub = (unsigned)(v >> (e - SUB_BITS)) & (SUB_COUNT - 1);
-    return (e - SUB_BITS + 1) * SUB_COUNT + sub;
-}
-
-/* [lo, hi) of bucket i, in the units values were recorded in. */
-static void bucket_bounds(unsigned i, uint64_t *lo, uint64_t *hi)
-{
-    if (i < SUB_COUNT) {
-        *lo = i;
-        *hi = i + 1;
-        return;
-    }
-    unsigned e = i / SUB_COUNT + SUB_BITS - 1;
-    unsigned sub = i % SUB_COUNT;
-    *lo = (uint64_t)(SUB_COUNT + sub) << (e - SUB_BITS);
-    *hi = (uint64_t)(SUB_COUNT + sub + 1) << (e - SUB_BITS);
-}
-
-/* Sparse list [[lo_ns, hi_ns, count], ...]; `scale` converts recorded units to ns. */
-static PyObject *buckets_to_list(const uint64_t *counts, double scale)
-{
-    PyObject *out = PyList_New(0);
-    if (!out)
-        return NULL;
-    for (unsigned i = 0; i < NBUCKETS; i++) {
-        if (!counts[i])
-            continue;
-        uint64_t lo, hi;
-        bucket_bounds(i, &lo, &hi);
-        unsigned long long lo_ns = (unsigned long long)(lo * scale + 0.5);
-        unsigned long long hi_ns = (unsigned long long)(hi * scale + 0.5);
-        if (hi_ns <= lo_ns)
-            hi_ns = lo_ns + 1;
-        PyObject *row = Py_BuildValue("[KKK]", lo_ns, hi_ns, (unsigned long long)counts[i]);
-        if (!row || PyList_Append(out, row) < 0) {
-            Py_XDECREF(row);
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_DECREF(row);
-    }
-    return out;
 }
 
 /* ---------------------------------------------------------------- tsc_info */
@@ -132,12 +74,12 @@ static double calibrate_tsc(void)
 {
     /* Two reads of each clock bracketing a ~60 ms busy wait; CLOCK_MONOTONIC_RAW is not slewed
      * by NTP, so the rate is the hardware's. */
-    uint64_t t0 = rd_tsc(), n0 = mono_ns(CLOCK_MONOTONIC_RAW);
+    uint64_t t0 = lp_tsc(), n0 = mono_ns(CLOCK_MONOTONIC_RAW);
     uint64_t n1;
     do {
         n1 = mono_ns(CLOCK_MONOTONIC_RAW);
     } while (n1 - n0 < 60000000ull);
-    uint64_t t1 = rd_tsc();
+    uint64_t t1 = lp_tsc();
     return (double)(t1 - t0) * 1e9 / (double)(n1 - n0);
 }
 
@@ -152,10 +94,10 @@ static PyObject *py_tsc_info(PyObject *self, PyObject *args)
         hz = g_tsc_hz;
         const int n = 1000000;
         volatile uint64_t sink = 0;
-        uint64_t a = rd_tsc();
+        uint64_t a = lp_tsc();
         for (int i = 0; i < n; i++)
-            sink += rd_tsc();
-        uint64_t b = rd_tsc();
+            sink += lp_tsc();
+        uint64_t b = lp_tsc();
         rdtsc_ns = (double)(b - a) / n * 1e9 / hz;
         (void)sink;
     }
@@ -206,7 +148,7 @@ struct gap {
 #define NEDGE 11
 
 struct jitter_state {
-    uint64_t counts[NBUCKETS]; /* gaps >= thr, fine log buckets, in ticks */
+    uint64_t counts[LP_NBUCKETS]; /* gaps >= thr, fine log buckets, in ticks */
     uint64_t edge[NEDGE];      /* octave edges below thr, in ticks (clamped to thr) */
     uint64_t cum[NEDGE];       /* how many gaps were >= edge[k] */
     struct gap top[MAX_TOP];
@@ -247,7 +189,7 @@ static inline void keep_top(struct jitter_state *s, uint64_t at, uint64_t len)
 static inline __attribute__((always_inline)) void
 jitter_span(struct jitter_state *s, uint64_t span, int use_tsc)
 {
-    uint64_t prev = use_tsc ? rd_tsc() : mono_ns(CLOCK_MONOTONIC);
+    uint64_t prev = use_tsc ? lp_tsc() : mono_ns(CLOCK_MONOTONIC);
     const uint64_t start = prev, end = prev + span, thr = s->thr;
     const uint64_t e0 = s->edge[0], e1 = s->edge[1], e2 = s->edge[2], e3 = s->edge[3], e4 = s->edge[4],
                    e5 = s->edge[5], e6 = s->edge[6], e7 = s->edge[7], e8 = s->edge[8], e9 = s->edge[9],
@@ -255,14 +197,14 @@ jitter_span(struct jitter_state *s, uint64_t span, int use_tsc)
     uint64_t c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0, c8 = 0, c9 = 0, c10 = 0;
     uint64_t n = 0;
     for (;;) {
-        uint64_t now = use_tsc ? rd_tsc() : mono_ns(CLOCK_MONOTONIC);
+        uint64_t now = use_tsc ? lp_tsc() : mono_ns(CLOCK_MONOTONIC);
         uint64_t d = now - prev;
         prev = now;
         n++;
         c0 += d >= e0; c1 += d >= e1; c2 += d >= e2; c3 += d >= e3; c4 += d >= e4; c5 += d >= e5;
         c6 += d >= e6; c7 += d >= e7; c8 += d >= e8; c9 += d >= e9; c10 += d >= e10;
         if (__builtin_expect(d >= thr, 0)) {
-            s->counts[bucket_index(d)]++;
+            s->counts[lp_bucket(d)]++;
             keep_top(s, now, d);
         }
         if (__builtin_expect(now >= end, 0))
@@ -331,7 +273,7 @@ static PyObject *py_jitter_chunk(PyObject *self, PyObject *args, PyObject *kw)
     Py_BEGIN_ALLOW_THREADS
     mono0 = mono_ns(CLOCK_MONOTONIC);
     if (use_tsc)
-        tsc0 = rd_tsc();
+        tsc0 = lp_tsc();
     uint64_t chunk_end = mono0 + chunk_ns;
     for (;;) {
         uint64_t now = mono_ns(CLOCK_MONOTONIC);
@@ -354,7 +296,7 @@ static PyObject *py_jitter_chunk(PyObject *self, PyObject *args, PyObject *kw)
     Py_END_ALLOW_THREADS
 
     uint64_t above = 0;
-    for (unsigned i = 0; i < NBUCKETS; i++)
+    for (unsigned i = 0; i < LP_NBUCKETS; i++)
         above += s->counts[i];
     PyObject *buckets = PyList_New(0);
     PyObject *top = PyList_New(0);
@@ -373,7 +315,7 @@ static PyObject *py_jitter_chunk(PyObject *self, PyObject *args, PyObject *kw)
                 prev_ns = hi_ns;
             prev_cum = cum;
         }
-        PyObject *fine = buckets_to_list(s->counts, tick_ns);
+        PyObject *fine = lp_buckets_list(s->counts, tick_ns);
         if (!fine)
             goto fail;
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(fine); i++) {
@@ -433,7 +375,7 @@ static PyObject *py_wakeup_chunk(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "interval must be at least 1 us");
         return NULL;
     }
-    uint64_t *counts = calloc(NBUCKETS, sizeof *counts);
+    uint64_t *counts = calloc(LP_NBUCKETS, sizeof *counts);
     if (!counts)
         return PyErr_NoMemory();
     uint64_t n = 0, max = 0, min = UINT64_MAX, sum = 0, t0, wall;
@@ -446,7 +388,7 @@ static PyObject *py_wakeup_chunk(PyObject *self, PyObject *args)
             ;
         uint64_t now = mono_ns(CLOCK_MONOTONIC);
         uint64_t lat = now > target ? now - target : 0;
-        counts[bucket_index(lat)]++;
+        counts[lp_bucket(lat)]++;
         n++;
         sum += lat;
         if (lat > max)
@@ -461,7 +403,7 @@ static PyObject *py_wakeup_chunk(PyObject *self, PyObject *args)
     }
     wall = mono_ns(CLOCK_MONOTONIC) - t0;
     Py_END_ALLOW_THREADS
-    PyObject *buckets = buckets_to_list(counts, 1.0);
+    PyObject *buckets = lp_buckets_list(counts, 1.0);
     free(counts);
     if (!buckets)
         return NULL;
@@ -867,6 +809,6 @@ PyMODINIT_FUNC PyInit__native(void)
     if (!m || PyModule_AddFunctions(m, coremap_messaging_methods) < 0 ||
         PyModule_AddFunctions(m, coremap_touch_methods) < 0 || PyModule_AddFunctions(m, coremap_scaling_methods) < 0)
         return NULL;
-    PyModule_AddIntConstant(m, "SUB_BUCKETS", SUB_COUNT);
+    PyModule_AddIntConstant(m, "SUB_BUCKETS", LP_SUB_COUNT);
     return m;
 }
