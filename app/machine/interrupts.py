@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 
 from app.errors import CoremapError, CpuListError, SysRootReadError
@@ -158,32 +159,50 @@ class _DeviceIndex:
     by_address: dict[str, _PciDev]
     netdevs: frozenset[str]
     live: bool
-    _udev: object = None
-    _udev_cache: dict = field(default_factory=dict)
 
     def udev_model(self, address: str) -> str | None:
         """"Intel Corporation Ethernet Controller X710" from the hwdb, on the live machine only."""
-        if not self.live:
-            return None
-        if address in self._udev_cache:
-            return self._udev_cache[address]
-        text = None
+        return _udev_model(address) if self.live else None
+
+
+# The index is rebuilt whenever the IRQ table is read (every few seconds in the window), but the hwdb's
+# answer for a PCI address does not change while the device stays; one libudev context serves the
+# process (pyudev finds libudev with ctypes.util.find_library, which runs `ldconfig -p`: a child
+# process per context, every few seconds, before this cache). The sampler's and the guard's threads
+# both read IRQs; a libudev context is not for two threads at once, hence the lock.
+_UDEV_LOCK = threading.Lock()
+_UDEV_CONTEXT: list = []
+_UDEV_MODELS: dict[str, str | None] = {}
+_UDEV_MODELS_MAX = 4096
+
+
+def _udev_model(address: str) -> str | None:
+    if address in _UDEV_MODELS:
+        return _UDEV_MODELS[address]
+    with _UDEV_LOCK:
+        return _ask_udev(address)
+
+
+def _ask_udev(address: str) -> str | None:
+    text = None
+    try:
+        import pyudev
+    except ImportError:
+        pyudev = None       # optional: descriptions stay without the model name
+    if pyudev is not None:
         try:
-            import pyudev
-        except ImportError:
-            pyudev = None       # optional: descriptions stay without the model name
-        if pyudev is not None:
-            try:
-                if self._udev is None:
-                    self._udev = pyudev.Context()
-                dev = pyudev.Devices.from_path(self._udev, f"/bus/pci/devices/{address}")
-                vendor = dev.properties.get("ID_VENDOR_FROM_DATABASE")
-                model = dev.properties.get("ID_MODEL_FROM_DATABASE")
-                text = " ".join(x for x in (vendor, model) if x) or None
-            except (pyudev.DeviceNotFoundError, OSError):
-                text = None     # the device went away (hot-unplug) between listing and asking udev
-        self._udev_cache[address] = text
-        return text
+            if not _UDEV_CONTEXT:
+                _UDEV_CONTEXT.append(pyudev.Context())
+            dev = pyudev.Devices.from_path(_UDEV_CONTEXT[0], f"/bus/pci/devices/{address}")
+            vendor = dev.properties.get("ID_VENDOR_FROM_DATABASE")
+            model = dev.properties.get("ID_MODEL_FROM_DATABASE")
+            text = " ".join(x for x in (vendor, model) if x) or None
+        except (pyudev.DeviceNotFoundError, OSError):
+            return None     # the device went away (hot-unplug) between listing and asking udev: ask again
+    if len(_UDEV_MODELS) >= _UDEV_MODELS_MAX:
+        _UDEV_MODELS.clear()
+    _UDEV_MODELS[address] = text
+    return text
 
 
 def _pci_devices(root: SysRoot) -> _DeviceIndex:

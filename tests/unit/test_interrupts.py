@@ -341,3 +341,35 @@ def test_live_machine():
         if i.requested is not None:
             assert set(i.requested) <= set(range(4096))
     assert read_softirqs(SysRoot("/")) is not None
+
+
+def test_the_hwdb_is_asked_once_per_device_not_per_read(monkeypatch):
+    """The window reads the IRQ table every few seconds; each read used to make a libudev context
+    (pyudev finds libudev through ctypes.util.find_library, which runs `ldconfig -p`, a child
+    process) and ask the hwdb for every device again."""
+    pyudev = pytest.importorskip("pyudev")
+    from app.machine import interrupts as mi
+    from app.machine.interrupts import read_irqs
+    from app.sysroot import SysRoot
+    monkeypatch.setattr(mi, "_UDEV_CONTEXT", [])
+    monkeypatch.setattr(mi, "_UDEV_MODELS", {})
+    contexts, asked = [], []
+    real_context, real_from_path = pyudev.Context, pyudev.Devices.from_path
+
+    def context():
+        contexts.append(1)
+        return real_context()
+
+    def from_path(ctx, path):
+        asked.append(path)
+        return real_from_path(ctx, path)
+    monkeypatch.setattr(pyudev, "Context", context)
+    monkeypatch.setattr(pyudev.Devices, "from_path", staticmethod(from_path))
+    first = read_irqs(SysRoot("/"))
+    n = len(asked)
+    second = read_irqs(SysRoot("/"))
+    assert len(asked) == n and len(contexts) <= 1
+    assert len(set(asked)) == len(asked)
+    assert [i.device for i in first.info.values()] == [i.device for i in second.info.values()]
+    if any(i.device is not None and i.device.pci_address for i in first.info.values()):
+        assert n > 0 and len(contexts) == 1          # this machine has PCI devices with IRQs
