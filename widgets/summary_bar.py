@@ -73,6 +73,7 @@ class SummaryBar(QWidget):
         self._key = None
         self._topology = None
         self._irqbalance: bool | None = None
+        self._tasks = None                  # the process list irqbalance was looked for in
         self._source = ""
         self._live = True
         self._host = ""             # over ssh: the host as the user named it; its own name is the topology's
@@ -85,7 +86,9 @@ class SummaryBar(QWidget):
 
     def set_state(self, state: MachineState) -> None:
         self._topology = state.topology
-        self._irqbalance = irqbalance_running(state)
+        if state.sample.tasks is not self._tasks:     # the thread list is read less often than ticks
+            self._tasks = state.sample.tasks
+            self._irqbalance = irqbalance_running(state)
         self._source = state.source
         self._live = state.live
         self._host = state.host

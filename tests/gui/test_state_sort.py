@@ -49,3 +49,24 @@ def test_rows_move_only_when_clearly_out_of_place_and_not_more_often_than_the_ho
     source.item(3).setData(99.0, Qt.ItemDataRole.DisplayRole)
     proxy.settle()
     assert _order(proxy) == [99, 62, 60, 10]
+
+
+def test_rates_a_unit_apart_count_as_tied(qtbot):
+    """An idle VM's queues take one interrupt now and then: 2/s above 3/s does not re-sort (and
+    repaint) the table; 2/s above 4/s does."""
+    now = [100.0]
+    source = _model([5, 0, 2])
+    proxy = StateSortProxy()
+    proxy.clock = lambda: now[0]
+    proxy.setSourceModel(source)
+    layouts = []
+    proxy.layoutChanged.connect(lambda *a: layouts.append(now[0]))
+    proxy.sort(0, Qt.SortOrder.DescendingOrder)
+    assert _order(proxy) == [5, 2, 0] and len(layouts) == 1
+    now[0] += 10 * HOLD_SECONDS
+    source.item(1).setData(3.0, Qt.ItemDataRole.DisplayRole)
+    proxy.settle()
+    assert _order(proxy) == [5, 2, 3] and len(layouts) == 1
+    source.item(1).setData(4.0, Qt.ItemDataRole.DisplayRole)
+    proxy.settle()
+    assert _order(proxy) == [5, 4, 2] and len(layouts) == 2

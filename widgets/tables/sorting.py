@@ -24,6 +24,9 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyM
 # the IPIs of an idle machine) keep their places instead of swapping, and the view its paint, every
 # tick. A row that clearly overtakes another moves; a click on the header sorts exactly.
 TIE = 0.1
+# And numbers at most this far apart, whatever their size: an idle queue's 0/s beside another's 1/s
+# (a VM's virtio queues take one interrupt now and then) is noise, not an order worth a repaint.
+TIE_ABSOLUTE = 1.0
 # And a row out of place waits until this long after the last sort: on a machine whose interrupts
 # burst (a VM's virtio queues) the order would otherwise change, and the whole table repaint, nearly
 # every tick. The cells show the new values at once; the rows move at most this often.
@@ -33,7 +36,7 @@ HOLD_SECONDS = 3.0
 def _may_stand_above(upper, lower, descending: bool) -> bool:
     """Whether a row whose sort value is `upper` may stand right above one whose value is `lower`."""
     if isinstance(upper, (int, float)) and isinstance(lower, (int, float)):
-        if abs(upper - lower) <= TIE * max(abs(upper), abs(lower)):
+        if abs(upper - lower) <= max(TIE * max(abs(upper), abs(lower)), TIE_ABSOLUTE):
             return True
     try:
         return upper >= lower if descending else upper <= lower
