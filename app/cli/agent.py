@@ -28,9 +28,12 @@ import sysconfig
 import threading
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from app.errors import CoremapError
-from app.remote.agent import Agent, Request
-from app.remote.bootstrap import SHIPPED_ENV
+
+if TYPE_CHECKING:
+    from app.remote.agent import Request
 
 _ROOT = str(Path(__file__).resolve().parents[2])      # the folder holding app/ and probes/
 _LOGIN_DIR: str | None = None
@@ -49,11 +52,14 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser.
+    from app.remote.bootstrap import SHIPPED_ENV
     return serve(os.environ.get(SHIPPED_ENV) or None)
 
 
 def serve(shipped: str | None = None) -> int:
     """Serve until stdin ends. `shipped`: the folder of a shipped agent (app/remote/bootstrap.py)."""
+    from app.remote.agent import Agent
     _die_with_parent(signal.SIGTERM)
     # SIGTERM (sshd's session went away) ends the agent through Python, so it cancels its children.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -19,8 +19,7 @@ from app.atomic import check_output_path
 from app.cli.common import add_json_arguments, bounded, ensure_headless_qt, write_json
 from app.errors import CoremapError
 from app.format import printable
-from app.remote.fleet import CSV_COLUMNS, PARALLEL, TIMEOUT, capture_fleet, csv_rows
-from app.remote.hosts import MAX_FLEET, HostError, parse_host, read_hosts_file
+from app.remote.hosts import MAX_FLEET, PARALLEL, TIMEOUT, HostError, parse_host, read_hosts_file
 
 
 def register(subparsers) -> None:
@@ -66,6 +65,8 @@ def hosts_of(args) -> list:
 
 
 def run(args) -> int:
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser.
+    from app.remote.fleet import CSV_COLUMNS, capture_fleet, csv_rows
     hosts = hosts_of(args)
     headless = args.csv or args.json
     if not headless and getattr(args, "screenshot", None):

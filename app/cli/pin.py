@@ -144,8 +144,7 @@ def run_restore(args) -> int:
 
 
 def run_journal(args) -> int:
-    # Imported here for start-up time, as in affinity_service().
-    from app.affinity import PinTarget
+    # Imported here for start-up time, as in affinity_service(); PinTarget only for the listing.
     from app.journal import Journal
     journal = Journal(journal_path(create=False), readonly=True)
     for note in journal.notes:
@@ -157,6 +156,7 @@ def run_journal(args) -> int:
     if not entries:
         print(f"the journal {journal.path} is empty")
         return 0
+    from app.affinity import PinTarget
     quiet = {q.id: q for q in journal.quiet_events()}
     for e in entries:
         q = quiet.pop(e.batch, None)

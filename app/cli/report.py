@@ -14,7 +14,6 @@ from pathlib import Path
 from app.cli.common import add_root_argument, ensure_headless_qt, root_arg, root_of
 from app.errors import CoremapError
 from app.inputs import MiB, read_input_text
-from app.results import clean_probe_result, clean_verification
 
 NOTES_LIMIT = 1 * MiB              # a page of notes is kilobytes; a megabyte is a book
 PROBE_RESULT_LIMIT = 64 * MiB      # a probe's --json result with its buckets is tens of kB
@@ -42,6 +41,9 @@ def register(subparsers) -> None:
 
 
 def _read_probe_results(paths: list[str]) -> list[dict]:
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser, and
+    # app.results brings the journal and msgspec with it.
+    from app.results import clean_probe_result
     out = []
     for p in paths:
         text = read_input_text(p, what="--probe", limit=PROBE_RESULT_LIMIT,
@@ -68,6 +70,7 @@ def _read_probe_results(paths: list[str]) -> list[dict]:
 
 
 def _read_verifications(paths: list[str]) -> list[dict]:
+    from app.results import clean_verification     # not at the top: see _read_probe_results
     out = []
     for p in paths:
         text = read_input_text(p, what="--verify", limit=PROBE_RESULT_LIMIT,

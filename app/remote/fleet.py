@@ -26,12 +26,10 @@ from app.errors import CoremapError
 from app.format import format_cpus, format_ns, format_rate
 from app.remote.client import AgentClient
 from app.remote.codec import StateReceiver
-from app.remote.hosts import HostSpec
+from app.remote.hosts import PARALLEL, TIMEOUT, HostSpec
 from app.remote.transport import LinkError
 from app.state import MachineState
 
-PARALLEL = 8
-TIMEOUT = 30.0
 RATE_WAIT = 0.5
 FACTS = ("Model", "Shape", "Core kinds", "NUMA nodes", "Kernel", "isolcpus", "nohz_full", "irqbalance")
 COMPARED = ("Model", "Shape", "Core kinds", "NUMA nodes", "Kernel", "isolcpus", "nohz_full", "irqbalance")

@@ -21,6 +21,8 @@ from app.statedir import state_dir
 MAX_HOST_TEXT = 255              # a DNS name is at most 253 characters; user@ and :port fit in the rest
 MAX_HOSTS_FILE = 1 * MiB
 MAX_FLEET = 1000                 # hosts in one fleet (tested with 50)
+PARALLEL = 8                     # hosts a fleet reads at once (default)
+TIMEOUT = 30.0                   # seconds each host may take, connecting included (default)
 RECENT_KEPT = 10
 RECENT_FILE = "recent-hosts.json"
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import compileall
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -97,6 +98,13 @@ def main() -> None:
     compileall.compile_dir(REPO / "app", quiet=1)
     compileall.compile_dir(REPO / "probes", quiet=1)
     tmp = Path(tempfile.mkdtemp(prefix="coremap-bench-json-"))
+    try:
+        _measure(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _measure(tmp: Path) -> None:
     text = (INTERRUPTS_DIR / "openshift-nto" / "master.internal-interrupts").read_text()
     wide = tmp / "interrupts"
     wide.write_text(widen(text, WIDE))

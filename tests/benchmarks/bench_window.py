@@ -33,6 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 TCK = os.sysconf("SC_CLK_TCK")
 FIRST_FRAME_RUNS = 5
+# The windows' journal and autosave, never the user's; removed when the benchmark ends.
+STATE_DIR = Path(tempfile.gettempdir()) / f"coremap-bench-window-state-{os.getpid()}"
 
 SLEEPERS = r"""
 import sys, threading
@@ -217,7 +219,7 @@ def _env(display: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO), DISPLAY=display)
     env.pop("QT_QPA_PLATFORM", None)
     env.pop("WAYLAND_DISPLAY", None)
-    env["COREMAP_STATE_DIR"] = tempfile.mkdtemp(prefix="coremap-bench-window-state-")
+    env["COREMAP_STATE_DIR"] = str(STATE_DIR)
     return env
 
 
@@ -330,6 +332,7 @@ def main() -> None:
     # the first frame for compiling coremap's sources).
     for pkg in ("app", "widgets", "probes"):
         compileall.compile_dir(REPO / pkg, quiet=1)
+    STATE_DIR.mkdir(mode=0o700, exist_ok=True)
     x = Xvfb()
     try:
         if args.only in (None, "frame"):
@@ -341,6 +344,7 @@ def main() -> None:
             rss_under_churn(x, args.churn_seconds, args.churn_rate)
     finally:
         x.close()
+        shutil.rmtree(STATE_DIR, ignore_errors=True)
 
 
 if __name__ == "__main__":
