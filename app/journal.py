@@ -291,7 +291,7 @@ if msgspec is not None:
         id: _Id
         session: Annotated[str, Meta(max_length=64)]
         batch: _Id
-        origin: Annotated[str, Meta(pattern=f"^(?:{_ORIGIN})$")]
+        origin: Annotated[str, Meta(max_length=32)]           # its pattern checked once per value, below
         root: _Text
         kind: Annotated[str, Meta(max_length=32)]            # checked against KINDS with netdev, below
         target_id: Annotated[int, Meta(ge=0, le=MAX_TARGET)] = msgspec.field(name="target")
@@ -317,6 +317,7 @@ if msgspec is not None:
     # An entry's fields until its mark arrives: JournalEntry's own defaults.
     _UNMARKED = {f.name: f.default for f in dataclass_fields(JournalEntry) if f.default is not MISSING}
     _DECODER = msgspec.json.Decoder(_Record | _Mark)
+    _ORIGINS_SEEN: set[str] = set()
     # Bytes only lines other than records and marks hold: a read with any of them goes line by line.
     _OTHER_EVENTS = (b'"ev":"quiet"', b'"ev":"follow"', b'"ev":"policy"', b'"ev":"guard"')
 
@@ -330,6 +331,13 @@ if msgspec is not None:
         if record.kind not in KINDS:
             raise _BadLine(f"kind {record.kind[:20]!r}: expected one of {', '.join(KINDS)}")
         _netdev_field(record.netdev, record.kind)
+        if record.origin not in _ORIGINS_SEEN:
+            # A journal holds a handful of origins (pin, restore, undo:N ...): matching each record's
+            # against _ORIGIN in msgspec was a fifth of decoding a 20,000-entry journal.
+            _origin(record.origin)
+            if len(_ORIGINS_SEEN) >= 4096:
+                _ORIGINS_SEEN.clear()
+            _ORIGINS_SEEN.add(record.origin)
         entry = object.__new__(JournalEntry)
         fields = entry.__dict__
         fields.update(_UNMARKED)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import signal
 import sys
 
@@ -16,12 +15,22 @@ from app.cli.common import OneLineParser, bounded, take_notes
 from app.errors import CoremapError
 from app.interval import MAX_INTERVAL, MIN_INTERVAL
 
-# Modules of app/cli that are not subcommands.
-_NOT_COMMANDS = {"main", "common", "desktop", "host"}
+# Each subcommand and the module of app/cli that registers it (the others: main, common, desktop,
+# host), in the order `coremap --help` lists them. Named rather than discovered: pkgutil's discovery
+# imports `inspect`; and a run registers only its own command's module when the command can be told
+# from the arguments, since importing and registering all of them was a tenth of `coremap journal
+# --json` (tests/unit/test_cli_imports.py checks this table against what the modules register).
+COMMANDS = {"agent": "agent", "fleet": "fleet", "guard": "guard", "irqs": "irqs", "pin": "pin", "undo": "pin",
+            "redo": "pin", "restore": "pin", "journal": "pin", "plan": "plan", "probe": "probe",
+            "isolate": "quiet", "include": "quiet", "report": "report", "screenshot": "screenshot",
+            "snapshot": "snapshot", "threads": "threads", "topology": "topology", "verify": "verify"}
+COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 MAX_NOTES_SHOWN = 10
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given the arguments, only their command's module is registered when the
+    command can be told (else every one, as for --help or a misspelt command)."""
     p = OneLineParser(
         prog="coremap",
         description="See CPU topology, interrupts and threads; pin them; measure jitter per CPU. "
@@ -43,24 +52,46 @@ def build_parser() -> argparse.ArgumentParser:
                         "(coremap --host node7 irqs --interval 1)")
     p.add_argument("--version", action="version", version=f"coremap {app.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(app.cli.__path__), key=lambda m: m.name):
-        if info.name.startswith("_") or info.name in _NOT_COMMANDS:
-            continue
-        mod = importlib.import_module(f"app.cli.{info.name}")
-        mod.register(sub)
+    command = None if argv is None else _command_in(argv, p)
+    for name in COMMAND_MODULES if command is None else (COMMANDS[command],):
+        importlib.import_module(f"app.cli.{name}").register(sub)
     return p
+
+
+def _command_in(argv: list[str], parser: argparse.ArgumentParser) -> str | None:
+    """The subcommand `argv` names, skipping the main parser's options and their values; None when
+    it names none that is known, or when an option is ambiguous (the full parser then says why)."""
+    valued = [s for a in parser._actions if a.nargs != 0 for s in a.option_strings]
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--":
+            return None
+        if tok.startswith("-") and tok != "-":
+            if "=" not in tok:
+                # argparse takes unique prefixes of long options (allow_abbrev)
+                hits = [o for o in valued if o == tok or (tok.startswith("--") and o.startswith(tok))]
+                if len(hits) > 1 and tok not in hits:
+                    return None
+                if hits:
+                    i += 1                  # its value
+            i += 1
+            continue
+        return tok if tok in COMMANDS else None
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     _never_crash_on_encoding()
     _exit_cleanly_on(signal.SIGTERM, signal.SIGHUP)
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         if getattr(args, "host", None) and args.command is not None:
             # Imported here: only --host needs ssh and the agent's client.
             from app.cli.host import run_on_host
-            return run_on_host(args, list(sys.argv[1:] if argv is None else argv))
+            return run_on_host(args, argv)
         if args.install_desktop:
             # Imported here: the desktop files are package data of an installed coremap, which the agent
             # shipped to a server without coremap (app/remote/ship.py) does not carry; and it buys every

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # What running one command may import, never building the parser.
@@ -41,3 +43,43 @@ def test_the_check_sees_a_heavy_import(monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "CHECK", CHECK.replace(
         "app.cli.main.build_parser()", "app.cli.main.build_parser(); import app.journal"))
     assert "app.journal" in _imported_by_the_parser()
+
+
+def test_the_command_table_is_what_the_modules_register():
+    """COMMANDS (app/cli/main.py) names each subcommand's module; registering that module alone must
+    give exactly the commands the table gives it, and every module with register() is in it."""
+    import argparse
+    import ast
+    import importlib
+
+    from app.cli.main import COMMAND_MODULES, COMMANDS
+    registering = {path.stem for path in (ROOT / "app" / "cli").glob("*.py")
+                   if any(isinstance(n, ast.FunctionDef) and n.name == "register"
+                          for n in ast.parse(path.read_text()).body)}
+    assert sorted(COMMAND_MODULES) == sorted(registering)
+    for module in COMMAND_MODULES:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"app.cli.{module}").register(sub)
+        assert sorted(sub.choices) == sorted(c for c, m in COMMANDS.items() if m == module), module
+
+
+@pytest.mark.parametrize("argv", [
+    ["journal", "--json"], ["--root", "pin", "topology", "--json"], ["--root=/x", "irqs", "--json"],
+    ["--ro", "/x", "threads"], ["--host", "h", "pin", "--irq", "3", "--cpus", "1"], ["--interval", "2"],
+    ["isolate", "--cpus", "1", "--dry-run"], ["undo"], ["probe", "jitter", "--cpu", "1"], [],
+    ["--size", "800x600", "--screenshot", "o.png", "--root", "/x"]])
+def test_a_run_parses_as_the_whole_parser_would(argv):
+    from app.cli.main import build_parser
+    whole = vars(build_parser().parse_args(argv))
+    own = vars(build_parser(argv).parse_args(argv))
+    assert {k: v for k, v in own.items() if k != "func"} == {k: v for k, v in whole.items() if k != "func"}
+    assert getattr(own.get("func"), "__qualname__", None) == getattr(whole.get("func"), "__qualname__", None)
+
+
+@pytest.mark.parametrize("argv", [["nosuch"], ["--s", "x", "topology"], ["-h"], ["--", "topology"]])
+def test_a_command_that_cannot_be_told_registers_them_all(argv):
+    from app.cli.main import COMMANDS, _command_in, build_parser
+    assert _command_in(argv, build_parser()) is None
+    import argparse
+    sub = next(a for a in build_parser(argv)._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(sub.choices) == sorted(COMMANDS)
