@@ -124,6 +124,27 @@ def parse_status(text: str, *, what: str = "task status") -> dict:
     return out
 
 
+SCHED_COUNTS = ("se.nr_migrations", "nr_voluntary_switches", "nr_involuntary_switches")
+
+
+def sched_counts(text: str) -> tuple[int | None, int | None, int | None]:
+    """(migrations, voluntary switches, involuntary switches) from proc/PID/task/TID/sched; None for
+    a line the kernel did not write. The detail read of the busiest threads every few seconds wants
+    only these three: parse_sched's every-line conversion cost as much as the rest of that read."""
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.startswith(("se.nr_migrations", "nr_vol", "nr_invol")):
+            continue
+        key, sep, value = line.partition(":")
+        key = key.strip()
+        if sep and key in SCHED_COUNTS:
+            try:
+                found[key] = int(value)
+            except ValueError:
+                continue
+    return tuple(found.get(k) for k in SCHED_COUNTS)
+
+
 def parse_sched(text: str) -> dict[str, int | float]:
     """proc/PID/task/TID/sched as {key: number}, e.g. {"se.nr_migrations": 5, "se.vruntime": 149.79}.
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from app.errors import ParseError
-from app.parse.task_stat import (PF_KTHREAD, PF_NO_SETAFFINITY, parse_sched, parse_status,
+from app.parse.task_stat import (PF_KTHREAD, PF_NO_SETAFFINITY, parse_sched, parse_status, sched_counts,
                                  parse_task_stat)
 from tests.machines import INTERRUPTS_DIR, procfs_composite
 
@@ -133,3 +133,33 @@ def test_parse_sched():
     live = Path("/proc/self/sched")
     if live.exists():   # CONFIG_SCHED_DEBUG kernels only
         assert isinstance(parse_sched(live.read_text())["se.nr_migrations"], int)
+
+
+def test_sched_counts_agree_with_status_and_parse_sched():
+    """The live detail read takes switches from sched, not status: the two files must agree. Sleeping
+    threads (init's, kthreadd's) do not switch between the two reads."""
+    text = ("head (6393, #threads: 1)\n" + "-" * 67 + "\n"
+            "se.nr_migrations                             :                    7\n"
+            "se.statistics.wait_max                       :                 0.12\n"
+            "nr_switches                                  :                   12\n"
+            "nr_voluntary_switches                        :                   10\n"
+            "nr_involuntary_switches                      :                    2\n")
+    assert sched_counts(text) == (7, 10, 2)
+    assert sched_counts("x (1, #threads: 1)\n---\nse.nr_migrations : 3\n") == (3, None, None)
+    checked = 0
+    for pid in (1, 2):
+        task = Path(f"/proc/{pid}/task/{pid}")
+        if not (task / "sched").exists():
+            continue            # CONFIG_SCHED_DEBUG kernels only
+        for _ in range(5):      # a thread that switched between the reads: read again
+            status = parse_status((task / "status").read_text())
+            sched = (task / "sched").read_text()
+            status2 = parse_status((task / "status").read_text())
+            if status == status2:
+                break
+        mig, vol, invol = sched_counts(sched)
+        assert mig == parse_sched(sched)["se.nr_migrations"]
+        assert (vol, invol) == (status["voluntary_ctxt_switches"], status["nonvoluntary_ctxt_switches"])
+        checked += 1
+    if Path("/proc/self/sched").exists():
+        assert checked > 0
