@@ -57,6 +57,34 @@ _STATE_NAMES = {"R": "running", "S": "sleeping", "D": "disk sleep", "T": "stoppe
                 "X": "dead", "Z": "zombie", "P": "parked", "I": "idle"}
 
 
+# A row's place in a sort by CPU % or migrations/s moves only when its value leaves a dead band
+# around the value it was last placed by: more than a quarter of it, and more than half a unit away.
+# Rows with near-equal rates (this window at 0.7% and a daemon at 1.0%) then keep their places
+# instead of swapping at every thread read; each swap made Qt's dynamic sort re-lay out and repaint
+# the whole tree (5-9 ms, issue 12). The cells show the new values at once; a row that clearly
+# overtakes another moves.
+STEADY_SHARE = 0.25
+STEADY_ABSOLUTE = 0.5
+_STEADY_COLUMNS = (COL_PCT, COL_MIGR)
+
+
+def _steady(old: tuple | None, cells: tuple) -> tuple:
+    """`cells`, with the sort value of each rate column kept from `old` while within the dead band."""
+    if old is None:
+        return cells
+    out = None
+    for c in _STEADY_COLUMNS:
+        was, now = old[c][1], cells[c][1]
+        if was == now or was < 0 or now < 0:         # -1.0: unknown, always placed as it is
+            continue
+        if abs(now - was) <= max(STEADY_SHARE * max(now, was), STEADY_ABSOLUTE):
+            if out is None:
+                out = list(cells)
+            shown, _, tip, fg = cells[c]
+            out[c] = (shown, was, tip, fg)
+    return cells if out is None else tuple(out)
+
+
 def _thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None, shown: str | None = None) -> tuple:
     """(display, sort, tooltip, foreground) per column for one thread; `shown` replaces its name when
     it carries its process's (a runtime that names threads only inside the process)."""
@@ -170,7 +198,8 @@ def _thread_rows(threads: list, rlist: list, comm: str, built: dict[int, tuple],
         inputs = (t, rate, comm, shown)
         prev = built.get(tid)
         if prev is None or prev[0] != inputs:
-            prev = (inputs, _thread_cells(t, comm, rate, shown), f"{t.comm} {tid}".lower())
+            cells = _steady(prev[1] if prev is not None else None, _thread_cells(t, comm, rate, shown))
+            prev = (inputs, cells, f"{t.comm} {tid}".lower())
         nb[tid] = prev
         tc[tid] = prev[1]
         tf[tid] = prev[2]
@@ -272,7 +301,7 @@ class ThreadTreeModel(QAbstractItemModel):
                 continue
             changed.append(pid)
             shown = shown_name(comm, cmdline, threads)
-            pcells[pid] = _process_cells(pid, comm, cmdline, threads, rlist, shown)
+            pcells[pid] = _steady(old_pcells.get(pid), _process_cells(pid, comm, cmdline, threads, rlist, shown))
             pfilter[pid] = f"{comm} {cmdline} {pid}".lower()
             built[pid], tcells[pid], tfilter[pid] = _thread_rows(threads, rlist, comm, old_built.get(pid, {}), shown)
             tids[pid] = list(tcells[pid])
