@@ -39,6 +39,10 @@ MAX_THREAD_PERIOD = 5.0
 # which every second would be ~0.8% of a core on its own (tests/benchmarks/bench_gui.py, CPU use).
 SLOW_THREAD_PERIOD = 3.0
 THREAD_SLOW_AT = 1000       # threads; below this the thread list is read on every tick
+# The IRQs' affinities, nodes and devices are re-read every irq_refresh_seconds, or less often where
+# that read would cost more than IRQ_BUDGET of a core: 1,862 IRQs (master.internal) take 140-310 ms,
+# which every 5 s would be 3-6% of a core. A pin, undo or restore asks for the next tick's read.
+IRQ_BUDGET = 0.01
 DETAIL_BUSIEST = 32        # busiest threads whose migrations/switches are read each thread read
 
 
@@ -51,6 +55,7 @@ class Sampler:
         self.live = root.is_live
         self.interval = clamp_interval(interval)
         self.irq_refresh_seconds = irq_refresh_seconds
+        self.irq_period = irq_refresh_seconds   # grows with the read's cost (IRQ_BUDGET)
         self.source = "live" if self.live else str(root.root)
         self._clock = clock
         self.topology: Topology = read_topology(root)
@@ -82,10 +87,12 @@ class Sampler:
 
     def forget_threads(self, pids: Iterable[int] | None = None) -> None:
         """Read these processes' threads (all when None) afresh at the next thread read instead of
-        reusing them (app/machine/threads.py): call it after changing their affinity or priority."""
+        reusing them (app/machine/threads.py), and the IRQs at the next tick: call it after changing
+        their affinity or priority, or an IRQ's (with no pids)."""
         if self._reader is not None:
             self._reader.forget(None if pids is None else [int(p) for p in pids])
         self._tasks_due = 0.0
+        self._irqs_at = None        # an IRQ the pin moved shows its new affinity at the next tick
 
     def refresh_topology(self) -> Topology:
         """Re-read the topology (after a CPU went on/offline); the next state carries the new one."""
@@ -120,14 +127,19 @@ class Sampler:
             sample = replace(sample, tasks=self._task_sample.tasks)
         if rates is not None and self._task_rates is not None:
             rates = replace(rates, tasks=self._task_rates.tasks, exited_tids=self._task_rates.exited_tids)
-        if self._irqs_at is None or now - self._irqs_at >= self.irq_refresh_seconds:
+        if self._irqs_at is None or now - self._irqs_at >= self.irq_period:
+            t1 = time.perf_counter()
             self._irqs = read_irqs(self.root)
             self._irqs_at = now
+            self.irq_period = max(self.irq_refresh_seconds, (time.perf_counter() - t1) / IRQ_BUDGET)
         notes: list[str] = []
         if self.thread_period > self.interval:
             n = len(sample.tasks.tasks) if sample.tasks is not None else 0
             notes.append(f"{n:,} threads: the thread list is read every {self.thread_period:g} s, "
                          f"counters every {self.interval:g} s (keeps coremap's own CPU use low)")
+        if self.irq_period > self.irq_refresh_seconds and self._irqs is not None:
+            notes.append(f"{len(self._irqs.info):,} IRQs: their affinities are read every {self.irq_period:.0f} s "
+                         "(and after every pin), counts every tick")
         notes.extend(self.topology.notes)
         return self._state(sample, rates, tuple(notes))
 

@@ -254,9 +254,10 @@ class MainWindow(QMainWindow):
         self._connect_sampler(thread)
 
     def forget_processes(self, pids: list[int]) -> None:
-        """Affinities of these processes changed (a pin, undo or restore): have the sampler re-read them
-        now instead of reusing a sleeping process's last read (app/machine/threads.py, REUSE_SECONDS)."""
-        if pids and self.sampler_thread is not None:
+        """Affinities changed (a pin, undo or restore): have the sampler re-read these processes now
+        instead of reusing a sleeping process's last read (app/machine/threads.py, REUSE_SECONDS), and
+        the IRQs' affinities (none of `pids` for an IRQ pin)."""
+        if self.sampler_thread is not None:
             self.sampler_thread.forget_threads(sorted(pids))
 
     # -- applying states ---------------------------------------------------------------------------------

@@ -143,7 +143,10 @@ def test_a_big_sleeping_process_is_re_read_in_full_proportionally_less_often():
         time.sleep(0.3)
         reader = TaskReader(LIVE, clock=lambda: now[0])
         first = reader.sample()
-        now[0] = REUSE_SECONDS + 1                # past every small process's expiry
+        # Past every small process's expiry (at most 0.99 x REUSE_SECONDS) and before any of the big
+        # one's (at least 1.0002 x: its spread is REUSE_SECONDS x (0.5 + pid % 64 / 128) x its share
+        # of REUSE_THREADS); REUSE_SECONDS + 1 failed whenever the big pid was a multiple of 64.
+        now[0] = REUSE_SECONDS
         second = reader.sample()
         t_small, t_big = first.processes[small.pid].tids[1], first.processes[big.pid].tids[1]
         assert second.tasks[t_small] is not first.tasks[t_small]        # re-read
