@@ -70,3 +70,30 @@ def test_rates_a_unit_apart_count_as_tied(qtbot):
     source.item(1).setData(4.0, Qt.ItemDataRole.DisplayRole)
     proxy.settle()
     assert _order(proxy) == [5, 4, 2] and len(layouts) == 2
+
+
+def test_a_row_back_in_place_when_the_hold_ends_sorts_nothing(qtbot):
+    """A burst moves a row out of place, and it is back before the hold ends: no sort (a sort that
+    moves nothing still repaints the whole table)."""
+    now = [100.0]
+    source = _model([30, 20, 10])
+    proxy = StateSortProxy()
+    proxy.clock = lambda: now[0]
+    proxy.setSourceModel(source)
+    layouts = []
+    proxy.layoutChanged.connect(lambda *a: layouts.append(now[0]))
+    proxy.sort(0, Qt.SortOrder.DescendingOrder)
+    now[0] += 1
+    source.item(2).setData(90.0, Qt.ItemDataRole.DisplayRole)       # a burst: out of place, held
+    proxy.settle()
+    now[0] += 1
+    source.item(2).setData(11.0, Qt.ItemDataRole.DisplayRole)       # over before the hold ends
+    proxy.settle()
+    now[0] += HOLD_SECONDS
+    proxy.settle()
+    assert len(layouts) == 1 and _order(proxy) == [30, 20, 11]
+    source.item(2).setData(90.0, Qt.ItemDataRole.DisplayRole)       # and one that stays: it moves
+    proxy.settle()
+    now[0] += HOLD_SECONDS
+    proxy.settle()
+    assert len(layouts) == 2 and _order(proxy) == [90, 30, 20]

@@ -7,7 +7,8 @@ itself (cells, header, scroll bars): two or three times a tick in the IRQ table 
 of them for an order that did not change (issue 12: no repaint of unchanged cells). Here the proxy
 notes which rows changed in the sort column; `settle()`, called once the model has applied a state,
 compares each of them with its neighbours and sorts (one layout change) only when one is out of
-place by more than TIE, at most once per HOLD_SECONDS. Rows that arrived are placed by a sort too:
+place by more than TIE, at most once per HOLD_SECONDS, and only if one still is when the hold
+ends (a burst that is over moves nothing). Rows that arrived are placed by a sort too:
 cheap for tables whose rows rarely come and go (IRQs), not for the thread tree, whose 2,000 threads
 a sort compares through Python's data() 60,000 times (80 ms, measured); it keeps Qt's dynamic
 sort, which places each arrival by itself. A filter that is on is re-applied in `settle()`, since
@@ -54,7 +55,8 @@ class StateSortProxy(QSortFilterProxyModel):
         # (source parent, whether it was a row then, first, last) of rows changed in the sort column
         self._changed: list[tuple[QPersistentModelIndex, bool, int, int]] = []
         self._arrived = False
-        self._out_of_place = False           # seen out of place, waiting for HOLD_SECONDS
+        # rows seen out of place, waiting for HOLD_SECONDS: (source parent, whether it was a row, row)
+        self._waiting: list[tuple[QPersistentModelIndex, bool, int]] = []
         self._sorted_at = -HOLD_SECONDS
         self.clock = time.monotonic
 
@@ -76,18 +78,26 @@ class StateSortProxy(QSortFilterProxyModel):
         column = self.sortColumn()
         if column < 0:
             return
-        self._out_of_place = self._out_of_place or any(
-            not self._in_place(QModelIndex(parent), row, column)
-            for parent, was_row, first, last in changed
-            if parent.isValid() or not was_row                 # not a parent row that left since
-            for row in range(first, last + 1))
-        now = self.clock()
-        if arrived or (self._out_of_place and now - self._sorted_at >= HOLD_SECONDS):
+        seen = {(p.row(), r) for p, _, r in self._waiting}
+        self._waiting += [(parent, was_row, row) for parent, was_row, first, last in changed
+                          if parent.isValid() or not was_row   # not a parent row that left since
+                          for row in range(first, last + 1)
+                          if (parent.row(), row) not in seen
+                          and not self._in_place(QModelIndex(parent), row, column)]
+        if arrived:
             self.sort(column, self.sortOrder())
+        elif self._waiting and self.clock() - self._sorted_at >= HOLD_SECONDS:
+            # Look again: a row out of place when it changed may be back in place by now (a burst
+            # that ended), and a sort that moves nothing still repaints the whole table.
+            if any(not self._in_place(QModelIndex(parent), row, column)
+                   for parent, was_row, row in self._waiting if parent.isValid() or not was_row):
+                self.sort(column, self.sortOrder())
+            else:
+                self._waiting = []
 
     def sort(self, column: int, order=Qt.SortOrder.AscendingOrder) -> None:
         """Sort now (a click on a header, or settle()); the hold starts again."""
-        self._out_of_place = False
+        self._waiting = []
         self._sorted_at = self.clock()
         super().sort(column, order)
 
