@@ -6,13 +6,21 @@ widgets/ imports Qt (../shared/STYLE.md) for the benchmarks too.
 from __future__ import annotations
 
 import gc
+import os
 
 from PySide6.QtCore import QCoreApplication, QEvent, QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
 
 def application(name: str = "coremap") -> QApplication:
-    """The process's QApplication, made on first use."""
+    """The process's QApplication, made on first use.
+
+    Qt's raster engine hands every fill of more than a few spans to a pool of threads and waits for
+    them: for the window's cells and table rows the hand-off costs more than the fill (170 futex calls a
+    second between the UI thread and two pool threads, for a window that repaints a few cells a
+    second; issue 12). QT_NO_GUI_THREADPOOL, read by Qt when it first wants that pool
+    (qthreadpool.cpp), keeps the fills on the painting thread; a user's own setting wins."""
+    os.environ.setdefault("QT_NO_GUI_THREADPOOL", "1")
     return QApplication.instance() or QApplication([name])
 
 
