@@ -22,7 +22,7 @@ from dataclasses import replace
 from collections.abc import Iterable
 
 from app.interval import MAX_INTERVAL, MIN_INTERVAL
-from app.machine.interrupts import read_irqs
+from app.machine.interrupts import read_irqs, refresh_affinities
 from app.machine.sample import MachineSample, read_sample, read_snapshot_pair
 from app.machine.threads import TaskReader
 from app.machine.topology import Topology, read_topology
@@ -43,6 +43,9 @@ THREAD_SLOW_AT = 1000       # threads; below this the thread list is read on eve
 # that read would cost more than IRQ_BUDGET of a core: 1,862 IRQs (master.internal) take 140-310 ms,
 # which every 5 s would be 3-6% of a core. A pin, undo or restore asks for the next tick's read.
 IRQ_BUDGET = 0.01
+# Between full reads of the IRQs' folders only their requested and effective CPUs are read again (a
+# third of the files); the full read comes when IRQs come or go, after a pin, and this often.
+IRQ_FULL_SECONDS = 60.0
 DETAIL_BUSIEST = 32        # busiest threads whose migrations/switches are read each thread read
 
 
@@ -64,6 +67,7 @@ class Sampler:
         self._previous: MachineSample | None = None
         self._irqs = None
         self._irqs_at: float | None = None
+        self._irqs_full_at: float | None = None
         self._tracker = ResidencyTracker(residency_window)
         self._tids: tuple[int, ...] = ()
         self._pids: tuple[int, ...] = ()
@@ -92,12 +96,12 @@ class Sampler:
         if self._reader is not None:
             self._reader.forget(None if pids is None else [int(p) for p in pids])
         self._tasks_due = 0.0
-        self._irqs_at = None        # an IRQ the pin moved shows its new affinity at the next tick
+        self._irqs_at = self._irqs_full_at = None   # an IRQ the pin moved shows its new affinity next tick
 
     def refresh_topology(self) -> Topology:
         """Re-read the topology (after a CPU went on/offline); the next state carries the new one."""
         self.topology = read_topology(self.root)
-        self._irqs_at = None
+        self._irqs_at = self._irqs_full_at = None
         return self.topology
 
     def set_interval(self, seconds: float) -> float:
@@ -129,7 +133,12 @@ class Sampler:
             rates = replace(rates, tasks=self._task_rates.tasks, exited_tids=self._task_rates.exited_tids)
         if self._irqs_at is None or now - self._irqs_at >= self.irq_period:
             t1 = time.perf_counter()
-            self._irqs = read_irqs(self.root)
+            if self._irqs is None or self._irqs_full_at is None or now - self._irqs_full_at >= IRQ_FULL_SECONDS \
+                    or _numbered(sample) != self._irqs.info.keys():
+                self._irqs = read_irqs(self.root)
+                self._irqs_full_at = now
+            else:
+                self._irqs = refresh_affinities(self.root, self._irqs)
             self._irqs_at = now
             self.irq_period = max(self.irq_refresh_seconds, (time.perf_counter() - t1) / IRQ_BUDGET)
         notes: list[str] = []
@@ -276,3 +285,10 @@ def clamp_interval(seconds: float) -> float:
     """The sampling interval the window offers: 0.25 s (finer floods the UI thread with states on a
     1000-CPU machine) to 5 s."""
     return min(MAX_INTERVAL, max(MIN_INTERVAL, float(seconds)))
+
+
+def _numbered(sample: MachineSample) -> set[str]:
+    """The numbered IRQs of a sample's /proc/interrupts (those with a proc/irq folder)."""
+    if sample.interrupts is None:
+        return set()
+    return {r.irq for r in sample.interrupts.rows if r.numbered}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.errors import CoremapError, CpuListError, SysRootReadError
 from app.parse.cpulist import parse_cpulist, parse_cpumask
@@ -352,5 +352,37 @@ def read_irqs(root: SysRoot) -> IrqTable:
     return IrqTable(table.cpus, table.rows, info)
 
 
+def refresh_affinities(root: SysRoot, table: IrqTable) -> IrqTable:
+    """`table` with each IRQ's requested and effective CPUs read again, and nothing else: what a pin
+    or irqbalance changes. Node, hint, device and managed stay as read_irqs found them (the sampler
+    reads those again when the IRQs come or go, and every minute). An IrqInfo whose CPUs did not
+    change is the same object, so the table's rows compare equal by identity. An IRQ whose folder
+    went away keeps its last info until the full read."""
+    info = {}
+    for irq, old in table.info.items():
+        folder = root.irq_dir(irq)
+        requested = _cpus_of_file(root, folder, "smp_affinity_list", "smp_affinity", old.requested)
+        effective = _cpus_of_file(root, folder, "effective_affinity_list", "effective_affinity", old.effective)
+        info[irq] = old if (requested, effective) == (old.requested, old.effective) else \
+            replace(old, requested=requested, effective=effective)
+    return IrqTable(table.cpus, table.rows, info)
+
+
+def _cpus_of_file(root: SysRoot, folder, list_name: str, mask_name: str, old):
+    """The CPU list file, else the mask file (as _cpus), without listing the folder first; `old` when
+    neither is there now (the IRQ is going away, or the kernel has no effective_affinity)."""
+    try:
+        text = root.read_optional(folder / list_name)
+        if text is not None:
+            return parse_cpulist(text, what=str(folder / list_name))
+        text = root.read_optional(folder / mask_name)
+        if text is not None:
+            return parse_cpumask(text, what=str(folder / mask_name))
+    except CpuListError as e:
+        raise SysRootReadError(folder, f"unreadable CPU set: {e}") from None
+    return old
+
+
 __all__ = ["IrqDevice", "IrqInfo", "IrqTable", "ActionName", "parse_action_name", "read_interrupts",
-           "read_softirqs", "read_stat", "read_irq_info", "read_irqs", "CoremapError"]
+           "read_softirqs", "read_stat", "read_irq_info", "read_irqs", "refresh_affinities",
+           "CoremapError"]

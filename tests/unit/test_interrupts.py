@@ -373,3 +373,22 @@ def test_the_hwdb_is_asked_once_per_device_not_per_read(monkeypatch):
     assert [i.device for i in first.info.values()] == [i.device for i in second.info.values()]
     if any(i.device is not None and i.device.pci_address for i in first.info.values()):
         assert n > 0 and len(contexts) == 1          # this machine has PCI devices with IRQs
+
+
+def test_refresh_affinities_reads_the_cpus_again_and_keeps_the_rest(tmp_path):
+    import shutil
+
+    from app.machine.interrupts import read_irqs, refresh_affinities
+    from app.sysroot import SysRoot
+    from tests.machines import extract
+    copy = tmp_path / "worker1"
+    shutil.copytree(extract("worker1.internal"), copy, symlinks=True)
+    root = SysRoot(copy)
+    table = read_irqs(root)
+    irq = next(k for k, v in table.info.items() if v.requested and len(v.requested) > 1)
+    (copy / "proc" / "irq" / irq / "smp_affinity_list").write_text("3\n")
+    fresh = refresh_affinities(root, table)
+    assert fresh.info[irq].requested == (3,)
+    assert fresh.info[irq].device == table.info[irq].device and fresh.info[irq].node == table.info[irq].node
+    assert all(fresh.info[k] is v for k, v in table.info.items() if k != irq)
+    assert fresh.rows is table.rows

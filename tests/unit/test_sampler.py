@@ -200,3 +200,30 @@ def test_thousands_of_threads_are_read_less_often_than_the_counters(monkeypatch)
         assert d.rates.tasks is c.rates.tasks                    # thread rates carried between reads
     finally:
         stop.set()
+
+
+def test_between_full_irq_reads_only_the_affinities_are_read(monkeypatch):
+    """Every irq_period the IRQs' requested and effective CPUs are read again (refresh_affinities);
+    the whole folders (node, hint, device, managed) at the first tick, every IRQ_FULL_SECONDS and
+    after a pin."""
+    import app.sampler as sampler_module
+    full, light = [], []
+    real_full, real_light = sampler_module.read_irqs, sampler_module.refresh_affinities
+    monkeypatch.setattr(sampler_module, "read_irqs", lambda root: full.append(1) or real_full(root))
+    monkeypatch.setattr(sampler_module, "refresh_affinities",
+                        lambda root, table: light.append(1) or real_light(root, table))
+    clock = FakeClock()
+    s = Sampler(SysRoot("/"), irq_refresh_seconds=5.0, clock=clock)
+    a = s.tick()
+    assert (len(full), len(light)) == (1, 0)
+    clock.now += 6.0
+    b = s.tick()
+    assert (len(full), len(light)) == (1, 1)
+    assert b.irqs.info.keys() == a.irqs.info.keys()
+    assert all(b.irqs.info[k] is a.irqs.info[k] for k in a.irqs.info)   # nothing moved: same objects
+    clock.now += sampler_module.IRQ_FULL_SECONDS
+    s.tick()
+    assert len(full) == 2
+    s.forget_threads([])
+    s.tick()
+    assert len(full) == 3
