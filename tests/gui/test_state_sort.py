@@ -21,15 +21,22 @@ def _order(proxy):
     return [proxy.index(r, 0).data() for r in range(proxy.rowCount())]
 
 
-def test_rows_move_only_when_clearly_out_of_place_and_not_more_often_than_the_hold(qtbot):
+def _sorted(values):
+    """A StateSortProxy on `values`, sorted descending at time 100 on its own clock: (the clock as a
+    one-item list, the source model, the proxy, the times of its layout changes)."""
     now = [100.0]
-    source = _model([10, 20, 30])
+    source = _model(values)
     proxy = StateSortProxy()
     proxy.clock = lambda: now[0]
     proxy.setSourceModel(source)
     layouts = []
     proxy.layoutChanged.connect(lambda *a: layouts.append(now[0]))
     proxy.sort(0, Qt.SortOrder.DescendingOrder)
+    return now, source, proxy, layouts
+
+
+def test_rows_move_only_when_clearly_out_of_place_and_not_more_often_than_the_hold(qtbot):
+    now, source, proxy, layouts = _sorted([10, 20, 30])
     assert _order(proxy) == [30, 20, 10] and len(layouts) == 1
     # 20 -> 60 clearly overtakes 30, but the last sort was just now: the cell shows 60, the row waits.
     now[0] += 1
@@ -54,14 +61,7 @@ def test_rows_move_only_when_clearly_out_of_place_and_not_more_often_than_the_ho
 def test_rates_a_unit_apart_count_as_tied(qtbot):
     """An idle VM's queues take one interrupt now and then: 2/s above 3/s does not re-sort (and
     repaint) the table; 2/s above 4/s does."""
-    now = [100.0]
-    source = _model([5, 0, 2])
-    proxy = StateSortProxy()
-    proxy.clock = lambda: now[0]
-    proxy.setSourceModel(source)
-    layouts = []
-    proxy.layoutChanged.connect(lambda *a: layouts.append(now[0]))
-    proxy.sort(0, Qt.SortOrder.DescendingOrder)
+    now, source, proxy, layouts = _sorted([5, 0, 2])
     assert _order(proxy) == [5, 2, 0] and len(layouts) == 1
     now[0] += 10 * HOLD_SECONDS
     source.item(1).setData(3.0, Qt.ItemDataRole.DisplayRole)
@@ -75,14 +75,7 @@ def test_rates_a_unit_apart_count_as_tied(qtbot):
 def test_a_row_back_in_place_when_the_hold_ends_sorts_nothing(qtbot):
     """A burst moves a row out of place, and it is back before the hold ends: no sort (a sort that
     moves nothing still repaints the whole table)."""
-    now = [100.0]
-    source = _model([30, 20, 10])
-    proxy = StateSortProxy()
-    proxy.clock = lambda: now[0]
-    proxy.setSourceModel(source)
-    layouts = []
-    proxy.layoutChanged.connect(lambda *a: layouts.append(now[0]))
-    proxy.sort(0, Qt.SortOrder.DescendingOrder)
+    now, source, proxy, layouts = _sorted([30, 20, 10])
     now[0] += 1
     source.item(2).setData(90.0, Qt.ItemDataRole.DisplayRole)       # a burst: out of place, held
     proxy.settle()
