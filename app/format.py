@@ -235,7 +235,12 @@ def command_name(comm: str, cmdline: str) -> str:
             module = next(rest, "") if w == "-m" else ""
             return f"{comm} {w} {module}".rstrip()[:MAX_COMMAND_NAME]
         if not w.startswith("-"):
-            return f"{comm} {w.rstrip('/').rsplit('/', 1)[-1]}"[:MAX_COMMAND_NAME]
+            script = w.rstrip('/').rsplit('/', 1)[-1]
+            if script[:15] == comm[:15]:
+                # A script run by its shebang has its own name as comm (at most 15 bytes): "coremap",
+                # not "coremap coremap"; the whole name where the kernel cut it.
+                return script[:MAX_COMMAND_NAME]
+            return f"{comm} {script}"[:MAX_COMMAND_NAME]
     return comm
 
 

@@ -86,6 +86,10 @@ def test_command_name_is_the_runtime_and_what_it_runs():
     assert command_name("node", "node") == "node"
     assert command_name("kworker/0:1", "") == "kworker/0:1"
     assert len(command_name("python3", "python3 " + "x" * 200)) <= 48
+    # A script run by its shebang carries its own name as comm: once, whole where the kernel cut it.
+    assert command_name("coremap", "/opt/venv/bin/python /opt/venv/bin/coremap --size 800x600") == "coremap"
+    assert command_name("prometheus-node", "/usr/bin/python3 /usr/local/bin/prometheus-node-exporter") == \
+        "prometheus-node-exporter"
 
 
 def test_probe_exit_sentence_names_the_status_and_the_last_stderr_lines():
