@@ -282,13 +282,16 @@ def _device_for(row: InterruptRow | None, irq: str, index: _DeviceIndex) -> IrqD
 
 
 # -- per-IRQ folders ---------------------------------------------------------------------------------
-def _cpus(root: SysRoot, folder, names: set[str], list_name: str, mask_name: str):
-    """The CPU list file, falling back to the mask file (kernels before 2.6.28 have no _list)."""
+def _cpus(root: SysRoot, folder, names: set[str] | None, list_name: str, mask_name: str):
+    """The CPU list file, falling back to the mask file (kernels before 2.6.28 have no _list); None
+    when neither is there. `names`: the folder's entries when it was listed, None to try each file."""
     try:
-        if list_name in names:
-            return parse_cpulist(root.read(folder / list_name), what=str(folder / list_name))
-        if mask_name in names:
-            return parse_cpumask(root.read(folder / mask_name), what=str(folder / mask_name))
+        for name, parse in ((list_name, parse_cpulist), (mask_name, parse_cpumask)):
+            if names is not None and name not in names:
+                continue
+            text = root.read_optional(folder / name)
+            if text is not None:
+                return parse(text, what=str(folder / name))
     except CpuListError as e:
         raise SysRootReadError(folder, f"unreadable CPU set: {e}") from None
     return None
@@ -361,26 +364,15 @@ def refresh_affinities(root: SysRoot, table: IrqTable) -> IrqTable:
     info = {}
     for irq, old in table.info.items():
         folder = root.irq_dir(irq)
-        requested = _cpus_of_file(root, folder, "smp_affinity_list", "smp_affinity", old.requested)
-        effective = _cpus_of_file(root, folder, "effective_affinity_list", "effective_affinity", old.effective)
+        # Without listing the folder (a third of the files); a file gone now (the IRQ is going away)
+        # leaves the last value until the full read.
+        requested = _cpus(root, folder, None, "smp_affinity_list", "smp_affinity")
+        effective = _cpus(root, folder, None, "effective_affinity_list", "effective_affinity")
+        requested = old.requested if requested is None else requested
+        effective = old.effective if effective is None else effective
         info[irq] = old if (requested, effective) == (old.requested, old.effective) else \
             replace(old, requested=requested, effective=effective)
     return IrqTable(table.cpus, table.rows, info)
-
-
-def _cpus_of_file(root: SysRoot, folder, list_name: str, mask_name: str, old):
-    """The CPU list file, else the mask file (as _cpus), without listing the folder first; `old` when
-    neither is there now (the IRQ is going away, or the kernel has no effective_affinity)."""
-    try:
-        text = root.read_optional(folder / list_name)
-        if text is not None:
-            return parse_cpulist(text, what=str(folder / list_name))
-        text = root.read_optional(folder / mask_name)
-        if text is not None:
-            return parse_cpumask(text, what=str(folder / mask_name))
-    except CpuListError as e:
-        raise SysRootReadError(folder, f"unreadable CPU set: {e}") from None
-    return old
 
 
 __all__ = ["IrqDevice", "IrqInfo", "IrqTable", "ActionName", "parse_action_name", "read_interrupts",
