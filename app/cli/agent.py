@@ -27,7 +27,6 @@ import sys
 import sysconfig
 import threading
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from app.errors import CoremapError

@@ -34,10 +34,17 @@ TIE_ABSOLUTE = 1.0
 HOLD_SECONDS = 3.0
 
 
+def near(a: float, b: float, share: float, absolute: float) -> bool:
+    """Whether two numbers are within `share` of the larger, or `absolute` of each other: the rule by
+    which the tables let near-equal values keep their order (here between neighbours; in the thread
+    tree, widgets/tables/threads.py, between a row's value now and the one it was placed by)."""
+    return abs(a - b) <= max(share * max(abs(a), abs(b)), absolute)
+
+
 def _may_stand_above(upper, lower, descending: bool) -> bool:
     """Whether a row whose sort value is `upper` may stand right above one whose value is `lower`."""
     if isinstance(upper, (int, float)) and isinstance(lower, (int, float)):
-        if abs(upper - lower) <= max(TIE * max(abs(upper), abs(lower)), TIE_ABSOLUTE):
+        if near(upper, lower, TIE, TIE_ABSOLUTE):
             return True
     try:
         return upper >= lower if descending else upper <= lower

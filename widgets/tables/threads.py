@@ -26,6 +26,7 @@ from app.usage import process_facts
 from widgets.pinning.drag import PinDragTreeView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
+from widgets.tables.sorting import near
 from widgets.text_line import TextLine
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -77,7 +78,7 @@ def _steady(old: tuple | None, cells: tuple) -> tuple:
         was, now = old[c][1], cells[c][1]
         if was == now or was < 0 or now < 0:         # -1.0: unknown, always placed as it is
             continue
-        if abs(now - was) <= max(STEADY_SHARE * max(now, was), STEADY_ABSOLUTE):
+        if near(now, was, STEADY_SHARE, STEADY_ABSOLUTE):
             if out is None:
                 out = list(cells)
             shown, _, tip, fg = cells[c]
