@@ -17,6 +17,7 @@ from app.rates import Rates
 from app.state import MachineState
 from widgets.pinning.drag import PinDragTableView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
+from widgets.tables.roles import fill_span
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
 from widgets.tables.sorting import StateSortProxy
 from widgets.text_line import TextLine
@@ -207,10 +208,20 @@ class IrqTableModel(QAbstractTableModel):
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         # The delegate asks each painted cell for decoration, font, foreground, check state and size
         # hint too: those fall through to None after one dict lookup. An invalid index has row -1.
-        slot = _CELL_SLOT.get(role)
         r, c = index.row(), index.column()
         if not (0 <= r < len(self._keys) and 0 <= c < _NCOLS):
             return None
+        return self._answer(r, c, role)
+
+    def fill_roles(self, index, span) -> None:
+        """Every role of one painted cell in one call (widgets/tables/roles.py)."""
+        r, c = index.row(), index.column()
+        if 0 <= r < len(self._keys) and 0 <= c < _NCOLS:
+            fill_span(span, lambda role: self._answer(r, c, role))
+
+    def _answer(self, r: int, c: int, role: int):
+        """What the cell at row r, column c shows for `role`."""
+        slot = _CELL_SLOT.get(role)
         if slot is not None:
             return self._cells[self._keys[r]][c][slot]
         if role == _ALIGN:

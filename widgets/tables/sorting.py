@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
+
+from widgets.tables.roles import OneCallProxy
 
 
 # Numbers within this share of each other count as tied, so rows with near-equal rates (the timer and
@@ -52,7 +54,7 @@ def _may_stand_above(upper, lower, descending: bool) -> bool:
         return True
 
 
-class StateSortProxy(QSortFilterProxyModel):
+class StateSortProxy(OneCallProxy):
     """Subclasses say whether a filter is on (`filtering()`); the widget calls `settle()` after each
     state its model applied."""
 

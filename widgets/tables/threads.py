@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QAbstractItemModel, QEvent, QItemSelection, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QAbstractItemModel, QEvent, QItemSelection, QModelIndex, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QToolTip, QVBoxLayout, QWidget
 
@@ -25,6 +25,7 @@ from app.state import MachineState
 from app.usage import process_facts
 from widgets.pinning.drag import PinDragTreeView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
+from widgets.tables.roles import OneCallProxy, fill_span
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
 from widgets.tables.sorting import near
 from widgets.text_line import TextLine
@@ -47,6 +48,7 @@ _FOREGROUND = int(Qt.ItemDataRole.ForegroundRole)
 _ALIGN = int(Qt.ItemDataRole.TextAlignmentRole)
 _SORT, _FILTER, _ID = int(SORT_ROLE), int(FILTER_ROLE), int(ID_ROLE)
 _SERVED = frozenset((_DISPLAY, _TOOLTIP, _FOREGROUND, _ALIGN, _SORT, _FILTER, _ID))
+_SLOT = {_DISPLAY: 0, _SORT: 1, _TOOLTIP: 2, _FOREGROUND: 3}     # role -> its place in a cell
 _RIGHT = int((Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter).value)
 _ITEM_FLAGS = Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsDragEnabled
 _NO_FLAGS = Qt.ItemFlag.NoItemFlags
@@ -222,6 +224,12 @@ class _Contents:
 
 def _cpus_key(cpus) -> str:
     return ",".join(f"{c:05d}" for c in cpus) if cpus else ""
+
+
+def _flags(index) -> Qt.ItemFlag:
+    """A row's flags, process or thread: what QAbstractItemModel::flags gives a valid index
+    (selectable, enabled), plus drag."""
+    return _ITEM_FLAGS if index.isValid() else _NO_FLAGS
 
 
 class ThreadTreeModel(QAbstractItemModel):
@@ -422,8 +430,7 @@ class ThreadTreeModel(QAbstractItemModel):
 
     # -- drag source: threads and processes drag onto the grid as the pin MIME type (widgets/pinning.py)
     def flags(self, index):
-        # What QAbstractItemModel::flags gives a valid index (selectable, enabled), plus drag.
-        return _ITEM_FLAGS if index.isValid() else _NO_FLAGS
+        return _flags(index)
 
     def mimeTypes(self) -> list[str]:
         return [PIN_MIME]
@@ -455,33 +462,40 @@ class ThreadTreeModel(QAbstractItemModel):
         # size hint too: answer those before any lookup.
         if role not in _SERVED or not index.isValid():
             return None
+        return self._answer(index, self._row_cells(index), role)
+
+    def fill_roles(self, index, span) -> None:
+        """Every role of one painted cell in one call (widgets/tables/roles.py)."""
+        if index.isValid():
+            cells = self._row_cells(index)
+            fill_span(span, lambda role: self._answer(index, cells, role))
+
+    def _row_cells(self, index) -> tuple:
         ident = index.internalId()
         if ident == 0:
-            key = self._pids[index.row()]
-            cells = self._pcells[key]
-        else:
-            key = self._tids[ident - 1][index.row()]
-            cells = self._tcells[ident - 1][key]
-        if role == _DISPLAY:
-            return cells[index.column()][0]
-        if role == _SORT:
-            return cells[index.column()][1]
-        if role == _TOOLTIP:
-            return cells[index.column()][2]
-        if role == _FOREGROUND:
-            return cells[index.column()][3]
+            return self._pcells[self._pids[index.row()]]
+        return self._tcells[ident - 1][self._tids[ident - 1][index.row()]]
+
+    def _answer(self, index, cells: tuple, role: int):
+        """What a cell of the row `cells` shows for `role`."""
+        slot = _SLOT.get(role)
+        if slot is not None:
+            return cells[index.column()][slot]
         if role == _ALIGN:
             return _RIGHT if index.column() in _NUMERIC else None
-        if role == _FILTER:
+        if role == _FILTER or role == _ID:
+            ident = index.internalId()
             if ident == 0:
-                return self._pfilter[key]
-            return self._tfilter[ident - 1][key] + " " + self._pfilter[ident - 1]
-        if role == _ID:
-            return ("process", key) if ident == 0 else ("thread", key)
+                key = self._pids[index.row()]
+                return self._pfilter[key] if role == _FILTER else ("process", key)
+            key = self._tids[ident - 1][index.row()]
+            if role == _FILTER:
+                return self._tfilter[ident - 1][key] + " " + self._pfilter[ident - 1]
+            return "thread", key
         return None
 
 
-class ThreadFilterProxyModel(QSortFilterProxyModel):
+class ThreadFilterProxyModel(OneCallProxy):
     """Sorts by SORT_ROLE. Every filter word must occur in a thread's comm, its process's comm or
     cmdline (or the ids); a process is kept when it or any of its threads matches (recursive filtering)."""
 
@@ -500,6 +514,11 @@ class ThreadFilterProxyModel(QSortFilterProxyModel):
         self.beginFilterChange()
         self._words = text.lower().split()
         self.endFilterChange()
+
+    def flags(self, index):
+        # Every row has the same flags: answered without mapping the index to the source (which
+        # calls the model's index() in Python), once per painted cell.
+        return _flags(index)
 
     def filterAcceptsRow(self, source_row, source_parent):
         if not self._words:

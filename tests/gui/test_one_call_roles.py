@@ -1,0 +1,100 @@
+"""OneCallProxy (widgets/tables/roles.py): a painted cell of the IRQ table or the thread tree costs its
+model one call (fill_roles), and that call answers every role exactly as data() does."""
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QModelIndex, QModelRoleData, QSortFilterProxyModel, Qt
+
+from app.sampler import Sampler
+from app.sysroot import SysRoot
+from tests.machines import extract
+from widgets.tables.irqs import IrqTableWidget
+from widgets.tables.irqs import SORT_ROLE as IRQ_SORT
+from widgets.tables.threads import SORT_ROLE as THREAD_SORT
+from widgets.tables.threads import ThreadTableWidget
+
+pytestmark = pytest.mark.qt_log_level_fail("WARNING")
+
+R = Qt.ItemDataRole
+ROLES = (R.DisplayRole, R.DecorationRole, R.FontRole, R.TextAlignmentRole, R.BackgroundRole,
+         R.ForegroundRole, R.CheckStateRole, R.ToolTipRole, R.SizeHintRole)
+
+
+def all_indexes(model, parent=QModelIndex()):
+    for row in range(model.rowCount(parent)):
+        for col in range(model.columnCount(parent)):
+            yield model.index(row, col, parent)
+        yield from all_indexes(model, model.index(row, 0, parent))
+
+
+def assert_one_call_answers_as_data(proxy, extra_roles) -> int:
+    n = 0
+    for index in all_indexes(proxy):
+        for role in (*ROLES, *extra_roles):
+            rd = QModelRoleData(int(role))
+            proxy.multiData(index, rd)
+            # QSortFilterProxyModel.data: the per-role path (mapping, then the model's data()).
+            assert rd.data() == QSortFilterProxyModel.data(proxy, index, role), (index.row(), index.column(), role)
+            n += 1
+    return n
+
+
+@pytest.fixture(scope="module")
+def master_state():
+    return Sampler(SysRoot(extract("master.internal"))).tick()
+
+
+@pytest.fixture(scope="module")
+def live_states():
+    sampler = Sampler(SysRoot("/"))
+    first = sampler.tick()
+    return first, sampler.tick()
+
+
+def test_irq_cells_answer_every_role_in_one_call(qtbot, master_state):
+    widget = IrqTableWidget()
+    qtbot.addWidget(widget)
+    widget.set_state(master_state)
+    assert assert_one_call_answers_as_data(widget.proxy, (IRQ_SORT,)) > 1000
+
+
+def test_thread_cells_answer_every_role_in_one_call(qtbot, live_states):
+    widget = ThreadTableWidget()
+    qtbot.addWidget(widget)
+    for state in live_states:
+        widget.set_state(state)
+    assert assert_one_call_answers_as_data(widget.proxy, (THREAD_SORT,)) > 1000
+
+
+@pytest.mark.parametrize("which", ["irqs", "threads"])
+def test_a_painted_cell_costs_its_model_one_call(qtbot, which, master_state, live_states):
+    widget = IrqTableWidget() if which == "irqs" else ThreadTableWidget()
+    qtbot.addWidget(widget)
+    for state in ((master_state,) if which == "irqs" else live_states):
+        widget.set_state(state)
+    widget.resize(900, 500)
+    if which == "threads":
+        widget.view.expandAll()
+    model = widget.model
+    calls = {"data": 0, "fill_roles": 0}
+    data, fill = model.data, model.fill_roles
+
+    def counting_data(*a):
+        calls["data"] += 1
+        return data(*a)
+
+    def counting_fill(*a):
+        calls["fill_roles"] += 1
+        return fill(*a)
+
+    model.data, model.fill_roles = counting_data, counting_fill
+    try:
+        widget.grab()                         # paints it, shown or not
+    finally:
+        del model.data, model.fill_roles
+    view = widget.view
+    shown = sum(1 for i in all_indexes(widget.proxy)
+                if view.visualRect(i).intersects(view.viewport().rect()) and not view.isIndexHidden(i))
+    assert shown > 20
+    assert calls["data"] == 0
+    assert calls["fill_roles"] >= shown
