@@ -14,9 +14,12 @@ did not run since the last read is not read again: its CPU clock (clock_gettime 
 CPU-time clock id, one syscall, no file) is the sum of its threads' run times, dead ones included
 (kernel/sched/cputime.c thread_group_cputime). Unchanged means none of them ran, and what stat shows
 changes only when a thread runs: times, last CPU (fs/proc/array.c task_cpu), state, and the thread set
-(clone and exit are done by a thread of the process). The exceptions, bounded by REUSE_SECONDS after
-which every process is read afresh: a thread woken but not yet run (S shown for R, and the CPU chosen
-at wake-up), and nice, policy or affinity changed by another process while the thread sleeps.
+(clone and exit are done by a thread of the process). The exceptions: nice, policy, RT priority or
+affinity changed by another process while the thread sleeps, which a check every CHECK_SECONDS
+catches with four syscalls a thread (getpriority, sched_getscheduler, sched_getparam,
+sched_getaffinity: ~2 us, against ~15 us for reading and parsing its stat) and answers with a read;
+and a thread woken but not yet run (S shown for R, and the CPU chosen at wake-up), which only a read
+shows, bounded by REUSE_SECONDS after which every process is read afresh.
 Processes with a running (R) thread are never reused: on a nohz_full CPU the clock of a thread that
 runs without a tick can lag its stat times by up to a second (sched_tick_remote).
 """
@@ -100,17 +103,22 @@ try:
 except (ValueError, OSError):
     _CLK_TCK = 100
 
-# How long a process whose threads did not run is shown from its last read (see the module docstring):
-# the staleness bound for nice, policy and affinity changed from outside while its threads sleep
-# (TaskReader.forget() drops it at once, e.g. after coremap pins). Re-reading 2,000 threads costs
-# ~40 ms; once every 15-30 s that is ~0.2% of a core, against ~0.4% at 10 s. A process of more than
-# REUSE_THREADS threads is re-read proportionally less often, so its re-reads stay at that cost: a
-# 10,000-thread process re-read in full every 15-30 s was 1.3% of a core, most of the window's cost
-# at 10,000 threads (issue 12: at most 2%); it is now re-read every 75-150 s.
-REUSE_SECONDS = 30.0
+# How long a process whose threads did not run is shown from its last read (see the module docstring).
+# CHECK_SECONDS bounds how late nice, policy, RT priority and affinity changed from outside show
+# (TaskReader.forget() drops a process at once, e.g. after coremap pins); REUSE_SECONDS bounds the
+# rest (a thread woken and not yet run). Re-reading 2,000 threads costs ~30 ms (stat alone is ~9 us a
+# thread in the kernel); their check ~4 ms. Checked every 15-30 s and re-read every 60-120 s, a
+# 2,000-thread process costs ~0.05% of a core, against 0.13% re-read every 15-30 s (issue 12). A
+# process of more than REUSE_THREADS threads is checked and re-read proportionally less often, so its
+# cost stays the same: a 10,000-thread process re-read every 15-30 s was 1.3% of a core, most of the
+# window's cost at 10,000 threads (issue 12: at most 2%).
+CHECK_SECONDS = 30.0
+REUSE_SECONDS = 120.0
 REUSE_THREADS = 2000
 
 _STATES = {bytes([c]): chr(c) for c in b"RSDZTtXxKWPI"}
+# sched_getscheduler(2) ORs this into the policy of a thread that has it; stat's policy field does not.
+_RESET_ON_FORK = 0x40000000
 _GONE = (FileNotFoundError, ProcessLookupError)
 
 
@@ -139,7 +147,8 @@ class TaskReader:
         # Reuse of processes that did not run (module docstring): live, "fast" detail only.
         self.reuse = self.live and detail == "fast"
         self._clock = clock
-        self._kept: dict[int, tuple] = {}       # pid -> (cpu clock ns, expires, tasks, ProcessInfo, cmdline key)
+        # pid -> (cpu clock ns, check at, tasks, ProcessInfo, cmdline key, read again at)
+        self._kept: dict[int, tuple] = {}
         self.reused = 0                         # threads taken from the previous read by the last sample()
 
     def forget(self, pids=None) -> None:
@@ -168,8 +177,11 @@ class TaskReader:
             cpu_ns = _process_cpu_ns(pid) if reuse else None
             if cpu_ns is not None:
                 k = kept.get(pid)
-                if k is not None and k[0] == cpu_ns and now < k[1]:
-                    # None of its threads ran since k was read: k's values are still the kernel's.
+                # None of its threads ran since k was read: k's values are still the kernel's, but for
+                # what another process may change meanwhile, checked when due.
+                if k is not None and k[0] == cpu_ns and now < k[5] and (now < k[1] or self._as_kept(k[2])):
+                    if now >= k[1]:
+                        k = (k[0], now + _spread(CHECK_SECONDS, pid, len(k[2])), *k[2:])
                     new_kept[pid] = k
                     reused += self._take_kept(pid, k, tasks, processes, seen_keys)
                     continue
@@ -183,11 +195,9 @@ class TaskReader:
             if cpu_ns is not None:
                 mine = tuple(tasks[t] for t in tids)
                 if all(t.state != "R" for t in mine):
-                    # Spread the forced re-reads over REUSE_SECONDS (by pid) so they do not all
-                    # fall on one tick.
-                    spread = REUSE_SECONDS * (0.5 + (pid % 64) / 128) * max(1.0, len(tids) / REUSE_THREADS)
-                    new_kept[pid] = (cpu_ns, now + spread, mine, info,
-                                     (pid, _start_of(pid, tids, tasks)) if self.cmdline else None)
+                    new_kept[pid] = (cpu_ns, now + _spread(CHECK_SECONDS, pid, len(tids)), mine, info,
+                                     (pid, _start_of(pid, tids, tasks)) if self.cmdline else None,
+                                     now + _spread(REUSE_SECONDS, pid, len(tids)))
         if reuse:
             self._kept = new_kept
         self.reused = reused
@@ -204,6 +214,23 @@ class TaskReader:
             return os.listdir(self._base)
         except FileNotFoundError:
             return []
+
+    @staticmethod
+    def _as_kept(kept: tuple[TaskSample, ...]) -> bool:
+        """Whether no other process changed the nice, policy, RT priority or allowed CPUs of these
+        sleeping threads since they were read (see the module docstring); False when one exited."""
+        aff, prio, sched, param, who = (os.sched_getaffinity, os.getpriority, os.sched_getscheduler,
+                                        os.sched_getparam, os.PRIO_PROCESS)
+        try:
+            for t in kept:
+                tid = t.tid
+                if (prio(who, tid) != t.nice or sched(tid) & ~_RESET_ON_FORK != t.policy
+                        or param(tid).sched_priority != t.rt_priority or t.allowed is None
+                        or len(t.allowed) != len(a := aff(tid)) or not a.issuperset(t.allowed)):
+                    return False
+        except OSError:         # ESRCH: it exited (and so ran); anything else: read it and see
+            return False
+        return True
 
     def _take_kept(self, pid: int, k: tuple, tasks: dict, processes: dict, seen_keys: set) -> int:
         """Put a reused process's last read into this sample (its detail threads read afresh);
@@ -338,6 +365,13 @@ class TaskReader:
             allowed = st.get("Cpus_allowed_list")
         return replace(t, voluntary_switches=vol, involuntary_switches=invol, migrations=migrations,
                        allowed=allowed)
+
+
+def _spread(seconds: float, pid: int, threads: int) -> float:
+    """When a kept process is next due (a check or a read): `seconds` x 0.5-1 by pid, so that the
+    processes' turns do not all fall on one tick, and longer in proportion for more than
+    REUSE_THREADS threads."""
+    return seconds * (0.5 + (pid % 64) / 128) * max(1.0, threads / REUSE_THREADS)
 
 
 def _start_of(pid: int, tids: list[int], tasks: dict) -> int:

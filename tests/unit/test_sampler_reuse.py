@@ -143,7 +143,7 @@ def test_a_big_sleeping_process_is_re_read_in_full_proportionally_less_often():
         time.sleep(0.3)
         reader = TaskReader(LIVE, clock=lambda: now[0])
         first = reader.sample()
-        # Past every small process's expiry (at most 0.99 x REUSE_SECONDS) and before any of the big
+        # Past every small process's re-read (at most 0.99 x REUSE_SECONDS) and before any of the big
         # one's (at least 1.0002 x: its spread is REUSE_SECONDS x (0.5 + pid % 64 / 128) x its share
         # of REUSE_THREADS); REUSE_SECONDS + 1 failed whenever the big pid was a multiple of 64.
         now[0] = REUSE_SECONDS
@@ -159,3 +159,40 @@ def test_a_big_sleeping_process_is_re_read_in_full_proportionally_less_often():
             p.stdin.close()
             p.kill()
             p.wait(10)
+
+
+def test_a_sleeping_process_changed_from_outside_is_read_at_its_check():
+    """Between full re-reads, a sleeping process is checked every CHECK_SECONDS with syscalls only:
+    unchanged, its last read stays (the same objects); a nice, policy or affinity another process
+    changed makes it read again, so the change shows within CHECK_SECONDS."""
+    import os
+
+    from app.machine.threads import CHECK_SECONDS
+    sleepers = _start(SLEEPERS, "6")
+    now = [0.0]
+    try:
+        time.sleep(0.3)
+        reader = TaskReader(LIVE, clock=lambda: now[0])
+        first = reader.sample()
+        pid = sleepers.pid
+        a, b = first.processes[pid].tids[1], first.processes[pid].tids[2]
+        now[0] = CHECK_SECONDS                  # every check due, no re-read due (>= 2 x CHECK_SECONDS)
+        second = reader.sample()
+        assert second.tasks[a] is first.tasks[a] and second.tasks[b] is first.tasks[b]
+
+        os.setpriority(os.PRIO_PROCESS, a, first.tasks[a].nice + 3)       # from outside: this test
+        now[0] = 1.49 * CHECK_SECONDS           # before the next check (>= 1.5 x): the old values stay
+        assert reader.sample().tasks[a] is first.tasks[a]
+        now[0] = 2.01 * CHECK_SECONDS
+        third = reader.sample()
+        assert third.tasks[a].nice == first.tasks[a].nice + 3
+
+        os.sched_setaffinity(b, {0})
+        now[0] = 3.02 * CHECK_SECONDS
+        fourth = reader.sample()
+        assert fourth.tasks[b].allowed == (0,)
+        assert fourth.tasks[a] is third.tasks[a] or fourth.tasks[a].nice == third.tasks[a].nice
+    finally:
+        sleepers.stdin.close()
+        sleepers.kill()
+        sleepers.wait(10)
