@@ -26,6 +26,7 @@ from app.machine.interrupts import read_irqs, refresh_affinities
 from app.machine.sample import MachineSample, read_sample, read_snapshot_pair
 from app.machine.threads import TaskReader
 from app.machine.topology import Topology, read_topology
+from app.parse.interrupts import RowMemo
 from app.rates import rates as compute_rates
 from app.residency import ResidencyTracker
 from app.state import MachineState
@@ -64,6 +65,7 @@ class Sampler:
         self.topology: Topology = read_topology(root)
         self.generation = 0
         self._reader = TaskReader(root, clock=clock) if self.live else None
+        self._memo = RowMemo() if self.live else None     # unchanged lines of proc/interrupts
         self._previous: MachineSample | None = None
         self._irqs = None
         self._irqs_at: float | None = None
@@ -119,7 +121,7 @@ class Sampler:
         t0 = time.perf_counter()
         if want_tasks:
             self._reader.detail_tids = self._detail_tids()
-        sample = read_sample(self.root, tasks=want_tasks, reader=self._reader)
+        sample = read_sample(self.root, tasks=want_tasks, reader=self._reader, memo=self._memo)
         cost = time.perf_counter() - t0
         previous, self._previous = self._previous, sample
         rates = None

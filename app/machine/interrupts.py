@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from app.errors import CoremapError, CpuListError, SysRootReadError
 from app.parse.cpulist import parse_cpulist, parse_cpumask
-from app.parse.interrupts import (InterruptRow, InterruptTable, SoftirqTable, parse_interrupts,
+from app.parse.interrupts import (InterruptRow, InterruptTable, RowMemo, SoftirqTable, parse_interrupts,
                                   parse_softirqs)
 from app.parse.stat import StatSample, parse_stat
 from app.sysroot import SysRoot
@@ -63,9 +63,10 @@ class IrqTable:
 
 
 # -- counters --------------------------------------------------------------------------------------
-def read_interrupts(root: SysRoot) -> InterruptTable:
+def read_interrupts(root: SysRoot, memo: RowMemo | None = None) -> InterruptTable:
+    """proc/interrupts; a sampler passes its RowMemo so that unchanged lines keep their rows."""
     path = root.proc("interrupts")
-    return parse_interrupts(root.read(path), what=str(path))
+    return parse_interrupts(root.read(path), what=str(path), memo=memo)
 
 
 def read_softirqs(root: SysRoot) -> SoftirqTable | None:

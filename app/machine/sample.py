@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from app.errors import SysRootReadError
 from app.machine.threads import TaskReader, ThreadsSample
-from app.parse.interrupts import InterruptTable, SoftirqTable
+from app.parse.interrupts import InterruptTable, RowMemo, SoftirqTable
 from app.parse.stat import StatSample
 from app.sysroot import SysRoot
 
@@ -21,19 +21,20 @@ class MachineSample:
 
 
 def read_sample(root: SysRoot, *, tasks: bool = True, reader: TaskReader | None = None,
-                time_offset: float = 0.0) -> MachineSample:
+                time_offset: float = 0.0, memo: RowMemo | None = None) -> MachineSample:
     """The counters now: interrupts, softirqs, stat and (with `tasks`) every thread.
 
     Live, `time` is time.monotonic() taken midway through the counter reads; for a capture it is
     `time_offset` (0 for the first capture; see read_snapshot_pair). Pass the sampler's own TaskReader
-    as `reader` so its per-process cache lives across ticks. Files a capture does not hold give None
+    as `reader` so its per-process cache lives across ticks, and its RowMemo as `memo` (interrupts'
+    unchanged lines keep their rows). Files a capture does not hold give None
     (hwloc's trees have no proc/); on the live machine a missing /proc/interrupts is an error.
     """
     from app.machine.interrupts import read_interrupts, read_softirqs, read_stat
     live = root.is_live if reader is None else reader.live
     t0 = time.monotonic()
     try:
-        interrupts = read_interrupts(root)
+        interrupts = read_interrupts(root, memo)
     except SysRootReadError as e:
         if live or e.reason != "missing":
             raise

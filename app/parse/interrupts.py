@@ -163,8 +163,25 @@ def _counter():
     return convert
 
 
-def parse_interrupts(text: str, *, what: str = "interrupts") -> InterruptTable:
-    """The table of /proc/interrupts. Raises ParseError naming the line for a truncated row."""
+class RowMemo:
+    """The rows of the previous parse of one file by their line, for a caller that parses it again
+    and again (the sampler, every tick): a line printed exactly as last time (an idle IRQ's) gives
+    the same row, which is then taken as it is, the same object, without a split or a conversion.
+    Kept only for files up to MEMO_MAX_BYTES, so the lines it holds stay small."""
+
+    __slots__ = ("header", "rows")
+
+    def __init__(self):
+        self.header: str | None = None
+        self.rows: dict[str, InterruptRow] = {}
+
+
+MEMO_MAX_BYTES = 1 << 20
+
+
+def parse_interrupts(text: str, *, what: str = "interrupts", memo: RowMemo | None = None) -> InterruptTable:
+    """The table of /proc/interrupts. Raises ParseError naming the line for a truncated row. With a
+    `memo`, lines unchanged since the parse that filled it give its rows (see RowMemo)."""
     lines = text.split("\n")
     start, cpus = _header(lines, what)
     ncpu = len(cpus)
@@ -172,6 +189,8 @@ def parse_interrupts(text: str, *, what: str = "interrupts") -> InterruptTable:
     seen = set()
     append = rows.append
     conv = _counter()
+    known = memo.rows if memo is not None and memo.header == lines[start] else {}
+    keep = {} if memo is not None and len(text) <= MEMO_MAX_BYTES else None
     # Fast path. kernel/irq/proc.c prints every CPU cell 11 characters wide ("%10u " after "N: ",
     # or " %10u" after "N:" since v6.x), so the counts of a row are the 11*ncpu+1 characters after
     # its colon. Rows on a big machine repeat the same cells (most queues idle: all zeros), so the
@@ -182,44 +201,52 @@ def parse_interrupts(text: str, *, what: str = "interrupts") -> InterruptTable:
     segments: dict[str, tuple[tuple[int, ...], int]] = {}
     for lineno in range(start + 1, len(lines)):
         line = lines[lineno]
-        colon = line.find(":")
-        label = line[:colon].strip() if colon > 0 else ""
-        # isprintable() is False for every whitespace but " " (categories Zs/Zl/Zp/Cc), so this
-        # accepts exactly the labels str.split() would keep as one token.
-        if label and label.isprintable() and " " not in label and label not in SINGLE_COUNT_ROWS:
-            seg = line[colon + 1:colon + 1 + width]
-            hit = segments.get(seg)
-            if hit is None and (len(seg) < width or seg[-1] in " \t"):
-                toks = seg.split()
-                if len(toks) == ncpu:
-                    try:
-                        c = conv(toks)
-                    except ValueError:
-                        c = None
-                    if c is not None:
-                        hit = segments[seg] = (c, sum(c))
-            if hit is not None:
-                counts, total = hit
-                rest = line[colon + 1 + width:].split()
-                if label.isdigit():
-                    chip, hwirq, trigger, actions = _describe(rest)
-                    row = InterruptRow(label, counts, total, chip, hwirq, trigger, actions, " ".join(rest))
-                else:
-                    row = InterruptRow(label, counts, total, description=" ".join(rest))
-                if label in seen:
-                    raise ParseError(what, f"row {label!r} appears twice", lineno + 1)
-                seen.add(label)
-                append(row)
-                continue
-        toks = line.split()
-        if not toks:
-            continue            # blank lines occur (prometheus-procfs before PIN:, trailing newline)
-        row = _row_from_tokens(toks, ncpu, conv, what, lineno + 1)
+        row = known.get(line)
+        if row is None:
+            row = _parse_row(line, ncpu, width, segments, conv, what, lineno + 1)
+            if row is None:
+                continue            # blank lines occur (prometheus-procfs before PIN:, trailing newline)
         if row.irq in seen:
             raise ParseError(what, f"row {row.irq!r} appears twice", lineno + 1)
         seen.add(row.irq)
         append(row)
+        if keep is not None:
+            keep[line] = row
+    if memo is not None:
+        memo.header, memo.rows = lines[start], keep or {}
     return InterruptTable(cpus, tuple(rows))
+
+
+def _parse_row(line: str, ncpu: int, width: int, segments: dict, conv, what: str,
+               lineno: int) -> InterruptRow | None:
+    """One row of the table (None for a blank line): the fast path of parse_interrupts, else tokens."""
+    colon = line.find(":")
+    label = line[:colon].strip() if colon > 0 else ""
+    # isprintable() is False for every whitespace but " " (categories Zs/Zl/Zp/Cc), so this
+    # accepts exactly the labels str.split() would keep as one token.
+    if label and label.isprintable() and " " not in label and label not in SINGLE_COUNT_ROWS:
+        seg = line[colon + 1:colon + 1 + width]
+        hit = segments.get(seg)
+        if hit is None and (len(seg) < width or seg[-1] in " \t"):
+            toks = seg.split()
+            if len(toks) == ncpu:
+                try:
+                    c = conv(toks)
+                except ValueError:
+                    c = None
+                if c is not None:
+                    hit = segments[seg] = (c, sum(c))
+        if hit is not None:
+            counts, total = hit
+            rest = line[colon + 1 + width:].split()
+            if label.isdigit():
+                chip, hwirq, trigger, actions = _describe(rest)
+                return InterruptRow(label, counts, total, chip, hwirq, trigger, actions, " ".join(rest))
+            return InterruptRow(label, counts, total, description=" ".join(rest))
+    toks = line.split()
+    if not toks:
+        return None
+    return _row_from_tokens(toks, ncpu, conv, what, lineno)
 
 
 def _row_from_tokens(toks: list[str], ncpu: int, conv, what: str, lineno: int) -> InterruptRow:

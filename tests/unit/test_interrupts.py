@@ -11,7 +11,8 @@ from hypothesis import given, settings, strategies as st
 from app.errors import ParseError, SysRootReadError
 from app.machine.interrupts import (parse_action_name, read_interrupts, read_irq_info, read_irqs,
                                     read_softirqs)
-from app.parse.interrupts import InterruptRow, InterruptTable, parse_interrupts, parse_softirqs
+from app.parse.interrupts import (MEMO_MAX_BYTES, InterruptRow, InterruptTable, RowMemo, parse_interrupts,
+                                  parse_softirqs)
 from app.sysroot import SysRoot
 from tests.machines import INTERRUPTS_DIR, all_machines, extract, procfs_composite
 
@@ -392,3 +393,58 @@ def test_refresh_affinities_reads_the_cpus_again_and_keeps_the_rest(tmp_path):
     assert fresh.info[irq].device == table.info[irq].device and fresh.info[irq].node == table.info[irq].node
     assert all(fresh.info[k] is v for k, v in table.info.items() if k != irq)
     assert fresh.rows is table.rows
+
+
+def _bump_first_count(text: str, label: str) -> str:
+    """`text` with the first count of row `label` one higher, printed in the same width."""
+    out = []
+    for line in text.split("\n"):
+        if line.split(":", 1)[0].strip() == label:
+            head, rest = line.split(":", 1)
+            m = re.match(r"(\s*)(\d+)", rest)
+            n = str(int(m.group(2)) + 1)
+            rest = (m.group(1)[:len(m.group(1)) - (len(n) - len(m.group(2)))] + n + rest[m.end():])
+            line = head + ":" + rest
+        out.append(line)
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("path", [p for p in _interrupt_files() if p.stat().st_size <= MEMO_MAX_BYTES],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_memo_gives_unchanged_lines_their_rows_and_parses_the_rest(path):
+    """RowMemo (the sampler's, every tick): a parse with it equals one without; an unchanged line
+    gives the very row of the parse before, a changed one a new row with the new count (in files up
+    to MEMO_MAX_BYTES: the next test)."""
+    text = path.read_text()
+    memo = RowMemo()
+    first = parse_interrupts(text, what=str(path), memo=memo)
+    assert first == parse_interrupts(text, what=str(path))
+    counted = next(r for r in first.rows if r.counts)
+    later = _bump_first_count(text, counted.irq)
+    second = parse_interrupts(later, what=str(path), memo=memo)
+    assert second == parse_interrupts(later, what=str(path))
+    for a, b in zip(first.rows, second.rows):
+        if a.irq == counted.irq:
+            assert b is not a and b.counts[0] == a.counts[0] + 1
+        else:
+            assert b is a
+
+
+def test_a_memo_forgets_rows_when_the_header_changes_and_still_refuses_twins():
+    memo = RowMemo()
+    two = "           CPU0       CPU1\n 24:          5          7  PCI-MSI 1-edge  eth0\n"
+    one = "           CPU0\n 24:          5          7  PCI-MSI 1-edge  eth0\n"
+    assert parse_interrupts(two, memo=memo).rows[0].counts == (5, 7)
+    # The same line under a one-CPU header is one count and an action, not the memo's two counts.
+    assert parse_interrupts(one, memo=memo).rows[0].counts == (5,)
+    twice = two + " 24:          5          7  PCI-MSI 1-edge  eth0\n"
+    with pytest.raises(ParseError, match="appears twice"):
+        parse_interrupts(twice, memo=memo)
+
+
+def test_a_memo_keeps_no_lines_of_a_big_file():
+    memo = RowMemo()
+    line = " 24:" + "          1" * 2 + "  PCI-MSI 1-edge  eth0\n"
+    rows = "".join(line.replace(" 24:", f" {n}:") for n in range(MEMO_MAX_BYTES // len(line) + 10))
+    parse_interrupts("           CPU0       CPU1\n" + rows, memo=memo)
+    assert memo.rows == {}
