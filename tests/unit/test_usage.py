@@ -4,15 +4,21 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 from app.usage import OwnUsage, process_facts
 
 
 def test_own_usage_line():
     usage = OwnUsage()
-    sum(i * i for i in range(200_000))          # some CPU since the first look
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 0.3:          # a busy loop: close to 100% of one CPU since the first look
+        pass
     cpu, rss = usage.read()
-    assert cpu >= 0 and rss > 10 << 20
+    assert 50 <= cpu <= 200
+    with open("/proc/self/status") as f:
+        vmrss = next(int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS:"))
+    assert 0.8 * vmrss <= rss <= 1.25 * vmrss
     assert re.fullmatch(r"coremap \d+(\.\d)?% CPU · \d+(\.\d+)? MiB · tick 12\.3 ms", usage.text(0.0123))
 
 
