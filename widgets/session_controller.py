@@ -38,6 +38,15 @@ HISTORY_TOP_IRQS = 64         # per tick, the busiest IRQs' per-CPU rates (the r
 AUTOSAVE_SECONDS = 120.0
 
 
+def _write_autosave(session: Session) -> None:
+    """In the autosave thread: write the session. A full disk or a vanished state folder must not stop
+    sampling; the next autosave tries again and the status line of a manual save will say why."""
+    try:
+        autosave(session)
+    except CoremapError:
+        pass
+
+
 def _unique(path: Path) -> Path:
     """`path`, or `path` with -2, -3... before the suffix when it exists (names are to the minute)."""
     if not path.exists():
@@ -117,6 +126,7 @@ class SessionController(QObject):
     saved = Signal(str)                  # path of a session, screenshot or report just written
     machine_opened = Signal(object)      # a SamplerThread on an opened session's machine: show it
     session_opened = Signal(object)      # the Session just opened (read-only): its probe runs and pins
+    _snapshot_taken = Signal()           # the autosave thread's snapshot of the live machine is ready
 
     def __init__(self, menu: QMenu, window: QWidget, root: SysRoot | None, *, status: Callable[[str], None],
                  probe_runs: ProbeRuns, journal_entries: Callable[[], list | None],
@@ -138,6 +148,8 @@ class SessionController(QObject):
         self._last_time: float | None = None
         self._opened: Session | None = None          # an opened .coremap: its temp folder is ours to close
         self._live_snapshot: Session | None = None   # `coremap snapshot` of the live machine, taken once
+        self._machine_epoch = 0           # raised whenever another machine is shown
+        self._taken: tuple | None = None  # (epoch, Session or CoremapError) from the autosave thread
         self._capture: Callable[[], Session] | None = None   # a machine over ssh: its snapshot, brought here
         self._autosave_thread: threading.Thread | None = None
         self._autosaved = False
@@ -146,6 +158,7 @@ class SessionController(QObject):
         self.autosave_timer = QTimer(self)
         self.autosave_timer.setInterval(int(autosave_seconds * 1000))
         self.autosave_timer.timeout.connect(self._on_autosave_timer_timeout)
+        self._snapshot_taken.connect(self._on_snapshot_taken)
         self.crash_bar: CrashRecoveryBar | None = None
         if crash_recovery:
             path = last_session_after_crash()
@@ -226,6 +239,7 @@ class SessionController(QObject):
                 s.close()
         self._live_snapshot = self._opened = None
         self._machine_root, self._capture = root, capture
+        self._machine_epoch += 1
         self.history.clear()
         self._t0 = self._last_time = None
         self._state = None
@@ -260,19 +274,28 @@ class SessionController(QObject):
         captures of the counters) is taken once and reused by later saves."""
         if self._state is None:
             raise CoremapError("nothing has been sampled yet; wait for the first tick, then save")
-        root = self._root() if self._capture is None else None
-        if root is None or root.is_live:
-            if self._live_snapshot is None:
-                self._live_snapshot = self._capture() if self._capture is not None else \
-                    session_from_root(root, capture_interval=0.5)
+        if self._live_snapshot is None and self._snapshot_taker() is not None:
+            self._live_snapshot = self._snapshot_taker()()
+        if self._live_snapshot is not None:
             machine_dir, host = self._live_snapshot.machine_dir, self._live_snapshot.host
         else:
-            machine_dir = root.root
+            machine_dir = self._root().root
             host = (self._opened.host if self._opened is not None else "") or (self._host() or "")
         return Session(machine_dir=machine_dir, history=list(self.history), probes=self.probe_records(),
                        journal=self.journal(), screenshots=dict(self.screenshots),
                        notes=self.notes or (self._opened.notes if self._opened is not None else ""),
                        verifications=list(self._verifications()), host=host)
+
+    def _snapshot_taker(self) -> Callable[[], Session] | None:
+        """What takes the snapshot a session of the shown machine needs (the live machine's, or the
+        one over ssh), None for a captured machine, whose own folder is saved. Slow: 0.6 s here,
+        seconds over ssh."""
+        if self._capture is not None:
+            return self._capture
+        root = self._root()
+        if not root.is_live:
+            return None
+        return lambda: session_from_root(root, capture_interval=0.5)
 
     # -- File actions ------------------------------------------------------------------------------
     def save_session_to_reports(self) -> Path:
@@ -317,6 +340,7 @@ class SessionController(QObject):
         self._t0 = self._last_time = None
         self._state = None              # the shown machine's states start again
         self._machine_root, self._capture = s.root, None
+        self._machine_epoch += 1
         self.screenshots = dict(s.screenshots)
         self.autosave_timer.stop()
         self.machine_opened.emit(thread)
@@ -355,29 +379,61 @@ class SessionController(QObject):
     # -- autosave and clean exit ---------------------------------------------------------------------
     def _on_autosave_timer_timeout(self) -> None:
         if self._autosave_thread is not None and self._autosave_thread.is_alive():
-            return              # the previous autosave is still writing
+            return              # the previous autosave (or its snapshot) is still being written
+        if self._state is not None and self._live_snapshot is None:
+            try:
+                take = self._snapshot_taker()
+            except CoremapError as e:
+                self._status(f"autosave: {e}")
+                return
+            if take is not None:
+                # The first autosave of a live machine needs its snapshot: taken in a thread, not
+                # on the UI thread, which it would stop for 0.6 s here (seconds over ssh). The
+                # autosave follows when it is ready (_on_snapshot_taken).
+                self._start_autosave_thread(self._take_snapshot, take, self._machine_epoch)
+                return
         try:
             session = self.session()      # built on the UI thread: it reads the widgets
         except CoremapError as e:
             self._status(f"autosave: {e}")
             return
-
-        def write():
-            try:
-                autosave(session)
-            except CoremapError:
-                # A full disk or a vanished state folder must not stop sampling; the next
-                # autosave tries again and the status line of a manual save will say why.
-                pass
         self._autosaved = True
-        self._autosave_thread = threading.Thread(target=write, name="coremap-autosave", daemon=True)
+        self._start_autosave_thread(_write_autosave, session)
+
+    def _start_autosave_thread(self, target, *args) -> None:
+        self._autosave_thread = threading.Thread(target=target, args=args, name="coremap-autosave", daemon=True)
         self._autosave_thread.start()
+
+    def _take_snapshot(self, take: Callable[[], Session], epoch: int) -> None:
+        """In the autosave thread: take the shown machine's snapshot, hand it to the UI thread."""
+        try:
+            taken = take()
+        except CoremapError as e:
+            taken = e
+        self._taken = (epoch, taken)
+        self._snapshot_taken.emit()         # queued: this object lives in the UI thread
+
+    def _on_snapshot_taken(self) -> None:
+        if self._taken is None:
+            return
+        (epoch, taken), self._taken = self._taken, None
+        if isinstance(taken, CoremapError):
+            self._status(f"autosave: {taken}")
+            return
+        if epoch != self._machine_epoch or self._live_snapshot is not None:
+            taken.close()                   # another machine is shown now, or a save took one meanwhile
+            return
+        self._live_snapshot = taken
+        self._on_autosave_timer_timeout()
 
     def close(self) -> None:
         """The window closes normally: finish a running autosave, mark the exit clean."""
         self.autosave_timer.stop()
         if self._autosave_thread is not None:
             self._autosave_thread.join(timeout=10)
+        if self._taken is not None and isinstance(self._taken[1], Session):
+            self._taken[1].close()          # a snapshot taken for an autosave that will not come
+            self._taken = None
         if self._autosaved:
             try:
                 mark_clean_exit()

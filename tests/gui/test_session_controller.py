@@ -117,3 +117,38 @@ def test_autosave_then_crash_offers_the_session_on_next_start(qtbot, reports, mo
     assert w2.session_controller.crash_bar is not None
     assert str(autosave_path()) in w2.session_controller.crash_bar.label.text()
     w2.close()
+
+
+def test_the_first_autosave_of_the_live_machine_does_not_stop_the_window(qtbot, reports, monkeypatch):
+    """Its snapshot (0.6 s here, seconds over ssh) is taken in the autosave thread; the autosave is
+    written when it is ready, and later ones reuse it."""
+    import time
+
+    import app.session
+    import widgets.session_controller as sc_mod
+    from app.session import autosave_path, open_session
+    taken = []
+    real = app.session.session_from_root
+
+    def slow_snapshot(root, **kw):
+        time.sleep(1.0)
+        taken.append(root)
+        return real(root, **kw)
+    monkeypatch.setattr(sc_mod, "session_from_root", slow_snapshot)
+    w = _window(qtbot, "/")
+    sc = w.session_controller
+    t0 = time.monotonic()
+    sc._on_autosave_timer_timeout()
+    assert time.monotonic() - t0 < 0.5                  # the UI thread went on at once
+    assert not autosave_path().exists()
+    qtbot.waitUntil(autosave_path().is_file, timeout=30000)
+    sc._autosave_thread.join(20)
+    s = open_session(autosave_path())
+    try:
+        assert s.host and (s.root.root / "proc" / "interrupts").is_file()
+    finally:
+        s.close()
+    sc._on_autosave_timer_timeout()                      # the next one reuses the snapshot
+    sc._autosave_thread.join(20)
+    assert len(taken) == 1
+    w.close()
