@@ -76,7 +76,8 @@ class Sampler:
         self._frozen: tuple | None = None      # (sample, rates, notes) of a captured machine
         self._task_sample: MachineSample | None = None   # the last sample that read the threads
         self._task_rates = None                          # Rates between the last two thread reads
-        self._still: set[int] = set()                    # threads whose sample object the last read reused
+        self._same: frozenset[int] = frozenset()         # processes the last read reused (TaskReader.same)
+        self._rates_of: dict[int, dict] = {}             # pid -> {tid: TaskRate} of the processes in _same
         self._costs: deque[float] = deque(maxlen=5)      # seconds the last thread reads took (with rates)
         self._tasks_due = 0.0
         self.thread_period = self.interval
@@ -171,7 +172,7 @@ class Sampler:
             self._task_rates = self._thread_rates(prev, sample)
             self._tracker.add(sample.time, prev.tasks, sample.tasks, self._tracked_tids(sample))
         else:
-            self._still = set()     # no rates for this pair: the next pair has no earlier one to match
+            self._same, self._rates_of = frozenset(), {}   # no rates for this pair: none to hand out next
         n = len(sample.tasks.tasks) if sample.tasks is not None else 0
         self._costs.append(cost + time.perf_counter() - t0)
         cost = statistics.median(self._costs)
@@ -184,29 +185,35 @@ class Sampler:
         self._tasks_due = now + (ticks - 0.5) * self.interval if ticks > 1 else now
 
     def _thread_rates(self, prev: MachineSample, sample: MachineSample):
-        """Rates of the threads between two thread reads, computed only for threads that ran.
+        """Rates of the threads between two thread reads, computed only for processes that ran.
 
-        The TaskReader reuses a TaskSample object when its process did not run (app/machine/threads.py),
-        so `prev[tid] is sample[tid]` means zero deltas: CPU 0 %, no migrations or switches, same CPU,
-        not moved, whatever the interval. If that held for the previous pair as well, the previous
-        TaskRate equals the new one: it is handed out again (the same object, so the thread table sees
-        an unchanged process by identity) and app.rates computes only the others."""
-        before, cur = prev.tasks.tasks, sample.tasks.tasks
-        still = {tid for tid, t in cur.items() if before.get(tid) is t}
-        known = {}
-        if self._task_rates is not None and self._still:
-            old = self._task_rates.tasks
-            for tid in still & self._still:
-                r = old.get(tid)
-                if r is not None:
-                    known[tid] = r
-        self._still = still
+        The TaskReader reuses a process's TaskSample objects when none of its threads ran
+        (app/machine/threads.py) and names those processes (`TaskReader.same`): their deltas are zero,
+        CPU 0 %, no migrations or switches, same CPU, not moved, whatever the interval. If that held
+        for the previous pair as well, the previous TaskRates equal the new ones: they are handed out
+        again (the same objects, so the thread table sees an unchanged process by identity), a dict
+        per process, and app.rates computes only the other processes' threads."""
+        same = self._reader.same
+        known_pids = same & self._same
+        known: dict = {}
+        for pid in known_pids:
+            known.update(self._rates_of[pid])
         p, c = _tasks_of(prev), _tasks_of(sample)
-        if known:
-            p = replace(p, tasks=replace(p.tasks, tasks={k: v for k, v in before.items() if k not in known}))
-            c = replace(c, tasks=replace(c.tasks, tasks={k: v for k, v in cur.items() if k not in known}))
+        if known_pids:
+            p = replace(p, tasks=replace(p.tasks, tasks=_tasks_but(prev.tasks, known_pids)))
+            c = replace(c, tasks=replace(c.tasks, tasks=_tasks_but(sample.tasks, known_pids)))
         r = compute_rates(p, c, sample.time - prev.time)
         r.tasks.update(known)       # still private to this sampler: no state holds r yet
+        rates_of = {}
+        for pid in same:
+            had = self._rates_of.get(pid) if pid in known_pids else None
+            if had is None:
+                tids = sample.tasks.processes[pid].tids
+                if any(t not in r.tasks for t in tids):
+                    continue        # a thread without a rate (new in the first read): not handed out
+                had = {t: r.tasks[t] for t in tids}
+            rates_of[pid] = had
+        self._same, self._rates_of = frozenset(rates_of), rates_of
         return r
 
     def _tick_captured(self) -> MachineState:
@@ -277,6 +284,15 @@ class Sampler:
 
 def _counters_of(s: MachineSample) -> MachineSample:
     return replace(s, tasks=None)
+
+
+def _tasks_but(threads, pids: frozenset[int]) -> dict:
+    """The threads of a ThreadsSample but those of `pids`, gathered by process (the few that ran)
+    when every thread belongs to a listed process, else thread by thread."""
+    tasks, processes = threads.tasks, threads.processes
+    if sum(len(info.tids) for info in processes.values()) == len(tasks):
+        return {t: tasks[t] for pid, info in processes.items() if pid not in pids for t in info.tids}
+    return {tid: t for tid, t in tasks.items() if t.pid not in pids}
 
 
 def _tasks_of(s: MachineSample) -> MachineSample:

@@ -150,6 +150,10 @@ class TaskReader:
         # pid -> (cpu clock ns, check at, tasks, ProcessInfo, cmdline key, read again at)
         self._kept: dict[int, tuple] = {}
         self.reused = 0                         # threads taken from the previous read by the last sample()
+        # Processes whose threads the last sample() holds as the very objects of the one before (a
+        # reused process none of whose threads was read afresh as a detail thread, then or now).
+        self.same: frozenset[int] = frozenset()
+        self._fresh: set[int] = set()           # reused processes with a detail thread read afresh
 
     def forget(self, pids=None) -> None:
         """Read these processes (all when None) afresh next time, e.g. after changing their affinity."""
@@ -170,6 +174,7 @@ class TaskReader:
         kept, new_kept = self._kept, {}
         now = self._clock()
         reused = 0
+        same, fresh = set(), set()
         for pid_s in self._pid_names(pids):
             if not pid_s.isdigit():
                 continue
@@ -183,7 +188,9 @@ class TaskReader:
                     if now >= k[1]:
                         k = (k[0], now + _spread(CHECK_SECONDS, pid, len(k[2])), *k[2:])
                     new_kept[pid] = k
-                    reused += self._take_kept(pid, k, tasks, processes, seen_keys)
+                    n, renewed = self._take_kept(pid, k, tasks, processes, seen_keys)
+                    reused += n
+                    (fresh if renewed else same).add(pid)
                     continue
             tids = self._read_threads(pid, pid_s, tasks, masks)
             if not tids:
@@ -201,6 +208,8 @@ class TaskReader:
         if reuse:
             self._kept = new_kept
         self.reused = reused
+        self.same = frozenset(same - self._fresh)
+        self._fresh = fresh
         if self.cmdline and pids is None:
             # Forget processes that are gone so the cache does not grow with every pid ever seen.
             for key in [k for k in self._cmdlines if k not in seen_keys]:
@@ -232,20 +241,21 @@ class TaskReader:
             return False
         return True
 
-    def _take_kept(self, pid: int, k: tuple, tasks: dict, processes: dict, seen_keys: set) -> int:
+    def _take_kept(self, pid: int, k: tuple, tasks: dict, processes: dict, seen_keys: set) -> tuple[int, bool]:
         """Put a reused process's last read into this sample (its detail threads read afresh);
-        returns how many threads were reused."""
+        returns how many threads were reused, and whether one was read afresh."""
         detail_tids = self.detail_tids
+        renewed = False
         for t in k[2]:
             if t.tid in detail_tids:
                 fresh = self._read_one(pid, t.tid)
                 if fresh is not None:
-                    t = fresh
+                    t, renewed = fresh, True
             tasks[t.tid] = t
         processes[pid] = k[3]
         if k[4] is not None:
             seen_keys.add(k[4])
-        return len(k[2])
+        return len(k[2]), renewed
 
     def _read_threads(self, pid: int, pid_s: str, tasks: dict, masks: dict) -> list[int]:
         """Read task/TID/stat of every thread of one process into `tasks`; their tids, sorted.
