@@ -147,7 +147,7 @@ class TaskReader:
         # Reuse of processes that did not run (module docstring): live, "fast" detail only.
         self.reuse = self.live and detail == "fast"
         self._clock = clock
-        # pid -> (cpu clock ns, check at, tasks, ProcessInfo, cmdline key, read again at)
+        # pid -> (cpu clock ns, check at, {tid: TaskSample}, ProcessInfo, cmdline key, read again at)
         self._kept: dict[int, tuple] = {}
         self.reused = 0                         # threads taken from the previous read by the last sample()
         # Processes whose threads the last sample() holds as the very objects of the one before (a
@@ -184,7 +184,7 @@ class TaskReader:
                 k = kept.get(pid)
                 # None of its threads ran since k was read: k's values are still the kernel's, but for
                 # what another process may change meanwhile, checked when due.
-                if k is not None and k[0] == cpu_ns and now < k[5] and (now < k[1] or self._as_kept(k[2])):
+                if k is not None and k[0] == cpu_ns and now < k[5] and (now < k[1] or self._as_kept(k[2].values())):
                     if now >= k[1]:
                         k = (k[0], now + _spread(CHECK_SECONDS, pid, len(k[2])), *k[2:])
                     new_kept[pid] = k
@@ -200,8 +200,8 @@ class TaskReader:
                 continue
             processes[pid] = info
             if cpu_ns is not None:
-                mine = tuple(tasks[t] for t in tids)
-                if all(t.state != "R" for t in mine):
+                mine = {t: tasks[t] for t in tids}
+                if all(t.state != "R" for t in mine.values()):
                     new_kept[pid] = (cpu_ns, now + _spread(CHECK_SECONDS, pid, len(tids)), mine, info,
                                      (pid, _start_of(pid, tids, tasks)) if self.cmdline else None,
                                      now + _spread(REUSE_SECONDS, pid, len(tids)))
@@ -225,7 +225,7 @@ class TaskReader:
             return []
 
     @staticmethod
-    def _as_kept(kept: tuple[TaskSample, ...]) -> bool:
+    def _as_kept(kept) -> bool:
         """Whether no other process changed the nice, policy, RT priority or allowed CPUs of these
         sleeping threads since they were read (see the module docstring); False when one exited."""
         aff, prio, sched, param, who = (os.sched_getaffinity, os.getpriority, os.sched_getscheduler,
@@ -244,14 +244,14 @@ class TaskReader:
     def _take_kept(self, pid: int, k: tuple, tasks: dict, processes: dict, seen_keys: set) -> tuple[int, bool]:
         """Put a reused process's last read into this sample (its detail threads read afresh);
         returns how many threads were reused, and whether one was read afresh."""
-        detail_tids = self.detail_tids
+        mine = k[2]
+        tasks.update(mine)              # in C: a 2,000-thread process costs no Python loop
         renewed = False
-        for t in k[2]:
-            if t.tid in detail_tids:
-                fresh = self._read_one(pid, t.tid)
+        for tid in self.detail_tids:
+            if tid in mine:
+                fresh = self._read_one(pid, tid)
                 if fresh is not None:
-                    t, renewed = fresh, True
-            tasks[t.tid] = t
+                    tasks[tid], renewed = fresh, True
         processes[pid] = k[3]
         if k[4] is not None:
             seen_keys.add(k[4])
