@@ -496,7 +496,7 @@ def test_a_process_tooltip_names_its_user_and_memory_on_hover(qtbot):
 
 def test_rate_columns_sort_with_a_dead_band():
     """A row keeps the CPU % (and migrations/s) it was placed by while its value stays within a
-    quarter of it or half a unit: near-equal rows do not swap (and re-lay out the tree) at every
+    quarter of it or one unit: near-equal rows do not swap (and re-lay out the tree) at every
     thread read; the cells show the new value at once."""
     from widgets.tables.threads import COL_MIGR, COL_PCT, _steady
 
@@ -508,11 +508,12 @@ def test_rate_columns_sort_with_a_dead_band():
 
     placed = cells(1.0)
     assert _steady(None, cells(1.3)) == cells(1.3)                 # a new row is placed as it is
-    kept = _steady(placed, cells(1.3))
-    assert kept[COL_PCT] == ("1.3%", 1.0, None, None)              # shown new, placed as before
-    assert _steady(kept, cells(1.6))[COL_PCT][1] == 1.6            # half a unit and a quarter away
+    kept = _steady(placed, cells(1.8))
+    assert kept[COL_PCT] == ("1.8%", 1.0, None, None)              # shown new, placed as before
+    assert _steady(kept, cells(2.1))[COL_PCT][1] == 2.1            # a unit and a quarter away
     assert _steady(cells(40.0), cells(45.0))[COL_PCT][1] == 40.0
     assert _steady(cells(40.0), cells(55.0))[COL_PCT][1] == 55.0
-    assert _steady(cells(0.0), cells(0.4))[COL_PCT][1] == 0.0       # idle noise stays among the idle
+    assert _steady(cells(0.0), cells(0.9))[COL_PCT][1] == 0.0       # idle noise stays among the idle
+    assert _steady(cells(0.0), cells(1.1))[COL_PCT][1] == 1.1       # 1% of a core is not noise
     assert _steady(cells(-1.0), cells(0.4))[COL_PCT][1] == 0.4      # unknown before: placed now
     assert _steady(cells(3.0, 10.0), cells(3.0, 20.0))[COL_MIGR][1] == 20.0

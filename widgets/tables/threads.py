@@ -61,13 +61,16 @@ _STATE_NAMES = {"R": "running", "S": "sleeping", "D": "disk sleep", "T": "stoppe
 
 
 # A row's place in a sort by CPU % or migrations/s moves only when its value leaves a dead band
-# around the value it was last placed by: more than a quarter of it, and more than half a unit away.
+# around the value it was last placed by: more than a quarter of it, and more than one unit away
+# (1% of a core; 1 migration/s), the IRQ table's unit too (widgets/tables/sorting.py TIE_ABSOLUTE).
 # Rows with near-equal rates (this window at 0.7% and a daemon at 1.0%) then keep their places
 # instead of swapping at every thread read; each swap made Qt's dynamic sort re-lay out and repaint
-# the whole tree (5-9 ms, issue 12). The cells show the new values at once; a row that clearly
-# overtakes another moves.
+# the whole tree (8-10 ms, issue 12). With half a unit, the kernel threads and daemons of an idle VM
+# that wake now and then still moved the tree 11 times a minute; with one, once. The cells show the
+# new values at once; a row that clearly overtakes another moves, and a click on the header sorts by
+# the values shown.
 STEADY_SHARE = 0.25
-STEADY_ABSOLUTE = 0.5
+STEADY_ABSOLUTE = 1.0
 _STEADY_COLUMNS = (COL_PCT, COL_MIGR)
 
 
