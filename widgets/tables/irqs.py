@@ -172,10 +172,12 @@ class IrqTableModel(QAbstractTableModel):
 
     # -- drag source: numbered IRQs drag onto the grid as the pin MIME type (widgets/pinning.py) ----
     def flags(self, index):
+        return self.cell_flags(index.row(), index.column())
+
+    def cell_flags(self, r: int, c: int):
         # What QAbstractTableModel::flags gives a valid index (selectable, enabled), plus drag for
         # numbered IRQs: LOC, NMI, ... are per-CPU counters, with no affinity to pin.
-        r = index.row()
-        if not 0 <= r < len(self._keys) or not 0 <= index.column() < _NCOLS:
+        if not 0 <= r < len(self._keys) or not 0 <= c < _NCOLS:
             return _NO_FLAGS
         return _DRAG_FLAGS if self._keys[r].isdigit() else _ROW_FLAGS
 
@@ -215,7 +217,9 @@ class IrqTableModel(QAbstractTableModel):
 
     def fill_roles(self, index, span) -> None:
         """Every role of one painted cell in one call (widgets/tables/roles.py)."""
-        r, c = index.row(), index.column()
+        self.fill_cell(index.row(), index.column(), span)
+
+    def fill_cell(self, r: int, c: int, span) -> None:
         if 0 <= r < len(self._keys) and 0 <= c < _NCOLS:
             fill_span(span, lambda role: self._answer(r, c, role))
 

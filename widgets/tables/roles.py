@@ -13,7 +13,7 @@ gets Qt's default.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QModelRoleData, QModelRoleDataSpan, QSortFilterProxyModel
+from PySide6.QtCore import QModelRoleData, QModelRoleDataSpan, QSortFilterProxyModel, Qt
 
 
 class OneCallProxy(QSortFilterProxyModel):
@@ -28,6 +28,50 @@ class OneCallProxy(QSortFilterProxyModel):
             super().multiData(index, span)
         elif index.isValid():
             fill(self.mapToSource(index), span)
+
+
+class OneCallTableProxy(OneCallProxy):
+    """A OneCallProxy over a flat table model that answers `fill_cell(row, column, span)` and
+    `cell_flags(row, column)`: the source row of each of the proxy's rows is kept in a list, made
+    again after any change of the proxy's rows (a sort, a filter, rows in or out), so a painted cell
+    costs its roles and its flags one Python call each, with no mapping through the model (a table
+    model's index() asks its rowCount() and columnCount(), two more Python calls a mapping)."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._source_rows: list[int] | None = None
+        # Connected before any view is: a view that repaints on these finds the list made anew.
+        for changed in (self.layoutChanged, self.rowsInserted, self.rowsRemoved, self.rowsMoved,
+                        self.modelReset):
+            changed.connect(self._forget_rows)
+
+    def _forget_rows(self, *_) -> None:
+        self._source_rows = None
+
+    def _source_row(self, row: int) -> int:
+        rows = self._source_rows
+        if rows is None:
+            rows = self._source_rows = [self.mapToSource(self.index(r, 0)).row()
+                                        for r in range(self.rowCount())]
+        return rows[row] if 0 <= row < len(rows) else -1
+
+    def multiData(self, index, span) -> None:
+        fill = getattr(self.sourceModel(), "fill_cell", None)
+        if fill is None:
+            super().multiData(index, span)          # a model without it: one mapping a cell
+            return
+        if isinstance(span, QModelRoleData):
+            span = QModelRoleDataSpan(span)
+        if index.isValid():
+            fill(self._source_row(index.row()), index.column(), span)
+
+    def flags(self, index):
+        flags_of = getattr(self.sourceModel(), "cell_flags", None)
+        if flags_of is None:
+            return super().flags(index)
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return flags_of(self._source_row(index.row()), index.column())
 
 
 def fill_span(span, value_of) -> None:

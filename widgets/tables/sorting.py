@@ -20,7 +20,7 @@ import time
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 
-from widgets.tables.roles import OneCallProxy
+from widgets.tables.roles import OneCallTableProxy
 
 
 # Numbers within this share of each other count as tied, so rows with near-equal rates (the timer and
@@ -54,7 +54,7 @@ def _may_stand_above(upper, lower, descending: bool) -> bool:
         return True
 
 
-class StateSortProxy(OneCallProxy):
+class StateSortProxy(OneCallTableProxy):
     """Subclasses say whether a filter is on (`filtering()`); the widget calls `settle()` after each
     state its model applied."""
 
