@@ -25,15 +25,19 @@ from widgets.tables.roles import OneCallTableProxy
 
 # Numbers within this share of each other count as tied, so rows with near-equal rates (the timer and
 # the IPIs of an idle machine) keep their places instead of swapping, and the view its paint, every
-# tick. A row that clearly overtakes another moves; a click on the header sorts exactly.
-TIE = 0.1
+# tick. A row that clearly overtakes another moves; a click on the header sorts exactly. The thread
+# tree's dead band is the same rule (widgets/tables/threads.py): one calm order for both tables.
+TIE = 0.25
 # And numbers at most this far apart, whatever their size: an idle queue's 0/s beside another's 1/s
-# (a VM's virtio queues take one interrupt now and then) is noise, not an order worth a repaint.
+# (a VM's virtio queues take one interrupt now and then) is noise, not an order worth a repaint; in
+# the thread tree, 1% of a core or 1 migration/s.
 TIE_ABSOLUTE = 1.0
 # And a row out of place waits until this long after the last sort: on a machine whose interrupts
 # burst (a VM's virtio queues) the order would otherwise change, and the whole table repaint, nearly
-# every tick. The cells show the new values at once; the rows move at most this often.
-HOLD_SECONDS = 3.0
+# every tick. The cells show the new values at once; the rows move at most this often. With 10% and
+# 3 s the IRQ table of this idle VM re-sorted 12 times a minute, each a full repaint (2.5 ms); with a
+# quarter and 10 s, 6 times.
+HOLD_SECONDS = 10.0
 
 
 def near(a: float, b: float, share: float, absolute: float) -> bool:

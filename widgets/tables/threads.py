@@ -27,7 +27,7 @@ from widgets.pinning.drag import PinDragTreeView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.roles import OneCallProxy, fill_span
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
-from widgets.tables.sorting import near
+from widgets.tables.sorting import TIE, TIE_ABSOLUTE, near
 from widgets.text_line import TextLine
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -62,15 +62,13 @@ _STATE_NAMES = {"R": "running", "S": "sleeping", "D": "disk sleep", "T": "stoppe
 
 # A row's place in a sort by CPU % or migrations/s moves only when its value leaves a dead band
 # around the value it was last placed by: more than a quarter of it, and more than one unit away
-# (1% of a core; 1 migration/s), the IRQ table's unit too (widgets/tables/sorting.py TIE_ABSOLUTE).
+# (1% of a core; 1 migration/s): the IRQ table's tie (widgets/tables/sorting.py TIE, TIE_ABSOLUTE).
 # Rows with near-equal rates (this window at 0.7% and a daemon at 1.0%) then keep their places
 # instead of swapping at every thread read; each swap made Qt's dynamic sort re-lay out and repaint
 # the whole tree (8-10 ms, issue 12). With half a unit, the kernel threads and daemons of an idle VM
 # that wake now and then still moved the tree 11 times a minute; with one, once. The cells show the
 # new values at once; a row that clearly overtakes another moves, and a click on the header sorts by
 # the values shown.
-STEADY_SHARE = 0.25
-STEADY_ABSOLUTE = 1.0
 _STEADY_COLUMNS = (COL_PCT, COL_MIGR)
 
 
@@ -83,7 +81,7 @@ def _steady(old: tuple | None, cells: tuple) -> tuple:
         was, now = old[c][1], cells[c][1]
         if was == now or was < 0 or now < 0:         # -1.0: unknown, always placed as it is
             continue
-        if near(now, was, STEADY_SHARE, STEADY_ABSOLUTE):
+        if near(now, was, TIE, TIE_ABSOLUTE):
             if out is None:
                 out = list(cells)
             shown, _, tip, fg = cells[c]
