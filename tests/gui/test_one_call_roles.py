@@ -28,10 +28,14 @@ def all_indexes(model, parent=QModelIndex()):
 
 
 def assert_one_call_answers_as_data(proxy, extra_roles) -> int:
+    """Each cell's answer through multiData equals data()'s, with one QModelRoleData per role handed
+    from cell to cell as a delegate does: a role the cell has no value for must be cleared, not left
+    with the last cell's."""
     n = 0
+    held = {role: QModelRoleData(int(role)) for role in (*ROLES, *extra_roles)}
     for index in all_indexes(proxy):
         for role in (*ROLES, *extra_roles):
-            rd = QModelRoleData(int(role))
+            rd = held[role]
             proxy.multiData(index, rd)
             # QSortFilterProxyModel.data: the per-role path (mapping, then the model's data()).
             assert rd.data() == QSortFilterProxyModel.data(proxy, index, role), (index.row(), index.column(), role)
@@ -84,6 +88,31 @@ def test_thread_cells_answer_every_role_in_one_call(qtbot, live_states):
     for state in live_states:
         widget.set_state(state)
     assert assert_one_call_answers_as_data(widget.proxy, (THREAD_SORT,)) > 1000
+
+
+@pytest.mark.parametrize("which", ["irqs", "threads"])
+def test_the_tables_paint_as_with_qts_own_proxy(qtbot, which, master_state, live_states):
+    """The same pixels as a plain QSortFilterProxyModel (Qt's per-role path) over the same model,
+    sorted alike: alignment, colours and text of every painted cell."""
+    from PySide6.QtWidgets import QTableView, QTreeView
+    widget = IrqTableWidget() if which == "irqs" else ThreadTableWidget()
+    qtbot.addWidget(widget)
+    for state in ((master_state,) if which == "irqs" else live_states[:1]):
+        widget.set_state(state)
+    plain = QSortFilterProxyModel()
+    plain.setSourceModel(widget.model)
+    images = []
+    for proxy in (widget.proxy, plain):
+        proxy.setSortRole(widget.proxy.sortRole())
+        proxy.sort(3, Qt.SortOrder.AscendingOrder)
+        view = QTableView() if which == "irqs" else QTreeView()
+        qtbot.addWidget(view)
+        view.setModel(proxy)
+        view.resize(900, 600)
+        if which == "threads":
+            view.expandAll()
+        images.append(view.grab().toImage())
+    assert images[0] == images[1]
 
 
 @pytest.mark.parametrize("which", ["irqs", "threads"])

@@ -75,10 +75,13 @@ class OneCallTableProxy(OneCallProxy):
 
 
 def fill_span(span, value_of) -> None:
-    """Set each role of `span` (a QModelRoleDataSpan) to `value_of(role)`, skipping None (the role
-    stays unset, which a view reads as "no value", as it reads data()'s None)."""
+    """Set each role of `span` (a QModelRoleDataSpan) to `value_of(role)`, None as "no value". Every
+    role is set, None ones cleared: a delegate hands the same span from cell to cell, so a role left
+    alone keeps the last cell's value (a numeric cell's right alignment, a kernel thread's grey)."""
     for k in range(len(span)):
         rd = span[k]
         v = value_of(rd.role())
-        if v is not None:
+        if v is None:
+            rd.clearData()
+        else:
             rd.setData(v)
