@@ -228,14 +228,9 @@ def _parse_row(line: str, ncpu: int, width: int, segments: dict, conv, what: str
         seg = line[colon + 1:colon + 1 + width]
         hit = segments.get(seg)
         if hit is None and (len(seg) < width or seg[-1] in " \t"):
-            toks = seg.split()
-            if len(toks) == ncpu:
-                try:
-                    c = conv(toks)
-                except ValueError:
-                    c = None
-                if c is not None:
-                    hit = segments[seg] = (c, sum(c))
+            c = _counts(seg.split(), ncpu, conv)
+            if c is not None:
+                hit = segments[seg] = (c, sum(c))
         if hit is not None:
             counts, total = hit
             rest = line[colon + 1 + width:].split()
@@ -247,6 +242,17 @@ def _parse_row(line: str, ncpu: int, width: int, segments: dict, conv, what: str
     if not toks:
         return None
     return _row_from_tokens(toks, ncpu, conv, what, lineno)
+
+
+def _counts(toks: list[str], ncpu: int, conv) -> tuple[int, ...] | None:
+    """The ncpu counts of a row from its tokens; None when there are not that many, or one is not a
+    count (the caller then reads the row another way, or refuses it)."""
+    if len(toks) != ncpu:
+        return None
+    try:
+        return conv(toks)
+    except ValueError:
+        return None
 
 
 def _row_from_tokens(toks: list[str], ncpu: int, conv, what: str, lineno: int) -> InterruptRow:
@@ -268,13 +274,7 @@ def _row_from_tokens(toks: list[str], ncpu: int, conv, what: str, lineno: int) -
     # Checked first: on a 1-CPU machine "ERR: 0" would otherwise pass for a per-CPU row.
     if label in SINGLE_COUNT_ROWS and body and body[0].isdigit() and body[0].isascii():
         return InterruptRow(label, (), int(body[0]), description=" ".join(body[1:]))
-    cnt = toks[off:off + ncpu]
-    counts = None
-    if len(cnt) == ncpu:
-        try:
-            counts = conv(cnt)
-        except ValueError:
-            counts = None
+    counts = _counts(toks[off:off + ncpu], ncpu, conv)
     if counts is not None:
         rest = toks[off + ncpu:]
         if label.isdigit():
