@@ -215,11 +215,8 @@ class IrqTableModel(QAbstractTableModel):
             return None
         return self._answer(r, c, role)
 
-    def fill_roles(self, index, span) -> None:
-        """Every role of one painted cell in one call (widgets/tables/roles.py)."""
-        self.fill_cell(index.row(), index.column(), span)
-
     def fill_cell(self, r: int, c: int, span) -> None:
+        """Every role of one painted cell in one call (widgets/tables/roles.py, OneCallTableProxy)."""
         if 0 <= r < len(self._keys) and 0 <= c < _NCOLS:
             fill_span(span, lambda role: self._answer(r, c, role))
 

@@ -20,8 +20,6 @@ class OneCallProxy(QSortFilterProxyModel):
     """A QSortFilterProxyModel whose multiData is one call of the source's fill_roles (see above)."""
 
     def multiData(self, index, span) -> None:
-        if isinstance(span, QModelRoleData):        # a Python caller's single role (Qt converts it)
-            span = QModelRoleDataSpan(span)
         src = self.sourceModel()
         fill = getattr(src, "fill_roles", None)
         if fill is None:
@@ -60,8 +58,6 @@ class OneCallTableProxy(OneCallProxy):
         if fill is None:
             super().multiData(index, span)          # a model without it: one mapping a cell
             return
-        if isinstance(span, QModelRoleData):
-            span = QModelRoleDataSpan(span)
         if index.isValid():
             fill(self._source_row(index.row()), index.column(), span)
 
@@ -78,6 +74,8 @@ def fill_span(span, value_of) -> None:
     """Set each role of `span` (a QModelRoleDataSpan) to `value_of(role)`, None as "no value". Every
     role is set, None ones cleared: a delegate hands the same span from cell to cell, so a role left
     alone keeps the last cell's value (a numeric cell's right alignment, a kernel thread's grey)."""
+    if isinstance(span, QModelRoleData):        # a Python caller's single role (Qt converts it)
+        span = QModelRoleDataSpan(span)
     for k in range(len(span)):
         rd = span[k]
         v = value_of(rd.role())
