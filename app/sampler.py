@@ -76,8 +76,8 @@ class Sampler:
         self._frozen: tuple | None = None      # (sample, rates, notes) of a captured machine
         self._task_sample: MachineSample | None = None   # the last sample that read the threads
         self._task_rates = None                          # Rates between the last two thread reads
-        self._same: frozenset[int] = frozenset()         # processes the last read reused (TaskReader.same)
-        self._rates_of: dict[int, dict] = {}             # pid -> {tid: TaskRate} of the processes in _same
+        # pid -> {tid: TaskRate} of the processes the last read reused (TaskReader.same), to hand out again
+        self._rates_of: dict[int, dict] = {}
         self._costs: deque[float] = deque(maxlen=5)      # seconds the last thread reads took (with rates)
         self._tasks_due = 0.0
         self.thread_period = self.interval
@@ -172,7 +172,7 @@ class Sampler:
             self._task_rates = self._thread_rates(prev, sample)
             self._tracker.add(sample.time, prev.tasks, sample.tasks, self._tracked_tids(sample))
         else:
-            self._same, self._rates_of = frozenset(), {}   # no rates for this pair: none to hand out next
+            self._rates_of = {}     # no rates for this pair: none to hand out next
         n = len(sample.tasks.tasks) if sample.tasks is not None else 0
         self._costs.append(cost + time.perf_counter() - t0)
         cost = statistics.median(self._costs)
@@ -194,7 +194,7 @@ class Sampler:
         again (the same objects, so the thread table sees an unchanged process by identity), a dict
         per process, and app.rates computes only the other processes' threads."""
         same = self._reader.same
-        known_pids = same & self._same
+        known_pids = same & self._rates_of.keys()
         known: dict = {}
         for pid in known_pids:
             known.update(self._rates_of[pid])
@@ -213,7 +213,7 @@ class Sampler:
                     continue        # a thread without a rate (new in the first read): not handed out
                 had = {t: r.tasks[t] for t in tids}
             rates_of[pid] = had
-        self._same, self._rates_of = frozenset(rates_of), rates_of
+        self._rates_of = rates_of
         return r
 
     def _tick_captured(self) -> MachineState:

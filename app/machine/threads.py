@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from app.errors import CoremapError, ParseError
 from app.parse.task_stat import TaskFlags, parse_status, parse_task_stat, sched_counts
@@ -122,6 +123,16 @@ _RESET_ON_FORK = 0x40000000
 _GONE = (FileNotFoundError, ProcessLookupError)
 
 
+class _Kept(NamedTuple):
+    """A process's last read, kept while none of its threads runs (module docstring)."""
+    cpu_ns: int                         # its CPU clock then
+    check_at: float                     # when its threads' nice, policy and affinity are checked next
+    tasks: dict[int, TaskSample]        # tid -> sample
+    info: ProcessInfo
+    cmdline_key: tuple | None           # (pid, start time) of its cached command line
+    read_at: float                      # when it is read again in full, whatever the checks say
+
+
 class TaskReader:
     """Reads every thread of a root, tick after tick. Owns the per-process cache (cmdline keyed by
     (pid, starttime of the process), so a recycled pid is read afresh), so keep one per sampler.
@@ -147,8 +158,7 @@ class TaskReader:
         # Reuse of processes that did not run (module docstring): live, "fast" detail only.
         self.reuse = self.live and detail == "fast"
         self._clock = clock
-        # pid -> (cpu clock ns, check at, {tid: TaskSample}, ProcessInfo, cmdline key, read again at)
-        self._kept: dict[int, tuple] = {}
+        self._kept: dict[int, _Kept] = {}       # pid -> its last read, while its threads sleep
         self.reused = 0                         # threads taken from the previous read by the last sample()
         # Processes whose threads the last sample() holds as the very objects of the one before (a
         # reused process none of whose threads was read afresh as a detail thread, then or now).
@@ -184,9 +194,10 @@ class TaskReader:
                 k = kept.get(pid)
                 # None of its threads ran since k was read: k's values are still the kernel's, but for
                 # what another process may change meanwhile, checked when due.
-                if k is not None and k[0] == cpu_ns and now < k[5] and (now < k[1] or self._as_kept(k[2].values())):
-                    if now >= k[1]:
-                        k = (k[0], now + _spread(CHECK_SECONDS, pid, len(k[2])), *k[2:])
+                if (k is not None and k.cpu_ns == cpu_ns and now < k.read_at
+                        and (now < k.check_at or self._as_kept(k.tasks.values()))):
+                    if now >= k.check_at:
+                        k = k._replace(check_at=now + _spread(CHECK_SECONDS, pid, len(k.tasks)))
                     new_kept[pid] = k
                     n, renewed = self._take_kept(pid, k, tasks, processes, seen_keys)
                     reused += n
@@ -202,9 +213,9 @@ class TaskReader:
             if cpu_ns is not None:
                 mine = {t: tasks[t] for t in tids}
                 if all(t.state != "R" for t in mine.values()):
-                    new_kept[pid] = (cpu_ns, now + _spread(CHECK_SECONDS, pid, len(tids)), mine, info,
-                                     (pid, _start_of(pid, tids, tasks)) if self.cmdline else None,
-                                     now + _spread(REUSE_SECONDS, pid, len(tids)))
+                    new_kept[pid] = _Kept(cpu_ns, now + _spread(CHECK_SECONDS, pid, len(tids)), mine, info,
+                                          (pid, _start_of(pid, tids, tasks)) if self.cmdline else None,
+                                          now + _spread(REUSE_SECONDS, pid, len(tids)))
         if reuse:
             self._kept = new_kept
         self.reused = reused
@@ -241,10 +252,10 @@ class TaskReader:
             return False
         return True
 
-    def _take_kept(self, pid: int, k: tuple, tasks: dict, processes: dict, seen_keys: set) -> tuple[int, bool]:
+    def _take_kept(self, pid: int, k: _Kept, tasks: dict, processes: dict, seen_keys: set) -> tuple[int, bool]:
         """Put a reused process's last read into this sample (its detail threads read afresh);
         returns how many threads were reused, and whether one was read afresh."""
-        mine = k[2]
+        mine = k.tasks
         tasks.update(mine)              # in C: a 2,000-thread process costs no Python loop
         renewed = False
         for tid in self.detail_tids:
@@ -252,10 +263,10 @@ class TaskReader:
                 fresh = self._read_one(pid, tid)
                 if fresh is not None:
                     tasks[tid], renewed = fresh, True
-        processes[pid] = k[3]
-        if k[4] is not None:
-            seen_keys.add(k[4])
-        return len(k[2]), renewed
+        processes[pid] = k.info
+        if k.cmdline_key is not None:
+            seen_keys.add(k.cmdline_key)
+        return len(mine), renewed
 
     def _read_threads(self, pid: int, pid_s: str, tasks: dict, masks: dict) -> list[int]:
         """Read task/TID/stat of every thread of one process into `tasks`; their tids, sorted.
