@@ -274,8 +274,10 @@ class SessionController(QObject):
         captures of the counters) is taken once and reused by later saves."""
         if self._state is None:
             raise CoremapError("nothing has been sampled yet; wait for the first tick, then save")
-        if self._live_snapshot is None and self._snapshot_taker() is not None:
-            self._live_snapshot = self._snapshot_taker()()
+        if self._live_snapshot is None:
+            take = self._snapshot_taker()
+            if take is not None:
+                self._live_snapshot = take()
         if self._live_snapshot is not None:
             machine_dir, host = self._live_snapshot.machine_dir, self._live_snapshot.host
         else:
