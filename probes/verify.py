@@ -7,7 +7,7 @@ verify` or the window's Verify — sets the quiet state (isolate / include throu
 runs `jobs()` (jitter, one job per CPU), and hands each finished run to `record()`. `result()` is
 the verification: every run's figures, and per side the medians, the histogram of all its runs
 merged, and its gap attribution where the runs were attributed (root). That dict goes into the
-session (app/session.py) and the report's "before / after" section (app/report.py) as it is.
+session (app/store/session.py) and the report's "before / after" section (app/store/report.py) as it is.
 
 Figures, as the benchmarks compute them (tests/benchmarks/bench_window_jitter.py): gaps of at
 least 10 µs per second of sampled time, and the share of sampled time lost in gaps of at least

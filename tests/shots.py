@@ -29,9 +29,9 @@ OUT = REPO / "resources" / "screenshots"
 
 
 def irq_marks(tmp: Path) -> Path:
-    from app.affinity import AffinityService, PinRequest, PinTarget
-    from app.journal import Journal
-    from app.sampler import Sampler
+    from app.pinning.service import AffinityService, PinRequest, PinTarget
+    from app.pinning.journal import Journal
+    from app.sampling.sampler import Sampler
     from app.sysroot import SysRoot
     from tests.machines import extract, writable_test_tree
     from widgets.tables.irqs import IrqTableWidget
@@ -63,7 +63,7 @@ def irq_marks(tmp: Path) -> Path:
 
 
 def drag_chip() -> Path:
-    from app.sampler import Sampler
+    from app.sampling.sampler import Sampler
     from app.sysroot import SysRoot
     from widgets.pinning.drag import pin_drag
     from widgets.tables.threads import ThreadTableWidget

@@ -24,25 +24,25 @@ from PySide6.QtCore import QSocketNotifier, Qt
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QDockWidget, QMenu
 
-from app.affinity import AffinityService
+from app.pinning.service import AffinityService
 from app.atomic import check_output_path
 from app.errors import CoremapError
-from app.memory import MemoryTrimmer
+from app.sampling.heap_trim import MemoryTrimmer
 from app.resources import ICON, resource_path
 from app.remote.capture import capture_session
 from app.remote.hosts import HostSpec, parse_host, remember_host
 from app.remote.pins import RemoteAffinityService
 from app.remote.probe_runs import RemoteProbeRun
 from app.remote.sampler import RemoteSampler
-from app.sampler import MAX_INTERVAL, MIN_INTERVAL, Sampler
-from app.session import Session, open_session
-from app.state import MachineState
+from app.sampling.sampler import MAX_INTERVAL, MIN_INTERVAL, Sampler
+from app.store.session import Session, open_session
+from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from widgets.colors import Metric, parse_metric
 from widgets.harness import application
 from widgets.main_window import MainWindow
 from widgets.pictures import RATE_WINDOW, first_state, offscreen, picture_bytes, settle
-from app.guard import event_line
+from app.quiet.guard import event_line
 from widgets.pinning.controller import PinController
 from widgets.pinning.guard import GuardThread
 from widgets.probe.panel import ProbePanel
@@ -382,7 +382,7 @@ def _show_session(window: MainWindow, session: Session) -> None:
     window.pin_controller.set_service(None)
     window.probe_panel.controller.use_runner(None)
     if session.problems:
-        # What opening left out of a damaged session (app/results.py), on the status line, not a dialog.
+        # What opening left out of a damaged session (app/store/results.py), on the status line, not a dialog.
         window.show_message(f"{session.source}: " + "; ".join(session.problems[:3]))
 
 

@@ -114,9 +114,9 @@ def _rate_of(r, metric: Metric):
 
 
 def _total_values(state, metric: Metric) -> MetricValues:
-    """Totals since boot from one capture (app.rates.totals): counts for interrupts, shares of time
+    """Totals since boot from one capture (app.sampling.rates.totals): counts for interrupts, shares of time
     for the /proc/stat metrics."""
-    from app.rates import totals
+    from app.sampling.rates import totals
     s = state.sample
     b = metric.base
     label = f"{metric.label} since boot"

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWid
                                QVBoxLayout, QWidget)
 
 from app.format import format_count, format_cpus, format_percent, format_rate, per_cpu_pairs
-from app.state import MachineState
+from app.sampling.machine_state import MachineState
 from widgets.pinning.drag import pin_drag
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.irqs import device_text

@@ -5,7 +5,7 @@ screenshot of the window, the grid or a plot is.
 - SVG: QSvgGenerator + QPainter, painting the widget or the QGraphicsScene into it, so the grid and
   the plots come out as vector paths and text. pyqtgraph's own SVGExporter is NOT used: on Qt 6.12
   it produces broken files (pyqtgraph issue 3485).
-- PDF: the report HTML (app/report.py) laid out by QTextDocument onto a QPdfWriter. QTextDocument
+- PDF: the report HTML (app/store/report.py) laid out by QTextDocument onto a QPdfWriter. QTextDocument
   does not fetch data: URIs itself, so each embedded image is decoded and added as a document
   resource under a short name first.
 

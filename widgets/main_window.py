@@ -19,9 +19,9 @@ from PySide6.QtWidgets import (QComboBox, QDockWidget, QDoubleSpinBox, QLabel, Q
                                QToolBar, QVBoxLayout, QWidget)
 
 from app.format import format_cpus
-from app.interval import MAX_INTERVAL, MIN_INTERVAL
-from app.usage import OwnUsage
-from app.state import MachineState
+from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
+from app.machine.usage import OwnUsage
+from app.sampling.machine_state import MachineState
 from widgets.colors import METRIC_BASES, SOFTIRQ_KINDS, Metric, parse_metric
 from widgets.cpu_details import CpuDetailsWidget
 from widgets.residency_plot import ResidencyPlot
@@ -278,7 +278,7 @@ class MainWindow(QMainWindow):
         self.irq_table.set_state(state)
         if first or _threads_changed(self._applied_threads, state):
             # The thread list is read less often than the counters on a machine with thousands of
-            # threads (app/sampler.py); re-applying an unchanged list would cost as much as a new one.
+            # threads (app/sampling/sampler.py); re-applying an unchanged list would cost as much as a new one.
             self.thread_table.set_state(state)
             self._applied_threads = _thread_key(state)
         self.cpu_details.set_state(state)

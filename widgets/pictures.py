@@ -3,7 +3,7 @@ grid (with its legend) for a MachineState coloured by a metric, and probe result
 bytes. The whole window is pictured by the composition root (widgets/application.py), which alone
 builds it; `offscreen` and `picture_bytes` here are what both use.
 
-Nothing here reads the machine itself: a MachineState comes from app.sampler.Sampler (the same
+Nothing here reads the machine itself: a MachineState comes from app.sampling.sampler.Sampler (the same
 code the window runs), and probe plots draw the result objects they are given.
 
 Series probes (messaging, first-touch, scaling) are pictured by the very plot their panel tab shows
@@ -26,8 +26,8 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QLayout, QVBoxLayout, QWidget
 
 from app.format import format_compact, format_ns
-from app.sampler import Sampler
-from app.state import MachineState
+from app.sampling.sampler import Sampler
+from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from probes.histogram import gaps_per_hour
 from widgets import export

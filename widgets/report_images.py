@@ -1,12 +1,12 @@
 """The pictures of a report: the grid coloured by IRQ load, a plot per probe result (and one of all the
 histogram runs) and one of each verification's before and after, rendered offscreen
-(widgets/pictures.py) and put into the ReportData that app/report.py turns into HTML. A messaging,
+(widgets/pictures.py) and put into the ReportData that app/store/report.py turns into HTML. A messaging,
 first-touch or scaling run also gets the text `coremap probe` prints for it (probes/text.py), which
 the model cannot make: it does not import probes."""
 from __future__ import annotations
 
-from app.report import Image, ReportData
-from app.state import MachineState
+from app.store.report import Image, ReportData
+from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from probes.spec import SERIES_PROBES
 from probes.text import format_result

@@ -25,7 +25,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
 from app.format import format_cpus
-from app.state import MachineState
+from app.sampling.machine_state import MachineState
 
 if TYPE_CHECKING:
     import pyqtgraph as pg

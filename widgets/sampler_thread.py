@@ -1,4 +1,4 @@
-"""SamplerThread: drives app.sampler.Sampler.tick() in a worker QThread, one MachineState per tick.
+"""SamplerThread: drives app.sampling.sampler.Sampler.tick() in a worker QThread, one MachineState per tick.
 
 A worker object is moved to its own QThread; the UI thread talks to it only through queued signals
 (`set_interval`, `pause`, `resume`, `track`, `refresh_topology` emit request signals whose slots run
@@ -17,7 +17,7 @@ import weakref
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
 
 from app.errors import CoremapError
-from app.sampler import Sampler, clamp_interval
+from app.sampling.sampler import Sampler, clamp_interval
 
 # After the first tick the second comes sooner than a full interval, so that the first rates are on
 # screen within half a second of opening the window.

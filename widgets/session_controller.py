@@ -2,7 +2,7 @@
 
 What the window shows is kept as it goes (the rates of each tick, the probe runs, the pin journal,
 the screenshots taken), so File → Save Session writes it all into one `.coremap` file
-(app/session.py) that reopens on any workstation. Screenshots and reports go straight into the
+(app/store/session.py) that reopens on any workstation. Screenshots and reports go straight into the
 user's reports folder (app/statedir.reports_dir) under a name carrying host, date and time; the
 status line says where. Nothing here shows a modal dialog except the file choosers of Open Session…
 and Save Session As….
@@ -22,12 +22,12 @@ from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QMenu, Q
 
 from app.atomic import write_atomic
 from app.errors import CoremapError
-from app.report import PDF_IMAGE_WIDTH, build_report_html, report_from_root
-from app.sampler import Sampler
-from app.session import (ProbeRecord, Session, autosave, history_tick, journal_rows, last_session_after_crash,
+from app.store.report import PDF_IMAGE_WIDTH, build_report_html, report_from_root
+from app.sampling.sampler import Sampler
+from app.store.session import (ProbeRecord, Session, autosave, history_tick, journal_rows, last_session_after_crash,
                          mark_clean_exit, open_session, save_session, session_from_root)
-from app.state import MachineState
-from app.statedir import reports_dir
+from app.sampling.machine_state import MachineState
+from app.store.folders import reports_dir
 from app.sysroot import SysRoot
 from widgets.export import default_file_name, render_pdf, save_screenshot, screenshot_target
 from widgets.report_images import add_images

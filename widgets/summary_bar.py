@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from app.format import format_cpus
-from app.state import MachineState
+from app.sampling.machine_state import MachineState
 
 
 def machine_facts(topology) -> list[str]:

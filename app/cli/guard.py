@@ -1,6 +1,6 @@
 """`coremap guard [--interval S] [--reapply] [--policy BATCH=reapply|report] [--ticks N] [--json]`:
 keep every pin and isolate in the journal in place, headless — a foreground daemon without Qt, fit
-for a systemd unit (app/guard.py does the work; the window runs the same guard).
+for a systemd unit (app/quiet/guard.py does the work; the window runs the same guard).
 
 Each tick it compares every guarded target with what was set and prints one line per change made by
 someone else (target, set -> found, when, who) and per new thread of a pinned process it pins. With
@@ -53,7 +53,7 @@ def _policies(texts: list[str]) -> list[tuple[int, bool]]:
 
 def run(args) -> int:
     # imported here: only `coremap guard` needs the guard (and its Java and quiet-state imports)
-    from app.guard import Guard, event_line
+    from app.quiet.guard import Guard, event_line
     policies = _policies(args.policy)
     service = affinity_service(args)
     for batch, reapply in policies:

@@ -28,7 +28,7 @@ from app.remote.capture import RemoteCapture, fetch_snapshot
 from app.remote.client import AgentClient
 from app.remote.hosts import HostSpec, parse_host
 from app.remote.probe_runs import RemoteProbeRun
-from app.snapshot import SnapshotResult
+from app.store.capture import SnapshotResult
 
 ON_CAPTURE = ("report", "screenshot")
 REFUSED = {

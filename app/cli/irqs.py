@@ -22,7 +22,7 @@ from app.sysroot import READ_LIMITS
 if TYPE_CHECKING:
     from app.machine.interrupts import IrqInfo
     from app.parse.interrupts import InterruptRow
-    from app.rates import Rates
+    from app.sampling.rates import Rates
 
 TOP_CPUS = 3
 
@@ -142,7 +142,7 @@ def _run_rates(args) -> int:
     # Imported here for start-up time, like run()'s.
     from app.machine.interrupts import read_interrupts
     from app.machine.sample import read_sample, read_snapshot_pair
-    from app.rates import rates
+    from app.sampling.rates import rates
     root = root_of(args)
     if root.is_live:
         first = read_sample(root, tasks=False)

@@ -13,7 +13,7 @@ import app
 import app.cli
 from app.cli.common import OneLineParser, bounded, take_notes
 from app.errors import CoremapError
-from app.interval import MAX_INTERVAL, MIN_INTERVAL
+from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
 
 # Each subcommand and the module of app/cli that registers it (the others: main, common, desktop,
 # host), in the order `coremap --help` lists them. Named rather than discovered: pkgutil's discovery

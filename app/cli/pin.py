@@ -20,11 +20,11 @@ from app.cli.common import add_json_arguments, add_root_argument, root_of, write
 from app.errors import CoremapError
 from app.format import cpus_word, format_change, printable
 from app.parse.cpulist import parse_cpulist
-from app.statedir import journal_path
+from app.store.folders import journal_path
 from app.sysroot import SysRoot
 
 if TYPE_CHECKING:
-    from app.affinity import AffinityService, PinResult, PinTarget
+    from app.pinning.service import AffinityService, PinResult, PinTarget
 
 
 class PinInputError(CoremapError):
@@ -62,28 +62,28 @@ def affinity_service(args) -> AffinityService:
     coremap-helper for writes the user may not make (started only when one is denied)."""
     # Imported here, not at the top: every `coremap` run imports this module to build its parser,
     # and only the commands that pin need the affinity service (issue 12: start-up time).
-    from app.affinity import AffinityService
-    from app.journal import Journal
+    from app.pinning.service import AffinityService
+    from app.pinning.journal import Journal
     root = root_of(args)
     journal = Journal(journal_path())
     for note in journal.notes:
         print(f"coremap: note: {note}", file=sys.stderr)
     writer = None
     if os.geteuid() != 0 and root.is_live:
-        from app.helper import HelperClient
+        from app.pinning.helper import HelperClient
         writer = HelperClient()      # started only if a direct write is denied
     return AffinityService(root, journal, writer)
 
 
 def _target(args, root: SysRoot) -> PinTarget:
-    from app.affinity import PinTarget        # affinity_service() imported it already
+    from app.pinning.service import PinTarget        # affinity_service() imported it already
     given = [n for n in ("tid", "irq") if getattr(args, n) is not None]
     if args.java is not None:
         if args.pid is None:
             raise PinInputError("--java NAME needs --pid P, the JVM's process id (see `jcmd -l`)")
         if given:
             raise PinInputError("give one of --tid, --pid, --irq or --java NAME --pid P")
-        from app.java import find_java_thread
+        from app.machine.java import find_java_thread
         tid = find_java_thread(args.pid, args.java, root)
         return PinTarget("thread", tid, args.pid, args.java)
     if args.pid is not None:
@@ -123,10 +123,10 @@ def run_pin(args) -> int:
         raise PinInputError("--cpus is empty; write CPUs like 2-5,8")
     service = affinity_service(args)
     target = _target(args, service.root)
-    from app.affinity import PinRequest       # affinity_service() imported it already
+    from app.pinning.service import PinRequest       # affinity_service() imported it already
     results = service.apply(PinRequest((target,), cpus, origin="cli", java_name=args.java or ""))
     # imported here: only a pin needs the journal's quiet state, not every command that registers
-    from app.quiet_state import quiet_warnings
+    from app.quiet.ledger import quiet_warnings
     return _report(results, "nothing to pin", quiet_warnings(service, results))
 
 
@@ -145,7 +145,7 @@ def run_restore(args) -> int:
 
 def run_journal(args) -> int:
     # Imported here for start-up time, as in affinity_service(); PinTarget only for the listing.
-    from app.journal import Journal
+    from app.pinning.journal import Journal
     journal = Journal(journal_path(create=False), readonly=True)
     for note in journal.notes:
         print(f"coremap: note: {note}", file=sys.stderr)
@@ -156,7 +156,7 @@ def run_journal(args) -> int:
     if not entries:
         print(f"the journal {journal.path} is empty")
         return 0
-    from app.affinity import PinTarget
+    from app.pinning.service import PinTarget
     quiet = {q.id: q for q in journal.quiet_events()}
     for e in entries:
         q = quiet.pop(e.batch, None)
@@ -168,7 +168,7 @@ def run_journal(args) -> int:
         print(f"#{e.id} {_when(e.time)} {e.origin:<8} {what}{where}: "
               f"{format_change(e.before, e.requested)} {e.state}{code}")
     # imported here: only the listing shows guard reports; the guard's own imports stay out of every command
-    from app.guard import event_line
+    from app.quiet.guard import event_line
     for g in journal.guard_events():
         print(f"   {_when(g.time)} guard    {printable(event_line(g))}")
     return 0

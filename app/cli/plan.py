@@ -25,7 +25,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     # Imported here, not at the top: every `coremap` run imports this module to build its parser,
     # and only this command needs the model behind it (issue 12: start-up time).
-    from app.plan import make_plan, plan_text, write_plan_folder
+    from app.quiet.boot_plan import make_plan, plan_text, write_plan_folder
     plan = make_plan(load(root_of(args)), args.quiet, service=args.service)
     if args.out:
         write_plan_folder(Path(args.out), plan)

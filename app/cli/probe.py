@@ -165,10 +165,10 @@ def _quiet_cpus() -> tuple[int, ...]:
     """The CPUs an isolate in effect made quiet (the journal says): this shell was moved off them
     with everything else, but probing them is what they are kept for."""
     # imported here: only a probe run reads the journal
-    from app.affinity import AffinityService
-    from app.journal import Journal
-    from app.quiet_state import read_quiet_state
-    from app.statedir import journal_path
+    from app.pinning.service import AffinityService
+    from app.pinning.journal import Journal
+    from app.quiet.ledger import read_quiet_state
+    from app.store.folders import journal_path
     from app.sysroot import SysRoot
     with Journal(journal_path(create=False), readonly=True) as journal:
         return read_quiet_state(AffinityService(SysRoot("/"), journal)).cpus

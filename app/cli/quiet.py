@@ -1,5 +1,5 @@
 """`coremap isolate --cpus LIST [--dry-run]` and `coremap include --cpus LIST [--dry-run]`: make CPUs
-quiet at run time (every movable IRQ, thread and mask moved off them, app/quiet.py), and give them
+quiet at run time (every movable IRQ, thread and mask moved off them, app/quiet/isolate.py), and give them
 back. One batch each, journalled: `coremap undo` reverts the whole of it.
 
 Output: the outcome ("isolate CPU 1: 88 targets moved; 31 could not: 31 per-CPU kernel threads"),
@@ -29,7 +29,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     # imported here: the quiet model reads every thread and IRQ, and every command registers this one
-    from app.quiet import (apply_preview, failed_results, outcome_sentence, preview_include, preview_isolate,
+    from app.quiet.isolate import (apply_preview, failed_results, outcome_sentence, preview_include, preview_isolate,
                            preview_text)
     service = affinity_service(args)
     preview = (preview_isolate if args.action == "isolate" else preview_include)(service, args.cpus)

@@ -42,8 +42,8 @@ def register(subparsers) -> None:
 
 def _read_probe_results(paths: list[str]) -> list[dict]:
     # Imported here, not at the top: every `coremap` run imports this module to build its parser, and
-    # app.results brings the journal and msgspec with it.
-    from app.results import clean_probe_result
+    # app.store.results brings the journal and msgspec with it.
+    from app.store.results import clean_probe_result
     out = []
     for p in paths:
         text = read_input_text(p, what="--probe", limit=PROBE_RESULT_LIMIT,
@@ -70,7 +70,7 @@ def _read_probe_results(paths: list[str]) -> list[dict]:
 
 
 def _read_verifications(paths: list[str]) -> list[dict]:
-    from app.results import clean_verification     # not at the top: see _read_probe_results
+    from app.store.results import clean_verification     # not at the top: see _read_probe_results
     out = []
     for p in paths:
         text = read_input_text(p, what="--verify", limit=PROBE_RESULT_LIMIT,
@@ -107,11 +107,11 @@ def run(args) -> int:
     if args.notes:
         notes = read_input_text(args.notes, what="--notes", limit=NOTES_LIMIT, hint="give a text file")
 
-    from app.report import (PDF_IMAGE_WIDTH, ProbeSection, VerifySection, build_report_html, report_from_root,
+    from app.store.report import (PDF_IMAGE_WIDTH, ProbeSection, VerifySection, build_report_html, report_from_root,
                             report_from_session)
     session = None
     if session_path:
-        from app.session import open_session
+        from app.store.session import open_session
         session = open_session(session_path)
         for n in session.problems:
             print(f"coremap: note: {session_path}: {n}", file=sys.stderr)

@@ -57,7 +57,7 @@ def run(args) -> int:
 
     session = None
     if session_path:
-        from app.session import open_session
+        from app.store.session import open_session
         session = open_session(session_path)
     try:
         root = session.root if session is not None else root_of(args)

@@ -1,6 +1,6 @@
 """`coremap snapshot OUT.tar.gz [--root DIR] [--interval S] [--no-second]`: capture this machine's
 topology, interrupts, IRQ affinities, PCI devices and counters into a tarball that
-`coremap --root DIR` opens after `tar xf OUT.tar.gz -C DIR` (see app/snapshot.py for the layout).
+`coremap --root DIR` opens after `tar xf OUT.tar.gz -C DIR` (see app/store/capture.py for the layout).
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from app.cli.common import add_root_argument, bounded, root_of
 
 if TYPE_CHECKING:
-    from app.snapshot import SnapshotResult
+    from app.store.capture import SnapshotResult
 
 
 def register(subparsers) -> None:
@@ -32,7 +32,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     # Imported here, not at the top: every `coremap` run imports this module to build its parser,
     # and only this command needs the model behind it (issue 12: start-up time).
-    from app.snapshot import take_snapshot
+    from app.store.capture import take_snapshot
     root = root_of(args)
     res = take_snapshot(args.out, root, interval=args.snapshot_interval, second=not args.no_second)
     print_result(res)

@@ -3,7 +3,7 @@ with its process, name, state, last CPU, allowed CPUs and kernel-thread / no-set
 
 --name finds threads by their own name (comm), which is how Java, Go and database threads are told
 apart ("C2 CompilerThre", "GC Thread#0"); comm is cut to 15 characters by the kernel. With
---interval S (live machine only) each thread's CPU use over S seconds is shown, from app.rates.
+--interval S (live machine only) each thread's CPU use over S seconds is shown, from app.sampling.rates.
 """
 from __future__ import annotations
 
@@ -83,8 +83,8 @@ def run(args) -> int:
 
 
 def _cpu_pct(prev: MachineSample, cur: MachineSample, seconds: float) -> dict[int, float]:
-    """% of one CPU per tid, from app.rates (which matches threads by (tid, starttime))."""
-    from app.rates import rates
+    """% of one CPU per tid, from app.sampling.rates (which matches threads by (tid, starttime))."""
+    from app.sampling.rates import rates
     return {tid: r.cpu_pct for tid, r in rates(prev, cur, seconds).tasks.items()}
 
 

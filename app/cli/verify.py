@@ -36,8 +36,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     # imported here: the probe runner, the quiet model and the verification are needed only by a run
     from app.atomic import check_output_path, write_atomic
-    from app.quiet import QuietError, check_cpus
-    from app.quiet_state import read_quiet_state
+    from app.quiet.isolate import QuietError, check_cpus
+    from app.quiet.ledger import read_quiet_state
     from probes.own_affinity import OwnAffinityGuard
     from probes.runner import ProbeRun
     from probes.verify import VerifyPlan, verify_text
@@ -86,7 +86,7 @@ def run(args) -> int:
 
 def _toggle(service, plan, cpus, quiet: bool) -> None:
     """Make `cpus` quiet or not (isolate / include), saying what moved."""
-    from app.quiet import set_quiet         # imported here with the rest of run()'s imports
+    from app.quiet.isolate import set_quiet         # imported here with the rest of run()'s imports
     done = set_quiet(service, cpus, quiet)
     if done is not None:
         sentence, _ = done

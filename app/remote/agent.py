@@ -42,15 +42,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import app
-from app.affinity import AffinityService, PinRequest
+from app.pinning.service import AffinityService, PinRequest
 from app.errors import CoremapError
-from app.helper import HelperClient
-from app.journal import Journal
+from app.pinning.helper import HelperClient
+from app.pinning.journal import Journal
 from app.remote import protocol
 from app.remote.codec import Encoder, StateSender, wire_schema
 from app.remote.decode import Decoder
-from app.sampler import Sampler
-from app.statedir import journal_path
+from app.sampling.sampler import Sampler
+from app.store.folders import journal_path
 from app.sysroot import SysRoot
 
 MAX_REQUESTS = 32
@@ -131,13 +131,13 @@ class _Machine:
 
 def sudo_command() -> list[str]:
     """The helper as root without a prompt: the installed coremap-helper (what a sudoers rule names),
-    else this Python running app.helper from where the agent's code is."""
+    else this Python running app.pinning.helper from where the agent's code is."""
     installed = shutil.which("coremap-helper")
     if installed:
         return ["sudo", "-n", os.path.abspath(installed)]
     here = str(Path(app.__file__).resolve().parent.parent)
     return ["sudo", "-n", sys.executable, "-I", "-c",
-            f"import sys; sys.path.insert(0, {here!r}); from app.helper import main; sys.exit(main())"]
+            f"import sys; sys.path.insert(0, {here!r}); from app.pinning.helper import main; sys.exit(main())"]
 
 
 class Agent:
@@ -373,14 +373,14 @@ class Agent:
         """The machine's summary as a report words it (model, shape, NUMA, kernel, isolation,
         irqbalance), for `coremap fleet`."""
         # imported here: only a fleet asks for facts; every agent's start would pay for the report module
-        from app.report import machine_facts
+        from app.store.report import machine_facts
         m = self._machine()
         return [[label, text] for label, text in machine_facts(m.sampler.topology, m.sampler.root)]
 
     def _snapshot(self, req: Request) -> dict:
         """`coremap snapshot` of this machine into a temporary file, sent back in base64 chunks."""
         # imported here: only a snapshot request needs tarfile and the capture walk
-        from app.snapshot import take_snapshot
+        from app.store.capture import take_snapshot
         interval = req.param("interval", float, 1.0)
         second = req.param("second", bool, True)
         given = req.param("root", str)

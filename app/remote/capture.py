@@ -24,7 +24,7 @@ from pathlib import Path
 
 from app.errors import CoremapError
 from app.remote.client import AgentClient
-from app.session import Session
+from app.store.session import Session
 from app.sysroot import SysRoot
 
 MiB = 1 << 20
@@ -154,7 +154,7 @@ class RemoteCapture:
 
 
 def capture_session(client: AgentClient, *, interval: float = 0.5) -> Session:
-    """A Session (app/session.py) holding a snapshot the host takes now, as the window saves and
+    """A Session (app/store/session.py) holding a snapshot the host takes now, as the window saves and
     reports a live machine; its folder goes when the session is closed."""
     cap = RemoteCapture.take(client, interval=interval)
     meta = cap.root.snapshot_meta() or {}

@@ -19,7 +19,7 @@ Patches of the value sent before at the same place (only what changed):
 
 The encoder (`Encoder.diff`) walks the new value against the old one and skips what is the same
 object: the Sampler hands out the same Topology, IrqTable, TaskSample and TaskRate objects while
-they do not change (app/sampler.py, app/machine/threads.py), so a tick costs the counters that moved
+they do not change (app/sampling/sampler.py, app/machine/threads.py), so a tick costs the counters that moved
 and the threads that ran. The decoder (`Decoder.apply`) builds new objects only on the paths a patch
 names and keeps every other object as it was, so the window's identity checks (a topology that did
 not change is not laid out again; an unchanged thread list is not re-applied) hold for a remote
@@ -32,14 +32,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from app.affinity import PinRequest, PinResult
-from app.journal import JournalEntry
+from app.pinning.service import PinRequest, PinResult
+from app.pinning.journal import JournalEntry
 from app.machine.interrupts import IrqTable
 from app.machine.sample import MachineSample
 from app.machine.topology import Topology
-from app.rates import Rates
+from app.sampling.rates import Rates
 from app.remote.decode import DecodeError, Decoder, Schema
-from app.state import MachineState
+from app.sampling.machine_state import MachineState
 
 UNCHANGED = object()           # what diff() returns for "the same": never sent
 _MISSING = object()

@@ -350,7 +350,7 @@ class Schema:
     """The classes reachable from `roots` through their annotations, each compiled once.
 
     `namespace` resolves names that annotations spell as strings but whose modules import them only
-    for type checking (app/state.py imports IrqTable, MachineSample, ... under TYPE_CHECKING)."""
+    for type checking (app/sampling/machine_state.py imports IrqTable, MachineSample, ... under TYPE_CHECKING)."""
 
     def __init__(self, roots, namespace: dict[str, type]):
         self.namespace = dict(namespace)

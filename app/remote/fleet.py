@@ -3,7 +3,7 @@
 `capture_fleet(hosts)` reaches each host through its agent (client.py) on a pool of `parallel` threads
 (so 50 hosts are never 50 ssh handshakes at once), each within its own `timeout`: connect, two ticks
 half a second apart (so the grid shows rates), the machine's facts as the report words them
-(app/report.py machine_facts: model, shape, NUMA nodes, kernel, isolcpus, nohz_full, irqbalance)
+(app/store/report.py machine_facts: model, shape, NUMA nodes, kernel, isolcpus, nohz_full, irqbalance)
 and the busiest IRQ; with `probe`, a measurement the caller runs on the host too (the CLI's jitter on
 a chosen CPU: probes live above this layer). A host that cannot be reached, or does not finish in
 time, is a row that says why — it never holds up the others for longer than its timeout.
@@ -28,7 +28,7 @@ from app.remote.client import AgentClient
 from app.remote.codec import StateReceiver
 from app.remote.hosts import PARALLEL, TIMEOUT, HostSpec
 from app.remote.transport import LinkError
-from app.state import MachineState
+from app.sampling.machine_state import MachineState
 
 RATE_WAIT = 0.5
 FACTS = ("Model", "Shape", "Core kinds", "NUMA nodes", "Kernel", "isolcpus", "nohz_full", "irqbalance")

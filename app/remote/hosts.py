@@ -16,7 +16,7 @@ from pathlib import Path
 from app.atomic import write_atomic
 from app.errors import CoremapError, excerpt
 from app.inputs import MiB, read_input_text
-from app.statedir import state_dir
+from app.store.folders import state_dir
 
 MAX_HOST_TEXT = 255              # a DNS name is at most 253 characters; user@ and :port fit in the rest
 MAX_HOSTS_FILE = 1 * MiB

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import time
 
-from app.affinity import PinRequest, PinResult, history_of
+from app.pinning.service import PinRequest, PinResult, history_of
 from app.errors import CoremapError
-from app.journal import JournalEntry, pinned_irqs
+from app.pinning.journal import JournalEntry, pinned_irqs
 from app.remote.codec import Encoder, wire_schema
 from app.remote.decode import DecodeError, Decoder
 from app.remote.sampler import RemoteSampler

@@ -1,4 +1,4 @@
-"""RemoteSampler: the Sampler interface (app/sampler.py) for a machine reached over ssh, so the window's
+"""RemoteSampler: the Sampler interface (app/sampling/sampler.py) for a machine reached over ssh, so the window's
 SamplerThread, `--screenshot` and everything else that drives a Sampler drive this one unchanged.
 
 Each `tick()` asks the agent for one Sampler.tick() on the server and applies the delta it sends
@@ -28,8 +28,8 @@ from app.remote.codec import StateReceiver
 from app.remote.decode import DecodeError
 from app.remote.hosts import HostSpec
 from app.remote.transport import Disconnected, LinkError
-from app.sampler import clamp_interval
-from app.state import MachineState
+from app.sampling.sampler import clamp_interval
+from app.sampling.machine_state import MachineState
 
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 TICK_TIMEOUT = 30.0         # a tick of thousands of threads on a loaded server takes a second, not thirty

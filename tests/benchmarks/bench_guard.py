@@ -6,7 +6,7 @@ the guard on beside the same window with it off.
 
 1. Tick: a helper process holds --threads sleeping threads, pinned by pid through AffinityService into
    a scratch journal (root: the threads are this machine's). Guard.tick() is timed --ticks times:
-   IRQs and masks all, threads within its budget (app/guard.py BUDGET_S), the followed process's
+   IRQs and masks all, threads within its budget (app/quiet/guard.py BUDGET_S), the followed process's
    thread count by one stat. Peers in the same run: the bare loop a full comparison needs
    (os.sched_getaffinity over every tid, compared with the pinned set), and the guard with no
    budget (every thread every tick). Target: <= 2 ms per tick.
@@ -29,9 +29,9 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from app.affinity import AffinityService, PinRequest, PinTarget  # noqa: E402
-from app.guard import Guard  # noqa: E402
-from app.journal import Journal  # noqa: E402
+from app.pinning.service import AffinityService, PinRequest, PinTarget  # noqa: E402
+from app.quiet.guard import Guard  # noqa: E402
+from app.pinning.journal import Journal  # noqa: E402
 from app.sysroot import SysRoot  # noqa: E402
 
 HELPER = r"""
@@ -119,7 +119,7 @@ def _thread_cpu(name: str) -> float:
 def window_cpu(app, seconds: float, guard_on: bool) -> tuple[float, float]:
     """(% of one core for the whole process, % for the guard thread) over `seconds`."""
     from widgets import harness
-    from app.sampler import Sampler
+    from app.sampling.sampler import Sampler
     from widgets.application import build_window
     from widgets.sampler_thread import SamplerThread
     thread = SamplerThread(Sampler(SysRoot("/"), interval=1.0))

@@ -31,9 +31,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from widgets import harness  # noqa: E402  (Qt is reached through widgets/ only)
 from app.machine.sample import MachineSample  # noqa: E402
 from app.machine.topology import read_topology  # noqa: E402
-from app.rates import CpuRates, Rates  # noqa: E402
-from app.sampler import Sampler  # noqa: E402
-from app.state import MachineState  # noqa: E402
+from app.sampling.rates import CpuRates, Rates  # noqa: E402
+from app.sampling.sampler import Sampler  # noqa: E402
+from app.sampling.machine_state import MachineState  # noqa: E402
 from app.sysroot import SysRoot  # noqa: E402
 from tests.machines import extract  # noqa: E402
 

@@ -49,12 +49,12 @@ from widgets import harness  # noqa: E402  (Qt is reached through widgets/ only)
 from app.machine.sample import MachineSample  # noqa: E402
 from app.parse.interrupts import InterruptTable, SoftirqTable  # noqa: E402
 from app.parse.stat import CpuTimes, StatSample  # noqa: E402
-from app.rates import rates as compute_rates  # noqa: E402
+from app.sampling.rates import rates as compute_rates  # noqa: E402
 from app.remote.codec import StateReceiver, StateSender  # noqa: E402
 from app.remote.hosts import parse_host  # noqa: E402
 from app.remote.protocol import dumps  # noqa: E402
 from app.remote.sampler import RemoteSampler  # noqa: E402
-from app.sampler import Sampler  # noqa: E402
+from app.sampling.sampler import Sampler  # noqa: E402
 from app.sysroot import SysRoot  # noqa: E402
 from tests.machines import extract  # noqa: E402
 from tests.remote.sshd import REPO, Sshd, unavailable  # noqa: E402

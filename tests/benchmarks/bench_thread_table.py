@@ -25,7 +25,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from widgets import harness  # noqa: E402  (Qt is reached through widgets/ only)
 
-from app.sampler import Sampler  # noqa: E402
+from app.sampling.sampler import Sampler  # noqa: E402
 from app.sysroot import SysRoot  # noqa: E402
 from widgets.tables.threads import ThreadTableWidget, ThreadTreeModel  # noqa: E402
 

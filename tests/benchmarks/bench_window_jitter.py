@@ -295,7 +295,7 @@ class _Qt:
         from widgets import harness
         from widgets.application import build_window
         from widgets.sampler_thread import SamplerThread
-        from app.sampler import Sampler
+        from app.sampling.sampler import Sampler
         self.harness = harness
         self.run_until = harness.run_until
         self.build_window, self.SamplerThread, self.Sampler = build_window, SamplerThread, Sampler

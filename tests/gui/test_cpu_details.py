@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from app.sampler import Sampler
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.gui.test_tables import LiveStates, raw_interrupts
 from tests.machines import extract

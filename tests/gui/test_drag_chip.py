@@ -6,7 +6,7 @@ import os
 
 from PySide6.QtCore import QItemSelectionModel
 
-from app.sampler import Sampler
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets.pinning.drag import chip_text, pin_drag

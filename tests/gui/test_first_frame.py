@@ -16,7 +16,7 @@ SCRIPT = r"""
 import sys
 from widgets.application import build_window
 from widgets.harness import application
-from app.sampler import Sampler
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 app = application()
 state = Sampler(SysRoot("/")).tick()

@@ -7,7 +7,7 @@ import pytest
 from PySide6.QtGui import QImage
 
 from app.cli.main import main
-from app.sampler import Sampler
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import all_machines, extract
 from widgets.application import build_window

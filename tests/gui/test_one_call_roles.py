@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import QModelIndex, QModelRoleData, QSortFilterProxyModel, Qt
 
-from app.sampler import Sampler
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets.tables.irqs import IrqTableWidget

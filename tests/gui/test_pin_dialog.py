@@ -11,11 +11,11 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from app.affinity import AffinityService
-from app.journal import Journal
+from app.pinning.service import AffinityService
+from app.pinning.journal import Journal
 from app.machine.topology import read_topology
 from app.parse.cpulist import parse_cpulist
-from app.sampler import Sampler
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract, writable_test_tree
 from widgets.application import build_window

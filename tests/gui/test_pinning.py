@@ -18,11 +18,11 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-from app.affinity import AffinityService, PinRequest, PinTarget
-from app.journal import Journal
+from app.pinning.service import AffinityService, PinRequest, PinTarget
+from app.pinning.journal import Journal
 from app.machine.threads import TaskGone, read_task
 from app.parse.cpulist import format_cpulist, parse_cpulist
-from app.sampler import Sampler
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract, writable_test_tree
 from widgets.application import build_window
@@ -461,7 +461,7 @@ def test_drop_a_process_pins_each_of_its_threads(live, qtbot):
 
 
 def test_result_line_offers_retry_only_for_denied_writes(qtbot):
-    from app.affinity import PinResult
+    from app.pinning.service import PinResult
     from widgets.pinning.feedback import PinResultLine
     line = PinResultLine()
     qtbot.addWidget(line)        # not shown: a top-level with a layout warns on the offscreen platform
@@ -519,7 +519,7 @@ def test_thread_rows_drag_as_the_pin_type(parked_thread, live, qtbot):   # threa
 @needs_two_cpus
 def test_live_window_opens_its_own_journal_and_offers_restore_on_start(qtbot, tmp_path, monkeypatch,
                                                                         parked_thread):
-    from app.statedir import journal_path
+    from app.store.folders import journal_path
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
     tid = parked_thread.native_id
     original = _aff(tid)

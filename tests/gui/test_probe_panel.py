@@ -179,7 +179,7 @@ def test_sweep_and_c2c_from_the_panel(qtbot, panel):
 
 
 def test_main_window_wires_the_panel(qtbot):
-    from app.sampler import Sampler
+    from app.sampling.sampler import Sampler
     from app.sysroot import SysRoot
     from tests.machines import extract, machine
     from widgets.application import build_window
@@ -204,7 +204,7 @@ def test_main_window_wires_the_panel(qtbot):
 
 def test_a_capture_cannot_be_probed_from_here(qtbot):
     """A window on a snapshot of another machine must not run a probe here and label it as there."""
-    from app.sampler import Sampler
+    from app.sampling.sampler import Sampler
     from app.sysroot import SysRoot
     from tests.machines import extract
     panel = ProbePanel()
@@ -220,7 +220,7 @@ def _capture_of(name):
     """A window's state for a capture of fixture machine `name` (live False: no affinity check)."""
     from app.machine.sample import MachineSample
     from app.machine.topology import read_topology
-    from app.state import MachineState
+    from app.sampling.machine_state import MachineState
     from tests.machines import extract
     topo = read_topology(SysRoot(extract(name)))
     return MachineState(1, topo, MachineSample(1.0), live=False)
@@ -256,7 +256,7 @@ def test_cpus_dragged_from_the_grid_fill_the_cpu_field(qtbot, panel):
 @pytest.mark.skipif(len(set(read_online_cpus(SysRoot("/"))) & os.sched_getaffinity(0)) < 2,
                     reason="needs two online CPUs this process may use")
 def test_a_dropped_cpu_outside_coremaps_affinity_is_refused(qtbot, panel):
-    from app.sampler import Sampler
+    from app.sampling.sampler import Sampler
     state = Sampler(SysRoot("/")).tick()
     assert state.live
     panel.set_state(state)

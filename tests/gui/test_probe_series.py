@@ -3,7 +3,7 @@ machine), their runs reopened from a session, and their report sections.
 
 Oracles: each probe's own result object (probes/<probe>.py summarize of the run's lines) against what
 the plots hold (getOriginalDataset), the tables and the verdict show; probes/text.py for the Summary
-tab; the grid's own selection for the highlighted CPUs; app/session.py's reader for the round trip.
+tab; the grid's own selection for the highlighted CPUs; app/store/session.py's reader for the round trip.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.session import ProbeRecord, open_session, save_session, session_from_root
+from app.store.session import ProbeRecord, open_session, save_session, session_from_root
 from app.sysroot import SysRoot
 from probes import first_touch, messaging, scaling
 from probes.text import format_result
@@ -139,7 +139,7 @@ def _result(probe: str, *args: str) -> dict:
 
 @two_cpus
 def test_session_round_trip_panel_and_report(qtbot, tmp_path):
-    from app.report import build_report_html, report_from_session
+    from app.store.report import build_report_html, report_from_session
     from widgets.report_images import add_images
     results = [_result("messaging", "--placement", f"{CPUS[0]}:{CPUS[1]}", "--seconds", "0.2", "--rounds", "1",
                        "--transport", "pipe"),
@@ -175,7 +175,7 @@ def test_session_round_trip_panel_and_report(qtbot, tmp_path):
 
 @two_cpus
 def test_the_window_selects_the_highlighted_cpus(qtbot):
-    from app.sampler import Sampler
+    from app.sampling.sampler import Sampler
     from widgets.application import build_window
     w = build_window(None)
     qtbot.addWidget(w)

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from app.affinity import AffinityService, PinRequest, PinTarget
-from app.helper import Helper
-from app.journal import Journal
+from app.pinning.service import AffinityService, PinRequest, PinTarget
+from app.pinning.helper import Helper
+from app.pinning.journal import Journal
 from app.parse.cpulist import parse_cpulist
-from app.quiet_state import read_quiet_state
-from app.sampler import Sampler
+from app.quiet.ledger import read_quiet_state
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.live import can_move_machine, read_affinities, restore_quiet
 from tests.machines import extract, writable_test_tree

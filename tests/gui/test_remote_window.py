@@ -8,12 +8,12 @@ import os
 import pytest
 from PySide6.QtWidgets import QDialogButtonBox
 
-from app.affinity import PinRequest, PinTarget
+from app.pinning.service import PinRequest, PinTarget
 from app.remote.fleet import FleetRow, odd_cells
 from app.remote.hosts import parse_host, recent_hosts
 from app.remote.pins import RemoteAffinityService
 from app.remote.sampler import RemoteSampler
-from app.sampler import Sampler
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
 from tests.remote.conftest import remote_env, sshd  # noqa: F401  (fixtures)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtGui import QImage
 
-from app.report import PDF_IMAGE_WIDTH, build_report_html, report_from_root
+from app.store.report import PDF_IMAGE_WIDTH, build_report_html, report_from_root
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets import export

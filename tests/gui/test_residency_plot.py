@@ -9,7 +9,7 @@ import pytest
 
 from app.machine.sample import MachineSample
 from app.machine.threads import TaskSample, ThreadsSample
-from app.state import MachineState
+from app.sampling.machine_state import MachineState
 from tests.gui.test_tables import LiveStates
 from widgets.residency_plot import ResidencyPlot
 

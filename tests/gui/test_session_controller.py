@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.sampler import Sampler
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets.application import build_window
@@ -104,7 +104,7 @@ def test_reports_html_and_pdf(qtbot, reports):
 
 
 def test_autosave_then_crash_offers_the_session_on_next_start(qtbot, reports, monkeypatch):
-    from app.session import autosave_path, last_session_after_crash
+    from app.store.session import autosave_path, last_session_after_crash
     w = _window(qtbot, extract("sno"))
     sc = w.session_controller
     sc._on_autosave_timer_timeout()
@@ -124,11 +124,11 @@ def test_the_first_autosave_of_the_live_machine_does_not_stop_the_window(qtbot, 
     written when it is ready, and later ones reuse it."""
     import time
 
-    import app.session
+    import app.store.session
     import widgets.session_controller as sc_mod
-    from app.session import autosave_path, open_session
+    from app.store.session import autosave_path, open_session
     taken = []
-    real = app.session.session_from_root
+    real = app.store.session.session_from_root
 
     def slow_snapshot(root, **kw):
         time.sleep(1.0)

@@ -21,10 +21,10 @@ from app.machine.interrupts import read_irqs
 from app.machine.sample import read_sample
 from app.machine.threads import TaskReader
 from app.machine.topology import read_topology
-from app.rates import rates
-from app.residency import ResidencyTracker
-from app.state import MachineState
-from app.sampler import Sampler
+from app.sampling.rates import rates
+from app.sampling.residency import ResidencyTracker
+from app.sampling.machine_state import MachineState
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets.tables.irqs import (COL_EFFECTIVE, COL_IRQ, COL_RATE, OUTSIDE_BRUSH, IrqTableModel,

@@ -18,7 +18,7 @@ from pathlib import Path
 from widgets.harness import application
 from widgets.pinning.guard import GuardThread
 from widgets.sampler_thread import SamplerThread
-from app.sampler import Sampler
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 app = application()
 root = SysRoot(sys.argv[1])

@@ -9,8 +9,8 @@ from PySide6.QtCore import Qt
 from app.machine.sample import MachineSample
 from app.machine.topology import read_topology
 from app.parse.cpulist import format_cpulist
-from app.rates import CpuRates, Rates
-from app.state import MachineState
+from app.sampling.rates import CpuRates, Rates
+from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from tests.machines import extract
 from widgets.colors import LUT, ColorScale, parse_metric
@@ -133,7 +133,7 @@ def test_metrics_choose_the_matching_figure(view):
 
 
 def test_one_capture_says_totals_not_rates(view):
-    from app.sampler import Sampler
+    from app.sampling.sampler import Sampler
     state = Sampler(SysRoot(extract("worker1.internal"))).tick()
     view.set_state(state)
     assert "not rates" in view.legend.note

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from app.errors import CpuListError
-from app.helper import MAX_LINE, Helper
+from app.pinning.helper import MAX_LINE, Helper
 from app.parse.cpulist import parse_cpulist
 from app.sysroot import SysRoot
 from tests.hostile.conftest import run_cli

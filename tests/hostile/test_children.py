@@ -90,7 +90,7 @@ def test_counted_command_dies_with_the_cli(sig):
 def test_the_window_removes_its_session_folder_on_a_signal(tmp_path, sig):
     """Opening a session extracts its machine into a temporary folder; a window stopped by SIGTERM or
     SIGHUP (not only one closed by hand) removes it."""
-    from app.session import save_session, session_from_root
+    from app.store.session import save_session, session_from_root
     from app.sysroot import SysRoot
     from tests.machines import extract
     path = tmp_path / "sno.coremap"

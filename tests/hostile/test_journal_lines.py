@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from app.cli.main import main
-from app.journal import Journal
+from app.pinning.journal import Journal
 
 GOOD = {"ev": "record", "id": 1, "session": "s", "batch": 1, "origin": "cli", "root": "/tmp/x",
         "kind": "irq", "target": 24, "pid": None, "label": "", "starttime": None, "before": [0, 1],

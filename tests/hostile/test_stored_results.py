@@ -8,8 +8,8 @@ import zipfile
 
 import pytest
 
-from app.results import clean_history, clean_probe_result
-from app.session import open_session, save_session, session_from_root
+from app.store.results import clean_history, clean_probe_result
+from app.store.session import open_session, save_session, session_from_root
 from app.sysroot import SysRoot
 from tests.hostile.conftest import run_cli
 from tests.machines import extract

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from app.affinity import PinRequest, PinTarget
+from app.pinning.service import PinRequest, PinTarget
 from app.machine.topology import read_topology
 from app.remote.hosts import parse_host
 from app.remote.pins import RemoteAffinityService

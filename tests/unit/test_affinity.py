@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from app.affinity import AffinityService, PinRequest, PinTarget, delivery_lags
-from app.irqbalance import parse_banirq, read_irqbalance
-from app.journal import Journal
+from app.pinning.service import AffinityService, PinRequest, PinTarget, delivery_lags
+from app.machine.irqbalance import parse_banirq, read_irqbalance
+from app.pinning.journal import Journal
 from app.machine.threads import TaskGone, read_task
 from app.machine.topology import read_online_cpus
 from app.parse.cpulist import format_cpulist
@@ -346,8 +346,8 @@ def test_live_irq_moved_and_restored(live, journal):
 # -- crash: kill -9 after pinning, restore at the next start -------------------------------------
 CHILD = r"""
 import os, signal, sys
-from app.affinity import AffinityService, PinRequest, PinTarget
-from app.journal import Journal
+from app.pinning.service import AffinityService, PinRequest, PinTarget
+from app.pinning.journal import Journal
 from app.machine.threads import TaskGone, read_task
 from app.sysroot import SysRoot
 journal = Journal(sys.argv[1])

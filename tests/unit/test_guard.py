@@ -1,4 +1,4 @@
-"""The pin guard (app/guard.py): a change made behind coremap's back is reported within two ticks with
+"""The pin guard (app/quiet/guard.py): a change made behind coremap's back is reported within two ticks with
 what was set -> what was found, and who (irqbalance, a cpuset change, another process); with re-apply
 on it is written back, rate-limited; a pinned process's new threads get the pin (all 50 within two
 ticks), each journalled, and undo gives them back; a Java thread pinned by name: a new thread of that
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from app.affinity import AffinityService, PinRequest, PinTarget
+from app.pinning.service import AffinityService, PinRequest, PinTarget
 from app.cli.main import main
-from app.guard import CHUNK, REAPPLY_LIMIT, Guard, event_line
-from app.journal import Journal
+from app.quiet.guard import CHUNK, REAPPLY_LIMIT, Guard, event_line
+from app.pinning.journal import Journal
 from app.parse.cpulist import parse_cpulist
-from app.quiet import apply_preview, preview_isolate
+from app.quiet.isolate import apply_preview, preview_isolate
 from app.sysroot import SysRoot
 from tests.live import can_move_machine, restore_quiet
 from tests.machines import extract, writable_test_tree
@@ -64,7 +64,7 @@ def _spread_irq(root: SysRoot) -> int:
 
 
 def _irqbalance_in(root: SysRoot, pid: int = 4242) -> None:
-    """irqbalance as the tree's process list shows it (app/irqbalance.py finds it by comm)."""
+    """irqbalance as the tree's process list shows it (app/machine/irqbalance.py finds it by comm)."""
     d = root.proc(pid)
     d.mkdir(parents=True)
     (d / "comm").write_text("irqbalance\n")

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.affinity import PinWriteError
-from app.helper import MAX_LINE, Helper, HelperClient, main, serve
+from app.pinning.service import PinWriteError
+from app.pinning.helper import MAX_LINE, Helper, HelperClient, main, serve
 from app.sysroot import SysRoot
 from tests.machines import extract
 
@@ -189,7 +189,7 @@ def test_helper_takes_no_arguments(capsys):
 @pytest.mark.skipif(len(CPUS) < 2 or os.geteuid() != 0, reason="starts the helper as root directly")
 def test_client_talks_to_a_helper_process(parked):
     original = os.sched_getaffinity(parked)
-    client = HelperClient([sys.executable, "-m", "app.helper"])
+    client = HelperClient([sys.executable, "-m", "app.pinning.helper"])
     try:
         assert client.hello() == 1
         client.set_thread_affinity(parked, (CPUS[-1],))
@@ -203,13 +203,13 @@ def test_client_talks_to_a_helper_process(parked):
 
 DROPPED = r"""
 import json, os, sys
-from app.affinity import AffinityService, PinRequest, PinTarget
-from app.affinity import PinWriteError
-from app.helper import HelperClient
-from app.journal import Journal
+from app.pinning.service import AffinityService, PinRequest, PinTarget
+from app.pinning.service import PinWriteError
+from app.pinning.helper import HelperClient
+from app.pinning.journal import Journal
 from app.sysroot import SysRoot
 victim, cpu, jdir, use_helper = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
-client = HelperClient([sys.executable, "-m", "app.helper"]) if use_helper else None
+client = HelperClient([sys.executable, "-m", "app.pinning.helper"]) if use_helper else None
 if client:
     client.hello()                      # started while still root, as pkexec would have
 os.setgroups([])
@@ -248,12 +248,12 @@ def test_denied_direct_write_goes_through_the_helper(use_helper):
 
 RETRIED = r"""
 import json, os, sys
-from app.affinity import AffinityService, PinRequest, PinTarget
-from app.helper import HelperClient
-from app.journal import Journal
+from app.pinning.service import AffinityService, PinRequest, PinTarget
+from app.pinning.helper import HelperClient
+from app.pinning.journal import Journal
 from app.sysroot import SysRoot
 victim, cpu, other, jdir = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-client = HelperClient([sys.executable, "-m", "app.helper"])
+client = HelperClient([sys.executable, "-m", "app.pinning.helper"])
 client.hello()                          # started while still root, as pkexec would have
 os.setgroups([])
 os.setresgid(65534, 65534, 65534)
@@ -353,7 +353,7 @@ def test_a_capture_never_gets_irqbalances_file(tmp_path):
 
 
 def test_the_banned_line_is_appended_when_the_file_has_none():
-    from app.irqbalance import with_banned_cpus
+    from app.machine.irqbalance import with_banned_cpus
     assert with_banned_cpus("", (2, 3)) == "# coremap: irqbalance never moves an IRQ onto the quiet CPUs\n" \
                                            "IRQBALANCE_BANNED_CPULIST=2-3\n"
     assert with_banned_cpus("A=1\nexport IRQBALANCE_BANNED_CPULIST=7\nIRQBALANCE_BANNED_CPULIST=8\n", (1,)) == \

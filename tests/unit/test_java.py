@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
-from app.java import JavaThreadError, find_java_thread, java_threads, parse_thread_dump
+from app.machine.java import JavaThreadError, find_java_thread, java_threads, parse_thread_dump
 from app.sysroot import SysRoot
 
 SRC = Path(__file__).resolve().parent / "java" / "MarketData.java"

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from app.journal import Journal
-from app.statedir import journal_path, state_dir
+from app.pinning.journal import Journal
+from app.store.folders import journal_path, state_dir
 
 
 def test_record_mark_and_reopen(tmp_path):
@@ -133,7 +133,7 @@ def test_pinned_irqs_are_the_pins_still_held(tmp_path):
 
 
 def test_a_line_too_long_is_found_without_splitting_every_line(tmp_path):
-    from app.journal import MAX_LINE, _has_long_line
+    from app.pinning.journal import MAX_LINE, _has_long_line
     short = b"x" * 100 + b"\n"
     assert not _has_long_line(short * 30_000)                       # 3 MB of short lines
     assert not _has_long_line(short * 5 + b"y" * MAX_LINE + b"\n" + short * 5)
@@ -152,7 +152,7 @@ def test_a_line_too_long_is_found_without_splitting_every_line(tmp_path):
 def test_the_standard_library_reads_the_same_journal(tmp_path, monkeypatch):
     """The agent shipped to a server has no msgspec (app/remote/ship.py): the journal is then read line by
     line through the same checks, to the same entries and notes."""
-    import app.journal as journal_mod
+    import app.pinning.journal as journal_mod
     p = tmp_path / "j.jsonl"
     j = Journal(p)
     a = j.record(kind="irq", target_id=24, requested=(1,), before=(0, 1))

@@ -1,5 +1,5 @@
-"""app/memory.py: freed memory is given back at most every TRIM_SECONDS, on the ticks that come."""
-from app.memory import TRIM_SECONDS, MemoryTrimmer
+"""app/sampling/heap_trim.py: freed memory is given back at most every TRIM_SECONDS, on the ticks that come."""
+from app.sampling.heap_trim import TRIM_SECONDS, MemoryTrimmer
 
 
 def test_trims_at_most_every_trim_seconds():

@@ -49,7 +49,7 @@ def test_wheel_leaves_the_readme_screenshots_out(wheel):
 def test_wheel_has_both_commands_and_the_probes_extension(wheel):
     entry = next(n for n in wheel.namelist() if n.endswith("entry_points.txt"))
     text = wheel.read(entry).decode()
-    assert "coremap = app.cli.main:main" in text and "coremap-helper = app.helper:main" in text
+    assert "coremap = app.cli.main:main" in text and "coremap-helper = app.pinning.helper:main" in text
     assert any(n.startswith("probes/_native.") and n.endswith(".so") for n in wheel.namelist())
 
 

@@ -10,7 +10,7 @@ from app.cli.main import main
 from app.machine.topology import read_topology
 from app.parse.cpulist import parse_cpulist, parse_cpumask
 from app.parse.topology import parse_cmdline_isolation
-from app.plan import PlanError, make_plan
+from app.quiet.boot_plan import PlanError, make_plan
 from app.sysroot import SysRoot
 from tests.machines import extract
 

@@ -12,13 +12,13 @@ import threading
 
 import pytest
 
-from app.affinity import AffinityService, PinRequest, PinTarget
+from app.pinning.service import AffinityService, PinRequest, PinTarget
 from app.cli.main import main
-from app.journal import Journal
+from app.pinning.journal import Journal
 from app.parse.cpulist import parse_cpulist, parse_cpumask
-from app.quiet import (QuietError, apply_preview, failed_results, outcome_sentence, preview_include,
+from app.quiet.isolate import (QuietError, apply_preview, failed_results, outcome_sentence, preview_include,
                        preview_isolate, preview_text, set_quiet)
-from app.quiet_state import Moved, QuietState, read_quiet_state
+from app.quiet.ledger import Moved, QuietState, read_quiet_state
 from app.sysroot import SysRoot
 from tests.live import can_move_machine, read_affinities, restore_quiet
 from tests.machines import extract, writable_test_tree
@@ -198,7 +198,7 @@ def test_pinning_a_moved_irq_back_onto_a_quiet_cpu_warns(tree, service):
     apply_preview(service, p)
     irq = next(m.target.id for m in p.moves if m.target.kind == "irq")
     results = service.apply(PinRequest((PinTarget("irq", irq),), (1,)))
-    from app.quiet_state import quiet_warnings
+    from app.quiet.ledger import quiet_warnings
     [(i, w)] = quiet_warnings(service, results).items()
     assert i == 0 and f"irq {irq}" in w and "quiet CPU 1" in w and "isolate #" in w
 
@@ -312,8 +312,8 @@ def test_live_failed_results_are_only_the_kernels_refusals(state_dir):
 
 
 def test_an_isolate_in_a_session_and_a_report_is_one_row(tree, service, tmp_path):
-    from app.report import _pin_lines
-    from app.session import Session, journal_rows, open_session, save_session
+    from app.store.report import _pin_lines
+    from app.store.session import Session, journal_rows, open_session, save_session
     results = apply_preview(service, preview_isolate(service, "1-2"))
     path = tmp_path / "s.coremap"
     save_session(path, Session(machine_dir=extract("sno"), journal=journal_rows(service.journal.entries())))

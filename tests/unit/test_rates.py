@@ -12,7 +12,7 @@ from app.machine.sample import MachineSample, read_sample
 from app.machine.threads import TaskSample, ThreadsSample
 from app.parse.interrupts import InterruptRow, InterruptTable, SoftirqTable, parse_interrupts
 from app.parse.stat import CpuTimes, StatSample
-from app.rates import rates, totals
+from app.sampling.rates import rates, totals
 from app.sysroot import SysRoot
 from tests.machines import INTERRUPTS_DIR
 
@@ -185,7 +185,7 @@ def test_a_thread_never_reads_above_one_cpu():
     # 40 ticks of CPU time over 0.3 s at USER_HZ 100 would read 133%: tick skew, clamped to 100.
     from app.machine.sample import MachineSample
     from app.machine.threads import TaskSample, ThreadsSample
-    from app.rates import rates
+    from app.sampling.rates import rates
     a = TaskSample(1, 2, "spin", "R", 0, 100, 0, 0, 5)
     b = TaskSample(1, 2, "spin", "R", 0, 140, 0, 0, 5)
     r = rates(MachineSample(0.0, tasks=ThreadsSample({2: a})), MachineSample(0.3, tasks=ThreadsSample({2: b})))

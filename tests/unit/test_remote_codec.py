@@ -11,13 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.affinity import PinRequest, PinResult, PinTarget
-from app.journal import JournalEntry
+from app.pinning.service import PinRequest, PinResult, PinTarget
+from app.pinning.journal import JournalEntry
 from app.remote.codec import Encoder, StateReceiver, StateSender, wire_schema
 from app.remote.decode import MAX_TEXT, DecodeError, Decoder
 from app.remote.protocol import dumps, loads
-from app.sampler import Sampler
-from app.state import MachineState
+from app.sampling.sampler import Sampler
+from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from tests.machines import all_machines, extract
 

@@ -10,7 +10,7 @@ from app.remote.codec import StateSender
 from app.remote.fleet import FleetRow, capture_fleet, csv_rows, odd_cells
 from app.remote.hosts import parse_host
 from app.remote.transport import HostRefused, LinkError
-from app.sampler import Sampler
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
 

@@ -1,4 +1,4 @@
-"""app/report.py on real machines: figures match /proc/interrupts read independently; the HTML is one
+"""app/store/report.py on real machines: figures match /proc/interrupts read independently; the HTML is one
 self-contained file with everything from the machine escaped; one capture says totals, not rates."""
 import re
 import shutil
@@ -6,8 +6,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from app.report import Image, build_report_html, report_from_root, report_from_session
-from app.session import Session, history_tick, open_session, save_session
+from app.store.report import Image, build_report_html, report_from_root, report_from_session
+from app.store.session import Session, history_tick, open_session, save_session
 from app.sysroot import SysRoot
 from tests.machines import extract
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from app.machine.threads import TaskSample, ThreadsSample
-from app.residency import ResidencyTracker
+from app.sampling.residency import ResidencyTracker
 
 
 def _t(tid, cpu, ticks, *, pid=100, start=5):

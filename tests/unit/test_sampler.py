@@ -1,4 +1,4 @@
-"""app.sampler.Sampler on the live machine and on real fixture machines (no Qt)."""
+"""app.sampling.sampler.Sampler on the live machine and on real fixture machines (no Qt)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from app.sampler import ONE_CAPTURE_NOTE, Sampler, clamp_interval
+from app.sampling.sampler import ONE_CAPTURE_NOTE, Sampler, clamp_interval
 from app.sysroot import SysRoot
 from tests.machines import extract
 
@@ -19,9 +19,9 @@ from tests.machines import extract
 @pytest.fixture(autouse=True)
 def threads_read_every_tick(request, monkeypatch):
     """These tests read the thread list every tick; on a machine busy with other work (thousands of
-    threads, e.g. a churn benchmark) the sampler would read it every 3 s instead (app/sampler.py
+    threads, e.g. a churn benchmark) the sampler would read it every 3 s instead (app/sampling/sampler.py
     THREAD_SLOW_AT). The test of that slow mode keeps the real threshold."""
-    import app.sampler as sampler_mod
+    import app.sampling.sampler as sampler_mod
     if "thousands" not in request.node.name:
         monkeypatch.setattr(sampler_mod, "THREAD_SLOW_AT", 1 << 30)
 
@@ -64,7 +64,7 @@ def test_a_dear_irq_read_is_made_less_often_and_again_after_a_pin(monkeypatch):
     """Reading every IRQ's folder costs 140-310 ms on a 1,862-IRQ server: it is re-read at most
     IRQ_BUDGET of a core (here a read made to take 0.08 s: every 8 s, not 5), the state says so, and
     a pin (forget_threads, with no pids for an IRQ) has the next tick read them again."""
-    import app.sampler as sampler_module
+    import app.sampling.sampler as sampler_module
     real = sampler_module.read_irqs
 
     def slow(root):
@@ -173,7 +173,7 @@ def test_interval_is_clamped_to_what_the_window_offers():
 
 
 def test_thousands_of_threads_are_read_less_often_than_the_counters(monkeypatch):
-    import app.sampler as sampler_mod
+    import app.sampling.sampler as sampler_mod
     stop = threading.Event()
     threads = [threading.Thread(target=stop.wait, daemon=True) for _ in range(sampler_mod.THREAD_SLOW_AT)]
     for t in threads:
@@ -206,7 +206,7 @@ def test_between_full_irq_reads_only_the_affinities_are_read(monkeypatch):
     """Every irq_period the IRQs' requested and effective CPUs are read again (refresh_affinities);
     the whole folders (node, hint, device, managed) at the first tick, every IRQ_FULL_SECONDS and
     after a pin."""
-    import app.sampler as sampler_module
+    import app.sampling.sampler as sampler_module
     full, light = [], []
     real_full, real_light = sampler_module.read_irqs, sampler_module.refresh_affinities
     monkeypatch.setattr(sampler_module, "read_irqs", lambda root: full.append(1) or real_full(root))

@@ -1,4 +1,4 @@
-"""Reuse of processes that did not run (app/machine/threads.py) and of their rates (app/sampler.py),
+"""Reuse of processes that did not run (app/machine/threads.py) and of their rates (app/sampling/sampler.py),
 on the live machine: two helper processes, one whose threads all sleep, one with a thread that spins."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 import pytest
 
 from app.machine.threads import TaskReader
-from app.rates import rates as compute_rates
-from app.sampler import Sampler
+from app.sampling.rates import rates as compute_rates
+from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 
 LIVE = SysRoot("/")
@@ -19,9 +19,9 @@ LIVE = SysRoot("/")
 @pytest.fixture(autouse=True)
 def threads_read_every_tick(monkeypatch):
     """These tests read the thread list every tick; on a machine busy with other work (thousands of
-    threads, e.g. a churn benchmark) the sampler would read it every 3 s instead (app/sampler.py
+    threads, e.g. a churn benchmark) the sampler would read it every 3 s instead (app/sampling/sampler.py
     THREAD_SLOW_AT)."""
-    import app.sampler as sampler_mod
+    import app.sampling.sampler as sampler_mod
     monkeypatch.setattr(sampler_mod, "THREAD_SLOW_AT", 1 << 30)
 
 SLEEPERS = r"""
@@ -112,7 +112,7 @@ def test_rates_of_still_threads_are_handed_out_again_and_equal_computed_ones(hel
     a, b = states[1], states[2]
     mine = b.sample.tasks.processes[sleepers].tids
     assert all(b.rates.tasks[t] is a.rates.tasks[t] for t in mine)
-    # The same numbers app.rates gives for the whole pair.
+    # The same numbers app.sampling.rates gives for the whole pair.
     full = compute_rates(a.sample, b.sample, b.sample.time - a.sample.time).tasks
     assert {t: b.rates.tasks[t] for t in mine} == {t: full[t] for t in mine}
     assert set(b.rates.tasks) == set(full)

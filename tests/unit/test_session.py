@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import app
-from app import session as S
+from app.store import session as S
 from app.machine.topology import read_topology
-from app.session import (ProbeRecord, Session, SessionError, autosave, autosave_path, history_tick,
+from app.store.session import (ProbeRecord, Session, SessionError, autosave, autosave_path, history_tick,
                          last_session_after_crash, mark_clean_exit, open_session, save_session,
                          session_from_root)
 from app.sysroot import SysRoot
@@ -355,9 +355,9 @@ def test_round_trip_with_real_probe_and_real_pins(tmp_path, private_tmp):
     import subprocess
     import sys
     import threading
-    from app.affinity import AffinityService, PinRequest, PinTarget
-    from app.journal import Journal
-    from app.session import journal_rows
+    from app.pinning.service import AffinityService, PinRequest, PinTarget
+    from app.pinning.journal import Journal
+    from app.store.session import journal_rows
     from probes import histogram, jitter
 
     cpus = sorted(os.sched_getaffinity(0))

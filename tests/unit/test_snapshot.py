@@ -14,7 +14,7 @@ from app.cli.main import main
 from app.machine.interrupts import read_interrupts
 from app.machine.sample import read_sample, read_snapshot_pair
 from app.parse.cpulist import parse_cpulist
-from app.snapshot import SnapshotError, take_snapshot
+from app.store.capture import SnapshotError, take_snapshot
 from app.sysroot import SysRoot
 from tests.machines import extract
 

@@ -1,4 +1,4 @@
-"""app/usage.py: coremap's own CPU and memory for the status bar, a process's user and memory for the
+"""app/machine/usage.py: coremap's own CPU and memory for the status bar, a process's user and memory for the
 thread tree's tooltip (psutil)."""
 import os
 import re
@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from app.usage import OwnUsage, process_facts
+from app.machine.usage import OwnUsage, process_facts
 
 
 def test_own_usage_line():

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
-from app.journal import Journal
-from app.results import clean_verification
-from app.session import Session, SessionError, open_session, save_session
+from app.pinning.journal import Journal
+from app.store.results import clean_verification
+from app.store.session import Session, SessionError, open_session, save_session
 from probes.verify import VerifyPlan, run_figures, verify_text
 from tests.live import can_move_machine, read_affinities
 from tests.machines import extract
@@ -115,7 +115,7 @@ def test_a_damaged_verification_refuses_the_session(tmp_path):
 
 
 def test_a_verification_with_bad_parts_opens_without_them(tmp_path):
-    """Checked at the door (app/results.py): wrong types and nan are left out with a note."""
+    """Checked at the door (app/store/results.py): wrong types and nan are left out with a note."""
     side = {"label": "quiet (after)", "gaps10_per_s": float("nan"), "lost_share": 0.01, "sampled_seconds": 1.0,
             "buckets": [{"lo_ns": 1, "hi_ns": "2", "count": 3}], "gaps_per_cpu_hour": 7,
             "percentiles": {"max": 5}, "attribution": {"available": True, "by_cause": "x", "gaps": []}}

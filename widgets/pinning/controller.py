@@ -19,15 +19,15 @@ from PySide6.QtWidgets import QAbstractItemView, QApplication, QMenu, QStatusBar
 
 from dataclasses import replace
 
-from app.affinity import AffinityService, PinRequest, PinResult
+from app.pinning.service import AffinityService, PinRequest, PinResult
 from app.errors import CoremapError
-from app.helper import HelperClient
-from app.journal import Journal
+from app.pinning.helper import HelperClient
+from app.pinning.journal import Journal
 from app.machine.topology import Topology
 from app.parse.cpulist import format_cpulist
-from app.quiet_state import quiet_warnings, read_quiet_state
-from app.state import MachineState
-from app.statedir import journal_path
+from app.quiet.ledger import quiet_warnings, read_quiet_state
+from app.sampling.machine_state import MachineState
+from app.store.folders import journal_path
 from app.sysroot import SysRoot
 from widgets.pinning.dialog import PinDialog
 from widgets.pinning.drop import PinDropPolicy

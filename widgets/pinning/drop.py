@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QMimeData
 
-from app.affinity import PinRequest
+from app.pinning.service import PinRequest
 from widgets.pinning.mime import PinPayload, PinPayloadError, decode_pin_mime
 from widgets.topology.drop import DropTarget, DropVerdict
 

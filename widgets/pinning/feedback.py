@@ -9,10 +9,10 @@ from PySide6.QtGui import QAction, QColor
 from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy,
                                QToolButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
-from app.affinity import PinResult, PinTarget, summarize
+from app.pinning.service import PinResult, PinTarget, summarize
 from app.format import format_change
-from app.guard import event_line
-from app.journal import GuardEvent, JournalEntry
+from app.quiet.guard import event_line
+from app.pinning.journal import GuardEvent, JournalEntry
 from app.parse.cpulist import format_cpulist
 
 OK_COLOR = "#1b5e20"
@@ -82,7 +82,7 @@ class PinResultLine(QWidget):
 
 class PinJournalWidget(QWidget):
     """The pin journal of this machine, newest first: one row per write (pin, undo, redo, restore,
-    isolate, include, a new thread of a pinned process) and per change the guard found (app/guard.py).
+    isolate, include, a new thread of a pinned process) and per change the guard found (app/quiet/guard.py).
     The "Guard" column says, for a pin in effect, whether the guard re-applies it or only reports a
     change; a row's context menu sets that for its batch, which `policy_requested(batch, reapply)`
     asks the owner to journal."""

@@ -1,4 +1,4 @@
-"""GuardThread: the pin guard (app/guard.py) ticking in its own QThread while the window runs.
+"""GuardThread: the pin guard (app/quiet/guard.py) ticking in its own QThread while the window runs.
 
 Like SamplerThread, a worker object lives in a QThread and the UI thread talks to it only through
 queued signals: `start(root, journal_path)` gives it the machine and the journal (it opens its own
@@ -18,10 +18,10 @@ from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
 
-from app.affinity import AffinityService
+from app.pinning.service import AffinityService
 from app.errors import CoremapError
-from app.guard import Guard, GuardTick
-from app.journal import Journal
+from app.quiet.guard import Guard, GuardTick
+from app.pinning.journal import Journal
 from app.sysroot import SysRoot
 from widgets.sampler_thread import stop_at_exit
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QMimeData
 
-from app.affinity import KINDS, PinTarget
+from app.pinning.service import KINDS, PinTarget
 from app.errors import CoremapError
 
 PIN_MIME = "application/x-coremap-pin+json"

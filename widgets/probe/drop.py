@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QWidget
 from app.errors import CoremapError
 from app.format import cpus_word, format_cpus, offline_sentence
 from app.machine.topology import Topology
-from app.state import MachineState
+from app.sampling.machine_state import MachineState
 from probes.own_affinity import OwnAffinityGuard
 from widgets.topology.drag import CPU_MIME, cpus_from_mime
 

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLayout, QMenu,
 from app.errors import CoremapError
 from app.format import cpus_word
 from app.parse.cpulist import format_cpulist
-from app.state import MachineState
+from app.sampling.machine_state import MachineState
 from probes import c2c, files, histogram, sweep
 from probes.files import FileRun
 from probes.spec import HISTOGRAM_PROBES, SERIES_PROBES, Job

@@ -3,7 +3,7 @@
 - controller.py      QuietController: the Quiet menu; isolate / include through the window's
                      AffinityService, Verify, the plan, the irqbalance fix
 - preview_dialog.py  what an isolate or include would write, per target, before it is written
-- plan_dialog.py     "Make it permanent…" (app/plan.py) and irqbalance's banned-CPU line
+- plan_dialog.py     "Make it permanent…" (app/quiet/boot_plan.py) and irqbalance's banned-CPU line
 - verify.py          VerifyRunner: probes/verify.py's pairs of jitter runs, without blocking the UI
 
 The grid's quiet marks come from the journal (PinController sets them); the guard that keeps the

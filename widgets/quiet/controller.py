@@ -15,15 +15,15 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu
 
-from app.affinity import AffinityService
+from app.pinning.service import AffinityService
 from app.errors import CoremapError
 from app.format import cpus_word, format_rate, format_ratio
-from app.helper import HelperClient
+from app.pinning.helper import HelperClient
 from app.machine.topology import Topology
-from app.plan import make_plan
-from app.quiet import (QuietPreview, apply_preview, failed_results, outcome_sentence, preview_include,
+from app.quiet.boot_plan import make_plan
+from app.quiet.isolate import (QuietPreview, apply_preview, failed_results, outcome_sentence, preview_include,
                        preview_isolate, set_quiet)
-from app.state import MachineState
+from app.sampling.machine_state import MachineState
 from probes.trace import unavailable_reason
 from widgets.pinning.controller import PinController
 from widgets.quiet.plan_dialog import IrqbalanceFixDialog, PlanDialog

@@ -1,11 +1,11 @@
 """Two small windows of the Quiet menu, neither of which changes the machine on its own:
 
-- PlanDialog, "Make it permanent…": `coremap plan --quiet LIST` in a window (app/plan.py) — the
+- PlanDialog, "Make it permanent…": `coremap plan --quiet LIST` in a window (app/quiet/boot_plan.py) — the
   kernel command line, tuned, irqbalance and systemd pieces, said against the running command line —
   with "Save to folder…" (the same files `--out` writes). Nothing is applied.
 - IrqbalanceFixDialog, "Keep irqbalance off the quiet CPUs…": the IRQBALANCE_BANNED_CPULIST line for
   irqbalance's configuration file, shown with the file's path and what the file holds now; "Write
-  it" sends it to coremap-helper (app/helper.py irqbalance_ban_cpus), the only code that may write
+  it" sends it to coremap-helper (app/pinning/helper.py irqbalance_ban_cpus), the only code that may write
   there, and only when pressed. irqbalance reads it when it next starts.
 """
 from __future__ import annotations
@@ -20,9 +20,9 @@ from PySide6.QtWidgets import (QDialog, QFileDialog, QHBoxLayout, QLabel, QLayou
 
 from app.errors import CoremapError
 from app.format import cpus_word
-from app.irqbalance import banned_line, config_path, read_config_text, read_irqbalance, with_banned_cpus
-from app.plan import QuietPlan, plan_text, write_plan_folder
-from app.statedir import reports_dir
+from app.machine.irqbalance import banned_line, config_path, read_config_text, read_irqbalance, with_banned_cpus
+from app.quiet.boot_plan import QuietPlan, plan_text, write_plan_folder
+from app.store.folders import reports_dir
 from app.sysroot import SysRoot
 from widgets.pinning.feedback import FAIL_COLOR, OK_COLOR
 

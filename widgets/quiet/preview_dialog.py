@@ -1,5 +1,5 @@
 """QuietPreviewDialog: what "Make quiet…" (or "Give back…") would write, per target, before anything
-is written (app/quiet.py QuietPreview): the moves grouped as IRQs, threads, kernel threads and masks,
+is written (app/quiet/isolate.py QuietPreview): the moves grouped as IRQs, threads, kernel threads and masks,
 each with its mask before -> after, then what cannot be moved and why. Apply writes it as one batch;
 Cancel writes nothing."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QLabel, QLayout, QTree
                                QVBoxLayout, QWidget)
 
 from app.format import cpus_word, format_change, format_cpus
-from app.quiet import GROUPS, STAY_WORDS, QuietPreview
+from app.quiet.isolate import GROUPS, STAY_WORDS, QuietPreview
 from widgets.pinning.feedback import WARN_COLOR
 
 

@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QHeaderView, QLabe
 
 from app.format import format_count, format_cpus, format_rate, format_shares, nonzero_pairs, shares_of
 from app.machine.interrupts import IrqInfo
-from app.rates import Rates
-from app.state import MachineState
+from app.sampling.rates import Rates
+from app.sampling.machine_state import MachineState
 from widgets.pinning.drag import PinDragTableView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.roles import fill_span
@@ -100,7 +100,7 @@ class IrqTableModel(QAbstractTableModel):
         self.generation = -1
 
     def set_pins(self, pins: dict[str, tuple[int, ...]]) -> None:
-        """IRQ label -> the CPUs coremap pinned it to, for pins still in effect (app.journal
+        """IRQ label -> the CPUs coremap pinned it to, for pins still in effect (app.pinning.journal
         Journal.pinned_irqs): a mask that differs from its pin was changed back. Shown from the next
         state on."""
         self._pins = dict(pins)

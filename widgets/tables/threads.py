@@ -20,9 +20,9 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QToolTi
 from app.format import command_name, format_cpus, format_percent, format_rate
 from app.machine.threads import TaskSample
 from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
-from app.rates import TaskRate
-from app.state import MachineState
-from app.usage import process_facts
+from app.sampling.rates import TaskRate
+from app.sampling.machine_state import MachineState
+from app.machine.usage import process_facts
 from widgets.pinning.drag import PinDragTreeView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.roles import OneCallProxy, fill_span
@@ -258,7 +258,7 @@ class ThreadTreeModel(QAbstractItemModel):
         dataChanged for the cells whose text changed.
 
         Most processes did not run since the last state; the sampler then hands out the very same
-        TaskSample and TaskRate objects (app/machine/threads.py, app/sampler.py), so a process whose
+        TaskSample and TaskRate objects (app/machine/threads.py, app/sampling/sampler.py), so a process whose
         threads, rates, name and command line compare equal (by identity first, which is what tuple
         comparison tries) keeps its cells without a look at each thread."""
         self.generation = state.generation
@@ -596,7 +596,7 @@ class ThreadTableWidget(QWidget):
         return True
 
     def eventFilter(self, obj, event) -> bool:
-        # A process row's tooltip adds its user and memory, read now through psutil (app/usage.py):
+        # A process row's tooltip adds its user and memory, read now through psutil (app/machine/usage.py):
         # on hover only, never per tick, so sleeping processes cost nothing; and not in the model,
         # whose cells change only with a state.
         if obj is self.view.viewport() and event.type() == QEvent.Type.ToolTip and self.model.live:

@@ -19,7 +19,7 @@ from PySide6.QtCore import QMimeData, QObject, QPoint, QPointF, QRectF, Qt, Sign
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsView
 
-from app.affinity import PinRequest
+from app.pinning.service import PinRequest
 from app.parse.cpulist import format_cpulist
 from widgets.topology.items import CoreBoxItem, CpuCellItem, GroupBoxItem
 

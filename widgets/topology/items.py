@@ -81,7 +81,7 @@ class CpuCellItem(QGraphicsItem):
         self.online = cpu.online if cpu is not None else True
         self.isolated = cpu.isolated if cpu is not None else False
         self.nohz_full = cpu.nohz_full if cpu is not None else False
-        self.quiet = False                 # made quiet by an isolate in effect (app/quiet_state.py)
+        self.quiet = False                 # made quiet by an isolate in effect (app/quiet/ledger.py)
         self.color_index: int | None = None
         self.figure = ""
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, self.online)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from app.machine.topology import Topology
-from app.state import MachineState
+from app.sampling.machine_state import MachineState
 from widgets.colors import MetricValues, format_value
 from widgets.topology.items import CoreBoxItem
 from widgets.topology.layout import cpu_map

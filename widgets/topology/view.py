@@ -27,7 +27,7 @@ from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsScene, QGraphicsView, QToolTip, QWidget
 
 from app.machine.topology import Topology, layout
-from app.state import MachineState
+from app.sampling.machine_state import MachineState
 from widgets.colors import ColorScale, Metric, MetricValues, format_value, metric_values, parse_metric, scale_for
 from widgets.topology.drag import DragSource, cpu_mime_data, drag_cpus, drag_label, exec_cpu_drag
 from widgets.topology.drop import DropPolicy, GridDropTarget
@@ -49,7 +49,7 @@ class TopologyView(QGraphicsView):
     cpu_selected = Signal(int)
     selection_changed = Signal(list)
     metric_changed = Signal(str)
-    pin_requested = Signal(object)    # app.affinity.PinRequest of a drop the drop policy accepted
+    pin_requested = Signal(object)    # app.pinning.service.PinRequest of a drop the drop policy accepted
     drop_hint = Signal(str)           # while dragging: what a drop here does, or why not; "" after
 
     def __init__(self, parent: QWidget | None = None, *, metric: Metric | str | None = None):

@@ -1,6 +1,6 @@
 """MachineState: the one immutable value the window draws.
 
-The sampler (app/sampler.py, driven by a QThread in widgets/) produces one MachineState per tick with
+The sampler (app/sampling/sampler.py, driven by a QThread in widgets/) produces one MachineState per tick with
 a rising `generation`; every widget's `set_state(state)` only applies it. Widgets never read /proc or
 /sys themselves and never mutate a state.
 """
@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # only for annotations: keeps this module import-light
     from app.machine.interrupts import IrqTable
     from app.machine.sample import MachineSample
     from app.machine.topology import Topology
-    from app.rates import Rates
+    from app.sampling.rates import Rates
 
 
 @dataclass(frozen=True)

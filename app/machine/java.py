@@ -142,7 +142,7 @@ def comm_of(name: str) -> str:
 def java_thread_ids(pid: int, name: str, root: SysRoot) -> frozenset[int] | None:
     """Every live thread of JVM `pid` called `name` by the JVM's thread dump; None when no JDK tool
     is installed. Raises JavaThreadError for a process that is not a HotSpot JVM (checked before
-    anything is sent to it: app/java.py is_hotspot_jvm) or a dump that fails."""
+    anything is sent to it: app/machine/java.py is_hotspot_jvm) or a dump that fails."""
     dump = thread_dump(pid, root)
     if dump is None:
         return None

@@ -21,15 +21,15 @@ from collections import deque
 from dataclasses import replace
 from collections.abc import Iterable
 
-from app.interval import MAX_INTERVAL, MIN_INTERVAL
+from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
 from app.machine.interrupts import read_irqs, refresh_affinities
 from app.machine.sample import MachineSample, read_sample, read_snapshot_pair
 from app.machine.threads import TaskReader
 from app.machine.topology import Topology, read_topology
 from app.parse.interrupts import RowMemo
-from app.rates import rates as compute_rates
-from app.residency import ResidencyTracker
-from app.state import MachineState
+from app.sampling.rates import rates as compute_rates
+from app.sampling.residency import ResidencyTracker
+from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 
 ONE_CAPTURE_NOTE = "one capture only: totals shown, not rates"
@@ -192,7 +192,7 @@ class Sampler:
         CPU 0 %, no migrations or switches, same CPU, not moved, whatever the interval. If that held
         for the previous pair as well, the previous TaskRates equal the new ones: they are handed out
         again (the same objects, so the thread table sees an unchanged process by identity), a dict
-        per process, and app.rates computes only the other processes' threads."""
+        per process, and app.sampling.rates computes only the other processes' threads."""
         same = self._reader.same
         known_pids = same & self._rates_of.keys()
         known: dict = {}

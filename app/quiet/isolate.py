@@ -8,7 +8,7 @@ A preview first, per target, before anything is written:
 - every thread allowed there, user or kernel, whose affinity may be changed: its mask minus the
   quiet CPUs;
 - the default affinity of new IRQs, the unbound workqueues' cpumask and each network queue's RPS and
-  XPS mask that include them (app/masks.py);
+  XPS mask that include them (app/pinning/masks.py);
 - what stays, and why: per-CPU kernel threads (PF_NO_SETAFFINITY: the kernel refuses), managed IRQs
   (where debugfs says so; elsewhere the kernel's EIO on the write says it), threads whose cpuset has
   no other CPU, and targets a coremap pin in effect put on those CPUs on purpose (the user's pins
@@ -27,14 +27,14 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from app.affinity import AffinityService, PinResult, PinTarget
+from app.pinning.service import AffinityService, PinResult, PinTarget
 from app.errors import CoremapError, CpuListError, SysRootReadError
 from app.format import cpus_word, format_change, format_cpus, offline_sentence, unknown_cpus_sentence
 from app.machine.threads import TaskGone, TaskSample, read_task, read_tasks
 from app.machine.topology import read_cpu_ids, read_online_cpus, read_topology
-from app.masks import describe_mask, mask_path, read_mask
+from app.pinning.masks import describe_mask, mask_path, read_mask
 from app.parse.cpulist import parse_cpulist, parse_cpumask
-from app.quiet_state import QuietState, read_quiet_state
+from app.quiet.ledger import QuietState, read_quiet_state
 from app.sysroot import SysRoot, valid_netdev
 
 # Groups of the preview, in the order they are shown.

@@ -38,13 +38,13 @@ except ImportError:
     msgspec = None
 
 from app.errors import CoremapError
-from app.masks import MASK_KINDS, NET_KINDS
+from app.pinning.masks import MASK_KINDS, NET_KINDS
 from app.parse.cpulist import MAX_CPU
 from app.sysroot import valid_netdev
 
 STATES = ("pending", "done", "failed")
 # What a write changes: a thread's affinity, an IRQ's smp_affinity_list, and the masks an isolate
-# moves off quiet CPUs (app/masks.py; for rps/xps, target = the queue number, netdev = the device).
+# moves off quiet CPUs (app/pinning/masks.py; for rps/xps, target = the queue number, netdev = the device).
 KINDS = ("thread", "irq", *MASK_KINDS)
 QUIET_ACTIONS = ("isolate", "include")
 GUARD_ACTIONS = ("reported", "reapplied", "limited", "failed")

@@ -40,8 +40,8 @@ from pathlib import Path
 import app
 from app.atomic import atomic_writer
 from app.errors import CoremapError
-from app.statedir import state_dir
-from app.results import clean_history, clean_journal_rows, clean_probe_result, clean_verification
+from app.store.folders import state_dir
+from app.store.results import clean_history, clean_journal_rows, clean_probe_result, clean_verification
 from app.sysroot import SysRoot
 
 FORMAT = 1
@@ -92,7 +92,7 @@ class Session:
     created: str = ""
     coremap_version: str = app.__version__
     source: Path | None = None            # the file it was opened from
-    problems: list[str] = field(default_factory=list)   # what opening left out (app/results.py)
+    problems: list[str] = field(default_factory=list)   # what opening left out (app/store/results.py)
     _cleanup: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -138,7 +138,7 @@ def history_tick(t: float, cpu: dict[int, dict[str, float]] | None = None,
 # -- saving -------------------------------------------------------------------------------------
 
 def journal_rows(entries) -> list[dict]:
-    """Pin journal entries (app.journal.JournalEntry values) as the dicts journal.jsonl holds."""
+    """Pin journal entries (app.pinning.journal.JournalEntry values) as the dicts journal.jsonl holds."""
     return [dataclasses.asdict(e) if dataclasses.is_dataclass(e) else dict(e) for e in entries]
 
 
@@ -246,7 +246,7 @@ def session_from_root(root: SysRoot, *, history: list[dict] | None = None,
         s.machine_dir = root.root
         return s
     import tarfile
-    from app.snapshot import take_snapshot
+    from app.store.capture import take_snapshot
     tmp = Path(tempfile.mkdtemp(prefix="coremap-capture-"))
     s._cleanup = weakref.finalize(s, shutil.rmtree, str(tmp), True)
     # `coremap snapshot`'s own capture (a tarball with one top folder), extracted with tarfile's
@@ -517,7 +517,7 @@ def _extract_machine(path: Path, zf: zipfile.ZipFile, members: list, links: dict
 # -- autosave -----------------------------------------------------------------------------------
 
 def autosave_path() -> Path:
-    """The autosave file, in the same state folder as the pin journal (app/statedir.py)."""
+    """The autosave file, in the same state folder as the pin journal (app/store/folders.py)."""
     return state_dir() / "autosave.coremap"
 
 

@@ -6,12 +6,12 @@ Reads ONE JSON request per line on stdin, writes one JSON reply per line on stdo
   {"op": "set_thread_affinity", "tid": T, "cpus": "LIST"}  -> sched_setaffinity(T, LIST)
   {"op": "set_irq_affinity", "irq": N, "cpus": "LIST"}     -> write /proc/irq/N/smp_affinity_list
   {"op": "set_mask", "kind": K, "netdev": D, "queue": Q, "cpus": "LIST"}
-      -> write one of the masks an isolate moves (app/masks.py): K is irqdefault, workqueue, rps or
+      -> write one of the masks an isolate moves (app/pinning/masks.py): K is irqdefault, workqueue, rps or
          xps; D (a device name, app/sysroot.py NETDEV_RE) and Q (a queue number) only for rps/xps,
          else null and 0. The path is built from these checked parts, never taken.
   {"op": "irqbalance_ban_cpus", "cpus": "LIST"}
       -> set IRQBALANCE_BANNED_CPULIST=LIST in irqbalance's configuration file (the helper picks the
-         file: app/irqbalance.py config_path), every other line kept; irqbalance reads it when it
+         file: app/machine/irqbalance.py config_path), every other line kept; irqbalance reads it when it
          next starts.
 
 Everything else is refused with {"ok": false, "error": "..."} and nothing is written: unknown ops or
@@ -38,9 +38,9 @@ from pathlib import Path
 from app.atomic import write_atomic
 from app.errors import CoremapError, CpuListError, SysRootReadError
 from app.format import offline_sentence
-from app.irqbalance import config_path, with_banned_cpus
+from app.machine.irqbalance import config_path, with_banned_cpus
 from app.machine.topology import read_online_cpus
-from app.masks import MASK_KINDS, NET_KINDS, describe_mask, mask_path, write_mask
+from app.pinning.masks import MASK_KINDS, NET_KINDS, describe_mask, mask_path, write_mask
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.sysroot import SysRoot, valid_netdev
 
@@ -237,7 +237,7 @@ class HelperClient:
             "authorisation refused or cancelled; allow org.coremap.helper or run coremap with sudo")
 
     def _start(self) -> subprocess.Popen:
-        from app.affinity import PinWriteError
+        from app.pinning.service import PinWriteError
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         try:
@@ -250,7 +250,7 @@ class HelperClient:
         return self._proc
 
     def request(self, obj: dict) -> dict:
-        from app.affinity import PinWriteError
+        from app.pinning.service import PinWriteError
         proc = self._start()
         try:
             proc.stdin.write(json.dumps(obj) + "\n")
@@ -284,7 +284,7 @@ class HelperClient:
         return str(reply.get("path", ""))
 
     def _check(self, reply: dict) -> None:
-        from app.affinity import PinWriteError
+        from app.pinning.service import PinWriteError
         if reply.get("ok"):
             return
         name = reply.get("errno")
@@ -308,18 +308,18 @@ class HelperClient:
 
 
 def _project_dir() -> str:
-    """The folder holding the app package, so `python -m app.helper` finds it from a source tree."""
+    """The folder holding the app package, so `python -m app.pinning.helper` finds it from a source tree."""
     return str(Path(__file__).resolve().parent.parent)
 
 
 def default_command() -> list[str]:
     """Root already: the helper directly. Else pkexec on the installed coremap-helper (the path the
-    polkit policy names), else pkexec/sudo -n on this Python running app.helper.
+    polkit policy names), else pkexec/sudo -n on this Python running app.pinning.helper.
 
     Always by absolute path, and Python in isolated mode (-I: no current folder, no PYTHON*
-    variables, no user site-packages on sys.path), so an app/helper.py lying in the caller's working
+    variables, no user site-packages on sys.path), so an app/pinning/helper.py lying in the caller's working
     directory is never the one imported with privilege."""
-    here = [sys.executable, "-I", "-m", "app.helper"]
+    here = [sys.executable, "-I", "-m", "app.pinning.helper"]
     if os.geteuid() == 0:
         return here
     installed = shutil.which("coremap-helper")

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.affinity import AffinityService, PinResult, PinTarget
+from app.pinning.service import AffinityService, PinResult, PinTarget
 from app.format import cpus_word
-from app.journal import JournalEntry
+from app.pinning.journal import JournalEntry
 from app.machine.threads import TaskGone, read_task
 
 # A key as AffinityService writes it: (kind, netdev, id) (PinTarget.key).

@@ -17,7 +17,7 @@ Each tick (`Guard.tick()`):
   only when that changed, or every BACKSTOP_S (a thread that exited while another started);
   each new thread gets the pin, journalled in the pin's batch with the process's affinity from
   before the pin as its `before` (so undo gives it that). A Java name is matched on the first 15
-  bytes of comm (the cheap trigger) and confirmed in the JVM's thread dump (app/java.py, which
+  bytes of comm (the cheap trigger) and confirmed in the JVM's thread dump (app/machine/java.py, which
   checks it is a JVM before attaching) when the name is longer.
 
 A change made by someone else is reported once per new value: target, what was set -> what is
@@ -36,14 +36,14 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from app.affinity import GUARD_ORIGIN, AffinityService, PinResult, PinTarget
+from app.pinning.service import GUARD_ORIGIN, AffinityService, PinResult, PinTarget
 from app.errors import CoremapError
 from app.format import cpus_word, format_change
-from app.irqbalance import IrqbalanceStatus, banned_line, config_path, read_irqbalance
-from app.java import COMM_LEN, JavaThreadError, comm_of, java_thread_ids
-from app.journal import FollowRule, GuardEvent, JournalEntry
+from app.machine.irqbalance import IrqbalanceStatus, banned_line, config_path, read_irqbalance
+from app.machine.java import COMM_LEN, JavaThreadError, comm_of, java_thread_ids
+from app.pinning.journal import FollowRule, GuardEvent, JournalEntry
 from app.machine.threads import TaskGone, read_task
-from app.quiet_state import read_quiet_state
+from app.quiet.ledger import read_quiet_state
 
 BUDGET_S = 0.0015            # thread comparisons per tick
 CHUNK = 256                  # threads compared between two looks at the clock

@@ -1,6 +1,6 @@
 """AffinityService: every pin, undo, redo and restore goes through here (the window and the CLI alike).
 
-A pin: read the current affinity (before), journal it (app.journal, fsync'ed) BEFORE the write,
+A pin: read the current affinity (before), journal it (app.pinning.journal, fsync'ed) BEFORE the write,
 write, read back, and mark the journal entry done/failed. Threads are set with sched_setaffinity(2)
 on the tid (a process = each of its threads, one result each); IRQs by writing
 proc/irq/N/smp_affinity_list through the SysRoot (Documentation/core-api/irq/irq-affinity.rst), then
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from app.errors import CoremapError, CpuListError, SysRootReadError
 from app.errors import excerpt
 from app.format import format_change, format_cpus, offline_sentence, unknown_cpus_sentence
-from app.irqbalance import IrqbalanceStatus, read_irqbalance
-from app.journal import Journal, JournalEntry
+from app.machine.irqbalance import IrqbalanceStatus, read_irqbalance
+from app.pinning.journal import Journal, JournalEntry
 from app.machine.threads import TaskGone, read_task
-from app.masks import MASK_KINDS, describe_mask, mask_error, mask_path, read_mask, write_mask
+from app.pinning.masks import MASK_KINDS, describe_mask, mask_error, mask_path, read_mask, write_mask
 from app.machine.topology import read_cpu_ids, read_online_cpus
 from app.parse.cpulist import MAX_CPU, format_cpulist, parse_cpulist, parse_cpumask
 from app.sysroot import SysRoot
@@ -41,7 +41,7 @@ NEEDS_HELPER = ("needs the helper: run `coremap pin` with pkexec/sudo, or allow 
 
 @dataclass(frozen=True)
 class PinTarget:
-    kind: str            # "thread" | "process" | "irq", or a mask an isolate moves (app/masks.py)
+    kind: str            # "thread" | "process" | "irq", or a mask an isolate moves (app/pinning/masks.py)
     id: int              # tid, pid, IRQ number, a network queue's number (0 for the other masks)
     pid: int | None = None
     label: str = ""
@@ -69,7 +69,7 @@ class PinRequest:
     cpus: tuple[int, ...]
     origin: str = ""
     # The full Java thread name the targets were found by (`coremap pin --java NAME`): a new thread of
-    # that name in the same JVM gets the same pin while the guard runs (app/guard.py).
+    # that name in the same JVM gets the same pin while the guard runs (app/quiet/guard.py).
     java_name: str = ""
 
 
@@ -137,7 +137,7 @@ class PinWriteError(CoremapError):
 class AffinityService:
     """`AffinityService(root, journal, writer=None)`: pins on `root`, journalled in `journal`.
 
-    `writer` (an app.helper.HelperClient) is tried when a direct write gets EPERM/EACCES. It is
+    `writer` (an app.pinning.helper.HelperClient) is tried when a direct write gets EPERM/EACCES. It is
     given at construction and never changes: `with_writer()` makes a service that writes through
     one for a single privileged retry (the window's "Retry with privileges") while this one keeps
     asking nobody.
@@ -211,7 +211,7 @@ class AffinityService:
         return results
 
     def pin_new_thread(self, target: PinTarget, cpus, *, join: int, inherited, origin: str = "follow") -> PinResult:
-        """A thread a pinned process created after the pin (app/guard.py): journalled in the pin's
+        """A thread a pinned process created after the pin (app/quiet/guard.py): journalled in the pin's
         batch `join`, with `inherited` — the process's affinity from before the pin — as its `before`,
         so undoing the pin gives it that rather than the pinned mask it was born with; then pinned."""
         self._check_writable()
@@ -241,7 +241,7 @@ class AffinityService:
     def _record_follow(self, target: PinTarget, request: PinRequest, results: list[PinResult], cpus,
                        batch: "_Batch") -> None:
         """A pinned process, or a thread found by its Java name: journal the rule that pins its new
-        threads (app/guard.py follows it) once one of the writes happened."""
+        threads (app/quiet/guard.py follows it) once one of the writes happened."""
         if batch.id is None or not any(r.ok or r.code == "trimmed" for r in results):
             return
         if target.kind == "process":
@@ -489,7 +489,7 @@ class AffinityService:
         return _Outcome("ok", "", after, effective, done=True)
 
     def _pin_mask(self, t: PinTarget, cpus, online, origin, batch) -> PinResult:
-        """A mask an isolate moves (app/masks.py): read, journal, write, read back."""
+        """A mask an isolate moves (app/pinning/masks.py): read, journal, write, read back."""
         try:
             path = mask_path(self.root, t.kind, t.id, t.netdev)
         except ValueError as e:
@@ -759,7 +759,7 @@ def history_of(entries, root_key: str) -> "History":
             undo.clear()
             redo.clear()
         elif origin == GUARD_ORIGIN:
-            # The guard writing a pin back (app/guard.py) is not a change of the user's: it is
+            # The guard writing a pin back (app/quiet/guard.py) is not a change of the user's: it is
             # neither undone on its own nor does it clear the redo stack.
             continue
         elif any(e.state == "done" for e in batches[b]):

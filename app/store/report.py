@@ -167,7 +167,7 @@ def _kernel_from_cmdline(cmdline: str | None) -> str | None:
 
 
 def _irqbalance_text(root: SysRoot) -> str:
-    from app.irqbalance import read_irqbalance
+    from app.machine.irqbalance import read_irqbalance
     has_processes = root.is_live or any(n.isdigit() for n in root.listdir(root.proc()))
     if not has_processes:
         # A capture without proc/PID cannot say; "not running" would be a guess shown as a fact.
@@ -190,7 +190,7 @@ def _irq_figures(root: SysRoot, history: list[dict] | None, live_wait: float):
     """({irq: per-CPU dict}, totals?, note): rates from the session history, else from the
     snapshot's second capture, else (live) two reads `live_wait` apart, else counts since boot."""
     from app.machine.sample import read_sample, read_snapshot_pair
-    from app.rates import rates, totals
+    from app.sampling.rates import rates, totals
     if history:
         acc: dict[str, dict[int, float]] = {}
         n = 0
@@ -327,7 +327,7 @@ def report_from_root(root: SysRoot, *, journal: list[dict] | None = None, probes
 
 
 def report_from_session(session) -> ReportData:
-    """ReportData for an opened app.session.Session: its machine, history, pins, probes, notes."""
+    """ReportData for an opened app.store.session.Session: its machine, history, pins, probes, notes."""
     data = report_from_root(session.root, journal=session.journal, probes=[p.result for p in session.probes],
                             notes=session.notes, history=session.history,
                             source=str(session.source) if session.source else None,

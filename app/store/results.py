@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from app.format import printable
-from app.journal import KINDS as JOURNAL_KINDS
+from app.pinning.journal import KINDS as JOURNAL_KINDS
 
 MAX_ITEMS = 1 << 16          # buckets, gaps, causes, rows: a real result holds hundreds at most
 MAX_TEXT = 4096
@@ -154,7 +154,7 @@ def _causes(v) -> list[dict]:
 
 
 def clean_history(ticks, what: str = "history") -> tuple[list[dict], list[str]]:
-    """History ticks (app.session.history_tick) with well-formed figures only; a malformed tick is
+    """History ticks (app.store.session.history_tick) with well-formed figures only; a malformed tick is
     left out with one note for all of them."""
     if type(ticks) is not list:
         return [], [f"{what}: not a list of ticks; left out"]
@@ -200,7 +200,7 @@ def _cpu_id(text: str) -> bool:
 
 
 def clean_journal_rows(rows, what: str = "journal") -> tuple[list[dict], list[str]]:
-    """Journal rows (app.session.journal_rows) whose fields, where present, have the journal's types:
+    """Journal rows (app.store.session.journal_rows) whose fields, where present, have the journal's types:
     the pins table of a report reads kind, target, label, state, code, message, time and the CPU lists."""
     if type(rows) is not list:
         return [], [f"{what}: not a list of entries; left out"]
