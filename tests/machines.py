@@ -1,10 +1,22 @@
 """The real machines in tests/fixtures (copied from ../shared/fixtures with their SOURCE and licence
 files), extracted on demand into a cache folder. Used by unit tests, GUI tests and benchmarks.
+
+The cache is shared by every test run of this user on the machine (two clones' `make test` at once, a
+benchmark beside the suite), so a folder in it is never changed or deleted once it is there (issue 19,
+item 6): each archive is extracted into a folder named for its content (the machine's name and the
+SHA-256 of the archive), first into a temporary folder beside it, then renamed into place under an
+flock on the cache's lock file. A run that finds the folder uses it as it is; a changed archive gets a
+new folder, and the old one stays for whichever run still reads it (the cache lives in the temporary
+folder, which the system empties). Before, every run that found the archive newer than its stamp
+deleted the folder while the other run was reading it (FileNotFoundError at collection).
 """
 from __future__ import annotations
 
 import csv
+import fcntl
+import hashlib
 import os
+import shutil
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -69,21 +81,42 @@ def _cache_dir() -> Path:
     return base
 
 
+_digests: dict[tuple, str] = {}
+
+
+def _digest(archive: Path) -> str:
+    """The first 16 hex digits of the archive's SHA-256, computed once per process and file version."""
+    st = archive.stat()
+    key = (str(archive), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _digests:
+        h = hashlib.sha256()
+        with open(archive, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _digests[key] = h.hexdigest()[:16]
+    return _digests[key]
+
+
 def extract(m: Machine | str) -> Path:
-    """The folder that holds the machine's sys/ (and proc/), extracting it once per cache."""
+    """The folder that holds the machine's sys/ (and proc/), extracted once per cache and archive
+    content. Safe with other runs extracting and reading the same cache at the same time (module
+    docstring): the folder appears whole, by one rename, and is never removed."""
     if isinstance(m, str):
         m = machine(m)
-    dest = _cache_dir() / m.name
-    stamp = dest / ".extracted"
-    if not stamp.exists() or stamp.stat().st_mtime < m.archive.stat().st_mtime:
-        tmp = Path(tempfile.mkdtemp(dir=_cache_dir()))
-        with tarfile.open(m.archive) as tf:
-            tf.extractall(tmp, filter="tar") if hasattr(tarfile, "data_filter") else tf.extractall(tmp)
-        if dest.exists():
-            import shutil
-            shutil.rmtree(dest)
-        tmp.rename(dest)
-        stamp.touch()
+    cache = _cache_dir()
+    dest = cache / f"{m.name}-{_digest(m.archive)}"
+    if not dest.is_dir():
+        with open(cache / ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)      # one run extracts; the others wait, then find it there
+            if not dest.is_dir():
+                tmp = Path(tempfile.mkdtemp(dir=cache, prefix=f".{m.name}-"))
+                try:
+                    with tarfile.open(m.archive) as tf:
+                        tf.extractall(tmp, filter="tar") if hasattr(tarfile, "data_filter") else tf.extractall(tmp)
+                    tmp.rename(dest)
+                finally:
+                    if tmp.exists():              # the extraction failed: nobody has seen this folder
+                        shutil.rmtree(tmp)
     return find_root(dest)
 
 
