@@ -498,7 +498,7 @@ def test_rate_columns_sort_with_a_dead_band():
     """A row keeps the CPU % (and migrations/s) it was placed by while its value stays within a
     quarter of it or one unit: near-equal rows do not swap (and re-lay out the tree) at every
     thread read; the cells show the new value at once."""
-    from widgets.tables.threads import COL_MIGR, COL_PCT, _steady
+    from widgets.tables.thread_cells import COL_MIGR, COL_PCT, steady as _steady
 
     def cells(pct, migr=-1.0):
         row = [("x", "x", None, None)] * 7

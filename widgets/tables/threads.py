@@ -14,30 +14,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QAbstractItemModel, QEvent, QItemSelection, QModelIndex, Qt, Signal
-from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QToolTip, QVBoxLayout, QWidget
 
-from app.format import command_name, format_cpus, format_percent, format_rate
-from app.machine.threads import TaskSample
-from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
-from app.sampling.rates import TaskRate
-from app.sampling.machine_state import MachineState
 from app.machine.usage import process_facts
+from app.sampling.machine_state import MachineState
 from widgets.pinning.drag import PinDragTreeView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
 from widgets.tables.roles import OneCallProxy, fill_span
 from widgets.tables.rows import changed_columns, emit_changed, sync_rows
-from widgets.tables.sorting import TIE, TIE_ABSOLUTE, near
+from widgets.tables.thread_cells import (
+    COL_CPU,
+    COL_ID,
+    COL_MIGR,
+    COL_NAME,
+    COL_PCT,
+    process_cells,
+    shown_name,
+    steady,
+    thread_rows,
+    threads_by_pid,
+)
 from widgets.text_line import TextLine
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # lower-case text the filter words are looked for in
 ID_ROLE = Qt.ItemDataRole.UserRole + 3        # ("process", pid) or ("thread", tid)
 
-COL_NAME, COL_ID, COL_CPU, COL_PCT, COL_MIGR, COL_ALLOWED, COL_STATE = range(7)
+# In the order of the COL_* numbers (widgets/tables/thread_cells.py), which the cells follow too.
 _HEADERS = ("Name", "PID / TID", "Last CPU", "CPU %", "Migrations/s", "Allowed CPUs", "State")
 _NUMERIC = (COL_ID, COL_CPU, COL_PCT, COL_MIGR)
-_KTHREAD_FG = QColor(128, 128, 128)
 
 # Qt calls data(), index(), parent() and flags() thousands of times a tick (the sorting proxy and the
 # painted rows); PySide6's enums are Python enums, and every attribute lookup or `|` on them costs a
@@ -55,160 +60,6 @@ _NO_FLAGS = Qt.ItemFlag.NoItemFlags
 _INVALID = QModelIndex()
 _NCOLS = len(_HEADERS)
 
-# Documentation/filesystems/proc.rst, Table 1-4 (field 3, state), fs/proc/array.c task_state_array.
-_STATE_NAMES = {"R": "running", "S": "sleeping", "D": "disk sleep", "T": "stopped", "t": "tracing stop",
-                "X": "dead", "Z": "zombie", "P": "parked", "I": "idle"}
-
-
-# A row's place in a sort by CPU % or migrations/s moves only when its value leaves a dead band
-# around the value it was last placed by: more than a quarter of it, and more than one unit away
-# (1% of a core; 1 migration/s): the IRQ table's tie (widgets/tables/sorting.py TIE, TIE_ABSOLUTE).
-# Rows with near-equal rates (this window at 0.7% and a daemon at 1.0%) then keep their places
-# instead of swapping at every thread read; each swap made Qt's dynamic sort re-lay out and repaint
-# the whole tree (8-10 ms, issue 12). With half a unit, the kernel threads and daemons of an idle VM
-# that wake now and then still moved the tree 11 times a minute; with one, once. The cells show the
-# new values at once; a row that clearly overtakes another moves, and a click on the header sorts by
-# the values shown.
-_STEADY_COLUMNS = (COL_PCT, COL_MIGR)
-
-
-def _steady(old: tuple | None, cells: tuple) -> tuple:
-    """`cells`, with the sort value of each rate column kept from `old` while within the dead band."""
-    if old is None:
-        return cells
-    out = None
-    for c in _STEADY_COLUMNS:
-        was, now = old[c][1], cells[c][1]
-        if was == now or was < 0 or now < 0:         # -1.0: unknown, always placed as it is
-            continue
-        if near(now, was, TIE, TIE_ABSOLUTE):
-            if out is None:
-                out = list(cells)
-            shown, _, tip, fg = cells[c]
-            out[c] = (shown, was, tip, fg)
-    return cells if out is None else tuple(out)
-
-
-def _thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None, shown: str | None = None) -> tuple:
-    """(display, sort, tooltip, foreground) per column for one thread; `shown` replaces its name when
-    it carries its process's (a runtime that names threads only inside the process)."""
-    if rate is None:
-        last_cpu, pct, migr, moved = t.last_cpu, None, None, False
-    else:
-        last_cpu, pct, migr, moved = rate.last_cpu, rate.cpu_pct, rate.migrations_per_s, rate.moved
-    fg = _KTHREAD_FG if t.flags & PF_KTHREAD else None
-    cpu_tip = None
-    if moved:
-        cpu_tip = "moved to this CPU since the previous sample"
-    state = t.state
-    name = shown if shown and t.comm == proc_comm else t.comm
-    return (
-        (name, name.lower(), f"{t.comm} (tid {t.tid}) in {proc_comm} (pid {t.pid})", fg),
-        (str(t.tid), t.tid, None, fg),
-        (str(last_cpu), last_cpu, cpu_tip, fg),
-        (format_percent(pct), pct if pct is not None else -1.0, None, fg),
-        (format_rate(migr), migr if migr is not None else -1.0,
-         None if migr is not None or rate is None else "migration count unavailable (needs CONFIG_SCHED_DEBUG)",
-         fg),
-        (format_cpus(t.allowed), _cpus_key(t.allowed),
-         "PF_NO_SETAFFINITY: the kernel does not let this thread be moved"
-         if t.flags & PF_NO_SETAFFINITY else None, fg),
-        (state, state, _STATE_NAMES.get(state), fg),
-    )
-
-
-def _process_cells(pid, comm, cmdline, threads, rlist, shown: str | None = None) -> tuple:
-    """Cells of a process row from its threads and their rates (rlist, in the same order); `shown`
-    replaces its name (see shown_name)."""
-    pct_sum = 0.0
-    pct_known = False
-    migr_sum = 0.0
-    migr_known = False
-    cpus = set()
-    leader = None
-    for t, rate in zip(threads, rlist):
-        if t.tid == pid:
-            leader = t
-        if rate is None:
-            cpus.add(t.last_cpu)
-        else:
-            cpus.add(rate.last_cpu)
-            pct_sum += rate.cpu_pct
-            pct_known = True
-            m = rate.migrations_per_s
-            if m is not None:
-                migr_sum += m
-                migr_known = True
-    leader = leader or (threads[0] if threads else None)
-    kthread = bool(leader.flags & PF_KTHREAD) if leader is not None else False
-    fg = _KTHREAD_FG if kthread else None
-    pct = pct_sum if pct_known else None
-    migr = migr_sum if migr_known else None
-    allowed = leader.allowed if leader is not None else None
-    state = leader.state if leader is not None else ""
-    n = len(threads)
-    tip = (cmdline or f"[{comm}] (kernel thread)" if kthread else cmdline or comm)
-    tip = f"{tip}\n{n} thread{'s' if n != 1 else ''}"
-    name = shown or comm
-    return (
-        (name, name.lower(), tip, fg),
-        (str(pid), pid, None, fg),
-        (format_cpus(cpus) if cpus else "", min(cpus) if cpus else -1,
-         "the CPUs its threads last ran on" if n > 1 else None, fg),
-        (format_percent(pct), pct if pct is not None else -1.0, "sum over its threads" if n > 1 else None, fg),
-        (format_rate(migr), migr if migr is not None else -1.0, None, fg),
-        (format_cpus(allowed), _cpus_key(allowed), "the main thread's Cpus_allowed_list", fg),
-        (state, state, _STATE_NAMES.get(state), fg),
-    )
-
-
-def _threads_by_pid(tasks: dict, processes: dict) -> dict[int, list]:
-    """pid -> its threads in ascending tid order. The reader's ProcessInfo already lists each
-    process's tids sorted; a sample without them (or not covering every thread) is grouped here."""
-    if processes and sum(len(p.tids) for p in processes.values()) == len(tasks):
-        try:
-            out = {pid: [tasks[t] for t in p.tids] for pid, p in processes.items() if p.tids}
-        except KeyError:
-            out = None
-        if out is not None and all(p.tids == tuple(sorted(p.tids)) for p in processes.values()):
-            return out
-    by_pid: dict[int, list] = {}
-    for t in tasks.values():
-        by_pid.setdefault(t.pid, []).append(t)
-    for threads in by_pid.values():
-        threads.sort(key=lambda t: t.tid)
-    return by_pid
-
-
-def shown_name(comm: str, cmdline: str, threads) -> str | None:
-    """The name the tree shows for a process whose every thread is called by the process's name, as
-    Python's, Node's and other runtimes' are (app.format.command_name: "python3 serve.py"), so such
-    processes can be told apart; None for the others (a JVM's threads name themselves)."""
-    if cmdline and threads and all(t.comm == comm for t in threads):
-        name = command_name(comm, cmdline)
-        return name if name != comm else None
-    return None
-
-
-def _thread_rows(threads: list, rlist: list, comm: str, built: dict[int, tuple], shown: str | None = None):
-    """({tid: ((task, rate, comm), cells, filter text)}, {tid: cells}, {tid: filter text}) of one
-    process's threads, in tid order; a thread whose task, rate and process name are unchanged keeps
-    its cells from `built`."""
-    nb: dict[int, tuple] = {}
-    tc: dict[int, tuple] = {}
-    tf: dict[int, str] = {}
-    for t, rate in zip(threads, rlist):
-        tid = t.tid
-        inputs = (t, rate, comm, shown)
-        prev = built.get(tid)
-        if prev is None or prev[0] != inputs:
-            cells = _steady(prev[1] if prev is not None else None, _thread_cells(t, comm, rate, shown))
-            prev = (inputs, cells, f"{t.comm} {tid}".lower())
-        nb[tid] = prev
-        tc[tid] = prev[1]
-        tf[tid] = prev[2]
-    return nb, tc, tf
-
 
 @dataclass(slots=True)
 class _Contents:
@@ -221,10 +72,6 @@ class _Contents:
     keys: dict[int, tuple]                  # pid -> (threads, rates, comm, cmdline) its cells come from
     built: dict[int, dict[int, tuple]]      # pid -> {tid: ((task, rate, comm), cells, filter)}
     changed: list[int]                      # pids whose cells were rebuilt, ascending
-
-
-def _cpus_key(cpus) -> str:
-    return ",".join(f"{c:05d}" for c in cpus) if cpus else ""
 
 
 def _flags(index) -> Qt.ItemFlag:
@@ -291,7 +138,7 @@ class ThreadTreeModel(QAbstractItemModel):
         built: dict[int, dict[int, tuple]] = {}
         changed: list[int] = []
         get_rate = rtasks.get
-        for pid, threads in _threads_by_pid(tasks, processes).items():
+        for pid, threads in threads_by_pid(tasks, processes).items():
             info = processes.get(pid)
             if info is not None:
                 comm, cmdline = info.comm, info.cmdline
@@ -311,9 +158,9 @@ class ThreadTreeModel(QAbstractItemModel):
                 continue
             changed.append(pid)
             shown = shown_name(comm, cmdline, threads)
-            pcells[pid] = _steady(old_pcells.get(pid), _process_cells(pid, comm, cmdline, threads, rlist, shown))
+            pcells[pid] = steady(old_pcells.get(pid), process_cells(pid, comm, cmdline, threads, rlist, shown))
             pfilter[pid] = f"{comm} {cmdline} {pid}".lower()
-            built[pid], tcells[pid], tfilter[pid] = _thread_rows(threads, rlist, comm, old_built.get(pid, {}), shown)
+            built[pid], tcells[pid], tfilter[pid] = thread_rows(threads, rlist, comm, old_built.get(pid, {}), shown)
             tids[pid] = list(tcells[pid])
         changed.sort()
         return _Contents(pcells, pfilter, tcells, tfilter, tids, keys, built, changed)
@@ -634,3 +481,4 @@ class ThreadTableWidget(QWidget):
         if sel != self._last_selection:
             self._last_selection = sel
             self.selection_changed.emit(*sel)
+
