@@ -8,16 +8,15 @@ import tarfile
 
 import pytest
 
-from app import sysroot as sysroot_mod
 from app.errors import SysRootReadError
-from app.sysroot import SysRoot
+from app.sysroot import SysRoot, confined
 from tests.hostile.conftest import SECRET, replace_with_link, run_cli
 
 
 @pytest.fixture(params=["openat2", "walk"])
 def resolver(request, monkeypatch):
     if request.param == "walk":
-        monkeypatch.setattr(sysroot_mod, "_openat2_works", False)
+        monkeypatch.setattr(confined, "_openat2_works", False)
     return request.param
 
 
