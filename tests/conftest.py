@@ -1,4 +1,5 @@
-"""Shared test setup: fixture machines (tests/machines.py) and the offscreen Qt platform."""
+"""Shared test setup: fixture machines (tests/machines.py), the offscreen Qt platform, and the
+machine-wide lock of the tests that move this machine's IRQs and threads (`live_machine`)."""
 import os
 
 # GUI tests render offscreen; set before any Qt import (CI has no display).
@@ -46,3 +47,15 @@ def tracefs():
             except BlockingIOError:
                 pass    # another session still traces: the last one out unmounts
         lock.close()
+
+
+@pytest.fixture
+def live_machine():
+    """Hold the machine-wide lock of the live tests (tests/live.py: machine_lock) for the whole test:
+    another suite on this machine (a second clone's `make test`) neither isolates CPU 1 nor moves an
+    IRQ or a thread while this test does, or while it counts on its own threads' masks. Ask for it
+    before any fixture that restores (it is set up first and torn down last, so the restore runs while
+    it is held). Yields the lock's path."""
+    from tests.live import lock_path, machine_lock
+    with machine_lock():
+        yield lock_path()

@@ -4,10 +4,23 @@ independent oracle), and a restore that runs in `finally` blocks.
 
 The restore puts back only what still holds the value the test set: another test (or another
 helper's suite on the same machine) that pinned something meanwhile keeps its pin.
+
+Two suites on one machine (two clones' `make test`, issue 19 item 6) share its IRQs, threads and CPU 1:
+one suite's isolate of CPU 1 moved the other's pinned threads and broke its "back as found" checks.
+`machine_lock()` is one flock on a fixed path (/run/lock/coremap-live-tests.lock, or /tmp's where
+/run/lock is absent), the same for every clone and user; tests/conftest.py's `live_machine` fixture
+holds it around a test that moves real IRQs, threads or masks, isolates a CPU, or counts on its own
+threads' masks staying as it set them. The test restores what it changed before the fixture lets go.
 """
 from __future__ import annotations
 
+import fcntl
 import os
+import stat
+import sys
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,3 +113,96 @@ def can_move_machine() -> str | None:
     if len(os.sched_getaffinity(0)) < 2 or 1 not in os.sched_getaffinity(0):
         return "needs CPUs 0 and 1"
     return None
+
+
+LOCK_NAME = "coremap-live-tests.lock"
+LOCK_DIRS = (Path("/run/lock"), Path("/tmp"))     # fixed, not $TMPDIR: every suite must find the same file
+LOCK_WAIT_S = 1800          # the other suite's live tests hold it a test at a time; a hung one fails ours
+
+
+def lock_path() -> Path:
+    return next((d for d in LOCK_DIRS if d.is_dir()), LOCK_DIRS[-1]) / LOCK_NAME
+
+
+def _open_lock(path: Path) -> int:
+    """The lock file, read-only (flock needs no write access, so a file root made serves a user too),
+    never through a link (O_NOFOLLOW) and never a FIFO or device someone put there. Opened without
+    O_CREAT first: in a sticky world-writable folder, fs.protected_regular refuses O_CREAT on a file
+    another user owns even when it exists."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    while True:
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            try:
+                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                continue        # another suite created it between our two opens: open theirs
+        except OSError as e:
+            raise RuntimeError(f"cannot open the live tests' lock {path} ({e.strerror}); remove it if it is "
+                               "a link or not a plain file") from e
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise RuntimeError(f"the live tests' lock {path} is not a plain file; remove it")
+        return fd
+
+
+def _holders(path: Path) -> str:
+    """Who holds the lock, from /proc/locks (for the message when waiting gives up)."""
+    try:
+        ino = os.stat(path).st_ino
+        pids = [line.split()[4] for line in Path("/proc/locks").read_text().splitlines()
+                if line.split()[5].endswith(f":{ino}") and line.split()[1] == "FLOCK"]
+    except (OSError, IndexError):     # /proc/locks unreadable or a line of another form: name nobody
+        return "another process"
+    names = []
+    for pid in dict.fromkeys(pids):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:     # exited since /proc/locks was read
+            continue
+        names.append(f"pid {pid} ({cmdline[:80].strip()})")
+    return ", ".join(names) or "another process"
+
+
+class _Holder:
+    """This process's hold on the lock: nested holds (a module fixture and a test both live) share one
+    flock, which a second open of the file would deadlock on."""
+    guard = threading.Lock()
+    fd: int | None = None
+    depth = 0
+
+
+@contextmanager
+def machine_lock(wait_s: float = LOCK_WAIT_S):
+    """Hold the machine-wide live tests' lock (module docstring) for the `with` block."""
+    with _Holder.guard:
+        if _Holder.depth == 0:
+            path = lock_path()
+            fd = _open_lock(path)
+            deadline = time.monotonic() + wait_s
+            said = False
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        os.close(fd)
+                        raise RuntimeError(f"the live tests' lock {path} was held by {_holders(path)} for "
+                                           f"{wait_s:g} s; let that suite finish or end it") from None
+                    if not said:
+                        print(f"waiting for {path}, held by {_holders(path)}", file=sys.stderr)
+                        said = True
+                    time.sleep(0.1)
+            _Holder.fd = fd
+        _Holder.depth += 1
+    try:
+        yield
+    finally:
+        with _Holder.guard:
+            _Holder.depth -= 1
+            if _Holder.depth == 0:
+                fcntl.flock(_Holder.fd, fcntl.LOCK_UN)
+                os.close(_Holder.fd)
+                _Holder.fd = None
