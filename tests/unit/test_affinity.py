@@ -37,7 +37,7 @@ def journal(tmp_path):
 
 
 @pytest.fixture
-def live(journal):
+def live(live_machine, journal):
     return AffinityService(SysRoot("/"), journal)
 
 
@@ -278,6 +278,7 @@ def test_irq_bad_requests_write_nothing(sno, journal):
         "IRQ 999 does not exist on this machine; see `coremap irqs`"]
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_threads_are_not_pinned_through_a_capture(sno, journal, parked_thread):
     before = _aff(parked_thread.native_id)
     [r] = AffinityService(sno, journal).apply(PinRequest((PinTarget("thread", parked_thread.native_id),), (0,)))
@@ -366,6 +367,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 @needs_two_cpus
+@pytest.mark.usefixtures("live_machine")
 @pytest.mark.parametrize("mode", ["done", "pending"])
 def test_sigkill_then_next_start_restores(tmp_path, mode):
     jpath = tmp_path / "journal.jsonl"
