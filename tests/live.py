@@ -206,3 +206,13 @@ def machine_lock(wait_s: float = LOCK_WAIT_S):
                 fcntl.flock(_Holder.fd, fcntl.LOCK_UN)
                 os.close(_Holder.fd)
                 _Holder.fd = None
+
+
+def live_test(test):
+    """A test that moves this machine's IRQs, threads or masks: skipped where it cannot
+    (can_move_machine), run holding the `live_machine` lock (tests/conftest.py) where it can. The lock
+    is set up before the test's own fixtures, so one that restores in its teardown does so holding it."""
+    import pytest
+    why = can_move_machine()
+    test = pytest.mark.skipif(why is not None, reason=str(why))(test)
+    return pytest.mark.usefixtures("live_machine")(test)
