@@ -24,7 +24,7 @@ from app.parse.cpulist import parse_cpulist
 from app.quiet.ledger import read_quiet_state
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.live import can_move_machine, read_affinities, restore_quiet
+from tests.live import live_test, read_affinities, restore_quiet
 from tests.machines import extract, writable_test_tree
 from widgets.application import build_window
 from widgets.sampler_thread import SamplerThread
@@ -166,7 +166,7 @@ def test_the_irqbalance_line_is_written_by_the_helper_only_when_asked(sno, tmp_p
     assert conf.read_text().endswith("IRQBALANCE_BANNED_CPULIST=5\n") and "written to" in d.status.text()
 
 
-live = pytest.mark.skipif(can_move_machine() is not None, reason=str(can_move_machine()))
+live = live_test
 
 
 @live

@@ -24,11 +24,11 @@ from app.pinning.journal import Journal
 from app.parse.cpulist import parse_cpulist
 from app.quiet.isolate import apply_preview, preview_isolate
 from app.sysroot import SysRoot
-from tests.live import can_move_machine, restore_quiet
+from tests.live import live_test, restore_quiet
 from tests.machines import extract, writable_test_tree
 
 ROOT = Path(__file__).resolve().parents[2]
-live = pytest.mark.skipif(can_move_machine() is not None, reason=str(can_move_machine()))
+live = live_test
 
 
 def _write_from_another_process(path: Path, text: str) -> None:

@@ -20,7 +20,7 @@ from app.quiet.isolate import (QuietError, apply_preview, failed_results, outcom
                        preview_isolate, preview_text, set_quiet)
 from app.quiet.ledger import Moved, QuietState, read_quiet_state
 from app.sysroot import SysRoot
-from tests.live import can_move_machine, read_affinities, restore_quiet
+from tests.live import live_test, read_affinities, restore_quiet
 from tests.machines import extract, writable_test_tree
 
 MANAGED_IRQ = 57
@@ -216,7 +216,7 @@ def test_the_warning_rule_for_threads():
 
 
 # -- live, on this VM ----------------------------------------------------------------------------------
-live = pytest.mark.skipif(can_move_machine() is not None, reason=str(can_move_machine()))
+live = live_test
 
 
 @pytest.fixture

@@ -18,11 +18,11 @@ from app.pinning.journal import Journal
 from app.store.results import clean_verification
 from app.store.session import Session, SessionError, open_session, save_session
 from probes.verify import VerifyPlan, run_figures, verify_text
-from tests.live import can_move_machine, read_affinities
+from tests.live import can_move_machine, live_test, machine_lock, read_affinities
 from tests.machines import extract
 
 ROOT = Path(__file__).resolve().parents[2]
-live = pytest.mark.skipif(can_move_machine() is not None, reason=str(can_move_machine()))
+live = live_test
 
 
 def test_pairs_alternate_their_order():
@@ -41,10 +41,11 @@ def verification(tmp_path_factory):
     state = tmp_path_factory.mktemp("state")
     out = state / "verify.json"
     env = dict(os.environ, COREMAP_STATE_DIR=str(state))
-    before = read_affinities()
-    r = subprocess.run([sys.executable, "-m", "app", "verify", "--cpus", "1", "--seconds", "0.3", "--pairs", "2",
-                        "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    after = read_affinities()
+    with machine_lock():        # the module's tests hold it too; this isolate runs before the first of them
+        before = read_affinities()
+        r = subprocess.run([sys.executable, "-m", "app", "verify", "--cpus", "1", "--seconds", "0.3", "--pairs", "2",
+                            "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        after = read_affinities()
     return r, json.loads(out.read_text()) if out.exists() else None, state, before, after
 
 
