@@ -98,7 +98,7 @@ def _ctrl_p(qtbot, w, view):
 
 
 @pytest.fixture
-def parked_thread():
+def parked_thread(live_machine):
     ev = threading.Event()
     th = threading.Thread(target=ev.wait, name="pin-me")
     th.start()
@@ -111,6 +111,7 @@ def parked_thread():
         th.join()
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_ctrl_p_opens_the_dialog_for_the_selected_thread(qtbot, tmp_path, parked_thread):
     tid, pid = parked_thread.native_id, os.getpid()
     w = _window(qtbot, SysRoot("/"))

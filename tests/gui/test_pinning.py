@@ -44,7 +44,7 @@ def _comm(tid):
 
 # -- fixtures -------------------------------------------------------------------------------------------------
 @pytest.fixture
-def parked_thread():
+def parked_thread(live_machine):
     ev = threading.Event()
     th = threading.Thread(target=ev.wait, name="pin-me")
     th.start()
@@ -69,7 +69,7 @@ def _window(qtbot, root: SysRoot):
 
 
 @pytest.fixture
-def live(qtbot, tmp_path):
+def live(live_machine, qtbot, tmp_path):
     """The window on this machine, pinning through a service whose journal is the test's own."""
     w = _window(qtbot, SysRoot("/"))
     journal = Journal(tmp_path / "journal.jsonl")
@@ -400,6 +400,7 @@ def test_snapshot_without_a_service_refuses_pinning(qtbot, parked_thread):
 
 # -- restore on start --------------------------------------------------------------------------------------------
 @needs_two_cpus
+@pytest.mark.usefixtures("live_machine")
 def test_restore_bar_offers_what_an_earlier_session_left(qtbot, tmp_path, parked_thread):
     tid = parked_thread.native_id
     original = _aff(tid)
@@ -420,6 +421,7 @@ def test_restore_bar_offers_what_an_earlier_session_left(qtbot, tmp_path, parked
     journal.close()
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_restore_bar_dismiss_changes_nothing(qtbot, tmp_path, parked_thread):
     tid = parked_thread.native_id
     path = tmp_path / "journal.jsonl"
@@ -517,6 +519,7 @@ def test_thread_rows_drag_as_the_pin_type(parked_thread, live, qtbot):   # threa
 
 
 @needs_two_cpus
+@pytest.mark.usefixtures("live_machine")
 def test_live_window_opens_its_own_journal_and_offers_restore_on_start(qtbot, tmp_path, monkeypatch,
                                                                         parked_thread):
     from app.store.folders import journal_path

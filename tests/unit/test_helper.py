@@ -128,6 +128,7 @@ def test_malformed_irq_requests_are_refused_and_write_nothing(sno_root, line):
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs 2 CPUs to see a thread write")
+@pytest.mark.usefixtures("live_machine")
 def test_malformed_thread_requests_are_refused_and_write_nothing(parked):
     live = Helper(SysRoot("/"))
     before = os.sched_getaffinity(parked)
@@ -162,6 +163,7 @@ def test_valid_irq_request_writes(tmp_path):
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs 2 CPUs")
+@pytest.mark.usefixtures("live_machine")
 def test_valid_thread_request_on_the_live_machine(parked):
     original = os.sched_getaffinity(parked)
     try:
@@ -187,6 +189,7 @@ def test_helper_takes_no_arguments(capsys):
 
 
 @pytest.mark.skipif(len(CPUS) < 2 or os.geteuid() != 0, reason="starts the helper as root directly")
+@pytest.mark.usefixtures("live_machine")
 def test_client_talks_to_a_helper_process(parked):
     original = os.sched_getaffinity(parked)
     client = HelperClient([sys.executable, "-m", "app.pinning.helper"])
@@ -223,6 +226,7 @@ print(json.dumps({"code": r.code, "message": r.message, "after": r.after}))
 
 @pytest.mark.skipif(len(CPUS) < 2 or os.geteuid() != 0, reason="needs root to drop privileges")
 @pytest.mark.parametrize("use_helper", [False, True])
+@pytest.mark.usefixtures("live_machine")
 def test_denied_direct_write_goes_through_the_helper(use_helper):
     import tempfile
     tmp_path = Path(tempfile.mkdtemp(prefix="coremap-dropped-"))   # pytest's tmp is 0700 root's
@@ -267,6 +271,7 @@ print(json.dumps(codes))
 
 
 @pytest.mark.skipif(len(CPUS) < 2 or os.geteuid() != 0, reason="needs root to drop privileges")
+@pytest.mark.usefixtures("live_machine")
 def test_with_writer_retries_through_the_helper_once():
     """The window's "Retry with privileges": the denied pin goes through the helper, and the service
     it came from still has no writer (the next denied pin asks again)."""

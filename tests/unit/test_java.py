@@ -60,6 +60,7 @@ def test_unknown_name_lists_close_ones(jvm):
 
 
 @needs_jdk
+@pytest.mark.usefixtures("live_machine")
 def test_pin_java_thread_from_the_cli(jvm, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path))
     if len(CPUS) < 2:

@@ -24,6 +24,7 @@ def _own_affinities() -> dict[int, set[int]]:
     return out
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_no_cpu_left_for_coremap_means_no_move():
     g = OwnAffinityGuard()
     before = _own_affinities()
@@ -33,6 +34,7 @@ def test_no_cpu_left_for_coremap_means_no_move():
 
 
 @pytest.mark.skipif(len(ONLINE & os.sched_getaffinity(0)) < 2, reason="needs two online CPUs this process may use")
+@pytest.mark.usefixtures("live_machine")
 def test_every_thread_leaves_the_probed_cpu_and_comes_back():
     usable = sorted(ONLINE & os.sched_getaffinity(0))
     probed = usable[-1]

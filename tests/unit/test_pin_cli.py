@@ -114,6 +114,7 @@ def test_a_capture_cannot_be_pinned(tmp_path, capsys):
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs 2 CPUs to see a pin")
+@pytest.mark.usefixtures("live_machine")
 def test_pin_own_thread_and_a_process(capsys):
     ev = threading.Event()
     th = threading.Thread(target=ev.wait)

@@ -161,6 +161,7 @@ def test_a_big_sleeping_process_is_re_read_in_full_proportionally_less_often():
             p.wait(10)
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_a_sleeping_process_changed_from_outside_is_read_at_its_check():
     """Between full re-reads, a sleeping process is checked every CHECK_SECONDS with syscalls only:
     unchanged, its last read stays (the same objects); a nice, policy or affinity another process

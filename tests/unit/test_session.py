@@ -350,6 +350,7 @@ def test_autosave_and_crash_detection(tmp_path, monkeypatch):
 
 # -- the real thing: a probe run and pins on this process's own threads ------------------------------
 
+@pytest.mark.usefixtures("live_machine")
 def test_round_trip_with_real_probe_and_real_pins(tmp_path, private_tmp):
     import io as _io
     import subprocess

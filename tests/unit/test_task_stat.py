@@ -99,6 +99,7 @@ def test_well_formed_lines_round_trip(comm, nums):
     assert s.ppid == nums[0] and s.flags == nums[5] and s.processor == nums[35] and s.policy == nums[37]
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_live_own_thread():
     tid = threading.get_native_id()
     text = Path(f"/proc/{os.getpid()}/task/{tid}/stat").read_text()
@@ -108,6 +109,7 @@ def test_live_own_thread():
     assert s.state == "R"
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_parse_status_fixture_and_live():
     proc = procfs_composite() / "proc"
     st_ = parse_status((proc / "26231" / "status").read_text())

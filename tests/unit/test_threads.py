@@ -48,6 +48,7 @@ class _Sleeper:
         self.thread.join(5)
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_live_finds_own_process_and_a_test_thread():
     with _Sleeper() as sl:
         s = read_tasks(LIVE)
@@ -68,6 +69,7 @@ def test_live_finds_own_process_and_a_test_thread():
         assert s.tasks[2].kthread and s.processes[2].cmdline == ""
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_live_full_detail_fills_allowed_and_switches():
     with _Sleeper() as sl:
         s = read_tasks(LIVE, detail="full", pids=[os.getpid()])
@@ -160,6 +162,7 @@ def test_find_threads_by_name():
     assert [t.tid for t in find_threads_by_name(s2, "LOAD")] == [27079, 27080, 27081, 27082, 27083]
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_cli_threads_json_with_cpu_percent(capsys):
     import json
 
