@@ -37,6 +37,7 @@ def _run(qtbot, panel, timeout=15000):
     qtbot.waitUntil(lambda: not panel.busy, timeout=timeout)
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_jitter_run_then_overlay(qtbot, panel):
     panel.set_cpus([0])
     panel.form.seconds_spin.setValue(0.3)
@@ -144,6 +145,7 @@ def _drag_and_drop(widget, mime):
 
 @pytest.mark.skipif(len(read_online_cpus(SysRoot("/"))) < 2 or not {0, 1} <= set(os.sched_getaffinity(0)),
                     reason="needs CPUs 0 and 1 online and allowed")
+@pytest.mark.usefixtures("live_machine")
 def test_own_threads_leave_the_probed_cpu(qtbot, panel):
     before = _own_affinities()
     main_before = set(os.sched_getaffinity(0))
@@ -163,6 +165,7 @@ def test_own_threads_leave_the_probed_cpu(qtbot, panel):
     assert all(after[t] == before[t] for t in before if t in after)
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_sweep_and_c2c_from_the_panel(qtbot, panel):
     if len(read_online_cpus(SysRoot("/"))) < 2:
         pytest.skip("needs two online CPUs")
@@ -255,6 +258,7 @@ def test_cpus_dragged_from_the_grid_fill_the_cpu_field(qtbot, panel):
 
 @pytest.mark.skipif(len(set(read_online_cpus(SysRoot("/"))) & os.sched_getaffinity(0)) < 2,
                     reason="needs two online CPUs this process may use")
+@pytest.mark.usefixtures("live_machine")
 def test_a_dropped_cpu_outside_coremaps_affinity_is_refused(qtbot, panel):
     from app.sampling.sampler import Sampler
     state = Sampler(SysRoot("/")).tick()
@@ -286,6 +290,7 @@ def test_attribute_box_says_why_where_tracing_is_impossible(qtbot):
         assert p.form.attribute_check.toolTip() == why
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_attributed_jitter_run_fills_the_gaps_tab(qtbot, tracefs):
     panel = ProbePanel()        # built after the fixture mounted tracefs, so the box is enabled
     qtbot.addWidget(panel)

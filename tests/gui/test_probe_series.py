@@ -51,6 +51,7 @@ def _run(qtbot, panel, timeout=60000):
 
 
 @two_cpus
+@pytest.mark.usefixtures("live_machine")
 def test_messaging_from_the_panel(qtbot, panel):
     panel.set_probe("messaging")
     panel.form.placement_edit.setText(f"{CPUS[0]}:{CPUS[1]},unpinned")
@@ -72,6 +73,7 @@ def test_messaging_from_the_panel(qtbot, panel):
     assert sig.args == [(CPUS[0], CPUS[1])]
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_first_touch_from_the_panel(qtbot, panel):
     panel.set_probe("first-touch")
     panel.set_cpus([CPUS[-1]])
@@ -94,6 +96,7 @@ def test_first_touch_from_the_panel(qtbot, panel):
 
 
 @two_cpus
+@pytest.mark.usefixtures("live_machine")
 def test_scaling_from_the_panel(qtbot, panel):
     panel.set_probe("scaling")
     panel.set_cpus(CPUS[:2])

@@ -55,6 +55,7 @@ def _start(*args):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+@pytest.mark.usefixtures("live_machine")
 def test_probe_dies_with_the_cli(sig):
     cli = _start("probe", "jitter", "--cpu", CPU, "--seconds", "60", "--duty", "10")
     try:
@@ -69,6 +70,7 @@ def test_probe_dies_with_the_cli(sig):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.usefixtures("live_machine")
 def test_counted_command_dies_with_the_cli(sig):
     cli = _start("probe", "counters", "--cpu", CPU, "--", "sleep", "45")
     try:

@@ -70,6 +70,7 @@ def test_a_dropped_region_is_unmapped():
     assert not mapped()
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_first_touch_faults_every_page_the_second_none():
     rc, lines, run = run_to_end("first-touch", ["--cpu", CPU, "--size", "32M", "--thp", "never"], timeout=60)
     assert rc == 0, (lines[-1:], run.stderr_lines)
@@ -92,6 +93,7 @@ def test_first_touch_faults_every_page_the_second_none():
 
 
 @pytest.mark.skipif(system_thp(SysRoot("/"))["enabled"] in (None, "never"), reason="no transparent huge pages")
+@pytest.mark.usefixtures("live_machine")
 def test_huge_pages_when_asked():
     rc, lines, run = run_to_end("first-touch", ["--cpu", CPU, "--size", "32M", "--thp", "madvise"], timeout=60)
     assert rc == 0, (lines[-1:], run.stderr_lines)
@@ -100,6 +102,7 @@ def test_huge_pages_when_asked():
     assert row["huge_pages"] >= 1 and row["first"]["minor_faults"] < row["first"]["pages"] // 2
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_cli_json_and_bad_input(capsys):
     from app.cli.main import main
     assert main(["probe", "first-touch", "--cpu", str(CPU), "--size", "8M", "--json"]) == 0

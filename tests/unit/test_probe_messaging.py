@@ -86,6 +86,7 @@ def _windows(lines, placement):
     return [l for l in lines if l.get("step") == "window" and l["placement"] == placement]
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_shm_run_pinned_and_unpinned():
     placement = f"{CPUS[0]}:{CPUS[-1]},unpinned"
     rc, lines, run = run_to_end("messaging", ["--placement", placement, "--seconds", "0.4", "--transport", "shm"],
@@ -119,6 +120,7 @@ def test_shm_run_pinned_and_unpinned():
 
 
 @pytest.mark.parametrize("transport", ["pipe", "udp"])
+@pytest.mark.usefixtures("live_machine")
 def test_pipe_and_udp_runs(transport):
     rc, lines, run = run_to_end("messaging", ["--placement", f"{CPUS[-1]}:{CPUS[0]}", "--seconds", "0.2",
                                               "--rounds", "1", "--transport", transport], timeout=60)
@@ -142,6 +144,7 @@ def test_a_cpu_outside_the_affinity_is_one_error_line():
     assert f"CPU {max(CPUS) + 100} is not available" in lines[0]["message"]
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_cli_json(capsys):
     from app.cli.main import main
     assert main(["probe", "messaging", "--placement", f"{CPUS[-1]}:{CPUS[-1]}", "--seconds", "0.2",
@@ -155,6 +158,7 @@ def test_cli_json(capsys):
 
 
 @pytest.mark.parametrize("transport", ["shm", "pipe", "udp"])
+@pytest.mark.usefixtures("live_machine")
 def test_a_run_released_early_stops_at_once(transport):
     """An exception or a Cancel mid-run releases the threads: they stop now, not at the last window."""
     import time

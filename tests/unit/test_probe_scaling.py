@@ -70,6 +70,7 @@ def test_the_flag_compares_each_width_with_the_best_narrower_one():
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
+@pytest.mark.usefixtures("live_machine")
 def test_lock_scales_negatively_from_one_to_two_cpus_and_private_does_not():
     cpus = f"{CPUS[0]},{CPUS[1]}"
     got = {}
@@ -93,6 +94,7 @@ def test_lock_scales_negatively_from_one_to_two_cpus_and_private_does_not():
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
+@pytest.mark.usefixtures("live_machine")
 def test_a_command_runs_with_its_affinity_limited_to_each_width():
     cpus = [CPUS[0], CPUS[1]]
     rc, lines, run = run_to_end("scaling", ["--cpus", f"{cpus[0]},{cpus[1]}", "--",
@@ -122,6 +124,7 @@ def test_a_command_that_does_not_exist_is_one_line_and_starts_nothing(capsys):
         os.kill(run.pid, 0)             # reaped, and it forked nothing: it never got past the check
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_cli_json(capsys):
     from app.cli.main import main
     assert main(["probe", "scaling", "--cpus", str(CPUS[0]), "--work", "private", "--seconds", "0.1",
@@ -144,6 +147,7 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_the_command_dies_with_the_cli():
     """`coremap probe scaling -- COMMAND` killed with SIGKILL: the probe and the command it started go
     too (PR_SET_PDEATHSIG in both, probes/__main__.py and _native.count_command)."""

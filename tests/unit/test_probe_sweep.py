@@ -160,6 +160,7 @@ def test_a_live_sweep_with_one_round_flags_nothing():
 
 
 # ------------------------------------------------------------------------------- a real short run
+@pytest.mark.usefixtures("live_machine")
 def test_a_real_sweep_is_summarized_by_the_same_rule():
     pytest.importorskip("probes._native", reason="build probes._native with `pip install -e .`")
     from probes.runner import run_to_end

@@ -154,6 +154,7 @@ def test_stale_instance_of_a_dead_probe_is_removed():
 
 
 @needs_tracefs
+@pytest.mark.usefixtures("live_machine")
 def test_live_jitter_run_names_the_task_we_ran_on_its_cpu():
     """A process named cm-intruder takes CPU time on the probed CPU in 3 ms slices; the probe's
     largest gaps must be attributed to it by name and pid, and the instance must be gone after."""
@@ -183,6 +184,7 @@ def test_live_jitter_run_names_the_task_we_ran_on_its_cpu():
 
 
 @needs_tracefs
+@pytest.mark.usefixtures("live_machine")
 def test_cli_prints_what_ran(capsys):
     from app.cli.main import main
     assert main(["probe", "jitter", "--cpu", CPU, "--seconds", "0.3", "--attribute"]) == 0

@@ -22,6 +22,7 @@ CPU = sorted(os.sched_getaffinity(0))[-1]
 
 
 # ---------------------------------------------------------------------------- protocol
+@pytest.mark.usefixtures("live_machine")
 def test_jitter_stream_has_hello_intervals_done():
     rc, lines, run = run_to_end("jitter", ["--cpu", CPU, "--seconds", "0.25", "--chunk-ms", "50"], timeout=20)
     assert rc == 0, run.stderr_lines
@@ -49,6 +50,7 @@ def test_jitter_stream_has_hello_intervals_done():
     assert s["percentiles"]["p50"] <= s["percentiles"]["max"]
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_duty_cycle_samples_part_of_the_time():
     rc, lines, run = run_to_end("jitter", ["--cpu", CPU, "--seconds", "0.2", "--duty", "50"], timeout=20)
     assert rc == 0
@@ -58,6 +60,7 @@ def test_duty_cycle_samples_part_of_the_time():
     assert 0.2 < s["achieved_duty"] <= 0.52
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_wakeup_stream_and_summary():
     rc, lines, run = run_to_end("wakeup", ["--cpu", CPU, "--seconds", "0.2", "--interval-us", "500"], timeout=20)
     assert rc == 0, run.stderr_lines
@@ -86,6 +89,7 @@ def test_cli_exit_2_for_bad_cpu_lists(capsys):
     assert f"CPU {bad}" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_cli_json_one_object_for_one_cpu(capsys, tmp_path):
     from app.cli.main import main
     hlog = tmp_path / "j.hlog"
@@ -98,6 +102,7 @@ def test_cli_json_one_object_for_one_cpu(capsys, tmp_path):
     assert log.merged().get_total_count() == sum(b["count"] for b in out["buckets"])
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_cancel_kills_the_probe_at_once():
     run = ProbeRun.start("jitter", ["--cpu", CPU, "--seconds", "60"])
     deadline = time.monotonic() + 10
@@ -118,6 +123,7 @@ def test_cancel_kills_the_probe_at_once():
     assert run.returncode is not None
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_poll_hands_out_each_line_once():
     seen = []
     run = ProbeRun.start("jitter", ["--cpu", CPU, "--seconds", "0.2"], on_line=seen.append)
@@ -255,6 +261,7 @@ def test_oslat_reader_on_a_captured_sample():
 
 
 @pytest.mark.skipif(shutil.which("cyclictest") is None, reason="rt-tests not installed")
+@pytest.mark.usefixtures("live_machine")
 def test_cyclictest_reader_on_a_live_run(tmp_path):
     out = tmp_path / "ct.json"
     r = subprocess.run(["cyclictest", "-q", "-l", "200", "-i", "1000", "-t", "1", "-a", str(CPU), "-h", "2000",
@@ -271,6 +278,7 @@ def test_cyclictest_reader_on_a_live_run(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("oslat") is None, reason="rt-tests not installed")
+@pytest.mark.usefixtures("live_machine")
 def test_oslat_reader_on_a_live_run(tmp_path):
     out = tmp_path / "os.json"
     r = subprocess.run(["oslat", "--cpu-list", str(CPU), "-D", "1", f"--json={out}"], capture_output=True,
@@ -300,6 +308,7 @@ def test_sweep_flags_only_the_slow_cpu():
     assert res["per_cpu"][2]["loss_vs_best"] == pytest.approx(sum(held) / sum(fast) - 1)
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_sweep_and_c2c_probes_run():
     cpus = sorted(os.sched_getaffinity(0))[:2]
     from app.parse.cpulist import format_cpulist
@@ -320,6 +329,7 @@ def test_sweep_and_c2c_probes_run():
         assert s["matrix_cpus"] == cpus and s["matrix_ns"][0][1] == s["matrix_ns"][1][0] > 0
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_counters_count_a_child_and_report_missing_ones_as_unavailable():
     rc, lines, run = run_to_end("counters", ["--cpu", CPU, "--", "sh", "-c", "echo to-stderr; exit 3"], timeout=20)
     assert rc == 0, lines
