@@ -86,6 +86,7 @@ def _tid_named(pid: int, name: str) -> int:
     raise AssertionError(f"no thread {name} in {pid}")
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_a_pin_over_ssh_lands_and_undoes_in_the_servers_journal(sshd, sleeper):
     tid = _tid_named(sleeper.pid, "cm-remote-a")
     before = os.sched_getaffinity(tid)
@@ -101,6 +102,7 @@ def test_a_pin_over_ssh_lands_and_undoes_in_the_servers_journal(sshd, sleeper):
     assert os.sched_getaffinity(tid) == before
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_a_jitter_probe_over_ssh_returns_a_histogram(sshd, tmp_path):
     hlog = tmp_path / "s1.hlog"
     r = coremap(sshd, "--host", "s1", "probe", "jitter", "--cpu", CPU, "--seconds", "0.5", "--json",
@@ -163,6 +165,7 @@ def _procs_named(text: str) -> list[int]:
     return out
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_a_killed_cli_takes_its_remote_probe_down(sshd):
     """SIGKILL the CLI mid-probe: its ssh dies with it (PR_SET_PDEATHSIG), the agent sees its stdin end
     and cancels the probe there."""

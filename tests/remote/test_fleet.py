@@ -7,6 +7,8 @@ import io
 import os
 import time
 
+import pytest
+
 from tests.remote.conftest import coremap
 
 TIMEOUT = 4
@@ -32,6 +34,7 @@ def test_a_fleet_of_one_machine_under_several_names_and_two_that_fail(sshd):
     assert took < 2 * TIMEOUT + 15
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_a_fleet_runs_jitter_on_each_host_and_reads_a_hosts_file(sshd, tmp_path):
     f = tmp_path / "hosts"
     f.write_text("# lab\ns1\n\nnode-a   # the same machine\n")

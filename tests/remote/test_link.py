@@ -78,6 +78,7 @@ def sleeper():
     p.wait()
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_pins_go_through_the_servers_service_and_journal(sampler, sleeper):
     sampler.tick()
     service = RemoteAffinityService(sampler)
@@ -97,6 +98,7 @@ def test_pins_go_through_the_servers_service_and_journal(sampler, sleeper):
     assert service.can_redo()
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_a_probe_streams_its_lines(sampler):
     sampler.tick()
     run = RemoteProbeRun.starter(lambda: sampler.client)("jitter", ["--cpu", str(CPU), "--seconds", "0.4"])

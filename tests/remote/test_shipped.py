@@ -43,6 +43,7 @@ def test_the_agent_is_shipped_and_answers_as_here(clean):
     assert not (shipped[0] / "widgets").exists()          # no Qt on a server
 
 
+@pytest.mark.usefixtures("live_machine")
 def test_a_probe_builds_its_loops_there_and_runs(clean):
     r = coremap(clean, "--host", "clean", "probe", "jitter", "--cpu", CPU, "--seconds", "0.3", "--json", env=_env())
     assert r.returncode == 0, r.stderr
