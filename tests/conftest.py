@@ -49,6 +49,16 @@ def tracefs():
         lock.close()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session):
+    """Collect holding the live tests' lock too: test modules note this process's CPUs when imported
+    (CPUS = sched_getaffinity(0)) and decide their skips from them, and during another suite's isolate
+    of CPU 1 they would find CPU 0 alone."""
+    from tests.live import machine_lock
+    with machine_lock():
+        yield
+
+
 @pytest.fixture
 def live_machine():
     """Hold the machine-wide lock of the live tests (tests/live.py: machine_lock) for the whole test:
