@@ -1,6 +1,6 @@
 """MainWindow: the topology grid in the centre, the IRQ and thread tables below it, the chosen CPU's
-details and the residency plot at the right, and a toolbar for what colours the grid and how often
-it is sampled.
+details and the residency plot at the right, a toolbar (widgets/grid_toolbar.py) for what colours the
+grid and how often it is sampled, and a status bar (widgets/window_status.py).
 
 The window never reads the machine: it applies the MachineStates a SamplerThread emits (dropping
 any whose generation is not newer than the last applied) and forwards user choices back to it
@@ -14,23 +14,21 @@ import gc
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QComboBox, QDockWidget, QDoubleSpinBox, QLabel, QLayout, QMainWindow,
-                               QToolBar, QVBoxLayout, QWidget)
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QDockWidget, QLayout, QMainWindow, QVBoxLayout, QWidget
 
 from app.format import format_cpus
-from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
-from app.machine.usage import OwnUsage
 from app.sampling.machine_state import MachineState
-from widgets.colors import METRIC_BASES, SOFTIRQ_KINDS, Metric, parse_metric
+from widgets.colors import Metric
 from widgets.cpu_details import CpuDetailsWidget
+from widgets.grid_toolbar import GridToolBar
 from widgets.residency_plot import ResidencyPlot
 from widgets.sampler_thread import SamplerThread, is_newer
 from widgets.summary_bar import SummaryBar
 from widgets.tables.irqs import IrqTableWidget
 from widgets.tables.threads import ThreadTableWidget
-from widgets.text_line import TextLine
 from widgets.topology.view import TopologyView
+from widgets.window_status import WindowStatusBar
 
 if TYPE_CHECKING:   # only for annotations: the composition root builds and sets these
     from widgets.pinning.controller import PinController
@@ -73,7 +71,7 @@ class MainWindow(QMainWindow):
         self._build_docks()
         self._build_toolbar(interval)
         self._build_status_bar()
-        self._show_metric(self.topology_view.color_metric)
+        self.toolbar.show_metric(self.topology_view.color_metric)
         self.summary.set_interval(interval)
         self._connect()
         if sampler_thread is not None:
@@ -110,67 +108,20 @@ class MainWindow(QMainWindow):
         self.thread_dock.raise_()
 
     def _build_toolbar(self, interval: float) -> None:
-        """Colour by (metric, softirq kind), the sampling interval and pause, and the zoom actions."""
-        tb = QToolBar("Grid", self)
-        tb.setObjectName("grid-toolbar")
-        tb.setMovable(False)
-        self.addToolBar(tb)
-        tb.addWidget(QLabel(" Colour by ", tb))
-        self.metric_combo = QComboBox(tb)
-        for key, label in METRIC_BASES:
-            self.metric_combo.addItem(label, key)
-        self.metric_combo.setToolTip("What colours each CPU cell")
-        tb.addWidget(self.metric_combo)
-        self.softirq_combo = QComboBox(tb)
-        self.softirq_combo.addItem("all kinds", "")
-        for kind in SOFTIRQ_KINDS:
-            self.softirq_combo.addItem(kind, kind)
-        self.softirq_combo.setToolTip("Which softirq kind (with Colour by: Softirqs)")
-        tb.addWidget(self.softirq_combo)
-        tb.addSeparator()
-        tb.addWidget(QLabel(" Every ", tb))
-        self.interval_spin = QDoubleSpinBox(tb)
-        self.interval_spin.setRange(MIN_INTERVAL, MAX_INTERVAL)
-        self.interval_spin.setSingleStep(0.25)
-        self.interval_spin.setDecimals(2)
-        self.interval_spin.setSuffix(" s")
-        self.interval_spin.setValue(interval)
-        self.interval_spin.setToolTip("Sampling interval")
-        tb.addWidget(self.interval_spin)
-        self.pause_action = self._action(tb, "Pause", QKeySequence(Qt.Key.Key_Space), "Pause / resume sampling (Space)")
-        self.pause_action.setCheckable(True)
-        tb.addSeparator()
-        self.fit_action = self._action(tb, "Fit", QKeySequence("Ctrl+0"),
-                                       "Zoom the grid to fit (Ctrl+0); Ctrl+wheel or +/- to zoom")
-        self.zoom_in_action = self._action(tb, "Zoom in", QKeySequence(QKeySequence.StandardKey.ZoomIn))
-        self.zoom_out_action = self._action(tb, "Zoom out", QKeySequence(QKeySequence.StandardKey.ZoomOut))
-
-    def _action(self, toolbar: QToolBar, text: str, keys: QKeySequence, tip: str | None = None) -> QAction:
-        a = QAction(text, self)
-        a.setShortcut(keys)
-        if tip:
-            a.setToolTip(tip)
-        toolbar.addAction(a)
-        return a
+        """Colour by, the sampling interval and pause, and the zoom actions (widgets/grid_toolbar.py);
+        its controls are the window's attributes too, as tests and the composition root use them."""
+        self.toolbar = GridToolBar(interval, self)
+        self.addToolBar(self.toolbar)
+        tb = self.toolbar
+        self.metric_combo, self.softirq_combo, self.interval_spin = tb.metric_combo, tb.softirq_combo, tb.interval_spin
+        self.pause_action, self.fit_action = tb.pause_action, tb.fit_action
+        self.zoom_in_action, self.zoom_out_action = tb.zoom_in_action, tb.zoom_out_action
 
     def _build_status_bar(self) -> None:
-        # A note or the selection, rewritten as they change ("2,110 threads: ..."): a TextLine, which
-        # repaints itself only (widgets/text_line.py).
-        self.status_label = TextLine(self)
-        self.statusBar().addWidget(self.status_label, 1)
-        # coremap's own CPU and memory, and how long the last tick took, rewritten every tick: a fixed
-        # size (the widest such line) so the new text repaints this label only, not the status bar and
-        # the window under it (issue 12: no repaint of what did not change).
-        self.own_usage = OwnUsage()
-        self.tick_label = QLabel(self)
-        self.tick_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        # Fixed in both directions: only then does QLabel.setText skip updateGeometry, whose layout
-        # request makes QStatusBar lay out and repaint all of itself.
-        self.tick_label.setFixedSize(self.tick_label.fontMetrics().horizontalAdvance(
-            "coremap 100% CPU · 1023.99 MiB · tick 999 ms") + 12, self.tick_label.sizeHint().height())
-        self.tick_label.setToolTip("coremap's own use of one CPU since the last tick (every thread), its "
-                                   "memory (RSS), and how long the last sample took to read")
-        self.statusBar().addPermanentWidget(self.tick_label)
+        """The note or selection line and coremap's own usage (widgets/window_status.py)."""
+        status = WindowStatusBar(self)
+        self.setStatusBar(status)
+        self.status_label, self.tick_label = status.status_label, status.tick_label
         if QGuiApplication.platformName() == "offscreen":
             # The offscreen platform (screenshots, tests) warns "This plugin does not support
             # propagateSizeHints()" whenever a top-level window gets a minimum size from its
@@ -178,8 +129,7 @@ class MainWindow(QMainWindow):
             self.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
 
     def _connect(self) -> None:
-        self.metric_combo.currentIndexChanged.connect(self._on_metric_combo_changed)
-        self.softirq_combo.currentIndexChanged.connect(self._on_metric_combo_changed)
+        self.toolbar.metric_chosen.connect(self.topology_view.set_metric)
         self.interval_spin.valueChanged.connect(self._on_interval_spin_changed)
         self.pause_action.toggled.connect(self._on_pause_action_toggled)
         self.fit_action.triggered.connect(self.topology_view.zoom_fit)
@@ -300,8 +250,7 @@ class MainWindow(QMainWindow):
         self.irq_dock.setVisible(state.sample.interrupts is not None or state.irqs is not None)
         self.thread_dock.setVisible(state.sample.tasks is not None)
         self.residency_dock.setVisible(state.live and state.sample.tasks is not None)
-        self.pause_action.setEnabled(state.live)
-        self.interval_spin.setEnabled(state.live)
+        self.toolbar.set_live(state.live)
 
     def _set_title(self, state: MachineState) -> None:
         """`node7 (live) — coremap`; over ssh `node7 (over ssh root@node7, live)`, or stale with why."""
@@ -312,15 +261,6 @@ class MainWindow(QMainWindow):
         else:
             src = "live" if state.live else state.source
         self.setWindowTitle(f"{host} ({src}) — coremap")
-
-    def _show_metric(self, m: Metric) -> None:
-        for w in (self.metric_combo, self.softirq_combo):
-            w.blockSignals(True)
-        self.metric_combo.setCurrentIndex(max(0, self.metric_combo.findData(m.base)))
-        self.softirq_combo.setCurrentIndex(max(0, self.softirq_combo.findData(m.softirq_kind or "")))
-        self.softirq_combo.setEnabled(m.base == "softirq")
-        for w in (self.metric_combo, self.softirq_combo):
-            w.blockSignals(False)
 
     def _selection_text(self) -> str:
         cpus = self.topology_view.selected_cpus()
@@ -335,10 +275,7 @@ class MainWindow(QMainWindow):
 
     def _on_sampler_paused_changed(self, paused: bool) -> None:
         self._paused = paused
-        self.pause_action.blockSignals(True)
-        self.pause_action.setChecked(paused)
-        self.pause_action.setText("Resume" if paused else "Pause")
-        self.pause_action.blockSignals(False)
+        self.toolbar.show_paused(paused)
         self.summary.set_paused(paused)
 
     def _on_sampler_interval_changed(self, seconds: float) -> None:
@@ -346,14 +283,7 @@ class MainWindow(QMainWindow):
         self.summary.set_interval(seconds)
 
     def _on_sampler_tick_seconds(self, seconds: float) -> None:
-        self.tick_label.setText(self.own_usage.text(seconds))
-
-    def _on_metric_combo_changed(self, _index: int) -> None:
-        base = self.metric_combo.currentData()
-        kind = self.softirq_combo.currentData() if base == "softirq" else ""
-        m = parse_metric(f"{base}:{kind}" if kind else base)
-        self.softirq_combo.setEnabled(base == "softirq")
-        self.topology_view.set_metric(m)
+        self.statusBar().show_tick(seconds)
 
     def _on_interval_spin_changed(self, value: float) -> None:
         if self.sampler_thread is not None:
