@@ -78,7 +78,7 @@ def test_fifty_hosts_bounded_and_each_within_its_timeout():
     assert all(r.ok and r.name == f"name-{r.host}" and r.state is not None for r in rows[:45])
     assert rows[45].error == "down1: the connection was refused on its ssh port"
     for r in rows[-3:]:
-        assert r.error.startswith(f"{r.host}: no answer within 2 s") and r.seconds >= 2.0
+        assert r.error.startswith(f"{r.host}: no answer within 2 s") and r.seconds > 1.8
     assert FakeAgent.hung_up == [True] * 3                  # each ended by its timeout, none left to hang
     # Side by side: the fleet took less than its hosts' own times added up (one after another, more).
     assert took < sum(r.seconds for r in rows)
