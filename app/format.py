@@ -132,6 +132,33 @@ def cpus_word(cpus: Sequence[int]) -> str:
     return f"CPU{'s' if len(cpus) != 1 else ''} {format_cpus(cpus)}"
 
 
+# -- what a pin names -------------------------------------------------------------------------------
+_MASK_NAMES = {"irqdefault": "default IRQ affinity", "workqueue": "workqueue cpumask"}
+
+
+def target_name(kind: str, ident: int, label: str = "", netdev: str | None = None) -> str:
+    """The one spelling of a pin target, wherever it is named (result lines, the journal, the guard,
+    previews, reports): "thread 1234 (java)", "process 77", "IRQ 24 (ttyS0)", "default IRQ affinity",
+    "workqueue cpumask", "RPS eth0 rx-0", "XPS eth0 tx-3". `label` is a name from the machine: it is
+    made printable here, so no caller can forget."""
+    if kind in _MASK_NAMES:
+        return _MASK_NAMES[kind]
+    if kind in ("rps", "xps"):
+        return f"{kind.upper()} {printable(netdev or '?')} {'rx' if kind == 'rps' else 'tx'}-{ident}"
+    word = "IRQ" if kind == "irq" else kind
+    return f"{word} {ident}" + (f" ({printable(label)})" if label else "")
+
+
+def targets_name(kind: str, ids: Sequence[int], pid: int | None = None) -> str:
+    """Several targets of one kind, as a drag or a dialog names them: "thread 1234", "IRQ 24",
+    "3 threads of process 77", "2 IRQs", "2 processes"."""
+    if len(ids) == 1:
+        return target_name(kind, ids[0])
+    plural = {"irq": "IRQs", "process": "processes"}.get(kind, f"{kind}s")
+    of = f" of process {pid}" if kind == "thread" and pid is not None else ""
+    return f"{len(ids)} {plural}{of}"
+
+
 # -- per-CPU spreads --------------------------------------------------------------------------------
 def per_cpu_pairs(per_cpu, cpus: Sequence[int] | None = None) -> list[tuple[int, float]]:
     """(cpu, value) pairs from a {cpu: value} mapping or a sequence aligned with `cpus`.
@@ -200,6 +227,14 @@ def unknown_cpus_sentence(missing: Sequence[int], known: Iterable[int]) -> str:
     s = len(missing) != 1
     return (f"{cpus_word(missing)} {'do' if s else 'does'} not exist on this machine; it has CPUs "
             f"{format_cpus(sorted(known)) or 'none'}")
+
+
+def needs_helper_sentence(what: str, *, whose: str = "") -> str:
+    """The one sentence for a write the user may not make: "thread 12 (x) belongs to another user;
+    needs the helper: …" / "workqueue cpumask: needs the helper: …". `whose` says why, when it is known."""
+    return (f"{what}{' ' + whose + ';' if whose else ':'} needs the helper: choose Retry with privileges in "
+            "the window, run coremap with sudo, or install the org.coremap.helper polkit action (`coremap desktop` "
+            "says where)")
 
 
 def printable_lines(text: str) -> str:

@@ -49,7 +49,7 @@ def irq_marks(tmp: Path) -> Path:
     # irqbalance (or anyone) writes the second IRQ's mask back.
     Path(root.irq_dir(int(reverted), "smp_affinity_list")).write_text("0-79\n")
     widget = IrqTableWidget()
-    widget.model.set_pins({str(k): v for k, v in service.journal.pinned_irqs(service.root_key).items()})
+    widget.model.set_pins({str(k): v for k, v in service.ledger().pinned_irqs().items()})
     widget.set_state(Sampler(root).tick())
     widget.resize(1250, 520)
     widget.view.sortByColumn(0, widget.view.horizontalHeader().sortIndicatorOrder().AscendingOrder)

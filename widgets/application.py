@@ -326,12 +326,14 @@ def _add_quiet(window: MainWindow) -> QuietController:
                             state_applied=window.state_applied, parent=window)
     window.closing.connect(quiet.close)
     return quiet
+
+
 def _pinned_irqs(pins: PinController) -> dict[str, tuple[int, ...]]:
     """The IRQs coremap's pins still hold on the machine shown, by IRQ label (for the IRQ table)."""
     service = pins.service
     if service is None:
         return {}
-    return {str(irq): cpus for irq, cpus in service.journal.pinned_irqs(service.root_key).items()}
+    return {str(irq): cpus for irq, cpus in service.ledger().pinned_irqs().items()}
 
 
 def _pinned_pids(results) -> list[int]:

@@ -24,7 +24,8 @@ from app.store.folders import journal_path
 from app.sysroot import SysRoot
 
 if TYPE_CHECKING:
-    from app.pinning.service import AffinityService, PinResult, PinTarget
+    from app.pinning.service import AffinityService
+    from app.pinning.targets import PinResult, PinTarget
 
 
 class PinInputError(CoremapError):
@@ -76,7 +77,7 @@ def affinity_service(args) -> AffinityService:
 
 
 def _target(args, root: SysRoot) -> PinTarget:
-    from app.pinning.service import PinTarget        # affinity_service() imported it already
+    from app.pinning.targets import PinTarget        # affinity_service() imported its package already
     given = [n for n in ("tid", "irq") if getattr(args, n) is not None]
     if args.java is not None:
         if args.pid is None:
@@ -104,17 +105,17 @@ def _target(args, root: SysRoot) -> PinTarget:
     return PinTarget("thread", args.tid)
 
 
-def _report(results: list[PinResult], nothing: str, warnings: dict[int, str] | None = None) -> int:
+def _report(results: list[PinResult], nothing: str) -> int:
+    """One line per target (its warnings with it). Exit 0 when nothing failed (a target that has exited
+    is nothing to change, not a failure), 2 when the request named what is not there, else 1."""
     if not results:
         print(nothing)
         return 0
-    for i, r in enumerate(results):
-        print(r.line())
-        if warnings and warnings.get(i):
-            print(f"  warning: {warnings[i]}")
+    for r in results:
+        print(printable(r.line()))
     if any(r.code == "invalid" for r in results):
         return 2
-    return 0 if all(r.ok for r in results) else 1
+    return 1 if any(r.failed for r in results) else 0
 
 
 def run_pin(args) -> int:
@@ -123,11 +124,9 @@ def run_pin(args) -> int:
         raise PinInputError("--cpus is empty; write CPUs like 2-5,8")
     service = affinity_service(args)
     target = _target(args, service.root)
-    from app.pinning.service import PinRequest       # affinity_service() imported it already
-    results = service.apply(PinRequest((target,), cpus, origin="cli", java_name=args.java or ""))
-    # imported here: only a pin needs the journal's quiet state, not every command that registers
-    from app.quiet.ledger import quiet_warnings
-    return _report(results, "nothing to pin", quiet_warnings(service, results))
+    from app.pinning.targets import PinRequest       # affinity_service() imported its package already
+    return _report(service.apply(PinRequest((target,), cpus, origin="cli", java_name=args.java or "")),
+                   "nothing to pin")
 
 
 def run_undo(args) -> int:
@@ -156,7 +155,7 @@ def run_journal(args) -> int:
     if not entries:
         print(f"the journal {journal.path} is empty")
         return 0
-    from app.pinning.service import PinTarget
+    from app.pinning.targets import PinTarget
     quiet = {q.id: q for q in journal.quiet_events()}
     for e in entries:
         q = quiet.pop(e.batch, None)

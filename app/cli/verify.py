@@ -37,7 +37,6 @@ def run(args) -> int:
     # imported here: the probe runner, the quiet model and the verification are needed only by a run
     from app.atomic import check_output_path, write_atomic
     from app.quiet.isolate import QuietError, check_cpus
-    from app.quiet.ledger import read_quiet_state
     from probes.own_affinity import OwnAffinityGuard
     from probes.runner import ProbeRun
     from probes.verify import VerifyPlan, verify_text
@@ -50,7 +49,7 @@ def run(args) -> int:
                          "drop --root")
     cpus = check_cpus(service.root, args.cpus)
     plan = VerifyPlan(cpus, args.seconds, args.pairs, args.attribute)
-    was_quiet = set(cpus) <= set(read_quiet_state(service).cpus)
+    was_quiet = set(cpus) <= set(service.ledger().quiet_cpus)
     own = OwnAffinityGuard(service.root)
     own.lent = frozenset(cpus)  # made quiet between runs, this process with the rest: a probe may go there
     own.exclude(cpus)           # this process stays off the measured CPUs on both sides alike

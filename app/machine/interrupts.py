@@ -298,6 +298,25 @@ def _cpus(root: SysRoot, folder, names: set[str] | None, list_name: str, mask_na
     return None
 
 
+def read_irq_cpus(root: SysRoot, irq: int | str) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """(requested, effective) CPUs of one IRQ, from its _list files or else its masks
+    (kernel/irq/proc.c); None for a side the kernel does not show (effective_affinity needs
+    CONFIG_GENERIC_IRQ_EFFECTIVE_AFF_MASK). SysRootReadError for a file that holds no CPU set."""
+    folder = root.irq_dir(irq)
+    return (_cpus(root, folder, None, "smp_affinity_list", "smp_affinity"),
+            _cpus(root, folder, None, "effective_affinity_list", "effective_affinity"))
+
+
+def irq_is_managed(root: SysRoot, irq: int | str) -> bool:
+    """Whether debugfs says the kernel manages IRQ `irq` (GENERIC_IRQ_DEBUGFS lists
+    IRQD_AFFINITY_MANAGED in irq/irqs/N); False where it cannot tell (no debugfs, or root-only): then
+    the write's EIO is the first sign."""
+    try:
+        return bool(_managed(root, str(irq), root.sys("kernel", "debug", "irq", "irqs")))
+    except SysRootReadError:
+        return False        # debugfs readable by root only: no verdict
+
+
 def _managed(root: SysRoot, irq: str, debug_irqs) -> bool | None:
     if debug_irqs is None:
         return None

@@ -473,6 +473,17 @@ def read_task(root: SysRoot, pid: int, tid: int, detail: str = "full") -> TaskSa
     return t
 
 
+def read_tgid(root: SysRoot, tid: int) -> int | None:
+    """The process of thread `tid` (status Tgid; proc/TID resolves for any thread id,
+    fs/proc/base.c proc_pid_lookup); None when it has exited."""
+    text = root.read_optional(root.proc(tid, "status"))
+    for line in (text or "").splitlines():
+        if line.startswith("Tgid:"):
+            value = line.split()[1:2]
+            return int(value[0]) if value and value[0].isascii() and value[0].isdigit() else None
+    return None
+
+
 def read_process(root: SysRoot, pid: int) -> ProcessInfo:
     """A process's name, command line and threads. Raises TaskGone when it exited."""
     s = TaskReader(root, detail="fast", cmdline=True).sample([pid])

@@ -37,10 +37,11 @@ from pathlib import Path
 
 from app.atomic import write_atomic
 from app.errors import CoremapError, CpuListError, SysRootReadError
-from app.format import offline_sentence
+from app.format import offline_sentence, target_name
 from app.machine.irqbalance import config_path, with_banned_cpus
 from app.machine.topology import read_online_cpus
-from app.pinning.masks import MASK_KINDS, NET_KINDS, describe_mask, mask_path, write_mask
+from app.pinning.masks import MASK_KINDS, NET_KINDS, mask_path, write_mask
+from app.pinning.refusals import PinWriteError
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.sysroot import SysRoot, valid_netdev
 
@@ -140,11 +141,11 @@ class Helper:
             raise Refused(f"{kind} takes netdev null and queue 0")
         path = mask_path(self.root, kind, queue, netdev)
         if not self.root.exists(path):
-            raise Refused(f"no {describe_mask(kind, queue, netdev)} on this machine")
+            raise Refused(f"no {target_name(kind, queue, netdev=netdev)} on this machine")
         try:
             write_mask(self.root, path, cpus)
         except OSError as e:
-            return _os_error(e, describe_mask(kind, queue, netdev))
+            return _os_error(e, target_name(kind, queue, netdev=netdev))
         return {"ok": True}
 
     def _ban_cpus(self, cpus) -> dict:
@@ -237,7 +238,6 @@ class HelperClient:
             "authorisation refused or cancelled; allow org.coremap.helper or run coremap with sudo")
 
     def _start(self) -> subprocess.Popen:
-        from app.pinning.service import PinWriteError
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         try:
@@ -250,7 +250,6 @@ class HelperClient:
         return self._proc
 
     def request(self, obj: dict) -> dict:
-        from app.pinning.service import PinWriteError
         proc = self._start()
         try:
             proc.stdin.write(json.dumps(obj) + "\n")
@@ -284,7 +283,6 @@ class HelperClient:
         return str(reply.get("path", ""))
 
     def _check(self, reply: dict) -> None:
-        from app.pinning.service import PinWriteError
         if reply.get("ok"):
             return
         name = reply.get("errno")

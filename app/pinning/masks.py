@@ -16,27 +16,15 @@ name and an integer, never from text a journal or a request carried.
 """
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 
 from app.errors import CpuListError, SysRootReadError
-from app.format import format_cpus
 from app.parse.cpulist import format_cpumask, parse_cpumask
 from app.sysroot import SysRoot
 
 MASK_KINDS = ("irqdefault", "workqueue", "rps", "xps")
 NET_KINDS = ("rps", "xps")
-
-
-def describe_mask(kind: str, ident: int, netdev: str | None) -> str:
-    """"default IRQ affinity", "workqueue cpumask", "RPS eth0 rx-0", "XPS eth0 tx-3"."""
-    if kind == "irqdefault":
-        return "default IRQ affinity"
-    if kind == "workqueue":
-        return "workqueue cpumask"
-    queue = f"rx-{ident}" if kind == "rps" else f"tx-{ident}"
-    return f"{kind.upper()} {netdev} {queue}"
 
 
 def mask_path(root: SysRoot, kind: str, ident: int = 0, netdev: str | None = None) -> Path:
@@ -69,17 +57,3 @@ def write_mask(root: SysRoot, path: Path, cpus) -> None:
         os.write(fd, (format_cpumask(cpus) + "\n").encode())
     finally:
         os.close(fd)
-
-
-def mask_error(what: str, e: OSError, cpus) -> tuple[str, str]:
-    """(code, sentence) for a refused mask write, in the codes PinResult uses."""
-    if e.errno in (errno.EPERM, errno.EACCES):
-        return "denied", f"{what}: only root may change it; run coremap as root or through coremap-helper"
-    if e.errno == errno.EINVAL:
-        return "invalid", (f"the kernel refused CPUs {format_cpus(cpus)} for the {what} (none of them may take "
-                           "it: offline, or isolated from the kernel's own work); choose other CPUs")
-    if e.errno == errno.ENOENT:
-        return "gone", f"{what} has gone (the device or queue was removed)"
-    if e.errno == errno.EXDEV:
-        return "invalid", f"{what}: its file leads outside the tree (a link out of it); nothing was written"
-    return "denied", f"{what}: {os.strerror(e.errno or 0)}"

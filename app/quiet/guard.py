@@ -1,7 +1,7 @@
 """The guard: pins that stay (issue 13). Every pin and every isolate in effect is compared with what
 was set, tick after tick, while the window runs or while `coremap guard` runs headless.
 
-What is guarded comes from the journal (AffinityService.history(): the batches in effect), so a pin
+What is guarded comes from the journal (AffinityService.ledger(): the batches in effect), so a pin
 made by `coremap pin` in a terminal is guarded by the window too: for each target, the newest write
 of a batch in effect, and the affinity it read back.
 
@@ -40,10 +40,10 @@ from app.pinning.service import GUARD_ORIGIN, AffinityService, PinResult, PinTar
 from app.errors import CoremapError
 from app.format import cpus_word, format_change
 from app.machine.irqbalance import IrqbalanceStatus, banned_line, config_path, read_irqbalance
+from app.machine.cpusets import read_cpuset_cpus
 from app.machine.java import COMM_LEN, JavaThreadError, comm_of, java_thread_ids
 from app.pinning.journal import FollowRule, GuardEvent, JournalEntry
 from app.machine.threads import TaskGone, read_task
-from app.quiet.ledger import read_quiet_state
 
 BUDGET_S = 0.0015            # thread comparisons per tick
 CHUNK = 256                  # threads compared between two looks at the clock
@@ -117,7 +117,7 @@ class Guard:
         if token == self._token and not force:
             return False
         self._token = token
-        history = self.service.history()
+        history = self.service.ledger()
         effect = history.in_effect()
         latest: dict[tuple, tuple[JournalEntry, int]] = {}
         for user_batch, holder in effect.items():
@@ -278,7 +278,7 @@ class Guard:
             return "limited", (f"re-applied {len(recent)} times in {REAPPLY_WINDOW_S:.0f} s; reporting only now: "
                                + self.fix_hint(w.target, who))
         [r] = self.service.apply_each([(w.target, tuple(sorted(w.expected)))], origin=GUARD_ORIGIN)
-        if not (r.ok or r.code == "trimmed"):
+        if not r.changed:
             return "failed", r.line()
         recent.append(self._clock())
         self._counts[key] = self._counts.get(key, 0) + 1
@@ -289,7 +289,7 @@ class Guard:
         """What stops the fight: for an IRQ moved off quiet CPUs, irqbalance's banned CPUs line in its
         file; for another pinned IRQ, --banirq; else where to look."""
         if target.kind == "irq" and who.startswith("irqbalance"):
-            quiet = read_quiet_state(self.service).cpus
+            quiet = self.service.ledger().quiet_cpus
             if quiet:
                 return f"ban the quiet CPUs: {banned_line(quiet)} in {config_path(self.service.root)}"
             return f"ban it: add --banirq={target.id} to IRQBALANCE_ARGS in {config_path(self.service.root)}"
@@ -314,7 +314,7 @@ class Guard:
             if st.running and t.id not in st.banned_irqs:
                 return f"irqbalance (pid {st.pid})" if st.pid is not None else "irqbalance"
         if t.kind == "thread" and t.pid is not None:
-            allowed, where = self.service.cpuset_cpus(t.pid, t.id)
+            allowed, where = read_cpuset_cpus(self.service.root, t.pid, t.id)
             if allowed is not None and not w.expected <= set(allowed):
                 return f"a cpuset change (cpuset {where} now allows {cpus_word(allowed)})"
         return "another process"

@@ -27,14 +27,16 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from app.pinning.service import AffinityService, PinResult, PinTarget
 from app.errors import CoremapError, CpuListError, SysRootReadError
 from app.format import cpus_word, format_change, format_cpus, offline_sentence, unknown_cpus_sentence
+from app.machine.cpusets import cpuset_cpus_at, read_cpuset_path
+from app.machine.interrupts import irq_is_managed, read_irq_cpus
 from app.machine.threads import TaskGone, TaskSample, read_task, read_tasks
 from app.machine.topology import read_cpu_ids, read_online_cpus, read_topology
-from app.pinning.masks import describe_mask, mask_path, read_mask
-from app.parse.cpulist import parse_cpulist, parse_cpumask
-from app.quiet.ledger import QuietState, read_quiet_state
+from app.parse.cpulist import parse_cpulist
+from app.pinning.ledger import Ledger
+from app.pinning.masks import mask_path, read_mask
+from app.pinning.service import AffinityService, PinResult, PinTarget
 from app.sysroot import SysRoot, valid_netdev
 
 # Groups of the preview, in the order they are shown.
@@ -95,9 +97,9 @@ class QuietPreview:
 def preview_isolate(service: AffinityService, cpus) -> QuietPreview:
     """What `coremap isolate --cpus CPUS` would write, per target; nothing is written."""
     root = service.root
-    state = read_quiet_state(service)
+    state = service.ledger()
     quiet = check_cpus(root, cpus)
-    hk = _housekeeping(root, set(quiet) | set(state.cpus))
+    hk = _housekeeping(root, set(quiet) | set(state.quiet_cpus))
     moves: list[QuietMove] = []
     stays: list[QuietStay] = []
     notes: list[str] = []
@@ -107,7 +109,7 @@ def preview_isolate(service: AffinityService, cpus) -> QuietPreview:
     else:
         notes.append(f"threads are moved only on the live machine, not on {root.root}")
     _masks(root, set(quiet), hk, moves, stays, notes)
-    already = sorted(set(quiet) & set(state.cpus))
+    already = sorted(set(quiet) & set(state.quiet_cpus))
     if already:
         notes.append(f"{cpus_word(already)} already quiet: what has come back since is moved again")
     return QuietPreview("isolate", quiet, hk, tuple(moves), tuple(stays), tuple(notes))
@@ -117,14 +119,14 @@ def preview_include(service: AffinityService, cpus) -> QuietPreview:
     """What `coremap include --cpus CPUS` would write: each target an isolate in effect moved off
     these CPUs gets back the ones it had."""
     root = service.root
-    state = read_quiet_state(service)
+    state = service.ledger()
     given = check_cpus(root, cpus)
     notes = []
-    not_quiet = sorted(set(given) - set(state.cpus))
+    not_quiet = sorted(set(given) - set(state.quiet_cpus))
     if not_quiet:
         notes.append(f"{cpus_word(not_quiet)} {'is' if len(not_quiet) == 1 else 'are'} not quiet "
                      "(no isolate in effect moved anything off it): nothing to give back there")
-    back = set(given) & set(state.cpus)
+    back = set(given) & set(state.quiet_cpus)
     moves = []
     for m in state.moved.values():
         give = m.removed & back
@@ -137,15 +139,17 @@ def preview_include(service: AffinityService, cpus) -> QuietPreview:
         if after != now:
             moves.append(QuietMove(m.target, now, after, _group_of(m.target, service)))
     moves.sort(key=_order)
-    hk = tuple(sorted(set(read_online_cpus(root)) - set(state.cpus)))
+    hk = tuple(sorted(set(read_online_cpus(root)) - set(state.quiet_cpus)))
     return QuietPreview("include", tuple(sorted(back)), hk, tuple(moves), (), tuple(notes))
 
 
-def apply_preview(service: AffinityService, preview: QuietPreview) -> list[PinResult]:
-    """Write `preview` as one batch (journalled as an isolate or include of its CPUs)."""
+def apply_preview(service: AffinityService, preview: QuietPreview, *, progress=None) -> list[PinResult]:
+    """Write `preview` as one batch (journalled as an isolate or include of its CPUs); `progress`: an
+    app.pinning.flow.Progress that sees each result and may cancel the rest."""
     if not preview.moves:
         return []
-    return service.apply_each(preview.pairs(), origin=preview.action, quiet=(preview.action, preview.cpus))
+    return service.apply_each(preview.pairs(), origin=preview.action, quiet=(preview.action, preview.cpus),
+                              progress=progress)
 
 
 def failed_results(results: list[PinResult]) -> list[PinResult]:
@@ -157,7 +161,7 @@ def outcome_sentence(preview: QuietPreview, results: list[PinResult]) -> str:
     """The status line after an isolate or include: how many targets moved, how many could not and
     why ("isolate CPU 1: 213 targets moved; 9 could not: 6 per-CPU kernel threads, 3 managed IRQs")."""
     what = f"{preview.action} {cpus_word(preview.cpus)}" if preview.cpus else preview.action
-    ok = sum(1 for r in results if r.ok or r.code == "trimmed")
+    ok = sum(1 for r in results if r.changed)
     gone = sum(1 for r in results if r.code == "gone")
     why = Counter(s.code for s in preview.stays)
     why.update(r.code for r in results if not r.ok and r.code not in ("trimmed", "gone"))
@@ -240,7 +244,7 @@ def _new_mask(mask, quiet: set[int], hk) -> tuple[tuple[int, ...], str]:
     return tuple(hk), "had only quiet CPUs: gets the housekeeping CPUs"
 
 
-def _kept_pin(state: QuietState, key, quiet: set[int], now) -> str:
+def _kept_pin(state: Ledger, key, quiet: set[int], now) -> str:
     """Why a target stays where a coremap pin in effect put it on quiet CPUs, or ""."""
     e = state.pinned.get(key)
     if e is None or not set(e.requested) & quiet or tuple(now) != (e.after or e.requested):
@@ -253,14 +257,14 @@ def _irqs(root, service, state, quiet, hk, moves, stays) -> None:
     """Every IRQ folder of proc/irq (IRQs without a handler too: they may be started later)."""
     for name in sorted((n for n in root.listdir(root.proc("irq")) if n.isdigit()), key=int):
         try:
-            req, eff = _irq_masks(root, name)
+            req, eff = read_irq_cpus(root, name)
         except (SysRootReadError, CpuListError):
             continue                 # freed between listing and reading (a driver unloaded), or unreadable
         if req is None or not (set(req) | set(eff or ())) & quiet:
             continue
         label = ",".join(n for n in root.listdir(root.irq_dir(name)) if root.is_dir(root.irq_dir(name, n)))
         t = PinTarget("irq", int(name), None, label)
-        if service.irq_managed(int(name)):
+        if irq_is_managed(root, name):
             stays.append(QuietStay(t, "managed", "a managed IRQ: the kernel spreads it over the CPUs itself and "
                                                  "refuses to move it (isolcpus=managed_irq keeps it off at boot)",
                                    cpus=req))
@@ -273,19 +277,6 @@ def _irqs(root, service, state, quiet, hk, moves, stays) -> None:
         if new == req:
             note = f"delivered on CPU {format_cpus(eff)}: rewriting its mask moves it"
         moves.append(QuietMove(t, req, new, "irq", note))
-
-
-def _irq_masks(root: SysRoot, name: str):
-    """(requested, effective) of one IRQ: the _list files, else the masks (kernel/irq/proc.c)."""
-    out = []
-    for listed, mask in (("smp_affinity_list", "smp_affinity"), ("effective_affinity_list", "effective_affinity")):
-        text = root.read_optional(root.irq_dir(name, listed))
-        if text is not None:
-            out.append(parse_cpulist(text, what=str(root.irq_dir(name, listed))))
-            continue
-        text = root.read_optional(root.irq_dir(name, mask))
-        out.append(parse_cpumask(text, what=str(root.irq_dir(name, mask))) if text is not None else None)
-    return out[0], out[1]
 
 
 # -- threads ---------------------------------------------------------------------------------------
@@ -325,13 +316,11 @@ def _kthread_reason(t: TaskSample) -> str:
 
 def _cpuset_of(service: AffinityService, t: TaskSample, cache: dict) -> tuple[str, tuple] | None:
     """(cpuset path, its CPUs) of a thread, cached per cpuset; None when it cannot be read."""
-    try:
-        where = (service.root.read_first_line(service.root.task_dir(t.pid, t.tid, "cpuset")) or "").strip()
-    except SysRootReadError:
+    where = read_cpuset_path(service.root, t.pid, t.tid)
+    if where is None:
         return None
     if where not in cache:
-        allowed, _ = service.cpuset_cpus(t.pid, t.tid)
-        cache[where] = allowed
+        cache[where] = cpuset_cpus_at(service.root, where)
     return (where, cache[where]) if cache[where] is not None else None
 
 
@@ -360,7 +349,7 @@ def _mask_move(root, t: PinTarget, quiet, hk, moves, notes) -> None:
             # xps_cpus of a device with one transmit queue is listed, but reading it fails with
             # ENOENT (net/core/net-sysfs.c xps_cpus_show: !netif_is_multiqueue): it has no XPS.
             return
-        notes.append(f"{describe_mask(t.kind, t.id, t.netdev)} cannot be read ({e.reason}); left alone")
+        notes.append(f"{t.describe()} cannot be read ({e.reason}); left alone")
         return
     if mask is None or not set(mask) & quiet:
         return
@@ -401,7 +390,7 @@ def set_quiet(service: AffinityService, cpus, quiet: bool) -> tuple[str, list[Pi
     """Make `cpus` quiet (an isolate) or give them back (an include) unless they already are so;
     (outcome sentence, results) of what was done, None when nothing was needed. Verify toggles the
     quiet state between its runs with this."""
-    now, want = set(read_quiet_state(service).cpus), set(cpus)
+    now, want = set(service.ledger().quiet_cpus), set(cpus)
     if (quiet and want <= now) or (not quiet and not want & now):
         return None
     preview = preview_isolate(service, cpus) if quiet else preview_include(service, cpus)

@@ -9,14 +9,16 @@ Qt-free code local use runs.
 - `tick`     one Sampler.tick(): its MachineState as a delta (codec.py). The client asks for each
              tick (the window's SamplerThread keeps time, as it does locally); what to follow, to
              forget and how often ride along with the request.
-- `preflight`, `pin`, `undo`, `redo`, `restore`, `journal`, `irqbalance`
-             AffinityService's own methods; `privileged` pins go through the helper started with
-             `sudo -n` on the server (never a password prompt: there is no terminal to ask on).
+- `preflight`, `pin`, `undo`, `redo`, `restore`, `journal`
+             AffinityService's own methods; a batch streams each result as an event as it is made
+             and stops between two writes when cancelled; `privileged` pins go through the helper
+             started with `sudo -n` on the server (never a password prompt: there is no terminal to
+             ask on).
 - `facts`    the machine's summary as a report words it (for `coremap fleet`).
 - `snapshot` `coremap snapshot`'s capture, sent back in chunks.
 - `cancel`   ends another request (a probe, a run) of this connection.
-Ops that start programs above the model (probe runs, CLI runs) are given by the `coremap agent`
-command (app/cli/agent.py) as `ops`.
+Ops that start programs (probe runs, `coremap` commands) are given as `ops` by the process around
+the agent (server.py), which `coremap agent` runs.
 
 The machine's requests (open, tick, pins, journal, facts) are answered one after another in the order
 they came, on one thread; the streams (probe runs, CLI runs, snapshots: STREAMS) each on a thread of
@@ -42,6 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import app
+from app.pinning.flow import Progress
 from app.pinning.service import AffinityService, PinRequest
 from app.errors import CoremapError
 from app.pinning.helper import HelperClient
@@ -158,7 +161,7 @@ class Agent:
         self.ops: dict[str, Callable[[Request], object]] = {
             "open": self._open, "tick": self._tick, "preflight": self._preflight, "pin": self._pin,
             "undo": self._undo, "redo": self._redo, "restore": self._restore, "journal": self._journal,
-            "irqbalance": self._irqbalance, "facts": self._facts, "snapshot": self._snapshot,
+            "facts": self._facts, "snapshot": self._snapshot,
             "cancel": self._cancel}
         self.ops.update(ops or {})
 
@@ -327,17 +330,21 @@ class Agent:
             return m.service.preflight(self._request_of(req))
 
     def _pin(self, req: Request) -> dict:
-        m = self._machine()
         request = self._request_of(req)
-        with m.lock:
-            results = self._service(req).apply(request)
-            m.sampler.forget_threads(None)
-        return self._results(results)
+        return self._batch(req, lambda service, progress: service.apply(request, progress=progress))
 
     def _replay(self, req: Request, name: str) -> dict:
+        return self._batch(req, lambda service, progress: getattr(service, name)(progress=progress))
+
+    def _batch(self, req: Request, run) -> dict:
+        """A batch of writes, each result sent as an event as it is made; the client's cancel stops it
+        between two writes (app/pinning/flow.py Progress)."""
         m = self._machine()
+        progress = Progress(lambda r, done, total: req.event(
+            {"result": Encoder().encode(r), "done": done, "total": total}))
+        req.on_cancel(progress.cancel)
         with m.lock:
-            results = getattr(self._service(req), name)()
+            results = run(self._service(req), progress)
             m.sampler.forget_threads(None)
         return self._results(results)
 
@@ -351,23 +358,21 @@ class Agent:
         return self._replay(req, "restore_all")
 
     def _results(self, results) -> dict:
-        return {"results": Encoder().encode(list(results)), "journal": self._journal_view()}
+        return {"results": Encoder().encode(list(results)), "warning": getattr(results, "warning", ""),
+                "journal": self._journal_view()}
 
     def _journal(self, req: Request) -> dict:
         return self._journal_view()
 
     def _journal_view(self) -> dict:
         s = self._machine().service
+        ledger = s.ledger()
         entries = [e for e in s.journal.entries() if e.root == s.root_key]
         return {"stamp": _stamp(s.journal.path), "root_key": s.root_key, "session": s.journal.session_id,
                 "entries": Encoder().encode(entries),
-                "can_undo": s.can_undo(), "can_redo": s.can_redo(),
-                "unrestored": [e.id for e in s.journal.unrestored(s.root_key)],
+                "can_undo": bool(ledger.undo), "can_redo": bool(ledger.redo),
+                "unrestored": [e.id for e in ledger.unrestored],
                 "pending": [e.id for e in s.pending_restore()]}
-
-    def _irqbalance(self, req: Request) -> str:
-        irqs = [i for i in req.param("irqs", list, []) if type(i) is int]
-        return self._machine().service.irqbalance_warning(irqs)
 
     def _facts(self, req: Request) -> list[list[str]]:
         """The machine's summary as a report words it (model, shape, NUMA, kernel, isolation,

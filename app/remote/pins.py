@@ -1,6 +1,6 @@
-"""RemoteAffinityService: what the window's PinController asks of an AffinityService (apply, preflight,
-undo, redo, restore_all, the journal, irqbalance's warning), answered by the agent's own
-AffinityService and journal on the server.
+"""RemoteAffinityService: the PinService Protocol (app/pinning/api.py) over ssh, answered by the agent's
+own AffinityService and journal on the server. A batch's results arrive one by one as events while it
+runs (the window shows progress), and a cancel stops it on the server between two writes.
 
 The pins are made and journalled there, so a crash of the workstation or of the link leaves the
 server's journal able to restore them (`coremap restore` on the server, or the window's restore bar
@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import time
 
-from app.pinning.service import PinRequest, PinResult, history_of
 from app.errors import CoremapError
-from app.pinning.journal import JournalEntry, pinned_irqs
+from app.pinning.flow import Progress
+from app.pinning.journal import JournalEntry
+from app.pinning.ledger import Ledger, ledger_of
+from app.pinning.service import BatchResults
+from app.pinning.targets import PinRequest, PinResult
 from app.remote.codec import Encoder, wire_schema
 from app.remote.decode import DecodeError, Decoder
 from app.remote.sampler import RemoteSampler
 from app.remote.transport import Disconnected, LinkError
 
 PIN_TIMEOUT = 60.0          # a pin of a process with thousands of threads, each read back
-PREFLIGHT_TIMEOUT = 0.3     # a drag waits at most this for the server's verdict, then lets the drop go
 PREFLIGHT_KEPT_S = 2.0
 
 
@@ -42,16 +44,6 @@ class RemoteJournal:
 
     def entries(self) -> list[JournalEntry]:
         return list(self._service.view()["entries"])
-
-    def unrestored(self, root: str | None = None) -> list[JournalEntry]:
-        v = self._service.view()
-        if root is not None and root != v["root_key"]:
-            return []
-        ids = set(v["unrestored"])
-        return [e for e in v["entries"] if e.id in ids]
-
-    def pinned_irqs(self, root: str) -> dict[int, tuple[int, ...]]:
-        return pinned_irqs(self.entries(), self.unrestored(root), root)
 
     def refresh(self):
         """A token that changes when the server's journal changed (its stamp)."""
@@ -105,84 +97,109 @@ class RemoteAffinityService:
                                "try again once the window shows the machine live")
         return c
 
-    def _send(self, op: str, **params) -> list[PinResult]:
-        reply = self._client().call(op, timeout=PIN_TIMEOUT, privileged=self.privileged, **params)
+    def _send(self, op: str, progress: Progress | None, **params) -> BatchResults:
+        """One batch on the server: each result an event as it is made (handed to `progress`), the whole
+        list and the journal's new view at the end; `progress.cancel()` asks the server to stop."""
+        on_event = None
+        if progress is not None:
+            def on_event(ev: dict) -> None:
+                try:
+                    [r] = self._results.decode([ev.get("result")])
+                except (DecodeError, ValueError):
+                    return          # a malformed progress event: the final list still says it all
+                done, total = ev.get("done"), ev.get("total")
+                if type(done) is int and type(total) is int and 0 < done <= total:
+                    progress.report(r, done, total)
+        pending = self._client().start(op, on_event=on_event, privileged=self.privileged, **params)
+        if progress is not None:
+            progress.add_cancel_hook(pending.cancel)
+        reply = pending.wait(PIN_TIMEOUT)
         if not isinstance(reply, dict):
             raise DecodeError(f"an answer to {op} that is not an object")
         results = self._results.decode(reply.get("results"))
+        warning = reply.get("warning")
         self._take_view(reply.get("journal"))
         self._shared["preflight"].clear()
-        return results
+        return BatchResults(results, str(warning)[:1000] if isinstance(warning, str) else "")
 
-    def apply(self, request: PinRequest) -> list[PinResult]:
+    def apply(self, request: PinRequest, *, progress: Progress | None = None) -> BatchResults:
         form = self._encoder.encode(request)
         self._request.decode(form)
-        return self._send("pin", request=form)
+        return self._send("pin", progress, request=form)
 
-    def undo(self) -> list[PinResult]:
-        return self._send("undo")
+    def undo(self, *, progress: Progress | None = None) -> BatchResults:
+        return self._send("undo", progress)
 
-    def redo(self) -> list[PinResult]:
-        return self._send("redo")
+    def redo(self, *, progress: Progress | None = None) -> BatchResults:
+        return self._send("redo", progress)
 
-    def restore_all(self) -> list[PinResult]:
-        return self._send("restore")
+    def restore_all(self, *, progress: Progress | None = None) -> BatchResults:
+        return self._send("restore", progress)
 
     def preflight(self, request: PinRequest) -> list[str]:
-        """Why the server would refuse (its own AffinityService.preflight); [] when it does not answer
-        within PREFLIGHT_TIMEOUT: a drag never waits on the network for long, and the pin itself
-        says what went wrong."""
+        """Why the server would refuse (its own AffinityService.preflight), never waiting on the
+        network: a drag asks on every move, so the first ask starts the request and answers [] (let
+        the drop go), and a later ask, once the server has answered, gets its reasons. A drop made
+        before the answer came is a pin whose own result says what went wrong."""
         key = (request.targets, request.cpus)
-        kept = self._shared["preflight"].get(key)
+        table = self._shared["preflight"]
         now = time.monotonic()
-        if kept is not None and now - kept[0] < PREFLIGHT_KEPT_S:
+        kept = table.get(key)
+        if kept is not None and isinstance(kept[1], list) and now - kept[0] < PREFLIGHT_KEPT_S:
             return kept[1]
+        if kept is not None and not isinstance(kept[1], list):
+            pending = kept[1]
+            if not pending.done:
+                return []
+            try:
+                reply = pending.wait(0)
+            except CoremapError as e:
+                reply = [str(e)]
+            reasons = [str(r)[:500] for r in reply] if isinstance(reply, list) else []
+            table[key] = (now, reasons)
+            return reasons
         try:
-            reply = self._client().start("preflight", request=self._encoder.encode(request)).wait(
-                PREFLIGHT_TIMEOUT, give_up=False)
-        except TimeoutError:
-            return []
+            table[key] = (now, self._client().start("preflight", request=self._encoder.encode(request)))
         except LinkError as e:
             return [str(e)]
-        reasons = [str(r)[:500] for r in reply] if isinstance(reply, list) else []
-        self._shared["preflight"][key] = (now, reasons)
-        return reasons
+        return []
 
-    def history(self):
-        """Undo and redo stacks from the agent's view of its own journal (the same rule as here)."""
-        return history_of(self.view()["entries"], self.root_key)
-
-    def can_undo(self) -> bool:
-        return bool(self.view()["can_undo"])
-
-    def can_redo(self) -> bool:
-        return bool(self.view()["can_redo"])
+    def ledger(self) -> Ledger:
+        """The agent's view of its own journal folded by the same rule as here (kept per view). Quiet
+        CPUs are not sent: the window of a remote host shows its pins, not its quiet marks."""
+        v = self.view()
+        kept = self._shared.get("ledger")
+        if kept is None or kept[0] is not v:
+            kept = (v, ledger_of(v["entries"], [], self.root_key))
+            self._shared["ledger"] = kept
+        return kept[1]
 
     def pending_restore(self) -> list[JournalEntry]:
         v = self.view()
         ids = set(v["pending"])
         return [e for e in v["entries"] if e.id in ids]
 
-    def irqbalance_warning(self, irqs=()) -> str:
-        try:
-            text = self._client().call("irqbalance", timeout=5.0, irqs=[int(i) for i in irqs])
-        except CoremapError:
-            return ""       # the pin's own result lines still carry irqbalance's warning
-        return str(text)[:500] if isinstance(text, str) else ""
-
     # -- the journal's view -----------------------------------------------------------------------------
     def view(self) -> dict:
-        """The agent's last journal view, fetched again when the server's journal changed since."""
+        """The agent's last journal view. When the server's journal changed since (the stamp each tick
+        carries), a fetch is started and the old view kept until its answer is in: the window asks on
+        every state, and never waits on the network for it."""
         v = self._shared["view"]
         stamp = self.sampler.journal_stamp
-        if v is None or (stamp is not None and tuple(v["stamp"]) != stamp):
+        fetch = self._shared.get("fetch")
+        if fetch is not None and fetch.done:
+            self._shared["fetch"] = None
             try:
-                self._take_view(self._client().call("journal", timeout=10.0))
+                self._take_view(fetch.wait(0))
             except CoremapError:
-                if v is None:
-                    return _EMPTY_VIEW
-            v = self._shared["view"] or _EMPTY_VIEW
-        return v
+                pass        # the link failed or the answer was bad: the next state asks again
+            v = self._shared["view"]
+        elif fetch is None and (v is None or (stamp is not None and tuple(v["stamp"]) != stamp)):
+            try:
+                self._shared["fetch"] = self._client().start("journal")
+            except CoremapError:
+                pass        # disconnected: the sampler reconnects, and the next state asks again
+        return v or _EMPTY_VIEW
 
     def _take_view(self, raw) -> None:
         if not isinstance(raw, dict):

@@ -161,7 +161,7 @@ def _irq_rates(prev: InterruptTable, cur: InterruptTable, cpus: tuple[int, ...],
         if not r.counts or not p.counts:
             d = r.total - p.total
             if d < 0:
-                resets.append(f"irq {r.irq}")
+                resets.append(f"IRQ {r.irq}")
                 d = 0
             irqs[r.irq] = IrqRate(r.irq, (), d / seconds)
             continue
@@ -180,7 +180,7 @@ def _irq_rates(prev: InterruptTable, cur: InterruptTable, cpus: tuple[int, ...],
             rates.append(v)
             per_cpu_sum[k] += v
         if reset:
-            resets.append(f"irq {r.irq}")
+            resets.append(f"IRQ {r.irq}")
         irqs[r.irq] = IrqRate(r.irq, tuple(rates), sum(rates))
     vanished = tuple(r.irq for r in prev.rows if r.irq not in cur_labels)
     return irqs, tuple(new), vanished, per_cpu_sum

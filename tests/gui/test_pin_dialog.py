@@ -17,6 +17,7 @@ from app.machine.topology import read_topology
 from app.parse.cpulist import parse_cpulist
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
+from tests.gui.pins import settle
 from tests.machines import extract, writable_test_tree
 from widgets.application import build_window
 from widgets.pinning.dialog import PinDialog, check_cpu_text
@@ -120,11 +121,12 @@ def test_ctrl_p_opens_the_dialog_for_the_selected_thread(qtbot, tmp_path, parked
     table = w.thread_table
     assert table.select_thread(pid, tid)
     _ctrl_p(qtbot, w, table.view)
-    d = w.pin_controller.dialog
+    d = w.pin_controller.sources.dialog
     assert d is not None and d.isVisible()
     assert d.payload == PinPayload("thread", (tid,), pid)
     _type(qtbot, d, str(CPUS[-1]))
     qtbot.mouseClick(d.ok_button, Qt.MouseButton.LeftButton)
+    settle(w)
     assert tuple(sorted(os.sched_getaffinity(tid))) == (CPUS[-1],)
     assert w.pin_controller.result_line.text().endswith(f"-> {CPUS[-1]} ok")
     assert journal.entries()[-1].origin == "dialog"
@@ -140,22 +142,23 @@ def test_ctrl_p_on_the_irq_table_and_context_menu(qtbot, tmp_path):
     w.pin_controller.set_service(AffinityService(root, journal))
     table = w.irq_table
     assert table.select_irq("27")
-    menu = w.pin_controller.source_menu(table.view)
+    menu = w.pin_controller.sources.menu(table.view)
     [act] = menu.actions()
     assert act.text() == "Pin to…\tCtrl+P" and act.isEnabled()
     _ctrl_p(qtbot, w, table.view)
-    d = w.pin_controller.dialog
+    d = w.pin_controller.sources.dialog
     assert d is not None and d.isVisible() and d.payload == PinPayload("irq", (27,))
     _type(qtbot, d, "4-5")
     qtbot.mouseClick(d.ok_button, Qt.MouseButton.LeftButton)
+    settle(w)
     assert parse_cpulist(Path(root.irq_dir(27, "smp_affinity_list")).read_text()) == (4, 5)
     # LOC is a per-CPU counter row, not an IRQ with an affinity: nothing to pin, and it says so.
     assert table.select_irq("LOC")
-    [act] = w.pin_controller.source_menu(table.view).actions()
+    [act] = w.pin_controller.sources.menu(table.view).actions()
     assert not act.isEnabled()
     d.close()
-    w.pin_controller.dialog = None
+    w.pin_controller.sources.dialog = None
     _ctrl_p(qtbot, w, table.view)
-    assert w.pin_controller.dialog is None
+    assert w.pin_controller.sources.dialog is None
     assert w.pin_controller.result_line.text().startswith("nothing to pin in that selection")
     journal.close()

@@ -24,6 +24,7 @@ from app.machine.threads import TaskGone, read_task
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
+from tests.gui.pins import settle
 from tests.machines import extract, writable_test_tree
 from widgets.application import build_window
 from widgets.pinning.mime import (PIN_MIME, PinPayload, PinPayloadError, parse_pin_payload, payload_from_rows,
@@ -138,7 +139,7 @@ def _drop(view, pos: QPoint, mime: QMimeData) -> QDropEvent:
     return drop
 
 
-def _drag_drop(qtbot, view, item, mime) -> PinRequest:
+def _drag_drop(qtbot, view, item, mime, ctl=None) -> PinRequest:
     pos = _point_on(view, item)
     enter, move = _enter_move(view, pos, mime)
     assert enter.isAccepted() and move.isAccepted(), view.pin_drops.last_hint
@@ -149,6 +150,7 @@ def _drag_drop(qtbot, view, item, mime) -> PinRequest:
         drop = _drop(view, pos, mime)
     assert drop.isAccepted()
     assert view.pin_drops.highlight_path is None          # the highlight goes with the drag
+    settle(ctl or view.window())
     return blocker.args[0]
 
 
@@ -213,11 +215,14 @@ def test_undo_redo_restore_from_the_edit_menu(live, qtbot, parked_thread):
     _drag_drop(qtbot, w.topology_view, w.topology_view.cell_item(CPUS[0]), _mime("thread", [tid], os.getpid()))
     assert _aff(tid) == (CPUS[0],) and ctl.undo_action.isEnabled() and ctl.restore_action.isEnabled()
     ctl.undo_action.trigger()
+    settle(ctl)
     assert _aff(tid) == original and ctl.result_line.text().startswith("undo: thread ")
     assert ctl.redo_action.isEnabled() and not ctl.undo_action.isEnabled()
     ctl.redo_action.trigger()
+    settle(ctl)
     assert _aff(tid) == (CPUS[0],)
     ctl.restore_action.trigger()
+    settle(ctl)
     assert _aff(tid) == original and not ctl.restore_action.isEnabled()
     assert [r[1] for r in ctl.journal_widget.row_texts()] == ["restore", "redo", "undo", "drop"]
 
@@ -318,7 +323,7 @@ def test_drop_irq_on_cell_core_and_package_writes_the_copy(sno, qtbot):
         assert _irq_file(root, irq) == want                   # the write landed in the copy
         code = "ok"       # a copy's effective list is a file: never "moving" (issue 10)
         text = w.pin_controller.result_line.text()
-        assert text.startswith(f"irq {irq}: {format_cpulist(before)} -> {format_cpulist(want)} {code}")
+        assert text.startswith(f"IRQ {irq}: {format_cpulist(before)} -> {format_cpulist(want)} {code}")
         e = service.journal.entries()[-1]
         assert (e.kind, e.target_id, e.state, e.code, e.requested) == ("irq", irq, "done", code, want)
     assert Path(extract("sno"), "proc", "irq", str(irq), "smp_affinity_list").read_text().strip() == "0"
@@ -416,6 +421,7 @@ def test_restore_bar_offers_what_an_earlier_session_left(qtbot, tmp_path, parked
     assert bar.label.text().startswith(f"1 pin from an earlier coremap session is still in place (thread {tid} "
                                        f"({_comm(tid)}) was {format_cpulist(original)})")
     qtbot.mouseClick(bar.restore_button, Qt.MouseButton.LeftButton)
+    settle(w)
     assert _aff(tid) == original and not bar.isVisibleTo(w)
     assert w.pin_controller.result_line.text().startswith(f"restore: thread {tid} ")
     journal.close()
@@ -474,7 +480,7 @@ def test_result_line_offers_retry_only_for_denied_writes(qtbot):
     line.show_results([denied, ok], can_retry=True)
     assert not line.retry_button.isHidden()
     assert line.text() == ("thread 4321 (sshd) belongs to another user; needs the helper; "
-                           "irq 24: 0-1 -> 1 ok (effective 1)")
+                           "IRQ 24: 0-1 -> 1 ok (effective 1)")
     line.show_results([denied], can_retry=False)          # a capture: no helper can write there
     assert line.retry_button.isHidden()
     line.show_results([ok], can_retry=True)
@@ -536,6 +542,7 @@ def test_live_window_opens_its_own_journal_and_offers_restore_on_start(qtbot, tm
     assert ctl.service is not None and ctl.service.journal.path == journal_path()
     assert ctl.restore_bar.isVisibleTo(w2) and f"thread {tid}" in ctl.restore_bar.label.text()
     ctl.restore_action.trigger()
+    settle(ctl)
     assert _aff(tid) == original and not ctl.restore_bar.isVisibleTo(w2)
     # The first window opens the journal when it first needs it: the check of a drop.
     _, move = _enter_move(w.topology_view, _point_on(w.topology_view, w.topology_view.cell_item(CPUS[0])),
@@ -562,6 +569,7 @@ def test_a_pin_has_the_sampler_re_read_the_pinned_process(live, qtbot, parked_th
         _drag_drop(qtbot, w.topology_view, w.topology_view.cell_item(CPUS[0]), _mime("thread", [tid], os.getpid()))
         assert forgotten == [[os.getpid()]]
         w.pin_controller.undo_action.trigger()
+        settle(w.pin_controller)
         assert forgotten[-1] == [os.getpid()]
     finally:
         w.sampler_thread = None
@@ -597,14 +605,15 @@ def test_the_controller_pins_without_a_window(qtbot, tmp_path):
     ctl.set_service(AffinityService(root, journal))
     host.state_applied.emit(state)
     assert [a.text() for a in menu.actions() if not a.isSeparator()] == \
-        ["Pin to…", "Undo pin", "Redo pin", "Restore all"]
+        ["Pin to…", "Undo pin", "Redo pin", "Restore all", "Cancel pinning"]
     before = _irq_file(root, 27)
     hints = []
     grid.drop_hint.connect(hints.append)
-    req = _drag_drop(qtbot, grid, grid.cell_item(3), _mime("irq", [27]))
+    req = _drag_drop(qtbot, grid, grid.cell_item(3), _mime("irq", [27]), ctl)
     assert req.cpus == (3,) and _irq_file(root, 27) == (3,)
     assert hints[-2] == "pin IRQ 27 to CPU 3" and hints[-1] == ""
-    assert status_bar.isAncestorOf(ctl.result_line) and ctl.result_line.text().startswith("irq 27: ")
+    assert status_bar.isAncestorOf(ctl.result_line) and ctl.result_line.text().startswith("IRQ 27: ")
     ctl.undo_action.trigger()
+    settle(ctl)
     assert _irq_file(root, 27) == before
     journal.close()

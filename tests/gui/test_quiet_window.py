@@ -21,9 +21,9 @@ from app.pinning.service import AffinityService, PinRequest, PinTarget
 from app.pinning.helper import Helper
 from app.pinning.journal import Journal
 from app.parse.cpulist import parse_cpulist
-from app.quiet.ledger import read_quiet_state
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
+from tests.gui.pins import settle
 from tests.live import live_test, read_affinities, restore_quiet
 from tests.machines import extract, writable_test_tree
 from widgets.application import build_window
@@ -64,11 +64,19 @@ def _irq_masks(root: SysRoot) -> dict:
             for n in os.listdir(root.proc("irq")) if n.isdigit()}
 
 
+def _open(w, which: str):
+    """Quiet → Make quiet… (or Give back…): the preview is worked out in the pin worker, then shown."""
+    getattr(w.quiet_controller, f"open_{which}")()
+    settle(w)
+    return w.quiet_controller.dialog
+
+
 def _isolate(w, cpus):
     w.topology_view.select_cpus(cpus)
-    d = w.quiet_controller.open_isolate()
+    d = _open(w, "isolate")
     assert d is not None
     d.accept()
+    settle(w)
     return d
 
 
@@ -76,13 +84,14 @@ def test_make_quiet_previews_writes_one_batch_marks_the_grid_and_undo_clears_it(
     w, service, root = sno
     before = _irq_masks(root)
     w.topology_view.select_cpus([1, 2])
-    d = w.quiet_controller.open_isolate()
+    d = _open(w, "isolate")
     rows = d.row_texts()
     assert rows[0][0].startswith("Move ") and rows[0][0].endswith(" IRQs")
     assert any(r[0] == "workqueue cpumask" and r[1] == "0-11 -> 0,3-11" for r in rows)
     assert _irq_masks(root) == before and service.journal.entries() == []     # a preview writes nothing
     assert d.apply_button.text() == "Make quiet"
     d.accept()
+    settle(w)
     line = w.pin_controller.result_line.text()
     assert line.startswith("isolate CPUs 1-2:") and "targets moved" in line
     cells = w.topology_view.cells()
@@ -93,19 +102,22 @@ def test_make_quiet_previews_writes_one_batch_marks_the_grid_and_undo_clears_it(
     actions = {r[1] for r in w.pin_controller.journal_widget.row_texts()}
     assert actions == {"isolate"}
     w.pin_controller.undo_action.trigger()
+    settle(w.pin_controller)
     assert _irq_masks(root) == before and w.topology_view.quiet_cpus == ()
     assert not cells[1].quiet
 
 
-def test_pinning_a_moved_irq_back_onto_the_quiet_cpu_warns(sno):
+def test_pinning_a_moved_irq_back_onto_the_quiet_cpu_warns(sno, qtbot):
     w, service, root = sno
     _isolate(w, [3])
     irq = next(e.target_id for e in service.journal.entries() if e.kind == "irq" and e.state == "done"
                and 3 in e.before)
-    [r] = w.pin_controller.request(PinRequest((PinTarget("irq", irq),), (3,)))
+    with qtbot.waitSignal(w.pin_controller.results_shown, timeout=10000) as shown:
+        w.pin_controller.request(PinRequest((PinTarget("irq", irq),), (3,)))
+    [r] = shown.args[0]
     assert r.ok and "quiet CPU 3" in r.warning
     label = w.pin_controller.result_line.warning_label
-    assert not label.isHidden() and f"irq {irq}" in label.text() and "isolate #" in label.text()
+    assert not label.isHidden() and f"IRQ {irq}" in label.text() and "isolate #" in label.text()
 
 
 def test_the_guards_report_in_the_pins_panel_and_a_rows_policy(sno, qtbot):
@@ -122,8 +134,8 @@ def test_the_guards_report_in_the_pins_panel_and_a_rows_policy(sno, qtbot):
     changed = [r for r in rows if r[1] == "changed"]
     assert changed and changed[0][3] == f"{','.join(map(str, [0, 1, 2, 3]))},5-11 -> 0-11".replace("0,1,2,3", "0-3")
     assert changed[0][4] == "by another process; reported" and changed[0][6].endswith(": report")
-    assert f"irq {moved.target_id}" in w.statusBar().currentMessage()
-    batch = service.history().undo[-1]
+    assert f"IRQ {moved.target_id}" in w.statusBar().currentMessage()
+    batch = service.ledger().undo[-1]
     menu = w.pin_controller.journal_widget.policy_menu(batch)
     [act] = menu.actions()
     assert act.isCheckable() and not act.isChecked()
@@ -187,7 +199,7 @@ def test_verify_runs_live_and_lands_in_the_session_and_the_report(qtbot, tmp_pat
         v = got.args[0]
         assert [(r["pair"], r["quiet"]) for r in v["runs"]] == [(0, False), (0, True)]
         assert len(w.probe_panel.runs) == runs + 2
-        assert read_quiet_state(service).cpus == ()                     # as it was found
+        assert service.ledger().quiet_cpus == ()                     # as it was found
         after = read_affinities()
         assert after.irqs == {n: m for n, m in before.irqs.items() if n in after.irqs}
         assert w.session_controller.session().verifications == [v]

@@ -88,14 +88,14 @@ def test_pins_go_through_the_servers_service_and_journal(sampler, sleeper):
     results = service.apply(req)
     assert [r.code for r in results] == ["ok"] and results[0].after == (CPU,)
     assert os.sched_getaffinity(sleeper.pid) == {CPU}
-    assert service.can_undo() and not service.can_redo()
+    assert bool(service.ledger().undo) and not bool(service.ledger().redo)
     entries = service.journal.entries()
     assert entries[-1].target_id == sleeper.pid and entries[-1].state == "done"
     assert entries[-1].session == sampler.session         # this window's pins are not "left behind"
     assert service.pending_restore() == []
     undone = service.undo()
     assert [r.code for r in undone] == ["ok"] and os.sched_getaffinity(sleeper.pid) == before
-    assert service.can_redo()
+    assert bool(service.ledger().redo)
 
 
 @pytest.mark.usefixtures("live_machine")

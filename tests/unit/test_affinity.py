@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.pinning.service import AffinityService, PinRequest, PinTarget, delivery_lags
+from app.pinning.service import AffinityService, PinRequest, PinTarget
+from app.pinning.writers import IrqWriter, delivery_lags
 from app.machine.irqbalance import parse_banirq, read_irqbalance
 from app.pinning.journal import Journal
 from app.machine.threads import TaskGone, read_task
@@ -100,7 +101,7 @@ def test_pin_own_thread_then_undo_redo_restore(live, journal, parked_thread):
 
         restored = live.restore_all()
         assert [x.code for x in restored] == ["ok"] and _aff(tid) == original
-        assert journal.unrestored(live.root_key) == []
+        assert live.ledger().unrestored == ()
         assert live.undo() == [] and live.redo() == []   # restore closes the history
     finally:
         os.sched_setaffinity(tid, original)
@@ -123,7 +124,7 @@ def test_exited_thread_is_gone_and_journalled_failed(live, journal):
     [e] = journal.entries()
     assert (e.state, e.code, e.target_id) == ("failed", "gone", tid)
     assert _aff(0) == mine                        # nothing else changed
-    assert journal.unrestored() == [] and live.undo() == []
+    assert live.ledger().unrestored == () and live.undo() == []
 
 
 @needs_two_cpus
@@ -223,7 +224,7 @@ def test_irq_pin_on_fixture_copy(sno, journal):
     e = journal.get(r.journal_id)
     assert (e.kind, e.target_id, e.before, e.requested, e.state, e.root) == (
         "irq", 24, (1,), (0, 1), "done", str(sno.root.resolve()))
-    assert r.line() == "irq 24: 1 -> 0-1 ok (effective 1)"
+    assert r.line() == "IRQ 24: 1 -> 0-1 ok (effective 1)"
     [u] = svc.undo()
     assert u.ok and _irq(sno, 24) == "1"
     [rd] = svc.redo()
@@ -248,13 +249,13 @@ def test_irq_moving_only_where_the_kernel_moves_delivery(sno, journal):
 def test_irq_trimmed_when_mask_reads_back_different(sno, journal, monkeypatch):
     # A kernel that trims the written mask (e.g. to the CPUs its chip can reach) reads back less.
     svc = AffinityService(sno, journal)
-    real = svc._read_irq_affinity
+    real = IrqWriter.read
     calls = []
 
-    def trimmed(irq):
-        calls.append(irq)
-        return real(irq) if len(calls) == 1 else (0,)
-    monkeypatch.setattr(svc, "_read_irq_affinity", trimmed)
+    def trimmed(writer, target):
+        calls.append(target.id)
+        return real(writer, target) if len(calls) == 1 else (0,)
+    monkeypatch.setattr(IrqWriter, "read", trimmed)
     [r] = svc.apply(PinRequest((PinTarget("irq", 24),), (0, 1)))
     assert (r.ok, r.code, r.after) == (False, "trimmed", (0,))
     assert "trimmed" in r.message
@@ -278,6 +279,7 @@ def test_irq_bad_requests_write_nothing(sno, journal):
         "IRQ 999 does not exist on this machine; see `coremap irqs`"]
 
 
+@pytest.mark.usefixtures("live_machine")
 @pytest.mark.usefixtures("live_machine")
 def test_threads_are_not_pinned_through_a_capture(sno, journal, parked_thread):
     before = _aff(parked_thread.native_id)
@@ -405,4 +407,4 @@ def test_pending_restore_skips_a_thread_that_exited(tmp_path):
         assert svc.pending_restore() == []
         [r] = svc.restore_all()
         assert r.code == "gone"
-        assert j.unrestored() == []
+        assert svc.ledger().unrestored == ()

@@ -83,7 +83,7 @@ def test_a_rewritten_irq_is_reported_once_then_reapplied_when_asked(tree, servic
     [ev] = guard.tick().events
     assert (ev.kind, ev.target_id, ev.expected, ev.found, ev.action) == ("irq", irq, (5,), tuple(range(12)), "reported")
     assert ev.who == "another process" and ev.batch == r.journal_id
-    assert event_line(ev).startswith(f"irq {irq}") and "5 -> 0-11" in event_line(ev)
+    assert event_line(ev).startswith(f"IRQ {irq}") and "5 -> 0-11" in event_line(ev)
     assert guard.tick().events == []                          # once per change
     assert path.read_text().strip() == "0-11"                 # report only: nothing written
     service.journal.set_policy(r.journal_id, True)
@@ -92,7 +92,7 @@ def test_a_rewritten_irq_is_reported_once_then_reapplied_when_asked(tree, servic
     assert (ev.action, ev.found, ev.count) == ("reapplied", (0, 1, 2, 3), 1)
     assert path.read_text().strip() == "5"
     # The re-apply is not an undo step: undo puts back what the pin found.
-    assert service.can_undo() and [u.after for u in service.undo()] == [tuple(range(12))]
+    assert bool(service.ledger().undo) and [u.after for u in service.undo()] == [tuple(range(12))]
     _write_from_another_process(path, "7")
     assert guard.tick().events == []                          # undone: nothing of ours to guard
     with Journal(service.journal.path) as again:              # the reports are journal lines, read back
@@ -104,7 +104,7 @@ def test_irqbalance_is_named_and_the_fight_is_rate_limited_with_the_fix(tree, se
     apply_preview(service, preview_isolate(service, "2-3"))
     moved = next(e for e in service.journal.entries() if e.kind == "irq" and e.state == "done")
     path = tree.irq_dir(moved.target_id, "smp_affinity_list")
-    batch = service.history().undo[-1]
+    batch = service.ledger().undo[-1]
     service.journal.set_policy(batch, True)
     guard = Guard(service)
     guard.tick()
@@ -183,7 +183,7 @@ def test_live_irq_rewritten_by_a_test_process_is_reported_within_two_ticks_and_r
         events = guard.tick().events or guard.tick().events
         [ev] = events
         assert (ev.target_id, ev.expected, ev.found, ev.action) == (irq, (0,), (0, 1), "reported")
-        batch = svc.history().undo[-1]
+        batch = svc.ledger().undo[-1]
         svc.journal.set_policy(batch, True)
         _write_from_another_process(path, "0-1")
         events = guard.tick().events or guard.tick().events

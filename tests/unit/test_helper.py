@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.pinning.service import PinWriteError
+from app.pinning.refusals import PinWriteError
 from app.pinning.helper import MAX_LINE, Helper, HelperClient, main, serve
 from app.sysroot import SysRoot
 from tests.machines import extract
@@ -207,7 +207,7 @@ def test_client_talks_to_a_helper_process(parked):
 DROPPED = r"""
 import json, os, sys
 from app.pinning.service import AffinityService, PinRequest, PinTarget
-from app.pinning.service import PinWriteError
+from app.pinning.refusals import PinWriteError
 from app.pinning.helper import HelperClient
 from app.pinning.journal import Journal
 from app.sysroot import SysRoot

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from app.pinning.journal import Journal
+from app.pinning.ledger import ledger_of, unrestored
 from app.store.folders import journal_path, state_dir
 
 
@@ -81,18 +82,18 @@ def test_unrestored_follows_changes_back_to_the_original(tmp_path):
 
     first = pin(10, (0, 1), (1,))
     pin(10, (1,), (0,))
-    assert [e.id for e in j.unrestored()] == [first]      # still away from 0-1
+    assert [e.id for e in unrestored(j.entries())] == [first]      # still away from 0-1
     pin(10, (0,), (0, 1))
-    assert j.unrestored() == []                            # back to its original affinity
+    assert unrestored(j.entries()) == []                            # back to its original affinity
     pin(11, (0, 1), (1,), state="failed", code="denied")   # a failed write changed nothing
-    assert j.unrestored() == []
+    assert unrestored(j.entries()) == []
     crashed = j.record(kind="thread", target_id=12, before=(0, 1), requested=(0,), starttime=1)
-    assert [e.id for e in j.unrestored()] == [crashed]    # pending: the write may have happened
+    assert [e.id for e in unrestored(j.entries())] == [crashed]    # pending: the write may have happened
     pin(12, (0, 1), (0, 1), code="gone")                   # found gone: nothing left to restore
-    assert j.unrestored() == []
+    assert unrestored(j.entries()) == []
     a = pin(13, (0, 1), (1,), st=100)
     b = pin(13, (0, 1), (0,), st=200)                      # the tid was reused by a new thread
-    assert [e.id for e in j.unrestored()] == [b] and a != b
+    assert [e.id for e in unrestored(j.entries())] == [b] and a != b
 
 
 def test_state_dir_precedence(tmp_path, monkeypatch):
@@ -122,18 +123,18 @@ def test_pinned_irqs_are_the_pins_still_held(tmp_path):
     j.mark(b, "failed", code="denied")
     c = j.record(kind="irq", target_id=26, before=(0, 1), requested=(0,), root="/other")
     j.mark(c, "done", after=(0,))
-    assert j.pinned_irqs("/") == {24: (1,)}           # a failed write holds nothing; other roots apart
+    assert ledger_of(j.entries(), [], "/").pinned_irqs() == {24: (1,)}           # a failed write holds nothing; other roots apart
     d = j.record(kind="irq", target_id=24, before=(1,), requested=(0,), root="/", origin="pin")
     j.mark(d, "done", after=(0,))
-    assert j.pinned_irqs("/") == {24: (0,)}           # the last pin counts
+    assert ledger_of(j.entries(), [], "/").pinned_irqs() == {24: (0,)}           # the last pin counts
     e = j.record(kind="irq", target_id=24, before=(0,), requested=(0, 1), root="/", origin="restore")
     j.mark(e, "done", after=(0, 1))
-    assert j.pinned_irqs("/") == {}                   # restored: no pin holds it any more
-    assert Journal(tmp_path / "j.jsonl", readonly=True).pinned_irqs("/other") == {26: (0,)}
+    assert ledger_of(j.entries(), [], "/").pinned_irqs() == {}                   # restored: no pin holds it any more
+    assert ledger_of(Journal(tmp_path / "j.jsonl", readonly=True).entries(), [], "/other").pinned_irqs() == {26: (0,)}
 
 
 def test_a_line_too_long_is_found_without_splitting_every_line(tmp_path):
-    from app.pinning.journal import MAX_LINE, _has_long_line
+    from app.pinning.journal_lines import MAX_LINE, _has_long_line
     short = b"x" * 100 + b"\n"
     assert not _has_long_line(short * 30_000)                       # 3 MB of short lines
     assert not _has_long_line(short * 5 + b"y" * MAX_LINE + b"\n" + short * 5)
@@ -152,7 +153,7 @@ def test_a_line_too_long_is_found_without_splitting_every_line(tmp_path):
 def test_the_standard_library_reads_the_same_journal(tmp_path, monkeypatch):
     """The agent shipped to a server has no msgspec (app/remote/ship.py): the journal is then read line by
     line through the same checks, to the same entries and notes."""
-    import app.pinning.journal as journal_mod
+    import app.pinning.journal_lines as journal_mod
     p = tmp_path / "j.jsonl"
     j = Journal(p)
     a = j.record(kind="irq", target_id=24, requested=(1,), before=(0, 1))

@@ -36,11 +36,11 @@ def _smp(root, n):
 
 def test_irq_pin_undo_redo_restore_journal(sno, capsys):
     assert main(["pin", "--irq", "24", "--cpus", "0-1", "--root", str(sno)]) == 0
-    assert capsys.readouterr().out == "irq 24: 1 -> 0-1 ok (effective 1)\n"
+    assert capsys.readouterr().out == "IRQ 24: 1 -> 0-1 ok (effective 1)\n"
     assert _smp(sno, 24) == "0-1"
     # --root before the subcommand works too.
     assert main(["--root", str(sno), "pin", "--irq", "25", "--cpus", "2,5"]) == 0
-    assert capsys.readouterr().out == "irq 25: 2 -> 2,5 ok (effective 2)\n"
+    assert capsys.readouterr().out == "IRQ 25: 2 -> 2,5 ok (effective 2)\n"
     assert main(["undo", "--root", str(sno)]) == 0
     assert _smp(sno, 25) == "2"
     assert main(["redo", "--root", str(sno)]) == 0
@@ -49,7 +49,7 @@ def test_irq_pin_undo_redo_restore_journal(sno, capsys):
     assert main(["restore", "--root", str(sno)]) == 0
     assert (_smp(sno, 24), _smp(sno, 25)) == ("1", "2")
     lines = capsys.readouterr().out.splitlines()
-    assert lines == ["irq 25: 2,5 -> 2 ok (effective 2)", "irq 24: 0-1 -> 1 ok (effective 1)"]  # newest first
+    assert lines == ["IRQ 25: 2,5 -> 2 ok (effective 2)", "IRQ 24: 0-1 -> 1 ok (effective 1)"]  # newest first
     assert main(["restore", "--root", str(sno)]) == 0
     assert capsys.readouterr().out.startswith("nothing to restore")
     assert main(["journal", "--json"]) == 0
@@ -58,7 +58,7 @@ def test_irq_pin_undo_redo_restore_journal(sno, capsys):
         ("cli", 24, "done"), ("cli", 25, "done"), ("undo:2", 25, "done"), ("redo:3", 25, "done"),
         ("restore", 25, "done"), ("restore", 24, "done")]
     assert main(["journal"]) == 0
-    assert "irq 24" in capsys.readouterr().out
+    assert "IRQ 24" in capsys.readouterr().out
 
 
 def test_bad_input_exits_2_and_writes_nothing(sno, capsys, tmp_path):
@@ -84,7 +84,7 @@ def test_a_test_tree_never_says_moving(sno, capsys):
     # The copy's effective CPU 3 lies outside 5-6, but only the live kernel moves delivery: on a tree
     # of files the pin is "ok" and shows the effective list as it reads (issue 10).
     assert main(["pin", "--irq", "26", "--cpus", "5-6", "--root", str(sno)]) == 0
-    assert capsys.readouterr().out == "irq 26: 8 -> 5-6 ok (effective 3)\n"
+    assert capsys.readouterr().out == "IRQ 26: 8 -> 5-6 ok (effective 3)\n"
     assert _smp(sno, 26) == "5-6"
 
 
@@ -92,14 +92,14 @@ def test_offline_cpu_exits_1(sno, capsys):
     (sno / "sys/devices/system/cpu/online").write_text("0-10\n")
     (sno / "sys/devices/system/cpu/cpu11/online").write_text("0\n")
     assert main(["pin", "--irq", "24", "--cpus", "11", "--root", str(sno)]) == 1
-    assert capsys.readouterr().out == ("irq 24: CPU 11 is offline; choose among "
+    assert capsys.readouterr().out == ("IRQ 24: CPU 11 is offline; choose among "
                                        "the online CPUs 0-10\n")
 
 
 def test_a_cpu_that_does_not_exist_exits_2_and_journals_nothing(sno, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
     assert main(["pin", "--irq", "24", "--cpus", "999", "--root", str(sno)]) == 2
-    assert capsys.readouterr().out == "irq 24: CPU 999 does not exist on this machine; it has CPUs 0-11\n"
+    assert capsys.readouterr().out == "IRQ 24: CPU 999 does not exist on this machine; it has CPUs 0-11\n"
     assert main(["pin", "--irq", "24", "--cpus", "0-65535", "--root", str(sno)]) == 2
     assert main(["journal", "--json"]) == 0
     assert capsys.readouterr().out.endswith("[]\n")

@@ -18,7 +18,7 @@ from app.pinning.journal import Journal
 from app.parse.cpulist import parse_cpulist, parse_cpumask
 from app.quiet.isolate import (QuietError, apply_preview, failed_results, outcome_sentence, preview_include,
                        preview_isolate, preview_text, set_quiet)
-from app.quiet.ledger import Moved, QuietState, read_quiet_state
+from app.pinning.ledger import Ledger, Moved
 from app.sysroot import SysRoot
 from tests.live import live_test, read_affinities, restore_quiet
 from tests.machines import extract, writable_test_tree
@@ -141,32 +141,32 @@ def test_one_batch_one_undo_and_include_reverses_it(tree, service):
         if key:
             assert isolated[key] == m.after
     assert isolated["rx-0/rps_cpus"] == p.housekeeping and isolated["rx-1/rps_cpus"] == ()
-    assert read_quiet_state(service).cpus == (1, 2)
+    assert service.ledger().quiet_cpus == (1, 2)
     assert "isolate CPUs 1-2" in outcome_sentence(p, results)
 
     undone = service.undo()
     assert all(r.ok for r in undone) and _masks(tree) == before            # every mask back, exactly
-    assert read_quiet_state(service).cpus == ()
+    assert service.ledger().quiet_cpus == ()
     service.redo()
-    assert _masks(tree) == isolated and read_quiet_state(service).cpus == (1, 2)
+    assert _masks(tree) == isolated and service.ledger().quiet_cpus == (1, 2)
 
     back = preview_include(service, "1-2")
     # Everything that lost a quiet CPU gets it back; an IRQ only rewritten (its effective CPU was
     # quiet, its mask not) lost nothing and has nothing to get back.
     assert {m.target.key for m in back.moves} == {m.target.key for m in p.moves if set(m.before) - set(m.after)}
     assert all(r.ok for r in apply_preview(service, back))
-    assert _masks(tree) == before and read_quiet_state(service).cpus == ()
+    assert _masks(tree) == before and service.ledger().quiet_cpus == ()
     again = preview_include(service, "1-2")
     assert again.moves == () and "not quiet" in again.notes[0]
     service.undo()                                                           # undo the include: quiet again
-    assert _masks(tree) == isolated and read_quiet_state(service).cpus == (1, 2)
+    assert _masks(tree) == isolated and service.ledger().quiet_cpus == (1, 2)
 
 
 def test_include_one_cpu_at_a_time_ends_where_it_began(tree, service):
     before = _masks(tree)
     apply_preview(service, preview_isolate(service, "1-2"))
     apply_preview(service, preview_include(service, "1"))
-    assert read_quiet_state(service).cpus == (2,)
+    assert service.ledger().quiet_cpus == (2,)
     partial = _masks(tree)
     assert all(2 not in v for v in partial.values() if v != before.get("rx-1/rps_cpus"))
     apply_preview(service, preview_include(service, "2"))
@@ -179,7 +179,7 @@ def test_set_quiet_toggles_only_when_needed(service):
     assert sentence.startswith("isolate CPU 3:") and results
     assert set_quiet(service, (3,), True) is None
     sentence, _ = set_quiet(service, (3,), False)
-    assert sentence.startswith("include CPU 3:") and read_quiet_state(service).cpus == ()
+    assert sentence.startswith("include CPU 3:") and service.ledger().quiet_cpus == ()
 
 
 def test_an_isolate_keeps_a_pin_made_onto_the_quiet_cpus(tree, service):
@@ -198,21 +198,21 @@ def test_pinning_a_moved_irq_back_onto_a_quiet_cpu_warns(tree, service):
     apply_preview(service, p)
     irq = next(m.target.id for m in p.moves if m.target.kind == "irq")
     results = service.apply(PinRequest((PinTarget("irq", irq),), (1,)))
-    from app.quiet.ledger import quiet_warnings
-    [(i, w)] = quiet_warnings(service, results).items()
-    assert i == 0 and f"irq {irq}" in w and "quiet CPU 1" in w and "isolate #" in w
+    [r] = results
+    w = results.warning
+    assert r.warning == w and f"IRQ {irq}" in w and "quiet CPU 1" in w and "isolate #" in w
 
 
 def test_the_warning_rule_for_threads():
     """Unrelated = moved off by the isolate and either background work (IRQ, kernel thread, mask) or
     a pin that mixes quiet and housekeeping CPUs; a user thread placed on quiet CPUs only is the point."""
     t = PinTarget("thread", 4321, 4321, "java")
-    state = QuietState((2, 3), {t.key: Moved(t, (0, 1, 2, 3), (0, 1), (2, 3), 7)})
-    assert state.warning(t, (2,)) == ""                              # a placement
-    assert "spread" in state.warning(t, (1, 2))                       # mixed
-    assert "kernel thread" in state.warning(t, (2,), kthread=True)
-    assert state.warning(PinTarget("thread", 99), (2,)) == ""         # not moved off: nothing to say
-    assert state.warning(t, (0, 1)) == ""                             # not onto a quiet CPU
+    state = Ledger(quiet_cpus=(2, 3), moved={t.key: Moved(t, (0, 1, 2, 3), (0, 1), (2, 3), 7)})
+    assert state.quiet_warning(t, (2,)) == ""                              # a placement
+    assert "spread" in state.quiet_warning(t, (1, 2))                       # mixed
+    assert "kernel thread" in state.quiet_warning(t, (2,), kthread=True)
+    assert state.quiet_warning(PinTarget("thread", 99), (2,)) == ""         # not moved off: nothing to say
+    assert state.quiet_warning(t, (0, 1)) == ""                             # not onto a quiet CPU
 
 
 # -- live, on this VM ----------------------------------------------------------------------------------
@@ -272,7 +272,7 @@ def test_live_isolate_cpu1_undo_and_include(state_dir, capsys):
             elif kind == "thread" and (ident, e.starttime) in a2.threads:
                 assert a2.threads[(ident, e.starttime)] == frozenset(e.before), (ident, e.label)
         assert a2.workqueue == a0.workqueue and a2.default_irq == a0.default_irq
-        assert read_quiet_state(svc).cpus == ()
+        assert svc.ledger().quiet_cpus == ()
 
         assert main(["isolate", "--cpus", "1"]) == 0
         assert main(["include", "--cpus", "1"]) in (0, 1)
@@ -281,7 +281,7 @@ def test_live_isolate_cpu1_undo_and_include(state_dir, capsys):
         a3 = read_affinities()
         assert a3.irqs == {n: m for n, m in a0.irqs.items() if n in a3.irqs}
         assert frozenset(os.sched_getaffinity(th.native_id)) == {0, 1}
-        assert a3.workqueue == a0.workqueue and read_quiet_state(svc).cpus == ()
+        assert a3.workqueue == a0.workqueue and svc.ledger().quiet_cpus == ()
     finally:
         restore_quiet(svc)
         parked.set()

@@ -78,7 +78,7 @@ def test_resets_new_vanished_and_changed_owner():
                                                    _row("26", [9, 9], "PCI-MSI 1-edge nvme0q1"))))
     r = rates(a, b)
     assert r.irqs["24"].per_cpu == (0.0, 10.0)
-    assert r.resets == ("irq 24",)
+    assert r.resets == ("IRQ 24",)
     assert r.new_irqs == ("27", "26") and r.vanished_irqs == ("25",)
     assert "26" not in r.irqs
 
@@ -100,7 +100,7 @@ def test_cpu_hotplug_matches_columns_by_id():
     # ...and back online: CPU 1 has no baseline in the previous header, so 0 for this tick.
     r2 = rates(b, a, 1.0)
     assert r2.cpus == (0, 1, 2) and r2.irqs["24"].per_cpu[1] == 0.0
-    assert r2.irqs["24"].per_cpu == (0.0, 0.0, 0.0) and "irq 24" in r2.resets
+    assert r2.irqs["24"].per_cpu == (0.0, 0.0, 0.0) and "IRQ 24" in r2.resets
     assert r2.per_cpu[1].busy_pct is None
 
 

@@ -1,58 +1,57 @@
-"""PinController: drops on the grid, "Pin to…", Edit → Undo / Redo / Restore all, all through one
-AffinityService, with the results shown in the status bar's PinResultLine and the Pins journal.
+"""PinController: drops on the grid, "Pin to…", Edit → Undo / Redo / Restore all, and the batches other
+controllers make (an isolate), all through one PinService (app/pinning/api.py: this machine's
+AffinityService or a machine's over ssh), with results on the status bar's PinResultLine and in the
+Pins journal.
 
-The path of a pin (STYLE.md, "Data flow"): the grid finds the target under the cursor and asks its
-drop policy (PinDropPolicy, whose check is `PinController.check`, i.e. AffinityService.preflight)
-whether it can take the payload, lights the target and says why not before the drop; a drop emits
-`TopologyView.pin_requested(PinRequest)`. The controller hands requests to the Qt-free
-AffinityService (read before, journal, write, read back) and shows one result per target; failures
-never open a modal dialog. A write the kernel denies offers "Retry with privileges", which is the
-only thing that starts the pkexec helper: the window itself never runs as root.
+The path of a pin (STYLE.md, "Data flow"): the grid asks its drop policy (PinDropPolicy, whose check
+is `PinController.check`, i.e. the service's preflight) whether a target can take the payload, lights
+it and says why not before the drop; a drop emits `TopologyView.pin_requested(PinRequest)`. The
+controller hands every write to its PinWorker (widgets/pinning/worker.py), which runs the service's
+one pin flow in its own thread: the window keeps painting, the result line shows "N of M" with a
+Cancel button, and each result shows when it arrives. Failures never open a modal dialog. A write the
+kernel denies offers "Retry with privileges", the only thing that starts the pkexec helper: the
+window itself never runs as root.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from PySide6.QtCore import QObject, Qt, Signal, SignalInstance
+from PySide6.QtCore import QObject, Signal, SignalInstance
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QAbstractItemView, QApplication, QMenu, QStatusBar
+from PySide6.QtWidgets import QAbstractItemView, QMenu, QStatusBar
 
-from dataclasses import replace
-
-from app.pinning.service import AffinityService, PinRequest, PinResult
 from app.errors import CoremapError
+from app.pinning.api import PinService
+from app.pinning.flow import Progress
 from app.pinning.helper import HelperClient
 from app.pinning.journal import Journal
-from app.machine.topology import Topology
-from app.parse.cpulist import format_cpulist
-from app.quiet.ledger import quiet_warnings, read_quiet_state
+from app.pinning.service import AffinityService
+from app.pinning.targets import PinRequest, PinResult
 from app.sampling.machine_state import MachineState
 from app.store.folders import journal_path
 from app.sysroot import SysRoot
-from widgets.pinning.dialog import PinDialog
 from widgets.pinning.drop import PinDropPolicy
 from widgets.pinning.feedback import PinJournalWidget, PinResultLine, RestoreBar
-from widgets.pinning.mime import PinPayload, PinPayloadError, decode_pin_mime
+from widgets.pinning.sources import PinSources
+from widgets.pinning.worker import PinJob, PinWorker
 from widgets.topology.view import TopologyView
+
+# A batch: run(service, progress) -> its results, in the worker thread.
+Batch = Callable[[PinService, Progress], list]
 
 
 class PinController(QObject):
-    """Connects drops, "Pin to…" and Edit → Undo/Redo/Restore all to an AffinityService, and shows results.
-
-    Parameters (the narrow things it needs, never the window):
-      grid           the TopologyView drops land on; it gets this controller's drop policy, and its
-                     selected CPUs are what the "Pin to…" dialog starts with
-      sources        table views whose rows drag onto the grid and open "Pin to…" (context menu, Ctrl+P)
-      menu           the Edit menu: Pin to…, Undo, Redo and Restore all are added to it (and owned by it)
+    """Parameters (the narrow things it needs, never the window):
+      grid           the TopologyView drops land on (it gets this controller's drop policy)
+      sources        table views whose rows drag onto the grid and open "Pin to…" (PinSources)
+      menu           the Edit menu: Pin to…, Undo, Redo, Restore all and Cancel are added to it
       status_bar     the result line is put first in it; drag hints show as its message
       state_applied  the window's signal after each MachineState reached its widgets
 
-    Attributes the owner places: `journal_widget` (the "Pins" dock's widget) and `restore_bar` (a
-    bar at the top of the window). The service is created on the first live state
-    (`AffinityService(SysRoot("/"), Journal(journal_path()))`, lazily: the journal is opened when a
-    pin is first checked or when a previous journal exists); on a snapshot pinning is refused, unless a
-    service is given with `set_service` (tests pin IRQs into a copy of a captured machine that way).
-    """
+    Attributes the owner places: `journal_widget` (the "Pins" dock) and `restore_bar`. The service is
+    opened on the first live state (lazily: the journal is opened when a pin is first checked, or when
+    a previous journal exists); on a snapshot pinning is refused, unless a service is given with
+    `set_service` (tests pin IRQs into a copy of a captured machine that way)."""
 
     results_shown = Signal(list)       # the PinResults just shown in the result line
     quiet_changed = Signal(tuple)      # the CPUs an isolate in effect made quiet, when they change
@@ -62,49 +61,51 @@ class PinController(QObject):
         super().__init__(parent)
         self.grid = grid
         self.status_bar = status_bar
-        self.service: AffinityService | None = None
+        self.service: PinService | None = None
+        self.worker = PinWorker(self)
         self._injected = False
         self._state_seen = False
         self._live = False
-        self._host = ""
-        self._topology: Topology | None = None
+        self._topology = None
         self._unavailable = "no machine shown yet"
         self._retry: PinRequest | None = None
         self._journal_token: tuple | None = None
         self._helper: HelperClient | None = None
-        self._sources: list[QAbstractItemView] = []
-        self._last_source: QAbstractItemView | None = None
-        self.dialog: PinDialog | None = None
         self._build_actions(menu)
         self._build_widgets()
+        self.sources = PinSources(grid, self.request, self.show_message, self)
+        for view in sources:
+            self.sources.add(view)
+        self.pin_action.triggered.connect(self.sources.open_focused)
         grid.set_drop_policy(PinDropPolicy(self.check))
         grid.pin_requested.connect(self._on_grid_pin_requested)
         grid.drop_hint.connect(self._on_grid_drop_hint)
-        for source in sources:
-            self.add_source(source)
         state_applied.connect(self._on_state_applied)
+        self.worker.busy_changed.connect(self._on_worker_busy_changed)
 
     def _build_actions(self, menu: QMenu) -> None:
-        self.undo_action = QAction("Undo pin", menu)
-        self.undo_action.setShortcut(QKeySequence("Ctrl+Z"))
-        self.redo_action = QAction("Redo pin", menu)
-        self.redo_action.setShortcut(QKeySequence("Ctrl+Shift+Z"))
-        self.restore_action = QAction("Restore all", menu)
-        self.restore_action.setToolTip("Put every pinned thread and IRQ back to the affinity it had before coremap "
-                                       "changed it")
-        self.pin_action = QAction("Pin to…", menu)
-        self.pin_action.setShortcut(QKeySequence("Ctrl+P"))
-        self.pin_action.setToolTip("Pin the selected rows of the IRQ or thread table to CPUs (Ctrl+P)")
-        for a in (self.undo_action, self.redo_action, self.restore_action):
+        def add(text: str, shortcut: str = "", tip: str = "") -> QAction:
+            a = QAction(text, menu)
+            if shortcut:
+                a.setShortcut(QKeySequence(shortcut))
+            a.setToolTip(tip)
+            return a
+        self.pin_action = add("Pin to…", "Ctrl+P", "Pin the selected rows of the IRQ or thread table to CPUs (Ctrl+P)")
+        self.undo_action = add("Undo pin", "Ctrl+Z")
+        self.redo_action = add("Redo pin", "Ctrl+Shift+Z")
+        self.restore_action = add("Restore all", tip="Put every pinned thread and IRQ back to the affinity it had "
+                                  "before coremap changed it")
+        self.cancel_action = add("Cancel pinning", "Esc", "Stop the batch under way between two writes")
+        for a in (self.undo_action, self.redo_action, self.restore_action, self.cancel_action):
             a.setEnabled(False)
         menu.addAction(self.pin_action)
         menu.addSeparator()
-        for a in (self.undo_action, self.redo_action, self.restore_action):
+        for a in (self.undo_action, self.redo_action, self.restore_action, self.cancel_action):
             menu.addAction(a)
-        self.undo_action.triggered.connect(self._on_undo_triggered)
-        self.redo_action.triggered.connect(self._on_redo_triggered)
+        self.undo_action.triggered.connect(lambda: self.run("undo", lambda s, p: s.undo(progress=p)))
+        self.redo_action.triggered.connect(lambda: self.run("redo", lambda s, p: s.redo(progress=p)))
         self.restore_action.triggered.connect(self._on_restore_triggered)
-        self.pin_action.triggered.connect(self._on_pin_action_triggered)
+        self.cancel_action.triggered.connect(self.worker.cancel)
 
     def _build_widgets(self) -> None:
         self.result_line = PinResultLine(self.status_bar)
@@ -116,19 +117,11 @@ class PinController(QObject):
         self.restore_bar = RestoreBar()
         self.journal_widget.policy_requested.connect(self._on_journal_widget_policy_requested)
         self.result_line.retry_requested.connect(self._on_result_line_retry_requested)
-        self.restore_bar.restore_clicked.connect(self._on_restore_bar_restore_clicked)
-
-    def add_source(self, view: QAbstractItemView) -> None:
-        """Rows of `view` can be dragged onto the grid (its model's mimeData) and pinned with the
-        context menu or Ctrl+P."""
-        view.setDragEnabled(True)
-        view.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
-        view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        view.customContextMenuRequested.connect(lambda pos, v=view: self._on_source_context_menu(v, pos))
-        self._sources.append(view)
+        self.result_line.cancel_requested.connect(self.worker.cancel)
+        self.restore_bar.restore_clicked.connect(self._on_restore_triggered)
 
     # -- the service ----------------------------------------------------------------------------------------
-    def set_service(self, service: AffinityService | None) -> None:
+    def set_service(self, service: PinService | None) -> None:
         """Pin through `service` (whatever the window shows); None returns to the window's own choice."""
         self.service = service
         self._injected = service is not None
@@ -138,42 +131,33 @@ class PinController(QObject):
 
     def _on_state_applied(self, state: MachineState) -> None:
         first = not self._state_seen or state.topology is not self._topology
-        self._topology = state.topology
+        self._topology = self.sources.topology = state.topology
         self._live = bool(state.live)
-        self._host = state.topology.hostname or state.source
         self._state_seen = True
         if not self._injected:
             if not self._live:
                 self.service = None
-                self._unavailable = f"this is a snapshot of {self._host}: pinning needs the live machine"
+                self._unavailable = (f"this is a snapshot of {state.topology.hostname or state.source}: pinning "
+                                     "needs the live machine")
             elif first and self.service is None and journal_path(create=False).exists():
                 # A journal from earlier runs: open it now, to offer restoring what they left behind.
-                if self._open_live_service() is not None:
+                if self._service() is not None:
                     self._offer_restore()
         self._refresh_journal()
 
-    def _open_live_service(self) -> AffinityService | None:
-        if self.service is not None:
-            return self.service
-        try:
-            self.service = AffinityService(SysRoot("/"), Journal(journal_path()))
-        except CoremapError as e:
-            self._unavailable = str(e)
-            self.result_line.show_message(str(e), ok=False)
-            return None
+    def _service(self) -> PinService | None:
+        if self.service is None and not self._injected and self._live:
+            try:
+                self.service = AffinityService(SysRoot("/"), Journal(journal_path()))
+            except CoremapError as e:
+                self._unavailable = str(e)
+                self.result_line.show_message(str(e), ok=False)
         return self.service
 
-    def _service(self) -> AffinityService | None:
-        if self.service is not None:
-            return self.service
-        if self._injected or not self._live:
-            return None
-        return self._open_live_service()
-
-    def live_service(self) -> AffinityService | None:
-        """The service pins go through (opened on first use on the live machine); None where pinning
-        is unavailable (a snapshot), with the reason on the result line. Other controllers (quiet
-        CPUs, the guard) write through the same one, so undo and the Pins panel see their batches."""
+    def live_service(self) -> PinService | None:
+        """The service pins go through (opened on first use on the live machine); None where pinning is
+        unavailable (a snapshot), with the reason on the result line. Other controllers (quiet CPUs)
+        write through it with `run`, so undo and the Pins panel see their batches."""
         service = self._service()
         if service is None:
             self.result_line.show_message(self._unavailable, ok=False)
@@ -181,10 +165,8 @@ class PinController(QObject):
 
     # -- requests -------------------------------------------------------------------------------------------
     def check(self, request: PinRequest) -> list[str]:
-        """Why `request` would be refused (AffinityService.preflight), or [] when a drop may go ahead.
-
-        A target that has exited is not a reason to refuse the drop: the pin then fails with its own
-        message in the result line and a "failed" journal entry, like any other pin that lost a race."""
+        """Why `request` would be refused (the service's preflight), or [] when a drop may go ahead. A
+        target that has exited is not a reason to refuse the drop: the pin then says so itself."""
         service = self._service()
         if service is None:
             return [self._unavailable]
@@ -195,43 +177,50 @@ class PinController(QObject):
             return [str(e)]
         return [r for r in reasons if r not in gone]
 
-    def request(self, request: PinRequest) -> list[PinResult]:
-        """Apply `request` and show its results; [] (with the reason shown) when pinning is unavailable."""
-        service = self._service()
-        if service is None:
-            self.result_line.show_message(self._unavailable, ok=False)
-            return []
-        try:
-            results = service.apply(request)
-        except CoremapError as e:          # the journal cannot be written, a root that went away, ...
-            self.result_line.show_message(str(e), ok=False)
-            return []
-        denied = tuple(r.target for r in results if r.code == "denied")
-        self._retry = PinRequest(denied, request.cpus, origin="retry") if denied else None
-        warned = quiet_warnings(service, results)
-        results = [replace(r, warning=warned[i]) if i in warned else r for i, r in enumerate(results)]
-        quiet = list(warned.values())
-        self._show(results, "", can_retry=bool(denied) and service.live,
-                   warning=quiet[0] + (f" (and {len(quiet) - 1} more)" if len(quiet) > 1 else "") if quiet else "")
-        return results
+    def request(self, request: PinRequest) -> PinJob | None:
+        """Pin `request` in the worker and show its results as they come; None (with the reason shown)
+        when pinning is unavailable."""
+        def done(results: list[PinResult]) -> None:
+            denied = tuple(r.target for r in results if r.code == "denied")
+            self._retry = PinRequest(denied, request.cpus, origin="retry") if denied else None
+            self._show(results, "", can_retry=bool(denied) and self.service is not None and self.service.live)
+        return self.run("pin", lambda s, p: s.apply(request, progress=p), on_done=done, show=False)
 
-    def show_results(self, results: list[PinResult], what: str, summary: str = "", ok: bool | None = None) -> None:
-        """Show results of writes another controller made through `live_service()` (an isolate), with
-        `summary` as the line's text and `ok` as its colour when given."""
-        self._show(results, what, summary=summary, ok=ok)
+    def run(self, what: str, batch: Batch, *, on_done: Callable[[list], None] | None = None,
+            summary: Callable[[list], tuple[str, bool]] | None = None, service: PinService | None = None,
+            show: bool = True) -> PinJob | None:
+        """Run `batch` on the service (or `service`) in the worker, with its progress on the result line.
+        When it ends its results are shown (unless `show` is False; `summary(results)` -> (line, ok)
+        replaces their count), then `on_done(results)` runs. None, with the reason shown, when there is
+        no service."""
+        service = service or self.live_service()
+        if service is None:
+            return None
+        self.result_line.show_progress(what)
+
+        def finished(results: list) -> None:
+            if show:
+                line, ok = summary(results) if summary is not None else ("", None)
+                self._show(results, what, summary=line, ok=ok)
+            if on_done is not None:
+                on_done(results)
+        return self.worker.submit(what, lambda p: batch(service, p), on_done=finished,
+                                  on_failed=lambda message: self.result_line.show_message(message, ok=False),
+                                  on_result=lambda r, done, total: self.result_line.show_progress(what, done, total, r))
 
     def show_message(self, text: str, ok: bool = True) -> None:
         self.result_line.show_message(text, ok)
 
-    def _show(self, results: list[PinResult], what: str, can_retry: bool = False, warning: str = "",
-              summary: str = "", ok: bool | None = None) -> None:
-        """`warning` (a pin back onto quiet CPUs) goes first; else irqbalance's, when it may undo IRQ pins."""
-        if not warning and any(r.warning for r in results) and self.service is not None:
-            irqs = [r.target.id for r in results if r.warning and r.target.kind == "irq"]
-            warning = self.service.irqbalance_warning(irqs) or next(r.warning for r in results if r.warning)
-        self.result_line.show_results(results, what, warning, can_retry, summary, ok)
+    def show_results(self, results: list[PinResult], what: str, summary: str = "", ok: bool | None = None) -> None:
+        """Show results of writes another controller made through the worker (Verify's isolate)."""
+        self._show(results, what, summary=summary, ok=ok)
+
+    def _show(self, results: list[PinResult], what: str, can_retry: bool = False, summary: str = "",
+              ok: bool | None = None) -> None:
+        """The results, with the batch's headline warning (decided once, app/pinning/advice.py)."""
+        self.result_line.show_results(results, what, getattr(results, "warning", ""), can_retry, summary, ok)
         self._refresh_journal()
-        self.results_shown.emit(results)
+        self.results_shown.emit(list(results))
 
     def refresh_journal(self) -> None:
         """Show what the journal holds now (pins, isolates, guard reports made by any process)."""
@@ -251,14 +240,24 @@ class PinController(QObject):
         if token == self._journal_token:
             return
         self._journal_token = token
-        entries = [e for e in s.journal.entries() if e.root == s.root_key]
+        ledger = s.ledger()
         events = [g for g in s.journal.guard_events() if g.root == s.root_key]
-        history = s.history()
-        self.journal_widget.set_entries(entries, events, s.journal.policies(), history.in_effect().keys())
-        self.undo_action.setEnabled(bool(history.undo))
-        self.redo_action.setEnabled(bool(history.redo))
-        self.restore_action.setEnabled(bool(s.journal.unrestored(s.root_key)))
-        self._set_quiet(read_quiet_state(s, history).cpus)
+        self.journal_widget.set_entries(list(ledger.entries), events, s.journal.policies(), ledger.in_effect().keys())
+        self._enable_history()
+        self._set_quiet(ledger.quiet_cpus)
+
+    def _enable_history(self) -> None:
+        """Undo, redo and restore as the ledger allows, and never while a batch runs (they would queue
+        behind it and undo what the user has not seen yet)."""
+        s, busy = self.service, self.worker.busy
+        ledger = s.ledger() if s is not None else None
+        self.undo_action.setEnabled(not busy and ledger is not None and bool(ledger.undo))
+        self.redo_action.setEnabled(not busy and ledger is not None and bool(ledger.redo))
+        self.restore_action.setEnabled(not busy and ledger is not None and bool(ledger.unrestored))
+        self.cancel_action.setEnabled(busy)
+
+    def _on_worker_busy_changed(self, busy: bool) -> None:
+        self._enable_history()
 
     def _set_quiet(self, cpus: tuple[int, ...]) -> None:
         if tuple(cpus) != self.grid.quiet_cpus:
@@ -286,75 +285,6 @@ class PinController(QObject):
         else:
             self.restore_bar.hide()
 
-    # -- sources: context menu and Ctrl+P -------------------------------------------------------------------
-    def selection_payload(self, view: QAbstractItemView) -> PinPayload | None:
-        """The pin payload of `view`'s selected rows, built by its model's mimeData (as a drag is)."""
-        sm = view.selectionModel()
-        if sm is None:
-            return None
-        indexes = sm.selectedRows(0)
-        if not indexes:
-            return None
-        try:
-            return decode_pin_mime(view.model().mimeData(indexes))
-        except PinPayloadError as e:
-            self.result_line.show_message(str(e), ok=False)
-            return None
-
-    def source_menu(self, view: QAbstractItemView) -> QMenu:
-        """The context menu of a source's rows: "Pin to…" (disabled, saying why, when nothing pinnable
-        is selected)."""
-        menu = QMenu(view)
-        payload = self.selection_payload(view)
-        act = menu.addAction("Pin to…\tCtrl+P" if payload
-                             else "Pin to… (select threads, processes or numbered IRQs)")
-        act.setEnabled(payload is not None)
-        act.triggered.connect(lambda _=False, v=view: self.open_pin_dialog(v))
-        return menu
-
-    def _on_source_context_menu(self, view: QAbstractItemView, pos) -> None:
-        self._last_source = view
-        menu = self.source_menu(view)
-        menu.popup(view.viewport().mapToGlobal(pos))
-
-    def _focused_source(self) -> QAbstractItemView | None:
-        fw = QApplication.focusWidget()
-        for v in self._sources:
-            if fw is not None and (fw is v or v.isAncestorOf(fw)):
-                return v
-        return self._last_source
-
-    def _on_pin_action_triggered(self) -> None:
-        view = self._focused_source()
-        if view is None:
-            self.result_line.show_message("select rows in the IRQ or thread table first, then press Ctrl+P",
-                                          ok=False)
-            return
-        self.open_pin_dialog(view)
-
-    def open_pin_dialog(self, view: QAbstractItemView) -> PinDialog | None:
-        payload = self.selection_payload(view)
-        if payload is None:
-            self.result_line.show_message(
-                "nothing to pin in that selection: choose threads, processes or numbered IRQs "
-                "(LOC, NMI and other per-CPU counters have no affinity)", ok=False)
-            return None
-        self._last_source = view
-        if self.dialog is not None:
-            self.dialog.close()
-            self.dialog.deleteLater()
-        selected = self.grid.selected_cpus()
-        self.dialog = PinDialog(payload, self._topology, format_cpulist(selected), self.grid.window())
-        self.dialog.accepted.connect(self._on_dialog_accepted)
-        self.dialog.open()
-        return self.dialog
-
-    def _on_dialog_accepted(self) -> None:
-        d = self.sender()
-        if not isinstance(d, PinDialog) or d.cpus() is None:
-            return
-        self.request(PinRequest(d.payload.targets(), d.cpus(), origin="dialog"))
-
     # -- handlers -------------------------------------------------------------------------------------------
     def _on_grid_pin_requested(self, request: PinRequest) -> None:
         self.request(request)
@@ -365,32 +295,8 @@ class PinController(QObject):
         else:
             self.status_bar.clearMessage()
 
-    def _on_undo_triggered(self) -> None:
-        s = self._service()
-        if s is not None:
-            self._run(s.undo, "undo")
-
-    def _on_redo_triggered(self) -> None:
-        s = self._service()
-        if s is not None:
-            self._run(s.redo, "redo")
-
     def _on_restore_triggered(self) -> None:
-        s = self._service()
-        if s is not None and self._run(s.restore_all, "restore"):
-            self.restore_bar.hide()
-
-    def _run(self, action: Callable[[], list[PinResult]], what: str) -> bool:
-        try:
-            results = action()
-        except CoremapError as e:
-            self.result_line.show_message(f"{what}: {e}", ok=False)
-            return False
-        self._show(results, what)
-        return True
-
-    def _on_restore_bar_restore_clicked(self) -> None:
-        self._on_restore_triggered()
+        self.run("restore", lambda s, p: s.restore_all(progress=p), on_done=lambda _r: self.restore_bar.hide())
 
     def _on_result_line_retry_requested(self) -> None:
         s, req = self.service, self._retry
@@ -399,11 +305,11 @@ class PinController(QObject):
         if self._helper is None:
             self._helper = HelperClient()       # pkexec coremap-helper, started by its first request
         # The helper writes for this one retry only: a later denied pin asks again.
-        privileged = s.with_writer(self._helper)
-        self._run(lambda: privileged.apply(req), "retry")
+        self.run("retry", lambda _s, p: _s.apply(req, progress=p), service=s.with_writer(self._helper))
         self._retry = None
 
     def close(self) -> None:
+        self.worker.stop()
         if self._helper is not None:
             self._helper.close()
             self._helper = None

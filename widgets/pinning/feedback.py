@@ -9,11 +9,10 @@ from PySide6.QtGui import QAction, QColor
 from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy,
                                QToolButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
-from app.pinning.service import PinResult, PinTarget, summarize
-from app.format import format_change
-from app.quiet.guard import event_line
+from app.format import format_change, format_cpus, target_name
 from app.pinning.journal import GuardEvent, JournalEntry
-from app.parse.cpulist import format_cpulist
+from app.pinning.targets import PinResult, summarize
+from app.quiet.guard import event_line
 
 OK_COLOR = "#1b5e20"
 FAIL_COLOR = "#b71c1c"
@@ -22,16 +21,16 @@ WARN_COLOR = "#a04a00"
 
 def _target_text(e: JournalEntry | GuardEvent) -> str:
     """"IRQ 24 (eth0-rx-0)", "thread 1234 (java)", "RPS eth0 rx-0": a journal line's target."""
-    if e.kind not in ("irq", "thread"):
-        return PinTarget(e.kind, e.target_id, e.pid, e.label, e.netdev).describe()
-    return f"{'IRQ' if e.kind == 'irq' else e.kind} {e.target_id}" + (f" ({e.label})" if e.label else "")
+    return target_name(e.kind, e.target_id, e.label, e.netdev)
 
 
 class PinResultLine(QWidget):
     """The status bar's line for the last pin: per-target text, an irqbalance warning, and
-    "Retry with privileges" when a write was denied. The full list is in the tooltip."""
+    "Retry with privileges" when a write was denied. The full list is in the tooltip. While a batch
+    runs it shows how far it is ("isolate CPU 1: 14 of 100…") and a Cancel button."""
 
     retry_requested = Signal()
+    cancel_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -50,13 +49,19 @@ class PinResultLine(QWidget):
         self.retry_button.setToolTip("Ask for administrator rights (pkexec) and write the denied pins "
                                      "through coremap-helper")
         self.retry_button.hide()
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.setToolTip("Stop the batch between two writes; what was written stays journalled "
+                                      "(Edit → Undo reverts it)")
+        self.cancel_button.hide()
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.label)
         lay.addWidget(self.warning_label)
         lay.addWidget(self.retry_button)
+        lay.addWidget(self.cancel_button)
         lay.addStretch(1)
         self.retry_button.clicked.connect(self.retry_requested)
+        self.cancel_button.clicked.connect(self.cancel_requested)
 
     def text(self) -> str:
         return self.label.text()
@@ -65,7 +70,8 @@ class PinResultLine(QWidget):
                      can_retry: bool = False, summary: str = "", ok: bool | None = None) -> None:
         """`summary` replaces the line's own count of the results (an isolate says what moved and why
         the rest could not); `ok` its colour, when not every result being ok is the measure."""
-        self.show_message(summary or summarize(results, what), ok=all(r.ok for r in results) if ok is None else ok)
+        self.show_message(summary or summarize(results, what),
+                          ok=not any(r.failed for r in results) if ok is None else ok)
         self.label.setToolTip("\n".join(r.line() for r in results))
         self.warning_label.setText(warning)
         self.warning_label.setToolTip(warning)
@@ -78,6 +84,17 @@ class PinResultLine(QWidget):
         self.label.setStyleSheet(f"color: {OK_COLOR if ok else FAIL_COLOR};")
         self.warning_label.hide()
         self.retry_button.hide()
+        self.cancel_button.hide()
+
+    def show_progress(self, what: str, done: int = 0, total: int = 0, last: PinResult | None = None) -> None:
+        """A batch under way: "undo: 14 of 100…" (or "undo…" before its first result), with Cancel."""
+        text = f"{what}: {done:,} of {total:,}…" if total else f"{what}…"
+        self.label.setText(text)
+        self.label.setToolTip(last.line() if last is not None else text)
+        self.label.setStyleSheet("")
+        self.warning_label.hide()
+        self.retry_button.hide()
+        self.cancel_button.show()
 
 
 class PinJournalWidget(QWidget):
@@ -223,7 +240,7 @@ class RestoreBar(QFrame):
 
     def offer(self, entries: list[JournalEntry]) -> None:
         n = len(entries)
-        shown = [f"{_target_text(e)} was {format_cpulist(e.before) if e.before is not None else '?'}"
+        shown = [f"{_target_text(e)} was {format_cpus(e.before) if e.before is not None else '?'}"
                  for e in entries[:4]]
         more = f", and {n - 4} more" if n > 4 else ""
         self.label.setText(f"{n} pin{'s' if n > 1 else ''} from an earlier coremap session "

@@ -43,6 +43,7 @@ class QuietController(QObject):
     found, kept for the session and the report."""
 
     verified = Signal(object)          # a verification dict, when Verify finishes
+    preview_shown = Signal(object)     # the QuietPreviewDialog, once its preview was worked out
 
     def __init__(self, grid: TopologyView, menu: QMenu, pins: PinController, *, status: Callable[[str], None],
                  add_run: Callable[[dict, str], object], state_applied, parent: QObject | None = None):
@@ -103,7 +104,7 @@ class QuietController(QObject):
         return tuple(c for c in selected if c in quiet) if selected else quiet
 
     # -- isolate / include ------------------------------------------------------------------------------
-    def open_isolate(self) -> QuietPreviewDialog | None:
+    def open_isolate(self) -> None:
         cpus = self._chosen()
         if not cpus:
             self.pins.show_message("select CPUs in the grid first (click, ctrl-click, or a box's header), "
@@ -111,7 +112,7 @@ class QuietController(QObject):
             return None
         return self._open_preview(lambda s: preview_isolate(s, cpus))
 
-    def open_include(self) -> QuietPreviewDialog | None:
+    def open_include(self) -> None:
         cpus = self._chosen(quiet_only=True)
         if not cpus:
             self.pins.show_message("no CPU is quiet: nothing to give back", ok=False)
@@ -128,48 +129,53 @@ class QuietController(QObject):
             return None
         return service
 
-    def _open_preview(self, make: Callable) -> QuietPreviewDialog | None:
+    def _open_preview(self, make: Callable) -> None:
+        """Work the preview out in the pin worker (it reads every thread and IRQ), then show it; a newer
+        preview supersedes one still being worked out."""
         service = self._service()
         if service is None:
-            return None
-        try:
-            preview = make(service)
-        except CoremapError as e:
-            self.pins.show_message(str(e), ok=False)
-            return None
+            return
+        self.pins.show_message("working out what to move…")
+        self.pins.worker.submit("preview", lambda _p: make(service), key="quiet-preview",
+                                on_done=self._show_preview,
+                                on_failed=lambda message: self.pins.show_message(message, ok=False))
+
+    def _show_preview(self, preview: QuietPreview) -> None:
+        self.pins.show_message(f"{preview.action} {cpus_word(preview.cpus)}: review the preview")
         if self.dialog is not None:
             self.dialog.close()
             self.dialog.deleteLater()
         self.dialog = QuietPreviewDialog(preview, self.grid.window())
         self.dialog.accepted.connect(lambda p=preview: self.apply(p))
         self.dialog.open()
-        return self.dialog
+        self.preview_shown.emit(self.dialog)
 
-    def apply(self, preview: QuietPreview) -> list:
-        """Write `preview` as one batch and show how it went."""
+    def apply(self, preview: QuietPreview):
+        """Write `preview` as one batch in the pin worker (progress and Cancel on the result line) and
+        say how it went: what moved, what could not and why. Returns the job (None when unavailable)."""
         service = self._service()
         if service is None:
-            return []
-        try:
-            results = apply_preview(service, preview)
-        except CoremapError as e:
-            self.pins.show_message(f"{preview.action}: {e}", ok=False)
-            return []
-        self.pins.show_results(results, preview.action, summary=outcome_sentence(preview, results),
-                               ok=not failed_results(results))
-        return results
-
-    def _set_quiet(self, cpus, quiet: bool) -> str | None:
-        """Verify's toggle: isolate or include `cpus` now, without a preview (the user asked for Verify)."""
-        service = self._service()
-        if service is None:
-            raise CoremapError("pinning is unavailable here, so CPUs cannot be made quiet")
-        done = set_quiet(service, cpus, quiet)
-        if done is None:
             return None
-        sentence, results = done
-        self.pins.show_results(results, "verify", summary=sentence, ok=not failed_results(results))
-        return sentence
+        return self.pins.run(f"{preview.action} {cpus_word(preview.cpus)}",
+                             lambda s, p: apply_preview(s, preview, progress=p),
+                             summary=lambda results: (outcome_sentence(preview, results), not failed_results(results)),
+                             service=service)
+
+    def _set_quiet(self, cpus, quiet: bool, done: Callable[[str | None], None], failed: Callable[[str], None]) -> None:
+        """Verify's toggle: isolate or include `cpus` now, without a preview (the user asked for Verify),
+        in the pin worker; `done(sentence or None)` or `failed(message)` in the UI thread after."""
+        service = self._service()
+        if service is None:
+            failed("pinning is unavailable here, so CPUs cannot be made quiet")
+            return
+
+        def finished(outcome) -> None:
+            if outcome is not None:
+                sentence, results = outcome
+                self.pins.show_results(results, "verify", summary=sentence, ok=not failed_results(results))
+            done(outcome[0] if outcome is not None else None)
+        self.pins.worker.submit("verify", lambda _p: set_quiet(service, cpus, quiet), on_done=finished,
+                                on_failed=failed)
 
     # -- verify ---------------------------------------------------------------------------------
     def verify(self, *, seconds: float = VERIFY_SECONDS, pairs: int = VERIFY_PAIRS) -> bool:

@@ -1,7 +1,8 @@
 """VerifyRunner: the window's Verify — probes/verify.py's VerifyPlan driven without blocking the UI.
 
 For each step of the plan (pair, quiet) it sets the quiet state through `set_quiet` (an isolate or
-include through the window's AffinityService, shown on the result line), then runs the step's
+include through the window's pin worker, shown on the result line; it answers later, in the UI
+thread, so the window keeps painting while hundreds of targets move), then runs the step's
 jitter jobs with a ProbeController of its own (which keeps coremap's threads off the probed CPUs
 while each runs, probes/own_affinity.py), records each finished run, and goes on. At the end, on a
 failure and on cancel, the CPUs get back the quiet state they had when Verify started.
@@ -18,9 +19,9 @@ from probes.spec import Job
 from probes.verify import VerifyPlan
 from widgets.probe.controller import ProbeController
 
-# set_quiet(cpus, quiet) -> the outcome sentence of the isolate or include made, None when none was
-# needed; raises CoremapError when it cannot be made.
-SetQuiet = Callable[[tuple[int, ...], bool], "str | None"]
+# set_quiet(cpus, quiet, done, failed): make the isolate or include, then call done(the outcome sentence,
+# or None when none was needed) or failed(message), in the UI thread.
+SetQuiet = Callable[[tuple[int, ...], bool, Callable[["str | None"], None], Callable[[str], None]], None]
 
 
 class VerifyRunner(QObject):
@@ -38,6 +39,7 @@ class VerifyRunner(QObject):
         self._steps: list[tuple[int, bool]] = []
         self._step: tuple[int, bool] | None = None
         self._was_quiet = False
+        self._cancelled = False
         self.controller.job_finished.connect(self._on_controller_job_finished)
         self.controller.finished.connect(self._on_controller_finished)
         self.controller.job_failed.connect(self._on_controller_job_failed)
@@ -54,50 +56,62 @@ class VerifyRunner(QObject):
         self.controller.guard.lent = frozenset(self.plan.cpus)
         self._steps = self.plan.steps()
         self._was_quiet = was_quiet
+        self._cancelled = False
         self._next_step()
 
     def cancel(self) -> None:
         if not self.running:
             return
         self._steps = []
+        self._cancelled = True
         self.controller.cancel()
 
     def _next_step(self) -> None:
         plan = self.plan
         if not self._steps:
-            result = plan.result()
-            if self._restore():
-                self.plan = None
-                self.finished.emit(result)
+            self._restore(lambda: self._end(plan.result()))
             return
         self._step = self._steps.pop(0)
         pair, quiet = self._step
-        try:
-            self._toggle(quiet)
+
+        def toggled(sentence: str | None) -> None:
+            if self.plan is not plan:
+                return              # ended meanwhile
+            if self._cancelled:
+                self._fail("verify cancelled; the CPUs have their quiet state from before")
+                return
+            if sentence:
+                plan.note_outcome("isolate" if quiet else "include", sentence)
             self.progress.emit(f"verify {pair + 1}/{plan.pairs}: jitter on {cpus_word(plan.cpus)} "
                                f"{'quiet' if quiet else 'not quiet'} for {plan.seconds:g} s")
-            self.controller.start(plan.jobs())
-        except CoremapError as e:
-            self._fail(str(e))
+            try:
+                self.controller.start(plan.jobs())
+            except CoremapError as e:
+                self._fail(str(e))
+        self._set_quiet(plan.cpus, quiet, toggled, self._fail)
 
-    def _toggle(self, quiet: bool) -> None:
-        sentence = self._set_quiet(self.plan.cpus, quiet)
-        if sentence:
-            self.plan.note_outcome("isolate" if quiet else "include", sentence)
+    def _restore(self, then) -> None:
+        """Give the CPUs the quiet state they had when Verify started, then `then()`."""
+        plan = self.plan
 
-    def _restore(self) -> bool:
-        try:
-            self._set_quiet(self.plan.cpus, self._was_quiet)
-        except CoremapError as e:
-            self.plan = None
-            self.failed.emit(f"verify: could not give the CPUs their quiet state back: {e}")
-            return False
-        return True
+        def failed(message: str) -> None:
+            if self.plan is plan:
+                self.plan = None
+                self.failed.emit(f"verify: could not give the CPUs their quiet state back: {message}")
+        self._set_quiet(plan.cpus, self._was_quiet, lambda _sentence: then(), failed)
+
+    def _end(self, result: dict) -> None:
+        self.plan = None
+        self.finished.emit(result)
 
     def _fail(self, message: str) -> None:
-        if self._restore():
+        if self.plan is None:
+            return
+
+        def failed() -> None:
             self.plan = None
             self.failed.emit(message)
+        self._restore(failed)
 
     def _on_controller_job_finished(self, job: Job) -> None:
         pair, quiet = self._step

@@ -1,0 +1,61 @@
+"""What is checked before a batch journals or writes anything: CPUs that cannot take a pin here (beyond
+any machine, not on this one, offline), and `preflight`, the reasons a drag shows before the drop
+(an IRQ that does not exist or that the kernel manages, a kernel thread, a cpuset without those CPUs).
+"""
+from __future__ import annotations
+
+from app.errors import excerpt
+from app.format import format_cpus, offline_sentence, unknown_cpus_sentence
+from app.machine.cpusets import read_cpuset_cpus
+from app.machine.interrupts import irq_is_managed
+from app.machine.threads import TaskGone, read_task, read_tgid
+from app.machine.topology import read_cpu_ids
+from app.parse.cpulist import MAX_CPU
+from app.pinning.targets import PinTarget
+from app.sysroot import SysRoot
+
+
+def cpus_refusal(root: SysRoot, cpus, online) -> tuple[str, str] | None:
+    """(code, reason) when `cpus` cannot take a pin here, checked before any journal line: "invalid"
+    for CPUs this machine does not have (exit 2 in the CLI), "offline" for CPUs it has but that are
+    offline (exit 1); None when they can."""
+    if not cpus:
+        return "invalid", "no CPUs given; write CPUs like 2-5,8"
+    if any(c < 0 or c >= MAX_CPU for c in cpus):
+        return "invalid", (f"CPU list {excerpt(format_cpus(cpus))} holds CPU numbers beyond any machine; "
+                           "write CPUs like 2-5,8")
+    known = read_cpu_ids(root)
+    missing = [c for c in cpus if c not in known]
+    if missing:
+        return "invalid", unknown_cpus_sentence(missing, known)
+    offline = sorted(set(cpus) - set(online))
+    if offline:
+        return "offline", offline_sentence(offline, online)
+    return None
+
+
+def target_objection(root: SysRoot, t: PinTarget, cpus) -> str:
+    """Why `t` cannot take `cpus`, as far as can be known without writing ("" = no objection)."""
+    if t.kind == "irq":
+        if not root.exists(root.irq_dir(t.id)):
+            return f"IRQ {t.id} does not exist on this machine; see `coremap irqs`"
+        if irq_is_managed(root, t.id):
+            return (f"IRQ {t.id} is managed by the kernel (its driver spreads it over CPUs itself) and cannot "
+                    "be moved; pick another IRQ")
+        return ""
+    if t.kind not in ("thread", "process"):
+        return ""
+    pid = t.pid if t.pid is not None else (t.id if t.kind == "process" else read_tgid(root, t.id))
+    try:
+        if pid is None:
+            raise TaskGone(t.id)
+        task = read_task(root, pid, t.id, detail="fast")
+    except TaskGone:
+        return f"{t.describe()} has exited"
+    if task.no_setaffinity:
+        return f"kernel thread {t.id} ({task.comm}) refuses affinity changes"
+    allowed, where = read_cpuset_cpus(root, pid, t.id)
+    if allowed is not None and not set(cpus) & set(allowed):
+        return (f"{t.describe()} may run only on CPUs {format_cpus(allowed)} (cpuset {where}); choose CPUs "
+                "among them")
+    return ""

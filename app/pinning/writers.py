@@ -1,0 +1,252 @@
+"""The small writers the pin flow (app/pinning/flow.py) runs: one per kind of target, each knowing how
+to read its target's value before the write, write it (directly, or through the privileged helper),
+and read it back. They hold no state of a batch; the flow journals around them.
+
+  ThreadWriter  sched_setaffinity(2) on one tid, read back with sched_getaffinity(2)
+  IrqWriter     proc/irq/N/smp_affinity_list, read back with both of the IRQ's CPU lists
+                (Documentation/core-api/irq/irq-affinity.rst)
+  MaskWriter    the masks an isolate moves (app/pinning/masks.py)
+
+Every path comes from SysRoot, built from a checked kind, number or device name; never from text a
+journal or a request carried.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from app.errors import SysRootReadError
+from app.format import format_cpus
+from app.machine.cpusets import read_cpuset_cpus
+from app.machine.interrupts import read_irq_cpus
+from app.machine.threads import TaskGone, read_task, read_tgid
+from app.parse.cpulist import format_cpulist
+from app.pinning.masks import MASK_KINDS, mask_path, read_mask, write_mask
+from app.pinning.targets import PinTarget
+from app.sysroot import SysRoot
+
+
+@dataclass(frozen=True)
+class Step:
+    """One write of a batch: set `target` to `cpus`. `expect_starttime`: the thread must still be the
+    one journalled (an undo or restore); `inherited`: the `before` to journal instead of the value
+    read (a pinned process's new thread, born with the pin, whose undo gives it the process's old mask)."""
+    target: PinTarget
+    cpus: tuple[int, ...]
+    expect_starttime: int | None = None
+    inherited: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a writer found before the write: the target as it will be journalled (its label and pid
+    filled in), its value, and either nothing against the write, `gone` (journalled, not written: the
+    target exited) or `refusal` ((code, sentence): refused before anything is journalled)."""
+    target: PinTarget
+    before: tuple[int, ...] | None = None
+    starttime: int | None = None
+    gone: str = ""
+    refusal: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a write ended: its code and sentence, the value read back, and whether it happened."""
+    code: str
+    message: str = ""
+    after: tuple[int, ...] | None = None
+    effective: tuple[int, ...] | None = None
+    done: bool = False
+
+
+def checked(target: PinTarget, cpus, after, *, what: str, effective=None, why: str) -> Outcome:
+    """"ok" when `after` is what was asked, else "trimmed" (the write happened, the kernel cut it)."""
+    if after == tuple(cpus):
+        return Outcome("ok", "", after, effective, done=True)
+    return Outcome("trimmed", f"{target.describe()} {what} {format_cpus(after or ())}, not the requested "
+                   f"{format_cpus(cpus)}: {why}", after, effective, done=True)
+
+
+class ThreadWriter:
+    """A thread's CPU affinity. Threads exist only on the live machine: a capture refuses them."""
+
+    def __init__(self, root: SysRoot):
+        self.root = root
+
+    def read(self, target: PinTarget) -> tuple[int, ...] | None:
+        try:
+            return tuple(sorted(os.sched_getaffinity(target.id)))
+        except (ProcessLookupError, PermissionError):
+            return None
+
+    def prepare(self, step: Step) -> Prepared:
+        t = step.target
+        if not self.root.is_live:
+            return Prepared(t, refusal=("invalid", f"{t.describe()}: threads can be pinned only on the live "
+                                        f"machine, not on the capture {self.root.root}; drop --root"))
+        pid = t.pid if t.pid is not None else read_tgid(self.root, t.id)
+        task = None
+        if pid is not None:
+            try:
+                task = read_task(self.root, pid, t.id, detail="fast")
+            except TaskGone:
+                task = None
+        t = PinTarget("thread", t.id, pid, t.label or (task.comm if task is not None else ""))
+        start = task.starttime if task is not None else step.expect_starttime
+        if task is None:
+            return Prepared(t, starttime=start, gone=f"{t.describe()} has exited; refresh the list")
+        if step.expect_starttime is not None and task.starttime != step.expect_starttime:
+            return Prepared(t, starttime=step.expect_starttime, gone=(
+                f"{t.describe()}: the thread that was pinned exited and its id was reused; left alone"))
+        if task.state in ("Z", "X"):
+            # A zombie has exited; only its entry waits to be reaped. sched_setaffinity would still
+            # "succeed" on it, which would journal a pin of nothing.
+            return Prepared(t, starttime=start, gone=(f"{t.describe()} has exited (a zombie its parent has "
+                                                      "not reaped); refresh the list"))
+        before = self.read(t)
+        if before is None:
+            return Prepared(t, starttime=start, gone=f"{t.describe()} has exited; refresh the list")
+        return Prepared(t, step.inherited if step.inherited is not None else before, start)
+
+    def write(self, target: PinTarget, cpus) -> None:
+        os.sched_setaffinity(target.id, cpus)
+
+    def write_privileged(self, helper, target: PinTarget, cpus) -> None:
+        helper.set_thread_affinity(target.id, cpus)
+
+    def read_back(self, target: PinTarget, cpus) -> Outcome:
+        after = self.read(target)
+        if after is None:
+            return Outcome("gone", f"{target.describe()} exited right after the write")
+        return checked(target, cpus, after, what="runs on", why="the kernel trimmed the mask to its cpuset")
+
+    def explain_einval(self, target: PinTarget, cpus) -> tuple[str, str]:
+        """Why sched_setaffinity said EINVAL: a per-CPU kernel thread, or CPUs outside its cpuset."""
+        pid = target.pid if target.pid is not None else target.id
+        try:
+            task = read_task(self.root, pid, target.id, detail="fast")
+        except TaskGone:
+            return "gone", f"{target.describe()} has exited; refresh the list"
+        if task.no_setaffinity:
+            return "kthread", (f"kernel thread {target.id} ({task.comm}) refuses affinity changes (a per-CPU "
+                               "kernel thread); leave it where it is")
+        allowed, where = read_cpuset_cpus(self.root, pid, target.id)
+        if allowed is not None:
+            return "cpuset", (f"{target.describe()} may run only on CPUs {format_cpus(allowed)} of its cpuset "
+                              f"{where}; choose CPUs among them or move it to another cpuset")
+        return "cpuset", (f"the kernel refused CPUs {format_cpus(cpus)} for {target.describe()}: they lie outside "
+                          f"its cpuset (see /proc/{pid}/task/{target.id}/cpuset); choose other CPUs")
+
+
+class IrqWriter:
+    """An IRQ's requested affinity; its effective affinity is read back beside it."""
+
+    def __init__(self, root: SysRoot):
+        self.root = root
+
+    def read(self, target: PinTarget) -> tuple[int, ...] | None:
+        try:
+            return read_irq_cpus(self.root, target.id)[0]
+        except SysRootReadError:
+            return None
+
+    def prepare(self, step: Step) -> Prepared:
+        t = step.target
+        folder = self.root.irq_dir(t.id)
+        if not self.root.exists(folder):
+            return Prepared(t, refusal=("invalid", f"IRQ {t.id} does not exist on this machine; see `coremap irqs`"))
+        if not t.label:
+            names = [n for n in self.root.listdir(folder) if self.root.is_dir(folder / n)]
+            if names:
+                t = PinTarget("irq", t.id, None, ",".join(names))
+        return Prepared(t, self.read(t))
+
+    def write(self, target: PinTarget, cpus) -> None:
+        _write_line(self.root, self.root.irq_dir(target.id, "smp_affinity_list"), format_cpulist(cpus))
+
+    def write_privileged(self, helper, target: PinTarget, cpus) -> None:
+        helper.set_irq_affinity(target.id, cpus)
+
+    def read_back(self, target: PinTarget, cpus) -> Outcome:
+        after = self.read(target)
+        effective = self._effective(target.id, cpus)
+        if after != tuple(cpus):
+            return checked(target, cpus, after, what="reads back", effective=effective,
+                           why="the kernel trimmed the mask")
+        if delivery_lags(cpus, effective, live=self.root.is_live):
+            # The mask reads back as asked; only the delivery has not followed yet. x86 moves an IRQ
+            # whose vector is in use at its next interrupt (kernel/irq/migration.c
+            # irq_move_masked_irq), so this is not a failure, but it is not "moved" either: it may also
+            # be a chip that cannot target those CPUs.
+            return Outcome("moving", (
+                f"{target.describe()} is still delivered on CPU {format_cpus(effective)}, outside the requested "
+                f"{format_cpus(cpus)}: x86 moves some IRQs only at their next interrupt; check its effective "
+                "affinity again after it fires"), after, effective, done=True)
+        return Outcome("ok", "", after, effective, done=True)
+
+    def _effective(self, irq: int, cpus) -> tuple[int, ...] | None:
+        # Where the chip moves the vector in process context the write itself updates it: give it a
+        # few milliseconds before calling delivery elsewhere.
+        eff = None
+        for delay in (0, 0.002, 0.005, 0.01):
+            time.sleep(delay)
+            try:
+                eff = read_irq_cpus(self.root, irq)[1]
+            except SysRootReadError:
+                return None
+            if eff is None or set(eff) <= set(cpus):
+                break
+        return eff
+
+
+def delivery_lags(requested, effective, *, live: bool) -> bool:
+    """Whether an IRQ whose mask reads back as `requested` is still delivered elsewhere (`effective`
+    outside it). Only the live kernel moves delivery; a test tree's effective_affinity_list is a file
+    nobody updates, so there it never lags."""
+    return live and effective is not None and not set(effective) <= set(requested)
+
+
+class MaskWriter:
+    """A mask an isolate moves: the default IRQ affinity, the workqueue cpumask, RPS and XPS."""
+
+    def __init__(self, root: SysRoot):
+        self.root = root
+
+    def read(self, target: PinTarget) -> tuple[int, ...] | None:
+        return read_mask(self.root, mask_path(self.root, target.kind, target.id, target.netdev))
+
+    def prepare(self, step: Step) -> Prepared:
+        t = step.target
+        try:
+            before = self.read(t)
+        except ValueError as e:
+            return Prepared(t, refusal=("invalid", str(e)))
+        if before is None:
+            return Prepared(t, refusal=("invalid", f"{t.describe()} does not exist on this machine"))
+        return Prepared(t, before)
+
+    def write(self, target: PinTarget, cpus) -> None:
+        write_mask(self.root, mask_path(self.root, target.kind, target.id, target.netdev), cpus)
+
+    def write_privileged(self, helper, target: PinTarget, cpus) -> None:
+        helper.set_mask(target.kind, target.id, target.netdev, cpus)
+
+    def read_back(self, target: PinTarget, cpus) -> Outcome:
+        return checked(target, cpus, self.read(target), what="reads back", why="the kernel trimmed the mask")
+
+
+def writers_for(root: SysRoot) -> dict[str, object]:
+    """kind -> its writer, for every kind the journal records."""
+    irq, mask = IrqWriter(root), MaskWriter(root)
+    return {"thread": ThreadWriter(root), "irq": irq, **{k: mask for k in MASK_KINDS}}
+
+
+def _write_line(root: SysRoot, path, text: str) -> None:
+    """One write(2) of the whole value, as procfs and sysfs want; through the SysRoot, so never O_CREAT
+    (a missing file is ENOENT) and, in a test tree, never through a link that leaves it."""
+    fd = root.open_for_write(path)
+    try:
+        os.write(fd, (text + "\n").encode())
+    finally:
+        os.close(fd)
