@@ -13,7 +13,7 @@ import sys
 from app.errors import CoremapError
 from probes.common import EXIT_BAD_INPUT, check_cpus, emit, log, pin
 from probes.runner import PARENT_ENV
-from probes.spec import PER_CPU, PROBE_NAMES, module
+from probes.spec import PROBE_NAMES, module, record
 
 EXIT_PARENT_GONE = 3
 
@@ -45,20 +45,20 @@ def main(argv: list[str] | None = None) -> int:
     # tracefs instance there). The handler runs when the current chunk returns, within ~100 ms; the
     # runner's SIGKILL after that is the backstop, and the next attributed run removes what it left.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    mod = module(name)
+    mod, rec = module(name), record(name)
     try:
         args = mod.build_parser().parse_args(argv[1:])
         args.cpu_ids = ()
         args.cpu_id = None
-        if name not in PER_CPU:
-            if args.cpu is not None or name == "sweep":
+        if not rec.per_cpu:
+            if args.cpu is not None:
                 args.cpu_ids = check_cpus(args.cpu)
         elif not args.unbound or args.cpu is not None:
             (args.cpu_id, *rest) = check_cpus(args.cpu)
             if rest:
                 raise CoremapError(f"--cpu {args.cpu!r}: {name} runs on one CPU per process; "
                                    "the coremap CLI runs one process per CPU of a list")
-            if not args.unbound and name != "counters":
+            if not args.unbound and rec.pin:
                 pin(args.cpu_id)
         return int(mod.run(args, emit) or 0)
     except CoremapError as e:

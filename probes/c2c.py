@@ -9,9 +9,13 @@ import statistics
 import time
 
 from app.parse.cpulist import parse_cpulist
+from app.format import format_ns
 from probes.common import ProbeArgumentParser, ProbeError, add_common_args, hello, host_facts, run_lines
 
 NAME = "c2c"
+# The text's matrix: a row label column, then one right-aligned cell per CPU (wide enough for '29.2 ns').
+_LABEL = 6
+_CELL = 10
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,3 +76,16 @@ def summarize(lines) -> dict:
             "pairs": [{"a": iv["pair"][0], "b": iv["pair"][1], "median_ns": iv["median_ns"], "min_ns": iv["min_ns"]}
                       for iv in ivs],
             "matrix_cpus": cpus, "matrix_ns": matrix, "host": host_facts(hello_line)}
+
+
+def text_lines(r: dict) -> list[str]:
+    """The result as `coremap probe` prints it: the matrix, each row starting with its CPU in a column
+    of its own, so every cell keeps its full width under its CPU's header (a wide value such as
+    '29.2 ns' used to lose its first digit in the first column)."""
+    cpus = r["matrix_cpus"]
+    lines = ["core-to-core one-way latency (median of batches):",
+             "    " + " " * _LABEL + "".join(f"{c:>{_CELL}}" for c in cpus)]
+    for c, row in zip(cpus, r["matrix_ns"]):
+        cells = "".join(f"{format_ns(v) if v is not None else '-':>{_CELL}}" for v in row)
+        lines.append(f"    {c:<{_LABEL}}{cells}")
+    return lines

@@ -12,6 +12,7 @@ import sys
 import time
 
 from probes.common import ProbeArgumentParser, ProbeError, add_common_args, hello, host_facts, run_lines
+from probes.text import count_text
 
 NAME = "counters"
 
@@ -67,3 +68,13 @@ def summarize(lines) -> dict:
     return {"probe": NAME, "cpu": hello_line.get("cpu"), "loop_ns": None, "sampled_seconds": None,
             "achieved_duty": None, "buckets": [], "percentiles": None, "command": hello_line.get("command"),
             "runs": runs, "compare": compare, "host": host_facts(hello_line)}
+
+
+def text_lines(r: dict) -> list[str]:
+    """The result as `coremap probe` prints it (probes/text.py adds the verdict)."""
+    lines = [f"counters for {' '.join(r['command'] or [])!s} (CPU {r['cpu']}):",
+             f"    {'event':<18}{'pinned':>16}{'unpinned':>16}{'ratio':>8}"]
+    for ev, c in r["compare"].items():
+        ratio = f"{c['ratio']:.2f}" if c["ratio"] is not None else "-"
+        lines.append(f"    {ev:<18}{count_text(c['pinned']):>16}{count_text(c['unpinned']):>16}{ratio:>8}")
+    return lines

@@ -41,12 +41,15 @@ from app.parse.meminfo import parse_meminfo
 from app.parse.size import SizeError, parse_size
 from app.sysroot import SysRoot
 from probes import histogram
+from probes.catalog import RECORDS
 from probes.common import (ProbeArgumentParser, ProbeError, add_common_args, hello, host_facts, loop_tsc_hz,
                            run_lines)
+from probes.text import count_text, share_text
 
 NAME = "first-touch"
-THP_MODES = ("never", "madvise", "always")
-DEFAULT_SIZE = 1 << 30
+RECORD = RECORDS[NAME]
+THP_MODES = RECORD.field("thp").values()
+DEFAULT_SIZE = RECORD.field("size").default
 STRETCHES = 200            # interval lines per touch: the plot's resolution
 HUGE_PAGE = 2 << 20
 WHERE_SAMPLES = 64
@@ -282,3 +285,23 @@ def verdict(rows: list[dict], h: dict) -> str:
         text += (f"; memory on node {worst['node']} costs "
                  f"{format_factor(worst['first']['ns_per_page'] / f['ns_per_page'])} the local first touch")
     return text
+
+
+def text_lines(r: dict) -> list[str]:
+    """The result as `coremap probe` prints it (probes/text.py adds the verdict)."""
+    thp = r["thp"]
+    lines = [f"{r['title']}: {format_size(r['page_bytes'])} pages; THP {thp['asked'] or 'not asked'}: "
+             f"{thp['meaning']} (system: enabled {thp['system']}, defrag {thp['defrag']})",
+             f"    {'node':<10}{'first/page':>12}{'second/page':>13}{'ratio':>8}{'kernel':>8}{'faults':>11}"
+             f"{'huge pages':>12}{'p50':>10}{'p99':>10}{'max':>10}{'on node':>9}"]
+    for n in r["nodes"]:
+        f, s = n["first"], n["second"]
+        pct = f.get("percentiles") or {}
+        where = {True: "local", False: "remote", None: ""}[n["local"]]
+        lines.append(f"    {str(n['node']) + ' ' + where:<10}{format_ns(f['ns_per_page']):>12}"
+                     f"{format_ns(s['ns_per_page']):>13}{format_factor(n['ratio']):>8}{share_text(f['sys_share']):>8}"
+                     f"{count_text(f['minor_faults']):>11}{count_text(n['huge_pages']):>12}{format_ns(pct.get('p50')):>10}"
+                     f"{format_ns(pct.get('p99')):>10}{format_ns(pct.get('max')):>10}{share_text(n['on_node_share']):>9}")
+    if r.get("table_note"):
+        lines.append(f"  {r['table_note']}")
+    return lines

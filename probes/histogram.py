@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from hdrh.histogram import HdrHistogram
 
 from app.errors import ParseError
+from probes.common import host_facts, run_lines
 
 LOWEST_NS = 1
 HIGHEST_NS = 3_600_000_000_000  # one hour
@@ -334,6 +335,31 @@ def intervals_histogram(intervals) -> tuple[list[list[int]], dict]:
     """The merged buckets of a run's interval lines and their percentiles."""
     buckets = merge_buckets(*(iv["buckets"] for iv in intervals))
     return buckets, percentiles(buckets_to_histogram(buckets))
+
+
+@dataclass
+class LatencyRun:
+    """What a jitter or wakeup run's lines hold in common: its hello line, its interval lines, their
+    merged buckets and percentiles (which the probe may still correct: the loop knows its exact max)."""
+    hello: dict
+    intervals: list[dict]
+    buckets: list[list[int]]
+    percentiles: dict
+
+    @classmethod
+    def of(cls, lines) -> LatencyRun:
+        hello_line, ivs = run_lines(lines)
+        return cls(hello_line, ivs, *intervals_histogram(ivs))
+
+    def total(self, key: str) -> float:
+        """`key` summed over the interval lines (chunk_ns, sampled_ns, iterations)."""
+        return sum(iv[key] for iv in self.intervals)
+
+    def result(self, probe: str, **figures) -> dict:
+        """The result object: the probe's own figures between the parts every latency run has."""
+        return {"probe": probe, "cpu": self.hello.get("cpu"), **figures,
+                "buckets": buckets_as_dicts(self.buckets), "percentiles": self.percentiles,
+                "intervals": len(self.intervals), "host": host_facts(self.hello)}
 
 
 def summary_from_buckets(buckets, sampled_ns: float | None = None) -> dict:

@@ -7,20 +7,24 @@ import argparse
 import os
 import time
 
+from app.format import format_count, format_ns
 from probes import trace
-from probes.common import (ProbeArgumentParser, add_common_args, apply_sched, duty_split, hello, host_facts,
-                           lock_memory, run_lines)
+from probes.catalog import RECORDS
+from probes.common import ProbeArgumentParser, add_common_args, apply_sched, duty_split, hello, lock_memory
+from probes.text import format_attribution, percentiles_lines
 
 NAME = "jitter"
+RECORD = RECORDS[NAME]
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = ProbeArgumentParser(prog="python -m probes jitter", description=__doc__)
     add_common_args(p)
-    p.add_argument("--duty", type=float, default=100.0, metavar="P",
-                   help="percent of time spent sampling: 100 = always, 50 = 1 ms on/1 ms off (default 100)")
-    p.add_argument("--threshold-ns", type=int, default=1000, metavar="NS",
-                   help="gaps at least this long are binned finely and kept as top gaps (default 1000)")
+    duty, threshold = RECORD.field("duty").default, RECORD.field("threshold_ns").default
+    p.add_argument("--duty", type=float, default=duty, metavar="P",
+                   help=f"percent of time spent sampling: 100 = always, 50 = 1 ms on/1 ms off (default {duty:g})")
+    p.add_argument("--threshold-ns", type=int, default=threshold, metavar="NS",
+                   help=f"gaps at least this long are binned finely and kept as top gaps (default {threshold})")
     p.add_argument("--top", type=int, default=16, help="largest gaps kept per interval (default 16)")
     p.add_argument("--no-tsc", action="store_true", help="read CLOCK_MONOTONIC even where rdtsc is usable")
     p.add_argument("--attribute", action="store_true",
@@ -90,25 +94,37 @@ def summarize(lines) -> dict:
     # imported here: the probe's own process (python -m probes) never summarizes, and so runs on a
     # server with nothing but Python 3 (issue 15: the agent shipped over ssh has no hdrh there)
     from probes import histogram
-    hello_line, ivs = run_lines(lines)
-    buckets, pct = histogram.intervals_histogram(ivs)
-    sampled = sum(iv["sampled_ns"] for iv in ivs)
-    elapsed = sum(iv["chunk_ns"] for iv in ivs)
-    iters = sum(iv["iterations"] for iv in ivs)
-    top = sorted((g for iv in ivs for g in iv["top_gaps"]), key=lambda g: -g[1])[:hello_line.get("top", 16)]
-    gaps = histogram.gaps_per_hour(buckets, sampled)
+    run = histogram.LatencyRun.of(lines)
+    sampled, elapsed, iters = run.total("sampled_ns"), run.total("chunk_ns"), run.total("iterations")
+    top = sorted((g for iv in run.intervals for g in iv["top_gaps"]), key=lambda g: -g[1])[:run.hello.get("top", 16)]
+    gaps = histogram.gaps_per_hour(run.buckets, sampled)
     if top:
         # the loop knows the exact longest gap; the histogram only knows its bucket's midpoint
-        pct["max"] = max(pct["max"] or 0, top[0][1])
-    return {"probe": NAME, "cpu": hello_line.get("cpu"), "loop_ns": sampled / iters if iters else None,
-            "sampled_seconds": sampled / 1e9, "elapsed_seconds": elapsed / 1e9,
-            "achieved_duty": sampled / elapsed if elapsed else None,
-            "requested_duty": hello_line.get("duty"), "iterations": iters,
-            "threshold_ns": hello_line.get("threshold_ns"),
-            "buckets": histogram.buckets_as_dicts(buckets), "percentiles": pct,
-            "gaps_per_cpu_hour": gaps["rows"], "lost_share": gaps["lost_share"],
-            "top_gaps": [{"t_ns": t, "gap_ns": g} for t, g in top], "intervals": len(ivs),
-            "host": host_facts(hello_line), "attribution": _attribution(lines)}
+        run.percentiles["max"] = max(run.percentiles["max"] or 0, top[0][1])
+    return run.result(NAME, loop_ns=sampled / iters if iters else None, sampled_seconds=sampled / 1e9,
+                      elapsed_seconds=elapsed / 1e9, achieved_duty=sampled / elapsed if elapsed else None,
+                      requested_duty=run.hello.get("duty"), iterations=iters,
+                      threshold_ns=run.hello.get("threshold_ns"), gaps_per_cpu_hour=gaps["rows"],
+                      lost_share=gaps["lost_share"], top_gaps=[{"t_ns": t, "gap_ns": g} for t, g in top],
+                      attribution=_attribution(lines))
+
+
+def text_lines(r: dict) -> list[str]:
+    """The result as `coremap probe` prints it (probes/text.py adds the verdict)."""
+    lines = [f"jitter on CPU {r['cpu']}: {r['sampled_seconds']:.3f} s sampled "
+             f"(duty {100 * (r['achieved_duty'] or 0):.1f}%), loop {format_ns(r['loop_ns'])}, "
+             f"{format_count(r['iterations'])} reads", *percentiles_lines(r),
+             f"  gaps per CPU-hour (of {r['sampled_seconds']:.3f} s sampled):",
+             f"    {'length':<16}{'count':>8}{'per CPU-hour':>16}"]
+    for row in r["gaps_per_cpu_hour"]:
+        if row["count"]:
+            rng = (f"{format_ns(row['lo_ns'])}-{format_ns(row['hi_ns'])}" if row["hi_ns"]
+                   else f">= {format_ns(row['lo_ns'])}")
+            lines.append(f"    {rng:<16}{row['count']:>8}{row['per_hour']:>16,.0f}")
+    if r["lost_share"] is not None:
+        lines.append(f"  time lost in gaps >= 2 us: {100 * r['lost_share']:.4f}%")
+    lines.extend(format_attribution(r.get("attribution")))
+    return lines
 
 
 def _attribution(lines) -> dict | None:

@@ -24,17 +24,20 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 
-from app.format import format_compact, format_factor, format_percent
+from app.format import format_compact, format_factor, format_ns
 from app.machine.topology import Topology, read_topology
 from app.parse.cpulist import parse_cpulist
 from app.sysroot import SysRoot
 from probes import histogram
+from probes.catalog import RECORDS
 from probes.common import (ProbeArgumentParser, ProbeError, add_common_args, allowed_cpus, alternated, counter_delta,
                            hello, host_facts, loop_tsc_hz, run_lines, thread_counters)
+from probes.text import count_text, share_text
 
 NAME = "messaging"
-TRANSPORTS = ("shm", "pipe", "udp")
-DEFAULT_ROUNDS = 2
+RECORD = RECORDS[NAME]
+TRANSPORTS = RECORD.field("transport").values()
+DEFAULT_ROUNDS = RECORD.field("rounds").default
 WINDOW_NS = 100_000_000
 NEAR = 0.95     # medians within 5% of the highest count as equally fast; the steadiest of them is best
 # The kinds of placement, in the order `auto` tries them, with their names.
@@ -48,9 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = ProbeArgumentParser(prog="python -m probes messaging", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(p)
-    p.add_argument("--placement", default="auto", metavar="auto|A:B,...",
+    p.add_argument("--placement", default=RECORD.field("placement").default, metavar="auto|A:B,...",
                    help="auto (every kind this machine offers) or sender:receiver pairs and 'unpinned'")
-    p.add_argument("--transport", choices=TRANSPORTS, default="shm", help="shm (default), pipe or udp")
+    p.add_argument("--transport", choices=TRANSPORTS, default=TRANSPORTS[0], help="shm (default), pipe or udp")
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
                    help=f"segments per placement, in alternated order (default {DEFAULT_ROUNDS})")
     p.add_argument("--no-multicast", action="store_true", help="udp: unicast even where multicast works")
@@ -260,7 +263,7 @@ def verdict(best: dict | None, unpinned: dict | None, steadier: float | None) ->
     if best is None:
         return "no placement was measured"
     head = (f"best: {best['name']}, median {format_compact(best['median_rate'])} msgs/s"
-            f" (CV {_cv(best['cv'])})")
+            f" (CV {share_text(best['cv'])})")
     if unpinned is None:
         return head + "; no unpinned run to compare with"
     if best is unpinned:
@@ -274,11 +277,12 @@ def verdict(best: dict | None, unpinned: dict | None, steadier: float | None) ->
         steady = f"{format_factor(steadier)} steadier than unpinned"
     else:
         steady = f"{format_factor(1 / steadier)} less steady than unpinned"
-    return f"{head}; {steady} (CV {_cv(unpinned['cv'])}), {faster} its median"
+    return f"{head}; {steady} (CV {share_text(unpinned['cv'])}), {faster} its median"
 
 
-def _cv(cv: float | None) -> str:
-    return format_percent(100 * cv) if cv is not None else "-"
+def job_cpus(spec, cpus) -> tuple[int, ...]:
+    """The CPUs a run of `spec` (a ProbeSpec) measures: those of its placements (its record names this)."""
+    return placement_cpus(spec.placement or RECORD.field("placement").default, cpus)
 
 
 def placement_cpus(text: str, cpus=()) -> tuple[int, ...]:
@@ -292,3 +296,26 @@ def placement_cpus(text: str, cpus=()) -> tuple[int, ...]:
         return ()
     pinned = {c for p in placements for c in (p.send, p.recv) if c is not None}
     return tuple(sorted(pinned))
+
+
+def text_lines(r: dict) -> list[str]:
+    """The result as `coremap probe` prints it (probes/text.py adds the verdict)."""
+    rounds = r.get("rounds") or 1
+    udp = r.get("transport") == "udp"
+    lines = [f"{r['title']}: {r.get('message_bytes') or 64}-byte messages, {rounds} round{'s' if rounds != 1 else ''} "
+             "per placement in alternated order",
+             f"    {'placement':<30}{'median':>10}{'CV':>7}{'migrations':>12}{'p50':>10}{'p99':>10}"
+             f"{'max':>10}{'received':>13}" + (f"{'lost':>11}" if udp else "")]
+    for p in r["placements"]:
+        lat = p.get("latency") or {}
+        m = p["migrations"]
+        moved = f"{count_text(m['sender'])}/{count_text(m['receiver'])}"
+        # UDP drops what the receiver's buffer cannot hold; a ring or a pipe loses nothing (what
+        # is sent but not received there was still in flight when the segment ended)
+        lost = f"{count_text(p['sent'] - p['received']):>11}" if udp else ""
+        lines.append(f"    {p['name'][:29]:<30}{format_compact(p['median_rate']) + '/s':>10}{share_text(p['cv']):>7}"
+                     f"{moved:>12}{format_ns(lat.get('p50')):>10}{format_ns(lat.get('p99')):>10}"
+                     f"{format_ns(lat.get('max')):>10}{count_text(p['received']):>13}{lost}")
+    if r.get("missing"):
+        lines.append("  not on this machine: " + "; ".join(r["missing"]))
+    return lines

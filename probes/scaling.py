@@ -39,12 +39,15 @@ import shutil
 import statistics
 import time
 
-from app.format import format_cpus, format_factor
+from app.format import format_compact, format_cpus, format_factor, format_ns
+from probes.catalog import RECORDS
 from probes.common import (ProbeArgumentParser, ProbeError, add_common_args, allowed_cpus, alternated, apply_sched,
                            counter_delta, hello, host_facts, loop_tsc_hz, run_lines, thread_counters)
+from probes.text import count_text, share_text
 
 NAME = "scaling"
-WORKS = ("lock", "atomic", "private")
+RECORD = RECORDS[NAME]
+WORKS = RECORD.field("work").values()
 ROUNDS_WORK = 3
 ROUNDS_COMMAND = 1
 NEGATIVE = 1.10            # flagged when a narrower width is this many times faster
@@ -248,3 +251,21 @@ def verdict(rows: list[dict], what: str) -> str:
         text += (f"; unpinned {format_factor(unpinned['factor'])} slower than {unpinned['compared_with']}"
                  if unpinned["flagged"] else f"; unpinned {format_factor(unpinned['speedup'])} of one CPU")
     return text
+
+
+def text_lines(r: dict) -> list[str]:
+    """The result as `coremap probe` prints it (probes/text.py adds the verdict)."""
+    command = r["mode"] == "command"
+    unit = "runs/s" if command else "ops/s"
+    lines = [f"{r['title']}" + ("" if command else f": {r['threads']} threads") + f", {r['rounds']} round"
+             f"{'s' if r['rounds'] != 1 else ''} in alternated order (medians)",
+             f"    {'CPUs':<12}{unit:>10}{'speedup':>9}{'ideal':>7}{'waiting' if not command else 'wall':>9}"
+             f"{'CPU time':>10}{'switches':>10}{'migrations':>12}  flag"]
+    for w in r["widths"]:
+        fourth = format_ns(w["wall_ns"]) if command else share_text(w.get("wait_share"))
+        switches = None if w["voluntary"] is None else w["voluntary"] + (w["involuntary"] or 0)
+        flag = f"{format_factor(w['factor'])} slower" if w["flagged"] else ""
+        lines.append(f"    {w['label']:<12}{format_compact(w['throughput']):>10}{format_factor(w['speedup']):>9}"
+                     f"{str(w['width']) + 'x':>7}{fourth:>9}{format_ns(w['cpu_ns']):>10}{count_text(switches):>10}"
+                     f"{count_text(w['migrations']):>12}  {flag}")
+    return lines

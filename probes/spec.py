@@ -1,88 +1,67 @@
 """ProbeSpec: one probe run as asked for (the probe, its CPUs, its options), and the jobs it becomes.
 
-The one place that knows which option applies to which probe, which probes run one process per CPU,
-how a child's argv is spelled (`python -m probes PROBE ARGS`, probes/__main__.py) and what each job
-is called. `coremap probe` (app/cli/probe.py) builds a spec from its options, the window's probe
-form (widgets/probe/form.py) from its fields; both run the jobs it yields.
+Which options a probe takes, their bounds, how its runs are cut into jobs and what a job is called
+come from the probe's record (probes/catalog.py); this module applies them: it checks a spec against
+its record, spells a child's argv (`python -m probes PROBE ARGS`, probes/__main__.py) and names each
+job. `coremap probe` (app/cli/probe.py) builds a spec from its options, the window's probe form
+(widgets/probe/form.py) from its fields; both run the jobs it yields.
 
 A spec that asks for an option its probe does not take raises ProbeSpecError naming the option
-(`--rounds does not apply to the jitter probe; it applies to sweep`). CPUs are checked by each front
-end (the CLI against this process's affinity, the form against its CPU field) and again by the
-child before any loop (probes/common.py check_cpus).
+(`--pairs does not apply to the jitter probe; it applies to c2c`), and one
+out of its record's bounds says which it takes. CPUs are checked by each front end (the CLI against
+this process's affinity, the form against its CPU field) and again by the child before any loop
+(probes/common.py check_cpus).
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from typing import Any
 
 from app.errors import CoremapError
 from app.format import cpus_word, format_size
 from app.parse.cpulist import format_cpulist
+from probes.catalog import COMMON, NAMES, RECORDS, Field, ProbeRecord
 
-PROBE_NAMES = ("jitter", "wakeup", "sweep", "c2c", "counters", "messaging", "first-touch", "scaling")
-# One child per CPU of the list; the others (sweep, c2c, scaling) take the whole list in one child,
-# and messaging takes its CPUs from its placements.
-PER_CPU = ("jitter", "wakeup", "counters", "first-touch")
-# Probes whose intervals carry latency buckets (histograms, .hlog).
-HISTOGRAM_PROBES = ("jitter", "wakeup")
-SCHED_PROBES = ("jitter", "wakeup", "sweep")
-# Probes whose result carries its own series (throughput per window, cost per page, throughput per
-# width), tables and a verdict sentence; each interval line says how far the run is (`progress`).
-SERIES_PROBES = ("messaging", "first-touch", "scaling")
-# Probes a run of which measures for --seconds (Job.seconds): per CPU for the first three.
-TIMED = ("jitter", "wakeup", "counters")
-# Probes that need no CPUs: messaging takes its CPUs from its placements (a list only narrows `auto`),
-# scaling widens over every CPU it may use when it is given none.
-CPUS_OPTIONAL = ("messaging", "scaling")
+PROBE_NAMES = NAMES
 
 # Which probes take each option (each probe's build_parser in probes/<name>.py is what the child
-# accepts). `seconds` is passed to every child (add_common_args takes it) but only these use it:
-# sweep runs its rounds, c2c its pairs, first-touch its pages.
+# accepts): the common ones, then every probe's own, in the catalog's order. `seconds` is passed to
+# every child (add_common_args takes it) but only these use it.
 APPLIES: dict[str, tuple[str, ...]] = {
-    "unbound": PER_CPU,
-    "seconds": TIMED + ("messaging", "scaling"),
-    "duty": ("jitter",),
-    "threshold_ns": ("jitter",),
-    "attribute": ("jitter",),
-    "interval_us": ("wakeup",),
-    "dma_latency": ("wakeup",),
-    "policy": SCHED_PROBES + ("scaling",),
-    "priority": SCHED_PROBES + ("scaling",),
-    "slack_ns": SCHED_PROBES,
-    "rounds": ("sweep", "messaging", "scaling"),
-    "pairs": ("c2c",),
-    "command": ("counters", "scaling"),
-    "placement": ("messaging",),
-    "transport": ("messaging",),
-    "size": ("first-touch",),
-    "node": ("first-touch",),
-    "thp": ("first-touch",),
-    "work": ("scaling",),
-    "threads": ("scaling",),
-}
-# Options with a value, in the order the child's argv has always spelled them.
-_VALUED = ("duty", "threshold_ns", "interval_us", "policy", "priority", "slack_ns", "rounds", "pairs",
-           "placement", "transport", "size", "node", "thp", "work", "threads")
-_FLAGS = ("dma_latency", "attribute")
+    option: tuple(r.name for r in RECORDS.values() if r.takes_option(option))
+    for option in dict.fromkeys(COMMON + tuple(f.option for r in RECORDS.values() for f in r.fields))}
 
 
 class ProbeSpecError(CoremapError):
     """A probe asked for with an option it does not take, or with nothing to run on."""
 
 
+def record(probe: str) -> ProbeRecord:
+    """The record of the probe named `probe`; ProbeSpecError naming the probes there are otherwise."""
+    r = RECORDS.get(probe)
+    if r is None:
+        raise ProbeSpecError(f"no probe named {probe!r}; choose one of {', '.join(PROBE_NAMES)}")
+    return r
+
+
 def applies(option: str, probe: str) -> bool:
-    """Whether `probe` takes `option` (a ProbeSpec field name)."""
+    """Whether `probe` takes `option` (a ProbeSpec option name)."""
     return probe in APPLIES[option]
 
 
 def module(probe: str):
     """The module of a probe (probes/<name>.py, `first-touch` in probes/first_touch.py)."""
-    return importlib.import_module(f"probes.{probe.replace('-', '_')}")
+    return importlib.import_module(record(probe).module_name)
 
 
 def flag(option: str) -> str:
     """How the command line spells an option: `threshold_ns` -> `--threshold-ns`."""
     return "a command after --" if option == "command" else "--" + option.replace("_", "-")
+
+
+def _given(value) -> bool:
+    return value is not None and value is not False and value != ()
 
 
 @dataclass(frozen=True)
@@ -91,8 +70,8 @@ class Job:
 
     `cpus` are the CPUs it is pinned to and measures (coremap keeps its own threads off them while
     it runs); () for an unbound run, which measures wherever the scheduler puts it. `seconds` is how
-    long it measures (None for sweep and c2c, which run their rounds or pairs); `steps` is how many
-    interval lines make the whole run (sweep rounds, c2c pairs; 1 for the others).
+    long it measures (None for a probe that is not timed: it runs its rounds, pairs or pages);
+    `steps` is how many interval lines make the whole run (its record's steps; 1 for the others).
     """
     probe: str
     args: tuple[str, ...]
@@ -112,70 +91,71 @@ class Job:
                                  f"{str(e)[:80]})") from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ProbeSpec:
-    """A probe run as asked for. None (or False, or ()) means "not given": the child's default."""
+    """A probe run as asked for: `ProbeSpec("jitter", (2,), seconds=5, duty=50.0)`.
+
+    Every option of APPLIES reads as an attribute (`spec.duty`); one not given reads None (False for a
+    flag, () for a command): the child's default. `given` holds the options given, in the record's order.
+    """
     probe: str
-    cpus: tuple[int, ...] = ()
-    unbound: bool = False
-    seconds: float = 1.0
-    duty: float | None = None
-    threshold_ns: int | None = None
-    interval_us: int | None = None
-    policy: str | None = None
-    priority: int | None = None
-    slack_ns: int | None = None
-    dma_latency: bool = False
-    attribute: bool = False
-    rounds: int | None = None
-    pairs: str | None = None
-    command: tuple[str, ...] = ()
-    placement: str | None = None
-    transport: str | None = None
-    size: int | None = None
-    node: int | None = None
-    thp: str | None = None
-    work: str | None = None
-    threads: int | None = None
+    cpus: tuple[int, ...]
+    unbound: bool
+    seconds: float
+    given: tuple[tuple[str, Any], ...]
 
-    def __post_init__(self):
-        if self.probe not in PROBE_NAMES:
-            raise ProbeSpecError(f"no probe named {self.probe!r}; choose one of {', '.join(PROBE_NAMES)}")
-        object.__setattr__(self, "cpus", tuple(sorted(set(self.cpus))))
-        object.__setattr__(self, "command", tuple(self.command))
-        for f in fields(self):
-            if f.name in APPLIES and f.name != "seconds" and self._given(f.name) \
-                    and not applies(f.name, self.probe):
-                names = APPLIES[f.name]
+    def __init__(self, probe: str, cpus=(), *, unbound: bool = False, seconds: float = 1.0, **options):
+        rec = record(probe)
+        for name in options:
+            if name not in APPLIES or name in ("unbound", "seconds"):
+                raise ProbeSpecError(f"no probe option named {name!r}; the options are {', '.join(APPLIES)}")
+        options = {k: tuple(v) if k == "command" else v for k, v in options.items() if _given(v)}
+        for name in [*options, *(["unbound"] if unbound else [])]:
+            if not applies(name, probe):
+                names = APPLIES[name]
                 to = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-                raise ProbeSpecError(f"{flag(f.name)} does not apply to the {self.probe} probe; "
-                                     f"it applies to {to}")
+                raise ProbeSpecError(f"{flag(name)} does not apply to the {probe} probe; it applies to {to}")
+        for f in rec.fields:
+            if f.option in options:
+                _check(rec, f, options[f.option])
+        order = [o for o in COMMON if o in options] + [f.option for f in rec.fields if f.option in options]
+        object.__setattr__(self, "probe", probe)
+        object.__setattr__(self, "cpus", tuple(sorted(set(cpus))))
+        object.__setattr__(self, "unbound", bool(unbound))
+        object.__setattr__(self, "seconds", seconds)
+        object.__setattr__(self, "given", tuple((o, options[o]) for o in order))
 
-    def _given(self, option: str) -> bool:
-        value = getattr(self, option)
-        return value is not None and value is not False and value != ()
+    def __getattr__(self, name: str):
+        # only for names that are not fields: the options
+        if name in APPLIES:
+            value = dict(self.__dict__.get("given", ())).get(name)
+            if value is None:
+                return () if name == "command" else False if _is_flag(name) else None
+            return value
+        raise AttributeError(f"ProbeSpec has no attribute {name!r}")
+
+    @property
+    def record(self) -> ProbeRecord:
+        return RECORDS[self.probe]
 
     # -- jobs --------------------------------------------------------------------------------------
     def jobs(self) -> list[Job]:
-        """One job per CPU for PER_CPU probes, else one job for the whole list."""
-        if self.probe in PER_CPU and self.cpus:
-            groups = [(c,) for c in self.cpus]
-        else:
-            groups = [self.cpus]
-        seconds = self.seconds if self.probe in TIMED else None
-        return [Job(self.probe, tuple(self.child_args(g)), self._measured_cpus(g), self.label(g),
-                    seconds, self._steps()) for g in groups]
+        """One job per CPU for a per-CPU probe, else one job for the whole list."""
+        rec = self.record
+        groups = [(c,) for c in self.cpus] if rec.per_cpu and self.cpus else [self.cpus]
+        seconds = self.seconds if rec.timed else None
+        steps = rec.steps(self) if rec.steps is not None else 1
+        return [Job(self.probe, tuple(self.child_args(g)), self._measured_cpus(g), self.label(g), seconds, steps)
+                for g in groups]
 
     def _measured_cpus(self, cpus: tuple[int, ...]) -> tuple[int, ...]:
-        """The CPUs a job measures (Job.cpus): a messaging run's are those of its placements."""
+        """The CPUs a job measures (Job.cpus): the CPUs it runs on, or what the function its record
+        names says (its module is imported here, when a run starts: the CLI imports this module to
+        list the probes)."""
         if self.unbound:
             return ()
-        if self.probe == "messaging":
-            # imported here: the placements' grammar lives with the probe, which the CLI imports
-            # only to run it
-            from probes.messaging import placement_cpus
-            return placement_cpus(self.placement or "auto", cpus)
-        return cpus
+        hook = self.record.measured_cpus
+        return getattr(module(self.probe), hook)(self, cpus) if hook else cpus
 
     def child_args(self, cpus: tuple[int, ...]) -> list[str]:
         """The child's arguments after `python -m probes PROBE` for a job on `cpus`."""
@@ -185,46 +165,47 @@ class ProbeSpec:
         if self.unbound:
             a.append("--unbound")
         a += ["--seconds", str(self.seconds)]
-        for option in _VALUED:
-            value = getattr(self, option)
-            if value is not None:
+        command: tuple[str, ...] = ()
+        for option, value in self.given:
+            if option == "command":
+                command = value
+            elif value is True:
+                a.append(flag(option))
+            else:
                 a += [flag(option), str(value)]
-        a += [flag(option) for option in _FLAGS if getattr(self, option)]
-        if self.command:
-            a += ["--", *self.command]
+        if command:
+            a += ["--", *command]
         return a
 
     def label(self, cpus: tuple[int, ...]) -> str:
-        """What a job on `cpus` is called in the window: `jitter CPU 2 50% fifo 80`."""
-        if self.probe == "messaging":
-            return f"messaging {self.placement or 'auto'} {self.transport or 'shm'}"
-        where = cpus_word(cpus) if cpus else ("all CPUs" if self.probe == "scaling" else "unbound")
-        if self.unbound and cpus:
-            where += " unbound"
-        suffix = ""
-        if self.duty is not None and self.duty != 100.0:
-            suffix += f" {self.duty:g}%"
+        """What a job on `cpus` is called in the window: `jitter CPU 2 50% fifo 80`: where it runs
+        (where its record says so), each field's tag, the scheduling."""
+        rec = self.record
+        parts = [rec.name]
+        if rec.label_cpus:
+            where = cpus_word(cpus) if cpus else rec.no_cpus
+            parts.append(where + (" unbound" if self.unbound and cpus else ""))
+        for f in rec.fields:
+            if f.tag is None or (f.unless and _given(getattr(self, f.unless))):
+                continue
+            value = getattr(self, f.option)
+            text = f.tag(value if _given(value) else f.default)
+            if text:
+                parts.append(text)
         if self.policy == "fifo":
-            suffix += " fifo" + (f" {self.priority}" if self.priority is not None else "")
-        if self.size is not None:
-            suffix += f" {format_size(self.size)}"
-        if self.thp is not None:
-            suffix += f" thp {self.thp}"
-        if self.node is not None:
-            suffix += f" memory on node {self.node}"
-        if self.probe == "scaling":
-            suffix += f" -- {' '.join(self.command)}" if self.command else f" {self.work or 'lock'}"
-        return f"{self.probe} {where}{suffix}"
+            parts.append("fifo" + (f" {self.priority}" if self.priority is not None else ""))
+        return " ".join(parts)
 
-    def _steps(self) -> int:
-        if self.probe == "sweep":
-            if self.rounds is not None:
-                return max(1, self.rounds)
-            # imported here: probes.sweep brings hdrh and the topology reader (~150 ms), which every
-            # `coremap` command would pay, since the CLI imports this module to list the probes
-            from probes.sweep import DEFAULT_ROUNDS
-            return DEFAULT_ROUNDS
-        if self.probe == "c2c":
-            n = len(self.cpus)
-            return max(1, len(self.pairs.split(",")) if self.pairs else n * (n - 1) // 2)
-        return 1
+
+def _is_flag(option: str) -> bool:
+    return any(f.option == option and f.kind == "flag" for r in RECORDS.values() for f in r.fields)
+
+
+def _check(rec: ProbeRecord, f: Field, value) -> None:
+    """A value within the field's bounds and choices, or ProbeSpecError saying what the probe takes."""
+    if f.kind == "choice" and value not in f.values():
+        raise ProbeSpecError(f"{flag(f.option)} {value!r}: the {rec.name} probe takes {', '.join(f.values())}")
+    if f.low is not None and not f.low <= value <= f.high:
+        spell = format_size if f.kind == "size" else "{:g}".format
+        raise ProbeSpecError(f"{flag(f.option)} {spell(value)}: the {rec.name} probe takes {spell(f.low)} to "
+                             f"{spell(f.high)}" + (f" {f.unit}" if f.unit else ""))

@@ -73,15 +73,18 @@ import random
 import statistics
 import time
 
-from probes.common import (ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello, host_facts, pin,
-                           run_lines)
+from app.format import format_cpus, format_ns
+from probes.catalog import RECORDS
+from probes.common import (ProbeArgumentParser, ProbeError, add_common_args, apply_sched, allowed_cpus, hello,
+                           host_facts, pin, run_lines)
 
 NAME = "sweep"
+RECORD = RECORDS[NAME]
 TARGET_UNIT_NS = 2_000_000
 TRIM = 0.10     # share trimmed from each end of the paired differences (see Flag rule, 2.)
 ALPHA = 0.01    # family-wise significance level over the CPUs compared (Flag rule, 3.)
 FLOOR = 0.03    # smallest loss, as a share of the best CPU's unit, that can stand out (Flag rule, 4.)
-DEFAULT_ROUNDS = 120  # see Rounds above
+DEFAULT_ROUNDS = RECORD.field("rounds").default  # see Rounds above
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,6 +114,9 @@ def calibrate(unit_ns: int) -> int:
 def run(args, emit) -> int:
     from probes import _native
     cpus = list(args.cpu_ids)
+    if not cpus:
+        raise ProbeError(f"no CPU given; pass --cpu LIST (choose from "
+                         f"{','.join(map(str, allowed_cpus()))}): the sweep compares CPUs")
     if args.rounds < 2:
         raise ProbeError(f"--rounds {args.rounds}: need at least 2 to see a spread")
     if not 0 < args.alpha < 1:
@@ -265,3 +271,14 @@ def summarize(lines) -> dict:
             "baseline_ns": res.get("baseline_ns"), "baseline_trimmed_ns": res.get("baseline_trimmed_ns"),
             "best_cpu": res.get("best_cpu"), "alpha": res.get("alpha"), "floor": res.get("floor"),
             "host": host_facts(hello_line)}
+
+
+def text_lines(r: dict) -> list[str]:
+    """The result as `coremap probe` prints it (probes/text.py adds the verdict)."""
+    lines = [f"sweep over CPUs {format_cpus(c['cpu'] for c in r['cpus'])}: {r['rounds']} rounds, "
+             f"best CPU {r['best_cpu']} at {format_ns(r['baseline_ns'])} per unit",
+             f"    {'cpu':>4}{'mean':>12}{'sd':>12}{'cv':>8}{'loss':>9}  flag"]
+    for c in r["cpus"]:
+        lines.append(f"    {c['cpu']:>4}{format_ns(c['mean_ns']):>12}{format_ns(c['sd_ns']):>12}"
+                     f"{100 * c['cv']:>7.2f}%{100 * c['loss_vs_best']:>8.2f}%  {'SLOW' if c['flagged'] else ''}")
+    return lines

@@ -9,16 +9,20 @@ import os
 import struct
 import time
 
-from probes.common import (ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello, host_facts,
-                           lock_memory, run_lines)
+from app.format import format_count, format_ns
+from probes.catalog import RECORDS
+from probes.common import ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello, lock_memory
+from probes.text import percentiles_lines
 
 NAME = "wakeup"
+RECORD = RECORDS[NAME]
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = ProbeArgumentParser(prog="python -m probes wakeup", description=__doc__)
     add_common_args(p)
-    p.add_argument("--interval-us", type=int, default=1000, metavar="US", help="wakeup period (default 1000)")
+    interval = RECORD.field("interval_us").default
+    p.add_argument("--interval-us", type=int, default=interval, metavar="US", help=f"wakeup period (default {interval})")
     p.add_argument("--dma-latency", action="store_true",
                    help="hold /dev/cpu_dma_latency at 0 while running (keeps CPUs out of deep C-states)")
     return p
@@ -69,17 +73,18 @@ def summarize(lines) -> dict:
     # imported here: the probe's own process (python -m probes) never summarizes, and so runs on a
     # server with nothing but Python 3 (issue 15: the agent shipped over ssh has no hdrh there)
     from probes import histogram
-    hello_line, ivs = run_lines(lines)
-    buckets, pct = histogram.intervals_histogram(ivs)
-    elapsed = sum(iv["chunk_ns"] for iv in ivs)
-    n = sum(iv["iterations"] for iv in ivs)
-    if ivs and n:
+    run = histogram.LatencyRun.of(lines)
+    n = run.total("iterations")
+    if n:
         # the loop knows the exact max; the histogram only knows the bucket's midpoint
-        pct["max"] = max(iv["max_ns"] for iv in ivs)
-    return {"probe": NAME, "cpu": hello_line.get("cpu"), "loop_ns": None,
-            "interval_ns": hello_line.get("interval_ns"), "wakeups": n,
-            "sampled_seconds": elapsed / 1e9, "achieved_duty": None,
-            "mean_ns": sum(iv["sum_ns"] for iv in ivs) / n if n else None,
-            "min_ns": min((iv["min_ns"] for iv in ivs if iv["iterations"]), default=None),
-            "buckets": histogram.buckets_as_dicts(buckets), "percentiles": pct,
-            "intervals": len(ivs), "host": host_facts(hello_line)}
+        run.percentiles["max"] = max(iv["max_ns"] for iv in run.intervals)
+    return run.result(NAME, loop_ns=None, interval_ns=run.hello.get("interval_ns"), wakeups=n,
+                      sampled_seconds=run.total("chunk_ns") / 1e9, achieved_duty=None,
+                      mean_ns=run.total("sum_ns") / n if n else None,
+                      min_ns=min((iv["min_ns"] for iv in run.intervals if iv["iterations"]), default=None))
+
+
+def text_lines(r: dict) -> list[str]:
+    """The result as `coremap probe` prints it (probes/text.py adds the verdict)."""
+    return [f"wakeup on CPU {r['cpu']}: {format_count(r['wakeups'])} wakeups every {format_ns(r['interval_ns'])}, "
+            f"mean latency {format_ns(r['mean_ns'])}, min {format_ns(r['min_ns'])}", *percentiles_lines(r)]

@@ -26,7 +26,7 @@ def _set_up(panel: ProbePanel, probe: str, cpus: list[int]) -> None:
         form.seconds_spin.setValue(2.0)
     elif probe == "first-touch":
         panel.set_cpus(cpus[-1:])
-        form.size_edit.setText("1G")
+        form.field("size").setText("1G")
     else:
         panel.set_cpus(cpus[:2])
         form.seconds_spin.setValue(2.0)

@@ -6,9 +6,9 @@ builds it; `offscreen` and `picture_bytes` here are what both use.
 Nothing here reads the machine itself: a MachineState comes from app.sampling.sampler.Sampler (the same
 code the window runs), and probe plots draw the result objects they are given.
 
-Series probes (messaging, first-touch, scaling) are pictured by the very plot their panel tab shows
-(render_series_plot), given the result object. Other probe plots: gap length (µs, log) against gaps
-per CPU-hour (log), drawn with pyqtgraph's
+A probe whose record names a picture (probes/catalog.py) is pictured by that plot, the one its panel
+tab shows (render_result_plot), given the result object. Histogram probes' plots: gap length (µs,
+log) against gaps per CPU-hour (log), drawn with pyqtgraph's
 stepMode="center" curves, which honour log axes (BarGraphItem does not). A histogram row with no
 gap is not drawn at all: log10(0) has no place on the axis, and inventing a floor would draw a
 count that was never measured. So each run of non-empty rows is its own stepped curve.
@@ -21,6 +21,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from importlib import import_module
 
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QLayout, QVBoxLayout, QWidget
@@ -29,6 +30,7 @@ from app.format import format_compact, format_ns
 from app.sampling.sampler import Sampler
 from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
+from probes.catalog import RECORDS
 from probes.histogram import gaps_per_hour
 from widgets import export
 from widgets.harness import application
@@ -223,33 +225,14 @@ def render_probe_plot(results: list[dict] | dict, *, fmt: str = "png", size=PLOT
         return picture_bytes(plot, fmt, title="coremap probe")
 
 
-# The plot a series probe's tab shows, and what it shows (a report's caption).
-# The series plots' modules (pyqtgraph, numpy) are imported when a plot is made, not with this module,
-# which the window imports at start (issue 12: the first frame imports only what it shows).
-def _throughput_plot():
-    from widgets.probe.messaging_view import ThroughputPlot
-    return ThroughputPlot()
-
-
-def _page_cost_plot():
-    from widgets.probe.first_touch_view import PageCostPlot
-    return PageCostPlot()
-
-
-def _scaling_plot():
-    from widgets.probe.scaling_view import ScalingPlot
-    return ScalingPlot()
-
-
-SERIES_PLOTS = {"messaging": (_throughput_plot, "messages per second per 100 ms window, one line per placement"),
-                "first-touch": (_page_cost_plot, "time per page along the mapping, first touch and second"),
-                "scaling": (_scaling_plot, "throughput against CPUs, with the ideal line")}
-
-
-def render_series_plot(result: dict, *, fmt: str = "png", size=PLOT_SIZE) -> bytes:
-    """A messaging, first-touch or scaling result drawn by its panel plot, as PNG or SVG bytes."""
-    plot_class, caption = SERIES_PLOTS[result["probe"]]
-    with offscreen(plot_class, size) as plot:
+def render_result_plot(result: dict, *, fmt: str = "png", size=PLOT_SIZE) -> bytes:
+    """A result drawn by the plot its probe's record names for pictures (probes/catalog.py: the plot
+    its panel tab shows), as PNG or SVG bytes; the record's caption says what it shows. The plot's
+    module (pyqtgraph, numpy) is imported when a picture is made, not with this module, which the
+    window imports at start (issue 12: the first frame imports only what it shows)."""
+    record = RECORDS[result["probe"]]
+    module, _, name = record.picture.partition(":")
+    with offscreen(getattr(import_module(module), name), size) as plot:
         plot.set_result(result)
         settle()
-        return picture_bytes(plot, fmt, title=f"coremap {result['probe']}: {caption}")
+        return picture_bytes(plot, fmt, title=f"coremap {record.name}: {record.caption}")

@@ -1,14 +1,10 @@
 """`coremap probe PROBE [options] [-- COMMAND]`: run a probe headless.
 
-  jitter|wakeup|sweep|c2c|counters --cpu LIST      latency, per-CPU speed, core to core, counters
-  messaging --placement auto|A:B,... --transport shm|pipe|udp --seconds S
-  first-touch --cpu N --size 1G [--node M] [--thp never|madvise|always]
-  scaling --cpus LIST --work lock|atomic|private [--threads N]   or   scaling --cpus LIST -- COMMAND
-
 The same engine as the window: the options become a ProbeSpec (probes/spec.py), whose jobs are
-`python -m probes ...` children (probes/runner.py), one CPU at a time for jitter, wakeup, counters
-and first-touch; sweep, c2c and scaling take the whole list in one child, messaging its placements.
-The results print as probes/text.py lays them out.
+`python -m probes ...` children (probes/runner.py), one CPU at a time for a per-CPU probe, else one
+for the whole list. Which options each probe takes, their bounds, defaults and help come from its
+record (probes/catalog.py), so this parser and the window's form offer the same. The results print
+as each probe lays them out (probes/text.py).
 """
 from __future__ import annotations
 
@@ -17,69 +13,92 @@ import sys
 
 from app.cli.common import OneLineParser, add_json_arguments, bounded, bounded_size, write_json
 from app.errors import CoremapError
+from app.format import format_size
 from app.parse.cpulist import format_cpulist, parse_cpulist
-from probes.spec import CPUS_OPTIONAL, HISTOGRAM_PROBES, PROBE_NAMES, ProbeSpec, ProbeSpecError
+from probes.catalog import RECORDS, SECONDS_MEAN
+from probes.spec import APPLIES, PROBE_NAMES, ProbeSpec, ProbeSpecError, record
 
 
 def register(subparsers) -> None:
     # The options' help is the epilog, written when help is asked for (OneLineParser.format_help):
     # formatting it brings argparse's formatter and shutil into every `coremap` run (issue 12).
-    p = subparsers.add_parser("probe", help="measure jitter, wakeup latency, per-CPU speed, core-to-core latency, "
-                                             "counters, messaging placements, first-touch cost, scaling",
-                              description=__doc__, epilog=lambda: options_parser().format_help(),
+    p = subparsers.add_parser("probe", help="run a probe: " + ", ".join(PROBE_NAMES),
+                              description=_description(), epilog=lambda: options_parser().format_help(),
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", choices=PROBE_NAMES, metavar="PROBE", help="one of " + ", ".join(PROBE_NAMES))
     # Options and "-- COMMAND" are parsed in run(): argparse cannot give a subcommand both options and
     # a "--"-separated command (the top-level parser rejects the "--"), so everything after PROBE is
     # taken as is and split here.
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="options (below), then -- COMMAND for counters and scaling")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="options (below), then -- COMMAND where a probe takes one")
     p.set_defaults(func=run)
+
+
+def _description() -> str:
+    return __doc__ + "\n" + "\n".join(f"  {r.name:<12} {r.title}\n  {'':<12} {r.usage}" for r in RECORDS.values())
+
+
+def _for(option: str, what) -> str:
+    """`probe: what` for each probe whose record says something about `option`, joined."""
+    return "; ".join(f"{r.name}: {text}" for r in RECORDS.values() if (text := what(r)))
 
 
 def options_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="coremap probe", add_help=False)
     p.add_argument("--cpu", "--cpus", dest="cpu", metavar="LIST", default=None,
-                   help="CPUs to measure, e.g. 1 or 2-3,5 (scaling: the CPUs to widen over; default all)")
-    p.add_argument("--unbound", action="store_true", help="run one probe without pinning it")
+                   help="CPUs to measure, e.g. 1 or 2-3,5; " + _for("cpu", lambda r: r.cpus_means))
+    p.add_argument("--unbound", action="store_true",
+                   help=f"run one probe without pinning it ({', '.join(APPLIES['unbound'])})")
     p.add_argument("--seconds", type=bounded(0.01, 86400), default=1.0, metavar="S",
-                   help="per CPU (default 1); messaging: per placement; scaling: the work's size at one CPU's speed")
-    p.add_argument("--duty", type=bounded(0.1, 100, "percent"), default=None, metavar="P",
-                   help="jitter: percent of time sampling (default 100)")
+                   help="how long to measure, per CPU (default 1); " + _for(
+                       "seconds", lambda r: r.seconds_means[:1].lower() + r.seconds_means[1:]
+                       if r.takes_option("seconds") and r.seconds_means != SECONDS_MEAN else ""))
     add_json_arguments(p, "print one JSON object (a list for several CPUs)")
-    p.add_argument("--hlog", metavar="FILE", help="jitter/wakeup: write the intervals as an HdrHistogram log")
-    p.add_argument("--threshold-ns", type=bounded(1, 10 ** 9, "ns", integer=True), default=None, metavar="NS",
-                   help="jitter: fine-bin gaps from here (default 1000)")
-    p.add_argument("--interval-us", type=bounded(10, 10 ** 7, "µs", integer=True), default=None, metavar="US",
-                   help="wakeup: period (default 1000)")
+    histogram = [r.name for r in RECORDS.values() if r.histogram]
+    p.add_argument("--hlog", metavar="FILE", help=f"{' and '.join(histogram)}: write the intervals as an HdrHistogram log")
     p.add_argument("--policy", choices=("fifo", "other"), default=None, help="scheduling policy of the probe")
     p.add_argument("--priority", type=bounded(1, 99, "(SCHED_FIFO priority)", integer=True), default=None,
                    metavar="P", help="SCHED_FIFO priority (default 80)")
     p.add_argument("--slack-ns", type=bounded(0, 10 ** 9, "ns", integer=True), default=None, metavar="NS",
                    help="timer slack (prctl PR_SET_TIMERSLACK)")
-    p.add_argument("--dma-latency", action="store_true", help="wakeup: hold /dev/cpu_dma_latency at 0")
-    p.add_argument("--attribute", action="store_true",
-                   help="jitter: trace IRQs, softirqs, NMIs and task switches on the CPU and say what "
-                        "ran in each large gap (root, tracefs)")
-    p.add_argument("--rounds", type=bounded(2, 100_000, "rounds", integer=True), default=None,
-                   help="sweep: work units per CPU (default 120); messaging: rounds of alternated order "
-                        "(default 2); scaling: the same (default 3, and 1 for a command)")
-    p.add_argument("--pairs", default=None, metavar="A:B,...", help="c2c: only these pairs")
-    p.add_argument("--placement", default=None, metavar="auto|A:B,...",
-                   help="messaging: auto (every kind this machine offers) or sender:receiver pairs and "
-                        "'unpinned' (default auto)")
-    p.add_argument("--transport", choices=("shm", "pipe", "udp"), default=None,
-                   help="messaging: shared-memory ring (default), pipe or UDP on loopback")
-    p.add_argument("--size", type=bounded_size(1, 1 << 50), default=None, metavar="SIZE",
-                   help="first-touch: memory to map and touch, e.g. 512M or 1G (default 1G)")
-    p.add_argument("--node", type=bounded(0, 1023, "(NUMA node)", integer=True), default=None, metavar="M",
-                   help="first-touch: bind the memory to node M (default: each node with memory)")
-    p.add_argument("--thp", choices=("never", "madvise", "always"), default=None,
-                   help="first-touch: transparent huge pages for the mapping (default: no hint)")
-    p.add_argument("--work", choices=("lock", "atomic", "private"), default=None,
-                   help="scaling: what the threads share (default lock)")
-    p.add_argument("--threads", type=bounded(1, 1024, "threads", integer=True), default=None, metavar="N",
-                   help="scaling: threads (default: as many as CPUs in the list)")
+    fields: dict[str, list] = {}
+    for r in RECORDS.values():
+        for f in r.fields:
+            if f.kind != "command":       # the words after "--", split off in parse_rest
+                fields.setdefault(f.option, []).append((r.name, f))
+    for option, named in fields.items():
+        _add_field(p, option, named)
     return p
+
+
+def _add_field(p: argparse.ArgumentParser, option: str, named: list) -> None:
+    """One option for every probe that takes it: bounds wide enough for each (the spec then holds each
+    probe to its own), its help and default per probe."""
+    f = named[0][1]
+    help = "; ".join(f"{name}: {g.help}{_default(g)}" for name, g in named)
+    flag = "--" + option.replace("_", "-")
+    if f.kind == "flag":
+        p.add_argument(flag, action="store_true", help=help)
+        return
+    kw: dict = {"default": None, "help": help, "metavar": f.metavar or None}
+    lo, hi = min(g.low for _, g in named if g.low is not None) if f.low is not None else None, \
+        max(g.high for _, g in named if g.high is not None) if f.high is not None else None
+    if f.kind == "choice":
+        kw["choices"] = tuple(dict.fromkeys(v for _, g in named for v in g.values()))
+        kw.pop("metavar")
+    elif f.kind == "size":
+        kw["type"] = bounded_size(lo, hi)
+    elif f.kind in ("int", "preset"):
+        kw["type"] = bounded(lo, hi, f.unit, integer=f.kind == "int")
+    p.add_argument(flag, **kw)
+
+
+def _default(f) -> str:
+    if f.special:
+        # the form's text for "not given": "each node with memory", or "default (3; 1 for a command)"
+        return f" ({f.special})" if f.special.startswith("default") else f" (default: {f.special})"
+    if f.default is None or f.kind == "flag":
+        return ""
+    return f" (default {format_size(f.default) if f.kind == 'size' else format(f.default, 'g') if isinstance(f.default, float) else f.default})"
 
 
 def parse_rest(args) -> None:
@@ -112,25 +131,23 @@ def run(args) -> int:
     from probes.text import format_result
 
     parse_rest(args)
-    if args.hlog and args.name not in HISTOGRAM_PROBES:
-        raise ProbeSpecError(f"--hlog applies to {' and '.join(HISTOGRAM_PROBES)}, not {args.name}")
+    rec = record(args.name)
+    if args.hlog and not rec.histogram:
+        raise ProbeSpecError(f"--hlog applies to {' and '.join(r.name for r in RECORDS.values() if r.histogram)}, "
+                             f"not {args.name}")
     if args.hlog:
         check_result_path(args.hlog, "--hlog")      # before the run, not after a minute of measuring
     # A host's runner (coremap --host H probe, app/cli/host.py): its CPUs are checked there, by the child.
     start = getattr(args, "start_probe", None)
-    if args.cpu is None and not args.unbound and args.name not in CPUS_OPTIONAL:
+    if args.cpu is None and not args.unbound and not rec.cpus_optional:
         raise CoremapError("pass --cpu LIST" + (f" (choose from {format_cpulist(allowed_cpus())})" if start is None
                                                 else "") + " or --unbound")
     quiet = _quiet_cpus() if start is None else ()
     cpus = () if args.cpu is None else check_cpus(args.cpu, also=quiet) if start is None \
         else parse_cpulist(args.cpu, what="--cpu")
-    spec = ProbeSpec(args.name, cpus, unbound=args.unbound,
-                     seconds=args.seconds, duty=args.duty, threshold_ns=args.threshold_ns,
-                     interval_us=args.interval_us, policy=args.policy, priority=args.priority,
-                     slack_ns=args.slack_ns, dma_latency=args.dma_latency, attribute=args.attribute,
-                     rounds=args.rounds, pairs=args.pairs, command=tuple(args.command),
-                     placement=args.placement, transport=args.transport, size=args.size, node=args.node,
-                     thp=args.thp, work=args.work, threads=args.threads)
+    options = {o: getattr(args, o) for o in APPLIES if o not in ("unbound", "seconds") and hasattr(args, o)}
+    spec = ProbeSpec(args.name, cpus, unbound=args.unbound, seconds=args.seconds,
+                     **{**options, "command": tuple(args.command)})
     own = OwnAffinityGuard()
     own.lent = frozenset(quiet)
     results, runs = [], []

@@ -66,10 +66,12 @@ class PinLine:
 
 @dataclass
 class ProbeSection:
-    """One probe run of a report. `text` is the probe's own summary (probes/text.py, filled in by
-    widgets/report_images.py, which may import probes) for a probe whose figures are not latency
-    percentiles (messaging, first-touch, scaling): such a run shows its plot (`caption` says what it
-    shows), its verdict and that text, and stays out of the percentile comparison."""
+    """One probe run of a report, rendered as handed in: this model does not know the probes.
+    widgets/report_images.py fills `plot`, `caption` (what the plot shows) and `text` from the
+    probe's record (probes/catalog.py). A section with `text` (the probe's own summary, for a probe
+    whose figures are not latency percentiles) shows its plot, its verdict and that text, and stays
+    out of the percentile comparison; one without shows its plot, its percentiles and what ran in
+    its gaps."""
     result: dict                   # the probe's result object (probe, cpu, percentiles, ...)
     plot: Image | None = None
     text: str = ""
@@ -471,7 +473,7 @@ def _probes_html(w, r: ReportData, image_width: int) -> None:
     if not r.probes:
         w('<p class="muted">No probe was run.</p>')
         return
-    compared = [p for p in r.probes if not p.text]       # series probes show their own text instead
+    compared = [p for p in r.probes if not p.text]       # a section with text shows it instead
     if len(compared) > 1:
         w("<h3>Runs side by side</h3>")
         if r.comparison_plot is not None:
@@ -504,7 +506,7 @@ def _probe_run_html(w, i: int, p: ProbeSection, image_width: int) -> None:
     if bits:
         w(f'<p class="muted">{_e(" · ".join(bits))}</p>')
     if p.plot is not None:
-        w(f"<p>{_img(p.plot, p.caption or 'gap lengths, count per CPU-hour', min(image_width, p.plot.width or image_width))}</p>")
+        w(f"<p>{_img(p.plot, p.caption or 'probe plot', min(image_width, p.plot.width or image_width))}</p>")
     if p.text:
         if res.get("verdict"):
             w(f"<p><b>{_e(res['verdict'])}</b></p>")

@@ -336,12 +336,12 @@ class InProcessWindow:
         panel.set_probe("jitter")
         panel.set_cpus([cpu])
         panel.form.unbound_check.setChecked(False)
-        panel.form.duty_combo.setCurrentIndex(panel.form.duty_combo.findData(100.0))
+        panel.form.field("duty").set_field_value(100.0)
         panel.form.seconds_spin.setValue(seconds)
         panel.form.policy_combo.setCurrentIndex(panel.form.policy_combo.findData(policy))
-        if attribute and not panel.form.attribute_check.isEnabled():
-            raise SystemExit(f"--attribute: the panel cannot attribute here ({panel.form.attribute_check.toolTip()})")
-        panel.form.attribute_check.setChecked(attribute)
+        if attribute and not panel.form.field("attribute").isEnabled():
+            raise SystemExit(f"--attribute: the panel cannot attribute here ({panel.form.field("attribute").toolTip()})")
+        panel.form.field("attribute").setChecked(attribute)
         if abs(panel.form.seconds_spin.value() - seconds) > 1e-9:
             raise SystemExit(f"--seconds {seconds:g}: the panel's duration takes 0.1 s steps; got {panel.form.seconds_spin.value():g}")
         finished = []

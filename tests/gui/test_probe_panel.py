@@ -171,14 +171,14 @@ def test_sweep_and_c2c_from_the_panel(qtbot, panel):
         pytest.skip("needs two online CPUs")
     panel.set_probe("sweep")
     panel.set_cpus([0, 1])
-    panel.form.rounds_spin.setValue(3)
+    panel.form.field("rounds", "sweep").setValue(3)
     _run(qtbot, panel)
     assert panel.status_text.startswith("done"), panel.status_text
-    assert sorted(panel.plots.sweep_plot.cpus) == [0, 1]
+    assert sorted(panel.plots.view("sweep").cpus) == [0, 1]
     panel.set_probe("c2c")
     _run(qtbot, panel)
-    assert panel.plots.c2c_heatmap.image.image.shape == (2, 2)
-    assert panel.plots.c2c_heatmap.matrix[0, 1] > 0
+    assert panel.plots.view("c2c").image.image.shape == (2, 2)
+    assert panel.plots.view("c2c").matrix[0, 1] > 0
 
 
 def test_main_window_wires_the_panel(qtbot):
@@ -285,9 +285,9 @@ def test_attribute_box_says_why_where_tracing_is_impossible(qtbot):
     p = ProbePanel()
     qtbot.addWidget(p)
     why = trace.unavailable_reason()
-    assert p.form.attribute_check.isEnabled() == (why is None)
+    assert p.form.field("attribute").isEnabled() == (why is None)
     if why is not None:
-        assert p.form.attribute_check.toolTip() == why
+        assert p.form.field("attribute").toolTip() == why
 
 
 @pytest.mark.usefixtures("live_machine")
@@ -296,7 +296,7 @@ def test_attributed_jitter_run_fills_the_gaps_tab(qtbot, tracefs):
     qtbot.addWidget(panel)
     panel.set_cpus([max(os.sched_getaffinity(0))])
     panel.form.seconds_spin.setValue(0.3)
-    assert panel.form.attribute_check.isEnabled() and panel.form.attribute_check.isChecked()
+    assert panel.form.field("attribute").isEnabled() and panel.form.field("attribute").isChecked()
     _run(qtbot, panel)
     (rec,) = panel.runs
     a = rec.summary["attribution"]
@@ -305,7 +305,7 @@ def test_attributed_jitter_run_fills_the_gaps_tab(qtbot, tracefs):
     assert panel.plots.gap_view.cause_model.rowCount() == len(a["by_cause"])
     assert rec.label in panel.plots.gap_view.status.text()
     # unticked: the run asks for no tracing and the tab says how to get it
-    panel.form.attribute_check.setChecked(False)
+    panel.form.field("attribute").setChecked(False)
     _run(qtbot, panel)
     assert panel.runs[-1].summary["attribution"] is None
     assert "attribute gaps" in panel.plots.gap_view.status.text()

@@ -19,6 +19,7 @@ import pytest
 from app.store.session import ProbeRecord, open_session, save_session, session_from_root
 from app.sysroot import SysRoot
 from probes import first_touch, messaging, scaling
+from probes.spec import module
 from probes.text import format_result
 from tests.machines import extract
 from widgets.probe.panel import ProbePanel
@@ -54,12 +55,12 @@ def _run(qtbot, panel, timeout=60000):
 @pytest.mark.usefixtures("live_machine")
 def test_messaging_from_the_panel(qtbot, panel):
     panel.set_probe("messaging")
-    panel.form.placement_edit.setText(f"{CPUS[0]}:{CPUS[1]},unpinned")
+    panel.form.field("placement").setText(f"{CPUS[0]}:{CPUS[1]},unpinned")
     panel.form.seconds_spin.setValue(0.4)
     rec = _run(qtbot, panel)
     s = rec.summary
     assert s == messaging.summarize(rec.lines)
-    view = panel.plots.messaging_view
+    view = panel.plots.view("messaging")
     assert panel.plots.currentWidget() is view
     for i, p in enumerate(s["placements"]):
         x, y = view.plot.curve(i).getOriginalDataset()
@@ -77,12 +78,12 @@ def test_messaging_from_the_panel(qtbot, panel):
 def test_first_touch_from_the_panel(qtbot, panel):
     panel.set_probe("first-touch")
     panel.set_cpus([CPUS[-1]])
-    panel.form.size_edit.setText("16M")
-    panel.form.thp_combo.setCurrentIndex(panel.form.thp_combo.findData("never"))
+    panel.form.field("size").setText("16M")
+    panel.form.field("thp").set_field_value("never")
     rec = _run(qtbot, panel)
     s = rec.summary
     assert s == first_touch.summarize(rec.lines) and s["thp"]["asked"] == "never"
-    view = panel.plots.first_touch_view
+    view = panel.plots.view("first-touch")
     row = s["nodes"][0]
     for touch, key in ((1, "first"), (2, "second")):
         x, y = view.plot.curve(row["node"], touch).getOriginalDataset()
@@ -100,12 +101,12 @@ def test_first_touch_from_the_panel(qtbot, panel):
 def test_scaling_from_the_panel(qtbot, panel):
     panel.set_probe("scaling")
     panel.set_cpus(CPUS[:2])
-    panel.form.work_combo.setCurrentIndex(panel.form.work_combo.findData("private"))
+    panel.form.field("work").set_field_value("private")
     panel.form.seconds_spin.setValue(0.3)
     rec = _run(qtbot, panel)
     s = rec.summary
     assert s == scaling.summarize(rec.lines) and s["work"] == "private"
-    view = panel.plots.scaling_view
+    view = panel.plots.view("scaling")
     pinned = [w for w in s["widths"] if w["pinned"]]
     x, y = view.plot.measured.getData()
     assert list(x) == [1, 2] and list(y) == [w["throughput"] for w in pinned]
@@ -126,7 +127,7 @@ def test_a_series_probe_asks_for_no_cpu_where_it_needs_none(qtbot, panel):
     panel.set_probe("messaging")
     spec = panel.form.spec()
     assert spec.cpus == () and spec.placement is None and spec.rounds == messaging.DEFAULT_ROUNDS
-    panel.form.size_edit.setText("12Q")
+    panel.form.field("size").setText("12Q")
     panel.set_probe("first-touch")
     panel.set_cpus([CPUS[0]])
     assert not panel.run() and "give a size such as" in panel.status_text
@@ -137,7 +138,7 @@ def _result(probe: str, *args: str) -> dict:
                        timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert p.returncode == 0, p.stdout[-500:] + p.stderr
     lines = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
-    return {"messaging": messaging, "first-touch": first_touch, "scaling": scaling}[probe].summarize(lines)
+    return module(probe).summarize(lines)
 
 
 @two_cpus
@@ -161,7 +162,7 @@ def test_session_round_trip_panel_and_report(qtbot, tmp_path):
         assert all(r.finished and not r.measured_here and not r.has_histogram for r in recs)
         panel.run_store.runs_list.setCurrentRow(0)
         assert panel.plots.summary_text.toPlainText() == format_result(results[0])
-        assert list(panel.plots.messaging_view.plot.curve(0).getOriginalDataset()[1]) == \
+        assert list(panel.plots.view("messaging").plot.curve(0).getOriginalDataset()[1]) == \
             results[0]["placements"][0]["series"]
         report = add_images(report_from_session(opened), root=opened.root)
         html = build_report_html(report)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from app.errors import CoremapError
-from probes.spec import APPLIES, PER_CPU, PROBE_NAMES, ProbeSpec, ProbeSpecError, applies, flag, module
+from probes.catalog import RECORDS
+from probes.spec import APPLIES, PROBE_NAMES, ProbeSpec, ProbeSpecError, applies, flag, module, record
 from probes.sweep import DEFAULT_ROUNDS
 
 # A value for each option, as a front end would give it.
@@ -28,7 +29,7 @@ def test_the_childs_parser_reads_back_every_option_that_applies(probe):
     options = {k: v for k, v in GIVEN.items() if applies(k, probe) and k != "unbound"}
     spec = ProbeSpec(probe, (0, 1), seconds=0.5, **options)
     jobs = spec.jobs()
-    assert len(jobs) == (2 if probe in PER_CPU else 1)
+    assert len(jobs) == (2 if record(probe).per_cpu else 1)
     for job in jobs:
         ns = _parse(job)
         assert ns.seconds == 0.5
@@ -39,7 +40,7 @@ def test_the_childs_parser_reads_back_every_option_that_applies(probe):
                 assert got[got.index("--") + 1:] == list(v)
             else:
                 assert got == v, k
-    assert _parse(jobs[0]).cpu == ("0" if probe in PER_CPU else "0-1")
+    assert _parse(jobs[0]).cpu == ("0" if record(probe).per_cpu else "0-1")
 
 
 def test_per_cpu_jobs_their_labels_cpus_and_seconds():
@@ -89,3 +90,51 @@ def test_a_zero_is_an_option_given():
 def test_no_such_probe():
     with pytest.raises(ProbeSpecError, match="no probe named 'nap'"):
         ProbeSpec("nap", (0,))
+
+
+@pytest.mark.parametrize("probe", PROBE_NAMES)
+def test_each_record_is_what_its_child_takes(probe):
+    """A record's fields are options of the child's own parser, with the record's defaults and choices
+    (the child reads them from the record), and its module makes and lays out results."""
+    rec, mod = record(probe), module(probe)
+    assert all(callable(getattr(mod, f, None)) for f in ("build_parser", "run", "summarize", "text_lines"))
+    defaults = vars(mod.build_parser().parse_args([]))
+    for f in rec.fields:
+        if f.kind == "command":
+            continue
+        assert f.option in defaults, f.option
+        if f.unless:
+            # the child must see whether it was given, to refuse it beside the option it excludes
+            assert defaults[f.option] is None, f.option
+        elif f.kind != "flag" and f.default is not None:
+            assert defaults[f.option] == f.default, f.option
+        choices = next(a.choices for a in mod.build_parser()._actions if a.dest == f.option)
+        if f.kind == "choice":
+            assert tuple(choices) == f.values()
+
+
+def test_values_out_of_a_records_bounds_are_refused_with_the_bounds():
+    with pytest.raises(ProbeSpecError, match=r"^--rounds 1: the sweep probe takes 2 to 100000 rounds$"):
+        ProbeSpec("sweep", (0, 1), rounds=1)
+    assert ProbeSpec("messaging", rounds=1).rounds == 1          # one round is enough to alternate nothing
+    with pytest.raises(ProbeSpecError, match="--transport 'tcp': the messaging probe takes shm, pipe, udp"):
+        ProbeSpec("messaging", transport="tcp")
+    with pytest.raises(ProbeSpecError, match="--size 0 B: the first-touch probe takes 1 B to"):
+        ProbeSpec("first-touch", (0,), size=0)
+    with pytest.raises(ProbeSpecError, match="no probe option named 'colour'"):
+        ProbeSpec("jitter", (0,), colour="red")
+
+
+def test_labels_say_what_each_record_shows():
+    assert ProbeSpec("messaging").jobs()[0].label == "messaging auto shm"
+    assert ProbeSpec("messaging", (0, 1), transport="pipe", placement="0:1").jobs()[0].label == "messaging 0:1 pipe"
+    assert ProbeSpec("scaling").jobs()[0].label == "scaling all CPUs lock"
+    assert ProbeSpec("scaling", (0, 1), command=("make", "-j")).jobs()[0].label == "scaling CPUs 0-1 -- make -j"
+    (a,) = ProbeSpec("first-touch", (3,), size=64 << 20, thp="never", node=0).jobs()
+    assert a.label == "first-touch CPU 3 64 MiB memory on node 0 thp never"
+
+
+def test_steps_come_from_the_record():
+    assert [j.steps for j in ProbeSpec("counters", (0, 1)).jobs()] == [2, 2]      # pinned, then unpinned
+    assert ProbeSpec("jitter", (0,)).jobs()[0].steps == 1
+    assert set(RECORDS) == set(PROBE_NAMES)

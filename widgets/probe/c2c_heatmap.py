@@ -74,6 +74,10 @@ class C2CHeatmap(QWidget):
     def matrix(self) -> np.ndarray:
         return self._m.copy()
 
+    def show_result(self, result: dict, order) -> None:
+        """A c2c result object (its record's view; probes/catalog.py): its matrix."""
+        self.set_matrix(result["matrix_cpus"], result["matrix_ns"], order)
+
     def set_matrix(self, cpus, matrix_ns, order=None) -> None:
         self._cpus, self._m = reorder(cpus, matrix_ns, order)
         n = len(self._cpus)

@@ -2,52 +2,46 @@
 
 It composes the rooms of widgets/probe/:
 - ProbeForm (form.py): the fields and the ProbeSpec they describe; Run hands the spec's jobs (one
-  per CPU for jitter, wakeup and counters, one for the list for sweep and c2c) to a
-  ProbeController (controller.py), which polls each child from a QTimer and moves coremap's own
+  per CPU for a per-CPU probe, one for the list otherwise: the probe's record, probes/catalog.py) to
+  a ProbeController (controller.py), which polls each child from a QTimer and moves coremap's own
   threads off the probed CPUs meanwhile.
+- LiveRuns (live.py): each job as a run while it measures: its `interval` lines move the progress bar
+  and redraw it where its record says (the histogram curves, or the probe's own view); a finished
+  run's percentiles go to the table and its text to the Summary tab.
 - CpuDrop (drop.py): CPUs dropped from the grid fill the CPU field; `set_cpu` takes the grid's
   cpu_selected.
-- RunStore (runs.py): this session's runs and files opened with "Open Probe Result…" (.hlog,
-  cyclictest --json, oslat --json; probes/files.py), each with a check box (shown or hidden); a
-  finished one can be removed or saved as .hlog, CSV, cyclictest-style text or JSON.
-- ProbeTabs (tabs.py) and RunTable (run_table.py): each `interval` line updates the run's curves
-  in place, the sweep bars, the c2c matrix or a series probe's view (messaging, first-touch,
-  scaling: redrawn from the result of the lines so far), and the progress bar; a finished run's
-  percentiles go to the table and its text to the Summary tab. A series view's selected row names
-  CPUs, which the panel passes on (`cpus_highlighted`) for the grid to select.
+- RunStore (runs.py): this session's runs and those ResultFiles (result_files.py) opens with "Open
+  Probe Result…" (.hlog, cyclictest --json, oslat --json; probes/files.py) or takes from a session,
+  each with a check box (shown or hidden); a finished one can be removed or saved (ResultFiles) as
+  .hlog, CSV, cyclictest-style text or JSON.
+- ProbeTabs (tabs.py) and RunTable (run_table.py): the views and the percentile table. A view's
+  selected row names CPUs, which the panel passes on (`cpus_highlighted`) for the grid to select.
 An `error` line lands on the status line, never in a dialog.
 """
 from __future__ import annotations
 
-import os
-import re
-import time
-
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLayout, QMenu, QProgressBar, QPushButton,
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLayout, QMenu, QProgressBar, QPushButton,
                                QSplitter, QToolButton, QVBoxLayout, QWidget)
 
 from app.errors import CoremapError
-from app.format import cpus_word
 from app.parse.cpulist import format_cpulist
 from app.sampling.machine_state import MachineState
-from probes import c2c, files, histogram, sweep
-from probes.files import FileRun
-from probes.spec import HISTOGRAM_PROBES, SERIES_PROBES, Job
 from widgets.probe.controller import ProbeController
 from widgets.probe.drop import CpuDrop
 from widgets.probe.form import ProbeForm
+from widgets.probe.live import LiveRuns
+from widgets.probe.result_files import ResultFiles
 from widgets.probe.run_table import RunTable
-from widgets.probe.runs import SOURCE_HERE, RunRecord, RunStore
+from widgets.probe.runs import RunRecord, RunStore
 from widgets.probe.tabs import ProbeTabs
-
-LIVE_REDRAW_S = 0.25
 
 
 class ProbePanel(QWidget):
     """The Probes dock. Parts, for tests and the window: `form`, `controller`, `run_store`,
-    `plots` (the tabs), `table`, `progress`, `menu` (the &Probes menu)."""
+    `plots` (the tabs), `table`, `progress`, `live` (the runs measuring), `files` (opening and saving
+    them), `menu` (the &Probes menu)."""
 
     run_finished = Signal(object)   # RunRecord
     busy_changed = Signal(bool)
@@ -59,16 +53,14 @@ class ProbePanel(QWidget):
         self.setObjectName("probe-panel")
         self.controller = controller or ProbeController(self)
         self._live = True               # False while the window shows a capture (set_state)
-        self._total_s = 0.0
-        self._done_s = 0.0
-        self._job_record: RunRecord | None = None
-        self._last_live_draw = 0.0
         self.form = ProbeForm(self)
         self.run_store = RunStore(self)
         self.plots = ProbeTabs(self)
         self.table = RunTable(self)
         self.drop = CpuDrop(self, self.controller.guard)
         self._build_actions()
+        self.live = LiveRuns(self.controller, self.run_store, self.plots, self.table, self.progress, self)
+        self.files = ResultFiles(self.run_store, self.plots, self.table, self)
         self._build_layout()
         self._connect()
 
@@ -138,26 +130,22 @@ class ProbePanel(QWidget):
             lay.setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
 
     def _connect(self) -> None:
-        self.run_button.clicked.connect(self.run)
-        self.cancel_button.clicked.connect(self.cancel)
-        self.run_action.triggered.connect(self.run)
-        self.cancel_action.triggered.connect(self.cancel)
-        self.open_action.triggered.connect(self._on_open_action_triggered)
-        self.save_action.triggered.connect(self._on_save_action_triggered)
-        self.run_store.save_button.clicked.connect(self._on_save_action_triggered)
-        self.run_store.remove_button.clicked.connect(self._on_remove_button_clicked)
-        self.run_store.visibility_changed.connect(self.plots.set_run_visible)
-        self.plots.cpus_highlighted.connect(self.cpus_highlighted)
-        self.run_store.selection_changed.connect(self._on_run_store_selection_changed)
-        self.drop.cpus_dropped.connect(self._on_drop_cpus_dropped)
-        self.drop.drop_refused.connect(self._on_drop_drop_refused)
-        c = self.controller
-        c.job_started.connect(self._on_controller_job_started)
-        c.line_received.connect(self._on_controller_line_received)
-        c.job_finished.connect(self._on_controller_job_finished)
-        c.job_failed.connect(self._on_controller_job_failed)
-        c.finished.connect(self._on_controller_finished)
-        c.affinity_note.connect(self._on_controller_affinity_note)
+        for signal, slot in ((self.run_button.clicked, self.run), (self.cancel_button.clicked, self.cancel),
+                             (self.run_action.triggered, self.run), (self.cancel_action.triggered, self.cancel),
+                             (self.open_action.triggered, self.files.ask_open),
+                             (self.save_action.triggered, self.files.ask_save),
+                             (self.run_store.save_button.clicked, self.files.ask_save),
+                             (self.run_store.remove_button.clicked, self._on_remove_button_clicked),
+                             (self.run_store.visibility_changed, self.plots.set_run_visible),
+                             (self.run_store.selection_changed, self._on_run_store_selection_changed),
+                             (self.plots.cpus_highlighted, self.cpus_highlighted),
+                             (self.drop.cpus_dropped, self._on_drop_cpus_dropped),
+                             (self.drop.drop_refused, self._on_drop_drop_refused),
+                             (self.live.status, self._status), (self.files.status, self._status),
+                             (self.live.run_finished, self._on_live_run_finished),
+                             (self.controller.finished, self._on_controller_finished),
+                             (self.controller.affinity_note, self._status)):
+            signal.connect(slot)
 
     # -- public ----------------------------------------------------------------------------------
     def set_probe(self, name: str) -> None:
@@ -211,10 +199,7 @@ class ProbePanel(QWidget):
                          "machine coremap runs on", error=True)
             return False
         try:
-            jobs = self.form.spec().jobs()
-            self._total_s = sum(j.seconds or 0.0 for j in jobs)
-            self._done_s = 0.0
-            self.controller.start(jobs)
+            self.live.start(self.form.spec().jobs())
         except CoremapError as e:
             self._status(str(e), error=True)
             return False
@@ -227,59 +212,27 @@ class ProbePanel(QWidget):
             self.controller.cancel()
             self._status(f"cancelled (probe process {pid} stopped)")
 
-    # -- opening and saving ----------------------------------------------------------------------
+    # -- opening and saving (result_files.py) ---------------------------------------------------------
     def open_result(self, path) -> list[RunRecord]:
         """Add the runs of an .hlog, cyclictest --json or oslat --json file; CoremapError if it is none."""
-        path = str(path)
-        added = [self._add_file_run(run, path) for run in files.load_runs(path)]
-        self._status(f"opened {os.path.basename(path)}: {len(added)} run{'s' if len(added) != 1 else ''}")
-        self.plots.setCurrentWidget(self.plots.histogram_plot)
-        return added
+        return self.files.open_result(path)
 
     def add_result(self, result: dict, source: str) -> RunRecord | None:
-        """Show a probe result object (the CLI's `--json` shape, as a session stores it) as a run: a
-        histogram, or a messaging, first-touch or scaling run on its own tab; None for sweep, c2c and
-        counters results, whose figures stay in the file."""
-        if result.get("probe") in SERIES_PROBES:
-            rec = self.run_store.add(result["probe"], result.get("title") or result["probe"], source)
-            rec.summary = dict(result)
-            rec.finished = True
-            self.plots.show_result(rec)
-            return rec
-        run = files.result_run(result)
-        return self._add_file_run(run, source) if run is not None else None
+        """Show a probe result object (the CLI's `--json` shape, as a session stores it) as a run."""
+        return self.files.add_result(result, source)
 
     def save_run(self, key: int, path) -> None:
         """Write a finished run: .hlog, .csv, .txt (cyclictest-style histogram) or .json (any probe)."""
-        rec = self.run_store.get(key)
-        if not rec.finished:
-            raise CoremapError(f"run {rec.label!r} has not finished; wait for it or cancel it first")
-        files.write_run(path, label=rec.label, result=rec.summary,
-                        buckets=rec.buckets if rec.has_histogram else None, sampled_ns=rec.sampled_ns,
-                        lines=rec.lines)
-        self._status(f"saved {rec.label} to {path}")
+        self.files.save_run(key, path)
 
     def remove_run(self, key: int) -> None:
-        if self._job_record is not None and self._job_record.key == key:
+        if self.live.current is not None and self.live.current.key == key:
             self._status("that run is still going; cancel it before removing it", error=True)
             return
-        if self.run_store.remove(key) is not None:
-            self.plots.remove_run(key)
-            self.table.set_runs(self.runs)
-
-    def _add_file_run(self, run: FileRun, source: str) -> RunRecord:
-        rec = self.run_store.add("file", run.label, source, () if run.cpu is None else (run.cpu,))
-        rec.buckets = run.buckets
-        rec.sampled_ns = run.sampled_ns
-        rec.attribution = run.attribution
-        rec.finished = True
-        rec.summary = run.result(rec.label, source)
-        self.plots.draw_histogram(rec)
-        self.table.set_runs(self.runs)
-        return rec
+        self.live.discard(key)
 
     # -- status ----------------------------------------------------------------------------------
-    def _status(self, text: str, *, error: bool = False) -> None:
+    def _status(self, text: str, error: bool = False) -> None:
         self.status_label.setStyleSheet("color: #b00020;" if error else "")
         self.status_label.setText(("error: " if error else "") + text)
         self.status_changed.emit(self.status_label.text())
@@ -294,105 +247,16 @@ class ProbePanel(QWidget):
             self.progress.setValue(0)
         self.busy_changed.emit(busy)
 
-    def _set_progress(self, fraction: float, text: str) -> None:
-        self.progress.setValue(int(max(0.0, min(1.0, fraction)) * 1000))
-        self.progress.setFormat(text)
-
-    # -- handlers: the controller ----------------------------------------------------------------
-    def _on_controller_job_started(self, job: Job) -> None:
-        rec = self.run_store.add(job.probe, job.label, SOURCE_HERE, job.cpus)
-        rec.lines = self.controller.current_lines
-        self._job_record = rec
-        self.plots.show_tab_for(job.probe)
-        where = f" on {cpus_word(job.cpus)}" if job.cpus else ""
-        others = "; coremap's threads kept off them" if job.cpus and self.controller.guard.active else ""
-        self._status(f"running {job.probe}{where} (pid {self.controller.pid}){others}")
-        self._set_progress(self._done_s / self._total_s if self._total_s else 0.0, f"{job.label}: starting")
-
-    def _on_controller_line_received(self, job: Job, line: dict) -> None:
-        rec = self._job_record
-        if rec is None:
-            return
-        kind = line.get("type")
-        if kind == "error":
-            self._status(line.get("message", "the probe failed"), error=True)
-        elif kind == "interval" and job.probe in HISTOGRAM_PROBES:
-            self._on_histogram_interval(job, rec, line)
-        elif kind == "interval" and job.probe == "sweep":
-            self.plots.draw_sweep(sweep.summarize(rec.lines)["cpus"])
-            r = int(line.get("round", 0)) + 1
-            self._set_progress(r / job.steps, f"{job.label}: round {r} / {job.steps}")
-        elif kind == "interval" and job.probe in SERIES_PROBES:
-            self._on_series_interval(job, rec, line)
-        elif kind == "interval" and job.probe == "c2c":
-            self.plots.draw_c2c(c2c.summarize(rec.lines))
-            done = sum(1 for l in rec.lines if l.get("type") == "interval")
-            self._set_progress(done / job.steps, f"{job.label}: pair {done} / {job.steps}")
-        elif kind == "interval":
-            self._set_progress(0.5, f"{job.label}: {line.get('mode', '')} done")
-
-    def _on_histogram_interval(self, job: Job, rec: RunRecord, line: dict) -> None:
-        rec.buckets = histogram.merge_buckets(rec.buckets, line.get("buckets", []))
-        rec.sampled_ns += float(line.get("sampled_ns", 0))
-        # redraw at most every LIVE_REDRAW_S while running (the finished run is drawn in full):
-        # a plot per 100 ms chunk is work the window does while a probe measures its neighbour
-        now = time.monotonic()
-        if now - self._last_live_draw >= LIVE_REDRAW_S:
-            self._last_live_draw = now
-            self.plots.draw_histogram(rec)
-        elapsed_s = float(line.get("elapsed_ns", 0)) / 1e9
-        total = self._total_s or (job.seconds or 1.0)
-        self._set_progress((self._done_s + min(elapsed_s, job.seconds or elapsed_s)) / total,
-                           f"{job.label}: {elapsed_s:.1f} / {job.seconds:g} s")
-
-    def _on_series_interval(self, job: Job, rec: RunRecord, line: dict) -> None:
-        """Redraw the run's view from the result of its lines so far, at most every LIVE_REDRAW_S,
-        and move the progress bar to where the probe says it is."""
-        now = time.monotonic()
-        if now - self._last_live_draw >= LIVE_REDRAW_S:
-            self._last_live_draw = now
-            self.plots.draw_series(job.probe, job.summarize(rec.lines))
-        progress = float(line.get("progress", 0.0))
-        self._set_progress(progress, f"{job.label}: {100 * progress:.0f}%")
-
-    def _on_controller_job_finished(self, job: Job) -> None:
-        rec = self._job_record
-        self._job_record = None
-        if rec is None:
-            return
-        rec.summary = job.summarize(rec.lines)
-        rec.finished = True
-        self._done_s += job.seconds or 0.0
-        if job.probe in HISTOGRAM_PROBES:
-            self.plots.draw_histogram(rec)
-            self.table.set_runs(self.runs)
-        elif job.probe == "sweep":
-            self.plots.draw_sweep(rec.summary["cpus"])
-        elif job.probe == "c2c":
-            self.plots.draw_c2c(rec.summary)
-        self.plots.show_result(rec)
+    # -- handlers ----------------------------------------------------------------------------------
+    def _on_live_run_finished(self, rec: RunRecord) -> None:
         self._on_run_store_selection_changed()
         self.run_finished.emit(rec)
 
-    def _on_controller_job_failed(self, _job: Job, message: str) -> None:
-        rec = self._job_record
-        self._job_record = None
-        if rec is not None:
-            self.remove_run(rec.key)
-        self._status(message, error=True)
-
     def _on_controller_finished(self, how: str) -> None:
-        rec = self._job_record
-        self._job_record = None
-        if how == "cancelled" and rec is not None:
-            self.remove_run(rec.key)
         self._set_busy(False)
         if how == "done":
             last = [r.label for r in self.runs if r.finished and r.measured_here][-1:]
             self._status("done" + (f": {last[0]}" if last else ""))
-
-    def _on_controller_affinity_note(self, note: str) -> None:
-        self._status(note)
 
     # -- handlers: runs, drops, files ------------------------------------------------------------
     def _on_run_store_selection_changed(self) -> None:
@@ -412,29 +276,3 @@ class ProbePanel(QWidget):
 
     def _on_drop_drop_refused(self, why: str) -> None:
         self._status(why, error=True)
-
-    def _on_open_action_triggered(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open Probe Result", "",
-                                              "Probe results (*.hlog *.json);;All files (*)")
-        if not path:
-            return
-        try:
-            self.open_result(path)
-        except CoremapError as e:
-            self._status(str(e), error=True)
-
-    def _on_save_action_triggered(self) -> None:
-        selected = self.run_store.selected()
-        if len(selected) != 1:
-            self._status("select one finished run to save", error=True)
-            return
-        rec = selected[0]
-        filters = ("HdrHistogram log (*.hlog);;CSV buckets (*.csv);;cyclictest-style histogram (*.txt);;"
-                   "JSON result (*.json)") if rec.has_histogram else "JSON result (*.json)"
-        path, _ = QFileDialog.getSaveFileName(self, "Save Run", re.sub(r"[^\w.-]+", "_", rec.label), filters)
-        if not path:
-            return
-        try:
-            self.save_run(rec.key, path)
-        except CoremapError as e:
-            self._status(str(e), error=True)

@@ -1,7 +1,7 @@
-"""SeriesView, the frame of a series probe's tab (messaging, first-touch, scaling): its plot and a
-ResultTable side by side, the verdict under them. ResultTable holds rows of text the view spells
-with app/format.py, numbers right-aligned, and for each row the CPUs it ran on, so selecting a row
-can light them up in the grid (`cpus_highlighted`)."""
+"""SeriesView, the frame of a series probe's tab (a probe whose result carries its own series, tables
+and verdict): its plot and a ResultTable side by side, the verdict under them. ResultTable holds rows
+of text the view spells with app/format.py, numbers right-aligned, and for each row the CPUs it ran
+on, so selecting a row can light them up in the grid (`cpus_highlighted`)."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
@@ -78,6 +78,11 @@ class SeriesView(QWidget):
         lay.addWidget(split, 1)
         lay.addWidget(self.verdict_label)
         self.table.cpus_highlighted.connect(self.cpus_highlighted)
+
+    def show_result(self, result: dict, order) -> None:
+        """A run's result object, as the probe panel's tabs hand it to a record's view (probes/catalog.py);
+        a series is drawn against its own axis, not the grid's CPU order."""
+        self.set_result(result)
 
     def set_result(self, summary: dict) -> None:
         raise NotImplementedError

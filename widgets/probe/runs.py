@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
                                QPushButton, QVBoxLayout, QWidget)
 
-from probes.spec import HISTOGRAM_PROBES
+from probes.catalog import RECORDS
 
 SOURCE_HERE = "coremap"      # RunRecord.source of a run this session measured
 
@@ -37,8 +37,9 @@ class RunRecord:
 
     @property
     def has_histogram(self) -> bool:
-        """A jitter or wakeup run, or a run read from a result file (which holds a histogram)."""
-        return self.probe in HISTOGRAM_PROBES or self.probe == "file"
+        """A run of a probe whose record says `histogram`, or a run read from a result file (which
+        holds a histogram)."""
+        return self.probe == "file" or RECORDS[self.probe].histogram
 
     @property
     def measured_here(self) -> bool:

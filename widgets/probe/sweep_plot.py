@@ -53,6 +53,10 @@ class SweepPlot(pg.PlotWidget):
     def bar_brush(self, cpu: int) -> str:
         return FLAG_COLOUR if cpu in self._flagged else NORMAL_COLOUR
 
+    def show_result(self, result: dict, order) -> None:
+        """A sweep's result object (its record's view; probes/catalog.py): its `cpus` rows."""
+        self.set_result(result["cpus"], order)
+
     def set_result(self, per_cpu, order=None) -> None:
         rows = {int(r["cpu"]): r for r in (per_cpu.values() if isinstance(per_cpu, dict) else per_cpu)}
         pos = {c: i for i, c in enumerate(order or ())}

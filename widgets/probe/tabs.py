@@ -1,69 +1,41 @@
-"""ProbeTabs: the probe panel's views of its runs, one tab each: Histogram and Percentiles (runs
-overlaid, keyed by run), Sweep (bars per CPU), Core to core (the matrix), Messaging, First touch and
-Scaling (a series probe's plot, table and verdict), Summary (the text `coremap probe` prints,
-probes/text.py) and Gaps (what ran in a jitter run's largest gaps).
+"""ProbeTabs: the probe panel's views of its runs, one tab each: Histogram and Percentiles (the runs
+of every probe whose record says `histogram`, and runs read from files, overlaid, keyed by run), then
+the view each probe's record names (probes/catalog.py: Sweep, Core to core, ... in the catalog's
+order), Summary (the text `coremap probe` prints, probes/text.py) and Gaps (what ran in a jitter
+run's largest gaps).
 
-Sweep bars and the c2c matrix put the CPUs in the grid's order (`set_topology`): siblings of a
-core side by side, not in id order.
+A record's view takes `show_result(result, order)`, order being the CPUs in the grid's order
+(`set_topology`): siblings of a core side by side, not in id order. A view with `cpus_highlighted`
+(a series view's selected row) passes it on.
 
 The plots (pyqtgraph, and numpy with it: ~0.3 s of start-up and ~30 MB) are built when their tab is
 first painted or drawn on; until then a tab holds an empty page (issue 12: the first frame imports only
-what it shows). `histogram_plot` and the other plot attributes build theirs when read.
+what it shows). `histogram_plot`, `percentile_plot` and `view(probe)` build theirs when read.
 """
 from __future__ import annotations
+
+from importlib import import_module
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QPlainTextEdit, QTabWidget, QWidget
 
 from app.machine.topology import Topology, layout
-from probes.spec import SERIES_PROBES
+from probes.catalog import RECORDS
 from probes.text import format_result
 from widgets.probe.gap_attribution import GapAttributionView
 from widgets.probe.runs import RunRecord
 
-
-# The plot modules are imported in these factories, not at the top: see the module docstring.
-def _histogram_plot(parent):
-    from widgets.probe.histogram_plot import HistogramPlot
-    return HistogramPlot(parent)
-
-
-def _percentile_plot(parent):
-    from widgets.probe.percentile_plot import PercentilePlot
-    return PercentilePlot(parent)
+# (key, tab title, "module:Class") of each plot tab, in tab order; they come first. The classes are
+# imported when a tab is first built, not at the top: see the module docstring.
+_PLOTS = (("histogram", "Histogram", "widgets.probe.histogram_plot:HistogramPlot"),
+          ("percentiles", "Percentiles", "widgets.probe.percentile_plot:PercentilePlot"),
+          *((r.name, r.view.title, r.view.widget) for r in RECORDS.values() if r.view is not None))
+_INDEX = {key: i for i, (key, _title, _path) in enumerate(_PLOTS)}
 
 
-def _sweep_plot(parent):
-    from widgets.probe.sweep_plot import SweepPlot
-    return SweepPlot(parent)
-
-
-def _c2c_heatmap(parent):
-    from widgets.probe.c2c_heatmap import C2CHeatmap
-    return C2CHeatmap(parent)
-
-
-def _messaging_view(parent):
-    from widgets.probe.messaging_view import MessagingView
-    return MessagingView(parent)
-
-
-def _first_touch_view(parent):
-    from widgets.probe.first_touch_view import FirstTouchView
-    return FirstTouchView(parent)
-
-
-def _scaling_view(parent):
-    from widgets.probe.scaling_view import ScalingView
-    return ScalingView(parent)
-
-
-# (attribute, tab title, factory) of each plot tab, in tab order; they come first.
-_PLOTS = (("histogram_plot", "Histogram", _histogram_plot), ("percentile_plot", "Percentiles", _percentile_plot),
-          ("sweep_plot", "Sweep", _sweep_plot), ("c2c_heatmap", "Core to core", _c2c_heatmap),
-          ("messaging_view", "Messaging", _messaging_view), ("first_touch_view", "First touch", _first_touch_view),
-          ("scaling_view", "Scaling", _scaling_view))
-_SERIES_TAB = {"messaging": 4, "first-touch": 5, "scaling": 6}
+def _build(path: str, parent: QWidget) -> QWidget:
+    module, _, name = path.partition(":")
+    return getattr(import_module(module), name)(parent)
 
 
 def topology_order(topology: Topology) -> list[int]:
@@ -88,7 +60,7 @@ class ProbeTabs(QTabWidget):
         super().__init__(parent)
         self._plots: dict[str, QWidget] = {}
         self._placing = False                   # a built plot is taking its tab's place
-        for _attr, title, _factory in _PLOTS:
+        for _key, title, _path in _PLOTS:
             self.addTab(QWidget(self), title)
         self.summary_text = QPlainTextEdit(self)
         self.summary_text.setReadOnly(True)
@@ -101,24 +73,19 @@ class ProbeTabs(QTabWidget):
         self.currentChanged.connect(self._on_current_changed)
 
     # -- the plots, built on first use ----------------------------------------------------------
-    histogram_plot = property(lambda self: self._plot(0))
-    percentile_plot = property(lambda self: self._plot(1))
-    sweep_plot = property(lambda self: self._plot(2))
-    c2c_heatmap = property(lambda self: self._plot(3))
-    messaging_view = property(lambda self: self._plot(4))
-    first_touch_view = property(lambda self: self._plot(5))
-    scaling_view = property(lambda self: self._plot(6))
+    histogram_plot = property(lambda self: self._plot(_INDEX["histogram"]))
+    percentile_plot = property(lambda self: self._plot(_INDEX["percentiles"]))
 
-    def series_view(self, probe: str) -> QWidget:
-        """The tab of a messaging, first-touch or scaling run."""
-        return self._plot(_SERIES_TAB[probe])
+    def view(self, probe: str) -> QWidget:
+        """The tab that draws `probe`'s runs, as its record names it; KeyError for a probe without one."""
+        return self._plot(_INDEX[probe])
 
     def _plot(self, i: int) -> QWidget:
-        attr, title, factory = _PLOTS[i]
-        plot = self._plots.get(attr)
+        key, title, path = _PLOTS[i]
+        plot = self._plots.get(key)
         if plot is None:
-            plot = self._plots[attr] = factory(self)
-            if i in _SERIES_TAB.values():
+            plot = self._plots[key] = _build(path, self)
+            if hasattr(plot, "cpus_highlighted"):
                 plot.cpus_highlighted.connect(self.cpus_highlighted)
             current, empty = self.currentIndex(), self.widget(i)
             self._placing = True
@@ -151,12 +118,14 @@ class ProbeTabs(QTabWidget):
             self._order = topology_order(topology)
 
     def show_tab_for(self, probe: str) -> None:
-        """The tab a run of `probe` draws on."""
-        if probe in _SERIES_TAB:
-            self.setCurrentWidget(self.series_view(probe))
-            return
-        self.setCurrentWidget({"sweep": self.sweep_plot, "c2c": self.c2c_heatmap,
-                               "counters": self.summary_text}.get(probe, self.histogram_plot))
+        """The tab a run of `probe` draws on: its record's view, the histogram, or else its Summary."""
+        rec = RECORDS.get(probe)
+        if rec is not None and rec.view is not None:
+            self.setCurrentWidget(self.view(probe))
+        elif rec is None or rec.histogram:
+            self.setCurrentWidget(self.histogram_plot)
+        else:
+            self.setCurrentWidget(self.summary_text)
 
     # -- histogram runs --------------------------------------------------------------------------
     def draw_histogram(self, rec: RunRecord) -> None:
@@ -172,28 +141,20 @@ class ProbeTabs(QTabWidget):
         self.histogram_plot.remove_run(key)
         self.percentile_plot.remove_run(key)
 
-    # -- sweep, c2c, summary ---------------------------------------------------------------------
-    def draw_sweep(self, per_cpu) -> None:
-        """probes.sweep.summarize's `cpus` rows."""
-        self.sweep_plot.set_result(per_cpu, self._order)
-
-    def draw_c2c(self, summary: dict) -> None:
-        """probes.c2c.summarize's matrix."""
-        self.c2c_heatmap.set_matrix(summary["matrix_cpus"], summary["matrix_ns"], self._order)
-
-    def draw_series(self, probe: str, summary: dict) -> None:
-        """A messaging, first-touch or scaling result object (its probe's summarize), run or read."""
-        self.series_view(probe).set_result(summary)
+    # -- a probe's own view, summary and gaps ---------------------------------------------------------
+    def draw_result(self, probe: str, summary: dict) -> None:
+        """A result object of `probe` (its summarize), run or read, on the view its record names."""
+        self.view(probe).show_result(summary, self._order)
 
     def show_result(self, rec: RunRecord) -> None:
-        """A run's Summary text and, for a jitter run, its Gaps (a run read from a session has only
-        its attribution to show); a series probe's run, measured or read, also on its own tab."""
-        if rec.summary and rec.probe in SERIES_PROBES:
+        """A run's Summary text and its own view, and for a run that was attributed (jitter) its
+        Gaps; a run read from a file has only its attribution to show."""
+        record = RECORDS.get(rec.probe)
+        if rec.summary and record is not None:
             self.summary_text.setPlainText(format_result(rec.summary))
-            self.draw_series(rec.probe, rec.summary)
-        elif rec.summary and rec.measured_here:
-            self.summary_text.setPlainText(format_result(rec.summary))
-            if rec.probe == "jitter":
-                self.gap_view.set_attribution(rec.summary.get("attribution"), rec.label)
+            if record.view is not None:
+                self.draw_result(rec.probe, rec.summary)
+            if "attribution" in rec.summary:
+                self.gap_view.set_attribution(rec.summary["attribution"], rec.label)
         elif rec.attribution is not None:
             self.gap_view.set_attribution(rec.attribution, rec.label)
