@@ -1,6 +1,10 @@
 """ProbeRun: start `python -m probes NAME ...` as its own process (its own process group), read its
 JSON lines on a reader thread, and hand them out without blocking the caller. Qt-free: the CLI
 waits on it, the window polls it from a timer.
+
+A probe may also run on another machine (app/remote/probe_runs.py RemoteProbeRun): both are a
+`RunningProbe`, the Protocol the window and the CLI hold a run by, and both keep their lines in
+`ProbeLines`, so there is one poll loop and one reading of a run's `error` line.
 """
 from __future__ import annotations
 
@@ -12,7 +16,10 @@ import subprocess
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Protocol
 
 from app.format import probe_exit_sentence
 
@@ -21,24 +28,132 @@ PARENT_ENV = "COREMAP_PROBE_PARENT"
 _ROOT = str(Path(__file__).resolve().parents[1])
 
 
-def probe_command(name: str, args: list[str] | tuple = ()) -> list[str]:
-    return [sys.executable, "-m", "probes", name, *map(str, args)]
+def probe_command(name: str, args: Iterable = (), python: str = sys.executable) -> list[str]:
+    return [python, "-m", "probes", name, *map(str, args)]
 
 
-class ProbeRun:
-    """One probe process.
+class RunningProbe(Protocol):
+    """A probe run as the window (widgets/probe/controller.py) and the CLI (app/cli/probe.py) hold it,
+    wherever the probe runs: ProbeRun here, RemoteProbeRun on a machine over ssh."""
 
-    `poll()` returns the lines that arrived since the last call; `on_line(dict)` (optional) is called
-    on the reader thread for each line as it arrives. A line that is not JSON becomes
-    {"type": "log", "text": ...}. Lines from stderr are kept in `stderr_lines` (the last 200).
-    """
+    argv: list[str]
+    lines: list[dict]               # every line so far, in order
+    stderr_lines: list[str]         # the child's last stderr lines
 
-    def __init__(self, argv: list[str], *, on_line=None, env: dict | None = None):
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> list[dict]:
+        """The lines that arrived since the last call; never blocks."""
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit status, once the run ended and its last line is in; subprocess.TimeoutExpired after
+        `timeout` seconds."""
+
+    def cancel(self) -> int:
+        """Stop the run now; its exit status."""
+
+    def error(self) -> str | None:
+        """The message of the run's `error` line, if it sent one."""
+
+    def failure(self, what: str) -> str | None:
+        """Why the run failed, once it has ended, in one sentence about `what`; None when it succeeded."""
+
+    def __enter__(self) -> RunningProbe: ...
+
+    def __exit__(self, *exc) -> bool: ...
+
+
+class ProbeStarter(Protocol):
+    """What starts a job's run: ProbeRun.start here, RemoteProbeRun.starter(...) for another machine."""
+
+    def __call__(self, name: str, args: Iterable = (), *, on_line: Callable[[dict], None] | None = None
+                 ) -> RunningProbe: ...
+
+
+class ProbeLines(ABC):
+    """What every RunningProbe keeps of its lines, wherever the probe runs: `lines`, the ones `poll()`
+    has not handed out yet, `on_line(dict)` (optional) called for each as it arrives (on the thread
+    that received it), and the run's `error` line. Subclasses add the lines with `_add` and say how
+    the run ends (`running`, `returncode`, `wait`, `cancel`)."""
+
+    def __init__(self, argv: list[str], on_line: Callable[[dict], None] | None):
         self.argv = list(argv)
         self.on_line = on_line
         self.lines: list[dict] = []
         self.stderr_lines: list[str] = []
         self._q: queue.Queue = queue.Queue()
+
+    @property
+    @abstractmethod
+    def running(self) -> bool: ...
+
+    @property
+    @abstractmethod
+    def returncode(self) -> int | None: ...
+
+    @abstractmethod
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    @abstractmethod
+    def cancel(self) -> int: ...
+
+    def _add(self, line: dict) -> None:
+        self.lines.append(line)
+        self._q.put(line)
+        if self.on_line is not None:
+            self.on_line(line)
+
+    def poll(self) -> list[dict]:
+        out = []
+        while True:
+            try:
+                out.append(self._q.get_nowait())
+            except queue.Empty:
+                return out
+
+    def error(self) -> str | None:
+        for line in self.lines:
+            if line.get("type") == "error":
+                return self._message(line.get("message"))
+        return None
+
+    def _message(self, message) -> str | None:
+        """An `error` line's message as error() gives it."""
+        return message
+
+    def failure(self, what: str) -> str | None:
+        """Why the run failed, once it has exited: its `error` line, else (a child that died without
+        one) `what`, its exit status and its last stderr lines; None when it succeeded."""
+        message = self.error()
+        return message if message is not None else probe_exit_sentence(self._where(what), self.returncode,
+                                                                       self.stderr_lines)
+
+    def _where(self, what: str) -> str:
+        """`what` as the exit sentence names it (a run on another machine says which)."""
+        return what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.running:
+            self.cancel()
+        return False
+
+
+class ProbeRun(ProbeLines):
+    """One probe process, here. A line that is not JSON becomes {"type": "log", "text": ...}. Lines from
+    stderr are kept in `stderr_lines` (the last 200)."""
+
+    def __init__(self, argv: list[str], *, on_line: Callable[[dict], None] | None = None, env: dict | None = None):
+        super().__init__(argv, on_line)
         e = dict(os.environ if env is None else env)
         # the child imports `probes` and `app` from this checkout whether or not coremap is installed
         e["PYTHONPATH"] = _ROOT + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
@@ -57,8 +172,9 @@ class ProbeRun:
         self._err.start()
 
     @classmethod
-    def start(cls, name: str, args=(), **kw) -> "ProbeRun":
-        return cls(probe_command(name, args), **kw)
+    def start(cls, name: str, args: Iterable = (), *, on_line: Callable[[dict], None] | None = None,
+              env: dict | None = None) -> ProbeRun:
+        return cls(probe_command(name, args), on_line=on_line, env=env)
 
     def _read_stdout(self):
         for raw in self.proc.stdout:
@@ -71,10 +187,7 @@ class ProbeRun:
                     line = {"type": "log", "text": text}
             except ValueError:
                 line = {"type": "log", "text": text}
-            self.lines.append(line)
-            self._q.put(line)
-            if self.on_line is not None:
-                self.on_line(line)
+            self._add(line)
         self.proc.stdout.close()
 
     def _read_stderr(self):
@@ -82,14 +195,6 @@ class ProbeRun:
             self.stderr_lines.append(raw.decode("utf-8", "replace").rstrip("\n"))
             del self.stderr_lines[:-200]
         self.proc.stderr.close()
-
-    def poll(self) -> list[dict]:
-        out = []
-        while True:
-            try:
-                out.append(self._q.get_nowait())
-            except queue.Empty:
-                return out
 
     @property
     def running(self) -> bool:
@@ -128,27 +233,6 @@ class ProbeRun:
         except ProcessLookupError:
             # the group emptied between our check and the kill: nothing left to stop
             pass
-
-    def error(self) -> str | None:
-        """The message of the run's `error` line, if it sent one."""
-        for l in self.lines:
-            if l.get("type") == "error":
-                return l.get("message")
-        return None
-
-    def failure(self, what: str) -> str | None:
-        """Why the run failed, once it has exited: its `error` line, else (a child that died without
-        one) `what`, its exit status and its last stderr lines; None when it succeeded."""
-        message = self.error()
-        return message if message is not None else probe_exit_sentence(what, self.returncode, self.stderr_lines)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.running:
-            self.cancel()
-        return False
 
 
 def run_to_end(name: str, args=(), *, timeout: float | None = None, on_line=None) -> tuple[int, list[dict], ProbeRun]:

@@ -1,8 +1,8 @@
-"""RemoteProbeRun: a probe run on the server, with ProbeRun's interface (probes/runner.py: `lines`,
-`poll()`, `running`, `returncode`, `wait()`, `cancel()`, `failure()`), so `coremap probe` and the
-window's ProbeController run it as they run a local one.
+"""RemoteProbeRun: a probe run on the server, a RunningProbe as ProbeRun is (probes/runner.py: `lines`,
+`poll()`, `running`, `returncode`, `wait()`, `cancel()`, `failure()`; the lines kept by the same
+ProbeLines), so `coremap probe` and the window's ProbeController run it as they run a local one.
 
-The agent starts the same `python -m probes` child there (app/cli/agent.py) and streams its JSON
+The agent starts the same `python -m probes` child there (app/remote/server.py) and streams its JSON
 lines as they come; each arrives here checked (`check_line`): an object of plain JSON values, bounded,
 whose histogram buckets are [lo, hi, count] of non-negative integers and whose `*_ns` figures are
 non-negative numbers. A line that is not is replaced by a `log` line saying so, never handed on.
@@ -12,12 +12,13 @@ with an `error` line naming the host and why.
 from __future__ import annotations
 
 import math
-import queue
 import subprocess
+from collections.abc import Callable, Iterable
 
 from app.errors import CoremapError
-from app.format import printable, probe_exit_sentence
+from app.format import printable
 from app.remote.client import AgentClient
+from probes.runner import ProbeLines, ProbeStarter, probe_command
 
 MAX_DEPTH = 6
 MAX_TEXT = 64 * 1024
@@ -84,29 +85,28 @@ def _plain(v, depth: int) -> None:
         raise BadLine("not a JSON value")
 
 
-class RemoteProbeRun:
+class RemoteProbeRun(ProbeLines):
     """One probe on the server; see the module docstring."""
 
-    def __init__(self, client: AgentClient, name: str, args=(), *, on_line=None):
+    def __init__(self, client: AgentClient, name: str, args: Iterable = (), *,
+                 on_line: Callable[[dict], None] | None = None):
+        args = list(map(str, args))
+        super().__init__(probe_command(name, args, python="python"), on_line)
         self.host = client.host
-        self.argv = ["python", "-m", "probes", name, *map(str, args)]
-        self.on_line = on_line
-        self.lines: list[dict] = []
-        self.stderr_lines: list[str] = []
         self.pid: int | None = None         # the probe's pid on the server
-        self._q: queue.Queue = queue.Queue()
         self._rc: int | None = None
-        self._pending = client.start("probe", probe=name, args=list(map(str, args)), on_event=self._on_event)
+        self._pending = client.start("probe", probe=name, args=args, on_event=self._on_event)
 
     @classmethod
-    def starter(cls, client_of):
-        """ProbeRun.start's shape, `(name, args) -> run`, for the machine `client_of()` connects to."""
-        def start(name: str, args=(), **kw):
+    def starter(cls, client_of: Callable[[], AgentClient | None]) -> ProbeStarter:
+        """A ProbeStarter (ProbeRun.start's shape) for the machine `client_of()` connects to."""
+        def start(name: str, args: Iterable = (), *, on_line: Callable[[dict], None] | None = None
+                  ) -> RemoteProbeRun:
             client = client_of()
             if client is None:
                 raise CoremapError("the machine's connection is down (reconnecting); run the probe once "
                                    "the window shows it live again")
-            return cls(client, name, args, **kw)
+            return cls(client, name, args, on_line=on_line)
         return start
 
     def _on_event(self, ev: dict) -> None:
@@ -119,12 +119,6 @@ class RemoteProbeRun:
             except BadLine as e:
                 line = {"type": "log", "text": f"{self.host} sent a probe line coremap cannot use ({e})"}
             self._add(line)
-
-    def _add(self, line: dict) -> None:
-        self.lines.append(line)
-        self._q.put(line)
-        if self.on_line is not None:
-            self.on_line(line)
 
     def _finish(self) -> int:
         """The exit status, once the agent answered (an error becomes an `error` line and status 2)."""
@@ -141,14 +135,6 @@ class RemoteProbeRun:
                 self.stderr_lines = [printable(str(x))[:500] for x in err[-STDERR_KEPT:]]
             self._rc = rc if type(rc) is int and -255 <= rc <= 255 else 1
         return self._rc
-
-    def poll(self) -> list[dict]:
-        out = []
-        while True:
-            try:
-                out.append(self._q.get_nowait())
-            except queue.Empty:
-                return out
 
     @property
     def running(self) -> bool:
@@ -176,23 +162,10 @@ class RemoteProbeRun:
             pass        # the link is gone or slow: the agent ends the child with the connection
         return self._finish() if self._pending.done else 143
 
-    def error(self) -> str | None:
-        """The run's `error` line, naming the host (a CPU there, a compiler there)."""
-        for line in self.lines:
-            if line.get("type") == "error":
-                message = printable(str(line.get("message")))[:1000]
-                return message if message.startswith(f"{self.host}:") else f"{self.host}: {message}"
-        return None
+    def _message(self, message) -> str:
+        """The `error` line's message, printable and naming the host (a CPU there, a compiler there)."""
+        message = printable(str(message))[:1000]
+        return message if message.startswith(f"{self.host}:") else f"{self.host}: {message}"
 
-    def failure(self, what: str) -> str | None:
-        message = self.error()
-        return message if message is not None else probe_exit_sentence(f"{what} on {self.host}", self.returncode,
-                                                                       self.stderr_lines)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.running:
-            self.cancel()
-        return False
+    def _where(self, what: str) -> str:
+        return f"{what} on {self.host}"
