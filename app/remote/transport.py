@@ -151,7 +151,7 @@ class SshTransport:
         argv = self.argv(remote_command)
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True, preexec_fn=_die_with_parent)
+                                    start_new_session=True, preexec_fn=die_with_parent)
         except FileNotFoundError:
             raise LinkError(f"{argv[0]}: no such program; install the OpenSSH client "
                             "(Debian/Ubuntu: openssh-client) or set COREMAP_SSH_COMMAND") from None
@@ -270,10 +270,12 @@ class SshProcess:
 try:
     _prctl = ctypes.CDLL(None, use_errno=True).prctl
 except (OSError, AttributeError):
-    _prctl = None
+    _prctl = None       # not Linux: a closed stdin still ends an ssh and an agent, and cancel still stops runs
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when coremap dies (even by SIGKILL), so no ssh outlives it."""
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """`sig` to this process when its parent dies (even by SIGKILL). In a child before exec (an ssh
+    started by coremap, a command the agent runs), so none outlives what started it; in the agent, so
+    it ends with sshd's session."""
     if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        _prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)

@@ -139,15 +139,15 @@ def test_the_shipped_agent_needs_only_the_standard_library(tmp_path):
 
 
 def test_a_server_without_a_compiler_says_so_and_nothing_else_stops(tmp_path, monkeypatch):
-    from app.cli import agent
+    from app.remote import server
     src = tmp_path / "probes" / "_native.c"
     src.parent.mkdir()
     src.write_text("/* the shipped source */")
-    monkeypatch.setattr(agent, "_compiler", lambda: None)
-    why = agent._cannot_build(src)
+    monkeypatch.setattr(server, "_compiler", lambda: None)
+    why = server._cannot_build(src)
     assert why == (f"{os.uname().nodename} has no C compiler, so the probes' timing loops cannot be built there; "
                    "install gcc there (Debian/Ubuntu: apt-get install gcc python3-dev). Sampling and pins work "
                    "without it")
-    monkeypatch.setattr(agent, "_compiler", lambda: "/usr/bin/cc")
-    monkeypatch.setattr(agent.sysconfig, "get_paths", lambda: {"include": str(tmp_path / "no-headers")})
-    assert "has no Python headers" in agent._cannot_build(src)
+    monkeypatch.setattr(server, "_compiler", lambda: "/usr/bin/cc")
+    monkeypatch.setattr(server.sysconfig, "get_paths", lambda: {"include": str(tmp_path / "no-headers")})
+    assert "has no Python headers" in server._cannot_build(src)
