@@ -28,6 +28,7 @@ from PySide6.QtWidgets import QLayout, QVBoxLayout, QWidget
 
 from app.format import format_compact, format_ns
 from app.sampling.sampler import Sampler
+from app.sampling.sources import MachineSource
 from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from probes.catalog import RECORDS
@@ -42,7 +43,7 @@ PLOT_SIZE = (900, 380)
 RATE_WINDOW = 0.5
 
 
-def first_state(sampler: Sampler, wait: float = RATE_WINDOW) -> MachineState:
+def first_state(sampler: MachineSource, wait: float = RATE_WINDOW) -> MachineState:
     """The state a picture shows: a snapshot's two captures (rates) or its one (totals); the live
     machine is sampled twice, `wait` seconds apart, so the colours are rates."""
     state = sampler.tick()

@@ -17,7 +17,8 @@ import weakref
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
 
 from app.errors import CoremapError
-from app.sampling.sampler import Sampler, clamp_interval
+from app.sampling.sampler import clamp_interval
+from app.sampling.sources import MachineSource
 
 # After the first tick the second comes sooner than a full interval, so that the first rates are on
 # screen within half a second of opening the window.
@@ -58,7 +59,7 @@ class SamplerThread(QObject):
     interval_changed = Signal(float)
     tick_seconds = Signal(float)          # how long the last tick took (for the status bar)
 
-    def __init__(self, sampler: Sampler, parent=None):
+    def __init__(self, sampler: MachineSource, parent=None):
         super().__init__(parent)
         self.sampler = sampler
         self._thread = QThread()
@@ -166,7 +167,7 @@ class _SamplerWorker(QObject):
     stop_requested = Signal()
     start_requested = Signal()
 
-    def __init__(self, sampler: Sampler):
+    def __init__(self, sampler: MachineSource):
         super().__init__()
         self.sampler = sampler
         self._timer: QTimer | None = None

@@ -127,7 +127,7 @@ def run(args) -> int:
     from probes.common import allowed_cpus, check_cpus
     from probes.files import check_result_path, write_runs_hlog
     from probes.own_affinity import OwnAffinityGuard
-    from probes.runner import ProbeRun
+    from probes.runner import ProbeRun, ProbeStarter, RunningProbe
     from probes.text import format_result
 
     parse_rest(args)
@@ -138,7 +138,7 @@ def run(args) -> int:
     if args.hlog:
         check_result_path(args.hlog, "--hlog")      # before the run, not after a minute of measuring
     # A host's runner (coremap --host H probe, app/cli/host.py): its CPUs are checked there, by the child.
-    start = getattr(args, "start_probe", None)
+    start: ProbeStarter | None = getattr(args, "start_probe", None)
     if args.cpu is None and not args.unbound and not rec.cpus_optional:
         raise CoremapError("pass --cpu LIST" + (f" (choose from {format_cpulist(allowed_cpus())})" if start is None
                                                 else "") + " or --unbound")
@@ -152,6 +152,7 @@ def run(args) -> int:
     own.lent = frozenset(quiet)
     results, runs = [], []
     for job in spec.jobs():
+        run_: RunningProbe
         if start is not None:
             run_ = start(job.probe, job.args)
         else:

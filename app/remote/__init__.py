@@ -9,11 +9,14 @@
 - bootstrap.py  what runs first on the server: the installed `coremap agent`, or the agent shipped
                 over the same connection into a cache folder (ship.py builds what is shipped)
 - agent.py      the server side: the same Sampler, AffinityService and journal as local use
-- client.py     the workstation side of one connection; sampler.py, pins.py, probes.py and capture.py
-                give the window and the CLI the same interfaces as local sampling, pinning, probing
-                and capturing
+- server.py     the agent's process there (what `coremap agent` runs), and its ops that start programs:
+                a probe (probes/runner.py's ProbeRun) and a `coremap` command
+- client.py     the workstation side of one connection; sampler.py, pins.py, probe_runs.py and
+                capture.py give the window and the CLI the same interfaces as local sampling, pinning,
+                probing and capturing: RemoteSampler is a MachineSource (app/sampling/sources.py),
+                RemoteProbeRun a RunningProbe (probes/runner.py)
 - fleet.py      many hosts captured in parallel, side by side
 
-Nothing here imports Qt or the probes: the agent's probe runs and CLI runs are handed to it by the
-`coremap agent` command (app/cli/agent.py), which sits above the probes.
+Nothing here imports Qt or the CLI. This layer sits above probes/ (it runs them on the server and
+hands their lines to the window here) and below widgets/ and app/cli/.
 """

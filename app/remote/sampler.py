@@ -1,5 +1,6 @@
-"""RemoteSampler: the Sampler interface (app/sampling/sampler.py) for a machine reached over ssh, so the window's
-SamplerThread, `--screenshot` and everything else that drives a Sampler drive this one unchanged.
+"""RemoteSampler: a MachineSource (app/sampling/sources.py), as Sampler is, for a machine reached over ssh, so
+the window's SamplerThread, `--screenshot` and everything else that drives a MachineSource drive this
+one unchanged.
 
 Each `tick()` asks the agent for one Sampler.tick() on the server and applies the delta it sends
 (codec.py). The window's thread keeps time as it does locally (the interval, the first rates after
@@ -20,6 +21,7 @@ import math
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import replace
 
 from app.errors import CoremapError
@@ -28,8 +30,10 @@ from app.remote.codec import StateReceiver
 from app.remote.decode import DecodeError
 from app.remote.hosts import HostSpec
 from app.remote.transport import Disconnected, LinkError
-from app.sampling.sampler import clamp_interval
+from app.machine.topology import Topology
 from app.sampling.machine_state import MachineState
+from app.sampling.sampler import clamp_interval
+from app.sysroot import SysRoot
 
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 TICK_TIMEOUT = 30.0         # a tick of thousands of threads on a loaded server takes a second, not thirty
@@ -46,9 +50,9 @@ class RemoteSampler:
         self.host = host
         self.interval = clamp_interval(interval)
         self.remote_root = root
-        self.root = None                    # no SysRoot on this side: captures come through capture.py
+        self.root: SysRoot | None = None    # no SysRoot on this side: captures come through capture.py
         self.source = f"ssh {host}"
-        self.generation = 0
+        self.generation: int = 0
         self.session = uuid.uuid4().hex[:12]     # the journal session of every agent this sampler opens
         self.root_key: str | None = None
         self.journal_stamp = None           # [size, mtime] of the server's journal at the last tick
@@ -113,7 +117,7 @@ class RemoteSampler:
         if c is not None:
             c.close()
 
-    # -- the Sampler interface ----------------------------------------------------------------------------
+    # -- the MachineSource ------------------------------------------------------------------------------------
     def tick(self) -> MachineState:
         try:
             client = self._usable_client()
@@ -138,7 +142,7 @@ class RemoteSampler:
         self.interval = clamp_interval(seconds)
         return self.interval
 
-    def track(self, tids, pids=()) -> None:
+    def track(self, tids: Iterable[int], pids: Iterable[int] = ()) -> None:
         self._tids = tuple(dict.fromkeys(int(t) for t in tids))
         self._pids = tuple(dict.fromkeys(int(p) for p in pids))
         self._track_sent = False
@@ -147,13 +151,13 @@ class RemoteSampler:
     def tracked(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         return self._tids, self._pids
 
-    def forget_threads(self, pids=None) -> None:
+    def forget_threads(self, pids: Iterable[int] | None = None) -> None:
         if pids is None:
             self._forget = None
         elif self._forget is not None:
             self._forget.update(int(p) for p in pids)
 
-    def refresh_topology(self):
+    def refresh_topology(self) -> Topology | None:
         self._refresh = True
         return self._last.topology if self._last is not None else None
 

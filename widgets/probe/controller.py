@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.errors import CoremapError
 from probes.own_affinity import OwnAffinityGuard
-from probes.runner import ProbeRun
+from probes.runner import ProbeRun, ProbeStarter, RunningProbe
 from probes.spec import Job, ProbeSpecError
 
 # The probes stream a line per ~100 ms chunk; polling faster only wakes the window (next to the
@@ -44,10 +44,10 @@ class ProbeController(QObject):
         self._queue: list[Job] = []
         self._job: Job | None = None
         self._lines: list[dict] = []
-        self._run: ProbeRun | None = None
+        self._run: RunningProbe | None = None
         self._ended_at: float | None = None
         self._saw_end = False
-        self._start_run = ProbeRun.start
+        self._start_run: ProbeStarter = ProbeRun.start
         self._remote = False
 
     # -- state ------------------------------------------------------------------------------------
@@ -64,7 +64,7 @@ class ProbeController(QObject):
         return self._lines
 
     # -- control ----------------------------------------------------------------------------------
-    def use_runner(self, start=None) -> None:
+    def use_runner(self, start: ProbeStarter | None = None) -> None:
         """Run jobs with `start(probe, args)`, a ProbeRun-like run on another machine
         (app/remote/probe_runs.py), or here (None). Another machine's CPUs are not this process's:
         then coremap's own threads stay where they are."""

@@ -1,7 +1,7 @@
 """RemoteSamplerThread: widgets/sampler_thread.SamplerThread driving an app.remote.sampler.RemoteSampler.
 
 The same signals, the same worker and the same clock as a local machine's (state_ready, tick_failed,
-paused_changed, interval_changed, tick_seconds): the RemoteSampler has the Sampler interface, so
+paused_changed, interval_changed, tick_seconds): the RemoteSampler is a MachineSource as Sampler is, so
 MainWindow and the widgets cannot tell the difference except by `state.host` and `state.stale`.
 `tick_seconds` is the round trip plus the server's own read. Stopping first closes the connection,
 so a tick waiting on the network, or a reconnect waiting on ssh's connect timeout, ends at once
