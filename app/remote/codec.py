@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
+from operator import attrgetter
 
 from app.pinning.service import PinRequest, PinResult
-from app.pinning.journal import JournalEntry
+from app.pinning.journal import JournalEntry, QuietEvent
+from app.quiet.isolate import QuietPreview
 from app.machine.interrupts import IrqTable
 from app.machine.sample import MachineSample
 from app.machine.topology import Topology
@@ -53,6 +56,7 @@ class Encoder:
 
     def __init__(self):
         self._fields: dict[type, tuple[str, ...]] = {}
+        self._getters: dict[type, Callable[[object], tuple]] = {}
         self._kept: dict = {}           # value -> reference number, within one message
 
     def message(self, old, new):
@@ -73,6 +77,16 @@ class Encoder:
             names = tuple(f.name for f in dataclasses.fields(cls) if f.init)
             self._fields[cls] = names
         return names
+
+    def _getter(self, cls: type) -> Callable[[object], tuple]:
+        """A dataclass's init fields as a tuple, read in one call (diff reads both sides of every
+        object it compares, each tick)."""
+        get = self._getters.get(cls)
+        if get is None:
+            names = self._names(cls)
+            get = attrgetter(*names) if len(names) > 1 else (lambda v: tuple(getattr(v, n) for n in names))
+            self._getters[cls] = get
+        return get
 
     def encode(self, v):
         """The full form of `v`, as one message."""
@@ -138,14 +152,8 @@ class Encoder:
         if t is dict:
             return self._diff_dict(old, new)
         if dataclasses.is_dataclass(new):
-            changed = []
-            for i, n in enumerate(self._names(t)):
-                a, b = getattr(old, n), getattr(new, n)
-                if a is b:
-                    continue
-                d = self.diff(a, b)
-                if d is not UNCHANGED:
-                    changed.append([i, d])
+            fields = self._getter(t)
+            changed = self._changed(fields(old), fields(new))
             return {"$p": changed} if changed else UNCHANGED
         raise TypeError(f"cannot send a {t.__name__}")
 
@@ -158,6 +166,12 @@ class Encoder:
             changed = [[i, self._encode(b)] for i, (a, b) in enumerate(zip(old, new)) if a != b]
             # A sparse patch costs about twice a full element: send the list whole past a third.
             return {"$l": changed} if 3 * len(changed) < len(new) else self._encode(new)
+        changed = self._changed(old, new)
+        return {"$l": changed} if changed else UNCHANGED
+
+    def _changed(self, old, new) -> list[list]:
+        """[[position, what turns it into the new one], ...] of the items of two equally long
+        sequences (a dataclass's fields, a list's elements) that differ."""
         changed = []
         for i, (a, b) in enumerate(zip(old, new)):
             if a is b:
@@ -165,7 +179,7 @@ class Encoder:
             d = self.diff(a, b)
             if d is not UNCHANGED:
                 changed.append([i, d])
-        return {"$l": changed} if changed else UNCHANGED
+        return changed
 
     def _diff_dict(self, old, new):
         changed = []
@@ -211,11 +225,11 @@ _SCHEMA: Schema | None = None
 
 def wire_schema() -> Schema:
     """The classes of coremap's wire: MachineState and what it holds, pin requests and results, journal
-    entries (built once)."""
+    entries and quiet events, an isolate's preview (built once)."""
     global _SCHEMA
     if _SCHEMA is None:
         namespace = {c.__name__: c for c in (IrqTable, MachineSample, Topology, Rates)}
-        _SCHEMA = Schema((MachineState, PinRequest, PinResult, JournalEntry), namespace)
+        _SCHEMA = Schema((MachineState, PinRequest, PinResult, JournalEntry, QuietEvent, QuietPreview), namespace)
     return _SCHEMA
 
 

@@ -55,16 +55,29 @@ class _Type:
         return True
 
 
-class _Int(_Type):
-    name = "integer"
+class _Exact(_Type):
+    """A value of exactly one JSON type: `kind` (a bool is not an integer), `expected` as an error
+    names it; `fits` bounds it further."""
+    kind: type
+    expected: str
 
     def decode(self, v):
-        if type(v) is not int or not -MAX_INT < v < MAX_INT:
-            raise DecodeError(f"expected an integer, found {_what(v)}")
+        if type(v) is not self.kind or not self.fits(v):
+            raise DecodeError(f"expected {self.expected}, found {_what(v)}")
         return v
 
+    def fits(self, v) -> bool:
+        return True
+
     def accepts(self, value):
-        return type(value) is int
+        return type(value) is self.kind
+
+
+class _Int(_Exact):
+    name, kind, expected = "integer", int, "an integer"
+
+    def fits(self, v) -> bool:
+        return -MAX_INT < v < MAX_INT
 
 
 class _Float(_Type):
@@ -94,28 +107,12 @@ class _Str(_Type):
         return type(value) is str
 
 
-class _Bool(_Type):
-    name = "true/false"
-
-    def decode(self, v):
-        if type(v) is not bool:
-            raise DecodeError(f"expected true or false, found {_what(v)}")
-        return v
-
-    def accepts(self, value):
-        return type(value) is bool
+class _Bool(_Exact):
+    name, kind, expected = "true/false", bool, "true or false"
 
 
-class _None(_Type):
-    name = "null"
-
-    def decode(self, v):
-        if v is not None:
-            raise DecodeError(f"expected null, found {_what(v)}")
-        return None
-
-    def accepts(self, value):
-        return value is None
+class _None(_Exact):
+    name, kind, expected = "null", type(None), "null"
 
 
 class _Union(_Type):
