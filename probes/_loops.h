@@ -1,5 +1,6 @@
-/* What the second wave of probe loops shares (_messaging.c, _touch.c, _scaling.c, all compiled into
- * probes._native with _native.c): a clock, log buckets, CPU sets from Python, and a latch.
+/* What the probe loops compiled into probes._native beside _native.c share (pyproject.toml lists the
+ * files): a clock, log buckets, CPU sets from Python, a latch, runs held by capsules, and how a loop
+ * file registers its functions.
  *
  * Include after <Python.h> (bucket lists are Python lists).
  *
@@ -223,5 +224,81 @@ static inline void lp_backoff(unsigned *spins)
         sched_yield();
     }
 }
+
+
+/* ---------------------------------------------------------------- runs held by capsules */
+
+/* A loop's run between its start and its release, which Python holds in a capsule. Each loop's run
+ * struct begins with this head: `release` ends and joins its threads and frees what the run holds
+ * (called once, without the GIL: the threads may be waiting to be let go); `what` names the run in
+ * the error a released one gives. The capsule's destructor releases a run dropped early (an
+ * exception, Cancel) and frees it. */
+struct lp_run {
+    const char *what;
+    void (*release)(struct lp_run *);
+    int released;
+};
+
+static inline void lp_release(struct lp_run *h)
+{
+    if (h->released)
+        return;
+    h->released = 1;
+    Py_BEGIN_ALLOW_THREADS
+    h->release(h);
+    Py_END_ALLOW_THREADS
+}
+
+static inline void lp_capsule_free(PyObject *cap)
+{
+    struct lp_run *h = PyCapsule_GetPointer(cap, PyCapsule_GetName(cap));
+    if (!h)
+        return;
+    lp_release(h);
+    free(h);
+}
+
+/* The run in a new capsule called `name`; NULL, the run released and freed, when there is no memory. */
+static inline PyObject *lp_capsule(struct lp_run *h, const char *name)
+{
+    PyObject *cap = PyCapsule_New(h, name, lp_capsule_free);
+    if (!cap) {
+        lp_release(h);
+        free(h);
+    }
+    return cap;
+}
+
+/* The run a capsule called `name` holds; NULL with an exception for another object, or for a run
+ * already released unless `released_too`. */
+static inline struct lp_run *lp_run_of(PyObject *cap, const char *name, int released_too)
+{
+    struct lp_run *h = PyCapsule_GetPointer(cap, name);
+    if (h && h->released && !released_too) {
+        PyErr_Format(PyExc_ValueError, "this %s was released", h->what);
+        return NULL;
+    }
+    return h;
+}
+
+/* What each loop's `*_release(run)` does: let the threads go and join them, now (again: nothing). */
+static inline PyObject *lp_release_capsule(PyObject *cap, const char *name)
+{
+    struct lp_run *h = lp_run_of(cap, name, 1);
+    if (!h)
+        return NULL;
+    lp_release(h);
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------- registering a loop file */
+
+/* A loop file registers its method table with LP_METHODS(table), after the table; PyInit__native
+ * (_native.c) adds every table registered, so a new loop file needs no line there. The pointers go
+ * to the section coremap_loops, which the linker (GNU ld, gold, lld) brackets with the symbols
+ * __start_coremap_loops and __stop_coremap_loops, its name being a C identifier; `used` keeps the
+ * compiler from dropping a pointer nothing in its own file reads. */
+#define LP_METHODS(table) \
+    static PyMethodDef *lp_methods_##table __attribute__((used, section("coremap_loops"))) = table
 
 #endif

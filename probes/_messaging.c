@@ -68,6 +68,7 @@ struct window {
 };
 
 struct mrun {
+    struct lp_run head;     /* first: the capsule's run (_loops.h) */
     int transport;
     struct lp_clock clk;
     uint64_t interval;  /* ticks */
@@ -82,7 +83,6 @@ struct mrun {
     int recv_ended;     /* under windows.m: no more windows will come */
     _Atomic int done;
     _Atomic int abort_run;
-    int released;
     uint64_t t_go;
     /* transports */
     struct ring *ring;
@@ -186,7 +186,9 @@ static void recv_shm(struct mrun *r, struct rx *x)
     }
 }
 
-static void send_pipe(struct mrun *r)
+/* The sender over a file descriptor: one stamped message per write (pipe) or send (UDP) until `done`;
+ * its thread then closes a pipe's end. */
+static void send_fd(struct mrun *r, int udp)
 {
     struct msg m;
     memset(&m, 0, sizeof m);
@@ -194,18 +196,17 @@ static void send_pipe(struct mrun *r)
     while (!atomic_load_explicit(&r->done, memory_order_relaxed)) {
         m.seq = sent;
         m.stamp = lp_now(&r->clk);
-        /* 64 bytes <= PIPE_BUF: the write is atomic, so messages never interleave or split */
-        ssize_t n = write(r->pipe_w, &m, sizeof m);
+        /* a pipe: 64 bytes <= PIPE_BUF, so the write is atomic and messages never interleave or split */
+        ssize_t n = udp ? send(r->udp_s, &m, sizeof m, 0) : write(r->pipe_w, &m, sizeof m);
         if (n == (ssize_t)sizeof m)
             sent++;
-        else if (n < 0 && errno != EINTR)
+        else if (!udp && n < 0 && errno != EINTR)
             break;
+        /* UDP: ENOBUFS and the like: the datagram is lost, as a real sender's would be; go on */
     }
     r->sent = sent;
-    /* the receiver drains until it reads end-of-file */
-    close(r->pipe_w);
-    r->pipe_w = -1;
 }
+
 
 static void recv_pipe(struct mrun *r, struct rx *x)
 {
@@ -234,20 +235,6 @@ static void recv_pipe(struct mrun *r, struct rx *x)
     }
 }
 
-static void send_udp(struct mrun *r)
-{
-    struct msg m;
-    memset(&m, 0, sizeof m);
-    uint64_t sent = 0;
-    while (!atomic_load_explicit(&r->done, memory_order_relaxed)) {
-        m.seq = sent;
-        m.stamp = lp_now(&r->clk);
-        if (send(r->udp_s, &m, sizeof m, 0) == (ssize_t)sizeof m)
-            sent++;
-        /* ENOBUFS and the like: the datagram is lost, as a real sender's would be; go on */
-    }
-    r->sent = sent;
-}
 
 static void recv_udp(struct mrun *r, struct rx *x)
 {
@@ -286,12 +273,10 @@ static void *messaging_thread(void *arg)
     if (me == 0) {
         if (run && r->transport == T_SHM)
             send_shm(r);
-        else if (run && r->transport == T_PIPE)
-            send_pipe(r);
         else if (run)
-            send_udp(r);
+            send_fd(r, r->transport == T_UDP);
         if (r->pipe_w >= 0 && r->transport == T_PIPE) {
-            close(r->pipe_w);           /* never ran: the receiver still waits for end-of-file */
+            close(r->pipe_w);           /* the receiver drains the pipe until it reads end-of-file */
             r->pipe_w = -1;
         }
     } else {
@@ -433,11 +418,9 @@ static void close_transport(struct mrun *r)
 
 #define CAPSULE "coremap.messaging"
 
-static void release_run(struct mrun *r)
+static void release_run(struct lp_run *h)
 {
-    if (r->released)
-        return;
-    r->released = 1;
+    struct mrun *r = (struct mrun *)h;
     if (r->nthreads) {
         /* stopped early (an exception, Cancel): make both loops end, then let them go */
         atomic_store(&r->abort_run, 1);
@@ -457,25 +440,9 @@ static void release_run(struct mrun *r)
     lp_latch_destroy(&r->release);
 }
 
-static void capsule_free(PyObject *cap)
-{
-    struct mrun *r = PyCapsule_GetPointer(cap, CAPSULE);
-    if (!r)
-        return;
-    Py_BEGIN_ALLOW_THREADS
-    release_run(r);
-    Py_END_ALLOW_THREADS
-    free(r);
-}
-
 static struct mrun *run_of(PyObject *cap)
 {
-    struct mrun *r = PyCapsule_GetPointer(cap, CAPSULE);
-    if (r && r->released) {
-        PyErr_SetString(PyExc_ValueError, "this messaging run was released");
-        return NULL;
-    }
-    return r;
+    return (struct mrun *)lp_run_of(cap, CAPSULE, 0);
 }
 
 static PyObject *py_messaging_start(PyObject *self, PyObject *args, PyObject *kw)
@@ -513,12 +480,10 @@ static PyObject *py_messaging_start(PyObject *self, PyObject *args, PyObject *kw
     lp_latch_init(&r->windows);
     lp_latch_init(&r->stopped);
     lp_latch_init(&r->release);
-    PyObject *cap = PyCapsule_New(r, CAPSULE, capsule_free);
-    if (!cap) {
-        release_run(r);
-        free(r);
+    r->head = (struct lp_run){"messaging run", release_run, 0};
+    PyObject *cap = lp_capsule(&r->head, CAPSULE);
+    if (!cap)
         return NULL;
-    }
     if (lp_cpuset(send_cpus, &r->sets[0], &r->given[0]) < 0 || lp_cpuset(recv_cpus, &r->sets[1], &r->given[1]) < 0) {
         Py_DECREF(cap);
         return NULL;
@@ -639,25 +604,12 @@ static PyObject *py_messaging_stop(PyObject *self, PyObject *cap)
 
 static PyObject *py_messaging_release(PyObject *self, PyObject *cap)
 {
-    struct mrun *r = PyCapsule_GetPointer(cap, CAPSULE);
-    if (!r)
-        return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    /* after messaging_stop both threads wait here already; before it (an exception on the way),
-     * this ends their loops now rather than at the last window */
-    atomic_store(&r->abort_run, 1);
-    atomic_store(&r->done, 1);
-    lp_latch_add(&r->go, 1);
-    lp_latch_add(&r->release, 1);
-    for (int i = 0; i < r->nthreads; i++)
-        pthread_join(r->threads[i], NULL);
-    r->nthreads = 0;
-    release_run(r);
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+    /* after messaging_stop both threads wait to be let go; before it (an exception on the way),
+     * release_run ends their loops now rather than at the last window */
+    return lp_release_capsule(cap, CAPSULE);
 }
 
-PyMethodDef coremap_messaging_methods[] = {
+static PyMethodDef coremap_messaging_methods[] = {
     {"messaging_start", (PyCFunction)(void (*)(void))py_messaging_start, METH_VARARGS | METH_KEYWORDS,
      "messaging_start(transport, send_cpus, recv_cpus, interval_ns, windows, tsc_hz, multicast=True) -> run: "
      "a sender and a receiver thread over shm|pipe|udp, each pinned to its CPU list (None: unpinned), "
@@ -675,3 +627,4 @@ PyMethodDef coremap_messaging_methods[] = {
      "messaging_release(run): let the threads exit, join them, close the transport."},
     {NULL, NULL, 0, NULL},
 };
+LP_METHODS(coremap_messaging_methods);

@@ -800,15 +800,19 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "probes._native", NULL, -1, methods};
 
-/* the loops of _messaging.c, _touch.c and _scaling.c (see _loops.h) */
-extern PyMethodDef coremap_messaging_methods[], coremap_touch_methods[], coremap_scaling_methods[];
+/* the method table of every loop file compiled in beside this one (LP_METHODS, _loops.h) */
+extern PyMethodDef *__start_coremap_loops[], *__stop_coremap_loops[];
 
 PyMODINIT_FUNC PyInit__native(void)
 {
     PyObject *m = PyModule_Create(&moddef);
-    if (!m || PyModule_AddFunctions(m, coremap_messaging_methods) < 0 ||
-        PyModule_AddFunctions(m, coremap_touch_methods) < 0 || PyModule_AddFunctions(m, coremap_scaling_methods) < 0)
+    if (!m)
         return NULL;
+    for (PyMethodDef **table = __start_coremap_loops; table < __stop_coremap_loops; table++)
+        if (PyModule_AddFunctions(m, *table) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
     PyModule_AddIntConstant(m, "SUB_BUCKETS", LP_SUB_COUNT);
     return m;
 }

@@ -47,7 +47,8 @@ struct worker {
 };
 
 struct srun {
-    int work, nthreads, created, released;
+    struct lp_run head;             /* first: the capsule's run (_loops.h) */
+    int work, nthreads, created;
     struct lp_clock clk;
     int *cpus;                      /* thread i runs on cpus[i % ncpus]; NULL: unpinned */
     int ncpus;
@@ -174,11 +175,9 @@ static void *scaling_thread(void *p)
 
 #define CAPSULE "coremap.scaling"
 
-static void release_run(struct srun *r)
+static void release_run(struct lp_run *h)
 {
-    if (r->released)
-        return;
-    r->released = 1;
+    struct srun *r = (struct srun *)h;
     atomic_store(&r->abort_run, 1);
     lp_latch_add(&r->go, 1);
     lp_latch_add(&r->release, 1);
@@ -200,25 +199,9 @@ static void release_run(struct srun *r)
     lp_latch_destroy(&r->release);
 }
 
-static void capsule_free(PyObject *cap)
-{
-    struct srun *r = PyCapsule_GetPointer(cap, CAPSULE);
-    if (!r)
-        return;
-    Py_BEGIN_ALLOW_THREADS
-    release_run(r);
-    Py_END_ALLOW_THREADS
-    free(r);
-}
-
 static struct srun *run_of(PyObject *cap)
 {
-    struct srun *r = PyCapsule_GetPointer(cap, CAPSULE);
-    if (r && r->released) {
-        PyErr_SetString(PyExc_ValueError, "this scaling run was released");
-        return NULL;
-    }
-    return r;
+    return (struct srun *)lp_run_of(cap, CAPSULE, 0);
 }
 
 /* The CPUs thread i is pinned to (cpus[i % ncpus]), from a list of CPU ids; None leaves them unpinned. */
@@ -270,12 +253,10 @@ static PyObject *py_scaling_start(PyObject *self, PyObject *args)
     r->sh = aligned_alloc(128, sizeof *r->sh);
     r->w = aligned_alloc(128, sizeof *r->w * (size_t)nthreads);
     r->threads = calloc((size_t)nthreads, sizeof *r->threads);
-    PyObject *cap = PyCapsule_New(r, CAPSULE, capsule_free);
-    if (!cap) {
-        release_run(r);
-        free(r);
+    r->head = (struct lp_run){"scaling run", release_run, 0};
+    PyObject *cap = lp_capsule(&r->head, CAPSULE);
+    if (!cap)
         return NULL;
-    }
     if (!r->sh || !r->w || !r->threads) {
         Py_DECREF(cap);
         return PyErr_NoMemory();
@@ -369,16 +350,10 @@ static PyObject *py_scaling_go(PyObject *self, PyObject *args)
 
 static PyObject *py_scaling_release(PyObject *self, PyObject *cap)
 {
-    struct srun *r = PyCapsule_GetPointer(cap, CAPSULE);
-    if (!r)
-        return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    release_run(r);
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+    return lp_release_capsule(cap, CAPSULE);
 }
 
-PyMethodDef coremap_scaling_methods[] = {
+static PyMethodDef coremap_scaling_methods[] = {
     {"scaling_start", py_scaling_start, METH_VARARGS,
      "scaling_start(work, threads, cpus, tsc_hz) -> run: `threads` threads, thread i pinned to the i-th "
      "CPU of `cpus` (round robin; None: unpinned), ready for scaling_go. work: lock, atomic or private."},
@@ -390,3 +365,4 @@ PyMethodDef coremap_scaling_methods[] = {
     {"scaling_release", py_scaling_release, METH_O, "scaling_release(run): let the threads exit and join them."},
     {NULL, NULL, 0, NULL},
 };
+LP_METHODS(coremap_scaling_methods);

@@ -57,6 +57,10 @@ static struct region *region_of(PyObject *cap)
     return g;
 }
 
+PyDoc_STRVAR(touch_map_doc,
+             "touch_map(size, advice, node) -> region: anonymous memory aligned to 2 MiB; advice none, hugepage "
+             "(MADV_HUGEPAGE) or nohugepage (MADV_NOHUGEPAGE); node >= 0 binds it there (mbind MPOL_BIND).");
+
 static PyObject *py_touch_map(PyObject *self, PyObject *args)
 {
     unsigned long long size;
@@ -128,6 +132,11 @@ static uint64_t tv_ns(struct timeval tv)
     return (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
 }
 
+PyDoc_STRVAR(touch_pages_doc,
+             "touch_pages(region, offset, length, page, per_page, tsc_hz) -> {pages, ns, cpu_ns, minor_faults, "
+             "major_faults, user_ns, sys_ns, switches, buckets, max_ns}: write one byte per page of the range; "
+             "per_page also times each page into log buckets.");
+
 static PyObject *py_touch_pages(PyObject *self, PyObject *args)
 {
     PyObject *cap;
@@ -198,6 +207,9 @@ static PyObject *py_touch_pages(PyObject *self, PyObject *args)
                          "buckets", buckets, "max_ns", lp_ns(&clk, worst));
 }
 
+PyDoc_STRVAR(touch_nodes_doc,
+             "touch_nodes(region, samples) -> {node or -errno: pages}: where evenly spaced pages live (move_pages).");
+
 static PyObject *py_touch_nodes(PyObject *self, PyObject *args)
 {
     PyObject *cap;
@@ -245,6 +257,9 @@ static PyObject *py_touch_nodes(PyObject *self, PyObject *args)
     return out;
 }
 
+PyDoc_STRVAR(touch_unmap_doc,
+             "touch_unmap(region): unmap now (the destructor does it otherwise).");
+
 static PyObject *py_touch_unmap(PyObject *self, PyObject *cap)
 {
     struct region *g = PyCapsule_GetPointer(cap, CAPSULE);
@@ -254,6 +269,9 @@ static PyObject *py_touch_unmap(PyObject *self, PyObject *cap)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(touch_address_doc,
+             "touch_address(region) -> (address, length)");
+
 static PyObject *py_touch_address(PyObject *self, PyObject *cap)
 {
     struct region *g = region_of(cap);
@@ -262,17 +280,12 @@ static PyObject *py_touch_address(PyObject *self, PyObject *cap)
     return Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)g->base, (unsigned long long)g->len);
 }
 
-PyMethodDef coremap_touch_methods[] = {
-    {"touch_map", py_touch_map, METH_VARARGS,
-     "touch_map(size, advice, node) -> region: anonymous memory aligned to 2 MiB; advice none, hugepage "
-     "(MADV_HUGEPAGE) or nohugepage (MADV_NOHUGEPAGE); node >= 0 binds it there (mbind MPOL_BIND)."},
-    {"touch_pages", py_touch_pages, METH_VARARGS,
-     "touch_pages(region, offset, length, page, per_page, tsc_hz) -> {pages, ns, cpu_ns, minor_faults, "
-     "major_faults, user_ns, sys_ns, switches, buckets, max_ns}: write one byte per page of the range; "
-     "per_page also times each page into log buckets."},
-    {"touch_nodes", py_touch_nodes, METH_VARARGS,
-     "touch_nodes(region, samples) -> {node or -errno: pages}: where evenly spaced pages live (move_pages)."},
-    {"touch_address", py_touch_address, METH_O, "touch_address(region) -> (address, length)"},
-    {"touch_unmap", py_touch_unmap, METH_O, "touch_unmap(region): unmap now (the destructor does it otherwise)."},
+static PyMethodDef coremap_touch_methods[] = {
+    {"touch_map", py_touch_map, METH_VARARGS, touch_map_doc},
+    {"touch_pages", py_touch_pages, METH_VARARGS, touch_pages_doc},
+    {"touch_nodes", py_touch_nodes, METH_VARARGS, touch_nodes_doc},
+    {"touch_address", py_touch_address, METH_O, touch_address_doc},
+    {"touch_unmap", py_touch_unmap, METH_O, touch_unmap_doc},
     {NULL, NULL, 0, NULL},
 };
+LP_METHODS(coremap_touch_methods);
