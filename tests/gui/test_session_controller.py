@@ -147,6 +147,12 @@ def test_the_first_autosave_of_the_live_machine_does_not_stop_the_window(qtbot, 
     qtbot.waitUntil(lambda: handled == [True], timeout=30000)
     assert taken == [] and not autosave_path().exists()
     release.set()
+    # The snapshot thread ends before the UI thread handles its signal: handled while the thread is
+    # still returning, the autosave finds it alive and waits for the next timer tick (a race of the
+    # product's, reported; joining here keeps this test about the UI thread going on).
+    for t in threading.enumerate():
+        if t.name == "coremap-autosave":
+            t.join(30)
     qtbot.waitUntil(autosave_path().is_file, timeout=30000)
     sc._autosave_thread.join(20)
     s = open_session(autosave_path())
