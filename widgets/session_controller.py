@@ -1,4 +1,5 @@
-"""SessionController: the File menu — sessions, screenshots, reports — autosave and crash recovery.
+"""SessionController: the File menu — sessions, screenshots, reports — and what a session holds;
+its Autosaver and crash recovery bar come from widgets/autosave.py.
 
 What the window shows is kept as it goes (the rates of each tick, the probe runs, the pin journal,
 the screenshots taken), so File → Save Session writes it all into one `.coremap` file
@@ -10,41 +11,49 @@ and Save Session As….
 from __future__ import annotations
 
 import collections
+import functools
 import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QWidget
+from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
 
 from app.atomic import write_atomic
 from app.errors import CoremapError
 from app.store.report import PDF_IMAGE_WIDTH, build_report_html, report_from_root
 from app.sampling.sampler import Sampler
-from app.store.session import (ProbeRecord, Session, autosave, history_tick, journal_rows, last_session_after_crash,
-                         mark_clean_exit, open_session, save_session, session_from_root)
+from app.store.session import (ProbeRecord, Session, history_tick, journal_rows, open_session, save_session,
+                               session_from_root)
 from app.sampling.machine_state import MachineState
 from app.store.folders import reports_dir
 from app.sysroot import SysRoot
+from widgets.autosave import AUTOSAVE_SECONDS, Autosaver, CrashRecoveryBar, crash_recovery_bar
 from widgets.export import default_file_name, render_pdf, save_screenshot, screenshot_target
 from widgets.report_images import add_images
 from widgets.sampler_thread import SamplerThread
 
 HISTORY_TICKS = 3600          # an hour at 1 s: what a session keeps of the sampled history
 HISTORY_TOP_IRQS = 64         # per tick, the busiest IRQs' per-CPU rates (the rest sum into the CPUs)
-AUTOSAVE_SECONDS = 120.0
 
 
-def _write_autosave(session: Session) -> None:
-    """In the autosave thread: write the session. A full disk or a vanished state folder must not stop
-    sampling; the next autosave tries again and the status line of a manual save will say why."""
-    try:
-        autosave(session)
-    except CoremapError:
-        pass
+# The File menu: (key in SessionController.actions, text, shortcut, method, its arguments); None: a line.
+_FILE_MENU = (
+    ("save_session", "&Save Session", "Ctrl+S", "save_session_to_reports", ()),
+    ("save_session_as", "Save Session &As…", "Ctrl+Shift+A", "_save_session_as", ()),
+    ("open_session", "&Open Session…", "Ctrl+O", "_open_session_dialog", ()),
+    None,
+    ("screenshot_window", "Screenshot: &Window (PNG)", "Ctrl+Shift+S", "screenshot", ("window", "png")),
+    ("screenshot_grid", "Screenshot: &Grid (PNG)", "Ctrl+Shift+G", "screenshot", ("grid", "png")),
+    ("screenshot_grid_svg", "Screenshot: Grid (S&VG)", None, "screenshot", ("grid", "svg")),
+    ("screenshot_plot", "Screenshot: &Plot (PNG)", "Ctrl+Shift+P", "screenshot", ("plot", "png")),
+    ("screenshot_plot_svg", "Screenshot: Plot (SV&G)", None, "screenshot", ("plot", "svg")),
+    None,
+    ("report_html", "Export Report as &HTML", "Ctrl+E", "export_report", ("html",)),
+    ("report_pdf", "Export Report as P&DF", "Ctrl+Shift+E", "export_report", ("pdf",)),
+)
 
 
 def _unique(path: Path) -> Path:
@@ -71,32 +80,6 @@ def state_history_tick(t: float, state: MachineState) -> dict | None:
     return history_tick(t, cpu, irq)
 
 
-class CrashRecoveryBar(QFrame):
-    """A non-modal bar at the top: the last run did not exit cleanly; reopen its autosave?"""
-    open_requested = Signal(str)
-
-    def __init__(self, path: Path, parent=None):
-        super().__init__(parent)
-        self.path = path
-        self.setObjectName("crash-recovery-bar")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setStyleSheet("#crash-recovery-bar { background: #fff4d6; }")
-        lay = QHBoxLayout(self)
-        lay.setContentsMargins(8, 2, 8, 2)
-        self.label = QLabel(f"coremap did not close cleanly last time; its autosaved session is {path}", self)
-        lay.addWidget(self.label, 1)
-        self.open_button = QPushButton("Reopen it", self)
-        self.dismiss_button = QPushButton("Dismiss", self)
-        lay.addWidget(self.open_button)
-        lay.addWidget(self.dismiss_button)
-        self.open_button.clicked.connect(self._on_open_clicked)
-        self.dismiss_button.clicked.connect(self.hide)
-
-    def _on_open_clicked(self) -> None:
-        self.hide()
-        self.open_requested.emit(str(self.path))
-
-
 class ProbeRuns(Protocol):
     """What a session needs of the probe panel: its runs, and a finished run written as .hlog."""
 
@@ -121,12 +104,13 @@ class SessionController(QObject):
 
     Signals: `machine_opened(SamplerThread)` when an opened session's machine is to be shown (not yet
     started), then `session_opened(Session)` for its probe runs and pins; `saved(path)`.
-    Feed it every applied MachineState with `set_state`.
+    Feed it every applied MachineState with `set_state`. Its `autosaver` writes the live machine's
+    session every `autosave_seconds`, asking it through epoch, snapshot_to_take, keep_snapshot and
+    session (widgets/autosave.py, AutosaveSource).
     """
     saved = Signal(str)                  # path of a session, screenshot or report just written
     machine_opened = Signal(object)      # a SamplerThread on an opened session's machine: show it
     session_opened = Signal(object)      # the Session just opened (read-only): its probe runs and pins
-    _snapshot_taken = Signal()           # the autosave thread's snapshot of the live machine is ready
 
     def __init__(self, menu: QMenu, window: QWidget, root: SysRoot | None, *, status: Callable[[str], None],
                  probe_runs: ProbeRuns, journal_entries: Callable[[], list | None],
@@ -149,48 +133,25 @@ class SessionController(QObject):
         self._opened: Session | None = None          # an opened .coremap: its temp folder is ours to close
         self._live_snapshot: Session | None = None   # `coremap snapshot` of the live machine, taken once
         self._machine_epoch = 0           # raised whenever another machine is shown
-        self._taken: tuple | None = None  # (epoch, Session or CoremapError) from the autosave thread
         self._capture: Callable[[], Session] | None = None   # a machine over ssh: its snapshot, brought here
-        self._autosave_thread: threading.Thread | None = None
-        self._autosaved = False
         self.actions: dict[str, QAction] = {}
         self._fill_menu()
-        self.autosave_timer = QTimer(self)
-        self.autosave_timer.setInterval(int(autosave_seconds * 1000))
-        self.autosave_timer.timeout.connect(self._on_autosave_timer_timeout)
-        self._snapshot_taken.connect(self._on_snapshot_taken)
-        self.crash_bar: CrashRecoveryBar | None = None
-        if crash_recovery:
-            path = last_session_after_crash()
-            if path is not None:
-                self.crash_bar = CrashRecoveryBar(path)
-                self.crash_bar.open_requested.connect(self._open_guarded)
+        self.autosaver = Autosaver(self, status=status, seconds=autosave_seconds, parent=self)
+        self.crash_bar: CrashRecoveryBar | None = crash_recovery_bar() if crash_recovery else None
+        if self.crash_bar is not None:
+            self.crash_bar.open_requested.connect(self._open_guarded)
 
     # -- menu ----------------------------------------------------------------------------------
     def _fill_menu(self) -> None:
-        items = (
-            ("save_session", "&Save Session", "Ctrl+S", self.save_session_to_reports),
-            ("save_session_as", "Save Session &As…", "Ctrl+Shift+A", self._save_session_as),
-            ("open_session", "&Open Session…", "Ctrl+O", self._open_session_dialog),
-            None,
-            ("screenshot_window", "Screenshot: &Window (PNG)", "Ctrl+Shift+S", lambda: self.screenshot("window", "png")),
-            ("screenshot_grid", "Screenshot: &Grid (PNG)", "Ctrl+Shift+G", lambda: self.screenshot("grid", "png")),
-            ("screenshot_grid_svg", "Screenshot: Grid (S&VG)", None, lambda: self.screenshot("grid", "svg")),
-            ("screenshot_plot", "Screenshot: &Plot (PNG)", "Ctrl+Shift+P", lambda: self.screenshot("plot", "png")),
-            ("screenshot_plot_svg", "Screenshot: Plot (SV&G)", None, lambda: self.screenshot("plot", "svg")),
-            None,
-            ("report_html", "Export Report as &HTML", "Ctrl+E", lambda: self.export_report("html")),
-            ("report_pdf", "Export Report as P&DF", "Ctrl+Shift+E", lambda: self.export_report("pdf")),
-        )
-        for item in items:
+        for item in _FILE_MENU:
             if item is None:
                 self.menu.addSeparator()
                 continue
-            name, text, keys, fn = item
+            name, text, keys, method, args = item
             a = QAction(text, self.menu)
             if keys:
                 a.setShortcut(QKeySequence(keys))
-            a.triggered.connect(self._guarded(fn))
+            a.triggered.connect(self._guarded(functools.partial(getattr(self, method), *args)))
             self.menu.addAction(a)
             self.actions[name] = a
 
@@ -214,8 +175,8 @@ class SessionController(QObject):
         tick = state_history_tick(state.sample.time - self._t0, state)
         if tick is not None:
             self.history.append(tick)
-        if state.live and not self.autosave_timer.isActive():
-            self.autosave_timer.start()
+        if state.live:
+            self.autosaver.start()
 
     def _host(self) -> str | None:
         """The shown machine's name for file names: its hostname, else the snapshot's recorded host,
@@ -344,7 +305,7 @@ class SessionController(QObject):
         self._machine_root, self._capture = s.root, None
         self._machine_epoch += 1
         self.screenshots = dict(s.screenshots)
-        self.autosave_timer.stop()
+        self.autosaver.stop()
         self.machine_opened.emit(thread)
         thread.start()
         self.session_opened.emit(s)
@@ -378,69 +339,29 @@ class SessionController(QObject):
         self.saved.emit(str(path))
         return path
 
-    # -- autosave and clean exit ---------------------------------------------------------------------
-    def _on_autosave_timer_timeout(self) -> None:
-        if self._autosave_thread is not None and self._autosave_thread.is_alive():
-            return              # the previous autosave (or its snapshot) is still being written
-        if self._state is not None and self._live_snapshot is None:
-            try:
-                take = self._snapshot_taker()
-            except CoremapError as e:
-                self._status(f"autosave: {e}")
-                return
-            if take is not None:
-                # The first autosave of a live machine needs its snapshot: taken in a thread, not
-                # on the UI thread, which it would stop for 0.6 s here (seconds over ssh). The
-                # autosave follows when it is ready (_on_snapshot_taken).
-                self._start_autosave_thread(self._take_snapshot, take, self._machine_epoch)
-                return
-        try:
-            session = self.session()      # built on the UI thread: it reads the widgets
-        except CoremapError as e:
-            self._status(f"autosave: {e}")
-            return
-        self._autosaved = True
-        self._start_autosave_thread(_write_autosave, session)
+    # -- what the autosave needs (widgets/autosave.py, AutosaveSource) ---------------------------------
+    @property
+    def epoch(self) -> int:
+        return self._machine_epoch
 
-    def _start_autosave_thread(self, target, *args) -> None:
-        self._autosave_thread = threading.Thread(target=target, args=args, name="coremap-autosave", daemon=True)
-        self._autosave_thread.start()
+    def snapshot_to_take(self) -> Callable[[], Session] | None:
+        """What takes the snapshot a session of the shown machine still needs: None before the first
+        state, once one is kept, and for a captured machine."""
+        if self._state is None or self._live_snapshot is not None:
+            return None
+        return self._snapshot_taker()
 
-    def _take_snapshot(self, take: Callable[[], Session], epoch: int) -> None:
-        """In the autosave thread: take the shown machine's snapshot, hand it to the UI thread."""
-        try:
-            taken = take()
-        except CoremapError as e:
-            taken = e
-        self._taken = (epoch, taken)
-        self._snapshot_taken.emit()         # queued: this object lives in the UI thread
-
-    def _on_snapshot_taken(self) -> None:
-        if self._taken is None:
-            return
-        (epoch, taken), self._taken = self._taken, None
-        if isinstance(taken, CoremapError):
-            self._status(f"autosave: {taken}")
-            return
+    def keep_snapshot(self, epoch: int, snapshot: Session) -> bool:
+        """Keep a snapshot the autosave thread took, unless another machine is shown now or a save took
+        one meanwhile."""
         if epoch != self._machine_epoch or self._live_snapshot is not None:
-            taken.close()                   # another machine is shown now, or a save took one meanwhile
-            return
-        self._live_snapshot = taken
-        self._on_autosave_timer_timeout()
+            return False
+        self._live_snapshot = snapshot
+        return True
 
     def close(self) -> None:
         """The window closes normally: finish a running autosave, mark the exit clean."""
-        self.autosave_timer.stop()
-        if self._autosave_thread is not None:
-            self._autosave_thread.join(timeout=10)
-        if self._taken is not None and isinstance(self._taken[1], Session):
-            self._taken[1].close()          # a snapshot taken for an autosave that will not come
-            self._taken = None
-        if self._autosaved:
-            try:
-                mark_clean_exit()
-            except (CoremapError, OSError) as e:
-                self._status(f"could not mark a clean exit: {e}")
+        self.autosaver.close()
         if self._opened is not None:
             self._opened.close()
             self._opened = None

@@ -107,8 +107,8 @@ def test_autosave_then_crash_offers_the_session_on_next_start(qtbot, reports, mo
     from app.store.session import autosave_path, last_session_after_crash
     w = _window(qtbot, extract("sno"))
     sc = w.session_controller
-    sc._on_autosave_timer_timeout()
-    sc._autosave_thread.join(20)
+    sc.autosaver.autosave_now()
+    sc.autosaver.wait(20)
     assert autosave_path().is_file()
     # The process dies here: no close(), so no clean-exit marker.
     assert last_session_after_crash() == autosave_path()
@@ -138,7 +138,7 @@ def test_the_first_autosave_of_the_live_machine_does_not_stop_the_window(qtbot, 
     monkeypatch.setattr(sc_mod, "session_from_root", slow_snapshot)
     w = _window(qtbot, "/")
     sc = w.session_controller
-    sc._on_autosave_timer_timeout()
+    sc.autosaver.autosave_now()
     # The UI thread went on while the snapshot was still held: it handles an event posted now. Had the
     # snapshot been taken in the UI thread, the call above would have returned only after it.
     from PySide6.QtCore import QTimer
@@ -154,13 +154,13 @@ def test_the_first_autosave_of_the_live_machine_does_not_stop_the_window(qtbot, 
         if t.name == "coremap-autosave":
             t.join(30)
     qtbot.waitUntil(autosave_path().is_file, timeout=30000)
-    sc._autosave_thread.join(20)
+    sc.autosaver.wait(20)
     s = open_session(autosave_path())
     try:
         assert s.host and (s.root.root / "proc" / "interrupts").is_file()
     finally:
         s.close()
-    sc._on_autosave_timer_timeout()                      # the next one reuses the snapshot
-    sc._autosave_thread.join(20)
+    sc.autosaver.autosave_now()                      # the next one reuses the snapshot
+    sc.autosaver.wait(20)
     assert len(taken) == 1
     w.close()

@@ -1,0 +1,175 @@
+"""Autosave and crash recovery: the Autosaver writes the shown live machine's session every two
+minutes in a thread, and CrashRecoveryBar offers the last autosave when the previous run did not exit
+cleanly (app/store/session.py: autosave, mark_clean_exit, last_session_after_crash).
+
+The Autosaver asks the session controller (widgets/session_controller.py) for what it writes through
+the narrow AutosaveSource protocol, never through its fields.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton
+
+from app.errors import CoremapError
+from app.store.session import Session, autosave, last_session_after_crash, mark_clean_exit
+
+AUTOSAVE_SECONDS = 120.0
+
+
+class AutosaveSource(Protocol):
+    """What the Autosaver needs of the session controller."""
+
+    @property
+    def epoch(self) -> int:
+        """A number raised whenever another machine is shown."""
+
+    def snapshot_to_take(self) -> Callable[[], Session] | None:
+        """What takes the snapshot a session of the shown machine still needs (slow: run it off the UI
+        thread), or None when it needs none. Raises CoremapError when no machine is shown."""
+
+    def keep_snapshot(self, epoch: int, snapshot: Session) -> bool:
+        """Keep a snapshot taken while machine `epoch` was shown; False when it is of no use now."""
+
+    def session(self) -> Session:
+        """The session as shown now (on the UI thread: it reads the widgets). Raises CoremapError."""
+
+
+def _write_autosave(session: Session) -> None:
+    """In the autosave thread: write the session. A full disk or a vanished state folder must not stop
+    sampling; the next autosave tries again and the status line of a manual save will say why."""
+    try:
+        autosave(session)
+    except CoremapError:
+        pass
+
+
+class Autosaver(QObject):
+    """Every `seconds` once started, the session of `source` written to the autosave file in a thread;
+    the first autosave of a live machine first takes its snapshot, in that thread too. `close()` on a
+    normal exit finishes the work and marks the exit clean. Errors go to `status`, one line."""
+
+    _snapshot_taken = Signal()           # the autosave thread's snapshot of the live machine is ready
+
+    def __init__(self, source: AutosaveSource, *, status: Callable[[str], None],
+                 seconds: float = AUTOSAVE_SECONDS, parent: QObject | None = None):
+        super().__init__(parent)
+        self._source = source
+        self._status = status
+        self._thread: threading.Thread | None = None
+        self._taken: tuple | None = None  # (epoch, Session or CoremapError) from the autosave thread
+        self._autosaved = False
+        self.timer = QTimer(self)
+        self.timer.setInterval(int(seconds * 1000))
+        self.timer.timeout.connect(self.autosave_now)
+        self._snapshot_taken.connect(self._on_snapshot_taken)
+
+    def start(self) -> None:
+        """Autosave from now on (again, when stopped); nothing when already running."""
+        if not self.timer.isActive():
+            self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def wait(self, seconds: float) -> None:
+        """Wait up to `seconds` for the autosave thread's current work."""
+        if self._thread is not None:
+            self._thread.join(seconds)
+
+    def autosave_now(self) -> None:
+        """Write the session now, in the autosave thread (or first take the snapshot it needs)."""
+        if self._thread is not None and self._thread.is_alive():
+            return              # the previous autosave (or its snapshot) is still being written
+        try:
+            take = self._source.snapshot_to_take()
+        except CoremapError as e:
+            self._status(f"autosave: {e}")
+            return
+        if take is not None:
+            # The first autosave of a live machine needs its snapshot: taken in a thread, not on the
+            # UI thread, which it would stop for 0.6 s here (seconds over ssh). The autosave follows
+            # when it is ready (_on_snapshot_taken).
+            self._start_thread(self._take_snapshot, take, self._source.epoch)
+            return
+        try:
+            session = self._source.session()      # built on the UI thread: it reads the widgets
+        except CoremapError as e:
+            self._status(f"autosave: {e}")
+            return
+        self._autosaved = True
+        self._start_thread(_write_autosave, session)
+
+    def _start_thread(self, target, *args) -> None:
+        self._thread = threading.Thread(target=target, args=args, name="coremap-autosave", daemon=True)
+        self._thread.start()
+
+    def _take_snapshot(self, take: Callable[[], Session], epoch: int) -> None:
+        """In the autosave thread: take the shown machine's snapshot, hand it to the UI thread."""
+        try:
+            taken = take()
+        except CoremapError as e:
+            taken = e
+        self._taken = (epoch, taken)
+        self._snapshot_taken.emit()         # queued: this object lives in the UI thread
+
+    def _on_snapshot_taken(self) -> None:
+        if self._taken is None:
+            return
+        (epoch, taken), self._taken = self._taken, None
+        if isinstance(taken, CoremapError):
+            self._status(f"autosave: {taken}")
+            return
+        if not self._source.keep_snapshot(epoch, taken):
+            taken.close()                   # another machine is shown now, or a save took one meanwhile
+            return
+        self.autosave_now()
+
+    def close(self) -> None:
+        """The window closes normally: finish a running autosave, mark the exit clean."""
+        self.timer.stop()
+        self.wait(10)
+        if self._taken is not None and isinstance(self._taken[1], Session):
+            self._taken[1].close()          # a snapshot taken for an autosave that will not come
+            self._taken = None
+        if self._autosaved:
+            try:
+                mark_clean_exit()
+            except (CoremapError, OSError) as e:
+                self._status(f"could not mark a clean exit: {e}")
+
+
+class CrashRecoveryBar(QFrame):
+    """A non-modal bar at the top: the last run did not exit cleanly; reopen its autosave?"""
+    open_requested = Signal(str)
+
+    def __init__(self, path: Path, parent=None):
+        super().__init__(parent)
+        self.path = path
+        self.setObjectName("crash-recovery-bar")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setStyleSheet("#crash-recovery-bar { background: #fff4d6; }")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(8, 2, 8, 2)
+        self.label = QLabel(f"coremap did not close cleanly last time; its autosaved session is {path}", self)
+        lay.addWidget(self.label, 1)
+        self.open_button = QPushButton("Reopen it", self)
+        self.dismiss_button = QPushButton("Dismiss", self)
+        lay.addWidget(self.open_button)
+        lay.addWidget(self.dismiss_button)
+        self.open_button.clicked.connect(self._on_open_clicked)
+        self.dismiss_button.clicked.connect(self.hide)
+
+    def _on_open_clicked(self) -> None:
+        self.hide()
+        self.open_requested.emit(str(self.path))
+
+
+def crash_recovery_bar() -> CrashRecoveryBar | None:
+    """The bar offering the last autosave when the previous run did not exit cleanly, else None."""
+    path = last_session_after_crash()
+    return CrashRecoveryBar(path) if path is not None else None
