@@ -325,3 +325,24 @@ def test_a_box_ticked_for_one_probe_does_not_leak_into_another(qtbot, panel):
     assert job.cpus == (0, 1) and "--unbound" not in job.args and "--policy" not in job.args
     panel.set_probe("counters")
     assert [j.cpus for j in panel.form.spec().jobs()] == [(), ()]     # unbound: nothing kept free
+
+
+def test_counters_draw_on_the_summary_and_count_their_two_runs(qtbot, panel):
+    """A probe with no view of its own (its record names none) shows on the Summary tab; its progress
+    counts the steps its record names: the command run pinned, then unpinned."""
+    from probes.text import format_result
+    panel.set_probe("counters")
+    panel.set_cpus([min(os.sched_getaffinity(0))])
+    panel.form.field("command", "counters").setText("true")
+    formats = []
+    panel.progress.valueChanged.connect(lambda _v: formats.append(panel.progress.format()))
+    _run(qtbot, panel)
+    assert panel.status_text.startswith("done"), panel.status_text
+    (rec,) = panel.runs
+    assert rec.summary["command"] == ["true"] and set(rec.summary["runs"]) == {"pinned", "unpinned"}
+    assert panel.plots.currentWidget() is panel.plots.summary_text
+    assert panel.plots.summary_text.toPlainText() == format_result(rec.summary)
+    assert [f.rsplit(": ", 1)[1] for f in formats if ": run" in f] == ["run 1 / 2", "run 2 / 2"]
+    # read back from a session, the same result is a run of its own probe, not dropped
+    again = panel.add_result(rec.summary, "session.coremap")
+    assert again.probe == "counters" and again.finished and not again.has_histogram

@@ -96,6 +96,28 @@ def test_master_report_html_and_pdf(tmp_path, probe_result):
     assert max(len(_colours(i)) for i in imgs) > 40
 
 
+def test_a_probe_without_a_histogram_is_reported_as_its_text(probe_result):
+    """What a probe's section shows comes from its record (probes/catalog.py): a counters run (no
+    histogram, no picture) gets its text and no plot, and stays out of the comparison of the two
+    jitter runs, which get their gap plots."""
+    from probes.spec import module
+    from probes.text import format_result
+    cpu = min(os.sched_getaffinity(0))
+    p = subprocess.run([sys.executable, "-m", "probes", "counters", "--cpu", str(cpu), "--", "true"],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr
+    counters = module("counters").summarize([json.loads(l) for l in p.stdout.splitlines() if l.strip()])
+    data = report_from_root(SysRoot(extract("sno")), probes=[probe_result, counters, probe_result], live_wait=0)
+    add_images(data)
+    first, counted, second = data.probes
+    assert counted.text == format_result(counters, verdict=False) and counted.plot is None
+    assert first.text == second.text == "" and first.plot is not None and first.caption
+    assert data.comparison_plot is not None
+    html = build_report_html(data)
+    assert html.count('class="probe-text"') == 1 and html.count("data:image/png;base64,") == 3
+    assert "<h3>Runs side by side</h3>" in html and "2. counters on CPU" not in html.split("<h3>1.")[0]
+
+
 def _cli(*args, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     env["PYTHONPATH"] = str(ROOT)

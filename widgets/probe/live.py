@@ -62,8 +62,8 @@ class LiveRuns(QObject):
             self.table.set_runs(self.runs.records)
 
     def _set_progress(self, fraction: float, text: str) -> None:
+        self.progress.setFormat(text)         # first: whoever hears valueChanged reads this text
         self.progress.setValue(int(max(0.0, min(1.0, fraction)) * 1000))
-        self.progress.setFormat(text)
 
     def _due(self) -> bool:
         """Whether a live redraw is due (LIVE_REDRAW_S since the last)."""
