@@ -22,7 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = ProbeArgumentParser(prog="python -m probes wakeup", description=__doc__)
     add_common_args(p)
     interval = RECORD.field("interval_us").default
-    p.add_argument("--interval-us", type=int, default=interval, metavar="US", help=f"wakeup period (default {interval})")
+    p.add_argument("--interval-us", type=int, default=interval, metavar="US",
+                   help=f"wakeup period (default {interval})")
     p.add_argument("--dma-latency", action="store_true",
                    help="hold /dev/cpu_dma_latency at 0 while running (keeps CPUs out of deep C-states)")
     return p

@@ -37,24 +37,25 @@ def _description() -> str:
     return __doc__ + "\n" + "\n".join(f"  {r.name:<12} {r.title}\n  {'':<12} {r.usage}" for r in RECORDS.values())
 
 
-def _for(option: str, what) -> str:
-    """`probe: what` for each probe whose record says something about `option`, joined."""
+def _for(what) -> str:
+    """`probe: what(record)` for each probe whose record has something to say, joined."""
     return "; ".join(f"{r.name}: {text}" for r in RECORDS.values() if (text := what(r)))
 
 
 def options_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="coremap probe", add_help=False)
     p.add_argument("--cpu", "--cpus", dest="cpu", metavar="LIST", default=None,
-                   help="CPUs to measure, e.g. 1 or 2-3,5; " + _for("cpu", lambda r: r.cpus_means))
+                   help="CPUs to measure, e.g. 1 or 2-3,5; " + _for(lambda r: r.cpus_means))
     p.add_argument("--unbound", action="store_true",
                    help=f"run one probe without pinning it ({', '.join(APPLIES['unbound'])})")
     p.add_argument("--seconds", type=bounded(0.01, 86400), default=1.0, metavar="S",
                    help="how long to measure, per CPU (default 1); " + _for(
-                       "seconds", lambda r: r.seconds_means[:1].lower() + r.seconds_means[1:]
+                       lambda r: r.seconds_means[:1].lower() + r.seconds_means[1:]
                        if r.takes_option("seconds") and r.seconds_means != SECONDS_MEAN else ""))
     add_json_arguments(p, "print one JSON object (a list for several CPUs)")
     histogram = [r.name for r in RECORDS.values() if r.histogram]
-    p.add_argument("--hlog", metavar="FILE", help=f"{' and '.join(histogram)}: write the intervals as an HdrHistogram log")
+    p.add_argument("--hlog", metavar="FILE",
+                   help=f"{' and '.join(histogram)}: write the intervals as an HdrHistogram log")
     p.add_argument("--policy", choices=("fifo", "other"), default=None, help="scheduling policy of the probe")
     p.add_argument("--priority", type=bounded(1, 99, "(SCHED_FIFO priority)", integer=True), default=None,
                    metavar="P", help="SCHED_FIFO priority (default 80)")
@@ -98,7 +99,9 @@ def _default(f) -> str:
         return f" ({f.special})" if f.special.startswith("default") else f" (default: {f.special})"
     if f.default is None or f.kind == "flag":
         return ""
-    return f" (default {format_size(f.default) if f.kind == 'size' else format(f.default, 'g') if isinstance(f.default, float) else f.default})"
+    if f.kind == "size":
+        return f" (default {format_size(f.default)})"
+    return f" (default {f.default:g})" if isinstance(f.default, float) else f" (default {f.default})"
 
 
 def parse_rest(args) -> None:
