@@ -53,10 +53,10 @@ def test_a_signal_closes_an_idle_window_at_once(tmp_path, sig):
     try:
         time.sleep(SETTLE_S)
         assert win.poll() is None, win.stderr.read()[-800:]
-        t0 = time.monotonic()
         os.kill(win.pid, sig)
-        win.wait(10)
-        assert time.monotonic() - t0 < 5.0         # closing takes a moment; without a wake-up, never
+        # Closes at all: without a wake-up it never would. That it needs no timer of its own to notice is
+        # counted by the idle test above (its main thread's wake-ups), not timed here.
+        win.wait(60)
         assert "Traceback" not in win.stderr.read()
     finally:
         if win.poll() is None:
