@@ -117,7 +117,7 @@ def test_rates_of_still_threads_are_handed_out_again_and_equal_computed_ones(hel
     assert {t: b.rates.tasks[t] for t in mine} == {t: full[t] for t in mine}
     assert set(b.rates.tasks) == set(full)
     busy = max(b.sample.tasks.processes[spinner].tids, key=lambda t: b.rates.tasks[t].cpu_pct)
-    assert b.rates.tasks[busy].cpu_pct > 20
+    assert b.rates.tasks[busy].cpu_pct > max(b.rates.tasks[t].cpu_pct for t in mine)    # it ran; they slept
 
 
 def test_sampler_forget_threads_reads_them_again(helpers):
