@@ -1,0 +1,216 @@
+"""CpuGestureView: the grid's mouse and keys, apart from what it shows (TopologyView, view.py).
+
+Gestures (left button unless said otherwise; issue 5, "drag a CPU cell onto the probe panel"):
+- click a cell: select it and emit cpu_selected; Ctrl+click toggles it in the selection.
+- drag from a cell: a CPU drag (widgets/topology/drag.py) carrying that CPU, or the whole selection
+  when the cell is one of several selected cells; Shift+drag from a cell carries its core's CPUs.
+- drag from a box's header band (the "package 0" / "node 1" / "L3 2" label line) or from a core box's
+  frame around its cells (the P/E strip of a hybrid core): a CPU drag carrying the box's CPUs.
+- drag from anywhere else (a box's body between its children, the margin): rubber-band selection;
+  middle-drag pans; Ctrl+wheel, +, - and 0 zoom.
+A drag starts only once the press has moved QApplication.startDragDistance(); offline CPUs are never
+in a payload (a box or cell with no online CPU starts no drag).
+"""
+from __future__ import annotations
+
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, Signal
+from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsView, QWidget
+
+from widgets.topology.drag import DragSource, cpu_mime_data, drag_cpus, drag_label, exec_cpu_drag
+from widgets.topology.items import CoreBoxItem, CpuCellItem, GroupBoxItem
+from widgets.topology.layout import HEADER_H
+
+MAX_FIT_SCALE = 2.0             # zoom_fit never magnifies more than this
+
+
+class CpuGestureView(QGraphicsView):
+    """A view of CPU cells (CpuCellItem in CoreBoxItem in GroupBoxItem) with the gestures of the module
+    docstring. The subclass builds the scene and fills `_cells` (CPU id -> its cell)."""
+
+    cpu_selected = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setDragMode(QGraphicsView.DragMode.RubberBandDrag)
+        self.setRubberBandSelectionMode(Qt.ItemSelectionMode.IntersectsItemShape)
+        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
+        self.setResizeAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self._cells: dict[int, CpuCellItem] = {}
+        self._fitted = False              # the view shows the whole grid (kept so on resize)
+        self._pan_from = None
+        self._press_pos = None
+        self._drag_from: tuple[QPointF, QGraphicsItem] | None = None   # press point, drag source
+        self._press_swallowed = False     # the press was on a box handle and never reached the scene
+
+    def selected_cpus(self) -> list[int]:
+        return sorted(it.cpu_id for it in self.scene().selectedItems() if isinstance(it, CpuCellItem))
+
+    # -- zoom and pan -----------------------------------------------------------------------------------
+    def zoom_fit(self) -> None:
+        r = self.scene().sceneRect()
+        if r.isEmpty():
+            return
+        self.fitInView(r, Qt.AspectRatioMode.KeepAspectRatio)
+        # A laptop's 8 CPUs would otherwise fill the screen with 40-pixel digits.
+        if self.transform().m11() > MAX_FIT_SCALE:
+            self.resetTransform()
+            self.scale(MAX_FIT_SCALE, MAX_FIT_SCALE)
+            self.centerOn(r.center())
+        self._fitted = True
+
+    def zoom_by(self, factor: float) -> None:
+        s = self.transform().m11() * factor
+        if not (0.05 <= s <= 8.0):
+            return
+        self.scale(factor, factor)
+        self._fitted = False
+
+    def wheelEvent(self, event) -> None:
+        if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            dy = event.angleDelta().y()
+            if dy:
+                self.zoom_by(1.15 if dy > 0 else 1 / 1.15)
+            event.accept()
+            return
+        super().wheelEvent(event)
+
+    def keyPressEvent(self, event) -> None:
+        k = event.key()
+        if k in (Qt.Key.Key_Plus, Qt.Key.Key_Equal):
+            self.zoom_by(1.25)
+        elif k == Qt.Key.Key_Minus:
+            self.zoom_by(1 / 1.25)
+        elif k == Qt.Key.Key_0:
+            self.zoom_fit()
+        else:
+            super().keyPressEvent(event)
+
+    # -- mouse: click, select, pan, and the start of a CPU drag --------------------------------------------
+    def mousePressEvent(self, event) -> None:
+        if event.button() == Qt.MouseButton.MiddleButton:
+            self._pan_from = event.position()
+            self.viewport().setCursor(Qt.CursorShape.ClosedHandCursor)
+            event.accept()
+            return
+        self._press_pos = event.position()
+        self._drag_from = None
+        self._press_swallowed = False
+        if event.button() == Qt.MouseButton.LeftButton and self._pan_from is None:
+            source = self.drag_source_at(event.position().toPoint(), event.modifiers())
+            if source is not None:
+                self._drag_from = (event.position(), source)
+                if self._cell_at(event.position().toPoint()) is None:
+                    # A box's header or frame: the press is ours, so QGraphicsView starts no rubber band.
+                    self._press_swallowed = True
+                    event.accept()
+                    return
+        # On a cell the scene still gets the press: the cell selects itself as before (and keeps a
+        # multi-selection it belongs to, so the drag can carry all of it).
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event) -> None:
+        if self._pan_from is not None:
+            d = event.position() - self._pan_from
+            self._pan_from = event.position()
+            self.horizontalScrollBar().setValue(self.horizontalScrollBar().value() - int(d.x()))
+            self.verticalScrollBar().setValue(self.verticalScrollBar().value() - int(d.y()))
+            event.accept()
+            return
+        if self._drag_from is not None and event.buttons() & Qt.MouseButton.LeftButton:
+            start, source = self._drag_from
+            if self.drag_distance_reached(start, event.position()):
+                self._drag_from = None
+                self._press_swallowed = False
+                self._press_pos = None           # not a click: no cpu_selected on release
+                self.start_cpu_drag(source)
+                event.accept()
+                return
+            if self._press_swallowed:
+                event.accept()                   # a box handle: the scene never saw the press
+                return
+        super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event) -> None:
+        if event.button() == Qt.MouseButton.MiddleButton and self._pan_from is not None:
+            self._pan_from = None
+            self.viewport().unsetCursor()
+            event.accept()
+            return
+        swallowed, self._press_swallowed = self._press_swallowed, False
+        self._drag_from = None
+        if event.button() == Qt.MouseButton.LeftButton and swallowed:
+            # A click on a box header or frame: what a click on empty space did before those were
+            # drag handles (a zero-size rubber band) - clear the selection, unless Ctrl extends it.
+            self._press_pos = None
+            if not event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+                self.scene().clearSelection()
+            event.accept()
+            return
+        super().mouseReleaseEvent(event)
+        if event.button() == Qt.MouseButton.LeftButton and self._press_pos is not None:
+            moved = (event.position() - self._press_pos).manhattanLength()
+            self._press_pos = None
+            if moved < 4:
+                cell = self._cell_at(event.position().toPoint())
+                if cell is not None and cell.online:
+                    self.cpu_selected.emit(cell.cpu_id)
+
+    def _cell_at(self, pos: QPoint) -> CpuCellItem | None:
+        for it in self.items(pos):
+            if isinstance(it, CpuCellItem):
+                return it
+        return None
+
+    # -- CPU drags (to the probe panel): gestures in the module docstring, payload in drag.py -------------
+    def drag_source_at(self, pos: QPoint, modifiers=Qt.KeyboardModifier.NoModifier) -> QGraphicsItem | None:
+        """The item a left-button drag from viewport point `pos` would carry, or None (then the press
+        rubber-bands): an online cell (its core's box with Shift), a core box's frame, a group box's
+        header band. Only sources with an online CPU count."""
+        source = None
+        for it in self.items(pos):
+            if isinstance(it, CpuCellItem):
+                if not it.online:
+                    return None
+                core = it.parentItem()
+                shift = bool(modifiers & Qt.KeyboardModifier.ShiftModifier)
+                source = core if shift and isinstance(core, CoreBoxItem) else it
+                break
+            if isinstance(it, CoreBoxItem):
+                source = it
+                break
+            if isinstance(it, GroupBoxItem):
+                if it.framed and it.mapFromScene(self.mapToScene(pos)).y() - it.rect.y() <= HEADER_H:
+                    source = it
+                break
+        return source if source is not None and self.drag_cpus_for(source) else None
+
+    @staticmethod
+    def drag_distance_reached(start: QPointF, now: QPointF) -> bool:
+        """True once a press at `start` has moved far enough to be a drag, not a shaky click."""
+        return (now - start).manhattanLength() >= QApplication.startDragDistance()
+
+    def drag_cpus_for(self, source: DragSource) -> tuple[int, ...]:
+        """The online CPUs a drag of `source` carries (drag.drag_cpus)."""
+        return drag_cpus(source, self._cells, self.selected_cpus)
+
+    def drag_label_for(self, source: DragSource) -> str:
+        """What the drag pixmap says (drag.drag_label); "" when the drag would carry no CPU."""
+        return drag_label(source, self.drag_cpus_for(source))
+
+    def cpu_mime_for(self, source: DragSource) -> QMimeData | None:
+        """The drag's MIME data, or None when it would carry no online CPU."""
+        return cpu_mime_data(self.drag_cpus_for(source))
+
+    def start_cpu_drag(self, source: DragSource) -> Qt.DropAction:
+        """Drag the CPUs of `source` (blocks in QDrag.exec until the drop or Escape)."""
+        cpus = self.drag_cpus_for(source)
+        if not cpus:
+            return Qt.DropAction.IgnoreAction
+        action = exec_cpu_drag(self, cpus, drag_label(source, cpus))
+        # The drag's own event loop ate the button release: let go of the cell that grabbed the mouse
+        # on press, or it would take the next click.
+        grabber = self.scene().mouseGrabberItem()
+        if grabber is not None:
+            grabber.ungrabMouse()
+        return action
