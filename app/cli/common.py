@@ -1,11 +1,15 @@
-"""What every subcommand shares: the `--root` option, the SysRoot it names, and headless Qt."""
+"""What every subcommand shares: its parser with the `--root` option, the SysRoot it names (or a
+saved session's), an --out file checked before any work, and headless Qt."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
+from pathlib import Path
 
+from app.errors import CoremapError
 from app.format import format_size
 from app.parse.size import SizeError, parse_size
 from app.sysroot import SysRoot
@@ -17,6 +21,20 @@ def add_root_argument(p: argparse.ArgumentParser, help: str = ROOT_HELP, *, grou
     """`--root DIR` on a subcommand. SUPPRESS as default: `coremap --root X CMD` keeps the value the
     top-level parser set."""
     (group or p).add_argument("--root", metavar="DIR", default=argparse.SUPPRESS, help=help)
+
+
+def add_command(subparsers, name: str, help: str, description: str, *,
+                root: str | None = ROOT_HELP) -> argparse.ArgumentParser:
+    """Subcommand `name`'s parser, with `--root DIR` as its first option (`root`: that option's help;
+    None: no --root)."""
+    p = subparsers.add_parser(name, help=help, description=description)
+    if root is not None:
+        add_root_argument(p, root)
+    return p
+
+
+class OptionError(CoremapError):
+    """Options that cannot be used as given (an --out of the wrong kind) or together."""
 
 
 def root_arg(args) -> str | None:
@@ -34,6 +52,38 @@ def root_of(args) -> SysRoot:
     root = SysRoot(root_arg(args) or "/")
     _opened.append(root)
     return root
+
+
+@contextlib.contextmanager
+def session_or_root(args, clash: str):
+    """(the Session --session opened, or None; the SysRoot to work on: the session's machine, else
+    --root, else this one). The session is closed after the block. OptionError, with `clash` saying
+    why one is enough, when both --root and --session are given."""
+    session_path = getattr(args, "session", None)
+    if session_path and root_arg(args):
+        raise OptionError(f"--root and --session both given: {clash}")
+    if not session_path:
+        yield None, root_of(args)
+        return
+    # Imported here, not at the top: only the commands that open a session need it (issue 12).
+    from app.store.session import open_session
+    session = open_session(session_path)
+    try:
+        yield session, session.root
+    finally:
+        session.close()
+
+
+def output_file(args, suffixes: tuple[str, ...], kinds: str) -> Path:
+    """--out as a Path, refused (OptionError) unless it ends in one of `suffixes` (any case; `kinds`
+    names them for people) and may be written (app.atomic.check_output_path), before any work."""
+    out = Path(args.out)
+    if out.suffix.lower() not in suffixes:
+        raise OptionError(f"--out {out}: name a {kinds} file")
+    # Imported here, not at the top: app.atomic brings tempfile and shutil (issue 12: start-up time).
+    from app.atomic import check_output_path
+    check_output_path(out, "--out")
+    return out
 
 
 def take_notes() -> list[str]:

@@ -16,16 +16,16 @@ import csv
 import sys
 
 from app.atomic import check_output_path
-from app.cli.common import add_json_arguments, bounded, ensure_headless_qt, write_json
+from app.cli.common import add_command, add_json_arguments, bounded, ensure_headless_qt, write_json
 from app.errors import CoremapError
 from app.format import printable
 from app.remote.hosts import MAX_FLEET, PARALLEL, TIMEOUT, HostError, parse_host, read_hosts_file
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "fleet", help="capture many hosts over ssh and show them side by side, differences highlighted",
-        description=__doc__.split("\n\n")[1])
+    p = add_command(subparsers, "fleet",
+                    "capture many hosts over ssh and show them side by side, differences highlighted",
+                    __doc__.split("\n\n")[1], root=None)
     p.add_argument("hosts", nargs="*", metavar="HOST", help="[user@]server[:port], or a Host of ~/.ssh/config")
     p.add_argument("--file", dest="hosts_file", metavar="F", help="more hosts, one per line (# comments)")
     p.add_argument("--csv", action="store_true", help="print the table as CSV instead of opening the window")

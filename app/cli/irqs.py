@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from app.cli.common import add_json_arguments, add_root_argument, bounded, root_of, write_json
+from app.cli.common import add_command, add_json_arguments, add_root_argument, bounded, root_of, write_json
 from app.format import format_compact, printable
 from app.inputs import read_input_text
 from app.errors import CoremapError
@@ -28,11 +28,10 @@ TOP_CPUS = 3
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "irqs", help="list interrupts: counts per CPU, affinity, device and queue; or their rates",
-        description="List every interrupt of /proc/interrupts with its total, the CPUs it lands on, "
+    p = add_command(subparsers, "irqs", "list interrupts: counts per CPU, affinity, device and queue; or their rates",
+                    "List every interrupt of /proc/interrupts with its total, the CPUs it lands on, "
                     "the requested and effective affinity, NUMA node and device/queue. With "
-                    "--interval S, rates per IRQ and per CPU instead.")
+                    "--interval S, rates per IRQ and per CPU instead.", root=None)
     src = p.add_mutually_exclusive_group()
     add_root_argument(p, group=src)
     src.add_argument("--file", metavar="PATH", help="parse a bare /proc/interrupts file (no sysroot)")

@@ -6,14 +6,13 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from app.cli.common import add_json_arguments, add_root_argument, root_of, write_json
+from app.cli.common import add_command, add_json_arguments, add_root_argument, root_of, write_json
 from app.cli.topology import load
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "plan", help="write a plan that keeps CPUs quiet across reboots (never applied)",
-        description=__doc__)
+    p = add_command(subparsers, "plan", "write a plan that keeps CPUs quiet across reboots (never applied)",
+                    __doc__, root=None)
     p.add_argument("--quiet", required=True, metavar="LIST", help="the CPUs to keep quiet, e.g. 2-3")
     p.add_argument("--service", metavar="NAME", help="a systemd service to run on the quiet CPUs")
     p.add_argument("--out", metavar="DIR", help="also write each piece as a file into this folder")

@@ -9,27 +9,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from app.cli.common import add_root_argument, ensure_headless_qt, root_arg, root_of
-from app.errors import CoremapError
+from app.cli.common import OptionError, add_command, ensure_headless_qt, output_file, session_or_root
 from app.inputs import MiB, read_input_text
 
 NOTES_LIMIT = 1 * MiB              # a page of notes is kilobytes; a megabyte is a book
-PROBE_RESULT_LIMIT = 64 * MiB      # a probe's --json result with its buckets is tens of kB
-
-
-class ReportArgumentError(CoremapError):
-    """A report option that cannot be used."""
+RESULT_LIMIT = 64 * MiB            # a probe's --json result with its buckets is tens of kB
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "report", help="write an HTML or PDF report of a machine or a saved session",
-        description="Write one self-contained report (HTML with embedded pictures, or PDF): machine "
+    p = add_command(subparsers, "report", "write an HTML or PDF report of a machine or a saved session",
+                    "Write one self-contained report (HTML with embedded pictures, or PDF): machine "
                     "summary, the topology coloured by IRQ load, the busiest IRQs and where they land, "
                     "the pins made, probe results with plots and percentiles, and notes.")
-    add_root_argument(p)
     p.add_argument("--session", metavar="FILE", default=argparse.SUPPRESS, help="a saved .coremap session")
     p.add_argument("--out", metavar="FILE.html|FILE.pdf", required=True, help="the report to write")
     p.add_argument("--probe", metavar="RESULT.json", action="append", default=[],
@@ -40,93 +32,48 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _read_probe_results(paths: list[str]) -> list[dict]:
-    # Imported here, not at the top: every `coremap` run imports this module to build its parser, and
-    # app.store.results brings the journal and msgspec with it.
-    from app.store.results import clean_probe_result
+def _read_results(paths: list[str], option: str, hint: str, clean, refusal: str, *, many: bool) -> list[dict]:
+    """The stored results in the files of `option` (a --probe or --verify), each as app.store.results'
+    `clean` keeps it, its notes on stderr. OptionError naming the file, with `hint`, for a file that is
+    not JSON or a value that is not such a result (`refusal`)."""
     out = []
     for p in paths:
-        text = read_input_text(p, what="--probe", limit=PROBE_RESULT_LIMIT,
-                               hint="give the output of `coremap probe --json`")
-        objs = []
-        try:
-            obj = json.loads(text)
-            objs = obj if isinstance(obj, list) else [obj]
-        except (ValueError, RecursionError):
-            # JSON lines (several results, one per line)
-            try:
-                objs = [json.loads(l) for l in text.splitlines() if l.strip()]
-            except (ValueError, RecursionError):
-                raise ReportArgumentError(f"--probe {p}: not JSON; give the output of `coremap probe --json`") from None
-        for o in objs:
-            clean, notes = clean_probe_result(o, f"--probe {p}")
-            if clean is None:
-                raise ReportArgumentError(f"--probe {p}: not a probe result (no \"probe\" field); "
-                                          "give the output of `coremap probe --json`")
+        text = read_input_text(p, what=option, limit=RESULT_LIMIT, hint=hint)
+        values = _json_values(text, many=many)
+        if values is None:
+            raise OptionError(f"{option} {p}: not JSON; {hint}")
+        for v in values:
+            kept, notes = clean(v, f"{option} {p}")
+            if kept is None:
+                raise OptionError(f"{option} {p}: {refusal}; {hint}")
             for n in notes:
                 print(f"coremap: note: {n}", file=sys.stderr)
-            out.append(clean)
+            out.append(kept)
     return out
 
 
-def _read_verifications(paths: list[str]) -> list[dict]:
-    from app.store.results import clean_verification     # not at the top: see _read_probe_results
-    out = []
-    for p in paths:
-        text = read_input_text(p, what="--verify", limit=PROBE_RESULT_LIMIT,
-                               hint="give the file `coremap verify --out` wrote")
+def _json_values(text: str, *, many: bool) -> list | None:
+    """The JSON value of `text`, as a list of values: with `many`, a list gives its items and JSON lines
+    (several results, one a line) one value each. None when it is not JSON."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        if not many:
+            return None
         try:
-            v = json.loads(text)
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
         except (ValueError, RecursionError):
-            v = None
-        clean, notes = clean_verification(v, f"--verify {p}")
-        if clean is None:
-            raise ReportArgumentError(f"--verify {p}: not a verification of quiet CPUs; give the file "
-                                      "`coremap verify --out` wrote")
-        for n in notes:
-            print(f"coremap: note: {n}", file=sys.stderr)
-        out.append(clean)
-    return out
+            return None
+    return value if many and isinstance(value, list) else [value]
 
 
 def run(args) -> int:
-    out = Path(args.out)
+    out = output_file(args, (".html", ".htm", ".pdf"), ".html or .pdf")
     kind = out.suffix.lower()
-    if kind not in (".html", ".htm", ".pdf"):
-        raise ReportArgumentError(f"--out {out}: name a .html or .pdf file")
-    # Imported here, not at the top: every `coremap` run imports this module to build its parser, and
-    # app.atomic brings tempfile and shutil (issue 12: start-up time).
-    from app.atomic import check_output_path
-    check_output_path(out, "--out")
-    session_path, root_path = getattr(args, "session", None), root_arg(args)
-    if session_path and root_path:
-        raise ReportArgumentError("--root and --session both given: report on one machine at a time")
-    probes = _read_probe_results(args.probe)
-    verifications = _read_verifications(args.verify)
-    notes = ""
-    if args.notes:
-        notes = read_input_text(args.notes, what="--notes", limit=NOTES_LIMIT, hint="give a text file")
-
-    from app.store.report import (PDF_IMAGE_WIDTH, ProbeSection, VerifySection, build_report_html, report_from_root,
-                            report_from_session)
-    session = None
-    if session_path:
-        from app.store.session import open_session
-        session = open_session(session_path)
-        for n in session.problems:
-            print(f"coremap: note: {session_path}: {n}", file=sys.stderr)
-    try:
-        if session is not None:
-            data = report_from_session(session)
-            data.probes += [ProbeSection(p) for p in probes]
-            data.verifications += [VerifySection(v) for v in verifications]
-            if notes:
-                data.notes = (data.notes + "\n\n" + notes) if data.notes.strip() else notes
-            root = session.root
-        else:
-            root = root_of(args)
-            data = report_from_root(root, probes=probes, notes=notes, verifications=verifications)
+    with session_or_root(args, "report on one machine at a time") as (session, root):
+        data = _report_data(args, session, root)
         ensure_headless_qt()
+        from app.store.report import PDF_IMAGE_WIDTH, build_report_html
         from widgets.report_images import add_images
         add_images(data, root=root)
         html = build_report_html(data, image_width=PDF_IMAGE_WIDTH if kind == ".pdf" else 900)
@@ -136,10 +83,33 @@ def run(args) -> int:
         else:
             from app.atomic import write_atomic
             write_atomic(out, html.encode("utf-8"))
-    finally:
-        if session is not None:
-            session.close()
     print(f"{out}: report on {data.host} ({data.cpu_count} CPUs; {data.rate_note}; "
           f"{len(data.irqs)} IRQs, {len(data.pins)} pins, {len(data.probes)} probe runs"
           + (f", {len(data.verifications)} before / after verifications" if data.verifications else "") + ")")
     return 0
+
+
+def _report_data(args, session, root):
+    """The report's contents: the session's (its problems noted on stderr) or the machine's, with the
+    --probe results, --verify files and --notes added."""
+    # Imported here, not at the top: every `coremap` run imports this module to build its parser, and
+    # app.store.results brings the journal and msgspec with it.
+    from app.store.results import clean_probe_result, clean_verification
+    probes = _read_results(args.probe, "--probe", "give the output of `coremap probe --json`", clean_probe_result,
+                           'not a probe result (no "probe" field)', many=True)
+    verifications = _read_results(args.verify, "--verify", "give the file `coremap verify --out` wrote",
+                                  clean_verification, "not a verification of quiet CPUs", many=False)
+    notes = ""
+    if args.notes:
+        notes = read_input_text(args.notes, what="--notes", limit=NOTES_LIMIT, hint="give a text file")
+    from app.store.report import ProbeSection, VerifySection, report_from_root, report_from_session
+    if session is None:
+        return report_from_root(root, probes=probes, notes=notes, verifications=verifications)
+    for n in session.problems:
+        print(f"coremap: note: {args.session}: {n}", file=sys.stderr)
+    data = report_from_session(session)
+    data.probes += [ProbeSection(p) for p in probes]
+    data.verifications += [VerifySection(v) for v in verifications]
+    if notes:
+        data.notes = (data.notes + "\n\n" + notes) if data.notes.strip() else notes
+    return data

@@ -7,25 +7,18 @@ imported (widgets/ is imported only inside run()).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from app.cli.common import add_root_argument, ensure_headless_qt, root_arg, root_of
-from app.errors import CoremapError
+from app.cli.common import add_command, ensure_headless_qt, output_file, session_or_root
 
 WHAT = ("window", "grid")
 
 
-class ScreenshotArgumentError(CoremapError):
-    """A screenshot option that cannot be used."""
-
-
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "screenshot", help="save a PNG or SVG of the window or the topology grid, without a display",
-        description="Render the window (or the topology grid alone) offscreen for a machine or a saved "
+    p = add_command(subparsers, "screenshot",
+                    "save a PNG or SVG of the window or the topology grid, without a display",
+                    "Render the window (or the topology grid alone) offscreen for a machine or a saved "
                     "session and save it as PNG or SVG (vector).")
     # SUPPRESS: the top-level --root/--session/--size/--color-by keep their values when given first.
-    add_root_argument(p)
     p.add_argument("--session", metavar="FILE", default=argparse.SUPPRESS, help="a saved .coremap session")
     p.add_argument("--out", metavar="FILE.png|FILE.svg", required=True, help="the picture to write")
     p.add_argument("--what", choices=WHAT, default="window", help="the whole window (default) or the grid alone")
@@ -36,17 +29,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    out = Path(args.out)
+    out = output_file(args, (".png", ".svg"), ".png or .svg")
     fmt = out.suffix.lower().lstrip(".")
-    if fmt not in ("png", "svg"):
-        raise ScreenshotArgumentError(f"--out {out}: name a .png or .svg file")
-    # Imported here, not at the top: every `coremap` run imports this module to build its parser, and
-    # app.atomic brings tempfile and shutil (issue 12: start-up time).
-    from app.atomic import check_output_path
-    check_output_path(out, "--out")
-    session_path, root_path = getattr(args, "session", None), root_arg(args)
-    if session_path and root_path:
-        raise ScreenshotArgumentError("--root and --session both given: open one machine at a time")
     ensure_headless_qt()
     from widgets.application import DEFAULT_SIZE, parse_size, render_window
     from widgets.colors import parse_metric
@@ -55,12 +39,7 @@ def run(args) -> int:
     default = GRID_SIZE if args.what == "grid" else DEFAULT_SIZE
     size = parse_size(getattr(args, "size", None)) if getattr(args, "size", None) else default
 
-    session = None
-    if session_path:
-        from app.store.session import open_session
-        session = open_session(session_path)
-    try:
-        root = session.root if session is not None else root_of(args)
+    with session_or_root(args, "open one machine at a time") as (_session, root):
         state = state_for(root)
         if args.what == "grid":
             data = render_grid(state, fmt=fmt, size=size, metric=metric.key)
@@ -68,9 +47,6 @@ def run(args) -> int:
             data = render_window(state, fmt=fmt, size=size, metric=metric.key)
         from app.atomic import write_atomic
         write_atomic(out, data)
-    finally:
-        if session is not None:
-            session.close()
     note = f" ({state.notes[0]})" if state.notes else ""
     print(f"{out}: {args.what} of {state.topology.hostname or root.root}, coloured by {metric.label}{note}")
     return 0

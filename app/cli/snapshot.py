@@ -7,18 +7,17 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from app.cli.common import add_root_argument, bounded, root_of
+from app.cli.common import add_command, add_root_argument, bounded, root_of
 
 if TYPE_CHECKING:
     from app.store.capture import SnapshotResult
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "snapshot", help="capture this machine's /sys and /proc into a tarball for --root",
-        description="Capture the parts of /sys and /proc that coremap reads (topology, caches, NUMA, "
+    p = add_command(subparsers, "snapshot", "capture this machine's /sys and /proc into a tarball for --root",
+                    "Capture the parts of /sys and /proc that coremap reads (topology, caches, NUMA, "
                     "interrupts, IRQ affinities, PCI devices, counters twice) into OUT.tar.gz. Extract "
-                    "it anywhere and open it with `coremap --root DIR/<host-time>`.")
+                    "it anywhere and open it with `coremap --root DIR/<host-time>`.", root=None)
     p.add_argument("out", metavar="OUT.tar.gz", help="the tarball to write (its folder must exist)")
     add_root_argument(p, "capture a captured machine again (a folder holding sys/ and proc/)")
     # Own dest: the top-level --interval is the window's sampling interval.

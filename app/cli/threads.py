@@ -11,7 +11,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from app.cli.common import add_json_arguments, add_root_argument, bounded, root_of, write_json
+from app.cli.common import add_command, add_json_arguments, bounded, root_of, write_json
 from app.errors import CoremapError
 from app.format import printable
 from app.parse.cpulist import format_cpulist
@@ -26,12 +26,11 @@ class NoThreads(CoremapError):
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "threads", help="list threads: process, name, state, last CPU, allowed CPUs",
-        description="List every thread (or those of --pid, or whose name contains --name) with its "
+    p = add_command(subparsers, "threads", "list threads: process, name, state, last CPU, allowed CPUs",
+                    "List every thread (or those of --pid, or whose name contains --name) with its "
                     "last CPU, allowed CPUs and flags (K = kernel thread, N = affinity cannot be "
-                    "changed, PF_NO_SETAFFINITY).")
-    add_root_argument(p, "a captured machine (folder holding proc/PID/task/) instead of this one")
+                    "changed, PF_NO_SETAFFINITY).",
+                    root="a captured machine (folder holding proc/PID/task/) instead of this one")
     p.add_argument("--pid", type=int, action="append", metavar="P",
                    help="only the threads of process P (repeatable)")
     p.add_argument("--name", metavar="SUBSTR",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from app.cli.common import add_root_argument, root_of, write_json
+from app.cli.common import add_command, root_of, write_json
 from app.errors import SysRootReadError
 from app.parse.cpulist import format_cpulist
 from app.format import format_size, printable
@@ -21,11 +21,9 @@ if TYPE_CHECKING:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "topology", help="show CPUs, cores, sockets, NUMA nodes and caches",
-        description="Show the CPU topology: lscpu-like summary, or --csv (cpu,core,socket,node per "
+    p = add_command(subparsers, "topology", "show CPUs, cores, sockets, NUMA nodes and caches",
+                    "Show the CPU topology: lscpu-like summary, or --csv (cpu,core,socket,node per "
                     "online CPU) or --json (everything).")
-    add_root_argument(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="cpu,core,socket,node for each online CPU")
     fmt.add_argument("--json", action="store_true", help="the whole topology as JSON")
