@@ -58,8 +58,10 @@ class SnapshotError(CoremapError):
     """A snapshot that cannot be written (bad output path) or a root that cannot be captured."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class SnapshotResult:
+    """What take_snapshot wrote (and `coremap snapshot` prints): the tarball, its top folder, how many
+    files and links it holds, the seconds between its two counter captures, what was skipped."""
     path: Path
     top: str                         # the top folder inside the tarball
     files: int

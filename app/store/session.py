@@ -262,6 +262,20 @@ def session_from_root(root: SysRoot, *, history: list[dict] | None = None,
 
 # -- opening ------------------------------------------------------------------------------------
 
+def _json_member(path: Path, name: str, data: bytes, clean, what: str, problems: list[str]) -> dict:
+    """A JSON member as app.store.results' `clean` keeps it, what it left out added to `problems`;
+    refused (the file is damaged) when it is not JSON or not `what`."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        raise _refuse(path, f"{name} is not JSON (the file is damaged)") from None
+    kept, notes = clean(obj, name)
+    if kept is None:
+        raise _refuse(path, f"{name} is not {what} (the file is damaged)")
+    problems.extend(notes)
+    return kept
+
+
 def _refuse(path: Path, why: str, what: str = "ask for the file again, or open another session") -> SessionError:
     return SessionError(f"{path}: {why}; {what}")
 
@@ -437,27 +451,13 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
             n, kind = int(m.group(1)), m.group(2)
             data = _read(path, zf, zi)
             if kind == "json":
-                try:
-                    obj = json.loads(data)
-                except (ValueError, RecursionError):
-                    raise _refuse(path, f"{name} is not JSON (the file is damaged)") from None
-                clean, notes = clean_probe_result(obj, name)
-                if clean is None:
-                    raise _refuse(path, f"{name} is not a probe result object (the file is damaged)")
-                s.problems += notes
-                probe_json[n] = clean
+                probe_json[n] = _json_member(path, name, data, clean_probe_result, "a probe result object",
+                                             s.problems)
             else:
                 probe_hlog[n] = data
         elif (m := _VERIFY_MEMBER.match(name)):
-            try:
-                obj = json.loads(_read(path, zf, zi))
-            except (ValueError, RecursionError):
-                raise _refuse(path, f"{name} is not JSON (the file is damaged)") from None
-            clean, notes = clean_verification(obj, name)
-            if clean is None:
-                raise _refuse(path, f"{name} is not a verification of quiet CPUs (the file is damaged)")
-            s.problems += notes
-            verifications[int(m.group(1))] = clean
+            verifications[int(m.group(1))] = _json_member(path, name, _read(path, zf, zi), clean_verification,
+                                                          "a verification of quiet CPUs", s.problems)
         # Other members (written by a later format-1 coremap) are ignored, not extracted.
     orphans = sorted(set(probe_hlog) - set(probe_json))
     if orphans:

@@ -94,7 +94,7 @@ def test_round_trip_keeps_every_figure(tmp_path, private_tmp):
     with zipfile.ZipFile(p) as zf:
         manifest = json.loads(zf.read("manifest.json"))
     assert manifest["format"] == 1 and manifest["coremap"] == app.__version__
-    assert manifest["host"] == "sno"
+    assert manifest["host"] == extract("sno").name      # a capture without meta.json: its folder name
     for m in ("history.jsonl", "probes/1.json", "probes/1.hlog", "journal.jsonl", "notes.md",
               "screenshots/grid.png", "screenshots/plot.svg", "machine/proc/interrupts"):
         assert m in manifest["contents"]
