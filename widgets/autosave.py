@@ -127,6 +127,10 @@ class Autosaver(QObject):
         if not self._source.keep_snapshot(epoch, taken):
             taken.close()                   # another machine is shown now, or a save took one meanwhile
             return
+        # The snapshot thread's emit was its last act, but it may not have returned yet: autosave_now
+        # would take it for an autosave still running and skip this one (the session was then written
+        # only a timer period later; a busy machine made tests/gui/test_session_controller.py fail).
+        self.wait(5)
         self.autosave_now()
 
     def close(self) -> None:
