@@ -20,9 +20,30 @@ WATCH_S = 3.0
 
 
 def _switches(pid: int) -> int:
-    """Context switches of the process's main thread (voluntary + involuntary)."""
+    """Wake-ups of the process's main thread: its voluntary context switches (each a sleep after a
+    wake-up). The involuntary ones are other processes preempting it while it runs: a busy machine's."""
     with open(f"/proc/{pid}/task/{pid}/status") as f:
-        return sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        return sum(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
+
+
+def _cpu_ticks(pid: int) -> int:
+    """The main thread's user + system time in clock ticks (proc(5): stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/task/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return int(rest[11]) + int(rest[12])
+
+
+def _settle(win: subprocess.Popen, quiet_s: float = 1.0, limit_s: float = 120.0) -> None:
+    """Wait until the window's main thread used no CPU for `quiet_s` (first state painted, docks laid
+    out), however long a busy machine takes it to get there."""
+    end = time.monotonic() + limit_s
+    last = _cpu_ticks(win.pid)
+    while time.monotonic() < end and win.poll() is None:
+        time.sleep(quiet_s)
+        now = _cpu_ticks(win.pid)
+        if now == last:
+            return
+        last = now
 
 
 def _window(tmp_path) -> subprocess.Popen:
@@ -35,7 +56,7 @@ def _window(tmp_path) -> subprocess.Popen:
 def test_an_idle_window_does_not_wake(tmp_path):
     win = _window(tmp_path)
     try:
-        time.sleep(SETTLE_S)
+        _settle(win)
         assert win.poll() is None, win.stderr.read()[-800:]
         before = _switches(win.pid)
         time.sleep(WATCH_S)
