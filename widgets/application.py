@@ -12,6 +12,8 @@ state signal); nothing else in widgets/ constructs the window or reaches into it
 """
 from __future__ import annotations
 
+import gc
+
 import os
 import re
 import signal
@@ -32,6 +34,8 @@ from app.resources import ICON, resource_path
 from app.remote.capture import capture_session
 from app.remote.hosts import HostSpec, parse_host, remember_host
 from app.remote.pins import RemoteAffinityService
+from app.remote.quiet import RemoteQuiet
+from app.quiet.service import LocalQuiet
 from app.remote.probe_runs import RemoteProbeRun
 from app.remote.sampler import RemoteSampler
 from app.sampling.sampler import MAX_INTERVAL, MIN_INTERVAL, Sampler
@@ -226,6 +230,17 @@ def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric 
     # Freed memory goes back to the system every few ticks, so hours of thread churn leave RSS flat.
     trimmer = MemoryTrimmer()
     window.state_applied.connect(lambda _state: trimmer.maybe_trim())
+    frozen = []
+
+    def freeze_startup(_state) -> None:
+        # What start-up built (modules, classes, the window's Qt wrappers, the first state) lives as long
+        # as the window. Moved out of the collector's reach once the first state is on screen, a full
+        # collection no longer walks it: it took 35-40 ms for 52k objects here and holds the GIL, and
+        # while a batch ran over ssh it stalled the UI thread 140-170 ms (tests/benchmarks/bench_pin_stall.py).
+        if not frozen:
+            frozen.append(True)
+            gc.freeze()
+    window.state_applied.connect(freeze_startup)
     return window
 
 
@@ -323,9 +338,18 @@ def _add_quiet(window: MainWindow) -> QuietController:
     """The Quiet menu (widgets/quiet/): isolate, include, Verify, the plan, the irqbalance fix."""
     quiet = QuietController(window.topology_view, window.menuBar().addMenu("&Quiet"), window.pin_controller,
                             status=window.show_message, add_run=window.probe_panel.add_result,
-                            state_applied=window.state_applied, parent=window)
+                            state_applied=window.state_applied, quiet_for=_quiet_service, parent=window)
     window.closing.connect(quiet.close)
     return quiet
+
+
+def _quiet_service(pins):
+    """The QuietService over a window's PinService: this machine's, or one over ssh (app/remote/quiet.py)."""
+    if isinstance(pins, AffinityService):
+        return LocalQuiet(pins)
+    if isinstance(pins, RemoteAffinityService):
+        return RemoteQuiet(pins)
+    return None
 
 
 def _pinned_irqs(pins: PinController) -> dict[str, tuple[int, ...]]:

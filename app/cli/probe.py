@@ -186,10 +186,9 @@ def _quiet_cpus() -> tuple[int, ...]:
     """The CPUs an isolate in effect made quiet (the journal says): this shell was moved off them
     with everything else, but probing them is what they are kept for."""
     # imported here: only a probe run reads the journal
-    from app.pinning.service import AffinityService
     from app.pinning.journal import Journal
-    from app.quiet.ledger import read_quiet_state
+    from app.pinning.ledger import ledger_of
     from app.store.folders import journal_path
     from app.sysroot import SysRoot
     with Journal(journal_path(create=False), readonly=True) as journal:
-        return read_quiet_state(AffinityService(SysRoot("/"), journal)).cpus
+        return ledger_of(journal.entries(), journal.quiet_events(), str(SysRoot("/").root.resolve())).quiet_cpus

@@ -9,11 +9,11 @@ Qt-free code local use runs.
 - `tick`     one Sampler.tick(): its MachineState as a delta (codec.py). The client asks for each
              tick (the window's SamplerThread keeps time, as it does locally); what to follow, to
              forget and how often ride along with the request.
-- `preflight`, `pin`, `undo`, `redo`, `restore`, `journal`
-             AffinityService's own methods; a batch streams each result as an event as it is made
-             and stops between two writes when cancelled; `privileged` pins go through the helper
-             started with `sudo -n` on the server (never a password prompt: there is no terminal to
-             ask on).
+- `preflight`, `pin`, `undo`, `redo`, `restore`, `journal`, `quiet_preview`, `quiet_apply`,
+  `quiet_set`
+             app/remote/pin_ops.py: the server's AffinityService and LocalQuiet; `privileged` pins go
+             through the helper started with `sudo -n` on the server (never a password prompt: there
+             is no terminal to ask on).
 - `facts`    the machine's summary as a report words it (for `coremap fleet`).
 - `snapshot` `coremap snapshot`'s capture, sent back in chunks.
 - `cancel`   ends another request (a probe, a run) of this connection.
@@ -44,14 +44,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import app
-from app.pinning.flow import Progress
-from app.pinning.service import AffinityService, PinRequest
+from app.pinning.service import AffinityService
 from app.errors import CoremapError
 from app.pinning.helper import HelperClient
 from app.pinning.journal import Journal
 from app.remote import protocol
-from app.remote.codec import Encoder, StateSender, wire_schema
-from app.remote.decode import Decoder
+from app.remote.codec import StateSender
+from app.remote.pin_ops import PinOps, journal_stamp
 from app.sampling.sampler import Sampler
 from app.store.folders import journal_path
 from app.sysroot import SysRoot
@@ -159,10 +158,8 @@ class Agent:
         self.machine: _Machine | None = None
         self.facts = dict(facts or {})
         self.ops: dict[str, Callable[[Request], object]] = {
-            "open": self._open, "tick": self._tick, "preflight": self._preflight, "pin": self._pin,
-            "undo": self._undo, "redo": self._redo, "restore": self._restore, "journal": self._journal,
-            "facts": self._facts, "snapshot": self._snapshot,
-            "cancel": self._cancel}
+            "open": self._open, "tick": self._tick, "facts": self._facts, "snapshot": self._snapshot,
+            "cancel": self._cancel, **PinOps(self.machine_open).ops()}
         self.ops.update(ops or {})
 
     # -- the loop -----------------------------------------------------------------------------------
@@ -279,6 +276,10 @@ class Agent:
             self.send(protocol.result(req.id, value))
 
     # -- ops ----------------------------------------------------------------------------------------
+    def machine_open(self) -> _Machine:
+        """The machine `open` made (CoremapError when none is open yet)."""
+        return self._machine()
+
     def _machine(self) -> _Machine:
         if self.machine is None:
             raise CoremapError("no machine is open on this connection; the client must send `open` first")
@@ -315,64 +316,7 @@ class Agent:
                 s.refresh_topology()
             state = s.tick()
             form = m.sender.form(state)
-        return {"state": form, "journal": _stamp(journal_path(create=False))}
-
-    def _request_of(self, req: Request) -> PinRequest:
-        return Decoder(wire_schema(), PinRequest).decode(req.params.get("request"))
-
-    def _service(self, req: Request) -> AffinityService:
-        m = self._machine()
-        return m.privileged() if req.params.get("privileged") is True else m.service
-
-    def _preflight(self, req: Request) -> list[str]:
-        m = self._machine()
-        with m.lock:
-            return m.service.preflight(self._request_of(req))
-
-    def _pin(self, req: Request) -> dict:
-        request = self._request_of(req)
-        return self._batch(req, lambda service, progress: service.apply(request, progress=progress))
-
-    def _replay(self, req: Request, name: str) -> dict:
-        return self._batch(req, lambda service, progress: getattr(service, name)(progress=progress))
-
-    def _batch(self, req: Request, run) -> dict:
-        """A batch of writes, each result sent as an event as it is made; the client's cancel stops it
-        between two writes (app/pinning/flow.py Progress)."""
-        m = self._machine()
-        progress = Progress(lambda r, done, total: req.event(
-            {"result": Encoder().encode(r), "done": done, "total": total}))
-        req.on_cancel(progress.cancel)
-        with m.lock:
-            results = run(self._service(req), progress)
-            m.sampler.forget_threads(None)
-        return self._results(results)
-
-    def _undo(self, req: Request) -> dict:
-        return self._replay(req, "undo")
-
-    def _redo(self, req: Request) -> dict:
-        return self._replay(req, "redo")
-
-    def _restore(self, req: Request) -> dict:
-        return self._replay(req, "restore_all")
-
-    def _results(self, results) -> dict:
-        return {"results": Encoder().encode(list(results)), "warning": getattr(results, "warning", ""),
-                "journal": self._journal_view()}
-
-    def _journal(self, req: Request) -> dict:
-        return self._journal_view()
-
-    def _journal_view(self) -> dict:
-        s = self._machine().service
-        ledger = s.ledger()
-        entries = [e for e in s.journal.entries() if e.root == s.root_key]
-        return {"stamp": _stamp(s.journal.path), "root_key": s.root_key, "session": s.journal.session_id,
-                "entries": Encoder().encode(entries),
-                "can_undo": bool(ledger.undo), "can_redo": bool(ledger.redo),
-                "unrestored": [e.id for e in ledger.unrestored],
-                "pending": [e.id for e in s.pending_restore()]}
+        return {"state": form, "journal": journal_stamp(journal_path(create=False))}
 
     def _facts(self, req: Request) -> list[list[str]]:
         """The machine's summary as a report words it (model, shape, NUMA, kernel, isolation,
@@ -409,12 +353,3 @@ class Agent:
         if r is not None:
             r.cancel()
         return r is not None
-
-
-def _stamp(path: Path) -> list[int]:
-    """What changes when the journal changes (a pin by this agent, or `coremap pin` in a shell there)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return [0, 0]           # no journal yet: nothing pinned
-    return [st.st_size, st.st_mtime_ns]

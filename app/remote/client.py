@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import queue
 import subprocess
+import sys
 import threading
 import time
 
@@ -45,10 +46,11 @@ class AgentError(CoremapError):
 
 class Pending:
     """One request under way: `wait()` for its result; `on_event(dict)` runs on the reader thread
-    for each event of a stream; `cancel()` asks the agent to end it."""
+    for each event of a stream, `on_done(pending)` there once it has ended (its `wait(0)` then answers
+    at once); `cancel()` asks the agent to end it."""
 
-    def __init__(self, client: "AgentClient", rid: int, op: str, on_event=None):
-        self.client, self.id, self.op, self.on_event = client, rid, op, on_event
+    def __init__(self, client: "AgentClient", rid: int, op: str, on_event=None, on_done=None):
+        self.client, self.id, self.op, self.on_event, self.on_done = client, rid, op, on_event, on_done
         self._done = threading.Event()
         self._value = None
         self._error: CoremapError | None = None
@@ -61,6 +63,11 @@ class Pending:
         if not self._done.is_set():
             self._value, self._error = value, error
             self._done.set()
+            if self.on_done is not None:
+                try:
+                    self.on_done(self)
+                except CoremapError as e:       # a bad answer: said once, the reader thread goes on
+                    print(f"coremap: {self.client.host}: {e}", file=sys.stderr)
 
     def wait(self, timeout: float | None = None, *, give_up: bool = True):
         """The result; AgentError or LinkError when it failed. After `timeout` seconds without an
@@ -135,10 +142,10 @@ class AgentClient:
         """Why the connection ended (None while it is up)."""
         return self._failure
 
-    def start(self, op: str, *, on_event=None, **params) -> Pending:
+    def start(self, op: str, *, on_event=None, on_done=None, **params) -> Pending:
         if self._failure is not None:
             raise self._failure
-        p = Pending(self, next(self._ids), op, on_event)
+        p = Pending(self, next(self._ids), op, on_event, on_done)
         with self._lock:
             self._pending[p.id] = p
         try:

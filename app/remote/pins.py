@@ -15,15 +15,17 @@ to do with the server and is not used.
 """
 from __future__ import annotations
 
+import threading
 import time
 
 from app.errors import CoremapError
 from app.pinning.flow import Progress
-from app.pinning.journal import JournalEntry
+from app.pinning.journal import JournalEntry, QuietEvent
 from app.pinning.ledger import Ledger, ledger_of
 from app.pinning.service import BatchResults
 from app.pinning.targets import PinRequest, PinResult
 from app.remote.codec import Encoder, wire_schema
+from app.remote.pin_ops import MAX_HELD
 from app.remote.decode import DecodeError, Decoder
 from app.remote.sampler import RemoteSampler
 from app.remote.transport import Disconnected, LinkError
@@ -49,13 +51,13 @@ class RemoteJournal:
         """A token that changes when the server's journal changed (its stamp)."""
         return tuple(self._service.view()["stamp"])
 
-    # The guard and quiet CPUs act on the machine they run on (`coremap --host H guard`, `isolate`):
-    # the window of a remote host shows its pins, not their guard events or quiet marks.
+    # The guard acts on the machine it runs on (`coremap --host H guard`): the window of a remote host
+    # shows its pins and quiet CPUs, not the guard's events there.
     def guard_events(self) -> list:
         return []
 
     def quiet_events(self) -> list:
-        return []
+        return list(self._service.view()["quiet"])
 
     def policies(self) -> dict[int, bool]:
         return {}
@@ -79,8 +81,10 @@ class RemoteAffinityService:
         schema = wire_schema()
         self._results = Decoder(schema, list[PinResult])
         self._entries = Decoder(schema, list[JournalEntry])
+        self._quiet = Decoder(schema, list[QuietEvent])
         self._request = Decoder(schema, PinRequest)     # checks what is sent the way the agent will
-        self._shared = _shared if _shared is not None else {"view": None, "preflight": {}}
+        self._shared = _shared if _shared is not None else {"view": None, "preflight": {},
+                                                            "lock": threading.Lock()}
 
     @property
     def root_key(self) -> str:
@@ -97,7 +101,7 @@ class RemoteAffinityService:
                                "try again once the window shows the machine live")
         return c
 
-    def _send(self, op: str, progress: Progress | None, **params) -> BatchResults:
+    def batch(self, op: str, progress: Progress | None, **params) -> BatchResults:
         """One batch on the server: each result an event as it is made (handed to `progress`), the whole
         list and the journal's new view at the end; `progress.cancel()` asks the server to stop."""
         on_event = None
@@ -110,10 +114,18 @@ class RemoteAffinityService:
                 done, total = ev.get("done"), ev.get("total")
                 if type(done) is int and type(total) is int and 0 < done <= total:
                     progress.report(r, done, total)
-        pending = self._client().start(op, on_event=on_event, privileged=self.privileged, **params)
+        pending = self._client().start(op, on_event=on_event, privileged=self.privileged, **self._view_params(),
+                                       **params)
         if progress is not None:
             progress.add_cancel_hook(pending.cancel)
-        reply = pending.wait(PIN_TIMEOUT)
+        return self.take_results(op, pending.wait(PIN_TIMEOUT))
+
+    def call(self, op: str, *, timeout: float, **params):
+        """One request to the agent and its answer (a LinkError or AgentError when there is none)."""
+        return self._client().call(op, timeout=timeout, **params)
+
+    def take_results(self, op: str, reply) -> BatchResults:
+        """A batch's answer: its results and warning; the journal view it carries is taken."""
         if not isinstance(reply, dict):
             raise DecodeError(f"an answer to {op} that is not an object")
         results = self._results.decode(reply.get("results"))
@@ -125,16 +137,16 @@ class RemoteAffinityService:
     def apply(self, request: PinRequest, *, progress: Progress | None = None) -> BatchResults:
         form = self._encoder.encode(request)
         self._request.decode(form)
-        return self._send("pin", progress, request=form)
+        return self.batch("pin", progress, request=form)
 
     def undo(self, *, progress: Progress | None = None) -> BatchResults:
-        return self._send("undo", progress)
+        return self.batch("undo", progress)
 
     def redo(self, *, progress: Progress | None = None) -> BatchResults:
-        return self._send("redo", progress)
+        return self.batch("redo", progress)
 
     def restore_all(self, *, progress: Progress | None = None) -> BatchResults:
-        return self._send("restore", progress)
+        return self.batch("restore", progress)
 
     def preflight(self, request: PinRequest) -> list[str]:
         """Why the server would refuse (its own AffinityService.preflight), never waiting on the
@@ -165,12 +177,12 @@ class RemoteAffinityService:
         return []
 
     def ledger(self) -> Ledger:
-        """The agent's view of its own journal folded by the same rule as here (kept per view). Quiet
-        CPUs are not sent: the window of a remote host shows its pins, not its quiet marks."""
+        """The agent's view of its own journal (its entries and quiet events) folded by the same rule as
+        here, kept per view."""
         v = self.view()
         kept = self._shared.get("ledger")
         if kept is None or kept[0] is not v:
-            kept = (v, ledger_of(v["entries"], [], self.root_key))
+            kept = (v, ledger_of(v["entries"], v["quiet"], self.root_key))
             self._shared["ledger"] = kept
         return kept[1]
 
@@ -182,26 +194,43 @@ class RemoteAffinityService:
     # -- the journal's view -----------------------------------------------------------------------------
     def view(self) -> dict:
         """The agent's last journal view. When the server's journal changed since (the stamp each tick
-        carries), a fetch is started and the old view kept until its answer is in: the window asks on
-        every state, and never waits on the network for it."""
+        carries) a fetch is started, and the old view kept until its answer is in: it is decoded and
+        taken in the connection's reader thread, so the window, which asks on every state, never waits
+        on the network or on decoding a long journal."""
         v = self._shared["view"]
         stamp = self.sampler.journal_stamp
         fetch = self._shared.get("fetch")
-        if fetch is not None and fetch.done:
-            self._shared["fetch"] = None
+        if (fetch is None or fetch.done) and (v is None or (stamp is not None and tuple(v["stamp"]) != stamp)):
             try:
-                self._take_view(fetch.wait(0))
-            except CoremapError:
-                pass        # the link failed or the answer was bad: the next state asks again
-            v = self._shared["view"]
-        elif fetch is None and (v is None or (stamp is not None and tuple(v["stamp"]) != stamp)):
-            try:
-                self._shared["fetch"] = self._client().start("journal")
+                self._shared["fetch"] = self._client().start("journal", on_done=self._on_view_fetched,
+                                                             **self._view_params())
             except CoremapError:
                 pass        # disconnected: the sampler reconnects, and the next state asks again
         return v or _EMPTY_VIEW
 
+    def _on_view_fetched(self, pending) -> None:
+        try:
+            self._take_view(pending.wait(0))
+        except LinkError:
+            pass            # the link dropped: the next state asks again
+
+    def _view_params(self) -> dict:
+        """What the agent's delta view needs (app/remote/pin_ops.py): the newest entry held, and the
+        entries held still pending."""
+        v = self._shared["view"]
+        if v is None:
+            return {"since": 0, "held": []}
+        entries = v["entries"]
+        return {"since": entries[-1].id if entries else 0,
+                "held": [e.id for e in entries if e.state == "pending"][-MAX_HELD:]}
+
     def _take_view(self, raw) -> None:
+        """Merge the delta view `raw` into the view kept (by entry id: a write's mark replaces its
+        pending record, never the other way round), unless the view kept is newer: a fetch started
+        before a pin can answer after the pin's own answer brought a later view, and the window's UI
+        thread and the pin worker take views at once. The journal only grows, so a view with less
+        journal and no later change time is older. A merge that does not add up to the server's count
+        (a journal moved aside there) is dropped, and the next view asked for whole."""
         if not isinstance(raw, dict):
             raise DecodeError("a journal view that is not an object")
         ids = {}
@@ -210,15 +239,30 @@ class RemoteAffinityService:
             if not isinstance(v, list) or not all(type(i) is int for i in v):
                 raise DecodeError(f"a journal view whose {key} is not a list of ids")
             ids[key] = tuple(v)
-        stamp = raw.get("stamp")
-        if not isinstance(stamp, list) or not all(type(i) is int for i in stamp):
+        stamp, since, total = raw.get("stamp"), raw.get("since"), raw.get("total")
+        if not isinstance(stamp, list) or len(stamp) != 2 or not all(type(i) is int for i in stamp):
             raise DecodeError("a journal view without its stamp")
-        self._shared["view"] = {
-            "stamp": tuple(stamp), "root_key": str(raw.get("root_key")),
-            "entries": self._entries.decode(raw.get("entries")),
-            "can_undo": raw.get("can_undo") is True, "can_redo": raw.get("can_redo") is True, **ids}
+        if type(since) is not int or type(total) is not int or since < 0 or total < 0:
+            raise DecodeError("a journal view without since and total")
+        delta = self._entries.decode(raw.get("entries"))
+        quiet = self._quiet.decode(raw.get("quiet", []))
+        with self._shared["lock"]:
+            kept = self._shared["view"]
+            if kept is not None and len(kept["stamp"]) == 2:
+                (size, mtime), (kept_size, kept_mtime) = tuple(stamp), kept["stamp"]
+                if size < kept_size and mtime <= kept_mtime:
+                    return
+            merged = {e.id: e for e in kept["entries"]} if kept is not None and since else {}
+            for e in delta:
+                old = merged.get(e.id)
+                if old is None or old.state == "pending" or e.state != "pending":
+                    merged[e.id] = e
+            if len(merged) != total:
+                self._shared["view"] = None          # out of step: the next view comes whole
+                return
+            self._shared["view"] = {"stamp": tuple(stamp), "root_key": str(raw.get("root_key")),
+                                    "entries": [merged[i] for i in sorted(merged)], "quiet": quiet, **ids}
 
 
-_EMPTY_VIEW = {"stamp": (), "root_key": "", "entries": [], "can_undo": False, "can_redo": False,
-               "unrestored": (), "pending": ()}
+_EMPTY_VIEW = {"stamp": (), "root_key": "", "entries": [], "quiet": [], "unrestored": (), "pending": ()}
 

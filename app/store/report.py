@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import app
 from app.format import (cpus_word, format_change, format_count, format_cpus, format_ns, format_rate,
-                        format_ratio, format_share)
+                        format_ratio, format_share, target_name)
 from app.errors import CoremapError, SysRootReadError
 from app.sysroot import SysRoot
 
@@ -278,7 +278,7 @@ def _pin_lines(journal: list[dict]) -> list[PinLine]:
             continue
         kind, tid = e.get("kind", "target"), e.get("target_id", e.get("target", "?"))
         label = e.get("label") or ""
-        target = f"{kind} {tid}" + (f" ({label})" if label else "")
+        target = target_name(str(kind), tid, str(label), e.get("netdev") if isinstance(e.get("netdev"), str) else None)
         state = str(e.get("state", "?"))
         code, msg = e.get("code") or "", e.get("message") or ""
         result = state + (f": {code}" if code and code != "ok" else "") + (f" — {msg}" if msg and state != "done" else "")

@@ -51,8 +51,13 @@ def test_the_window_says_which_host_and_pins_and_probes_go_there(qtbot, remote_w
     assert "over ssh s1" in w.summary.text() and "STALE" not in w.summary.text()
     assert isinstance(w.pin_controller.service, RemoteAffinityService)
     assert w.probe_panel.controller._remote
-    # The drop policy asks the server (a CPU the machine lacks is refused there, in its words).
-    reasons = w.pin_controller.check(PinRequest((PinTarget("thread", 1),), (4095,)))
+    # The drop policy asks the server (a CPU the machine lacks is refused there, in its words) without
+    # waiting on the network: the first ask lets the drag go on, a later one (drags ask on every move)
+    # has the server's answer.
+    req = PinRequest((PinTarget("thread", 1),), (4095,))
+    assert w.pin_controller.check(req) == []
+    qtbot.waitUntil(lambda: bool(w.pin_controller.check(req)), timeout=10000)
+    reasons = w.pin_controller.check(req)
     assert reasons and "does not exist on this machine" in reasons[0]
 
 

@@ -67,6 +67,9 @@ class Sshd:
         f = folder
         for d in ("run", "cache-installed", "cache-clean", "state", "client-run"):
             (f / d).mkdir(mode=0o700, exist_ok=True)
+        # The one test tree the agent may write IRQ masks into (a copy a test makes there), as the
+        # tests' own writable_test_tree says for this process (app/sysroot/confined.py).
+        self.writable_tree = f / "writable-tree"
         host_pub = _keygen(f / "host_ed25519")
         user_pub = _keygen(f / "user_ed25519")
         _keygen(f / "other_ed25519")
@@ -101,7 +104,7 @@ AllowUsers {self.user}
 MaxSessions 200
 MaxStartups 200:30:400
 LogLevel ERROR
-SetEnv PATH={venv_bin}:/usr/bin:/bin XDG_CACHE_HOME={f}/cache-installed COREMAP_STATE_DIR={f}/state XDG_RUNTIME_DIR={f}/run
+SetEnv PATH={venv_bin}:/usr/bin:/bin XDG_CACHE_HOME={f}/cache-installed COREMAP_STATE_DIR={f}/state XDG_RUNTIME_DIR={f}/run COREMAP_WRITABLE_TEST_ROOTS={self.writable_tree}
 Match LocalPort {self.clean_port}
     SetEnv PATH=/usr/bin:/bin XDG_CACHE_HOME={f}/cache-clean COREMAP_STATE_DIR={f}/state XDG_RUNTIME_DIR={f}/run
 """)

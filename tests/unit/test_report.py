@@ -119,7 +119,7 @@ def test_report_from_session_uses_recorded_rates(tmp_path):
     assert not r.totals and "3 sampled ticks" in r.rate_note
     assert [(l.irq, l.rate) for l in r.irqs] == [("24", 400.0), ("25", 5.0)]
     assert r.irqs[0].top_cpus == ((1, 1.0),)
-    assert [(pn.target, pn.before, pn.after, pn.result) for pn in r.pins] == [("irq 24", (0, 1), (1,), "done")]
+    assert [(pn.target, pn.before, pn.after, pn.result) for pn in r.pins] == [("IRQ 24", (0, 1), (1,), "done")]
     assert r.notes == "seen"
     html = build_report_html(r)
     assert "400/s" in html and "0-1 -&gt; 1" in html

@@ -31,7 +31,8 @@ from app.sampling.machine_state import MachineState
 from app.store.folders import journal_path
 from app.sysroot import SysRoot
 from widgets.pinning.drop import PinDropPolicy
-from widgets.pinning.feedback import PinJournalWidget, PinResultLine, RestoreBar
+from widgets.pinning.feedback import PinResultLine, RestoreBar
+from widgets.pinning.journal_view import PinJournalWidget
 from widgets.pinning.sources import PinSources
 from widgets.pinning.worker import PinJob, PinWorker
 from widgets.topology.view import TopologyView

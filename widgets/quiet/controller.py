@@ -2,8 +2,9 @@
 them back, verify with the jitter probe before and after, make it permanent (the plan), and keep
 irqbalance off them (its config line, written by the helper when asked).
 
-Writes go through the PinController's AffinityService (`pins.live_service()`), so the isolate is a
-batch of the window's journal like any pin: Edit → Undo reverts it, the Pins panel lists it, the
+Previews and writes go through the QuietService of the machine the window pins on (this one, or one
+over ssh: app/quiet/service.py), in the PinController's worker, so the isolate is a batch of that
+machine's journal like any pin, with progress and Cancel on the result line: Edit → Undo reverts it, the Pins panel lists it, the
 grid marks its CPUs (PinController sets the quiet marks from the journal), and the guard keeps it.
 The outcome goes on the result line: how many targets moved, how many could not, and why.
 """
@@ -15,14 +16,14 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu
 
-from app.pinning.service import AffinityService
+from app.pinning.api import PinService
 from app.errors import CoremapError
 from app.format import cpus_word, format_rate, format_ratio
 from app.pinning.helper import HelperClient
 from app.machine.topology import Topology
 from app.quiet.boot_plan import make_plan
-from app.quiet.isolate import (QuietPreview, apply_preview, failed_results, outcome_sentence, preview_include,
-                       preview_isolate, set_quiet)
+from app.quiet.isolate import QuietPreview, failed_results, outcome_sentence
+from app.quiet.service import QuietService
 from app.sampling.machine_state import MachineState
 from probes.trace import unavailable_reason
 from widgets.pinning.controller import PinController
@@ -46,10 +47,13 @@ class QuietController(QObject):
     preview_shown = Signal(object)     # the QuietPreviewDialog, once its preview was worked out
 
     def __init__(self, grid: TopologyView, menu: QMenu, pins: PinController, *, status: Callable[[str], None],
-                 add_run: Callable[[dict, str], object], state_applied, parent: QObject | None = None):
+                 add_run: Callable[[dict, str], object], state_applied,
+                 quiet_for: Callable[[PinService], QuietService | None], parent: QObject | None = None):
         super().__init__(parent)
         self.grid = grid
         self.pins = pins
+        self._quiet_for = quiet_for
+        self._quiet: tuple[PinService, QuietService | None] | None = None
         self._status = status
         self._add_run = add_run
         self._topology: Topology | None = None
@@ -110,33 +114,36 @@ class QuietController(QObject):
             self.pins.show_message("select CPUs in the grid first (click, ctrl-click, or a box's header), "
                                    "then Quiet → Make quiet…", ok=False)
             return None
-        return self._open_preview(lambda s: preview_isolate(s, cpus))
+        return self._open_preview("isolate", cpus)
 
     def open_include(self) -> None:
         cpus = self._chosen(quiet_only=True)
         if not cpus:
             self.pins.show_message("no CPU is quiet: nothing to give back", ok=False)
             return None
-        return self._open_preview(lambda s: preview_include(s, cpus))
+        return self._open_preview("include", cpus)
 
-    def _service(self) -> AffinityService | None:
-        """The window's service when it acts on this machine; a machine over ssh makes its CPUs quiet
-        with its own commands (the isolate reads and moves every thread there), said on the result line."""
-        service = self.pins.live_service()
-        if service is not None and not isinstance(service, AffinityService):
-            self.pins.show_message("quiet CPUs of a machine over ssh are made there: "
-                                   "`coremap --host HOST isolate --cpus LIST` (then undo, include, verify)", ok=False)
+    def _service(self) -> QuietService | None:
+        """The QuietService of the machine the window pins on (this one, or one over ssh)."""
+        pins = self.pins.live_service()
+        if pins is None:
             return None
-        return service
+        if self._quiet is None or self._quiet[0] is not pins:
+            # One per pin service: a preview made over ssh is applied by the same RemoteQuiet.
+            self._quiet = (pins, self._quiet_for(pins))
+        quiet = self._quiet[1]
+        if quiet is None:
+            self.pins.show_message("this machine's CPUs cannot be made quiet from here", ok=False)
+        return quiet
 
-    def _open_preview(self, make: Callable) -> None:
+    def _open_preview(self, action: str, cpus) -> None:
         """Work the preview out in the pin worker (it reads every thread and IRQ), then show it; a newer
         preview supersedes one still being worked out."""
         service = self._service()
         if service is None:
             return
         self.pins.show_message("working out what to move…")
-        self.pins.worker.submit("preview", lambda _p: make(service), key="quiet-preview",
+        self.pins.worker.submit("preview", lambda _p: service.preview(action, cpus), key="quiet-preview",
                                 on_done=self._show_preview,
                                 on_failed=lambda message: self.pins.show_message(message, ok=False))
 
@@ -157,9 +164,8 @@ class QuietController(QObject):
         if service is None:
             return None
         return self.pins.run(f"{preview.action} {cpus_word(preview.cpus)}",
-                             lambda s, p: apply_preview(s, preview, progress=p),
-                             summary=lambda results: (outcome_sentence(preview, results), not failed_results(results)),
-                             service=service)
+                             lambda _pins, p: service.apply(preview, progress=p),
+                             summary=lambda results: (outcome_sentence(preview, results), not failed_results(results)))
 
     def _set_quiet(self, cpus, quiet: bool, done: Callable[[str | None], None], failed: Callable[[str], None]) -> None:
         """Verify's toggle: isolate or include `cpus` now, without a preview (the user asked for Verify),
@@ -174,7 +180,7 @@ class QuietController(QObject):
                 sentence, results = outcome
                 self.pins.show_results(results, "verify", summary=sentence, ok=not failed_results(results))
             done(outcome[0] if outcome is not None else None)
-        self.pins.worker.submit("verify", lambda _p: set_quiet(service, cpus, quiet), on_done=finished,
+        self.pins.worker.submit("verify", lambda _p: service.set_quiet(cpus, quiet), on_done=finished,
                                 on_failed=failed)
 
     # -- verify ---------------------------------------------------------------------------------
@@ -234,12 +240,18 @@ class QuietController(QObject):
 
     def open_irqbalance_fix(self) -> IrqbalanceFixDialog | None:
         cpus = self.grid.quiet_cpus or tuple(self._chosen())
-        service = self._service()
-        if not cpus or service is None:
-            if service is not None:
-                self.pins.show_message("no CPU is quiet or selected: nothing to keep irqbalance off", ok=False)
+        pins = self.pins.live_service()
+        root = getattr(pins, "root", None)         # this machine's AffinityService has one
+        if pins is None:
             return None
-        self.irqbalance_dialog = IrqbalanceFixDialog(service.root, cpus, self._write_irqbalance, self.grid.window())
+        if root is None:
+            self.pins.show_message("irqbalance is configured on the machine it runs on: there, `coremap plan` "
+                                   "prints its line", ok=False)
+            return None
+        if not cpus:
+            self.pins.show_message("no CPU is quiet or selected: nothing to keep irqbalance off", ok=False)
+            return None
+        self.irqbalance_dialog = IrqbalanceFixDialog(root, cpus, self._write_irqbalance, self.grid.window())
         self.irqbalance_dialog.open()
         return self.irqbalance_dialog
 

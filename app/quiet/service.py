@@ -1,0 +1,42 @@
+"""QuietService: what the window's Quiet menu and Verify ask of one machine, the same on this machine
+(LocalQuiet, over an AffinityService) and on one over ssh (app/remote/quiet.py RemoteQuiet, answered by
+the agent's LocalQuiet there): a preview of an isolate or include, its writes as one batch, and the
+toggle Verify uses between its runs.
+"""
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from app.pinning.flow import Progress
+from app.pinning.service import AffinityService
+from app.pinning.targets import PinResult
+from app.quiet.isolate import QuietPreview, apply_preview, preview_include, preview_isolate, set_quiet
+
+ACTIONS = ("isolate", "include")
+
+
+@runtime_checkable
+class QuietService(Protocol):
+    def preview(self, action: str, cpus) -> QuietPreview: ...
+
+    def apply(self, preview: QuietPreview, *, progress: Progress | None = None) -> list[PinResult]: ...
+
+    def set_quiet(self, cpus, quiet: bool) -> tuple[str, list[PinResult]] | None: ...
+
+
+class LocalQuiet:
+    """QuietService on the machine of `pins` (its writes are batches of that service's journal)."""
+
+    def __init__(self, pins: AffinityService):
+        self.pins = pins
+
+    def preview(self, action: str, cpus) -> QuietPreview:
+        if action not in ACTIONS:
+            raise ValueError(f"quiet action {action!r}: expected one of {', '.join(ACTIONS)}")
+        return preview_isolate(self.pins, cpus) if action == "isolate" else preview_include(self.pins, cpus)
+
+    def apply(self, preview: QuietPreview, *, progress: Progress | None = None) -> list[PinResult]:
+        return apply_preview(self.pins, preview, progress=progress)
+
+    def set_quiet(self, cpus, quiet: bool) -> tuple[str, list[PinResult]] | None:
+        return set_quiet(self.pins, cpus, quiet)
