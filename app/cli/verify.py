@@ -3,19 +3,28 @@ prove that quiet CPUs are quieter — the jitter probe on them not quiet ("befor
 ("after"), the same duration each, in alternated pairs; the quiet state is toggled between runs with
 isolate and include (journalled like any other), and left as it was found at the end.
 
-Prints gaps >= 10 µs per second and the share of time lost, before and after, with the median of the
-per-pair ratios. --out writes the verification (every run, both merged histograms, the attribution
-of the gaps when run as root with --attribute) for `coremap report --verify FILE.json`; the window's
-Verify keeps the same in the session and the report.
+Prints each run as it finishes, then gaps >= 10 µs per second and the share of time lost, before and
+after, with the median of the per-pair ratios (after / before) and what it says. --out writes the
+verification (every run, both merged histograms, the attribution of the gaps when run as root with
+--attribute) for `coremap report --verify FILE.json`, atomically after every finished run, so the file
+always holds each run finished so far; the window's Verify keeps the same in the session and the report.
+
+When a step fails (a probe child, tracefs gone under an attributed run, an isolate or include), verify
+stops there: one line names the step (run 3 of 4: pair 2, quiet, CPU 1) and what failed, the finished
+runs are printed and stay in --out, and the CPUs get back the quiet state they were found in.
+Exit status: 0 verified; 1 a step failed, or the quiet state could not be given back; 2 bad input
+(checked before any run); 130 interrupted (the finished runs kept as on a failure).
 """
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from app.cli.common import add_root_argument, bounded, write_json
 from app.cli.pin import affinity_service
 from app.errors import CoremapError
+from app.format import cpus_word, format_cpus
 
 
 def register(subparsers) -> None:
@@ -35,14 +44,12 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     # imported here: the probe runner, the quiet model and the verification are needed only by a run
-    from app.atomic import check_output_path, write_atomic
+    from app.atomic import check_output_path
     from app.quiet.isolate import QuietError, check_cpus
     from probes.own_affinity import OwnAffinityGuard
-    from probes.runner import ProbeRun
     from probes.verify import VerifyPlan, verify_text
 
-    if args.out:
-        check_output_path(Path(args.out), "--out")
+    out = check_output_path(Path(args.out), "--out") if args.out else None
     service = affinity_service(args)
     if not service.root.is_live:
         raise QuietError(f"verify measures the machine coremap runs on, not the capture {service.root.root}; "
@@ -54,39 +61,106 @@ def run(args) -> int:
     own.lent = frozenset(cpus)  # made quiet between runs, this process with the rest: a probe may go there
     own.exclude(cpus)           # this process stays off the measured CPUs on both sides alike
     try:
-        for pair, quiet in plan.steps():
-            _toggle(service, plan, cpus, quiet)
-            for job in plan.jobs():
-                with own.spawning(job.cpus):       # the child inherits its CPU and pins itself there
-                    probe = ProbeRun.start(job.probe, job.args)
-                own.exclude(cpus)                  # and the reader threads it started stay off it
-                try:
-                    probe.wait()
-                except (KeyboardInterrupt, SystemExit):      # Ctrl+C, SIGTERM/SIGHUP: stop the child too
-                    probe.cancel()
-                    raise
-                failure = probe.failure(job.label)
-                if failure:
-                    raise CoremapError(failure)
-                plan.record(pair, quiet, job.summarize(probe.lines))
-                print(f"pair {pair + 1}, {'quiet' if quiet else 'not quiet'}: {job.label} done", flush=True)
+        _run_steps(plan, service, own, out)
     finally:
-        _toggle(service, plan, cpus, was_quiet)
+        # Also on Ctrl+C or SIGTERM: the CPUs get their quiet state back, and --out its last word.
+        gave_back = _give_back(service, plan, was_quiet)
         own.restore()
+        written = _write_out(plan, out)
     result = plan.result()
-    if args.out:
-        write_atomic(Path(args.out), json.dumps(result, separators=(",", ":")).encode())
     if args.json:
         write_json(result, args)
     else:
         print(verify_text(result))
-    return 0
+    errors = [e for e in (gave_back, written) if e and not (plan.stopped and e == plan.stopped["failed"])]
+    if plan.stopped:
+        kept = " above" + (f" and in {out}" if out is not None and not written else "") if plan.runs else ""
+        errors.insert(0, plan.outcomes["stopped"] + kept)
+    for line in errors:
+        print(f"coremap: {line}", file=sys.stderr)
+    return 1 if errors else 0
 
 
-def _toggle(service, plan, cpus, quiet: bool) -> None:
-    """Make `cpus` quiet or not (isolate / include), saying what moved."""
+def _run_steps(plan, service, own, out: Path | None) -> None:
+    """Each step of the plan in turn: set the quiet state, run each CPU's job, record it, write --out, say
+    so. The first failure ends it through plan.stop(), naming the step; the finished runs stay."""
+    from probes.verify import finished_line
+    where = None
+    try:
+        for pair, quiet in plan.steps():
+            where = plan.where(pair, quiet)
+            try:
+                _toggle(service, plan, quiet)
+            except CoremapError as e:
+                change = "quiet (isolate)" if quiet else "not quiet (include)"
+                plan.stop(where, f"making {cpus_word(plan.cpus)} {change} failed: {e}")
+                return
+            for job in plan.jobs():
+                where = plan.where(pair, quiet, job.cpus)
+                try:
+                    result = _run_job(job, own, plan.cpus)
+                except (CoremapError, OSError) as e:    # OSError: the child could not be started at all
+                    plan.stop(where, f"the {job.probe} run failed: {e}")
+                    return
+                plan.record(pair, quiet, result)
+                error = _write_out(plan, out)
+                print(finished_line(where, result), flush=True)
+                if error:
+                    plan.stop(plan.where(pair, quiet, job.cpus, run=len(plan.runs)), error)
+                    return
+    except (KeyboardInterrupt, SystemExit):            # Ctrl+C, SIGTERM/SIGHUP: say where, then go
+        if where is not None:
+            plan.stop(where, "cancelled (Ctrl+C or a signal)")
+        raise
+
+
+def _run_job(job, own, cpus) -> dict:
+    """One probe child for `job`, waited for: its result, or CoremapError saying why it failed."""
+    from probes.runner import ProbeRun
+    with own.spawning(job.cpus):       # the child inherits its CPU and pins itself there
+        probe = ProbeRun.start(job.probe, job.args)
+    own.exclude(cpus)                  # and the reader threads it started stay off it
+    try:
+        probe.wait()
+    except (KeyboardInterrupt, SystemExit):      # Ctrl+C, SIGTERM/SIGHUP: stop the child too
+        probe.cancel()
+        raise
+    failure = probe.failure(job.label)
+    if failure:
+        raise CoremapError(failure)
+    return job.summarize(probe.lines)
+
+
+def _write_out(plan, out: Path | None) -> str | None:
+    """The verification so far into --out, atomically (a reader sees the previous runs or these, whole);
+    None when written (or not asked for), else what went wrong."""
+    from app.atomic import AtomicWriteError, write_atomic
+    if out is None:
+        return None
+    try:
+        write_atomic(out, json.dumps(plan.result(), separators=(",", ":")).encode())
+    except AtomicWriteError as e:
+        return f"--out: {e}"
+    return None
+
+
+def _give_back(service, plan, was_quiet: bool) -> str | None:
+    """The quiet state the CPUs were found in; None when they have it, else the sentence saying not."""
+    try:
+        _toggle(service, plan, was_quiet)
+    except CoremapError as e:
+        sentence = (f"could not make {cpus_word(plan.cpus)} {'quiet' if was_quiet else 'not quiet'} again as they "
+                    f"were found: {e}; `coremap {'isolate' if was_quiet else 'include'} --cpus "
+                    f"{format_cpus(plan.cpus)}` retries it")
+        plan.note_outcome("give back", sentence)
+        return sentence
+    return None
+
+
+def _toggle(service, plan, quiet: bool) -> None:
+    """Make the plan's CPUs quiet or not (isolate / include), saying what moved."""
     from app.quiet.isolate import set_quiet         # imported here with the rest of run()'s imports
-    done = set_quiet(service, cpus, quiet)
+    done = set_quiet(service, plan.cpus, quiet)
     if done is not None:
         sentence, _ = done
         plan.note_outcome("isolate" if quiet else "include", sentence)
