@@ -120,11 +120,10 @@ def format_cpus(cpus: Iterable[int] | None) -> str:
     return s if s else "none"
 
 
-def format_change(before: Iterable[int] | None, after: Iterable[int] | None) -> str:
-    """'0-3 → 2': an affinity before and after a change; '?' for a side that is not known."""
-    b = format_cpus(before) if before is not None else "?"
-    a = format_cpus(after) if after is not None else "?"
-    return f"{b} {ARROW} {a}"
+def format_change(before: Iterable[int] | None, after: Iterable[int] | None, kind: str = "thread") -> str:
+    """'0-3 -> 2': a value before and after a change (a CPU set unless `kind` says otherwise:
+    format_value); '?' for a side that is not known."""
+    return f"{format_value(kind, before)} {ARROW} {format_value(kind, after)}"
 
 
 def cpus_word(cpus: Sequence[int]) -> str:
@@ -133,20 +132,61 @@ def cpus_word(cpus: Sequence[int]) -> str:
 
 
 # -- what a pin names -------------------------------------------------------------------------------
-_MASK_NAMES = {"irqdefault": "default IRQ affinity", "workqueue": "workqueue cpumask"}
+_MASK_NAMES = {"irqdefault": "default IRQ affinity", "workqueue": "workqueue cpumask",
+               "watchdog": "watchdog cpumask", "subtree": "cgroup v2 cpuset controller"}
+# The cpuset cgroups coremap puts tasks in, by the index a journal records (app/pinning/kinds.py
+# "member"): the hierarchy's root, the shield holding everything else, and the one of the threads
+# pinned onto quiet CPUs.
+CPUSET_NAMES = ("/", "/coremap-system", "/coremap-pinned")
+# The systemd units whose AllowedCPUs= keeps quiet CPUs free under systemd, by index.
+SLICE_NAMES = ("system.slice", "user.slice", "init.scope")
 
 
 def target_name(kind: str, ident: int, label: str = "", netdev: str | None = None) -> str:
     """The one spelling of a pin target, wherever it is named (result lines, the journal, the guard,
     previews, reports): "thread 1234 (java)", "process 77", "IRQ 24 (ttyS0)", "default IRQ affinity",
-    "workqueue cpumask", "RPS eth0 rx-0", "XPS eth0 tx-3". `label` is a name from the machine: it is
-    made printable here, so no caller can forget."""
+    "workqueue cpumask", "RPS eth0 rx-0", "XPS eth0 tx-3", "workqueue writeback cpumask",
+    "kernel.timer_migration", "CPU 1 PM QoS resume latency", "cpuset /coremap-system", "process 77
+    (java) cpuset". `label` and `netdev` come from the machine: they are made printable here, so no
+    caller can forget."""
     if kind in _MASK_NAMES:
         return _MASK_NAMES[kind]
     if kind in ("rps", "xps"):
         return f"{kind.upper()} {printable(netdev or '?')} {'rx' if kind == 'rps' else 'tx'}-{ident}"
+    if kind == "wq":
+        return f"workqueue {printable(netdev or '?')} cpumask"
+    if kind == "sysctl":
+        return printable(label) if label else f"sysctl #{ident}"
+    if kind == "pmqos":
+        return f"CPU {ident} PM QoS resume latency"
+    if kind == "cpuset":
+        return f"cpuset {CPUSET_NAMES[ident] if 0 <= ident < len(CPUSET_NAMES) else ident}"
+    if kind == "slice":
+        return f"{SLICE_NAMES[ident] if 0 <= ident < len(SLICE_NAMES) else ident} AllowedCPUs"
+    if kind in ("cgroup", "cgroupthread"):
+        word = "process" if kind == "cgroup" else "thread"
+        return f"{word} {ident}" + (f" ({printable(label)})" if label else "") + " cpuset"
     word = "IRQ" if kind == "irq" else kind
     return f"{word} {ident}" + (f" ({printable(label)})" if label else "")
+
+
+def format_value(kind: str, value) -> str:
+    """A target's value as the kind means it (app/pinning/kinds.py): a CPU list, a number ("n/a" when
+    unset), a cpuset's name, on/off; "?" when not known."""
+    if value is None:
+        return "?"
+    value = tuple(value)
+    if kind in ("sysctl", "pmqos"):
+        return str(value[0]) if value else "n/a"
+    if kind in ("cgroup", "cgroupthread"):
+        return CPUSET_NAMES[value[0]] if len(value) == 1 and 0 <= value[0] < len(CPUSET_NAMES) else "?"
+    if kind == "subtree":
+        return "on" if value == (1,) else "off"
+    if kind == "cpuset" and not value:
+        return "absent"
+    if kind == "slice" and not value:
+        return "all"
+    return format_cpus(value)
 
 
 def targets_name(kind: str, ids: Sequence[int], pid: int | None = None) -> str:

@@ -18,6 +18,7 @@ import os
 
 from app.format import format_cpus
 from app.machine.topology import read_online_cpus
+from app.pinning.cgroups import outside_the_shield
 from app.sysroot import SysRoot
 
 
@@ -42,17 +43,19 @@ class OwnAffinityGuard:
     @contextlib.contextmanager
     def spawning(self, cpus):
         """While the block starts a child: the calling thread also allowed on the probed CPUs that are
-        lent (quiet), so the child inherits them; its own mask back afterwards."""
+        lent (quiet), so the child inherits them; its own mask back afterwards. Behind a cpuset shield
+        (app/quiet/shield.py) a mask is not enough: the thread steps out of the shield for the spawn."""
         extra = set(cpus) & set(self.lent)
         mine = set(os.sched_getaffinity(0))
         if not extra - mine:
             yield
             return
-        os.sched_setaffinity(0, mine | extra)
-        try:
-            yield
-        finally:
-            os.sched_setaffinity(0, mine)
+        with outside_the_shield(self.root):
+            os.sched_setaffinity(0, mine | extra)
+            try:
+                yield
+            finally:
+                os.sched_setaffinity(0, mine)
 
     def own_tids(self) -> list[int]:
         return [int(t) for t in self.root.listdir(self.root.task_dir(os.getpid(), None, "task")) if t.isdigit()]

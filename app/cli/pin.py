@@ -165,7 +165,7 @@ def run_journal(args) -> int:
         code = f" {e.code}" if e.code else ""
         what = PinTarget(e.kind, e.target_id, e.pid, printable(e.label), e.netdev).describe()
         print(f"#{e.id} {_when(e.time)} {e.origin:<8} {what}{where}: "
-              f"{format_change(e.before, e.requested)} {e.state}{code}")
+              f"{format_change(e.before, e.requested, e.kind)} {e.state}{code}")
     # imported here: only the listing shows guard reports; the guard's own imports stay out of every command
     from app.quiet.guard import event_line
     for g in journal.guard_events():

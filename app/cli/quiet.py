@@ -16,12 +16,27 @@ from app.cli.common import add_json_arguments, add_root_argument, write_json
 from app.cli.pin import affinity_service
 
 
+ISOLATE = """Make CPUs quiet: keep every process off them with a cpuset where the machine has one (a shield,
+or systemd's AllowedCPUs=; otherwise every thread is moved), move every movable IRQ, kernel thread and
+mask off them, and set the kernel's noise knobs (timer migration, vmstat interval, the watchdog's CPUs).
+The method used is named in the output. One batch, journalled first: `coremap undo` reverts all of it,
+`coremap include` gives the CPUs back."""
+INCLUDE = """Give quiet CPUs back: every target an isolate in effect changed gets back what it had on those CPUs
+(a change made since stays, a mask a user set stays), the settings their old values, and when no CPU
+stays quiet the shield comes down, every process in it (those started meanwhile too) back on all CPUs.
+Targets that have exited are reported as gone, not as failures."""
+
+
 def register(subparsers) -> None:
-    for name, text in (("isolate", "make CPUs quiet: move every movable IRQ, thread and mask off them"),
-                       ("include", "give quiet CPUs back to the targets an isolate moved off them")):
-        p = subparsers.add_parser(name, help=text, description=__doc__)
+    for name, text, description in (
+            ("isolate", "make CPUs quiet (a cpuset shield, IRQs, kernel threads, masks, knobs)", ISOLATE),
+            ("include", "give quiet CPUs back to what an isolate moved off them", INCLUDE)):
+        p = subparsers.add_parser(name, help=text, description=description)
         p.add_argument("--cpus", required=True, metavar="LIST", help="the CPUs, e.g. 1 or 2-3")
         p.add_argument("--dry-run", action="store_true", help="print the preview per target; write nothing")
+        if name == "isolate":
+            p.add_argument("--pm-qos", action="store_true",
+                           help="also keep the quiet CPUs out of deep idle states (their PM QoS resume latency 0)")
         add_json_arguments(p, "the preview (and the results) as one JSON document")
         add_root_argument(p)
         p.set_defaults(func=run, action=name)
@@ -32,7 +47,10 @@ def run(args) -> int:
     from app.quiet.isolate import (apply_preview, failed_results, outcome_sentence, preview_include, preview_isolate,
                            preview_text)
     service = affinity_service(args)
-    preview = (preview_isolate if args.action == "isolate" else preview_include)(service, args.cpus)
+    if args.action == "isolate":
+        preview = preview_isolate(service, args.cpus, pm_qos=args.pm_qos)
+    else:
+        preview = preview_include(service, args.cpus)
     if args.dry_run:
         if args.json:
             write_json({"preview": asdict(preview)}, args)
@@ -47,10 +65,13 @@ def run(args) -> int:
     else:
         print(outcome_sentence(preview, results))
         cannot = [s.line() for s in preview.stays] + [r.line(warning=False) for r in results
-                                                      if not r.ok and r.code not in ("gone",)]
+                                                      if not r.ok and r.code not in ("gone", "cancelled")]
+        gone = [r.target.describe() for r in results if r.code == "gone"]
         if cannot:
             print("could not move:")
             print("\n".join(f"  {line}" for line in cannot))
+        if gone:
+            print(f"gone (exited, nothing to change): {', '.join(gone[:20])}" + (" …" if len(gone) > 20 else ""))
         for n in preview.notes:
             print(f"note: {n}")
     if any(r.code == "invalid" for r in results):

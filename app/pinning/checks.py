@@ -5,13 +5,16 @@ any machine, not on this one, offline), and `preflight`, the reasons a drag show
 from __future__ import annotations
 
 from app.errors import excerpt
-from app.format import format_cpus, offline_sentence, unknown_cpus_sentence
+from app.format import CPUSET_NAMES, format_cpus, format_value, offline_sentence, unknown_cpus_sentence
 from app.machine.cpusets import read_cpuset_cpus
 from app.machine.interrupts import irq_is_managed
 from app.machine.threads import TaskGone, read_task, read_tgid
 from app.machine.topology import read_cpu_ids
 from app.parse.cpulist import MAX_CPU
+from app.pinning.kinds import CPU_KINDS, MEMBER_KINDS, SCALAR_KINDS
 from app.pinning.targets import PinTarget
+
+MAX_SCALAR = 65535          # what a journal line holds (app/pinning/kinds.py)
 from app.sysroot import SysRoot
 
 
@@ -32,6 +35,22 @@ def cpus_refusal(root: SysRoot, cpus, online) -> tuple[str, str] | None:
     if offline:
         return "offline", offline_sentence(offline, online)
     return None
+
+
+def value_refusal(root: SysRoot, kind: str, value, online) -> tuple[str, str] | None:
+    """cpus_refusal for a CPU set, and the kind's own range for the other kinds (app/pinning/kinds.py)."""
+    value = tuple(value)
+    if kind in CPU_KINDS:
+        if kind in ("cpuset", "slice") and not value:
+            return None             # a cpuset removed, a unit's AllowedCPUs= unset: every CPU
+        return cpus_refusal(root, value, online)
+    if kind in SCALAR_KINDS:
+        ok = len(value) <= 1 and all(0 <= v <= MAX_SCALAR for v in value)
+    elif kind in MEMBER_KINDS:
+        ok = len(value) == 1 and 0 <= value[0] < len(CPUSET_NAMES)
+    else:
+        ok = value in ((0,), (1,))
+    return None if ok else ("invalid", f"{format_value(kind, value)} is not a value for a {kind}")
 
 
 def target_objection(root: SysRoot, t: PinTarget, cpus) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 from app.format import offline_sentence
 from app.pinning.journal import Journal
+from app.pinning.kinds import CPU_KINDS
 from app.pinning.refusals import PinWriteError, refusal
 from app.pinning.targets import PinResult, refused
 from app.pinning.writers import Outcome, Step
@@ -97,7 +98,7 @@ class PinFlow:
         jid = self.journal.record(kind=t.kind, target_id=t.id, requested=step.cpus, before=p.before,  # 2. intent
                                   pid=t.pid, label=t.label, root=self.root_key, origin=origin, batch=batch,
                                   starttime=p.starttime, netdev=t.netdev)
-        offline = sorted(set(step.cpus) - online)
+        offline = sorted(set(step.cpus) - online) if t.kind in CPU_KINDS else []
         if p.gone:
             outcome = Outcome("gone", p.gone)
         elif offline:

@@ -40,7 +40,8 @@ from app.errors import CoremapError, CpuListError, SysRootReadError
 from app.format import offline_sentence, target_name
 from app.machine.irqbalance import config_path, with_banned_cpus
 from app.machine.topology import read_online_cpus
-from app.pinning.masks import MASK_KINDS, NET_KINDS, mask_path, write_mask
+from app.pinning.kinds import MASK_KINDS, NAMED_KINDS, valid_name
+from app.pinning.masks import mask_path, write_mask
 from app.pinning.refusals import PinWriteError
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.sysroot import SysRoot, valid_netdev
@@ -134,16 +135,17 @@ class Helper:
         if not isinstance(kind, str) or kind not in MASK_KINDS:
             raise Refused(f"kind must be one of {', '.join(MASK_KINDS)}")
         netdev, queue = req["netdev"], _int(req["queue"], "queue", 0, 65535)
-        if kind in NET_KINDS:
-            if not valid_netdev(netdev):
-                raise Refused("netdev must be a network device name (1-15 letters, digits or _.@+-)")
+        if kind in NAMED_KINDS:
+            if not valid_name(kind, netdev):
+                raise Refused("netdev must name a network device (1-15 letters, digits or _.@+-) or a workqueue "
+                              "(1-32 letters, digits or _.-)")
         elif netdev is not None or queue != 0:
             raise Refused(f"{kind} takes netdev null and queue 0")
         path = mask_path(self.root, kind, queue, netdev)
         if not self.root.exists(path):
             raise Refused(f"no {target_name(kind, queue, netdev=netdev)} on this machine")
         try:
-            write_mask(self.root, path, cpus)
+            write_mask(self.root, path, cpus, kind)
         except OSError as e:
             return _os_error(e, target_name(kind, queue, netdev=netdev))
         return {"ok": True}

@@ -27,10 +27,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.errors import CoremapError
-from app.pinning.journal_lines import (GUARD_ACTIONS, KINDS, MAX_JOURNAL, MAX_TEXT, NET_KINDS, QUIET_ACTIONS,
+from app.pinning.journal_lines import (GUARD_ACTIONS, KINDS, MAX_JOURNAL, MAX_TEXT, NAMED_KINDS, QUIET_ACTIONS,
                                        STATES, BadLine, FollowRule, GuardEvent, GuardPolicy, JournalEntry, QuietEvent,
                                        as_cpus, decode_records, read_event)
-from app.sysroot import valid_netdev
+from app.pinning.kinds import valid_name
 
 __all__ = ["GUARD_ACTIONS", "KINDS", "QUIET_ACTIONS", "STATES", "FollowRule", "GuardEvent", "GuardPolicy",
            "Journal", "JournalEntry", "JournalError", "QuietEvent"]
@@ -113,8 +113,8 @@ class Journal:
         """Append a pending entry and fsync it; returns its id. `batch` None starts a new batch."""
         if kind not in KINDS:
             raise ValueError(f"journal kind {kind!r}: expected one of {', '.join(KINDS)}")
-        if (kind in NET_KINDS) != (netdev is not None) or (netdev is not None and not valid_netdev(netdev)):
-            raise ValueError(f"journal {kind} entry with netdev {netdev!r}: rps and xps entries name a device, "
+        if (kind in NAMED_KINDS) != (netdev is not None) or not valid_name(kind, netdev):
+            raise ValueError(f"journal {kind} entry with netdev {netdev!r}: rps, xps and wq entries carry a name, "
                              "no other kind does")
         self._writable()
         with self._locked(fcntl.LOCK_EX):
@@ -155,18 +155,19 @@ class Journal:
             self._append(line, sync=False)
             self._apply_mark(entry_id, fields)
 
-    def quiet(self, action: str, cpus, root: str = "/") -> int:
-        """Append an isolate or include of `cpus` (fsync'ed, before its writes); returns its id, which
-        the writes of that isolate or include then carry as their batch."""
+    def quiet(self, action: str, cpus, root: str = "/", planned: int = 0) -> int:
+        """Append an isolate or include of `cpus` that sets out to make `planned` writes (fsync'ed,
+        before them); returns its id, which its writes then carry as their batch. A batch that a crash
+        cut short is then told by its count (app/pinning/ledger.py: partial)."""
         if action not in QUIET_ACTIONS:
             raise ValueError(f"quiet action {action!r}: expected one of {', '.join(QUIET_ACTIONS)}")
         self._writable()
         with self._locked(fcntl.LOCK_EX):
             self._catch_up()
             ev = QuietEvent(self._max_id + 1, self.session_id, str(root), action, tuple(sorted(set(cpus))),
-                            time.time())
+                            time.time(), int(planned))
             self._append({"ev": "quiet", "id": ev.id, "session": ev.session, "root": ev.root,
-                          "action": ev.action, "cpus": list(ev.cpus), "time": ev.time})
+                          "action": ev.action, "cpus": list(ev.cpus), "time": ev.time, "planned": ev.planned})
             self._quiet[ev.id] = ev
             self._max_id = ev.id
             return ev.id

@@ -24,14 +24,12 @@ except ImportError:
     # the journal is read line by line through the checks below, as it always could be.
     msgspec = None
 
-from app.pinning.masks import MASK_KINDS, NET_KINDS
+from app.pinning.kinds import KINDS, NAMED_KINDS, valid_name
 from app.parse.cpulist import MAX_CPU
-from app.sysroot import valid_netdev
 
 STATES = ("pending", "done", "failed")
-# What a write changes: a thread's affinity, an IRQ's smp_affinity_list, and the masks an isolate
-# moves off quiet CPUs (app/pinning/masks.py; for rps/xps, target = the queue number, netdev = the device).
-KINDS = ("thread", "irq", *MASK_KINDS)
+# What a write changes: app/pinning/kinds.py (KINDS), each value a tuple of small integers; for a named
+# kind, netdev holds the name (rps/xps: target = the queue number, netdev = the device).
 QUIET_ACTIONS = ("isolate", "include")
 GUARD_ACTIONS = ("reported", "reapplied", "limited", "failed")
 # Bounds of a valid line. The journal is input like any other (a hand edit, a torn write, a file
@@ -83,6 +81,7 @@ class QuietEvent:
     action: str                        # "isolate" | "include"
     cpus: tuple[int, ...]
     time: float
+    planned: int = 0                   # the writes it set out to make (0: not said; older journals)
 
 
 @dataclass(frozen=True)
@@ -168,10 +167,11 @@ def _time(v) -> float:
 
 
 def _netdev_field(v, kind: str) -> str | None:
-    """A record's netdev: a checked device name for rps/xps entries, absent for every other kind."""
-    if kind in NET_KINDS:
-        if not valid_netdev(v):
-            raise BadLine(f"netdev {str(v)[:20]!r}: expected a network device name")
+    """A record's netdev: the checked name of a named kind's target (a network device for rps/xps, a
+    workqueue for wq: app/pinning/kinds.py), absent for every other kind."""
+    if kind in NAMED_KINDS:
+        if not valid_name(kind, v):
+            raise BadLine(f"netdev {str(v)[:20]!r}: expected a {'workqueue' if kind == 'wq' else 'network device'} name")
         return v
     if v is not None:
         raise BadLine(f"netdev given for a {kind} entry")
@@ -215,7 +215,7 @@ def quiet_from_line(obj: dict) -> QuietEvent:
         raise BadLine("cpus: an isolate or include names at least one CPU")
     return QuietEvent(id=_int(obj.get("id"), "id", 1, MAX_ID), session=_text(obj.get("session"), "session", 64),
                       root=_text(obj.get("root"), "root"), action=_choice(obj.get("action"), "action", QUIET_ACTIONS),
-                      cpus=cpus, time=_time(obj.get("time")))
+                      cpus=cpus, time=_time(obj.get("time")), planned=_int(obj.get("planned", 0), "planned", 0, MAX_ID))
 
 
 def follow_from_line(obj: dict) -> FollowRule:

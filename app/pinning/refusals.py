@@ -32,8 +32,8 @@ def refusal(target: PinTarget, err: OSError | PinWriteError, cpus, *,
             explain_einval: Callable[[], tuple[str, str]] | None = None) -> tuple[str, str]:
     """(code, sentence) for a write of `cpus` to `target` that failed with `err`.
 
-    `explain_einval` tells a thread's EINVAL apart (a per-CPU kernel thread, or its cpuset) by
-    reading the machine again; it is called only for that case."""
+    `explain_einval` (the writer's, when it has one) tells an EINVAL apart (a per-CPU kernel thread, a
+    cpuset) by reading the machine again; it is called only for that case."""
     what = target.describe()
     if isinstance(err, PinWriteError):
         return "denied", f"{what}: {err}"
@@ -51,7 +51,7 @@ def refusal(target: PinTarget, err: OSError | PinWriteError, cpus, *,
             return "denied", needs_helper_sentence(what)
         return "denied", needs_helper_sentence(what, whose="only root may change it")
     if e == errno.EINVAL:
-        if kind == "thread" and explain_einval is not None:
+        if explain_einval is not None:
             return explain_einval()
         return "invalid", (f"the kernel refused CPUs {format_cpus(cpus)} for {what} (none of them can take it: "
                            "offline, or isolated from the kernel's own work); choose other CPUs")

@@ -19,13 +19,17 @@ from app.machine.irqbalance import read_irqbalance
 from app.machine.threads import TaskGone, read_task
 from app.machine.topology import read_online_cpus
 from app.pinning.advice import advise
-from app.pinning.checks import cpus_refusal, target_objection
+from app.pinning.checks import cpus_refusal, target_objection, value_refusal
 from app.pinning.flow import PinFlow, Progress
 from app.pinning.journal import Journal, JournalEntry
 from app.pinning.ledger import Ledger, ledger_of
+from app.pinning.placement import placement_steps
 from app.pinning.refusals import PinWriteError
 from app.pinning.targets import GUARD_ORIGIN, KINDS, PinRequest, PinResult, PinTarget, refused, summarize
-from app.pinning.writers import Step, writers_for
+from app.pinning.cgroups import cgroup_writers
+from app.pinning.kinds import CPU_KINDS, MASK_KINDS, SCALAR_KINDS
+from app.pinning.settings import ScalarWriter
+from app.pinning.writers import IrqWriter, MaskWriter, Step, ThreadWriter
 from app.sysroot import SysRoot
 
 __all__ = ["AffinityService", "BatchResults", "CaptureReadOnly", "GUARD_ORIGIN", "KINDS", "PinRequest",
@@ -90,6 +94,8 @@ class AffinityService:
         steps, results, follows = [], [], []
         for target in request.targets:
             expanded = self._expand(target, cpus, results)
+            # A pin onto quiet CPUs behind a cpuset shield: into a cpuset that allows them first.
+            steps += placement_steps(self.root, target, cpus, expanded, online)
             steps += [Step(t, cpus) for t in expanded]
             follows.append((target, expanded))
         written = self._flow.run(steps, origin=request.origin or "pin", online=online, progress=progress)
@@ -109,17 +115,17 @@ class AffinityService:
         id becomes the batch id; `join` adds the writes to an existing batch instead. Every pair's CPUs
         are checked before anything is journalled: one bad list refuses the whole batch."""
         self._check_writable()
-        pairs = [(t, tuple(sorted(set(int(c) for c in cpus)))) for t, cpus in pairs]
+        pairs = [(t, _value(t.kind, cpus)) for t, cpus in pairs]
         online = read_online_cpus(self.root)
         for t, cpus in pairs:
-            refusal = cpus_refusal(self.root, cpus, online)
+            refusal = value_refusal(self.root, t.kind, cpus, online)
             if refusal is not None:
                 code, why = refusal
                 return BatchResults(refused(u, code, f"{t.describe()}: {why}" if u is t else
                                             f"not written: {t.describe()} was refused ({why})", c) for u, c in pairs)
         batch = join
         if quiet is not None and pairs:
-            batch = self.journal.quiet(quiet[0], quiet[1], self.root_key)
+            batch = self.journal.quiet(quiet[0], quiet[1], self.root_key, planned=len(pairs))
         steps, results = [], []
         for t, cpus in pairs:
             steps += [Step(u, cpus) for u in self._expand(t, cpus, results)]
@@ -251,6 +257,18 @@ class AffinityService:
         except TaskGone:
             return False
         return e.starttime is None or task.starttime == e.starttime
+
+
+def _value(kind: str, value) -> tuple[int, ...]:
+    """A value as the journal keeps it: a CPU set sorted and without repeats, anything else as given."""
+    return tuple(sorted(set(int(c) for c in value))) if kind in CPU_KINDS else tuple(int(v) for v in value)
+
+
+def writers_for(root: SysRoot) -> dict[str, object]:
+    """kind -> its writer, for every kind the journal records (app/pinning/kinds.py)."""
+    mask, scalar = MaskWriter(root), ScalarWriter(root)
+    return {"thread": ThreadWriter(root), "irq": IrqWriter(root), **{k: mask for k in MASK_KINDS},
+            **{k: scalar for k in SCALAR_KINDS}, **cgroup_writers(root)}
 
 
 class _NoIrqbalance:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.format import format_change, format_cpus, target_name
-from app.pinning.masks import MASK_KINDS
+from app.pinning.kinds import KINDS as WRITE_KINDS
 
 KINDS = ("thread", "process", "irq")      # what a drag or a pin request names
 GUARD_ORIGIN = "guard"                   # a pin written back by the guard: not an undo step
@@ -31,14 +31,14 @@ CHANGED_CODES = ("ok", "moving", "trimmed")   # the write happened (journal stat
 
 @dataclass(frozen=True)
 class PinTarget:
-    kind: str            # "thread" | "process" | "irq", or a mask an isolate moves (app/pinning/masks.py)
+    kind: str            # "thread" | "process" | "irq", or another kind the flow writes (app/pinning/kinds.py)
     id: int              # tid, pid, IRQ number, a network queue's number (0 for the other masks)
     pid: int | None = None
     label: str = ""
     netdev: str | None = None      # the network device of an rps/xps mask
 
     def __post_init__(self):
-        if self.kind not in KINDS and self.kind not in MASK_KINDS:
+        if self.kind not in KINDS and self.kind not in WRITE_KINDS:
             raise ValueError(f"pin target kind {self.kind!r}: expected one of {', '.join(KINDS)}")
 
     def describe(self) -> str:
@@ -89,7 +89,7 @@ class PinResult:
         status line and its tooltips. A failure is its own sentence (it names the target)."""
         d = self.target.describe()
         if self.changed:
-            s = f"{d}: {format_change(self.before, self.requested)} {self.code}"
+            s = f"{d}: {format_change(self.before, self.requested, self.target.kind)} {self.code}"
             if self.target.kind == "irq" and self.effective is not None:
                 s += f" (effective {format_cpus(self.effective)})"
             if self.code != "ok" and self.message:

@@ -17,12 +17,12 @@ import time
 from dataclasses import dataclass
 
 from app.errors import SysRootReadError
-from app.format import format_cpus
+from app.format import format_cpus, format_value
 from app.machine.cpusets import read_cpuset_cpus
 from app.machine.interrupts import read_irq_cpus
 from app.machine.threads import TaskGone, read_task, read_tgid
 from app.parse.cpulist import format_cpulist
-from app.pinning.masks import MASK_KINDS, mask_path, read_mask, write_mask
+from app.pinning.masks import mask_path, read_mask, write_mask
 from app.pinning.targets import PinTarget
 from app.sysroot import SysRoot
 
@@ -60,12 +60,13 @@ class Outcome:
     done: bool = False
 
 
-def checked(target: PinTarget, cpus, after, *, what: str, effective=None, why: str) -> Outcome:
-    """"ok" when `after` is what was asked, else "trimmed" (the write happened, the kernel cut it)."""
-    if after == tuple(cpus):
+def checked(target: PinTarget, value, after, *, what: str, effective=None, why: str) -> Outcome:
+    """"ok" when `after` is what was asked, else "trimmed" (the write happened, the kernel kept
+    something else)."""
+    if after == tuple(value):
         return Outcome("ok", "", after, effective, done=True)
-    return Outcome("trimmed", f"{target.describe()} {what} {format_cpus(after or ())}, not the requested "
-                   f"{format_cpus(cpus)}: {why}", after, effective, done=True)
+    return Outcome("trimmed", f"{target.describe()} {what} {format_value(target.kind, after)}, not the requested "
+                   f"{format_value(target.kind, value)}: {why}", after, effective, done=True)
 
 
 class ThreadWriter:
@@ -215,7 +216,7 @@ class MaskWriter:
         self.root = root
 
     def read(self, target: PinTarget) -> tuple[int, ...] | None:
-        return read_mask(self.root, mask_path(self.root, target.kind, target.id, target.netdev))
+        return read_mask(self.root, mask_path(self.root, target.kind, target.id, target.netdev), target.kind)
 
     def prepare(self, step: Step) -> Prepared:
         t = step.target
@@ -228,19 +229,13 @@ class MaskWriter:
         return Prepared(t, before)
 
     def write(self, target: PinTarget, cpus) -> None:
-        write_mask(self.root, mask_path(self.root, target.kind, target.id, target.netdev), cpus)
+        write_mask(self.root, mask_path(self.root, target.kind, target.id, target.netdev), cpus, target.kind)
 
     def write_privileged(self, helper, target: PinTarget, cpus) -> None:
         helper.set_mask(target.kind, target.id, target.netdev, cpus)
 
     def read_back(self, target: PinTarget, cpus) -> Outcome:
         return checked(target, cpus, self.read(target), what="reads back", why="the kernel trimmed the mask")
-
-
-def writers_for(root: SysRoot) -> dict[str, object]:
-    """kind -> its writer, for every kind the journal records."""
-    irq, mask = IrqWriter(root), MaskWriter(root)
-    return {"thread": ThreadWriter(root), "irq": irq, **{k: mask for k in MASK_KINDS}}
 
 
 def _write_line(root: SysRoot, path, text: str) -> None:

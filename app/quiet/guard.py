@@ -371,7 +371,7 @@ def event_line(ev: GuardEvent) -> str:
     """One line for the status line, the Pins panel and `coremap guard`:
     "irq 36 (virtio1-req.0): 1 -> 0-1 at 12:03:04 by irqbalance (pid 812); re-applied (2nd time)"."""
     what = PinTarget(ev.kind, ev.target_id, ev.pid, ev.label, ev.netdev).describe()
-    s = (f"{what}: {format_change(ev.expected, ev.found)} at {time.strftime('%H:%M:%S', time.localtime(ev.time))} "
+    s = (f"{what}: {format_change(ev.expected, ev.found, ev.kind)} at {time.strftime('%H:%M:%S', time.localtime(ev.time))} "
          f"by {ev.who}")
     if ev.action == "reapplied":
         s += f"; re-applied ({_ORDINAL.get(ev.count, f'{ev.count}th')} time)"

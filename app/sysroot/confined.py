@@ -219,6 +219,32 @@ class ConfinedRoot:
             raise PermissionError(errno.EPERM, "not a regular file", str(path))
         return fd
 
+    def make_dir(self, path: Path) -> None:
+        """mkdir(2) of `path` (a cgroup: the kernel fills it with its files), under the same rules as
+        open_for_write: a writable root only, and never through a link that leaves it. Raises OSError
+        as mkdir(2) would (FileExistsError when it is there)."""
+        parent, name = self._parent_fd(path)
+        try:
+            os.mkdir(name, 0o755, dir_fd=parent)
+        finally:
+            os.close(parent)
+
+    def remove_dir(self, path: Path) -> None:
+        """rmdir(2) of `path` (an empty cgroup), under the same rules as make_dir."""
+        parent, name = self._parent_fd(path)
+        try:
+            os.rmdir(name, dir_fd=parent)
+        finally:
+            os.close(parent)
+
+    def _parent_fd(self, path: Path) -> tuple[int, str]:
+        if not self.writable:
+            raise PermissionError(errno.EROFS, "a capture cannot be written to", str(path))
+        path = Path(path)
+        if path.name in ("", ".", ".."):
+            raise PermissionError(errno.EPERM, "not a folder name", str(path))
+        return self._open(path.parent, os.O_RDONLY | os.O_DIRECTORY), path.name
+
     # -- confinement ----------------------------------------------------------------------------
     def _rel(self, path: Path | str) -> str:
         # String slicing, not Path.relative_to: a big capture is 100,000 reads (issue 10, "Scale").

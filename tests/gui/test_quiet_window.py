@@ -93,7 +93,7 @@ def test_make_quiet_previews_writes_one_batch_marks_the_grid_and_undo_clears_it(
     d.accept()
     settle(w)
     line = w.pin_controller.result_line.text()
-    assert line.startswith("isolate CPUs 1-2:") and "targets moved" in line
+    assert line.startswith("isolate CPUs 1-2 (threads moved):") and "targets moved" in line
     cells = w.topology_view.cells()
     assert cells[1].quiet and cells[2].quiet and not cells[0].quiet
     assert not cells[1].isolated                                               # quiet is not isolcpus

@@ -176,7 +176,7 @@ def test_include_one_cpu_at_a_time_ends_where_it_began(tree, service):
 def test_set_quiet_toggles_only_when_needed(service):
     assert set_quiet(service, (3,), False) is None
     sentence, results = set_quiet(service, (3,), True)
-    assert sentence.startswith("isolate CPU 3:") and results
+    assert sentence.startswith("isolate CPU 3 (threads moved):") and results
     assert set_quiet(service, (3,), True) is None
     sentence, _ = set_quiet(service, (3,), False)
     assert sentence.startswith("include CPU 3:") and service.ledger().quiet_cpus == ()
@@ -253,7 +253,7 @@ def test_live_isolate_cpu1_undo_and_include(state_dir, capsys):
         assert a1.workqueue == frozenset({0}) and a1.default_irq == frozenset({0})
         assert frozenset(os.sched_getaffinity(th.native_id)) == {0}
         # What it cannot move is listed: per-CPU kernel threads (and the managed IRQs' lines).
-        assert out.startswith("isolate CPU 1:") and "could not move:" in out and "per-CPU kernel thread" in out
+        assert out.startswith("isolate CPU 1 (cpuset shield):") and "could not move:" in out and "per-CPU kernel thread" in out
         # Every thread still allowed on CPU 1 that was there before is one the kernel refuses to move,
         # and the output names it.
         kept = (a1.threads_on(1, pinnable=False) - a1.threads_on(1)) & set(a0.threads)

@@ -32,10 +32,10 @@ def _row(e: JournalEntry | GuardEvent) -> tuple[tuple[str, ...], str, str | None
     when = time.strftime("%H:%M:%S", time.localtime(e.time))
     what = target_name(e.kind, e.target_id, e.label, e.netdev)
     if isinstance(e, GuardEvent):
-        texts = (when, "changed", what, format_change(e.expected, e.found), f"by {e.who}; {_DONE[e.action]}", "")
+        texts = (when, "changed", what, format_change(e.expected, e.found, e.kind), f"by {e.who}; {_DONE[e.action]}", "")
         return texts, event_line(e), WARN_COLOR if e.action != "reapplied" else OK_COLOR
     result = e.state + (f" {e.code}" if e.code and e.code != "ok" else "")
-    texts = (when, e.origin.split(":", 1)[0], what, format_change(e.before, e.requested),
+    texts = (when, e.origin.split(":", 1)[0], what, format_change(e.before, e.requested, e.kind),
              result + (f": {e.message}" if e.message and e.state == "failed" else ""), str(e.id))
     return texts, e.message, FAIL_COLOR if e.state == "failed" else None
 

@@ -70,7 +70,7 @@ class QuietPreviewDialog(QDialog):
             if not rows:
                 continue
             top = QTreeWidgetItem([f"Move {counts[group]} {title}", "", ""])
-            top.addChildren([QTreeWidgetItem([m.target.describe(), format_change(m.before, m.after), m.note])
+            top.addChildren([QTreeWidgetItem([m.target.describe(), format_change(m.before, m.after, m.target.kind), m.note])
                              for m in rows])
             self.tree.addTopLevelItem(top)
         if p.stays:

@@ -1,0 +1,43 @@
+"""Every kind of target the pin flow writes and the journal records, and the one rule per kind: what its
+value is and whether a name goes with it. A value is always a tuple of small integers, so the journal
+keeps one shape of line for all of them; what the integers mean is the kind's:
+
+  cpus        a CPU set: thread, irq, the masks an isolate moves (irqdefault, workqueue, rps, xps, wq),
+              the watchdog's cpumask, a coremap cpuset's CPUs (cpuset; () = the cpuset is absent) and a
+              systemd slice's AllowedCPUs (slice; () = unset, every CPU)
+  scalar      one number, () for "not set" (n/a): a sysctl (its id picks it from app/pinning/settings.py
+              SYSCTLS) and a CPU's PM QoS resume latency (pmqos, id = the CPU)
+  member      the cpuset cgroup a process (cgroup, id = pid) or a thread (cgroupthread, id = tid) is in,
+              as an index into app/format.py CPUSET_NAMES
+  flag        (0,) or (1,): cgroup v2's cpuset controller in the root's subtree_control (subtree)
+
+Named kinds carry a name in the journal's `netdev` field: a network device (rps, xps) or a workqueue
+(wq), checked by `valid_name` before any path is built from it.
+"""
+from __future__ import annotations
+
+import re
+
+from app.sysroot import valid_netdev
+
+MASK_KINDS = ("irqdefault", "workqueue", "rps", "xps", "wq", "watchdog")
+NET_KINDS = ("rps", "xps")
+NAMED_KINDS = ("rps", "xps", "wq")
+CPU_KINDS = ("thread", "irq", *MASK_KINDS, "cpuset", "slice")
+SCALAR_KINDS = ("sysctl", "pmqos")
+MEMBER_KINDS = ("cgroup", "cgroupthread")
+FLAG_KINDS = ("subtree",)
+KINDS = (*CPU_KINDS, *SCALAR_KINDS, *MEMBER_KINDS, *FLAG_KINDS)
+# The kinds an isolate changes besides threads and IRQs ("masks" in its preview).
+SETTING_KINDS = (*MASK_KINDS, *SCALAR_KINDS, "cpuset", "slice", "subtree")
+
+_WQ_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+
+
+def valid_name(kind: str, name) -> bool:
+    """Whether `name` may name a target of `kind` (and a path be built from it); None for unnamed kinds."""
+    if kind in NET_KINDS:
+        return valid_netdev(name)
+    if kind == "wq":
+        return type(name) is str and bool(_WQ_NAME.fullmatch(name)) and name not in (".", "..")
+    return name is None

@@ -1,0 +1,150 @@
+"""What an isolate or include will write, target by target, and what it did: QuietPreview (shown
+before anything is written: the window's preview dialog, `--dry-run`) and the outcome sentence on the
+status line after.
+
+Groups, in the order they are shown: the cpusets that keep the quiet CPUs free (and the processes put
+in them), IRQs, threads and kernel threads moved one by one, masks (the default IRQ affinity,
+workqueues, RPS/XPS, the watchdog) and kernel settings (timer migration, vmstat interval, PM QoS).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from app.format import cpus_word, format_change
+from app.pinning.targets import PinResult, PinTarget
+
+GROUPS = (("cpuset", "cpusets"), ("process", "processes into the shield"), ("irq", "IRQs"), ("thread", "threads"),
+          ("kthread", "kernel threads"), ("mask", "masks"), ("setting", "kernel settings"))
+# Refusals that are the kernel's design, not a failure of an isolate (listed, not an error); "gone":
+# the target exited between the preview and the write.
+UNMOVABLE_CODES = ("kthread", "managed", "cpuset", "gone", "trimmed", "cancelled")
+# Why a target stays: code -> what a count of them is called in a sentence.
+STAY_WORDS = {"kthread": "per-CPU kernel threads", "managed": "managed IRQs", "cpuset": "limited by their cpuset",
+              "pinned": "pinned there by you", "name": "odd device names", "unreadable": "unreadable",
+              "changed": "changed since by someone else"}
+METHODS = {
+    "v1": "cpuset shield (cgroup v1): every process moves into /coremap-system, which allows only the "
+          "housekeeping CPUs; processes started later begin there",
+    "v2": "cpuset shield (cgroup v2): every process moves into /coremap-system, which allows only the "
+          "housekeeping CPUs; processes started later begin there",
+    "systemd": "systemd: system.slice, user.slice and init.scope get AllowedCPUs= the housekeeping CPUs at "
+               "run time; processes started later in them stay off the quiet CPUs",
+    "none": "threads moved one by one (no cpuset here): a process that later asks for every CPU gets the quiet "
+            "CPUs back, and processes its parent starts inherit its mask",
+}
+
+
+@dataclass(frozen=True)
+class QuietMove:
+    target: PinTarget
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+    group: str                       # GROUPS
+    note: str = ""                   # "had only quiet CPUs: gets the housekeeping CPUs"
+
+    def line(self) -> str:
+        return f"{self.target.describe()}: {format_change(self.before, self.after, self.target.kind)}" + \
+            (f" ({self.note})" if self.note else "")
+
+
+@dataclass(frozen=True)
+class QuietStay:
+    target: PinTarget
+    code: str                        # STAY_WORDS
+    reason: str
+    what: str = ""                   # how to name it when the target alone cannot (a device's odd name)
+    cpus: tuple[int, ...] | None = None   # where it stays
+
+    def line(self) -> str:
+        return f"{self.what or self.target.describe()}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class QuietPreview:
+    action: str                      # "isolate" | "include"
+    cpus: tuple[int, ...]            # made quiet, or given back
+    housekeeping: tuple[int, ...]
+    moves: tuple[QuietMove, ...] = ()
+    stays: tuple[QuietStay, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    method: str = "none"             # METHODS
+
+    def pairs(self) -> list[tuple[PinTarget, tuple[int, ...]]]:
+        return [(m.target, m.after) for m in self.moves]
+
+    def counts(self) -> Counter:
+        return Counter(m.group for m in self.moves)
+
+
+def failed_results(results: list[PinResult]) -> list[PinResult]:
+    """The writes of an isolate or include that failed for a reason other than the kernel's design."""
+    return [r for r in results if not r.ok and r.code not in UNMOVABLE_CODES + ("moving",)]
+
+
+def outcome_sentence(preview: QuietPreview, results: list[PinResult]) -> str:
+    """The status line after an isolate or include: how many targets moved, which IRQs are still
+    delivered on a quiet CPU, how many could not and why ("isolate CPU 1 (cpuset shield): 213 targets
+    moved; IRQs 25, 26 still delivered on CPU 1; 9 could not: 6 per-CPU kernel threads, 3 managed IRQs")."""
+    what = f"{preview.action} {cpus_word(preview.cpus)}" if preview.cpus else preview.action
+    if preview.action == "isolate":
+        what += f" ({method_word(preview.method)})"
+    moving = [r for r in results if r.code == "moving"]
+    ok = sum(1 for r in results if r.changed) - len(moving)
+    gone = sum(1 for r in results if r.code == "gone")
+    cancelled = sum(1 for r in results if r.code == "cancelled")
+    why = Counter(s.code for s in preview.stays)
+    why.update(r.code for r in results if not r.ok and r.code not in ("trimmed", "gone", "moving", "cancelled"))
+    s = f"{what}: {ok} target{'s' if ok != 1 else ''} moved"
+    if moving:
+        cpus = sorted({c for r in moving for c in (r.effective or ())})
+        s += (f"; IRQ{'s' if len(moving) > 1 else ''} {', '.join(str(r.target.id) for r in moving)} still "
+              f"delivered on {cpus_word(cpus)} (they move at their next interrupt, or their chip cannot)")
+    if gone:
+        s += f" ({gone} exited meanwhile)"
+    if cancelled:
+        s += f"; cancelled, {cancelled} not written (Edit → Undo reverts what was)"
+    if why:
+        n = sum(why.values())
+        s += f"; {n} could not: " + ", ".join(f"{c} {STAY_WORDS.get(k, k)}" for k, c in why.most_common())
+    elif not results and not preview.moves:
+        s = f"{what}: nothing to give back" if preview.action == "include" else f"{what}: nothing to move"
+    return s
+
+
+def method_word(method: str) -> str:
+    return {"v1": "cpuset shield", "v2": "cpuset shield", "systemd": "systemd AllowedCPUs"}.get(method, "threads moved")
+
+
+def preview_text(preview: QuietPreview, *, limit: int = 0) -> str:
+    """The preview as `--dry-run` prints it: the method, moves by group, then what stays and why."""
+    out = [f"{preview.action} {cpus_word(preview.cpus)}"
+           + (f"; housekeeping {cpus_word(preview.housekeeping)}" if preview.action == "isolate" else "")]
+    if preview.action == "isolate":
+        out.append(f"  method: {METHODS.get(preview.method, preview.method)}")
+    counts = preview.counts()
+    for group, title in GROUPS:
+        rows = [m for m in preview.moves if m.group == group]
+        if not rows:
+            continue
+        out.append(f"  {'set' if group in ('cpuset', 'setting') else 'move'} {counts[group]} {title}:")
+        shown = rows[:limit] if limit else rows
+        out += [f"    {m.line()}" for m in shown]
+        if len(shown) < len(rows):
+            out.append(f"    … and {len(rows) - len(shown)} more")
+    if preview.stays:
+        out.append(f"  cannot move {len(preview.stays)}:")
+        shown = preview.stays[:limit] if limit else preview.stays
+        out += [f"    {s.line()}" for s in shown]
+        if len(shown) < len(preview.stays):
+            out.append(f"    … and {len(preview.stays) - len(shown)} more")
+    if not preview.moves and not preview.stays:
+        out.append("  nothing to move")
+    out += [f"  note: {n}" for n in preview.notes]
+    return "\n".join(out)
+
+
+def order(m: QuietMove):
+    """The order moves are written in: cpusets before the processes that go in them, then one by one."""
+    return ([g for g, _ in GROUPS].index(m.group), m.target.kind, m.target.netdev or "", m.target.id)
+
