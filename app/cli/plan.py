@@ -1,6 +1,10 @@
 """`coremap plan --quiet LIST [--service NAME] [--out DIR] [--root DIR]`: what to configure so the CPUs
-of LIST stay quiet after a reboot (kernel command line, tuned, irqbalance, systemd), said against the
-running command line. Never applied; with --out, written as files into a folder for review."""
+of LIST stay quiet after a reboot, in two routes to take one of (by hand: kernel command line,
+irqbalance, systemd; or tuned's cpu-partitioning profile), with the guard unit for either, each piece
+with the commands that apply it and that roll it back. The machine is read to say what is in place,
+how it keeps its kernel command line (grubby on BLS systems, /etc/default/grub.d on Debian) and
+whether its kernel has CONFIG_NO_HZ_FULL. Never applied; with --out, written as files into a folder
+for review, with a rollback script per route."""
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -24,15 +28,15 @@ def register(subparsers) -> None:
 def run(args) -> int:
     # Imported here, not at the top: every `coremap` run imports this module to build its parser,
     # and only this command needs the model behind it (issue 12: start-up time).
-    from app.quiet.boot_plan import make_plan, plan_text, write_plan_folder
-    plan = make_plan(load(root_of(args)), args.quiet, service=args.service)
-    if args.out:
-        write_plan_folder(Path(args.out), plan)
+    from app.quiet.boot_plan import make_plan
+    from app.quiet.boot_plan_text import plan_text, write_plan_folder
+    root = root_of(args)
+    plan = make_plan(load(root), args.quiet, service=args.service, root=root)
+    written = write_plan_folder(Path(args.out), plan) if args.out else []
     if args.json:
         write_json({**asdict(plan), "cmdline_fragment": plan.cmdline_fragment}, args)
     else:
         print(plan_text(plan), end="")
         if args.out:
-            print(f"\nWritten to {args.out}/: cmdline.txt, plan.txt and one file per piece above.")
+            print(f"\nWritten to {args.out}/: {', '.join(written)}.")
     return 0
-

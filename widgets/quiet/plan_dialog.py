@@ -1,8 +1,11 @@
 """Two small windows of the Quiet menu, neither of which changes the machine on its own:
 
-- PlanDialog, "Make it permanent…": `coremap plan --quiet LIST` in a window (app/quiet/boot_plan.py) — the
-  kernel command line, tuned, irqbalance and systemd pieces, said against the running command line —
-  with "Save to folder…" (the same files `--out` writes). Nothing is applied.
+- PlanDialog, "Make it permanent…": `coremap plan --quiet LIST` in a window (app/quiet/boot_plan.py):
+  what it found on the machine at the top (how it keeps its kernel command line, whether the kernel
+  has CONFIG_NO_HZ_FULL, the boot CPU), then one tab per route, by hand or with tuned, each with every
+  piece's file, apply and roll-back lines and the pieces of either route, so the two are never read as
+  one. "Save to folder…" writes the same files `--out` does, rollback scripts included; "Copy roll
+  back" puts the open route's rollback script on the clipboard. Nothing is applied.
 - IrqbalanceFixDialog, "Keep irqbalance off the quiet CPUs…": the IRQBALANCE_BANNED_CPULIST line for
   irqbalance's configuration file, shown with the file's path and what the file holds now; "Write
   it" sends it to coremap-helper (app/pinning/helper.py irqbalance_ban_cpus), the only code that may write
@@ -16,15 +19,18 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont, QGuiApplication
 from PySide6.QtWidgets import (QDialog, QFileDialog, QHBoxLayout, QLabel, QLayout, QPlainTextEdit, QPushButton,
-                               QVBoxLayout, QWidget)
+                               QTabWidget, QVBoxLayout, QWidget)
 
 from app.errors import CoremapError
 from app.format import cpus_word
 from app.machine.irqbalance import banned_line, config_path, read_config_text, read_irqbalance, with_banned_cpus
-from app.quiet.boot_plan import QuietPlan, plan_text, write_plan_folder
+from app.quiet.boot_plan import QuietPlan, kernel_config_line
+from app.quiet.boot_plan_text import (common_lines, intro_sentences, machine_sentences, rollback_script, route_lines,
+                                     write_plan_folder)
 from app.store.folders import reports_dir
 from app.sysroot import SysRoot
 from widgets.pinning.feedback import FAIL_COLOR, OK_COLOR
+from widgets.pinning.journal_view import WARN_COLOR
 
 
 def _mono(parent: QWidget, text: str) -> QPlainTextEdit:
@@ -43,8 +49,20 @@ def _fit_offscreen(lay: QLayout) -> None:
         lay.setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
 
 
+def _label(parent: QWidget, text: str) -> QLabel:
+    label = QLabel(text, parent)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setWordWrap(True)
+    return label
+
+
 class PlanDialog(QDialog):
-    """The plan that keeps the quiet CPUs quiet after a reboot; "Save to folder…" writes its files."""
+    """The plan that keeps the quiet CPUs quiet after a reboot, one tab per route; "Save to folder…"
+    writes its files, "Copy roll back" the open route's rollback script.
+
+    Attributes: `plan`; `machine`, a label per fact found on the machine, `kernel_line` the one that
+    says whether the kernel has CONFIG_NO_HZ_FULL; `tabs`, one page per route (`route_keys[i]` is page
+    i's route); `text`, the by-hand route's page (its kernel command line); `status`, the result line."""
 
     saved = Signal(str)
 
@@ -52,32 +70,63 @@ class PlanDialog(QDialog):
         super().__init__(parent)
         self.plan = plan
         self.setWindowTitle(f"Make {cpus_word(plan.quiet)} quiet after a reboot")
-        self.text = _mono(self, plan_text(plan))
-        self.status = QLabel("Nothing is applied: review it, then add each piece where it says.", self)
-        self.status.setTextFormat(Qt.TextFormat.PlainText)
-        self.status.setWordWrap(True)
+        self.summary = _label(self, " ".join(intro_sentences(plan)))
+        # One line per fact; the kernel's stands out when nohz_full= would be ignored.
+        self.machine = [_label(self, line) for line in machine_sentences(plan)]
+        self.kernel_line = next(label for label in self.machine if label.text() == kernel_config_line(plan.facts))
+        if plan.facts.kernel.no_hz_full is False:
+            self.kernel_line.setStyleSheet(f"color: {WARN_COLOR}; font-weight: bold;")
+        self.tabs = QTabWidget(self)
+        self.route_keys: list[str] = []
+        self.text: QPlainTextEdit | None = None
+        for letter, route in zip("AB", plan.routes):
+            lines = route_lines(plan, route)
+            if route.offered:
+                lines += ["", *common_lines(plan), *([""] + [f"Note: {n}" for n in plan.notes] if plan.notes else [])]
+            page = _mono(self.tabs, "\n".join(lines) + "\n")
+            # A route not offered keeps its tab, which says why: a greyed-out tab would not.
+            index = self.tabs.addTab(page, f"{letter}. {route.title.split(':')[0]}"
+                                           + ("" if route.offered else " (not offered)"))
+            self.tabs.setTabToolTip(index, route.why)
+            self.route_keys.append(route.key)
+            if route.key == "by-hand":
+                self.text = page
+        self.status = _label(self, "Nothing is applied: take one route, apply each piece where it says.")
         self.save_button = QPushButton("Save to folder…", self)
+        self.copy_button = QPushButton("Copy roll back", self)
+        self.copy_button.setToolTip("the open route's rollback script, every piece's undo, last applied first")
         self.close_button = QPushButton("Close", self)
         row = QHBoxLayout()
         row.addWidget(self.status, 1)
-        row.addWidget(self.save_button)
-        row.addWidget(self.close_button)
+        for button in (self.copy_button, self.save_button, self.close_button):
+            row.addWidget(button)
         lay = QVBoxLayout(self)
-        lay.addWidget(self.text, 1)
+        lay.addWidget(self.summary)
+        for label in self.machine:
+            lay.addWidget(label)
+        lay.addWidget(self.tabs, 1)
         lay.addLayout(row)
         _fit_offscreen(lay)
         self.save_button.clicked.connect(self._on_save_button_clicked)
+        self.copy_button.clicked.connect(self._on_copy_button_clicked)
         self.close_button.clicked.connect(self.accept)
-        self.resize(860, 620)
+        self.resize(900, 680)
+
+    def rollback_text(self) -> str:
+        """The rollback script of the route whose tab is open ("" for a route not offered)."""
+        route = self.plan.route(self.route_keys[self.tabs.currentIndex()])
+        return rollback_script(self.plan, route) if route.offered else ""
 
     def save_to(self, folder: Path) -> None:
         """Write the plan's files into `folder` and say so (an error says why, on the status line)."""
         try:
-            write_plan_folder(folder, self.plan)
+            names = write_plan_folder(folder, self.plan)
         except CoremapError as e:
             self._say(str(e), ok=False)
             return
-        self._say(f"written to {folder}: cmdline.txt, plan.txt and one file per piece", ok=True)
+        scripts = [n for n in names if n.startswith("rollback-")]
+        self._say(f"written to {folder}: {len(names)} files, the roll back of each route in "
+                  f"{' and '.join(scripts)}", ok=True)
         self.saved.emit(str(folder))
 
     def _say(self, text: str, ok: bool) -> None:
@@ -88,6 +137,14 @@ class PlanDialog(QDialog):
         folder = QFileDialog.getExistingDirectory(self, "Save the plan into", str(reports_dir()))
         if folder:
             self.save_to(Path(folder))
+
+    def _on_copy_button_clicked(self) -> None:
+        text = self.rollback_text()
+        if not text:
+            self._say("this route is not offered: nothing to roll back", ok=False)
+            return
+        QGuiApplication.clipboard().setText(text)
+        self._say(f"copied: the roll back of route {self.tabs.tabText(self.tabs.currentIndex())}", ok=True)
 
 
 class IrqbalanceFixDialog(QDialog):
