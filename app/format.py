@@ -79,6 +79,13 @@ def format_factor(x: float | None) -> str:
     return f"{x:.1f}x" if abs(x) < 9.95 else f"{x:.0f}x"
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """A count and its noun, agreeing: '1 thread', '0 threads', '1,234 threads', '1 process',
+    '2 processes' (`many` for a plural that is not `word` + 's'). The one rule, so no line of the
+    window, a report or the CLI says '1 threads'."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
 def _trim(x: float) -> str:
     if abs(x) < 9.95 and x != int(x):
         return f"{x:.1f}".rstrip("0").rstrip(".")
@@ -126,8 +133,9 @@ def format_change(before: Iterable[int] | None, after: Iterable[int] | None, kin
     return f"{format_value(kind, before)} {ARROW} {format_value(kind, after)}"
 
 
-def cpus_word(cpus: Sequence[int]) -> str:
-    """'CPU 3' or 'CPUs 2-5,8'."""
+def cpus_word(cpus: Iterable[int]) -> str:
+    """'CPU 3' or 'CPUs 2-5,8' (never 'CPUs 1')."""
+    cpus = sorted(set(cpus))
     return f"CPU{'s' if len(cpus) != 1 else ''} {format_cpus(cpus)}"
 
 

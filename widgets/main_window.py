@@ -17,7 +17,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QDockWidget, QLayout, QMainWindow, QVBoxLayout, QWidget
 
-from app.format import format_cpus
+from app.format import cpus_word
 from app.sampling.machine_state import MachineState
 from widgets.colors import Metric
 from widgets.cpu_details import CpuDetailsWidget
@@ -264,7 +264,7 @@ class MainWindow(QMainWindow):
 
     def _selection_text(self) -> str:
         cpus = self.topology_view.selected_cpus()
-        return f"selected CPUs {format_cpus(cpus)}" if cpus else ""
+        return f"selected {cpus_word(cpus)}" if cpus else ""
 
     # -- handlers ----------------------------------------------------------------------------------------
     def _on_sampler_state_ready(self, state: MachineState) -> None:

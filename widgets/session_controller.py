@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
 
 from app.atomic import write_atomic
 from app.errors import CoremapError
+from app.format import plural
 from app.store.report import PDF_IMAGE_WIDTH, build_report_html, report_from_root
 from app.sampling.sampler import Sampler
 from app.store.session import (ProbeRecord, Session, history_tick, journal_rows, open_session, save_session,
@@ -309,8 +310,8 @@ class SessionController(QObject):
         self.machine_opened.emit(thread)
         thread.start()
         self.session_opened.emit(s)
-        self._status(f"opened session {path} ({s.host or 'machine'}, {len(s.probes)} probe runs, "
-                     f"{len(s.journal)} pins) — read-only")
+        self._status(f"opened session {path} ({s.host or 'machine'}, {plural(len(s.probes), 'probe run')}, "
+                     f"{plural(len(s.journal), 'pin')}) — read-only")
         return s
 
     def screenshot(self, what: str, ext: str) -> Path:

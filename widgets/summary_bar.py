@@ -11,7 +11,7 @@ import html
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
-from app.format import format_cpus
+from app.format import format_cpus, plural
 from app.sampling.machine_state import MachineState
 
 
@@ -25,18 +25,18 @@ def machine_facts(topology) -> list[str]:
     n_cores = len(topology.cores)
     tpc = topology.threads_per_core
     threads = "-".join(map(str, (tpc[0], tpc[-1]))) if len(tpc) > 1 else (str(tpc[0]) if tpc else "?")
-    sockets = f"{pkgs} socket{'s' if pkgs != 1 else ''}"
+    sockets = plural(pkgs, "socket")
     thr = f"{threads} thread{'s' if threads != '1' else ''}"
     if n_cores % pkgs == 0:
-        shape = f"{sockets} × {n_cores // pkgs} cores × {thr} = {n_online} CPUs"
+        shape = f"{sockets} × {plural(n_cores // pkgs, 'core')} × {thr} = {plural(n_online, 'CPU')}"
     else:   # sockets with different core counts (some CPUs offline): no product to show
-        shape = f"{sockets}, {n_cores} cores × {thr} = {n_online} CPUs"
+        shape = f"{sockets}, {plural(n_cores, 'core')} × {thr} = {plural(n_online, 'CPU')}"
     if topology.offline:
         shape += f" ({len(topology.offline)} offline)"
     facts.append(shape)
     n_nodes = sum(1 for n in topology.nodes if n.cpus)
     if n_nodes:
-        facts.append(f"{n_nodes} NUMA node{'s' if n_nodes != 1 else ''}")
+        facts.append(plural(n_nodes, "NUMA node"))
     if topology.hybrid:
         kinds = {}
         for c in topology.cpus:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import app
 from app.format import (cpus_word, format_change, format_count, format_cpus, format_ns, format_rate,
-                        format_ratio, format_share, target_name)
+                        format_ratio, format_share, plural, target_name)
 from app.errors import CoremapError, SysRootReadError
 from app.sysroot import SysRoot
 
@@ -135,8 +135,9 @@ def machine_facts(topology, root: SysRoot) -> list[tuple[str, str]]:
     n_cores = len(t.cores)
     tpc = t.threads_per_core
     threads = "-".join(map(str, (tpc[0], tpc[-1]))) if len(tpc) > 1 else (str(tpc[0]) if tpc else "?")
-    per = n_cores // pkgs if n_cores % pkgs == 0 else f"{n_cores / pkgs:.1f}"
-    shape = f"{pkgs} socket{'s' if pkgs != 1 else ''} × {per} cores × {threads} threads = {len(t.online)} CPUs online"
+    per = plural(n_cores // pkgs, "core") if n_cores % pkgs == 0 else f"{n_cores / pkgs:.1f} cores"
+    thr = f"{threads} thread{'' if threads == '1' else 's'}"
+    shape = f"{plural(pkgs, 'socket')} × {per} × {thr} = {plural(len(t.online), 'CPU')} online"
     if t.offline:
         shape += f" ({len(t.offline)} offline: {format_cpus(t.offline)})"
     facts.append(("Shape", shape))
@@ -147,7 +148,7 @@ def machine_facts(topology, root: SysRoot) -> list[tuple[str, str]]:
                 kinds[c.kind] = kinds.get(c.kind, 0) + 1
         facts.append(("Core kinds", ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))))
     nodes = [n for n in t.nodes if n.cpus]
-    facts.append(("NUMA nodes", "; ".join(f"node {n.id}: CPUs {format_cpus(n.cpus)}" for n in nodes)
+    facts.append(("NUMA nodes", "; ".join(f"node {n.id}: {cpus_word(n.cpus)}" for n in nodes)
                   if nodes else "none reported"))
     facts.append(("Kernel", t.kernel_release or _kernel_from_cmdline(t.cmdline) or "unknown"))
     facts.append(("Command line", t.cmdline or "unknown (not captured)"))
@@ -182,7 +183,7 @@ def _irqbalance_text(root: SysRoot) -> str:
         return "not running"
     s = f"running (pid {st.pid})" if st.pid is not None else "running"
     if st.banned_cpus:
-        s += f"; banned CPUs {format_cpus(st.banned_cpus)}"
+        s += f"; banned {cpus_word(st.banned_cpus)}"
     if st.banned_irqs:
         s += f"; banned IRQs {', '.join(map(str, st.banned_irqs))}"
     return s + ": it may move pinned IRQs back"

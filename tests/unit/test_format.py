@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.errors import excerpt
-from app.format import (UNKNOWN, format_change, format_compact, format_count, format_cpus,
+from app.format import (UNKNOWN, cpus_word, format_change, format_compact, format_count, format_cpus,
                         format_ns, format_percent, format_rate, format_ratio, format_share, format_shares, format_size,
-                        offline_sentence, printable, shares_of, unknown_cpus_sentence)
+                        offline_sentence, plural, printable, shares_of, unknown_cpus_sentence)
 
 
 @pytest.mark.parametrize("ns, text", [
@@ -40,6 +40,14 @@ def test_cpu_lists_and_changes():
     assert format_cpus(None) == "" and format_cpus(()) == "none" and format_cpus([3, 0, 1, 2, 8]) == "0-3,8"
     assert format_change((0, 1, 2, 3), (2,)) == "0-3 -> 2"
     assert format_change(None, ()) == "? -> none"
+
+
+def test_one_plural_rule_for_every_count():
+    # issue 23: "1 threads", "CPUs 1", "1 probe runs" came from counts spelt by hand in each place.
+    assert [plural(n, "thread") for n in (0, 1, 2, 1234)] == ["0 threads", "1 thread", "2 threads", "1,234 threads"]
+    assert plural(1, "process", "processes") == "1 process" and plural(3, "process", "processes") == "3 processes"
+    assert plural(1, "probe run") == "1 probe run"
+    assert cpus_word([1]) == "CPU 1" and cpus_word({3, 2}) == "CPUs 2-3" and cpus_word([1, 1]) == "CPU 1"
 
 
 def test_sentences_name_the_cpus_and_the_choice():
