@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.errors import CoremapError, CpuListError
+from app.errors import CoremapError, CpuListError, NotASysRoot
 from app.format import cpus_word, format_cpus
 from app.machine.boot import BootFacts, read_boot_facts, unknown_facts
 from app.machine.irqbalance import config_path, read_config_text
@@ -127,6 +127,17 @@ def make_plan(topology: Topology, quiet_text: str, *, service: str | None = None
             f"/etc/systemd/system/{unit}.d/coremap-cpuaffinity.conf")))
     return QuietPlan(quiet, housekeeping, tick, params, facts, (by_hand, tuned), tuple(common),
                      tuple(_notes(topology, quiet, tick, facts)))
+
+
+def machine_root(source: str | None) -> SysRoot | None:
+    """The SysRoot a plan reads a machine's boot facts from: `source` (what the window shows: "/" or a
+    capture's folder) when it is a sysroot, else None (a session file, a remote host: "")."""
+    if not source:
+        return None
+    try:
+        return SysRoot(source)
+    except NotASysRoot:
+        return None            # a session file: its machine's /boot and /etc were never captured
 
 
 def _quiet_set(topology: Topology, quiet_text: str) -> tuple[int, ...]:

@@ -21,7 +21,7 @@ from app.errors import CoremapError
 from app.format import cpus_word, format_rate, format_ratio
 from app.pinning.helper import HelperClient
 from app.machine.topology import Topology
-from app.quiet.boot_plan import make_plan
+from app.quiet.boot_plan import machine_root, make_plan
 from app.quiet.isolate import QuietPreview, failed_results, outcome_sentence
 from app.quiet.service import QuietService
 from app.sampling.machine_state import MachineState
@@ -58,6 +58,7 @@ class QuietController(QObject):
         self._add_run = add_run
         self._topology: Topology | None = None
         self._live = False
+        self._source = ""                  # the shown machine's folder, for the boot plan
         self.verifications: list[dict] = []
         self.dialog: QuietPreviewDialog | None = None
         self.plan_dialog: PlanDialog | None = None
@@ -97,6 +98,7 @@ class QuietController(QObject):
     def _on_state_applied(self, state: MachineState) -> None:
         self._topology = state.topology
         self._live = bool(state.live)
+        self._source = "" if state.host else state.source
 
     def _chosen(self, *, quiet_only: bool = False) -> tuple[int, ...]:
         """The selected CPUs; with `quiet_only`, those of them that are quiet (all quiet CPUs when
@@ -229,7 +231,7 @@ class QuietController(QObject):
             self.pins.show_message("select the CPUs to keep quiet in the grid first", ok=False)
             return None
         try:
-            plan = make_plan(self._topology, ",".join(map(str, cpus)))
+            plan = make_plan(self._topology, ",".join(map(str, cpus)), root=machine_root(self._source))
         except CoremapError as e:
             self.pins.show_message(str(e), ok=False)
             return None

@@ -1,0 +1,64 @@
+"""Quiet → Make it permanent…: the plan in a window, read as a user reads it. The machine's facts on
+top (the kernel line stands out when it lacks CONFIG_NO_HZ_FULL), one tab per route so the two are
+never read as one, each tab with every piece's roll back; "Copy roll back" puts the open route's
+script on the clipboard; "Save to folder…" writes the rollback scripts too. The window's controller
+hands the plan the machine it shows, so a BLS machine gets grubby there as in the CLI."""
+from __future__ import annotations
+
+from PySide6.QtGui import QGuiApplication
+
+from app.machine.topology import read_topology
+from app.quiet.boot_plan import machine_root, make_plan
+from app.quiet.boot_plan_text import rollback_script
+from tests.machines import extract
+from tests.unit.test_plan import RELEASE, machine_tree
+from widgets.quiet.plan_dialog import PlanDialog
+
+
+def _dialog(qtbot, root, quiet: str) -> PlanDialog:
+    d = PlanDialog(make_plan(read_topology(root), quiet, root=root))
+    qtbot.addWidget(d)
+    return d
+
+
+def test_a_route_per_tab_the_kernel_line_and_the_roll_back(qtbot, tmp_path):
+    root = machine_tree(tmp_path, {"boot/loader/entries/a.conf": "options ro\n",
+                                   f"boot/config-{RELEASE}": "# CONFIG_NO_HZ_FULL is not set\n"})
+    d = _dialog(qtbot, root, "2-3")
+    assert [d.tabs.tabText(i) for i in range(d.tabs.count())] == ["A. By hand", "B. With tuned"]
+    by_hand = d.text.toPlainText()
+    assert "isolcpus=managed_irq,domain,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1,4-11" in by_hand
+    assert 'grubby --update-kernel=ALL --args="' in by_hand and "tuned-adm" not in by_hand
+    tuned = d.tabs.widget(1).toPlainText()
+    assert "tuned-adm profile cpu-partitioning" in tuned and "grubby --" not in tuned
+    assert "isolcpus=managed_irq" not in tuned and "irqaffinity=0" not in tuned
+    for page in (by_hand, tuned):       # the pieces of either route are on both tabs
+        assert "systemctl disable --now coremap-guard.service" in page
+    assert "lacks CONFIG_NO_HZ_FULL" in d.kernel_line.text() and "bold" in d.kernel_line.styleSheet()
+    assert any(label.text().startswith("boot loader: grubby") for label in d.machine)
+    d.tabs.setCurrentIndex(1)
+    d.copy_button.click()
+    assert QGuiApplication.clipboard().text() == rollback_script(d.plan, d.plan.route("tuned"))
+    assert "copied" in d.status.text()
+    d.save_to(tmp_path / "plan")
+    assert (tmp_path / "plan" / "rollback-by-hand.sh").exists() and (tmp_path / "plan" / "rollback-tuned.sh").exists()
+    assert "rollback-by-hand.sh and rollback-tuned.sh" in d.status.text()
+
+
+def test_the_boot_cpu_alone_leaves_tuned_not_offered_and_says_why(qtbot, tmp_path):
+    d = _dialog(qtbot, machine_tree(tmp_path, {}), "0")
+    assert d.tabs.tabText(1) == "B. With tuned (not offered)" and d.tabs.isTabEnabled(1)
+    assert "the only quiet CPU is the boot CPU (0)" in " ".join(d.tabs.widget(1).toPlainText().split())
+    words = d.text.toPlainText().split("the words:\n")[1].split("\n")[0]
+    assert words.strip() == "isolcpus=managed_irq,domain,0 irqaffinity=1-11"
+    d.tabs.setCurrentIndex(1)
+    d.copy_button.click()
+    assert "nothing to roll back" in d.status.text()
+
+
+def test_the_window_reads_the_machine_it_shows_and_no_remote_one(tmp_path):
+    root = machine_tree(tmp_path, {"usr/sbin/update-grub": "#!/bin/sh\n"})
+    assert machine_root(str(root.root)) == root
+    assert machine_root("") is None                            # a remote host's window
+    assert machine_root(str(tmp_path / "s.coremap")) is None   # a session file
+    assert machine_root(str(extract("sno"))) is not None
