@@ -120,7 +120,7 @@ def make_plan(topology: Topology, quiet_text: str, *, service: str | None = None
     tick = tuple(c for c in quiet if c != facts.boot_cpu)
     params = _params(quiet, tick, housekeeping, topology.cmdline or "", facts)
     by_hand = _by_hand(params, quiet, housekeeping, facts, irqbalance_path, _irqbalance_text(root))
-    tuned = _tuned(quiet, tick, housekeeping, facts)
+    tuned = _tuned(quiet, tick, housekeeping, facts, [f"{p.name}={p.running}" for p in params if p.running])
     common = [pieces.guard_piece(facts.exists(pieces.GUARD_UNIT_PATH))]
     if unit:
         common.append(pieces.service_piece(unit, quiet, facts.exists(
@@ -204,7 +204,7 @@ def _by_hand(params, quiet, housekeeping, facts: BootFacts, irqbalance_path: str
                   pieces.housekeeping_piece(housekeeping, facts.exists(pieces.HOUSEKEEPING_DROPIN))))
 
 
-def _tuned(quiet, tick, housekeeping, facts: BootFacts) -> Route:
+def _tuned(quiet, tick, housekeeping, facts: BootFacts, running_words: list[str]) -> Route:
     title = "With tuned: its cpu-partitioning profile"
     if not tick:
         return Route("tuned", title, f"not offered: cpu-partitioning puts every isolated core in nohz_full= and "
@@ -216,6 +216,10 @@ def _tuned(quiet, tick, housekeeping, facts: BootFacts) -> Route:
     if left:
         why += (f"; CPU {left[0]} (the boot CPU) is left out of isolated_cores, which tuned puts in nohz_full=: "
                 "only the by-hand route keeps it out of scheduling (isolcpus=)")
+    if running_words:
+        # tuned's bootloader plugin manages only the words it added (its documentation says so).
+        why += (f"; the running command line already has {' '.join(running_words)}, set outside tuned, which "
+                "tuned neither replaces nor removes: take them out where they are set before taking this route")
     if facts.tuned_installed is False:
         why += ("; tuned's cpu-partitioning profile is not installed here: apt install tuned (Debian 12's tuned "
                 "has it) or dnf install tuned-profiles-cpu-partitioning (Fedora, RHEL)")

@@ -274,6 +274,12 @@ def test_without_the_machines_files_both_ways_are_shown(master):
 
 
 # -- tuned, apart ---------------------------------------------------------------------------------------
+def test_the_tuned_route_says_which_words_set_outside_tuned_must_go_first(worker1):
+    why = " ".join(make_plan(worker1, "5-10").route("tuned").why.split())
+    assert ("the running command line already has isolcpus=managed_irq,0-4,11-79 nohz_full=0-4,11-79 "
+            "rcu_nocbs=0-4,11-79, set outside tuned") in why
+
+
 def test_the_tuned_route_says_what_tuned_adds_and_never_mixes_with_the_hand_written_one(tmp_path):
     variables = "# shipped by tuned\nisolated_cores=${f:calc_isolated_cores:1}\n"
     root = machine_tree(tmp_path, {"etc/tuned/active_profile": "throughput-performance\n",
