@@ -1,18 +1,9 @@
-"""coremap-helper: the only code that runs with privilege, and it can do exactly four things.
+"""coremap-helper: the only code that runs with privilege, and it does only the writes of the pin flow.
 
 Reads ONE JSON request per line on stdin, writes one JSON reply per line on stdout:
-
-  {"op": "hello"}                                          -> {"ok": true, "version": N}
-  {"op": "set_thread_affinity", "tid": T, "cpus": "LIST"}  -> sched_setaffinity(T, LIST)
-  {"op": "set_irq_affinity", "irq": N, "cpus": "LIST"}     -> write /proc/irq/N/smp_affinity_list
-  {"op": "set_mask", "kind": K, "netdev": D, "queue": Q, "cpus": "LIST"}
-      -> write one of the masks an isolate moves (app/pinning/masks.py): K is irqdefault, workqueue, rps or
-         xps; D (a device name, app/sysroot.py NETDEV_RE) and Q (a queue number) only for rps/xps,
-         else null and 0. The path is built from these checked parts, never taken.
-  {"op": "irqbalance_ban_cpus", "cpus": "LIST"}
-      -> set IRQBALANCE_BANNED_CPULIST=LIST in irqbalance's configuration file (the helper picks the
-         file: app/machine/irqbalance.py config_path), every other line kept; irqbalance reads it when it
-         next starts.
+{"op": "hello"} -> {"ok": true, "version": N}, and the requests of app/pinning/helper_ops.py (a thread's
+or an IRQ's affinity, a mask, a setting, coremap's cpusets and what is in them, a systemd unit's
+AllowedCPUs=, irqbalance's banned CPUs), each with its keys and nothing else.
 
 Everything else is refused with {"ok": false, "error": "..."} and nothing is written: unknown ops or
 keys, non-integers (JSON true is not 1), numbers out of range (tid 1..4194304 = PID_MAX_LIMIT on 64-bit,
@@ -35,33 +26,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.atomic import write_atomic
-from app.errors import CoremapError, CpuListError, SysRootReadError
-from app.format import offline_sentence, target_name
-from app.machine.irqbalance import config_path, with_banned_cpus
-from app.machine.topology import read_online_cpus
-from app.pinning.kinds import MASK_KINDS, NAMED_KINDS, valid_name
-from app.pinning.masks import mask_path, write_mask
+from app.parse.cpulist import format_cpulist
+from app.pinning import helper_ops
+from app.pinning.helper_ops import Refused
 from app.pinning.refusals import PinWriteError
-from app.parse.cpulist import format_cpulist, parse_cpulist
-from app.sysroot import SysRoot, valid_netdev
+from app.sysroot import SysRoot
 
-VERSION = 1             # new ops only add to the protocol: an older helper refuses them as unknown
+VERSION = 2             # new ops only add to the protocol: an older helper refuses them as unknown
 MAX_LINE = 4096
-MAX_TID = 4194304
-MAX_IRQ = 65535
-OPS = {
-    "hello": {"op"},
-    "set_thread_affinity": {"op", "tid", "cpus"},
-    "set_irq_affinity": {"op", "irq", "cpus"},
-    "set_mask": {"op", "kind", "netdev", "queue", "cpus"},
-    "irqbalance_ban_cpus": {"op", "cpus"},
-}
-MAX_CONFIG = 1 << 16            # irqbalance's environment file is a few hundred bytes
-
-
-class Refused(Exception):
-    """A request the helper will not carry out; str() is the reply's error."""
+OPS = {"hello": {"op"}, **{op: keys for op, (keys, _) in helper_ops.OPS.items()}}
 
 
 class Helper:
@@ -98,97 +71,7 @@ class Helper:
                 ([f"unknown keys {extra}"] if extra else []) + ([f"missing keys {missing}"] if missing else [])))
         if op == "hello":
             return {"ok": True, "version": VERSION}
-        cpus = self._cpus(req["cpus"])
-        if op == "set_mask":
-            return self._set_mask(req, cpus)
-        if op == "irqbalance_ban_cpus":
-            return self._ban_cpus(cpus)
-        if op == "set_thread_affinity":
-            tid = _int(req["tid"], "tid", 1, MAX_TID)
-            if not self.root.is_live:
-                raise Refused("threads can be set only on the live machine")
-            # proc/TID resolves for any thread id, listed or not (fs/proc/base.c proc_pid_lookup).
-            if not self.root.exists(self.root.proc(tid, "status")):
-                raise Refused(f"no thread {tid}")
-            try:
-                os.sched_setaffinity(tid, cpus)
-            except OSError as e:
-                return _os_error(e, f"thread {tid}")
-            return {"ok": True, "cpus": format_cpulist(os.sched_getaffinity(tid))}
-        irq = _int(req["irq"], "irq", 0, MAX_IRQ)
-        path = self.root.irq_dir(irq, "smp_affinity_list")
-        if not self.root.exists(path):
-            raise Refused(f"no IRQ {irq}")
-        try:
-            # O_NOFOLLOW: the path is built from an integer, but never follow a link planted there.
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                os.write(fd, (format_cpulist(cpus) + "\n").encode())
-            finally:
-                os.close(fd)
-        except OSError as e:
-            return _os_error(e, f"IRQ {irq}")
-        return {"ok": True}
-
-    def _set_mask(self, req: dict, cpus) -> dict:
-        kind = req["kind"]
-        if not isinstance(kind, str) or kind not in MASK_KINDS:
-            raise Refused(f"kind must be one of {', '.join(MASK_KINDS)}")
-        netdev, queue = req["netdev"], _int(req["queue"], "queue", 0, 65535)
-        if kind in NAMED_KINDS:
-            if not valid_name(kind, netdev):
-                raise Refused("netdev must name a network device (1-15 letters, digits or _.@+-) or a workqueue "
-                              "(1-32 letters, digits or _.-)")
-        elif netdev is not None or queue != 0:
-            raise Refused(f"{kind} takes netdev null and queue 0")
-        path = mask_path(self.root, kind, queue, netdev)
-        if not self.root.exists(path):
-            raise Refused(f"no {target_name(kind, queue, netdev=netdev)} on this machine")
-        try:
-            write_mask(self.root, path, cpus, kind)
-        except OSError as e:
-            return _os_error(e, target_name(kind, queue, netdev=netdev))
-        return {"ok": True}
-
-    def _ban_cpus(self, cpus) -> dict:
-        if not self.root.writable:
-            raise Refused("irqbalance's configuration can be written only on the live machine")
-        path = config_path(self.root)
-        try:
-            old = self.root.read_optional(path, limit=MAX_CONFIG) or ""
-        except SysRootReadError as e:
-            raise Refused(str(e)) from None
-        try:
-            write_atomic(path, with_banned_cpus(old, cpus).encode())
-        except CoremapError as e:
-            raise Refused(str(e)) from None
-        return {"ok": True, "path": str(path)}
-
-    def _cpus(self, value) -> tuple[int, ...]:
-        if not isinstance(value, str) or len(value) > 1024:
-            raise Refused("cpus must be a CPU list string such as \"2-5,8\"")
-        try:
-            cpus = parse_cpulist(value, what="cpus")
-        except CpuListError as e:
-            raise Refused(str(e)) from None
-        if not cpus:
-            raise Refused("cpus is empty")
-        online = set(read_online_cpus(self.root))
-        off = sorted(set(cpus) - online)
-        if off:
-            raise Refused(offline_sentence(off, online))
-        return cpus
-
-
-def _int(value, name: str, lo: int, hi: int) -> int:
-    if type(value) is not int or not lo <= value <= hi:
-        raise Refused(f"{name} must be an integer in {lo}..{hi}")
-    return value
-
-
-def _os_error(e: OSError, what: str) -> dict:
-    name = errno.errorcode.get(e.errno or 0, "EIO")
-    return {"ok": False, "error": f"{what}: {os.strerror(e.errno or errno.EIO)}", "errno": name}
+        return helper_ops.OPS[op][1](self.root, req)
 
 
 def serve(root: SysRoot, stdin, stdout) -> None:
@@ -277,6 +160,21 @@ class HelperClient:
     def set_mask(self, kind: str, queue: int, netdev: str | None, cpus) -> None:
         self._check(self.request({"op": "set_mask", "kind": kind, "netdev": netdev, "queue": int(queue),
                                   "cpus": format_cpulist(cpus)}))
+
+    def set_setting(self, kind: str, ident: int, value) -> None:
+        self._check(self.request({"op": "set_setting", "kind": kind, "id": int(ident), "value": [int(v) for v in value]}))
+
+    def set_cpuset(self, index: int, cpus) -> None:
+        self._check(self.request({"op": "set_cpuset", "index": int(index), "cpus": format_cpulist(cpus)}))
+
+    def move_task(self, ident: int, index: int, *, thread: bool) -> None:
+        self._check(self.request({"op": "move_task", "id": int(ident), "index": int(index), "thread": bool(thread)}))
+
+    def set_subtree(self, on: bool) -> None:
+        self._check(self.request({"op": "set_subtree", "on": bool(on)}))
+
+    def set_slice(self, index: int, cpus) -> None:
+        self._check(self.request({"op": "set_slice", "index": int(index), "cpus": format_cpulist(cpus)}))
 
     def ban_irqbalance_cpus(self, cpus) -> str:
         """Write IRQBALANCE_BANNED_CPULIST into irqbalance's configuration; returns the file written."""

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.pinning.refusals import PinWriteError
-from app.pinning.helper import MAX_LINE, Helper, HelperClient, main, serve
+from app.pinning.helper import MAX_LINE, Helper, HelperClient, main, serve, VERSION
 from app.sysroot import SysRoot
 from tests.machines import extract
 
@@ -154,7 +154,7 @@ def test_valid_irq_request_writes(tmp_path):
     h = Helper(root)
     assert h.handle(json.dumps(_irq_base())) == {"ok": True}
     assert (root.irq_dir(24) / "smp_affinity_list").read_text() == "0-1\n"
-    assert h.handle('{"op":"hello"}') == {"ok": True, "version": 1}
+    assert h.handle('{"op":"hello"}') == {"ok": True, "version": VERSION}
     # Offline for this machine (sno has 0-11): refused, unchanged.
     assert h.handle('{"op":"set_irq_affinity","irq":24,"cpus":"11-12"}')["error"] .startswith("CPU 12 is offline; choose among the online CPUs")
     assert (root.irq_dir(24) / "smp_affinity_list").read_text() == "0-1\n"
@@ -180,7 +180,7 @@ def test_serve_refuses_an_overlong_line_once_and_goes_on(sno_root):
     serve(sno_root, io.BytesIO(data), out)
     replies = [json.loads(x) for x in out.getvalue().splitlines()]
     assert replies == [{"ok": False, "error": f"request longer than {MAX_LINE} bytes"},
-                       {"ok": True, "version": 1}]
+                       {"ok": True, "version": VERSION}]
 
 
 def test_helper_takes_no_arguments(capsys):
@@ -194,7 +194,7 @@ def test_client_talks_to_a_helper_process(parked):
     original = os.sched_getaffinity(parked)
     client = HelperClient([sys.executable, "-m", "app.pinning.helper"])
     try:
-        assert client.hello() == 1
+        assert client.hello() == VERSION
         client.set_thread_affinity(parked, (CPUS[-1],))
         assert os.sched_getaffinity(parked) == {CPUS[-1]}
         with pytest.raises(PinWriteError, match="no thread 4194304"):
@@ -208,7 +208,7 @@ DROPPED = r"""
 import json, os, sys
 from app.pinning.service import AffinityService, PinRequest, PinTarget
 from app.pinning.refusals import PinWriteError
-from app.pinning.helper import HelperClient
+from app.pinning.helper import HelperClient, VERSION
 from app.pinning.journal import Journal
 from app.sysroot import SysRoot
 victim, cpu, jdir, use_helper = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
@@ -253,7 +253,7 @@ def test_denied_direct_write_goes_through_the_helper(use_helper):
 RETRIED = r"""
 import json, os, sys
 from app.pinning.service import AffinityService, PinRequest, PinTarget
-from app.pinning.helper import HelperClient
+from app.pinning.helper import HelperClient, VERSION
 from app.pinning.journal import Journal
 from app.sysroot import SysRoot
 victim, cpu, other, jdir = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

@@ -1,0 +1,231 @@
+"""What coremap-helper (app/pinning/helper.py) does, one function per request, each checking every
+field before it writes anything. The helper runs with privilege, so nothing here takes a path: every
+file is built by SysRoot or a writer of the pin flow from a checked kind, an integer or a checked name.
+
+  set_thread_affinity  tid, cpus             sched_setaffinity(tid, cpus)
+  set_irq_affinity     irq, cpus             proc/irq/N/smp_affinity_list
+  set_mask             kind, netdev, queue,  a mask an isolate moves (app/pinning/masks.py)
+                       cpus
+  set_setting          kind, id, value       a sysctl of app/pinning/settings.py SYSTCLS by index, or a
+                                             CPU's PM QoS resume latency; value [] (n/a) or [n]
+  set_cpuset           index, cpus           one of coremap's cpusets (1, 2): its CPUs, "" to remove it
+  move_task            id, index, thread     a process (or, cgroup v1, a thread) into coremap's cpuset
+                                             `index` (0 = the root)
+  set_subtree          on                    cgroup v2: the root's cpuset controller on or off
+  set_slice            index, cpus           a systemd unit's AllowedCPUs= (SLICE_NAMES), "" to unset
+  irqbalance_ban_cpus  cpus                  IRQBALANCE_BANNED_CPULIST in irqbalance's configuration
+"""
+from __future__ import annotations
+
+import errno
+import os
+
+from app.atomic import write_atomic
+from app.errors import CoremapError, CpuListError, SysRootReadError
+from app.format import CPUSET_NAMES, SLICE_NAMES, offline_sentence, target_name
+from app.machine.irqbalance import config_path, with_banned_cpus
+from app.machine.topology import read_online_cpus
+from app.parse.cpulist import format_cpulist, parse_cpulist
+from app.pinning.cgroups import CpusetWriter, MemberWriter, SliceWriter, SubtreeWriter
+from app.pinning.kinds import MASK_KINDS, NAMED_KINDS, valid_name
+from app.pinning.masks import mask_path, write_mask
+from app.pinning.settings import SYSCTLS, ScalarWriter
+from app.pinning.targets import PinTarget
+from app.sysroot import SysRoot
+
+MAX_TID = 4194304               # PID_MAX_LIMIT on 64-bit (include/linux/threads.h)
+MAX_IRQ = 65535
+MAX_CONFIG = 1 << 16            # irqbalance's environment file is a few hundred bytes
+MAX_VALUE = 65535
+
+
+class Refused(Exception):
+    """A request the helper will not carry out; str() is the reply's error."""
+
+
+def int_field(value, name: str, lo: int, hi: int) -> int:
+    if type(value) is not int or not lo <= value <= hi:
+        raise Refused(f"{name} must be an integer in {lo}..{hi}")
+    return value
+
+
+def cpus_field(root: SysRoot, value, *, empty_ok: bool = False) -> tuple[int, ...]:
+    """A CPU list string ("2-5,8") of online CPUs; "" only where `empty_ok` (remove, unset)."""
+    if not isinstance(value, str) or len(value) > 1024:
+        raise Refused("cpus must be a CPU list string such as \"2-5,8\"")
+    try:
+        cpus = parse_cpulist(value, what="cpus")
+    except CpuListError as e:
+        raise Refused(str(e)) from None
+    if not cpus and not empty_ok:
+        raise Refused("cpus is empty")
+    online = set(read_online_cpus(root))
+    off = sorted(set(cpus) - online)
+    if off:
+        raise Refused(offline_sentence(off, online))
+    return cpus
+
+
+def os_error(e: OSError, what: str) -> dict:
+    name = errno.errorcode.get(e.errno or 0, "EIO")
+    return {"ok": False, "error": f"{what}: {os.strerror(e.errno or errno.EIO)}", "errno": name}
+
+
+def _live(root: SysRoot, what: str) -> None:
+    if not root.writable:
+        raise Refused(f"{what} can be set only on the live machine")
+
+
+def set_thread_affinity(root: SysRoot, req: dict) -> dict:
+    tid = int_field(req["tid"], "tid", 1, MAX_TID)
+    cpus = cpus_field(root, req["cpus"])
+    if not root.is_live:
+        raise Refused("threads can be set only on the live machine")
+    # proc/TID resolves for any thread id, listed or not (fs/proc/base.c proc_pid_lookup).
+    if not root.exists(root.proc(tid, "status")):
+        raise Refused(f"no thread {tid}")
+    try:
+        os.sched_setaffinity(tid, cpus)
+    except OSError as e:
+        return os_error(e, f"thread {tid}")
+    return {"ok": True, "cpus": format_cpulist(os.sched_getaffinity(tid))}
+
+
+def set_irq_affinity(root: SysRoot, req: dict) -> dict:
+    irq = int_field(req["irq"], "irq", 0, MAX_IRQ)
+    cpus = cpus_field(root, req["cpus"])
+    path = root.irq_dir(irq, "smp_affinity_list")
+    if not root.exists(path):
+        raise Refused(f"no IRQ {irq}")
+    try:
+        # O_NOFOLLOW: the path is built from an integer, but never follow a link planted there.
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.write(fd, (format_cpulist(cpus) + "\n").encode())
+        finally:
+            os.close(fd)
+    except OSError as e:
+        return os_error(e, f"IRQ {irq}")
+    return {"ok": True}
+
+
+def set_mask(root: SysRoot, req: dict) -> dict:
+    kind = req["kind"]
+    if not isinstance(kind, str) or kind not in MASK_KINDS:
+        raise Refused(f"kind must be one of {', '.join(MASK_KINDS)}")
+    netdev, queue = req["netdev"], int_field(req["queue"], "queue", 0, 65535)
+    if kind in NAMED_KINDS:
+        if not valid_name(kind, netdev):
+            raise Refused("netdev must name a network device (1-15 letters, digits or _.@+-) or a workqueue "
+                          "(1-32 letters, digits or _.-)")
+    elif netdev is not None or queue != 0:
+        raise Refused(f"{kind} takes netdev null and queue 0")
+    cpus = cpus_field(root, req["cpus"])
+    what = target_name(kind, queue, netdev=netdev)
+    path = mask_path(root, kind, queue, netdev)
+    if not root.exists(path):
+        raise Refused(f"no {what} on this machine")
+    try:
+        write_mask(root, path, cpus, kind)
+    except OSError as e:
+        return os_error(e, what)
+    return {"ok": True}
+
+
+def set_setting(root: SysRoot, req: dict) -> dict:
+    kind, value = req["kind"], req["value"]
+    if kind == "sysctl":
+        ident = int_field(req["id"], "id", 0, len(SYSCTLS) - 1)
+    elif kind == "pmqos":
+        ident = int_field(req["id"], "id", 0, 65535)
+        if ident not in read_online_cpus(root):
+            raise Refused(f"CPU {ident} is not online")
+    else:
+        raise Refused("kind must be sysctl or pmqos")
+    if type(value) is not list or len(value) > 1:
+        raise Refused("value must be [] (n/a) or [a number]")
+    value = tuple(int_field(v, "value", 0, MAX_VALUE) for v in value)
+    if kind == "sysctl" and not value:
+        raise Refused("a sysctl takes a number")
+    _live(root, "settings")
+    t = PinTarget(kind, ident)
+    try:
+        ScalarWriter(root).write(t, value)
+    except OSError as e:
+        return os_error(e, t.describe())
+    return {"ok": True}
+
+
+def set_cpuset(root: SysRoot, req: dict) -> dict:
+    index = int_field(req["index"], "index", 1, len(CPUSET_NAMES) - 1)
+    cpus = cpus_field(root, req["cpus"], empty_ok=True)
+    _live(root, "cpusets")
+    return _write(CpusetWriter(root), PinTarget("cpuset", index), cpus)
+
+
+def move_task(root: SysRoot, req: dict) -> dict:
+    ident = int_field(req["id"], "id", 1, MAX_TID)
+    index = int_field(req["index"], "index", 0, len(CPUSET_NAMES) - 1)
+    thread = req["thread"]
+    if type(thread) is not bool:
+        raise Refused("thread must be true or false")
+    _live(root, "cpusets")
+    if not root.exists(root.proc(ident, "status")):
+        raise Refused(f"no {'thread' if thread else 'process'} {ident}")
+    return _write(MemberWriter(root), PinTarget("cgroupthread" if thread else "cgroup", ident), (index,))
+
+
+def set_subtree(root: SysRoot, req: dict) -> dict:
+    on = req["on"]
+    if type(on) is not bool:
+        raise Refused("on must be true or false")
+    _live(root, "the cpuset controller")
+    return _write(SubtreeWriter(root), PinTarget("subtree", 0), (1,) if on else (0,))
+
+
+def set_slice(root: SysRoot, req: dict) -> dict:
+    index = int_field(req["index"], "index", 0, len(SLICE_NAMES) - 1)
+    cpus = cpus_field(root, req["cpus"], empty_ok=True)
+    if not root.is_live:
+        raise Refused("systemd units can be set only on the live machine")
+    return _write(SliceWriter(root), PinTarget("slice", index), cpus)
+
+
+def ban_cpus(root: SysRoot, req: dict) -> dict:
+    cpus = cpus_field(root, req["cpus"])
+    if not root.writable:
+        raise Refused("irqbalance's configuration can be written only on the live machine")
+    path = config_path(root)
+    try:
+        old = root.read_optional(path, limit=MAX_CONFIG) or ""
+    except SysRootReadError as e:
+        raise Refused(str(e)) from None
+    try:
+        write_atomic(path, with_banned_cpus(old, cpus).encode())
+    except CoremapError as e:
+        raise Refused(str(e)) from None
+    return {"ok": True, "path": str(path)}
+
+
+def _write(writer, target: PinTarget, value) -> dict:
+    try:
+        writer.write(target, value)
+    except ValueError as e:
+        raise Refused(str(e)) from None
+    except OSError as e:
+        return os_error(e, target.describe())
+    return {"ok": True}
+
+
+# op -> (its keys, its function)
+OPS = {
+    "set_thread_affinity": ({"op", "tid", "cpus"}, set_thread_affinity),
+    "set_irq_affinity": ({"op", "irq", "cpus"}, set_irq_affinity),
+    "set_mask": ({"op", "kind", "netdev", "queue", "cpus"}, set_mask),
+    "set_setting": ({"op", "kind", "id", "value"}, set_setting),
+    "set_cpuset": ({"op", "index", "cpus"}, set_cpuset),
+    "move_task": ({"op", "id", "index", "thread"}, move_task),
+    "set_subtree": ({"op", "on"}, set_subtree),
+    "set_slice": ({"op", "index", "cpus"}, set_slice),
+    "irqbalance_ban_cpus": ({"op", "cpus"}, ban_cpus),
+}
