@@ -37,8 +37,8 @@ ISOLCPUS_FLAGS = ("managed_irq", "domain")
 SERVICE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:-_.@\\")
 # Debian's own amd64 kernels, checked in its linux-config-6.1 and linux-config-6.12 packages
 # (bookworm): config.amd64_none_amd64, _none_cloud-amd64 and _rt_amd64 all have CONFIG_NO_HZ_FULL=y.
-NO_HZ_FULL_KERNELS = ("Debian's linux-image-amd64, linux-image-cloud-amd64 and linux-image-rt-amd64 "
-                      "(bookworm, 6.1 and 6.12) are built with it")
+NO_HZ_FULL_KERNELS = ("such as Debian's linux-image-amd64, linux-image-cloud-amd64 or linux-image-rt-amd64 "
+                      "(bookworm's 6.1 and 6.12 builds)")
 
 
 class PlanError(CoremapError):
@@ -233,7 +233,7 @@ def kernel_config_line(facts: BootFacts) -> str:
     if k.no_hz_full is False:
         # One line, never wrapped (the text prints it whole): what is missing, what follows, what to do.
         return (f"{name[0].upper()}{name[1:]} lacks CONFIG_NO_HZ_FULL ({k.source}): nohz_full= will be ignored and "
-                f"the quiet CPUs keep their tick; boot a kernel built with it: {NO_HZ_FULL_KERNELS}.")
+                f"the quiet CPUs keep their tick; boot a kernel built with it, {NO_HZ_FULL_KERNELS}.")
     if k.no_hz_full:
         return f"{name[0].upper()}{name[1:]} has CONFIG_NO_HZ_FULL ({k.source})."
     return (f"Whether {name} has CONFIG_NO_HZ_FULL (which nohz_full= needs) is not known: none of "

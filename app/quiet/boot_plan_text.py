@@ -16,6 +16,7 @@ from app.quiet.boot_plan import QuietPlan, Route, kernel_config_line
 from app.quiet.boot_plan_pieces import Piece
 
 WIDTH = 104
+LOADERS = {"grubby": "grubby", "grub-debian": "GRUB, Debian's way", "grub": "GRUB", "unknown": "not known"}
 REBOOT = "Then reboot: the kernel reads its command line, and systemd its CPUAffinity=, only at boot."
 
 
@@ -50,7 +51,7 @@ def machine_sentences(plan: QuietPlan) -> list[str]:
     """How the machine keeps its command line, whether its kernel has NO_HZ_FULL, its boot CPU, tuned."""
     f = plan.facts
     both = " Both usual ways of setting the kernel command line follow." if f.loader.kind == "unknown" else ""
-    out = [f"boot loader: {f.loader.kind} ({f.loader.why}).{both}", kernel_config_line(f),
+    out = [f"boot loader: {LOADERS[f.loader.kind]} ({f.loader.why}).{both}", kernel_config_line(f),
            f"boot CPU: {f.boot_cpu_why}"]
     if f.tuned_profile:
         out.append(f"tuned: active profile {f.tuned_profile} (/etc/tuned/active_profile)")
