@@ -162,9 +162,10 @@ def finished_line(where: str, result: dict) -> str:
 _COLUMNS = f"{'gaps >= 10 µs/s':>16}{'time lost':>11}{'longest gap':>13}"
 
 
-def verify_text(v: dict) -> str:
+def verify_text(v: dict, *, stopped: bool = True) -> str:
     """The verification as `coremap verify` prints it: what ran; before, after and after / before; what
-    the ratio says; each run in the order it ran; and where it stopped when it did."""
+    the ratio says; each run in the order it ran; and where it stopped when it did (unless `stopped` is
+    False: `coremap verify` says that on stderr, as its error)."""
     pairs, runs, cpus = v.get("pairs") or 0, v.get("runs") or [], v["cpus"]
     planned = 2 * pairs * len(cpus)
     seconds = f"{v['seconds']:g} s" if v.get("seconds") is not None else "an unknown time"
@@ -191,9 +192,9 @@ def verify_text(v: dict) -> str:
         out.append(f"    {name:<24}{format_rate(r['gaps10_per_s']):>16}{format_share(r['lost_share']):>11}"
                    f"{format_ns(r.get('max_ns')):>13}")
     out.append("  time lost: the share of the sampled time in gaps >= 2 µs; each side: the median of its runs")
-    stopped = (v.get("outcomes") or {}).get("stopped")
-    if stopped:
-        out.append(stopped)
+    why = (v.get("outcomes") or {}).get("stopped")
+    if why and stopped:
+        out.append(why)
     return "\n".join(out)
 
 

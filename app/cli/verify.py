@@ -60,10 +60,13 @@ def run(args) -> int:
     own = OwnAffinityGuard(service.root)
     own.lent = frozenset(cpus)  # made quiet between runs, this process with the rest: a probe may go there
     own.exclude(cpus)           # this process stays off the measured CPUs on both sides alike
+    interrupted = None
     try:
         _run_steps(plan, service, own, out)
+    except (KeyboardInterrupt, SystemExit) as e:    # Ctrl+C, SIGTERM/SIGHUP: what finished is still said
+        interrupted = e
     finally:
-        # Also on Ctrl+C or SIGTERM: the CPUs get their quiet state back, and --out its last word.
+        # Also on an error of coremap's own: the CPUs get their quiet state back, and --out its last word.
         gave_back = _give_back(service, plan, was_quiet)
         own.restore()
         written = _write_out(plan, out)
@@ -71,13 +74,15 @@ def run(args) -> int:
     if args.json:
         write_json(result, args)
     else:
-        print(verify_text(result))
+        print(verify_text(result, stopped=False))     # where it stopped is the error line below
     errors = [e for e in (gave_back, written) if e and not (plan.stopped and e == plan.stopped["failed"])]
     if plan.stopped:
         kept = " above" + (f" and in {out}" if out is not None and not written else "") if plan.runs else ""
         errors.insert(0, plan.outcomes["stopped"] + kept)
     for line in errors:
         print(f"coremap: {line}", file=sys.stderr)
+    if interrupted is not None:
+        raise interrupted
     return 1 if errors else 0
 
 
@@ -108,7 +113,7 @@ def _run_steps(plan, service, own, out: Path | None) -> None:
                 if error:
                     plan.stop(plan.where(pair, quiet, job.cpus, run=len(plan.runs)), error)
                     return
-    except (KeyboardInterrupt, SystemExit):            # Ctrl+C, SIGTERM/SIGHUP: say where, then go
+    except (KeyboardInterrupt, SystemExit):            # say where it was, then let run() end
         if where is not None:
             plan.stop(where, "cancelled (Ctrl+C or a signal)")
         raise
@@ -149,8 +154,9 @@ def _give_back(service, plan, was_quiet: bool) -> str | None:
     try:
         _toggle(service, plan, was_quiet)
     except CoremapError as e:
-        sentence = (f"could not make {cpus_word(plan.cpus)} {'quiet' if was_quiet else 'not quiet'} again as they "
-                    f"were found: {e}; `coremap {'isolate' if was_quiet else 'include'} --cpus "
+        found = "they were" if len(plan.cpus) > 1 else "it was"
+        sentence = (f"could not make {cpus_word(plan.cpus)} {'quiet' if was_quiet else 'not quiet'} again, as "
+                    f"{found} found: {e}; `coremap {'isolate' if was_quiet else 'include'} --cpus "
                     f"{format_cpus(plan.cpus)}` retries it")
         plan.note_outcome("give back", sentence)
         return sentence
@@ -158,10 +164,17 @@ def _give_back(service, plan, was_quiet: bool) -> str | None:
 
 
 def _toggle(service, plan, quiet: bool) -> None:
-    """Make the plan's CPUs quiet or not (isolate / include), saying what moved."""
-    from app.quiet.isolate import set_quiet         # imported here with the rest of run()'s imports
+    """Make the plan's CPUs quiet or not (isolate / include), saying what moved. QuietError when a write
+    failed (what the kernel refuses by design is not a failure): a run on CPUs half made quiet, or half
+    given back, would measure neither side."""
+    from app.quiet.isolate import QuietError, failed_results, set_quiet   # imported here, as run()'s are
     done = set_quiet(service, plan.cpus, quiet)
-    if done is not None:
-        sentence, _ = done
-        plan.note_outcome("isolate" if quiet else "include", sentence)
-        print(sentence, flush=True)
+    if done is None:
+        return
+    sentence, results = done
+    plan.note_outcome("isolate" if quiet else "include", sentence)
+    print(sentence, flush=True)
+    failed = failed_results(results)
+    if failed:
+        raise QuietError(f"{len(failed)} write{'s' if len(failed) != 1 else ''} failed, the first: "
+                         f"{failed[0].line(warning=False)}")
