@@ -1,9 +1,13 @@
 """`coremap threads [--root DIR] [--pid P] [--name SUBSTR] [--interval S] [--json]`: every thread
 with its process, name, state, last CPU, allowed CPUs and kernel-thread / no-setaffinity flags.
 
---name finds threads by their own name (comm), which is how Java, Go and database threads are told
-apart ("C2 CompilerThre", "GC Thread#0"); comm is cut to 15 characters by the kernel. With
---interval S (live machine only) each thread's CPU use over S seconds is shown, from app.sampling.rates.
+--name finds threads by their own names, which is how Java, Go and database threads are told apart
+("GC Thread#0", "market-data-feed-handler-0"): every word of it must occur, any case, in the thread's
+comm or, in a JVM coremap has verified, in its full Java name (the kernel cuts comm to 15 bytes;
+app/machine/java.py reads the full names, app/machine/threads.py name_matcher is the one test the
+window's filter uses too). Where a name was cut, NAME shows both: "market-data-feed-handler-0
+(market-data-fee)". With --interval S (live machine only) each thread's CPU use over S seconds is
+shown, from app.sampling.rates.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from app.parse.cpulist import format_cpulist
 
 if TYPE_CHECKING:
     from app.machine.sample import MachineSample
+    from app.machine.thread_names import ThreadNames
     from app.machine.threads import TaskSample, ThreadsSample
 
 
@@ -29,12 +34,14 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "threads", "list threads: process, name, state, last CPU, allowed CPUs",
                     "List every thread (or those of --pid, or whose name contains --name) with its "
                     "last CPU, allowed CPUs and flags (K = kernel thread, N = affinity cannot be "
-                    "changed, PF_NO_SETAFFINITY).",
+                    "changed, PF_NO_SETAFFINITY). On this machine, threads of verified JVMs show their "
+                    "full Java names.",
                     root="a captured machine (folder holding proc/PID/task/) instead of this one")
     p.add_argument("--pid", type=int, action="append", metavar="P",
                    help="only the threads of process P (repeatable)")
     p.add_argument("--name", metavar="SUBSTR",
-                   help="only threads whose name contains SUBSTR, any case (names are cut to 15 chars)")
+                   help="only threads whose name holds every word of SUBSTR, any case: the full Java "
+                        "name in a verified JVM, else the kernel's (cut to 15 bytes)")
     # Own dest: the top-level --interval (default 1) is the window's sampling interval.
     p.add_argument("--interval", dest="threads_interval", type=bounded(0.01, 3600, zero=True), default=0.0, metavar="S",
                    help="also show CPU %% over S seconds (live machine only; default 0 = no)")
@@ -46,6 +53,7 @@ def run(args) -> int:
     # Imported here, not at the top: every `coremap` run imports this module to build its parser,
     # and only this command needs the model behind it (issue 12: start-up time).
     from app.machine.sample import MachineSample
+    from app.machine.java import thread_names_of
     from app.machine.threads import TaskGone, TaskReader, find_threads_by_name
     root = root_of(args)
     interval = args.threads_interval
@@ -68,17 +76,27 @@ def run(args) -> int:
             raise TaskGone(args.pid[0], None, live=root.is_live)
         raise NoThreads(f"{root.root} holds no proc/PID/task/ folders (snapshots do not capture "
                         "threads); run on the live machine")
-    tasks = find_threads_by_name(sample, args.name) if args.name else \
+    # Full Java names: read from each verified JVM with cut names (app/machine/java.py), live only.
+    names = thread_names_of(sample, root)
+    tasks = find_threads_by_name(sample, args.name, names) if args.name else \
         sorted(sample.tasks.values(), key=lambda t: (t.pid, t.tid))
     if args.json:
-        write_json([_as_json(t, sample, cpu_pct) for t in tasks], args)
+        write_json([_as_json(t, sample, cpu_pct, names) for t in tasks], args)
     elif tasks:
-        sys.stdout.write(format_table(tasks, sample, cpu_pct))
+        sys.stdout.write(format_table(tasks, sample, cpu_pct, names))
     if args.name and not tasks:
-        print(f"coremap: no thread name contains {args.name!r} (the kernel keeps 15 characters of a "
-              "name; search for its start)", file=sys.stderr)
+        print(f"coremap: no thread name holds {printable(args.name)!r}{_unread(names)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _unread(names: ThreadNames) -> str:
+    """Why some full names are not known, for the line that says nothing matched."""
+    if names.unavailable:
+        pid, why = next(iter(sorted(names.unavailable.items())))
+        more = f" (and {len(names.unavailable) - 1} more JVMs)" if len(names.unavailable) > 1 else ""
+        return f"; the full Java names of JVM {pid}{more} cannot be read: {printable(why)}"
+    return " (the kernel keeps 15 bytes of a name; outside a verified JVM, search for its start)"
 
 
 def _cpu_pct(prev: MachineSample, cur: MachineSample, seconds: float) -> dict[int, float]:
@@ -91,9 +109,10 @@ def _flags(t: TaskSample) -> str:
     return ("K" if t.kthread else "") + ("N" if t.no_setaffinity else "") or "-"
 
 
-def _as_json(t: TaskSample, s: ThreadsSample, cpu_pct) -> dict:
+def _as_json(t: TaskSample, s: ThreadsSample, cpu_pct, names: ThreadNames) -> dict:
     p = s.processes.get(t.pid)
-    d = {"pid": t.pid, "tid": t.tid, "comm": t.comm, "process": p.comm if p else None,
+    d = {"pid": t.pid, "tid": t.tid, "name": names.full_name(t.pid, t.tid, t.comm) or t.comm,
+         "name_unread": names.note(t.pid, t.comm), "comm": t.comm, "process": p.comm if p else None,
          "cmdline": p.cmdline if p else None, "state": t.state, "last_cpu": t.last_cpu,
          "allowed": list(t.allowed) if t.allowed is not None else None,
          "kthread": t.kthread, "no_setaffinity": t.no_setaffinity, "nice": t.nice,
@@ -106,11 +125,14 @@ def _as_json(t: TaskSample, s: ThreadsSample, cpu_pct) -> dict:
     return d
 
 
-def format_table(tasks: list[TaskSample], s: ThreadsSample, cpu_pct=None) -> str:
-    head = ["PID", "TID", "COMM", "S", "CPU", "ALLOWED", "FLAGS"] + (["CPU%"] if cpu_pct is not None else [])
+def format_table(tasks: list[TaskSample], s: ThreadsSample, cpu_pct=None, names: ThreadNames | None = None) -> str:
+    from app.machine.thread_names import NO_THREAD_NAMES, shown_thread_name
+    names = names or NO_THREAD_NAMES
+    head = ["PID", "TID", "NAME", "S", "CPU", "ALLOWED", "FLAGS"] + (["CPU%"] if cpu_pct is not None else [])
     rows = []
     for t in tasks:
-        row = [str(t.pid), str(t.tid), t.comm, t.state, str(t.last_cpu),
+        name = shown_thread_name(names.full_name(t.pid, t.tid, t.comm), t.comm)
+        row = [str(t.pid), str(t.tid), name, t.state, str(t.last_cpu),
                format_cpulist(t.allowed) if t.allowed is not None else "?", _flags(t)]
         if cpu_pct is not None:
             v = cpu_pct.get(t.tid)

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from app.errors import CoremapError, ParseError
+from app.machine.thread_names import ThreadNames
 from app.parse.task_stat import TaskFlags, parse_status, parse_task_stat, sched_counts
 from app.sysroot import SysRoot
 
@@ -493,14 +495,29 @@ def read_process(root: SysRoot, pid: int) -> ProcessInfo:
     return p
 
 
-def find_threads_by_name(sample: ThreadsSample, pattern: str) -> list[TaskSample]:
-    """Threads whose comm contains `pattern`, case-insensitively, ordered by (pid, tid).
+def name_matcher(query: str) -> Callable[[str], bool]:
+    """The one test of a thread's names against what a user typed, for the window's filter and
+    `coremap threads --name`: true when every word of `query` (split on white space) occurs, ignoring
+    case, in a text made by `search_text` from the thread's names (and, in the window, its process's).
 
-    comm is the per-thread name (Java names its threads, e.g. "C2 CompilerThre", "GC Thread#0"), and the
-    kernel truncates it to 15 bytes (TASK_COMM_LEN 16 with the NUL, include/linux/sched.h): search for
-    the start of a long name, not its end. (Workqueue workers are the exception: proc_task_name() prints
-    their longer "kworker/R-..." name from wq_worker_comm().)
-    """
-    p = pattern.casefold()
-    return sorted((t for t in sample.tasks.values() if p in t.comm.casefold()),
+    A thread's names are its full Java name where one was read (app/machine/thread_names.py) and its
+    comm, which the kernel cuts to 15 bytes (TASK_COMM_LEN 16 with the NUL, include/linux/sched.h):
+    "market-data-feed-handler-0" is found by its full name in a verified JVM, and by its start
+    anywhere. (Workqueue workers are the exception the other way: proc_task_name() prints their
+    longer "kworker/R-..." name from wq_worker_comm().)"""
+    words = tuple(query.casefold().split())
+    return lambda text: all(w in text for w in words)
+
+
+def search_text(*parts: str | None) -> str:
+    """What name_matcher looks in: the parts that are there, joined by spaces, case-folded."""
+    return " ".join(p for p in parts if p).casefold()
+
+
+def find_threads_by_name(sample: ThreadsSample, pattern: str, names: ThreadNames | None = None) -> list[TaskSample]:
+    """Threads whose names match `pattern` (name_matcher: its full Java name from `names`, or its
+    comm), ordered by (pid, tid)."""
+    matches = name_matcher(pattern)
+    full = names.full_name if names is not None else (lambda pid, tid, comm: None)
+    return sorted((t for t in sample.tasks.values() if matches(search_text(full(t.pid, t.tid, t.comm), t.comm))),
                   key=lambda t: (t.pid, t.tid))

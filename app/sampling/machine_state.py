@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+# At run time, not only for annotations: the wire's schema (app/remote/codec.py) resolves this field's
+# class from this module. A module of one small dataclass.
+from app.machine.thread_names import NO_THREAD_NAMES, ThreadNames
+
 if TYPE_CHECKING:  # only for annotations: keeps this module import-light
     from app.machine.interrupts import IrqTable
     from app.machine.sample import MachineSample
@@ -30,3 +34,6 @@ class MachineState:
     trails: dict = field(default_factory=dict)      # tid -> ((time, cpu), ...)
     host: str = ""                        # the ssh host it came from (app/remote); "" for this machine
     stale: str = ""                       # why it is not current (the link to `host` is down); "" when it is
+    # Full names of Java threads whose comm the kernel cut to 15 bytes (app/sampling/java_names.py);
+    # the same object from tick to tick while no JVM was read again.
+    thread_names: ThreadNames = NO_THREAD_NAMES

@@ -22,8 +22,10 @@ from dataclasses import replace
 from collections.abc import Iterable
 
 from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
+from app.sampling.java_names import JavaNameReader
 from app.machine.interrupts import read_irqs, refresh_affinities
 from app.machine.sample import MachineSample, read_sample, read_snapshot_pair
+from app.machine.thread_names import NO_THREAD_NAMES
 from app.machine.threads import TaskReader
 from app.machine.topology import Topology, read_topology
 from app.parse.interrupts import RowMemo
@@ -65,6 +67,9 @@ class Sampler:
         self.topology: Topology = read_topology(root)
         self.generation = 0
         self._reader = TaskReader(root, clock=clock) if self.live else None
+        # Full Java thread names (app/sampling/java_names.py): read seldom, by a worker of its own.
+        self._java = JavaNameReader(root, clock=clock) if self.live else None
+        self._thread_names = NO_THREAD_NAMES
         self._memo = RowMemo() if self.live else None     # unchanged lines of proc/interrupts
         self._previous: MachineSample | None = None
         self._irqs = None
@@ -130,7 +135,10 @@ class Sampler:
             rates = compute_rates(_counters_of(previous), _counters_of(sample), sample.time - previous.time)
         if want_tasks:
             self._read_tasks_done(sample, now, cost)
+            self._thread_names = (self._java.update(sample.tasks) if sample.tasks is not None
+                                  else self._java.collect())
         else:
+            self._thread_names = self._java.collect()
             sample = replace(sample, tasks=self._task_sample.tasks)
         if rates is not None and self._task_rates is not None:
             rates = replace(rates, tasks=self._task_rates.tasks, exited_tids=self._task_rates.exited_tids)
@@ -279,6 +287,7 @@ class Sampler:
             notes=notes,
             residency=residency,
             trails=trails,
+            thread_names=self._thread_names,
         )
 
 

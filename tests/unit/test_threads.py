@@ -4,12 +4,14 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from dataclasses import replace
 
 import pytest
 
 from app.errors import CoremapError, ParseError
-from app.machine.threads import (TaskGone, TaskReader, ThreadsSample, find_threads_by_name,
-                                 read_process, read_task, read_tasks)
+from app.machine.thread_names import ThreadNames
+from app.machine.threads import (TaskGone, TaskReader, ThreadsSample, find_threads_by_name, name_matcher,
+                                 read_process, read_task, read_tasks, search_text)
 from app.parse.cpulist import parse_cpulist
 from app.sysroot import SysRoot
 from tests.machines import procfs_composite
@@ -162,6 +164,33 @@ def test_find_threads_by_name():
     assert [t.tid for t in find_threads_by_name(s2, "LOAD")] == [27079, 27080, 27081, 27082, 27083]
 
 
+def test_the_one_name_matcher():
+    """What the window's filter and `coremap threads --name` both ask (issue 20): every word, any case,
+    somewhere in the names."""
+    hay = search_text("market-data-feed-handler-0", "market-data-fee", None, "1234")
+    assert hay == "market-data-feed-handler-0 market-data-fee 1234"
+    for query in ("market-data-feed-handler-0", "MARKET-DATA-FEED", "handler-0 market", "  1234 ", ""):
+        assert name_matcher(query)(hay), query
+    for query in ("market-data-feed-handler-1", "handler-0 nope", "market data feed handler 0x"):
+        assert not name_matcher(query)(hay), query
+    # Case-folded both ways: "Straße" is found by "STRASSE".
+    assert name_matcher("STRASSE")(search_text("straße-worker"))
+
+
+def test_find_threads_by_their_full_names():
+    s2 = read_tasks(SysRoot(procfs_composite()))
+    t = s2.tasks[27080]
+    full = t.comm + "-and-the-rest-of-a-long-name"
+    cut = ThreadNames({t.pid: {27080: full}})
+    # Only a comm of 15 bytes can have been cut: a shorter one gets no full name however it was read.
+    assert len(t.comm.encode()) < 15 and find_threads_by_name(s2, "rest-of-a-long", cut) == []
+    fifteen = t.comm.ljust(15, "x")[:15]
+    s3 = ThreadsSample({27080: replace(t, comm=fifteen)}, {}, s2.clk_tck)
+    names = ThreadNames({t.pid: {27080: fifteen + "-and-the-rest"}})
+    assert [x.tid for x in find_threads_by_name(s3, "AND-THE-REST", names)] == [27080]
+    assert find_threads_by_name(s3, "and-the-rest") == []          # without the names: only comm
+
+
 @pytest.mark.usefixtures("live_machine")
 def test_cli_threads_json_with_cpu_percent(capsys):
     import json
@@ -196,7 +225,7 @@ def test_cli_threads_on_fixtures(capsys):
     from tests.machines import extract
     assert main(["threads", "--root", str(procfs_composite()), "--name", "LOAD"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[:5] == ["PID", "TID", "COMM", "S", "CPU"]
+    assert out[0].split()[:5] == ["PID", "TID", "NAME", "S", "CPU"]
     assert [ln.split()[1] for ln in out[1:]] == ["27079", "27080", "27081", "27082", "27083"]
     assert main(["threads", "--root", str(procfs_composite()), "--name", "nope"]) == 1
     assert main(["--root", str(extract("sno")), "threads"]) == 2

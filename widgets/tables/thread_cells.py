@@ -7,7 +7,8 @@ from __future__ import annotations
 from PySide6.QtGui import QColor
 
 from app.format import command_name, format_cpus, format_percent, format_rate
-from app.machine.threads import TaskSample
+from app.machine.thread_names import ThreadNames, shown_thread_name
+from app.machine.threads import TaskSample, search_text
 from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
 from app.sampling.rates import TaskRate
 from widgets.tables.sorting import TIE, TIE_ABSOLUTE, near
@@ -49,9 +50,11 @@ def steady(old: tuple | None, cells: tuple) -> tuple:
     return cells if out is None else tuple(out)
 
 
-def thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None, shown: str | None = None) -> tuple:
+def thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None, shown: str | None = None,
+                 full: str | None = None, unread: str | None = None) -> tuple:
     """(display, sort, tooltip, foreground) per column for one thread; `shown` replaces its name when
-    it carries its process's (a runtime that names threads only inside the process)."""
+    it carries its process's (a runtime that names threads only inside the process); `full` is its
+    full Java name where the kernel cut it, `unread` why that name cannot be read (ThreadNames)."""
     if rate is None:
         last_cpu, pct, migr, moved = t.last_cpu, None, None, False
     else:
@@ -61,9 +64,9 @@ def thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None, shown: st
     if moved:
         cpu_tip = "moved to this CPU since the previous sample"
     state = t.state
-    name = shown if shown and t.comm == proc_comm else t.comm
+    name = shown_thread_name(full, t.comm) if full else shown if shown and t.comm == proc_comm else t.comm
     return (
-        (name, name.lower(), f"{t.comm} (tid {t.tid}) in {proc_comm} (pid {t.pid})", fg),
+        (name, name.lower(), _name_tip(t, proc_comm, full, unread), fg),
         (str(t.tid), t.tid, None, fg),
         (str(last_cpu), last_cpu, cpu_tip, fg),
         (format_percent(pct), pct if pct is not None else -1.0, None, fg),
@@ -77,9 +80,19 @@ def thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None, shown: st
     )
 
 
-def process_cells(pid, comm, cmdline, threads, rlist, shown: str | None = None) -> tuple:
+def _name_tip(t: TaskSample, proc_comm: str, full: str | None, unread: str | None) -> str:
+    where = f"(tid {t.tid}) in {proc_comm} (pid {t.pid})"
+    if full:
+        return f"{full} {where}\nkernel name (comm, cut to 15 bytes): {t.comm}"
+    if unread:
+        return (f"{t.comm} {where}\nthe kernel keeps 15 bytes of a name; the full Java name cannot be "
+                f"read: {unread}")
+    return f"{t.comm} {where}"
+
+
+def process_cells(pid, comm, cmdline, threads, rlist, shown: str | None = None, names_line: str | None = None) -> tuple:
     """Cells of a process row from its threads and their rates (rlist, in the same order); `shown`
-    replaces its name (see shown_name)."""
+    replaces its name (see shown_name); `names_line` says when its Java names were read, or why not."""
     pct_sum = 0.0
     pct_known = False
     migr_sum = 0.0
@@ -108,7 +121,7 @@ def process_cells(pid, comm, cmdline, threads, rlist, shown: str | None = None) 
     state = leader.state if leader is not None else ""
     n = len(threads)
     tip = (cmdline or f"[{comm}] (kernel thread)" if kthread else cmdline or comm)
-    tip = f"{tip}\n{n} thread{'s' if n != 1 else ''}"
+    tip = f"{tip}\n{n} thread{'s' if n != 1 else ''}" + (f"\n{names_line}" if names_line else "")
     name = shown or comm
     return (
         (name, name.lower(), tip, fg),
@@ -150,20 +163,25 @@ def shown_name(comm: str, cmdline: str, threads) -> str | None:
     return None
 
 
-def thread_rows(threads: list, rlist: list, comm: str, built: dict[int, tuple], shown: str | None = None):
-    """({tid: ((task, rate, comm), cells, filter text)}, {tid: cells}, {tid: filter text}) of one
-    process's threads, in tid order; a thread whose task, rate and process name are unchanged keeps
-    its cells from `built`."""
+def thread_rows(threads: list, rlist: list, comm: str, built: dict[int, tuple], shown: str | None,
+                names: ThreadNames):
+    """({tid: (inputs, cells, filter text)}, {tid: cells}, {tid: filter text}) of one process's
+    threads, in tid order; a thread whose task, rate, process name and full name are unchanged keeps
+    its cells from `built`. The filter text is app/machine/threads.py search_text of its names."""
     nb: dict[int, tuple] = {}
     tc: dict[int, tuple] = {}
     tf: dict[int, str] = {}
+    cut = names.names or names.unavailable        # any JVM names at all: else skip the lookups
     for t, rate in zip(threads, rlist):
         tid = t.tid
-        inputs = (t, rate, comm, shown)
+        full = unread = None
+        if cut:
+            full, unread = names.full_name(t.pid, tid, t.comm), names.note(t.pid, t.comm)
+        inputs = (t, rate, comm, shown, full, unread)
         prev = built.get(tid)
         if prev is None or prev[0] != inputs:
-            cells = steady(prev[1] if prev is not None else None, thread_cells(t, comm, rate, shown))
-            prev = (inputs, cells, f"{t.comm} {tid}".lower())
+            cells = steady(prev[1] if prev is not None else None, thread_cells(t, comm, rate, shown, full, unread))
+            prev = (inputs, cells, search_text(full, t.comm, str(tid)))
         nb[tid] = prev
         tc[tid] = prev[1]
         tf[tid] = prev[2]

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from PySide6.QtCore import QAbstractItemModel, QEvent, QItemSelection, QModelIndex, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QToolTip, QVBoxLayout, QWidget
 
+from app.machine.thread_names import NO_THREAD_NAMES
+from app.machine.threads import name_matcher, search_text
 from app.machine.usage import process_facts
 from app.sampling.machine_state import MachineState
 from widgets.pinning.drag import PinDragTreeView
@@ -37,7 +39,7 @@ from widgets.tables.thread_cells import (
 from widgets.text_line import TextLine
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
-FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # lower-case text the filter words are looked for in
+FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # case-folded text the filter looks in (threads.py search_text)
 ID_ROLE = Qt.ItemDataRole.UserRole + 3        # ("process", pid) or ("thread", tid)
 
 # In the order of the COL_* numbers (widgets/tables/thread_cells.py), which the cells follow too.
@@ -69,7 +71,7 @@ class _Contents:
     tcells: dict[int, dict[int, tuple]]     # pid -> {tid: cells}, in row order
     tfilter: dict[int, dict[int, str]]      # pid -> {tid: filter text}
     tids: dict[int, list[int]]              # pid -> its tids, in row order
-    keys: dict[int, tuple]                  # pid -> (threads, rates, comm, cmdline) its cells come from
+    keys: dict[int, tuple]                  # pid -> (threads, rates, comm, cmdline, names) its cells come from
     built: dict[int, dict[int, tuple]]      # pid -> {tid: ((task, rate, comm), cells, filter)}
     changed: list[int]                      # pids whose cells were rebuilt, ascending
 
@@ -98,6 +100,7 @@ class ThreadTreeModel(QAbstractItemModel):
         self._built: dict[int, dict[int, tuple]] = {}  # pid -> {tid: ((task, rate, comm), cells, filter)}
         self.live = False                  # the state applied last is of the live machine
         self.generation = -1
+        self.thread_names = NO_THREAD_NAMES  # the state's full Java names (app/machine/thread_names.py)
 
     # -- the one way in ---------------------------------------------------------------------
     def set_state(self, state: MachineState) -> None:
@@ -110,6 +113,7 @@ class ThreadTreeModel(QAbstractItemModel):
         comparison tries) keeps its cells without a look at each thread."""
         self.generation = state.generation
         self.live = bool(state.live)
+        self.thread_names = state.thread_names
         old_pcells, old_tcells = self._pcells, self._tcells
         new = self._contents(state)
         self._pkey, self._built = new.keys, new.built
@@ -138,6 +142,8 @@ class ThreadTreeModel(QAbstractItemModel):
         built: dict[int, dict[int, tuple]] = {}
         changed: list[int] = []
         get_rate = rtasks.get
+        names = state.thread_names
+        jnames, junread = names.names, names.unavailable
         for pid, threads in threads_by_pid(tasks, processes).items():
             info = processes.get(pid)
             if info is not None:
@@ -146,7 +152,8 @@ class ThreadTreeModel(QAbstractItemModel):
                 comm = next((t for t in threads if t.tid == pid), threads[0]).comm
                 cmdline = ""
             rlist = [get_rate(t.tid) for t in threads]
-            key = (tuple(threads), tuple(rlist), comm, cmdline)
+            # The per-pid names dict is the same object while its JVM was not read again.
+            key = (tuple(threads), tuple(rlist), comm, cmdline, jnames.get(pid), junread.get(pid))
             keys[pid] = key
             if pid in old_pcells and pid in old_tcells and old_key.get(pid) == key:
                 pcells[pid] = old_pcells[pid]
@@ -158,9 +165,11 @@ class ThreadTreeModel(QAbstractItemModel):
                 continue
             changed.append(pid)
             shown = shown_name(comm, cmdline, threads)
-            pcells[pid] = steady(old_pcells.get(pid), process_cells(pid, comm, cmdline, threads, rlist, shown))
-            pfilter[pid] = f"{comm} {cmdline} {pid}".lower()
-            built[pid], tcells[pid], tfilter[pid] = thread_rows(threads, rlist, comm, old_built.get(pid, {}), shown)
+            pcells[pid] = steady(old_pcells.get(pid), process_cells(pid, comm, cmdline, threads, rlist, shown,
+                                                                   names.read_line(pid)))
+            pfilter[pid] = search_text(comm, cmdline, str(pid))
+            built[pid], tcells[pid], tfilter[pid] = thread_rows(threads, rlist, comm, old_built.get(pid, {}), shown,
+                                                                names)
             tids[pid] = list(tcells[pid])
         changed.sort()
         return _Contents(pcells, pfilter, tcells, tfilter, tids, keys, built, changed)
@@ -344,23 +353,27 @@ class ThreadTreeModel(QAbstractItemModel):
 
 
 class ThreadFilterProxyModel(OneCallProxy):
-    """Sorts by SORT_ROLE. Every filter word must occur in a thread's comm, its process's comm or
-    cmdline (or the ids); a process is kept when it or any of its threads matches (recursive filtering)."""
+    """Sorts by SORT_ROLE. A row is kept when app/machine/threads.py name_matcher (the one matcher,
+    which `coremap threads --name` uses too) finds the filter in its names: a thread's full Java name
+    and comm, its process's comm and cmdline, and the ids; a process is kept when it or any of its
+    threads matches (recursive filtering)."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self._words: list[str] = []
+        self._active = False
+        self._matches = name_matcher("")
         self.setSortRole(SORT_ROLE)
         self.setDynamicSortFilter(True)
         self.setRecursiveFilteringEnabled(True)
 
     @property
     def active(self) -> bool:
-        return bool(self._words)
+        return self._active
 
     def set_filter_text(self, text: str) -> None:
         self.beginFilterChange()
-        self._words = text.lower().split()
+        self._active = bool(text.split())
+        self._matches = name_matcher(text)
         self.endFilterChange()
 
     def flags(self, index):
@@ -369,11 +382,10 @@ class ThreadFilterProxyModel(OneCallProxy):
         return _flags(index)
 
     def filterAcceptsRow(self, source_row, source_parent):
-        if not self._words:
+        if not self._active:
             return True
         src = self.sourceModel()
-        hay = src.data(src.index(source_row, 0, source_parent), FILTER_ROLE)
-        return all(w in hay for w in self._words)
+        return self._matches(src.data(src.index(source_row, 0, source_parent), FILTER_ROLE))
 
 
 class ThreadTableWidget(QWidget):
@@ -414,10 +426,23 @@ class ThreadTableWidget(QWidget):
 
     def set_state(self, state: MachineState) -> None:
         self.model.set_state(state)
-        n_threads = sum(len(self.model.tids_of(p)) for p in self.model.pids())
-        self.count_label.setText(f"{len(self.model.pids()):,} processes, {n_threads:,} threads")
+        self._show_count()
         # Rows removed under a selection change it without a selectionChanged carrying them.
         self._emit_selection()
+
+    def _show_count(self) -> None:
+        """The line under the tree: how many processes and threads; under a filter that hides every
+        row, that nothing matches and, where a JVM's full names could not be read, why (issue 20)."""
+        if self.proxy.active and self.proxy.rowCount() == 0 and self.model.pids():
+            line = f"No thread or process matches \u201c{self.filter_edit.text().strip()}\u201d"
+            unread = self.model.thread_names.unavailable
+            if unread:
+                pid, why = min(unread.items())
+                line += f"; the full Java thread names of JVM {pid} cannot be read: {why}"
+            self.count_label.setText(line)
+            return
+        n_threads = sum(len(self.model.tids_of(p)) for p in self.model.pids())
+        self.count_label.setText(f"{len(self.model.pids()):,} processes, {n_threads:,} threads")
 
     def set_filter(self, text: str) -> None:
         self.filter_edit.setText(text)
@@ -466,6 +491,7 @@ class ThreadTableWidget(QWidget):
             self.view.expandAll()                      # show the matching threads under each process
         else:
             self.view.collapseAll()
+        self._show_count()
 
     def _on_proxy_rows_inserted(self, parent: QModelIndex, first: int, last: int) -> None:
         # A process that starts matching the filter mid-session opens like the others did.

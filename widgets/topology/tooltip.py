@@ -1,6 +1,8 @@
 """A CPU cell's tooltip: composed on demand from the newest state (figures change every tick)."""
 from __future__ import annotations
 
+import html
+
 from app.machine.topology import Topology
 from app.sampling.machine_state import MachineState
 from widgets.colors import MetricValues, format_value
@@ -79,6 +81,8 @@ def _top_threads(state: MachineState, cpu_id: int, n: int = 3) -> list[str]:
     out = []
     for pct, tid in found[:n]:
         t = sample.tasks.get(tid) if sample is not None else None
-        name = t.comm if t is not None else "?"
-        out.append(f"{name} ({tid}) {format_value(pct, '%')}")
+        # The full Java name where one was read (the kernel keeps 15 bytes); escaped: this is rich
+        # text, and a thread names itself.
+        name = (state.thread_names.full_name(t.pid, tid, t.comm) or t.comm) if t is not None else "?"
+        out.append(f"{html.escape(name)} ({tid}) {format_value(pct, '%')}")
     return out
