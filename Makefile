@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: run test bench syslibs-run syslibs-test clean screenshots
+.PHONY: run test bench syslibs-run syslibs-test clean screenshots icons
 
 run: syslibs-run $(VENV)/.installed
 	$(VENV)/bin/coremap $(ARGS)
@@ -23,6 +23,11 @@ bench: $(VENV)/.installed-test
 # rendered offscreen into resources/screenshots/.
 screenshots: $(VENV)/.installed-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m tests.shots
+
+# The PNG icons (48, 128, 256) rendered from resources/io.github.coremap.Coremap.svg after it changes;
+# tests/gui/test_desktop_icons.py fails while they are stale.
+icons: $(VENV)/.installed-test
+	QT_QPA_PLATFORM=offscreen $(PY) -m widgets.icons
 
 # The Debian/Ubuntu packages Qt (and the probes' build) need that are missing: as root they are
 # installed (apt-get update, apt-get install -y); as a user the one `sudo apt-get install` line is

@@ -82,6 +82,9 @@ TEST_TOOLS = {
     # issue 15: tests/remote starts its own sshd (never the system's) and reaches it with ssh
     "sshd": "openssh-server",
     "ssh": "openssh-client",
+    # issue 23: the .desktop entry and the AppStream metainfo pass the freedesktop validators
+    "desktop-file-validate": "desktop-file-utils",
+    "appstreamcli": "appstream",
 }
 # sshd lives in sbin, which a user's PATH often lacks.
 _SBIN = "/usr/sbin:/sbin"

@@ -30,7 +30,7 @@ from app.pinning.service import AffinityService
 from app.atomic import check_output_path
 from app.errors import CoremapError
 from app.sampling.heap_trim import MemoryTrimmer
-from app.resources import ICON, resource_path
+from app.resources import APP_ID, ICON, resource_path
 from app.remote.capture import capture_session
 from app.remote.hosts import HostSpec, parse_host, remember_host
 from app.remote.pins import RemoteAffinityService
@@ -140,7 +140,9 @@ def _application():
     app = application()
     app.setApplicationName("coremap")
     app.setApplicationDisplayName("coremap")
-    app.setDesktopFileName("coremap")
+    # The reverse-DNS id the .desktop file is named by (resources/): Wayland's app_id, so the desktop
+    # shows the window with its menu entry's name and icon.
+    app.setDesktopFileName(APP_ID)
     icon = resource_path(ICON)
     if icon.exists():
         app.setWindowIcon(QIcon(str(icon)))

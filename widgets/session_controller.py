@@ -4,7 +4,7 @@ its Autosaver and crash recovery bar come from widgets/autosave.py.
 What the window shows is kept as it goes (the rates of each tick, the probe runs, the pin journal,
 the screenshots taken), so File → Save Session writes it all into one `.coremap` file
 (app/store/session.py) that reopens on any workstation. Screenshots and reports go straight into the
-user's reports folder (app/statedir.reports_dir) under a name carrying host, date and time; the
+user's reports folder (app/store/folders.py, reports_dir) under a name carrying host, date and time; the
 status line says where. Nothing here shows a modal dialog except the file choosers of Open Session…
 and Save Session As….
 """

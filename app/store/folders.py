@@ -1,8 +1,13 @@
-"""Where coremap keeps what must survive a crash: the pin journal.
+"""Where coremap keeps what must survive a crash (the pin journal, the autosave) and where it puts
+what the user saves (screenshots, sessions, reports).
 
-$COREMAP_STATE_DIR, else $XDG_STATE_HOME/coremap, else ~/.local/state/coremap (the XDG Base
+State: $COREMAP_STATE_DIR, else $XDG_STATE_HOME/coremap, else ~/.local/state/coremap (the XDG Base
 Directory Specification's "state" data: things that should persist across restarts but are not
 worth backing up).
+
+Reports: $COREMAP_REPORTS_DIR, else coremap/ in the user's documents folder (XDG_DOCUMENTS_DIR, as
+xdg-user-dirs writes it in $XDG_CONFIG_HOME/user-dirs.dirs, the folder a file manager shows as
+Documents), else reports/ in the state folder when the user has no documents folder.
 """
 from __future__ import annotations
 
@@ -41,11 +46,50 @@ def journal_path(create: bool = True) -> Path:
     return state_dir(create) / "journal.jsonl"
 
 
+def _config_home() -> Path:
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    return Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".config"
+
+
+def documents_dir() -> Path | None:
+    """The user's documents folder: $XDG_DOCUMENTS_DIR, else the line xdg-user-dirs writes in
+    user-dirs.dirs (XDG_DOCUMENTS_DIR="$HOME/Documents"; only "$HOME/…" or an absolute path is valid
+    there), else ~/Documents when it exists; None otherwise, or when it is set to the home folder
+    itself (xdg-user-dirs' way of saying the user has none)."""
+    home = Path.home()
+    value = os.environ.get("XDG_DOCUMENTS_DIR") or _user_dirs_value("XDG_DOCUMENTS_DIR")
+    if value:
+        path = Path(value.replace("$HOME", str(home), 1)) if value.startswith("$HOME") else Path(value)
+        if not path.is_absolute() or path == home:
+            return None
+        return path
+    fallback = home / "Documents"
+    return fallback if fallback.is_dir() else None
+
+
+def _user_dirs_value(key: str) -> str | None:
+    """`key`'s value in user-dirs.dirs (shell-style KEY="value" lines), None when absent or unreadable."""
+    try:
+        text = (_config_home() / "user-dirs.dirs").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None         # no file (xdg-user-dirs not installed) or unreadable: the fallbacks decide
+    for line in text.splitlines():
+        name, eq, value = line.strip().partition("=")
+        if eq and name == key and len(value) >= 2 and value[0] == value[-1] == '"':
+            return value[1:-1]
+    return None
+
+
 def reports_dir(create: bool = True) -> Path:
-    """Where screenshots, sessions and reports go by default: $COREMAP_REPORTS_DIR, else
-    ~/coremap-reports (a folder the user sees, unlike the state folder)."""
+    """Where screenshots, sessions and reports go by default: $COREMAP_REPORTS_DIR, else coremap/ in
+    the user's documents folder (a folder the user sees, unlike the state folder), else reports/ in
+    the state folder."""
     explicit = os.environ.get("COREMAP_REPORTS_DIR")
-    path = Path(explicit) if explicit else Path.home() / "coremap-reports"
+    if explicit:
+        path = Path(explicit)
+    else:
+        docs = documents_dir()
+        path = docs / "coremap" if docs is not None else state_dir(create) / "reports"
     if create:
         try:
             path.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
 """The wheel a user installs (`pip wheel .`, what `pipx install .` builds) carries the data files the
-window and `coremap --install-desktop` need: the icon, the .desktop entry and the polkit policy."""
+window and `coremap --install-desktop` need: the icons, the .desktop entry, the AppStream metainfo and
+the polkit policy."""
 from __future__ import annotations
 
 import shutil
@@ -34,16 +35,20 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
         yield z
 
 
-def test_wheel_holds_the_desktop_entry_icon_and_polkit_policy(wheel):
+def test_wheel_holds_the_desktop_entry_icons_metainfo_and_polkit_policy(wheel):
     names = set(wheel.namelist())
-    for f in ("coremap.desktop", "coremap.svg", "org.coremap.helper.policy"):
+    app_id = "io.github.coremap.Coremap"
+    for f in (f"{app_id}.desktop", f"{app_id}.svg", f"{app_id}-48.png", f"{app_id}-128.png", f"{app_id}-256.png",
+              f"{app_id}.metainfo.xml", "org.coremap.helper.policy"):
         assert f"app/resources/{f}" in names
         assert wheel.read(f"app/resources/{f}") == (REPO / "resources" / f).read_bytes()
     assert "app/resources/__init__.py" in names
 
 
 def test_wheel_leaves_the_readme_screenshots_out(wheel):
-    assert not [n for n in wheel.namelist() if n.endswith(".png")]
+    # The only pictures are the icon's PNGs (above); none of resources/screenshots.
+    assert sorted(n for n in wheel.namelist() if n.endswith(".png")) == \
+        sorted(f"app/resources/io.github.coremap.Coremap-{s}.png" for s in (48, 128, 256))
 
 
 def test_wheel_has_both_commands_and_the_probes_extension(wheel):

@@ -84,3 +84,15 @@ def test_as_root_without_install_flag_nothing_is_installed(apt, monkeypatch):
     monkeypatch.setattr(syslibs.os, "geteuid", lambda: 0)
     assert syslibs.main(["syslibs.py", "run"]) == 1
     assert apt == []
+
+
+def test_ci_installs_the_desktop_validators(monkeypatch, tmp_path):
+    """`.ci/run` installs what `syslibs.py tools --names` lists: the .desktop and AppStream validators
+    tests/unit/test_desktop.py runs are among them when missing, and not once they are on PATH."""
+    monkeypatch.setattr(syslibs, "_SBIN", "")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert {"desktop-file-utils", "appstream"} <= set(syslibs.missing_tools())
+    for cmd in ("desktop-file-validate", "appstreamcli"):
+        (tmp_path / cmd).write_text("#!/bin/sh\n")
+        (tmp_path / cmd).chmod(0o755)
+    assert not {"desktop-file-utils", "appstream"} & set(syslibs.missing_tools())
