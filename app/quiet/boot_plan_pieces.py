@@ -23,7 +23,7 @@ Sources:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.format import cpus_word, format_cpus
 from app.machine.boot import BootFacts, BootLoader
@@ -56,6 +56,7 @@ class Piece:
     text: str | None = None    # the file
     apply: tuple[str, ...] = ()        # shell lines, run in the plan folder
     rollback: tuple[str, ...] = ()     # shell lines that undo `apply`
+    alternative: str | None = None     # one of two ways, for a machine where it holds ("where ...")
 
 
 @dataclass(frozen=True)
@@ -102,9 +103,10 @@ def kernel_pieces(changes: list[Change], facts: BootFacts, quiet_text: str) -> t
         return (_grub_dropin(todo, loader.why, quiet_text, dropin),)
     if loader.kind == "grub":
         return (_grub_edit(todo, loader),)
-    return (_grubby(todo, "where /boot/loader/entries/*.conf exist or grubby is installed (Fedora, RHEL 8 "
-                          "and later)"),
-            _grub_dropin(todo, "where update-grub is installed (Debian, Ubuntu)", quiet_text, dropin))
+    grubby = "where /boot/loader/entries/*.conf exist or grubby is installed (Fedora, RHEL 8 and later)"
+    debian = "where update-grub is installed (Debian, Ubuntu)"
+    return (replace(_grubby(todo, grubby), alternative=grubby),
+            replace(_grub_dropin(todo, debian, quiet_text, dropin), alternative=debian))
 
 
 def _grubby(todo: list[Change], why: str) -> Piece:

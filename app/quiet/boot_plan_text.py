@@ -116,7 +116,11 @@ def rollback_script(plan: QuietPlan, route: Route) -> str:
     out = ["#!/bin/sh", f"# coremap plan, CPUs {format_cpus(plan.quiet)} quiet: undo route \"{route.title}\".",
            "# Review before running; lines starting with # are for you to do by hand.", "set -e"]
     for piece in [*reversed(plan.common), *reversed(route.pieces)]:
-        if piece.rollback:
+        if piece.rollback and piece.alternative:
+            # Which of the two ways was used is the user's to say: neither runs until uncommented.
+            out += ["", f"# {piece.title}: one of two ways, {piece.alternative}; uncomment it if you used it",
+                    *(line if line.startswith("#") else f"# {line}" for line in piece.rollback)]
+        elif piece.rollback:
             out += ["", f"# {piece.title}", *piece.rollback]
     out += ["", "# then reboot: the kernel takes its command line back only at boot"]
     return "\n".join(out) + "\n"

@@ -271,6 +271,12 @@ def test_without_the_machines_files_both_ways_are_shown(master):
     titles = [p.title for p in pieces(plan, "by-hand")]
     assert titles[:2] == ["Kernel command line, with grubby", "Kernel command line, with a file in /etc/default/grub.d"]
     assert "Both usual ways of setting the kernel command line follow." in " ".join(plan_text(plan).split())
+    # Neither way's roll back runs from the script until the user says which one was used.
+    script = rollback_script(plan, plan.route("by-hand"))
+    assert '# grubby --update-kernel=ALL --remove-args="isolcpus=managed_irq,domain,3' in script
+    assert "\n# if test -e /etc/default/grub.d/coremap-quiet.cfg.before-coremap; then" in script
+    assert not re.search(r"^(grubby|update-grub|if test -e /etc/default/grub.d)", script, re.M)
+    assert "\nsystemctl disable --now coremap-guard.service\n" in script        # the pieces of both, not commented
 
 
 # -- tuned, apart ---------------------------------------------------------------------------------------
