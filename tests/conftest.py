@@ -12,6 +12,7 @@ os.environ.setdefault("COREMAP_STATE_DIR", os.path.join(
 
 
 import subprocess  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -47,6 +48,20 @@ def tracefs():
             except BlockingIOError:
                 pass    # another session still traces: the last one out unmounts
         lock.close()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say so when this run could use one CPU only: a suite started while another had CPU 1 quiet
+    inherits a mask without it (an isolate moves every thread, and a process forked meanwhile keeps the
+    narrow mask after the restore); the tests that need two CPUs then skipped rather than ran."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        path = Path("/sys/devices/system/cpu/online")
+        online = path.read_text().strip() if path.exists() else "0-1"
+        terminalreporter.write_line(
+            f"coremap: this run could use CPU {allowed[0]} only (online: {online}), so the tests that need two "
+            f"CPUs skipped; was it started while another run had CPU 1 quiet? `taskset -pc {online} $$` widens "
+            "a shell")
 
 
 @pytest.hookimpl(hookwrapper=True)
