@@ -20,8 +20,10 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import stat
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from app.atomic import atomic_writer
@@ -137,3 +139,80 @@ def run(args) -> int:
     print(f"To let pins go through pkexec, an administrator installs the polkit policy, which names "
           f"{helper_command()}:\n    sudo install -m 644 {shlex.quote(str(policy))} /usr/share/polkit-1/actions/{POLKIT_POLICY}")
     return 0
+
+
+# -- is there a display? ------------------------------------------------------------------------------
+# Qt platforms that draw without a display server (offscreen, framebuffers, VNC): nothing to check.
+_HEADLESS_PLATFORMS = ("offscreen", "minimal", "minimalegl", "eglfs", "linuxfb", "vnc", "vkkhrdisplay")
+_NO_DISPLAY_WAYS = ("run coremap in a desktop session (or over ssh -X), take a picture with "
+                    "--screenshot OUT.png, or use a command (coremap --help)")
+
+
+def display_problem(env: Mapping[str, str] | None = None) -> str | None:
+    """Why the window cannot open here, as one sentence; None when a display answers (or the Qt
+    platform chosen needs none). Asked before Qt starts: without a display Qt's xcb plugin aborts
+    the process with "xcb-cursor0 or libxcb-cursor0 is needed to load the Qt xcb platform plugin …
+    reinstalling the application may fix this", even where that library is installed."""
+    env = os.environ if env is None else env
+    platform = env.get("QT_QPA_PLATFORM", "").split(":", 1)[0].strip().lower()
+    if platform in _HEADLESS_PLATFORMS:
+        return None
+    display, wayland = env.get("DISPLAY", ""), env.get("WAYLAND_DISPLAY", "")
+    wanted = [(name, value) for name, value in (("WAYLAND_DISPLAY", wayland), ("DISPLAY", display)) if value
+              and (not platform or platform.startswith("wayland" if name == "WAYLAND_DISPLAY" else "xcb"))]
+    if not wanted:
+        needs = {"xcb": "$DISPLAY", "wayland": "$WAYLAND_DISPLAY"}.get(platform.removesuffix("-egl"))
+        why = (f"QT_QPA_PLATFORM is {platform} but {needs} is not set" if needs else
+               "neither $DISPLAY nor $WAYLAND_DISPLAY is set")
+        return f"no display is reachable: {why}; {_NO_DISPLAY_WAYS}"
+    why = []
+    for name, value in wanted:
+        problem = _wayland_problem(value, env) if name == "WAYLAND_DISPLAY" else _x11_problem(value)
+        if problem is None:
+            return None
+        why.append(f"${name} is {value} but {problem}")
+    return f"no display is reachable: {'; '.join(why)}; {_NO_DISPLAY_WAYS}"
+
+
+def _x11_problem(display: str) -> str | None:
+    """None when an X server accepts a connection for `display` ("[host]:N[.screen]"), else why not.
+    A local display is the socket /tmp/.X11-unix/XN (or Linux's abstract one of that name); a remote
+    one, ssh -X's localhost:10 among them, is TCP port 6000 + N (X Window System Protocol, "Connection
+    Setup"; Xlib's XOpenDisplay)."""
+    host, sep, rest = display.rpartition(":")
+    number = rest.split(".", 1)[0]
+    if not sep or not number.isdigit():
+        return "that is not a display name ([HOST]:NUMBER)"
+    host = host.removeprefix("unix/")
+    try:
+        if host in ("", "unix"):
+            path = f"/tmp/.X11-unix/X{number}"
+            for address in (path, "\0" + path):
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                    s.settimeout(1.0)
+                    try:
+                        s.connect(address)
+                        return None
+                    except (FileNotFoundError, ConnectionRefusedError):
+                        continue
+            return f"no X server listens on {path}"
+        with socket.create_connection((host, 6000 + int(number)), timeout=2.0):
+            return None
+    except OSError as e:
+        return f"no X server answers there ({e.strerror or e})"
+
+
+def _wayland_problem(name: str, env: Mapping[str, str]) -> str | None:
+    """None when the compositor's socket (absolute, or in $XDG_RUNTIME_DIR: the Wayland protocol's
+    wl_display_connect) accepts a connection, else why not."""
+    runtime = env.get("XDG_RUNTIME_DIR", "")
+    if not os.path.isabs(name) and not runtime:
+        return "$XDG_RUNTIME_DIR, where its socket lives, is not set"
+    path = name if os.path.isabs(name) else os.path.join(runtime, name)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        try:
+            s.connect(path)
+        except OSError as e:
+            return f"no compositor answers on {path} ({e.strerror or e})"
+    return None

@@ -11,7 +11,7 @@ import sys
 
 import app
 import app.cli
-from app.cli.common import OneLineParser, bounded, take_notes
+from app.cli.common import OneLineParser, bounded, pixel_size, take_notes
 from app.errors import CoremapError
 from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
 
@@ -41,7 +41,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                    help="render the window offscreen after the first samples, save it, and exit")
     p.add_argument("--color-by", metavar="METRIC", default=None,
                    help="metric that colours the grid: irq, softirq[:KIND], irqtime, busy, residency")
-    p.add_argument("--size", metavar="WxH", default=None, help="window size for --screenshot, e.g. 1600x1000")
+    p.add_argument("--size", metavar="WxH", type=pixel_size, default=None, help="window size for --screenshot, e.g. 1600x1000")
     p.add_argument("--interval", type=bounded(MIN_INTERVAL, MAX_INTERVAL), default=1.0, metavar="S",
                    help="sampling interval in seconds, 0.25-5 (default 1)")
     p.add_argument("--session", metavar="FILE", help="open a saved .coremap session")
@@ -142,6 +142,13 @@ def _never_crash_on_encoding() -> None:
 
 
 def _gui(args) -> int:
+    if not getattr(args, "screenshot", None):
+        # Before Qt starts: without a display its xcb plugin aborts the process with a misleading
+        # "xcb-cursor0 … is needed" (issue 23); one line here says what is wrong instead.
+        from app.cli.desktop import display_problem
+        problem = display_problem()
+        if problem is not None:
+            raise CoremapError(problem)
     # Imported here, not at the top: the window (and Qt) is loaded only when it is asked for.
     try:
         from widgets.application import run_gui
