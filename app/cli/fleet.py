@@ -1,4 +1,6 @@
-"""`coremap fleet HOST... [--file F] [--csv] [--jitter-cpu N]`: many machines over ssh, side by side.
+"""`coremap fleet HOST... [--file F] [--csv] [--jitter-cpu N]`: many machines over ssh, side by side;
+`coremap fleet --prometheus URL [--match M]` and `coremap fleet --pcp URL HOSTSPEC...`: the same from the
+metrics engines a team already runs (app/sources/), streaming in the window.
 
 Each host is captured in parallel (at most --parallel at once, each within --timeout seconds;
 app/remote/fleet.py): its grid coloured by the same scale as the others', and a table of model,
@@ -6,6 +8,13 @@ shape, NUMA nodes, kernel, isolcpus, nohz_full, irqbalance, the busiest IRQ and,
 the jitter probe's p99 and maximum on that CPU — the cells that set a machine apart highlighted. A
 host that cannot be reached is a row that says why. `--csv` prints the table instead of opening the
 window (headless); `--screenshot OUT.png` renders the window offscreen and exits.
+
+With --prometheus or --pcp no agent runs anywhere: per-CPU hard-IRQ and softirq rates and IRQ time come
+from node_exporter through Prometheus (every host it scrapes, or the HOSTs named: their `instance`) or
+from each host's pmcd through pmproxy (the HOSTs are pmcd hostspecs). The window keeps reading, every
+--every seconds: tiles appear as hosts answer, and a host that stops answering keeps its last grid with
+when it was last seen. --csv and --json print one round. Tokens and CA files come from
+~/.config/coremap/sources.ini (--source-config), never from the command line.
 
 Exit status: 0 when every host was read, 1 when some could not be, 2 for bad input.
 """
@@ -34,6 +43,18 @@ def register(subparsers) -> None:
                    help=f"hosts captured at once (default {PARALLEL})")
     p.add_argument("--timeout", dest="fleet_timeout", type=bounded(1, 600), default=TIMEOUT, metavar="S",
                    help=f"seconds each host may take, connecting included (default {TIMEOUT:g})")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--prometheus", metavar="URL", help="read the fleet from this Prometheus (node_exporter)")
+    src.add_argument("--pcp", metavar="URL", help="read the HOSTs (pmcd hostspecs) through this pmproxy")
+    p.add_argument("--match", default="", metavar="MATCHERS",
+                   help='with --prometheus: label matchers every host\'s series have, e.g. job="node"')
+    p.add_argument("--source-config", metavar="FILE",
+                   help="INI file naming each source's bearer_token_file and ca_file (default "
+                        "~/.config/coremap/sources.ini)")
+    p.add_argument("--every", type=bounded(1, 3600), default=5.0, metavar="S",
+                   help="with --prometheus or --pcp: seconds between reads of the fleet in the window (default 5)")
+    p.add_argument("--sort", choices=("quiet", "busiest", "jitter", "host"), default=None,
+                   help="order of the hosts: IRQs on quiet CPUs, busiest CPU, jitter gaps/s, or host name")
     p.add_argument("--jitter-cpu", type=bounded(0, 8191, "CPU", integer=True), default=None, metavar="N",
                    help="also run the jitter probe on CPU N of every host")
     p.add_argument("--jitter-seconds", type=bounded(0.1, 60), default=1.0, metavar="S",
@@ -65,6 +86,9 @@ def hosts_of(args) -> list:
 
 
 def run(args) -> int:
+    if args.prometheus or args.pcp:
+        from app.cli.fleet_sources import run_sources
+        return run_sources(args)
     # Imported here, not at the top: every `coremap` run imports this module to build its parser.
     from app.remote.fleet import CSV_COLUMNS, capture_fleet, csv_rows
     hosts = hosts_of(args)
@@ -110,11 +134,12 @@ def _jitter(cpu: int, seconds: float):
         failure = run.failure(job.label)
         if failure:
             return {"cpu": cpu, "error": failure}
+        from probes.jitter import fleet_figures
         try:
-            pct = job.summarize(run.lines)["percentiles"]
+            figures = fleet_figures(job.summarize(run.lines))
         except CoremapError as e:
             return {"cpu": cpu, "error": str(e)}
-        return {"cpu": cpu, "p99_ns": pct.get("p99"), "max_ns": pct.get("max")}
+        return {"cpu": cpu, **figures}
     return measure
 
 

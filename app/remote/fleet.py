@@ -47,6 +47,9 @@ class FleetRow:
     probe: dict | None = None       # what `probe` returned: {"cpu", "p99_ns", "max_ns"} or {"error"}
     error: str = ""
     seconds: float = 0.0
+    seen: float = 0.0               # time.time() of its last answer (a streaming fleet, app/sources/stream.py)
+    quiet: tuple[int, ...] = ()     # CPUs coremap made quiet there, where the source says (app/sources/export.py)
+    stale: str = ""                 # why this row is not current: "no answer since 12:04:05 (40 s ago)"
 
     @property
     def ok(self) -> bool:
@@ -156,11 +159,64 @@ def top_irq(state: MachineState) -> str:
 
 
 def jitter_text(probe: dict | None) -> str:
+    """A host's jitter cell, leading with what jitter users read (probes/jitter.py fleet_figures): the
+    longest gap, gaps of 10 and 100 µs or more per second and the time lost in gaps. A row from an
+    older coremap, which kept only the p99 and the max, shows those."""
     if not probe:
         return ""
     if probe.get("error"):
         return str(probe["error"])
-    return f"CPU {probe.get('cpu')}: p99 {format_ns(probe.get('p99_ns'))}, max {format_ns(probe.get('max_ns'))}"
+    if "gaps_per_s" in probe:
+        return f"CPU {probe.get('cpu')}: {format_rate(probe.get('gaps_per_s'))} gaps"
+    text = f"CPU {probe.get('cpu')}: max {format_ns(probe.get('max_ns'))}"
+    if probe.get("gaps10_per_s") is None:
+        return text + f", p99 {format_ns(probe.get('p99_ns'))}"
+    lost = probe.get("lost_share")
+    return (text + f", gaps >= 10 µs {format_rate(probe['gaps10_per_s'])}, >= 100 µs "
+            f"{format_rate(probe.get('gaps100_per_s'))}, time lost {f'{100 * lost:.3g}%' if lost is not None else '-'}")
+
+
+# -- what matters first (the streaming fleet's sort orders) -------------------------------------------
+def quiet_cpus(row: FleetRow) -> tuple[int, ...]:
+    """The CPUs that should see no IRQs: coremap's quiet CPUs where known, else the kernel's isolated ones."""
+    if row.quiet:
+        return row.quiet
+    return row.state.topology.isolated if row.state is not None else ()
+
+
+def irq_on_quiet(row: FleetRow) -> float:
+    """Hard and soft IRQs per second landing on the host's quiet or isolated CPUs."""
+    r = row.state.rates if row.state is not None else None
+    if r is None:
+        return 0.0
+    return sum(c.irq_per_s + c.softirq_total_per_s for cpu, c in r.per_cpu.items() if cpu in set(quiet_cpus(row)))
+
+
+def busiest_cpu(row: FleetRow) -> float:
+    """The IRQs per second (hard and soft) of the host's busiest CPU."""
+    r = row.state.rates if row.state is not None else None
+    if r is None or not r.per_cpu:
+        return 0.0
+    return max(c.irq_per_s + c.softirq_total_per_s for c in r.per_cpu.values())
+
+
+def jitter_gaps(row: FleetRow) -> float:
+    """Jitter gaps per second where a probe ran (or its p99 in ns over ssh), else 0."""
+    p = row.probe or {}
+    v = p.get("gaps_per_s", p.get("p99_ns"))
+    return float(v) if isinstance(v, (int, float)) else 0.0
+
+
+SORTS = {"quiet": ("IRQs on quiet CPUs", irq_on_quiet), "busiest": ("busiest CPU", busiest_cpu),
+         "jitter": ("jitter gaps/s", jitter_gaps), "host": ("host name", None)}
+
+
+def sort_rows(rows: Sequence[FleetRow], by: str) -> list[FleetRow]:
+    """Hosts that answered, most telling first by `by` (a key of SORTS), then the ones that did not."""
+    key = SORTS[by][1]
+    if key is None:
+        return sorted(rows, key=lambda r: r.host)
+    return sorted(rows, key=lambda r: (not r.ok, -key(r) if r.ok else 0.0, r.host))
 
 
 # -- what stands out -------------------------------------------------------------------------------------
@@ -199,7 +255,23 @@ def odd_cells(rows: Sequence[FleetRow]) -> dict[tuple[int, str], str]:
 
 # -- CSV ------------------------------------------------------------------------------------------------
 CSV_COLUMNS = ("host", "name", "status", "model", "shape", "core_kinds", "numa_nodes", "kernel", "isolcpus",
-               "nohz_full", "irqbalance", "top_irq", "jitter", "stands_out", "seconds")
+               "nohz_full", "irqbalance", "top_irq", "jitter", "irq_per_s", "softirq_per_s", "irq_time_pct",
+               "busiest_cpu_per_s", "quiet_cpus", "irq_on_quiet_per_s", "stands_out", "seconds", "last_seen")
+
+
+def _sums(r: FleetRow) -> dict[str, str]:
+    """The host's hard and soft IRQs per second over all CPUs and its mean share of time in IRQs."""
+    rates = r.state.rates if r.state is not None else None
+    if rates is None or not rates.per_cpu:
+        return {"irq_per_s": "", "softirq_per_s": "", "irq_time_pct": "", "busiest_cpu_per_s": "",
+                "irq_on_quiet_per_s": ""}
+    cs = rates.per_cpu.values()
+    pct = [c.irq_softirq_pct for c in cs if c.irq_softirq_pct is not None]
+    return {"irq_per_s": f"{sum(c.irq_per_s for c in cs):.1f}",
+            "softirq_per_s": f"{sum(c.softirq_total_per_s for c in cs):.1f}" if any(c.softirq_per_s for c in cs) else "",
+            "irq_time_pct": f"{sum(pct) / len(pct):.2f}" if pct else "",
+            "busiest_cpu_per_s": f"{busiest_cpu(r):.1f}",
+            "irq_on_quiet_per_s": f"{irq_on_quiet(r):.1f}" if quiet_cpus(r) else ""}
 
 
 def csv_rows(rows: Sequence[FleetRow]) -> list[dict[str, str]]:
@@ -210,8 +282,34 @@ def csv_rows(rows: Sequence[FleetRow]) -> list[dict[str, str]]:
     for i, r in enumerate(rows):
         d = {"host": r.host, "name": r.name, "status": "ok" if r.ok else r.error,
              "top_irq": r.top_irq, "jitter": jitter_text(r.probe), "seconds": f"{r.seconds:.2f}",
-             "stands_out": ";".join(col for (j, col) in odd if j == i)}
+             "stands_out": ";".join(col for (j, col) in odd if j == i),
+             "quiet_cpus": format_cpus(quiet_cpus(r)) if r.ok and quiet_cpus(r) else "",
+             "last_seen": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(r.seen)) if r.seen else ""}
+        if r.stale:
+            d["status"] = r.stale
+        d.update(_sums(r))
         for label in FACTS:
             d[label.lower().replace(" ", "_")] = r.fact(label)
         out.append(d)
     return out
+
+
+def json_rows(rows: Sequence[FleetRow]) -> list[dict]:
+    """csv_rows, each with `per_cpu`: {CPU: {irq_per_s, softirq_per_s, irq_pct, softirq_pct}} (figures the
+    source lacks are null)."""
+    out = []
+    for d, r in zip(csv_rows(rows), rows):
+        rates = r.state.rates if r.state is not None else None
+        per = {}
+        if rates is not None:
+            for cpu, c in sorted(rates.per_cpu.items()):
+                # A source without per-CPU softirq counts (node_exporter < 1.6) has none: null, not 0.
+                soft = round(c.softirq_total_per_s, 3) if c.softirq_per_s else None
+                per[str(cpu)] = {"irq_per_s": round(c.irq_per_s, 3), "softirq_per_s": soft,
+                                 "irq_pct": _r(c.irq_pct), "softirq_pct": _r(c.softirq_pct)}
+        out.append({**d, "per_cpu": per})
+    return out
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)

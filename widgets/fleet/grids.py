@@ -1,9 +1,15 @@
 """FleetGrids: every host's grid, small, side by side, all coloured by ONE scale (so a colour means the
 same rate in each: the busiest machine is the brightest), with one legend for all; a host that could
-not be read shows why in its place, and a host that stands out in the table has an amber frame."""
+not be read shows why in its place, a host that stands out in the table has an amber frame, and a host
+that stopped answering keeps its last grid, greyed, under when it was last seen.
+
+Streaming (app/sources/stream.py): `set_rows(rows, order)` adds the tiles of hosts not shown yet, updates
+the others in place (their grid only recolours, as the window's does per tick) and lays them out in
+`order`. In a fleet of more than LAZY_ABOVE hosts a tile builds its grid once it is scrolled into view, so
+a thousand hosts cost a thousand labels at first and a grid only for the tiles scrolled into view."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from app.format import printable
@@ -14,6 +20,8 @@ from widgets.topology.view import TopologyView
 
 TILE_SIZE = (340, 230)
 FAILED_CSS = "color: #b00020;"
+STALE_CSS = "color: #8a6d00;"
+LAZY_ABOVE = 64
 
 
 def shared_scale(rows: list[FleetRow], metric: Metric) -> tuple[ColorScale | None, str, str, str]:
@@ -33,37 +41,74 @@ def shared_scale(rows: list[FleetRow], metric: Metric) -> tuple[ColorScale | Non
 
 
 class HostTile(QFrame):
-    """One host: its name over its grid (or over why it could not be read)."""
+    """One host: its name over its grid (or over why it could not be read, or when it was last seen)."""
 
-    def __init__(self, row: FleetRow, metric: Metric, scale: ColorScale | None, odd: bool, parent=None):
+    def __init__(self, row: FleetRow, metric: Metric, scale: ColorScale | None, odd: bool, parent=None, *,
+                 lazy: bool = False):
         super().__init__(parent)
-        self.row = row
         self.setObjectName("fleet-tile")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        if odd:
-            self.setStyleSheet("#fleet-tile { border: 2px solid #f0b400; }")
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(3, 3, 3, 3)
-        lay.setSpacing(2)
-        name = f"{row.host}" + (f" — {row.name}" if row.name and row.name != row.host else "")
-        self.title = QLabel(printable(name), self)
+        self._metric, self.scale, self.lazy = metric, scale, lazy
+        self._lay = QVBoxLayout(self)
+        self._lay.setContentsMargins(3, 3, 3, 3)
+        self._lay.setSpacing(2)
+        self.title = QLabel(self)
         self.title.setStyleSheet("font-weight: bold;")
-        lay.addWidget(self.title)
+        self._lay.addWidget(self.title)
+        self.why = QLabel(self)
+        self.why.setWordWrap(True)
+        self.why.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self._lay.addWidget(self.why)
         self.view: TopologyView | None = None
-        if row.ok and row.state is not None:
-            self.view = TopologyView(self, metric=metric)
-            self.view.fix_scale(scale)
-            self.view.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-            self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-            self.view.set_state(row.state)
-            lay.addWidget(self.view, 1)
-        else:
-            why = QLabel(printable(row.error), self)
-            why.setWordWrap(True)
-            why.setStyleSheet(FAILED_CSS)
-            why.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-            lay.addWidget(why, 1)
+        self.row = row
         self.setFixedSize(*TILE_SIZE)
+        self.set_row(row, scale, odd)
+
+    def set_row(self, row: FleetRow, scale: ColorScale | None, odd: bool) -> None:
+        self.row, self.scale = row, scale
+        self.setStyleSheet("#fleet-tile { border: 2px solid #f0b400; }" if odd else "")
+        name = f"{row.host}" + (f" — {row.name}" if row.name and row.name != row.host else "")
+        self.title.setText(printable(name))
+        if row.state is None:
+            self.why.setText(printable(row.error))
+            self.why.setStyleSheet(FAILED_CSS)
+            self.why.setVisible(True)
+            self._lay.setStretchFactor(self.why, 1)
+            if self.view is not None:
+                self.view.setVisible(False)
+            return
+        self.why.setText(printable(row.stale))
+        self.why.setStyleSheet(STALE_CSS)
+        self.why.setVisible(bool(row.stale))
+        self._lay.setStretchFactor(self.why, 0)
+        if self.view is None and not self.lazy:
+            self._build_view()
+        elif self.view is not None:
+            self._apply()
+
+    def _build_view(self) -> None:
+        self.view = TopologyView(self, metric=self._metric)
+        self.view.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._lay.addWidget(self.view, 1)
+        self._apply()
+        self.view.zoom_fit()
+
+    def _apply(self) -> None:
+        v, r = self.view, self.row
+        v.setVisible(True)
+        v.setEnabled(not r.stale)
+        v.fix_scale(self.scale)
+        v.set_state(r.state)
+        if r.quiet:
+            v.set_quiet_cpus(r.quiet)
+
+    def build_if_shown(self) -> bool:
+        """A lazy tile builds its grid once part of it is inside the scroll area's viewport."""
+        if self.view is not None or self.row.state is None or self.visibleRegion().isEmpty():
+            return False
+        self._build_view()
+        return True
 
 
 class FleetGrids(QWidget):
@@ -71,28 +116,62 @@ class FleetGrids(QWidget):
 
     def __init__(self, rows: list[FleetRow], metric: Metric, odd_rows: set[int], parent=None, *, columns: int = 4):
         super().__init__(parent)
-        scale, label, unit, note = shared_scale(rows, metric)
-        self.scale = scale
+        self._metric, self.columns = metric, columns
+        self.scale: ColorScale | None = None
         self.legend = ColorLegend(self)
-        hybrid = any(r.state is not None and r.state.topology.hybrid for r in rows)
-        self.legend.set_scale(label, scale, unit, note, hybrid)
-        inner = QWidget(self)
-        grid = QGridLayout(inner)
-        grid.setContentsMargins(4, 4, 4, 4)
-        grid.setSpacing(6)
-        self.tiles = [HostTile(r, metric, scale, i in odd_rows, inner) for i, r in enumerate(rows)]
-        for i, tile in enumerate(self.tiles):
-            grid.addWidget(tile, i // columns, i % columns)
-        grid.setColumnStretch(columns, 1)
-        grid.setRowStretch(len(self.tiles) // columns + 1, 1)
+        self._inner = QWidget(self)
+        self._grid = QGridLayout(self._inner)
+        self._grid.setContentsMargins(4, 4, 4, 4)
+        self._grid.setSpacing(6)
+        self._grid.setColumnStretch(columns, 1)
+        self.by_host: dict[str, HostTile] = {}
+        self.tiles: list[HostTile] = []
         self.scroll = QScrollArea(self)
-        self.scroll.setWidget(inner)
+        self.scroll.setWidget(self._inner)
         self.scroll.setWidgetResizable(True)
         self.scroll.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.legend)
         lay.addWidget(self.scroll, 1)
+        self._lazy_timer = QTimer(self)
+        self._lazy_timer.setSingleShot(True)
+        self._lazy_timer.setInterval(0)
+        self._lazy_timer.timeout.connect(self.build_shown)
+        self.scroll.verticalScrollBar().valueChanged.connect(self._lazy_timer.start)
+        self.set_rows(rows, {rows[i].host for i in odd_rows})
+
+    def build_shown(self) -> int:
+        """Build the grids of the lazy tiles now in view (after a scroll, a resize or new rows)."""
+        return sum(t.build_if_shown() for t in self.tiles)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._lazy_timer.start()
+
+    def set_rows(self, rows: list[FleetRow], odd_hosts: set[str]) -> None:
+        """Show `rows` in their order: new hosts get a tile, known ones are updated in place."""
+        scale, label, unit, note = shared_scale(rows, self._metric)
+        self.scale = scale
+        hybrid = any(r.state is not None and r.state.topology.hybrid for r in rows)
+        self.legend.set_scale(label, scale, unit, note, hybrid)
+        lazy = len(rows) > LAZY_ABOVE
+        order = []
+        for r in rows:
+            tile = self.by_host.get(r.host)
+            if tile is None:
+                tile = self.by_host[r.host] = HostTile(r, self._metric, scale, r.host in odd_hosts, self._inner, lazy=lazy)
+            else:
+                tile.set_row(r, scale, r.host in odd_hosts)
+            order.append(tile)
+        if order != self.tiles:
+            for tile in self.tiles:
+                self._grid.removeWidget(tile)
+            for i, tile in enumerate(order):
+                self._grid.addWidget(tile, i // self.columns, i % self.columns)
+            self._grid.setRowStretch(len(order) // self.columns + 1, 1)
+        self.tiles = order
+        self._lazy_timer.start()
 
     def fit(self) -> None:
         for t in self.tiles:

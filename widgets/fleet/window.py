@@ -1,19 +1,24 @@
 """FleetWindow: `coremap fleet`'s window — the hosts' grids side by side above the table of their facts.
 
-`run_fleet_window(rows, args)`: shown until closed, or with --screenshot rendered offscreen, saved,
-and closed (widgets/pictures.py's offscreen, as the main window's screenshots are).
+Given a FleetStream (app/sources/stream.py: a fleet read from PCP or Prometheus), the window runs it in a
+FleetStreamThread and shows hosts as they answer: rows arrive as a signal, are gathered for UPDATE_MS and
+applied together (a thousand hosts answering in batches cost a few layouts, not a thousand), sorted by what
+the Sort box says (app.remote.fleet.SORTS: IRQs on quiet CPUs, the busiest CPU, jitter gaps/s, host name).
+
+`run_fleet_window(rows, args, stream=None)`: shown until closed, or with --screenshot rendered offscreen,
+saved, and closed (widgets/pictures.py's offscreen, as the main window's screenshots are).
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QThread, QTimer, Qt, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QHeaderView, QLabel, QLayout, QMainWindow, QSplitter, QTableView
+from PySide6.QtWidgets import QComboBox, QHeaderView, QLabel, QLayout, QMainWindow, QSplitter, QTableView, QToolBar
 
 from app.errors import CoremapError
-from app.remote.fleet import FleetRow
+from app.remote.fleet import SORTS, FleetRow, sort_rows
 from widgets.application import DEFAULT_SIZE, parse_size
 from widgets.colors import Metric, parse_metric
 from widgets.fleet.grids import FleetGrids
@@ -21,15 +26,39 @@ from widgets.fleet.table import FleetTableModel
 from widgets.harness import application
 from widgets.pictures import offscreen, settle
 
+UPDATE_MS = 200
+
+
+class FleetStreamThread(QThread):
+    """Runs a FleetStream's rounds off the UI thread; each batch of rows comes back as `rows_ready`."""
+
+    rows_ready = Signal(object)
+
+    def __init__(self, stream, parent=None):
+        super().__init__(parent)
+        self.stream = stream
+        stream.on_rows = self.rows_ready.emit
+
+    def run(self) -> None:
+        self.stream.run()
+
+    def stop(self) -> None:
+        self.stream.stop()
+        self.wait()
+
 
 class FleetWindow(QMainWindow):
-    def __init__(self, rows: list[FleetRow], metric: Metric | str | None = None, parent=None):
+    def __init__(self, rows: list[FleetRow], metric: Metric | str | None = None, parent=None, *, stream=None,
+                 sort: str = "host"):
         super().__init__(parent)
         self.setObjectName("coremap-fleet-window")
         metric = metric if isinstance(metric, Metric) else parse_metric(metric)
-        self.model = FleetTableModel(rows, self)
+        self.sort = sort
+        self.rows: dict[str, FleetRow] = {r.host: r for r in rows}
+        shown = sort_rows(rows, sort) if stream is not None else list(rows)
+        self.model = FleetTableModel(shown, self)
         odd_rows = {i for i, _ in self.model.odd}
-        self.grids = FleetGrids(rows, metric, odd_rows, self)
+        self.grids = FleetGrids(shown, metric, odd_rows, self)
         self.table = QTableView(self)
         self.table.setModel(self.model)
         self.table.setWordWrap(False)
@@ -42,28 +71,77 @@ class FleetWindow(QMainWindow):
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
         self.setCentralWidget(split)
-        bad = sum(not r.ok for r in rows)
-        self.status = QLabel(self._summary(rows, bad), self)
+        self.sort_box = QComboBox(self)
+        for key, (label, _) in SORTS.items():
+            self.sort_box.addItem(label, key)
+        self.sort_box.setCurrentIndex(list(SORTS).index(sort))
+        self.sort_box.currentIndexChanged.connect(self._on_sort_changed)
+        bar = QToolBar("Fleet", self)
+        bar.setObjectName("fleet-toolbar")
+        bar.addWidget(QLabel(" Sort by: ", self))
+        bar.addWidget(self.sort_box)
+        self.addToolBar(bar)
+        self.status = QLabel(self._summary(shown), self)
         self.statusBar().addWidget(self.status, 1)
         self.setWindowTitle(f"fleet of {len(rows)} hosts — coremap")
         if QGuiApplication.platformName() == "offscreen":
             # As widgets/main_window.py: the offscreen platform warns about a top-level minimum size.
             self.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
+        self.stream_thread: FleetStreamThread | None = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(UPDATE_MS)
+        self._timer.timeout.connect(self._apply)
+        if stream is not None:
+            self.stream_thread = FleetStreamThread(stream, self)
+            self.stream_thread.rows_ready.connect(self._on_rows_ready)
 
-    def _summary(self, rows: list[FleetRow], bad: int) -> str:
+    def start(self) -> None:
+        if self.stream_thread is not None:
+            self.stream_thread.start()
+
+    def closeEvent(self, event) -> None:
+        if self.stream_thread is not None:
+            self.stream_thread.stop()
+        super().closeEvent(event)
+
+    def _on_rows_ready(self, rows: list[FleetRow]) -> None:
+        for r in rows:
+            self.rows[r.host] = r
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def _on_sort_changed(self, index: int) -> None:
+        self.sort = self.sort_box.itemData(index)
+        self._apply()
+
+    def _apply(self) -> None:
+        shown = sort_rows(list(self.rows.values()), self.sort)
+        self.model.set_rows(shown)
+        self.grids.set_rows(shown, {shown[i].host for i, _ in self.model.odd})
+        self.status.setText(self._summary(shown))
+        self.setWindowTitle(f"fleet of {len(shown)} hosts — coremap")
+
+    def _summary(self, rows: list[FleetRow]) -> str:
+        bad = sum(not r.ok for r in rows)
+        stale = sum(bool(r.stale) for r in rows)
         odd = len(self.model.odd)
         text = f"{len(rows)} hosts" + (f", {bad} unreachable (in red, with why)" if bad else ", every one read")
+        if stale:
+            text += f", {stale} not answering now (last seen shown)"
         return text + (f" · {odd} cells set a machine apart (amber)" if odd else " · no host differs from the others")
 
 
-def run_fleet_window(rows: list[FleetRow], args) -> int:
+def run_fleet_window(rows: list[FleetRow], args, stream=None) -> int:
     metric = parse_metric(getattr(args, "color_by", None))
     size = parse_size(getattr(args, "size", None)) if getattr(args, "size", None) else DEFAULT_SIZE
+    sort = getattr(args, "sort", None) or "host"
     out = getattr(args, "screenshot", None)
     if out:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
         application()
-        with offscreen(lambda: FleetWindow(rows, metric), size) as window:
+        # A screenshot shows the fleet as one round found it: the rows given, no stream running.
+        with offscreen(lambda: FleetWindow(rows, metric, sort=sort, stream=None), size) as window:
             window.grids.fit()
             settle()
             if not window.grab().save(str(Path(out))):
@@ -71,8 +149,9 @@ def run_fleet_window(rows: list[FleetRow], args) -> int:
         print(f"{out}: fleet of {len(rows)} hosts")
         return 0
     app = application()
-    window = FleetWindow(rows, metric)
+    window = FleetWindow(rows, metric, stream=stream, sort=sort)
     window.resize(*size)
     window.show()
     window.grids.fit()
+    window.start()
     return int(app.exec())

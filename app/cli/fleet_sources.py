@@ -1,0 +1,83 @@
+"""`coremap fleet --prometheus URL` and `coremap fleet --pcp URL HOSTSPEC...`: the fleet from a metrics engine
+(app/sources/), printed once (--csv, --json) or streaming in the window (app/cli/fleet.py's options)."""
+from __future__ import annotations
+
+import csv
+import sys
+
+from app.atomic import check_output_path
+from app.cli.common import ensure_headless_qt, write_json
+from app.errors import CoremapError
+from app.format import printable
+from app.remote.hosts import MAX_FLEET
+
+
+class SourceOptionError(CoremapError):
+    """fleet options that do not go with a metrics source."""
+
+
+def _check(args) -> None:
+    if args.jitter_cpu is not None:
+        raise SourceOptionError("fleet: --jitter-cpu runs a probe over ssh; with --prometheus or --pcp the jitter "
+                                "column shows the gap rates coremap exported on each host (coremap export)")
+    if args.hosts_file:
+        raise SourceOptionError("fleet: --file names ssh hosts; with a metrics source name the hosts on the "
+                                "command line")
+    if args.pcp and not args.hosts:
+        raise SourceOptionError("fleet --pcp: name the hosts whose pmcd to read (pmcd hostspecs: node7 node8:44321)")
+    if args.match and not args.prometheus:
+        raise SourceOptionError("fleet: --match goes with --prometheus")
+    if len(args.hosts) > MAX_FLEET:
+        raise SourceOptionError(f"fleet: {len(args.hosts)} hosts; at most {MAX_FLEET} at once")
+
+
+def make_stream(args):
+    """The FleetStream of --prometheus or --pcp (checked: a URL that is not that engine is one line)."""
+    from app.sources.http import auth_for
+    from app.sources.stream import FleetStream, pcp_rounds, prometheus_rounds
+    url = args.prometheus or args.pcp
+    auth = auth_for(url, args.source_config)
+    if args.prometheus:
+        from app.sources.prometheus import Prometheus
+        prom = Prometheus(url, match=args.match, auth=auth, timeout=min(args.fleet_timeout, 30.0),
+                          deadline=args.fleet_timeout)
+        prom.check()
+        only = list(dict.fromkeys(args.hosts)) or None
+        return FleetStream(prometheus_rounds(prom, only=only), interval=args.every)
+    from app.sources.pcp import Pmproxy
+    proxy = Pmproxy(url, auth=auth, timeout=min(args.fleet_timeout, 30.0), deadline=args.fleet_timeout)
+    hosts = [proxy.host(h) for h in dict.fromkeys(args.hosts)]
+    return FleetStream(pcp_rounds(hosts, parallel=args.parallel), interval=args.every)
+
+
+def run_sources(args) -> int:
+    from app.remote.fleet import CSV_COLUMNS, json_rows, sort_rows
+    _check(args)
+    headless = args.csv or args.json
+    if not headless and getattr(args, "screenshot", None):
+        check_output_path(args.screenshot, "--screenshot")
+    stream = make_stream(args)
+    stream.run_round()
+    if stream.error and not stream.rows():
+        raise CoremapError(stream.error)
+    rows = sort_rows(stream.rows(), args.sort or "host")
+    if args.json:
+        write_json([{k: printable(v) if isinstance(v, str) else v for k, v in d.items()} for d in json_rows(rows)], args)
+    elif args.csv:
+        w = csv.DictWriter(sys.stdout, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for d in json_rows(rows):
+            d.pop("per_cpu")
+            w.writerow({k: printable(v) for k, v in d.items()})
+    else:
+        if getattr(args, "screenshot", None):
+            ensure_headless_qt()
+        try:
+            from widgets.fleet.window import run_fleet_window
+        except ImportError as e:
+            raise CoremapError(f"the fleet window needs PySide6 and pyqtgraph ({e}); use --csv without them") from None
+        args.sort = args.sort or "quiet"
+        rc = run_fleet_window(sort_rows(rows, args.sort), args, stream=stream)
+        if rc:
+            return rc
+    return 0 if all(r.ok for r in rows) else 1
