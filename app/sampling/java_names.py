@@ -1,16 +1,19 @@
 """JavaNameReader: the full names of Java threads for the sampler, read seldom and off its thread.
 
 Reading a JVM's names (app/machine/java.py) asks it for a thread dump, which stops every Java thread
-at a safepoint for the dump's length (0.3 ms for the 13 threads of tests/unit/java/MarketData.java on
-this VM, measured with -Xlog:safepoint; it grows with threads and stack depth). So a JVM is read:
+at a safepoint for the dump's length, measured with -Xlog:safepoint on this 2-CPU VM (JDK 17): 0.35 ms
+("PrintThreads" 0.33-0.40 ms, plus 0.01-0.03 ms for the "PrintJNI" and "FindDeadlocks" safepoints that
+come with it) for the 20 threads of tests/unit/java/MarketData.java, 9-20 ms for a JVM of 1,000
+sleeping threads; jcmd's own Thread.print stops it for the same time. So a JVM is read:
 - only when it has threads whose comm fills all 15 bytes (names the kernel may have cut; a stock JVM
   has a few: "C2 CompilerThre", "VM Periodic Tas");
 - again only when that set of threads changed (a thread came, went or renamed itself), never on a
   timer: a JVM whose threads stay as they are is asked once in its life;
 - at most every READ_GAP_S seconds however often they change: a pool that starts and ends threads
-  all the time (a cached thread pool under load) costs the JVM one pause per 30 s, 0.001% of its time
-  at 0.3 ms, and its new threads show their full names within 30 s. Shorter would add pauses to
-  exactly the JVMs whose latency users watch; longer would leave new threads unnamed for longer.
+  all the time (a cached thread pool under load) costs the JVM one pause per 30 s (0.001% of its time
+  at 0.35 ms, 0.05% at 15 ms), and its new threads show their full names within 30 s. Shorter would
+  add pauses to exactly the JVMs whose latency users watch; longer would leave new threads unnamed
+  for longer than a user looking for one waits.
 - by one worker thread, started when there is something to read and ended when there is not, so the
   sampler's tick never waits on a JVM (a listener that starts slowly, or a dump of 10,000 threads);
   a finished read shows at the sampler's next tick.

@@ -67,6 +67,9 @@ def test_the_tree_shows_each_full_name_on_its_own_tid(table, jvm, qtmodeltester)
         tip = idx.data(Qt.ItemDataRole.ToolTipRole)
         assert tip.startswith(f"{name} (tid {jvm.tid(name)}) in java (pid {jvm.pid})")
         assert f"kernel name (comm, cut to 15 bytes): {COMM}" in tip
+    # The column is wide enough for the whole name: its end ("-0", "-1") is what tells the two apart.
+    shown = table.view.fontMetrics().horizontalAdvance(f"{HANDLER} ({COMM})") + 2 * table.view.indentation()
+    assert table.view.header().sectionSize(COL_NAME) >= shown
     main = [t for t in table.model.tids_of(jvm.pid) if t == jvm.pid]
     assert table.model.thread_index(jvm.pid, main[0], COL_NAME).data() == "java"     # not cut: as it is
     assert "Java thread names read from the JVM at" in table.process_tooltip(jvm.pid)

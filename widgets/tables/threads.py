@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QAbstractItemModel, QEvent, QItemSelection, QModelIndex, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QToolTip, QVBoxLayout, QWidget
 
-from app.machine.thread_names import NO_THREAD_NAMES
+from app.machine.thread_names import NO_THREAD_NAMES, comm_of, shown_thread_name
 from app.machine.threads import name_matcher, search_text
 from app.machine.usage import process_facts
 from app.sampling.machine_state import MachineState
@@ -61,6 +61,7 @@ _ITEM_FLAGS = Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled | Qt.Item
 _NO_FLAGS = Qt.ItemFlag.NoItemFlags
 _INVALID = QModelIndex()
 _NCOLS = len(_HEADERS)
+NAME_WIDTH_MAX = 480        # pixels the name column grows to for long Java names
 
 
 @dataclass(slots=True)
@@ -425,10 +426,27 @@ class ThreadTableWidget(QWidget):
         self.proxy.rowsInserted.connect(self._on_proxy_rows_inserted)
 
     def set_state(self, state: MachineState) -> None:
+        names_before = self.model.thread_names
         self.model.set_state(state)
+        if self.model.thread_names is not names_before:
+            self._fit_java_names()
         self._show_count()
         # Rows removed under a selection change it without a selectionChanged carrying them.
         self._emit_selection()
+
+    def _fit_java_names(self) -> None:
+        """Widen the name column (never narrow it, at most NAME_WIDTH_MAX) so the longest full Java
+        name shows whole: what tells "market-data-feed-handler-0" from "-1" is its end, which eliding
+        would hide. Only when a JVM was read again, not per tick."""
+        texts = [shown_thread_name(n, comm_of(n)) for of in self.model.thread_names.names.values()
+                 for n in of.values()]
+        if not texts:
+            return
+        header = self.view.header()
+        # Two levels of indentation (the process row's arrow, the thread's offset) and the cell margins.
+        want = max(map(self.view.fontMetrics().horizontalAdvance, texts)) + 2 * self.view.indentation() + 16
+        if want > header.sectionSize(COL_NAME):
+            header.resizeSection(COL_NAME, min(want, NAME_WIDTH_MAX))
 
     def _show_count(self) -> None:
         """The line under the tree: how many processes and threads; under a filter that hides every
