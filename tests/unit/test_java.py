@@ -59,15 +59,15 @@ def test_parse_thread_dump_hex_and_decimal_nids():
 @pytest.mark.parametrize("order", ["<", ">"])
 def test_perfdata_of_either_byte_order(order):
     data = perfdata_bytes({"sun.rt.jvmCapabilities": "0100", "java.threads.live": 13}, order)
-    perf = parseperfdata_bytes(data)
+    perf = parse_perfdata(data)
     assert perf == {"sun.rt.jvmCapabilities": "0100", "java.threads.live": 13}
     assert attach_enabled(perf) is False and attach_enabled({}) is None
 
 
 @needs_jdk
-def test_a_real_jvmsperfdata_bytes(jvm):
+def test_a_real_jvms_perfdata(jvm):
     user = pwd.getpwuid(os.geteuid()).pw_name
-    perf = parseperfdata_bytes(Path(f"/tmp/hsperfdata_{user}/{jvm.pid}").read_bytes())
+    perf = parse_perfdata(Path(f"/tmp/hsperfdata_{user}/{jvm.pid}").read_bytes())
     assert attach_enabled(perf) is True and perf["sun.rt.javaCommand"] == "MarketData"
 
 
@@ -77,7 +77,7 @@ def test_perfdata_parser_refuses_or_parses_any_bytes(junk, at, spliced):
     data = bytearray(perfdata_bytes({"a": "x", "b": 7}) + junk)
     data[at:at + len(spliced)] = spliced
     try:
-        assert isinstance(parseperfdata_bytes(bytes(data)), dict)
+        assert isinstance(parse_perfdata(bytes(data)), dict)
     except ParseError:
         pass
 
