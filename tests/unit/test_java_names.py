@@ -139,3 +139,22 @@ def test_only_the_threads_asked_for_are_named(tids):
     threads = [(JVM, "java")] + [(t, COMM) for t in tids]
     names = rig.update(_sample({JVM: threads}))
     assert set(names.names[JVM]) == set(tids)
+
+
+def test_the_names_cross_the_wire():
+    """A remote window gets the server's names: MachineState.thread_names is in the wire's schema, and
+    an unchanged value costs nothing from tick to tick."""
+    from dataclasses import replace
+
+    from app.machine.thread_names import ThreadNames
+    from app.remote.codec import Encoder, StateReceiver, StateSender
+    from tests.machines import extract
+    state = Sampler(SysRoot(extract("sno"))).tick()
+    names = ThreadNames({JVM: {102: f"{COMM}-thread-102"}}, {OTHER: "it was started with -XX:+DisableAttachMechanism"},
+                        {JVM: 1795612743.5})
+    sender, receiver = StateSender(), StateReceiver()
+    receiver.apply(sender.form(state))
+    got = receiver.apply(sender.form(replace(state, generation=state.generation + 1, thread_names=names)))
+    assert got.thread_names == names and got.thread_names.full_name(JVM, 102, COMM) == f"{COMM}-thread-102"
+    later = replace(state, generation=state.generation + 2, thread_names=names)
+    assert Encoder().diff(replace(later, generation=0), later) == {"$p": [[0, later.generation]]}
