@@ -9,6 +9,7 @@ import statistics
 import time
 
 from app.parse.cpulist import parse_cpulist
+from app.parse.number import bounded
 from app.format import format_ns
 from probes.common import ProbeArgumentParser, ProbeError, add_common_args, hello, host_facts, run_lines
 
@@ -23,8 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_common_args(p, cpu_list=True)
     p.add_argument("--pairs", default=None, metavar="A:B,...",
                    help="measure only these pairs (default: every pair of --cpu)")
-    p.add_argument("--trips", type=int, default=20000, help="round trips per batch (default 20000)")
-    p.add_argument("--batches", type=int, default=5, help="batches per pair (default 5)")
+    p.add_argument("--trips", type=bounded(1, 10 ** 9, "round trips", integer=True), default=20000, help="round trips per batch (default 20000)")
+    p.add_argument("--batches", type=bounded(1, 10 ** 6, "batches", integer=True), default=5, help="batches per pair (default 5)")
     return p
 
 

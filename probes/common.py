@@ -17,6 +17,7 @@ import sys
 
 from app.errors import CoremapError
 from app.parse.cpulist import format_cpulist, parse_cpulist
+from app.parse.number import bounded
 from app.parse.task_stat import parse_sched, parse_status
 from app.machine.topology import read_online_cpus
 from app.sysroot import SysRoot
@@ -43,14 +44,14 @@ def add_common_args(p: argparse.ArgumentParser, *, cpu_list: bool = False) -> No
     p.add_argument("--cpu", default=None, metavar="LIST" if cpu_list else "N",
                    help="CPUs to measure on" if cpu_list else "the CPU to pin the probe to")
     p.add_argument("--unbound", action="store_true", help="do not pin; let the scheduler place the probe")
-    p.add_argument("--seconds", type=float, default=1.0, metavar="S", help="how long to measure (default 1)")
-    p.add_argument("--chunk-ms", type=float, default=100.0, metavar="MS",
+    p.add_argument("--seconds", type=bounded(0.001, 86400), default=1.0, metavar="S", help="how long to measure (default 1)")
+    p.add_argument("--chunk-ms", type=bounded(0.01, 60000, "ms"), default=100.0, metavar="MS",
                    help="one interval line per this many ms (default 100)")
     p.add_argument("--policy", choices=("other", "fifo"), default="other",
                    help="scheduling policy of the probe (default other)")
-    p.add_argument("--priority", type=int, default=None, metavar="P",
+    p.add_argument("--priority", type=bounded(1, 99, "(SCHED_FIFO priority)", integer=True), default=None, metavar="P",
                    help="SCHED_FIFO priority 1-99 (default 80 with --policy fifo)")
-    p.add_argument("--slack-ns", type=int, default=None, metavar="NS",
+    p.add_argument("--slack-ns", type=bounded(0, 10 ** 9, "ns", integer=True), default=None, metavar="NS",
                    help="timer slack for the probe (prctl PR_SET_TIMERSLACK); default: leave as inherited")
 
 

@@ -38,6 +38,7 @@ import time
 from app.format import format_factor, format_ns, format_percent, format_size
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.parse.meminfo import parse_meminfo
+from app.parse.number import bounded
 from app.parse.size import SizeError, parse_size
 from app.sysroot import SysRoot
 from probes import histogram
@@ -65,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_common_args(p)
     p.add_argument("--size", type=_size, default=DEFAULT_SIZE, metavar="SIZE",
                    help="memory to map and touch: 1G (default), 512M, ... (powers of 1024)")
-    p.add_argument("--node", type=int, default=None, metavar="M",
+    p.add_argument("--node", type=bounded(0, 1023, "(a NUMA node)", integer=True), default=None, metavar="M",
                    help="bind the memory to NUMA node M (default: one pass per node with memory)")
     p.add_argument("--thp", choices=THP_MODES, default=None,
                    help="transparent huge pages for the mapping (see above; default: no hint)")

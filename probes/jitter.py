@@ -8,6 +8,7 @@ import os
 import time
 
 from app.format import format_count, format_ns
+from app.parse.number import bounded
 from probes import trace
 from probes.catalog import RECORDS
 from probes.common import ProbeArgumentParser, add_common_args, apply_sched, duty_split, hello, lock_memory
@@ -21,11 +22,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = ProbeArgumentParser(prog="python -m probes jitter", description=__doc__)
     add_common_args(p)
     duty, threshold = RECORD.field("duty").default, RECORD.field("threshold_ns").default
-    p.add_argument("--duty", type=float, default=duty, metavar="P",
+    p.add_argument("--duty", type=bounded(0.1, 100, "percent"), default=duty, metavar="P",
                    help=f"percent of time spent sampling: 100 = always, 50 = 1 ms on/1 ms off (default {duty:g})")
-    p.add_argument("--threshold-ns", type=int, default=threshold, metavar="NS",
+    p.add_argument("--threshold-ns", type=bounded(1, 10 ** 12, "ns", integer=True), default=threshold, metavar="NS",
                    help=f"gaps at least this long are binned finely and kept as top gaps (default {threshold})")
-    p.add_argument("--top", type=int, default=16, help="largest gaps kept per interval (default 16)")
+    p.add_argument("--top", type=bounded(0, 10000, "gaps", integer=True), default=16, help="largest gaps kept per interval (default 16)")
     p.add_argument("--no-tsc", action="store_true", help="read CLOCK_MONOTONIC even where rdtsc is usable")
     p.add_argument("--attribute", action="store_true",
                    help="record interrupts, softirqs, NMIs and task switches on the CPU (tracefs, root) "

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from app.format import format_compact, format_factor, format_ns
 from app.machine.topology import Topology, read_topology
 from app.parse.cpulist import parse_cpulist
+from app.parse.number import bounded
 from app.sysroot import SysRoot
 from probes import histogram
 from probes.catalog import RECORDS
@@ -54,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", default=RECORD.field("placement").default, metavar="auto|A:B,...",
                    help="auto (every kind this machine offers) or sender:receiver pairs and 'unpinned'")
     p.add_argument("--transport", choices=TRANSPORTS, default=TRANSPORTS[0], help="shm (default), pipe or udp")
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+    p.add_argument("--rounds", type=bounded(1, 10 ** 9, "rounds", integer=True), default=DEFAULT_ROUNDS,
                    help=f"segments per placement, in alternated order (default {DEFAULT_ROUNDS})")
     p.add_argument("--no-multicast", action="store_true", help="udp: unicast even where multicast works")
     return p

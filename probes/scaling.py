@@ -40,6 +40,7 @@ import statistics
 import time
 
 from app.format import format_compact, format_cpus, format_factor, format_ns
+from app.parse.number import bounded
 from probes.catalog import RECORDS
 from probes.common import (ProbeArgumentParser, ProbeError, add_common_args, allowed_cpus, alternated, apply_sched,
                            counter_delta, hello, host_facts, loop_tsc_hz, run_lines, thread_counters)
@@ -60,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_common_args(p, cpu_list=True)
     p.add_argument("--cpus", dest="cpu", metavar="LIST", help="the same as --cpu")
     p.add_argument("--work", choices=WORKS, default=None, help="lock (default), atomic or private")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="threads (default: the widest width)")
-    p.add_argument("--rounds", type=int, default=None,
+    p.add_argument("--threads", type=bounded(1, 65536, "threads", integer=True), default=None, metavar="N", help="threads (default: the widest width)")
+    p.add_argument("--rounds", type=bounded(1, 10 ** 9, "rounds", integer=True), default=None,
                    help=f"rounds of alternated order (default {ROUNDS_WORK}, or {ROUNDS_COMMAND} for a command)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     return p

@@ -74,6 +74,7 @@ import statistics
 import time
 
 from app.format import format_cpus, format_ns
+from app.parse.number import bounded
 from probes.catalog import RECORDS
 from probes.common import (ProbeArgumentParser, ProbeError, add_common_args, apply_sched, allowed_cpus, hello,
                            host_facts, pin, run_lines)
@@ -91,12 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = ProbeArgumentParser(prog="python -m probes sweep", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(p, cpu_list=True)
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+    p.add_argument("--rounds", type=bounded(1, 10 ** 9, "rounds", integer=True), default=DEFAULT_ROUNDS,
                    help=f"work units per CPU (default {DEFAULT_ROUNDS}; see Rounds above)")
-    p.add_argument("--unit-ms", type=float, default=TARGET_UNIT_NS / 1e6, help="work unit length (default 2)")
-    p.add_argument("--alpha", type=float, default=ALPHA,
+    p.add_argument("--unit-ms", type=bounded(0.001, 60000, "ms"), default=TARGET_UNIT_NS / 1e6, help="work unit length (default 2)")
+    p.add_argument("--alpha", type=bounded(0.0, 1.0, ""), default=ALPHA,
                    help=f"significance level over all CPUs compared (default {ALPHA}; see Flag rule)")
-    p.add_argument("--floor", type=float, default=FLOOR,
+    p.add_argument("--floor", type=bounded(0.0, 1.0, ""), default=FLOOR,
                    help=f"smallest loss vs the best CPU that is flagged, as a share (default {FLOOR})")
     return p
 

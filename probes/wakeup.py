@@ -10,6 +10,7 @@ import struct
 import time
 
 from app.format import format_count, format_ns
+from app.parse.number import bounded
 from probes.catalog import RECORDS
 from probes.common import ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello, lock_memory
 from probes.text import percentiles_lines
@@ -22,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = ProbeArgumentParser(prog="python -m probes wakeup", description=__doc__)
     add_common_args(p)
     interval = RECORD.field("interval_us").default
-    p.add_argument("--interval-us", type=int, default=interval, metavar="US",
+    p.add_argument("--interval-us", type=bounded(1, 10 ** 9, "us", integer=True), default=interval, metavar="US",
                    help=f"wakeup period (default {interval})")
     p.add_argument("--dma-latency", action="store_true",
                    help="hold /dev/cpu_dma_latency at 0 while running (keeps CPUs out of deep C-states)")

@@ -16,9 +16,9 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from app.cli.common import add_json_arguments, add_root_argument, root_of, write_json
+from app.cli.common import IRQ_MAX, PID_MAX, add_json_arguments, add_root_argument, root_of, whole, write_json
 from app.errors import CoremapError
-from app.format import cpus_word, format_change, printable
+from app.format import cpus_word, format_change, format_cpus, printable
 from app.parse.cpulist import parse_cpulist
 from app.store.folders import journal_path
 from app.sysroot import SysRoot
@@ -37,9 +37,10 @@ def register(subparsers) -> None:
         "pin", help="pin a thread, process, Java thread or IRQ to CPUs",
         description="Set CPU affinity. The previous value is journalled first, so `coremap undo` and "
                     "`coremap restore` can put it back even after a crash.")
-    p.add_argument("--tid", type=int, metavar="T", help="one thread")
-    p.add_argument("--pid", type=int, metavar="P", help="every thread of a process (or the JVM for --java)")
-    p.add_argument("--irq", type=int, metavar="N", help="an interrupt (/proc/irq/N)")
+    p.add_argument("--tid", type=whole(1, PID_MAX, "(a thread id)"), metavar="T", help="one thread")
+    p.add_argument("--pid", type=whole(1, PID_MAX, "(a process id)"), metavar="P",
+                   help="every thread of a process (or the JVM for --java)")
+    p.add_argument("--irq", type=whole(0, IRQ_MAX, "(an IRQ number)"), metavar="N", help="an interrupt (/proc/irq/N)")
     p.add_argument("--java", metavar="NAME", help="the Java thread of this full name in JVM --pid "
                    "(found through jcmd/jstack's thread dump)")
     p.add_argument("--cpus", required=True, metavar="LIST", help="CPU list such as 2-5,8")
@@ -157,10 +158,16 @@ def run_journal(args) -> int:
         return 0
     from app.pinning.targets import PinTarget
     quiet = {q.id: q for q in journal.quiet_events()}
+    from app.pinning.ledger import ledger_of
+    cut = {c.batch: c for root in {e.root for e in entries}
+           for c in ledger_of(entries, journal.quiet_events(), root).cut_short}
     for e in entries:
         q = quiet.pop(e.batch, None)
         if q is not None:
             print(f"#{q.id} {_when(q.time)} {q.action:<8} {cpus_word(q.cpus)}")
+            if q.id in cut:
+                print(f"   {cut[q.id].sentence()}; finish: `coremap {q.action} --cpus {format_cpus(q.cpus)}`, "
+                      f"roll back: `coremap undo` while it is the last change")
         where = "" if e.root == "/" else f" [{printable(e.root)}]"
         code = f" {e.code}" if e.code else ""
         what = PinTarget(e.kind, e.target_id, e.pid, printable(e.label), e.netdev).describe()

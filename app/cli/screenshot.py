@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli.common import add_command, ensure_headless_qt, output_file, session_or_root
+from app.cli.common import add_command, ensure_headless_qt, output_file, pixel_size, session_or_root
 
 WHAT = ("window", "grid")
 
@@ -22,7 +22,7 @@ def register(subparsers) -> None:
     p.add_argument("--session", metavar="FILE", default=argparse.SUPPRESS, help="a saved .coremap session")
     p.add_argument("--out", metavar="FILE.png|FILE.svg", required=True, help="the picture to write")
     p.add_argument("--what", choices=WHAT, default="window", help="the whole window (default) or the grid alone")
-    p.add_argument("--size", metavar="WxH", default=argparse.SUPPRESS, help="size in pixels, e.g. 1600x1000")
+    p.add_argument("--size", metavar="WxH", type=pixel_size, default=argparse.SUPPRESS, help="size in pixels, e.g. 1600x1000")
     p.add_argument("--color-by", metavar="METRIC", default=argparse.SUPPRESS,
                    help="irq (default), softirq[:KIND], irqtime, busy")
     p.set_defaults(func=run)

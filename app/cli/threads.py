@@ -15,7 +15,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from app.cli.common import add_command, add_json_arguments, bounded, root_of, write_json
+from app.cli.common import PID_MAX, add_command, add_json_arguments, bounded, root_of, whole, write_json
 from app.errors import CoremapError
 from app.format import printable
 from app.parse.cpulist import format_cpulist
@@ -37,7 +37,7 @@ def register(subparsers) -> None:
                     "changed, PF_NO_SETAFFINITY). On this machine, threads of verified JVMs show their "
                     "full Java names.",
                     root="a captured machine (folder holding proc/PID/task/) instead of this one")
-    p.add_argument("--pid", type=int, action="append", metavar="P",
+    p.add_argument("--pid", type=whole(1, PID_MAX, "(a process id)"), action="append", metavar="P",
                    help="only the threads of process P (repeatable)")
     p.add_argument("--name", metavar="SUBSTR",
                    help="only threads whose name holds every word of SUBSTR, any case: the full Java "

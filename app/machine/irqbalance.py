@@ -17,7 +17,7 @@ from app.errors import CpuListError, SysRootReadError
 from app.parse.cpulist import format_cpulist, parse_cpulist, parse_cpumask
 from app.sysroot import SysRoot
 
-_SOCKET = re.compile(r"^irqbalance(\d+)\.sock$")
+_SOCKET = re.compile(r"^irqbalance([0-9]{1,7})\.sock$", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def read_irqbalance(root: SysRoot) -> IrqbalanceStatus:
 
 def _find_process(root: SysRoot) -> int | None:
     for name in root.listdir(root.proc()):
-        if not name.isdigit():
+        if not (name.isascii() and name.isdigit()):
             continue
         # read_optional: a process that exits mid-scan has no comm any more (ENOENT); skip it.
         comm = root.read_optional(root.proc(name, "comm"))
@@ -142,7 +142,7 @@ def parse_banirq(argv: list[str]) -> tuple[int, ...]:
             i += 1
         elif a.startswith("-i") and len(a) > 2 and not a.startswith("--"):
             val = a[2:]
-        if val is not None and val.strip().isdigit():
+        if val is not None and val.strip().isascii() and val.strip().isdigit():
             out.append(int(val))
         i += 1
     return tuple(sorted(set(out)))

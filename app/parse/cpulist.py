@@ -101,12 +101,16 @@ def parse_cpumask(text: str, *, what: str = "CPU mask") -> tuple[int, ...]:
     if not s:
         return ()
     words = s.split(",")
+    if len(words) > MAX_CPU // 32:
+        # As for lists: a mask wider than any machine would expand to millions of CPU ids.
+        raise CpuListError(f"{what} {excerpt(s)}: {len(words):,} 32-bit words, wider than any machine "
+                           f"(limit {MAX_CPU // 32:,} words, CPU {MAX_CPU - 1})")
     cpus = []
     bit_base = 0
     for word in reversed(words):
         word = word.strip()
         if not word or len(word) > 8 or any(c not in "0123456789abcdefABCDEF" for c in word):
-            raise CpuListError(f"{what} {s!r}: {word!r} is not a 32-bit hex word")
+            raise CpuListError(f"{what} {excerpt(s)}: {excerpt(word, 12)} is not a 32-bit hex word")
         value = int(word, 16)
         b = 0
         while value:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.errors import ParseError
+from app.errors import ParseError, excerpt
+from app.parse.cpulist import MAX_CPU
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,9 @@ def _cpu_header(line: str, what: str, lineno: int) -> tuple[int, ...]:
     cpus = []
     for tok in line.split():
         n = tok[3:]
-        if not (tok.startswith("CPU") and n.isdigit() and n.isascii()):
-            raise ParseError(what, f"header column {tok[:30]!r} is not CPUn; expected a header like "
-                                   "'CPU0 CPU1 ...'", lineno)
+        if not (tok.startswith("CPU") and n.isdigit() and n.isascii() and len(n) <= 5 and int(n) < MAX_CPU):
+            raise ParseError(what, f"header column {excerpt(tok, 30)} is not CPUn (n below {MAX_CPU}); "
+                                   "expected a header like 'CPU0 CPU1 ...'", lineno)
         cpus.append(int(n))
     if len(set(cpus)) != len(cpus):
         raise ParseError(what, "header names a CPU twice", lineno)

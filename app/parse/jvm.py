@@ -28,7 +28,7 @@ MAX_ENTRIES = 1 << 16          # a JDK 17 VM has ~190; a file claiming more is n
 
 # "name" #12 [daemon] prio=5 os_prio=0 cpu=1.21ms elapsed=1.79s tid=0x... nid=0x30f7 waiting ...
 # The name may itself hold quotes, so take everything up to the last quote before the attributes.
-_HEADER = re.compile(r'^"(?P<name>.*)"\s.*?\bnid=(?P<nid>0x[0-9a-fA-F]+|\d+)\b')
+_HEADER = re.compile(r'^"(?P<name>.*)"\s.*?\bnid=(?P<nid>0x[0-9a-fA-F]+|[0-9]+)\b', re.ASCII)
 
 
 def parse_perfdata(data: bytes, *, what: str = "perf data") -> dict[str, str | int]:

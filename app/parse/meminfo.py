@@ -5,7 +5,8 @@ Format: Documentation/filesystems/proc.rst (meminfo): one "Name:   value kB" per
 """
 from __future__ import annotations
 
-from app.errors import ParseError
+from app.errors import ParseError, excerpt
+from app.parse.number import is_ascii_int
 
 
 def parse_meminfo(text: str, *, what: str = "/proc/meminfo") -> dict[str, int]:
@@ -18,9 +19,8 @@ def parse_meminfo(text: str, *, what: str = "/proc/meminfo") -> dict[str, int]:
         parts = value.split()
         if not parts:
             continue
-        try:
-            number = int(parts[0])
-        except ValueError:
-            raise ParseError(what, f"{key.strip()}: {parts[0][:20]!r} is not a number", n) from None
+        if not is_ascii_int(parts[0]):
+            raise ParseError(what, f"{excerpt(key.strip())}: {excerpt(parts[0], 20)} is not a number", n)
+        number = int(parts[0])
         out[key.strip()] = number * 1024 if parts[1:2] == ["kB"] else number
     return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.errors import ParseError
+from app.parse.cpulist import MAX_CPU
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,8 @@ def parse_stat(text: str, *, what: str = "stat") -> StatSample:
         key = toks[0]
         if key.startswith("cpu"):
             ident = key[3:]
-            if ident and not (ident.isdigit() and ident.isascii()):
-                raise ParseError(what, f"{key[:30]!r} is neither 'cpu' nor 'cpuN'", lineno)
+            if ident and not (ident.isdigit() and ident.isascii() and len(ident) <= 5 and int(ident) < MAX_CPU):
+                raise ParseError(what, f"{key[:30]!r} is neither 'cpu' nor 'cpuN' (N below {MAX_CPU})", lineno)
             values = _ints(toks[1:], what, lineno, key)
             if len(values) < 4:
                 raise ParseError(what, f"{key} has {len(values)} times; the kernel prints at least 4 "

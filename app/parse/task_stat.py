@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.errors import CpuListError, ParseError
+from app.errors import CpuListError, ParseError, excerpt
 from app.parse.cpulist import parse_cpulist
+from app.parse.number import is_ascii_int
 
 PF_KTHREAD = 0x00200000          # include/linux/sched.h
 PF_NO_SETAFFINITY = 0x04000000   # include/linux/sched.h: "Userland is not allowed to meddle with cpus_mask"
@@ -73,12 +74,16 @@ def parse_task_stat(text: str | bytes, *, what: str = "task stat") -> TaskStat:
     close = text.rfind(")")
     if open_ < 0 or close < open_:
         raise ParseError(what, "no '(comm)' in the line; expected 'pid (comm) state ...'")
-    try:
-        tid = int(text[:open_])
-    except ValueError:
-        raise ParseError(what, f"{text[:open_].strip()[:20]!r} is not a task id") from None
+    head = text[:open_].strip()
+    if not is_ascii_int(head):
+        raise ParseError(what, f"{excerpt(head, 20)} is not a task id")
+    tid = int(head)
     comm = text[open_ + 1:close]
-    rest = text[close + 1:].split()
+    tail = text[close + 1:]
+    if not tail.isascii() or "_" in tail or "+" in tail:
+        # int() would take other scripts' digits, "1_0" and "+1": the kernel prints none of them.
+        raise ParseError(what, "a numeric field is not ASCII digits")
+    rest = tail.split()
     if len(rest) < _MIN_FIELDS_AFTER_COMM:
         raise ParseError(what, f"only {len(rest) + 2} fields; the kernel prints at least 41 since 2.6")
     try:
@@ -108,10 +113,9 @@ def parse_status(text: str, *, what: str = "task status") -> dict:
             continue
         value = value.strip()
         if key in _STATUS_INT:
-            try:
-                out[key] = int(value)
-            except ValueError:
-                raise ParseError(what, f"{key} {value[:20]!r} is not a number", n) from None
+            if not is_ascii_int(value):
+                raise ParseError(what, f"{key} {excerpt(value, 20)} is not a number", n)
+            out[key] = int(value)
         elif key == "Cpus_allowed_list":
             try:
                 out[key] = parse_cpulist(value, what=f"{what} Cpus_allowed_list")
@@ -137,11 +141,9 @@ def sched_counts(text: str) -> tuple[int | None, int | None, int | None]:
             continue
         key, sep, value = line.partition(":")
         key = key.strip()
-        if sep and key in SCHED_COUNTS:
-            try:
-                found[key] = int(value)
-            except ValueError:
-                continue
+        value = value.strip()
+        if sep and key in SCHED_COUNTS and is_ascii_int(value):
+            found[key] = int(value)
     return tuple(found.get(k) for k in SCHED_COUNTS)
 
 
@@ -158,7 +160,7 @@ def parse_sched(text: str) -> dict[str, int | float]:
             continue
         key = key.strip()
         value = value.strip()
-        if not key or " " in key or "(" in key:
+        if not key or " " in key or "(" in key or not value.isascii() or "_" in value:
             continue
         try:
             out[key] = int(value)

@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.errors import CpuListError, ParseError
+from app.errors import CpuListError, ParseError, excerpt
 from app.parse.cpulist import parse_cpulist
+from app.parse.number import is_ascii_hex, is_ascii_int
 
 # Sentinels the kernel prints for "no such id": -1 everywhere, and 65535 for cluster_id where it
 # was kept in a u16 (arm64 and x86 kernels before 6.2 print it for machines without clusters).
@@ -36,16 +37,15 @@ def parse_topology_id(text: str | None, *, what: str = "topology id", cluster: b
     s = text.strip()
     if not s:
         return None
-    try:
-        v = int(s)
-    except ValueError:
-        raise ParseError(what, f"expected an integer, found {s[:40]!r}") from None
+    if not is_ascii_int(s):
+        raise ParseError(what, f"expected an integer, found {excerpt(s)}")
+    v = int(s)
     if v in (_NO_CLUSTER if cluster else _NO_ID):
         return None
     return v
 
 
-_SIZE = re.compile(r"^(\d+)\s*([KMGkmg]?)(?:i?[Bb])?$")
+_SIZE = re.compile(r"^([0-9]{1,15})\s*([KMGkmg]?)(?:i?[Bb])?$", re.ASCII)
 
 
 def parse_cache_size(text: str, *, what: str = "cache size") -> int | None:
@@ -68,10 +68,9 @@ def parse_distances(text: str, *, what: str = "node distance") -> tuple[int, ...
     """The integers of a node's `distance` file ("10 21 31")."""
     out = []
     for word in text.split():
-        try:
-            out.append(int(word))
-        except ValueError:
-            raise ParseError(what, f"{word[:20]!r} is not a distance; expected numbers like '10 21'") from None
+        if not is_ascii_int(word):
+            raise ParseError(what, f"{excerpt(word, 20)} is not a distance; expected numbers like '10 21'")
+        out.append(int(word))
     return tuple(out)
 
 
@@ -80,10 +79,9 @@ def parse_node_meminfo_total(text: str) -> int | None:
     for line in text.splitlines():
         parts = line.split()
         if len(parts) >= 4 and parts[0] == "Node" and parts[2] == "MemTotal:":
-            try:
-                return int(parts[3])
-            except ValueError:
-                raise ParseError("node meminfo", f"MemTotal {parts[3][:20]!r} is not a number") from None
+            if not is_ascii_int(parts[3]):
+                raise ParseError("node meminfo", f"MemTotal {excerpt(parts[3], 20)} is not a number")
+            return int(parts[3])
     return None
 
 
@@ -178,9 +176,12 @@ def arm_part_name(implementer: int | None, part: int | None) -> str:
 
 def _int_auto(s: str) -> int | None:
     s = s.strip()
+    hexa = s[:2] in ("0x", "0X")
+    if not (is_ascii_int(s) if not hexa else is_ascii_hex(s)):
+        return None
     try:
         return int(s, 0)
-    except ValueError:
+    except ValueError:          # "010": base 0 takes no leading zero
         return None
 
 

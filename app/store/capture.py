@@ -49,9 +49,9 @@ IRQ_FILES = ("smp_affinity", "smp_affinity_list", "effective_affinity", "effecti
 PCI_FILES = ("vendor", "device", "class", "numa_node", "local_cpulist", "local_cpus", "irq")
 HYBRID_PMUS = ("cpu_core", "cpu_atom")    # Intel hybrid: sys/devices/cpu_core/cpus lists the P-cores
 
-_CPU_DIR = re.compile(r"^cpu\d+$")
-_NODE_DIR = re.compile(r"^node\d+$")
-_INDEX_DIR = re.compile(r"^index\d+$")
+_CPU_DIR = re.compile(r"^cpu[0-9]{1,5}$", re.ASCII)
+_NODE_DIR = re.compile(r"^node[0-9]{1,5}$", re.ASCII)
+_INDEX_DIR = re.compile(r"^index[0-9]{1,3}$", re.ASCII)
 
 
 class SnapshotError(CoremapError):

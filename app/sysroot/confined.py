@@ -24,7 +24,8 @@ import os
 import stat
 from pathlib import Path
 
-from app.errors import SysRootReadError
+from app.errors import SysRootReadError, excerpt
+from app.parse.number import NumberError, parse_int
 
 # os.pathsep-separated folders the tests build on purpose and may write IRQ masks into (never a
 # capture a user was handed): see open_for_write.
@@ -151,9 +152,9 @@ class ConfinedRoot:
         if line is None or line == "":
             return None
         try:
-            return int(line, 0) if line.startswith("0x") else int(line)
-        except ValueError:
-            raise SysRootReadError(path, f"expected an integer, found {line[:40]!r}") from None
+            return parse_int(line, what="", base=16 if line.startswith("0x") else 10)
+        except NumberError:
+            raise SysRootReadError(path, f"expected an integer, found {excerpt(line)}") from None
 
     def exists(self, path: Path) -> bool:
         """Whether `path` exists under this root (a link that leaves a capture does not)."""
@@ -330,6 +331,7 @@ class _OpenHow(ctypes.Structure):
 _SYS_OPENAT2 = 437            # the same number on every architecture (added after the syscall table unification)
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_BENEATH = 0x08
+_EAGAIN_TRIES = 8
 try:
     _libc = ctypes.CDLL(None, use_errno=True)
     _syscall = _libc.syscall
@@ -344,18 +346,25 @@ def _openat2(dirfd: int, rel: str, flags: int) -> int:
     if _openat2_works is False:
         raise _NoOpenat2()
     how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
-    fd = _syscall(_SYS_OPENAT2, ctypes.c_int(dirfd), os.fsencode(rel), ctypes.byref(how),
-                  ctypes.c_size_t(ctypes.sizeof(how)))
-    if fd >= 0:
-        _openat2_works = True
-        return int(fd)
-    e = ctypes.get_errno()
+    name = os.fsencode(rel)
+    for _ in range(_EAGAIN_TRIES):
+        fd = _syscall(_SYS_OPENAT2, ctypes.c_int(dirfd), name, ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+        if fd >= 0:
+            _openat2_works = True
+            return int(fd)
+        e = ctypes.get_errno()
+        # EAGAIN: a rename or mount anywhere on the system during a RESOLVE_BENEATH walk with ".."
+        # (openat2(2)): the kernel asks to try again rather than risk an escape.
+        if e != errno.EAGAIN:
+            break
     if e in (errno.ENOSYS, errno.EPERM) and _openat2_works is None:
         # ENOSYS: before Linux 5.6; EPERM: a seccomp filter (some container runtimes) refuses it.
         _openat2_works = False
         raise _NoOpenat2()
     if e == errno.EXDEV:
         raise LeavesRoot(rel)
+    if e == errno.EAGAIN:
+        raise _NoOpenat2()          # still racing renames: the walk (one component at a time) has no such retry
     raise OSError(e, os.strerror(e), rel)
 
 

@@ -25,7 +25,7 @@ from app.parse.topology import parse_cache_size
 from app.sysroot import SysRoot
 
 
-_INDEX_DIR = re.compile(r"^index(\d+)$")
+_INDEX_DIR = re.compile(r"^index([0-9]{1,3})$", re.ASCII)
 
 
 @dataclass

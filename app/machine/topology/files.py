@@ -6,14 +6,15 @@ from __future__ import annotations
 import functools
 import re
 
-from app.errors import CpuListError, SysRootReadError
+from app.errors import CpuListError, SysRootReadError, excerpt
 from app.parse.cpulist import parse_cpulist, parse_cpumask
+from app.parse.number import is_ascii_int
 from app.parse.topology import parse_topology_id
 from app.sysroot import SysRoot
 
 
-_CPU_DIR = re.compile(r"^cpu(\d+)$")
-NODE_DIR = re.compile(r"^node(\d+)$")
+_CPU_DIR = re.compile(r"^cpu([0-9]{1,5})$", re.ASCII)
+NODE_DIR = re.compile(r"^node([0-9]{1,5})$", re.ASCII)
 
 
 # hwloc-gather-topology copies sysfs files with their trailing NUL ("0\n\0"); the kernel never
@@ -33,10 +34,9 @@ def read_int(root: SysRoot, path) -> int | None:
     line = read_line(root, path)
     if not line:
         return None
-    try:
-        return int(line)
-    except ValueError:
-        raise SysRootReadError(path, f"expected an integer, found {line[:40]!r}") from None
+    if not is_ascii_int(line):
+        raise SysRootReadError(path, f"expected an integer, found {excerpt(line)}")
+    return int(line)
 
 
 # Thousands of cpuN files repeat the same few masks (every thread of a POWER7 core prints the
