@@ -161,7 +161,10 @@ def missing(purpose: str) -> list[str]:
 
 def install(pkgs: list[str]) -> int:
     """apt-get update, then apt-get install -y the packages (as root, as .ci/run does); 0 on success."""
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    # SYSTEMD_OFFLINE=1: without systemd as PID 1 (a container, CI), pcp's postinst runs `systemctl
+    # daemon-reload`, which fails and leaves the package half-configured (every later apt-get fails too);
+    # offline, systemctl does the enabling it can and skips the rest.
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", SYSTEMD_OFFLINE="1")
     print(f"coremap: installing the system packages Qt and the probes' build need: {' '.join(pkgs)}",
           file=sys.stderr)
     for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *pkgs]):

@@ -189,8 +189,8 @@ class JsonClient:
             doc = json.loads(data)
         except (ValueError, UnicodeDecodeError):
             kind = ctype.split(";")[0].strip() or "no content type"
-            raise SourceError(f"{where} answered {kind} (HTTP {status}), not JSON: is this a {self.what}? "
-                              "Give the address of its HTTP API") from None
+            raise SourceError(f"{where} answered {kind} (HTTP {status}), not JSON, so it is not a {self.what}; "
+                              "give the address of its HTTP API") from None
         if status >= 400 and not isinstance(doc, dict):
             raise SourceError(f"{where} answered HTTP {status}")
         return doc

@@ -185,11 +185,14 @@ class PcpHost:
                 self._topology = topology_of(HostFacts(
                     facts.host, facts.hostname, facts.model, facts.kernel, facts.arch,
                     tuple(known.get(c, CpuFacts(c)) for c in counters.cpus)))
+            why = ""
             try:
                 r = rates(self._last, sample) if sample.time > self._last.time else None
-            except CoremapError:
-                r = None
+            except CoremapError as e:
+                r, why = None, str(e)
+            if r is None and not why:
+                why = f"{self.hostspec}: pmcd's clock did not move between two reads; totals shown"
             self._last = sample
-            notes = tuple(n for n in (cl.note(),) if n) + tuple(r.resets[:3] if r is not None else ())
+            notes = tuple(n for n in (cl.note(), why) if n) + tuple(r.resets[:3] if r is not None else ())
             return MachineState(generation, self._topology, sample, r, source=f"pcp {self.proxy.url}",
                                 notes=notes, host=self.hostspec)

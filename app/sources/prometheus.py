@@ -132,9 +132,11 @@ class Prometheus:
 
     # -- hosts -------------------------------------------------------------------------------------------
     def instances(self, at: float | None = None) -> dict[str, float]:
-        """instance -> the time of its last scrape, for every host with node_cpu_seconds_total."""
-        idle = self._sel(extra='mode="idle"')
-        rows = self.query(f"max by (instance) (timestamp(node_cpu_seconds_total{idle}))", at)
+        """instance -> the time of its last scrape, for every host with node_cpu_seconds_total or
+        node_cpu_info (an exporter without the stat collector still names its CPUs by the latter)."""
+        idle, info = self._sel(extra='mode="idle"'), self._sel()
+        rows = self.query(f"max by (instance) (timestamp(node_cpu_seconds_total{idle}) or "
+                          f"timestamp(node_cpu_info{info}))", at)
         out = {}
         for labels, v in rows:
             inst = labels.get("instance")
@@ -286,13 +288,18 @@ class _Batch:
         out = []
         for inst, h in self.hosts.items():
             cl = self.cleaners[inst]
-            online = tuple(sorted(h["modes"]))
+            notes: list[str] = []
+            # The online CPUs: /proc/stat's (node_cpu_seconds_total), else /proc/cpuinfo's (node_cpu_info).
+            online = tuple(sorted(h["modes"] or h["cpu_info"]))
             if not online:
-                out.append(failed_row(inst, f"{inst}: Prometheus has no recent node_cpu_seconds_total for it "
-                                            "(the target is down, or scraped too rarely for a rate)", seconds=seconds))
+                out.append(failed_row(inst, f"{inst}: Prometheus has no recent node_cpu_seconds_total or node_cpu_info "
+                                            "for it (the target is down, or scraped too rarely for a rate)",
+                                      seconds=seconds))
                 continue
             facts = self._facts(inst, h, online)
-            notes = list(facts.notes)
+            notes.extend(facts.notes)
+            if not h["modes"]:
+                notes.append("no node_cpu_seconds_total (the cpu collector): IRQ time and busy absent")
             if not h["irq"]:
                 notes.append("no node_interrupts_total: start node_exporter with --collector.interrupts")
             if not h["soft"]:

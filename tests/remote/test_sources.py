@@ -1,0 +1,150 @@
+"""The fleet from the real engines (tests/engines.py): two pmcd through one pmproxy, and Prometheus scraping
+node_exporter on this machine and on a captured 12-vCPU machine (`--path.procfs`). What coremap shows is
+checked against what this machine's /proc and the capture hold."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.machine.topology import read_topology
+from app.sources.host import HostCounters, sample_of
+from app.sources.pcp import Pmproxy
+from app.sources.prometheus import Prometheus
+from app.sources.stream import FleetStream, prometheus_rounds
+from app.sysroot import SysRoot
+from tests.engines import pcp_engines, prometheus_engines
+from tests.machines import extract
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE = "sno"
+
+
+def coremap(*args, timeout=120):
+    env = dict(os.environ, PYTHONPATH=str(REPO), QT_QPA_PLATFORM="offscreen")
+    return subprocess.run([sys.executable, "-m", "app", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, env=env)
+
+
+@pytest.fixture(scope="module")
+def pcp():
+    with pcp_engines() as e:
+        yield e
+
+
+@pytest.fixture(scope="module")
+def prom():
+    with prometheus_engines(extract(FIXTURE)) as e:
+        yield e
+
+
+def _proc_irqs() -> set[str]:
+    return {line.split(":", 1)[0].strip() for line in Path("/proc/interrupts").read_text().splitlines()[1:]
+            if ":" in line}
+
+
+# -- PCP -------------------------------------------------------------------------------------------------
+def test_fleet_from_pmproxy_reads_each_host_and_says_why_one_cannot_be(pcp):
+    a, b = pcp.urls["hosts"]
+    r = coremap("fleet", "--pcp", pcp.urls["pmproxy"], a, b, "127.0.0.1:1", "--json")
+    assert r.returncode == 1, r.stderr            # one host could not be read
+    rows = {d["host"]: d for d in json.loads(r.stdout)}
+    online = sorted(os.sched_getaffinity(0) | set(read_topology(SysRoot("/")).online))
+    for host in (a, b):
+        d = rows[host]
+        assert d["status"] == "ok"
+        assert sorted(map(int, d["per_cpu"])) == online
+        assert d["shape"].endswith("(cores not in source)")        # hinv names no core: said, not guessed
+        assert d["name"] == os.uname().nodename
+        assert float(d["irq_per_s"]) > 0                          # the local timer alone fires here
+        assert all(v["softirq_per_s"] is not None for v in d["per_cpu"].values())
+    assert rows["127.0.0.1:1"]["status"].startswith("127.0.0.1:1")
+    assert "pmproxy at" in rows["127.0.0.1:1"]["status"]
+
+
+def test_a_pcp_host_state_holds_this_machines_irqs_and_a_counter_reset_gives_zero_and_a_note(pcp):
+    host = Pmproxy(pcp.urls["pmproxy"]).host(pcp.urls["hosts"][0])
+    state = host.state(1)
+    assert state.rates is not None and state.rates.seconds > 0
+    names = {row.irq for row in state.sample.interrupts.rows}
+    assert names & _proc_irqs() >= {"LOC"}
+    assert set(state.topology.online) == set(read_topology(SysRoot("/")).online)
+    # A counter reset: the same real counters, the next read lower (a freed and requested IRQ restarts at 0).
+    counters, _ = host.counters()
+    irq = "LOC"
+    desc, per = counters.irqs[irq]
+    lower = HostCounters(counters.time + 1, counters.cpus, {**counters.irqs, irq: (desc, {c: 0 for c in per})},
+                         counters.softirqs, counters.cpu_seconds)
+    from app.sampling.rates import rates
+    r = rates(sample_of(counters), sample_of(lower))
+    assert r.irqs[irq].total == 0 and f"IRQ {irq}" in r.resets
+
+
+def test_the_wrong_engine_is_one_line_each_way(pcp, prom):
+    r = coremap("fleet", "--prometheus", pcp.urls["pmproxy"], "--json")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "is not a Prometheus server" in r.stderr
+    r = coremap("fleet", "--pcp", prom.urls["prometheus"], "node1", "--json")
+    assert r.returncode == 1
+    assert "so it is not a pmproxy" in json.loads(r.stdout)[0]["status"]
+
+
+# -- Prometheus --------------------------------------------------------------------------------------------
+def test_fleet_from_prometheus_has_this_machine_and_the_captured_one_as_their_cpus_are(prom):
+    r = coremap("fleet", "--prometheus", prom.urls["prometheus"], "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {d["host"]: d for d in json.loads(r.stdout)}
+    here, there = rows[prom.urls["here"]], rows[prom.urls["fixture"]]
+    topo = read_topology(SysRoot("/"))
+    assert sorted(map(int, here["per_cpu"])) == list(topo.online)
+    assert here["model"] == topo.model_name
+    assert f"{len(topo.cores)} core" in here["shape"]
+    assert float(here["irq_per_s"]) > 0
+    # node_exporter < 1.6 has no per-CPU softirqs: absent (null), never 0
+    assert all(v["softirq_per_s"] is None for v in here["per_cpu"].values())
+    fixture = read_topology(SysRoot(extract(FIXTURE)))
+    assert sorted(map(int, there["per_cpu"])) == list(fixture.online)
+    assert there["model"] == fixture.model_name
+    assert there["shape"] == f"1 socket × {len(fixture.cores)} cores × 1 thread = {len(fixture.online)} CPUs online"
+    assert there["irq_time_pct"] == ""                  # the capture has no /proc/stat: absent, not 0
+
+
+def test_a_prometheus_host_shown_in_full_has_every_irq_row_on_its_cpu_ids(prom):
+    p = Prometheus(prom.urls["prometheus"])
+    state = p.host_state(prom.urls["here"], 7)
+    assert state.generation == 7 and state.host == prom.urls["here"]
+    assert {"LOC"} <= set(state.rates.irqs) <= _proc_irqs() | {"ERR", "MIS"}
+    assert state.rates.cpus == tuple(read_topology(SysRoot("/")).online)
+    assert state.sample.interrupts.row("LOC").total > 0
+
+
+def test_match_that_selects_no_host_says_so(prom):
+    r = coremap("fleet", "--prometheus", prom.urls["prometheus"], "--match", 'job="nothing"', "--csv")
+    assert r.returncode == 2
+    assert 'no host with node_cpu_seconds_total matching job="nothing"' in r.stderr
+
+
+def test_the_stream_keeps_a_host_that_stopped_answering_with_when_it_was_last_seen(prom):
+    p = Prometheus(prom.urls["prometheus"])
+    batches = []
+    stream = FleetStream(prometheus_rounds(p), interval=1.0, on_rows=batches.append)
+    stream.run_round()
+    assert {r.host for b in batches for r in b} == {prom.urls["here"], prom.urls["fixture"]}
+    exporter = prom.procs[1]                            # the captured machine's node_exporter
+    exporter.terminate()
+    exporter.wait(10)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        stream.run_round()
+        row = next(r for r in stream.rows() if r.host == prom.urls["fixture"])
+        if row.stale:
+            break
+        time.sleep(1)
+    assert row.stale.startswith("no answer since ")
+    assert row.state is not None                         # its last grid is kept
+    assert next(r for r in stream.rows() if r.host == prom.urls["here"]).ok
