@@ -316,7 +316,7 @@ class MainWindow(QMainWindow):
     def _on_thread_table_selection_changed(self, tids: list, pids: list) -> None:
         if self.sampler_thread is not None:
             self.sampler_thread.track(tids, pids)
-        self.residency_plot.set_tids(tids)
+        self.residency_plot.set_selection(tids, pids)
 
     def closeEvent(self, event) -> None:
         if self.sampler_thread is not None:

@@ -1,204 +1,231 @@
 """Where the selected threads ran: CPU over time (a stepped line per thread) and the share of CPU time
-per CPU (one bar per CPU and thread).
+per CPU (a bar per CPU and thread), drawn by widgets/residency_trails.py.
 
-`set_tids(tids)` chooses the threads, `set_state(state)` applies a MachineState; both read only
-`state.trails` (tid -> ((time, cpu), ...)) and `state.residency` (tid -> {cpu: share}). Curves are
-created when a thread is chosen and only get new data on a tick.
+`set_selection(tids, pids)` takes the thread table's selection, `set_state(state)` applies a
+MachineState. A selected thread is drawn from `state.trails` and `state.residency`, which the
+sampler keeps for the threads it is told to track. A selected process is drawn as its busiest threads
+(up to MAX_SHOWN in all, by CPU % when chosen, said in the caption): the sampler keeps one residency
+for the whole process, so the plot follows those threads itself, with its own ResidencyTracker
+(app/sampling/residency.py) fed the thread lists the states already carry (issue 23: a selected
+process showed nothing).
 
-The plots are built when the widget is first painted (or asked for a curve), and drawn only while it
-is on screen: the dock starts behind the thread table, and pyqtgraph with numpy is ~0.3 s of start-up and
-~30 MB (issue 12: the first frame imports only what it shows; nothing hidden is redrawn per tick).
+An honest empty state: with nothing selected, or before the first thread read of a selection, the
+widget says so in words instead of drawing an empty plot with a meaningless 0.1…0.9 axis.
 
-Contracts of the pyqtgraph items used here:
-- the trail curves use stepMode="right": y[i] is held from x[i] to x[i + 1], which is what a sampled
-  "last CPU" means (the thread was seen on that CPU at x[i] and is taken to stay until the next
-  sample); len(x) == len(y), and getData() returns the samples, not the drawn steps.
-- the share bars are a BarGraphItem per thread with horizontal bars (x0=0, width=share) centred on
-  each CPU id, offset per thread so several threads sit side by side; BarGraphItem ignores log
-  axes, which is fine for shares in [0, 1].
+The plots are built when first shown with something to draw (pyqtgraph with numpy is ~0.3 s of
+start-up and ~30 MB: issue 12, the first frame imports only what it shows), drawn only while on
+screen (the dock starts behind the thread table), and restyled when the desktop's palette changes.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QHBoxLayout, QWidget
+from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtWidgets import QLabel, QStackedLayout, QVBoxLayout, QWidget
 
-from app.format import format_cpus
+from app.format import plural
 from app.sampling.machine_state import MachineState
+from app.sampling.residency import ResidencyTracker
+from widgets.theme import plot_colors
 
 if TYPE_CHECKING:
-    import pyqtgraph as pg
+    from widgets.residency_trails import TrailPlots
 
-# Tick labels for every CPU up to this many CPUs in view; above it pyqtgraph's own spacing.
-_MAX_CPU_TICKS = 24
-
-
-def _colour(i: int):
-    import pyqtgraph as pg          # loaded already: only a built plot asks for colours
-    return pg.intColor(i, hues=9, values=1, maxValue=220)
+EMPTY_HINT = "Select a thread or a process in the Threads tab to see where it runs."
+WAITING_HINT = "Following {what}: where it runs shows from the next read of the thread list."
+MAX_SHOWN = 6               # threads drawn at once: more trails than this are no longer told apart
+WINDOW_SECONDS = 60.0       # as long as the sampler's own residency window
 
 
 class ResidencyPlot(QWidget):
-    """CPU-over-time for the chosen threads, with their per-CPU residency share beside it."""
+    """CPU-over-time for the chosen threads (a process's busiest threads), their per-CPU shares beside it."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self._tids: list[int] = []
+        self._chosen: tuple[list[int], list[int]] = ([], [])
+        self._picked: dict[int, list[int]] = {}       # pid -> its threads drawn, busiest first
+        self._of_process: dict[int, int] = {}          # pid -> how many threads it had when picked
+        self._tracker = ResidencyTracker(WINDOW_SECONDS)
+        self._fed_tasks = None                         # the thread list last fed to the tracker
         self._state: MachineState | None = None
-        self._curves: dict[int, pg.PlotDataItem] = {}
-        self._bars: dict[int, pg.BarGraphItem] = {}
-        self._stale = False             # a state or thread choice not drawn yet (built but hidden)
-        self.trail_plot: pg.PlotWidget | None = None
-        self.share_plot: pg.PlotWidget | None = None
-        self._layout = QHBoxLayout(self)
-        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._stale = False             # a state or selection not drawn yet (hidden)
+        self.plots: TrailPlots | None = None
+        self.hint = QLabel(EMPTY_HINT, self)
+        self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.hint.setWordWrap(True)
+        self.caption = QLabel(self)
+        self.caption.setTextFormat(Qt.TextFormat.PlainText)
+        self._page = QWidget(self)
+        page = QVBoxLayout(self._page)
+        page.setContentsMargins(0, 0, 0, 0)
+        page.setSpacing(2)
+        page.addWidget(self.caption)
+        self._stack = QStackedLayout(self)
+        self._stack.addWidget(self.hint)
+        self._stack.addWidget(self._page)
+        self._restyle()
 
-    def paintEvent(self, event) -> None:
-        # Painted means on screen: a dock tabbed behind another stays "visible" to Qt but is never
-        # painted. Build and draw after this paint, not inside it.
-        super().paintEvent(event)
-        if self.trail_plot is None or self._stale:
-            QTimer.singleShot(0, self._draw_now)
+    # -- input ---------------------------------------------------------------------------------------
+    def set_selection(self, tids, pids=()) -> None:
+        chosen = (list(dict.fromkeys(int(t) for t in tids)), list(dict.fromkeys(int(p) for p in pids)))
+        if chosen == self._chosen:
+            return
+        self._chosen = chosen
+        self._picked, self._of_process = {}, {}
+        self._tracker = ResidencyTracker(WINDOW_SECONDS)
+        self._pick()
+        self._changed()
 
-    def _build(self) -> None:
-        # Imported here, not at the top: see the module docstring (start-up time and memory).
-        import pyqtgraph as pg
-        self.trail_plot = pg.PlotWidget(self)
-        self.trail_plot.setLabel("left", "CPU")
-        self.trail_plot.setLabel("bottom", "seconds before now")
-        self.trail_plot.showGrid(x=True, y=True, alpha=0.2)
-        self.legend = self.trail_plot.addLegend(offset=(10, 10))
-        self.share_plot = pg.PlotWidget(self)
-        self.share_plot.setLabel("bottom", "share of CPU time")
-        self.share_plot.setXRange(0, 1, padding=0.02)
-        self.share_plot.setYLink(self.trail_plot)
-        self.share_plot.setMouseEnabled(x=False, y=True)
-        self._layout.addWidget(self.trail_plot, 4)
-        self._layout.addWidget(self.share_plot, 1)
+    def set_tids(self, tids) -> None:
+        """Threads alone (no process)."""
+        self.set_selection(tids, ())
 
-    def _draw_now(self) -> None:
-        """Build the plots if need be and draw what is not drawn yet."""
-        if self.trail_plot is None:
-            self._build()
-            self._stale = True
-        if self._stale:
-            self._stale = False
-            self._sync_curves()
-            self._redraw()
-
-    def _changed(self) -> None:
-        if self.trail_plot is not None and not self.visibleRegion().isEmpty():
-            self._draw_now()
-        else:
-            self._stale = True              # drawn at the next paint (widgets/residency_plot.py)
+    def set_state(self, state: MachineState) -> None:
+        previous = self._state
+        self._state = state
+        if previous is not None and (state.topology is not previous.topology
+                                     or state.sample.time < previous.sample.time):
+            self._tracker, self._fed_tasks = ResidencyTracker(WINDOW_SECONDS), None   # another machine
+        self._pick()
+        self._feed(state)
+        self._changed()
 
     @property
     def tids(self) -> list[int]:
-        return list(self._tids)
+        """The threads drawn: the selected ones, then each selected process's picked threads."""
+        return self._chosen[0] + [t for tids in self._picked.values() for t in tids if t not in self._chosen[0]]
 
-    def set_tids(self, tids) -> None:
-        tids = list(dict.fromkeys(int(t) for t in tids))
-        if tids == self._tids:
+    # -- a process's threads -----------------------------------------------------------------------------
+    def _pick(self) -> None:
+        """Choose each selected process's busiest threads (kept until one of them exits)."""
+        tids, pids = self._chosen
+        tasks = self._state.sample.tasks if self._state is not None else None
+        if not pids or tasks is None:
             return
-        self._tids = tids
-        self._changed()
+        rates = self._state.rates.tasks if self._state.rates is not None else {}
+        room = max(1, (MAX_SHOWN - len(tids)) // len(pids))
+        for pid in pids:
+            kept = self._picked.get(pid)
+            if kept and all(t in tasks.tasks for t in kept):
+                continue
+            threads = [t for t in tasks.threads_of(pid) if t.tid not in tids]
+            threads.sort(key=lambda t: (-(rates[t.tid].cpu_pct if t.tid in rates else 0.0), -t.cpu_ticks, t.tid))
+            self._picked[pid] = [t.tid for t in threads[:room]]
+            self._of_process[pid] = len(threads)
 
-    def _sync_curves(self) -> None:
-        """One trail curve per chosen thread (the plots are built)."""
-        import pyqtgraph as pg          # loaded by _build
-        tids = self._tids
-        for tid in [t for t in self._curves if t not in tids]:
-            curve = self._curves.pop(tid)
-            self.legend.removeItem(curve)
-            self.trail_plot.removeItem(curve)
-        for tid in [t for t in self._bars if t not in tids]:
-            self.share_plot.removeItem(self._bars.pop(tid))
-        for i, tid in enumerate(tids):
-            if tid not in self._curves:
-                pen = pg.mkPen(_colour(i), width=2)
-                curve = pg.PlotDataItem(stepMode="right", pen=pen, name=self._name(tid))
-                self.trail_plot.addItem(curve)
-                self._curves[tid] = curve
+    def _feed(self, state: MachineState) -> None:
+        """Give the tracker the picked threads' new positions and CPU time (once per thread list)."""
+        tasks = state.sample.tasks
+        if tasks is None or tasks is self._fed_tasks:
+            return
+        previous, self._fed_tasks = self._fed_tasks, tasks
+        picked = [t for tids in self._picked.values() for t in tids]
+        if previous is not None and picked:
+            self._tracker.add(state.sample.time, previous, tasks, picked)
 
-    def set_state(self, state: MachineState) -> None:
-        self._state = state
-        self._changed()
+    # -- drawing -------------------------------------------------------------------------------------
+    def paintEvent(self, event) -> None:
+        # Painted means on screen: a dock tabbed behind another stays "visible" to Qt but is never
+        # painted. Draw after this paint, not inside it.
+        super().paintEvent(event)
+        if self._stale:
+            QTimer.singleShot(0, self._draw_now)
 
-    def curve(self, tid: int) -> pg.PlotDataItem | None:
-        """The trail curve of a chosen thread (tests read its data); drawn now if it was not."""
-        self._draw_now()
-        return self._curves.get(tid)
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._restyle()
 
-    def shares(self, tid: int) -> dict[int, float]:
-        """The residency shares drawn for a chosen thread."""
-        self._draw_now()
-        bar = self._bars.get(tid)
-        if bar is None:
-            return {}
-        ys = bar.opts["y"]
-        ws = bar.opts["width"]
-        off = self._bar_offset(self._tids.index(tid))
-        return {int(round(y - off)): float(w) for y, w in zip(ys, ws)}
+    def _restyle(self) -> None:
+        colors = plot_colors(self)
+        self.hint.setStyleSheet(f"color: {colors.muted.name()}; padding: 12px;")
+        self.caption.setStyleSheet(f"color: {colors.muted.name()};")
+        if self.plots is not None:
+            self.plots.set_colors(colors)
 
-    def _name(self, tid: int) -> str:
-        state = self._state
-        tasks = state.sample.tasks if state is not None else None
-        t = tasks.tasks.get(tid) if tasks is not None else None
-        return f"{t.comm} ({tid})" if t is not None else f"tid {tid}"
+    def _changed(self) -> None:
+        if not self.visibleRegion().isEmpty():
+            self._draw_now()
+        else:
+            self._stale = True              # drawn at the next paint
 
-    def _bar_offset(self, i: int) -> float:
-        n = max(len(self._tids), 1)
-        h = 0.8 / n
-        return -0.4 + h * (i + 0.5)
-
-    def _redraw(self) -> None:
-        import numpy as np              # loaded with pyqtgraph by _build
-        import pyqtgraph as pg
+    def _rows(self) -> list[tuple[int, str, tuple, dict]]:
         state = self._state
         trails = state.trails if state is not None else {}
         residency = state.residency if state is not None else {}
-        now = state.sample.time if state is not None else 0.0
-        cpus_seen: set[int] = set()
-        n = max(len(self._tids), 1)
-        for i, tid in enumerate(self._tids):
-            curve = self._curves[tid]
-            trail = trails.get(tid, ())
-            if trail:
-                xs = np.fromiter((t - now for t, _ in trail), dtype=float, count=len(trail))
-                ys = np.fromiter((c for _, c in trail), dtype=float, count=len(trail))
-                cpus_seen.update(int(c) for c in ys)
-                curve.setData(xs, ys)
-            else:
-                curve.setData([], [])
-            label = self.legend.getLabel(curve)
-            name = self._name(tid)
-            if label is not None and label.text != name:
-                label.setText(name)
-            share = residency.get(tid) or {}
-            cpus_seen.update(share)
-            bar = self._bars.get(tid)
-            if bar is not None:
-                self.share_plot.removeItem(bar)
-                del self._bars[tid]
-            if share:
-                ids = sorted(share)
-                bar = pg.BarGraphItem(x0=0, y=np.array(ids, dtype=float) + self._bar_offset(i),
-                                      height=0.8 / n, width=[share[c] for c in ids],
-                                      brush=_colour(i), pen=pg.mkPen(None))
-                self.share_plot.addItem(bar)
-                self._bars[tid] = bar
-        self._set_cpu_ticks(cpus_seen)
+        rows = [(tid, self._name(tid), tuple(trails.get(tid, ())), dict(residency.get(tid) or {}))
+                for tid in self._chosen[0]]
+        rows += [(tid, self._name(tid), tuple(self._tracker.trail(tid)), self._tracker.share(tid))
+                 for tid in self.tids[len(self._chosen[0]):]]
+        return rows
 
-    def _set_cpu_ticks(self, cpus: set[int]) -> None:
-        # Integer ticks on the CPU axis: a thread hopping between CPUs 6 and 11 reads as "6" and "11",
-        # not "7.5". Only the CPUs that appear are labelled, so a 256-CPU machine stays legible.
-        for plot in (self.trail_plot, self.share_plot):
-            axis = plot.getAxis("left")
-            if cpus and len(cpus) <= _MAX_CPU_TICKS:
-                axis.setTicks([[(c, str(c)) for c in sorted(cpus)], []])
+    def _draw_now(self) -> None:
+        """Show the hint, or build the plots if need be and draw them."""
+        self._stale = False
+        rows = self._rows()
+        if not any(trail or shares for _, _, trail, shares in rows):
+            self.hint.setText(WAITING_HINT.format(what=self._what()) if any(self._chosen) else EMPTY_HINT)
+            self._stack.setCurrentWidget(self.hint)
+            return
+        if self.plots is None:
+            # Imported here, not at the top: see the module docstring (start-up time and memory).
+            from widgets.residency_trails import TrailPlots
+            self.plots = TrailPlots(plot_colors(self), self._page)
+            self._page.layout().addWidget(self.plots, 1)
+        self.caption.setText(self._caption())
+        self._stack.setCurrentWidget(self._page)
+        self.plots.draw(rows, self._state.sample.time)
+
+    def _what(self) -> str:
+        tids, pids = self._chosen
+        names = [self._name(t) for t in tids[:2]] + [f"process {self._process_name(p)}" for p in pids[:2]]
+        more = len(tids) + len(pids) - len(names)
+        return ", ".join(names) + (f" and {more} more" if more > 0 else "")
+
+    def _caption(self) -> str:
+        parts = []
+        for pid, picked in self._picked.items():
+            n = self._of_process.get(pid, len(picked))
+            if n > len(picked):
+                parts.append(f"process {self._process_name(pid)}: its {len(picked)} busiest of {plural(n, 'thread')}")
             else:
-                axis.setTicks(None)
-        if cpus:
-            self.trail_plot.setYRange(min(cpus) - 0.5, max(cpus) + 0.5, padding=0)
-            self.trail_plot.setToolTip(f"CPUs in view: {format_cpus(cpus)}")
+                parts.append(f"process {self._process_name(pid)}: {'its thread' if n == 1 else f'all {n} threads'}")
+        parts.append("each thread in its own band of its CPU's row; the last 60 s")
+        return " · ".join(parts)
+
+    def _name(self, tid: int) -> str:
+        tasks = self._state.sample.tasks if self._state is not None else None
+        t = tasks.tasks.get(tid) if tasks is not None else None
+        return f"{t.comm} ({tid})" if t is not None else f"thread {tid}"
+
+    def _process_name(self, pid: int) -> str:
+        tasks = self._state.sample.tasks if self._state is not None else None
+        p = tasks.processes.get(pid) if tasks is not None else None
+        return f"{p.comm} ({pid})" if p is not None and p.comm else str(pid)
+
+    # -- what is drawn (tests read it) -----------------------------------------------------------------
+    def curve(self, tid: int):
+        """The trail curve of a drawn thread; drawn now if it was not."""
+        self._draw_now()
+        return self.plots.curve(tid) if self.plots is not None else None
+
+    def trail(self, tid: int) -> list[int]:
+        """The CPUs of a drawn thread's trail, as sampled."""
+        self._draw_now()
+        return self.plots.trail(tid) if self.plots is not None else []
+
+    def label(self, tid: int) -> str | None:
+        self._draw_now()
+        return self.plots.label(tid) if self.plots is not None else None
+
+    def shares(self, tid: int) -> dict[int, float]:
+        """The residency shares drawn for a drawn thread."""
+        self._draw_now()
+        if self.plots is None or tid not in self.tids:
+            return {}
+        from widgets.residency_trails import offset
+        return self.plots.shares(tid, offset(self.tids.index(tid), len(self.tids)))
+
+    @property
+    def showing_hint(self) -> bool:
+        return self._stack.currentWidget() is self.hint

@@ -1,0 +1,98 @@
+"""Colours that follow the desktop's palette, light or dark: plot backgrounds and axes, the colours of
+series drawn over them, notice bars and alert text (issue 23: plots hard-coded a white or black
+background and bars a light yellow, unreadable under a dark theme).
+
+Widgets ask here with their own palette (`QWidget.palette()`, which is the application's unless a
+style sheet changed it) and ask again on QEvent.PaletteChange, which Qt sends to every widget when the
+desktop switches theme. Pictures for reports are drawn on PAPER: a report is a document printed or
+read on white, whatever the desktop looked like when it was written.
+
+pyqtgraph is not imported here: a plot is styled through its own methods, so asking for a colour
+costs no start-up time (issue 12).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication, QWidget
+
+# Series over a plot: Tableau 10, hues apart from one another and readable on white and on a dark
+# grey alike (Okabe-Ito's black and yellow each vanish on one of them). Order: most distinct first.
+SERIES = ("#4E79A7", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#76B7B2", "#EDC948", "#FF9DA7",
+          "#9C755F", "#BAB0AC")
+
+
+@dataclass(frozen=True)
+class PlotColors:
+    background: QColor        # the plot's area
+    foreground: QColor        # axes, ticks, titles, labels
+    muted: QColor             # a hint, a secondary label
+    grid_alpha: float         # pyqtgraph's grid opacity: a dark background needs more to show the lines
+
+    @property
+    def dark(self) -> bool:
+        return self.background.lightnessF() < 0.5
+
+
+# Reports and the pictures `coremap screenshot` writes for them (widgets/pictures.py).
+PAPER = PlotColors(QColor(255, 255, 255), QColor(29, 36, 48), QColor(90, 101, 115), 0.25)
+
+
+def _palette(widget: QWidget | None) -> QPalette:
+    return widget.palette() if widget is not None else QApplication.palette()
+
+
+def is_dark(widget: QWidget | None = None) -> bool:
+    """Whether the palette is a dark theme (light text on a dark window)."""
+    p = _palette(widget)
+    return p.color(QPalette.ColorRole.Window).lightnessF() < p.color(QPalette.ColorRole.WindowText).lightnessF()
+
+
+def plot_colors(widget: QWidget | None = None) -> PlotColors:
+    """A plot's colours from `widget`'s palette: the Base of views (what a table's cells sit on), its
+    Text, and the placeholder text's grey."""
+    p = _palette(widget)
+    background = p.color(QPalette.ColorRole.Base)
+    dark = background.lightnessF() < 0.5
+    return PlotColors(background, p.color(QPalette.ColorRole.Text), p.color(QPalette.ColorRole.PlaceholderText),
+                      0.35 if dark else 0.2)
+
+
+def style_plot(plot, colors: PlotColors) -> None:
+    """Give a pyqtgraph PlotWidget `colors`: its background, every axis line, tick and title (an axis
+    title's colour follows its text pen), and the plot's title. Call again on a palette change."""
+    plot.setBackground(colors.background)
+    item = plot.getPlotItem()
+    for name in ("left", "bottom", "right", "top"):
+        axis = item.getAxis(name)
+        axis.setPen(colors.foreground)
+        axis.setTextPen(colors.foreground)
+    title = item.titleLabel
+    if title.text:
+        title.setText(title.text, color=colors.foreground.name())
+
+
+def series_color(i: int) -> QColor:
+    """The i-th series' colour (threads in a plot, runs over one another); repeats after ten."""
+    return QColor(SERIES[i % len(SERIES)])
+
+
+def _blend(a: QColor, b: QColor, t: float) -> QColor:
+    return QColor(*(round(x + (y - x) * t) for x, y in zip(a.getRgb()[:3], b.getRgb()[:3])))
+
+
+def notice_style(widget: QWidget, name: str) -> str:
+    """A style sheet for a notice bar (the unclean-exit bar, the session bar): the window's colour
+    tinted amber, enough to stand out and never so far that the palette's text colour becomes
+    unreadable on it, as a fixed light yellow was under a dark theme."""
+    p = _palette(widget)
+    window = p.color(QPalette.ColorRole.Window)
+    bg = _blend(window, QColor(255, 193, 7), 0.28 if window.lightnessF() < 0.5 else 0.22)
+    fg = p.color(QPalette.ColorRole.WindowText)
+    return f"#{name} {{ background: {bg.name()}; }} #{name} QLabel {{ color: {fg.name()}; }}"
+
+
+def alert_color(widget: QWidget | None = None) -> QColor:
+    """Red for a word that warns ("STALE"), light enough to read on a dark window."""
+    return QColor(255, 107, 107) if is_dark(widget) else QColor(176, 0, 32)
