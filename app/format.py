@@ -6,6 +6,7 @@ KDAB hotspot keeps its one `formatTimeString(ns)` the same way (src/util.h).
 """
 from __future__ import annotations
 
+import html as _html
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -285,21 +286,31 @@ def needs_helper_sentence(what: str, *, whose: str = "") -> str:
             "says where)")
 
 
+# Bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069) reorder the text that follows
+# them on a terminal and in a browser ("Trojan Source", CVE-2021-42574): "evil\u202egnp.exe" shows as
+# "evilexe.png". Like every control character they are Unicode category C (Cf), which str.isprintable()
+# counts as not printable; tests/unit/test_format.py names them so that a change would show.
+BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def printable(text, *, html: bool = False) -> str:
+    """The one way a string from outside (a thread, process, device or host name, a file name of a
+    capture, a line from another machine) is shown: control characters (ANSI escapes, newlines that
+    would forge a line, carriage returns, BEL) and bidi overrides become \\x.. / \\u.... escapes;
+    everything else is kept as it is. With `html`, the result is also HTML-escaped (quotes included),
+    for reports. Anything not a str is shown as str() of it."""
+    s = text if type(text) is str else str(text)
+    if not s.isprintable():
+        s = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in s)
+    return _html.escape(s, quote=True) if html else s
+
+
 def printable_lines(text: str) -> str:
     """Text of many lines from another machine (a command's output over ssh) safe for a terminal:
     like printable(), but newlines and tabs are kept."""
     if text.replace("\n", "").replace("\t", "").isprintable():
         return text
     return "".join(ch if ch in "\n\t" or ch.isprintable() else ascii(ch)[1:-1] for ch in text)
-
-
-def printable(name: str) -> str:
-    """A name from the machine (thread, process, device) safe for a terminal line: control
-    characters (ANSI escapes, newlines that would forge a line) become \\x.. escapes; everything
-    else is kept as is."""
-    if name.isprintable():
-        return name
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in name)
 
 
 MAX_COMMAND_NAME = 48

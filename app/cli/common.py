@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from app.errors import CoremapError, excerpt
-from app.format import format_size
+from app.format import format_size, printable_lines
 from app.parse.number import NumberError, bounded, parse_int  # bounded: every command imports it from here
 from app.parse.size import SizeError, parse_size
 from app.sysroot import SysRoot
@@ -103,6 +103,38 @@ def ensure_headless_qt() -> None:
     """Offscreen Qt when there is no display (must run before the first Qt import)."""
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+class TerminalText:
+    """sys.stdout or sys.stderr as every command writes to it: each write goes through
+    app.format.printable_lines, so a name from a capture, a session or another machine that a printer
+    forgot to pass through printable() still cannot move the cursor, clear the screen, forge a line
+    or reverse the text after it (issue 24, class 3). Printers call printable() themselves as well:
+    column widths are counted on the escaped text. One exception: a write that starts with a carriage
+    return (a progress line redrawing itself, `coremap fleet`) keeps that one."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if text[:1] == "\r":
+            return self._stream.write("\r" + printable_lines(text[1:]))
+        return self._stream.write(printable_lines(text))
+
+    def __getattr__(self, name):
+        # flush, fileno, isatty, buffer (write_json's bytes, JSON-escaped already), encoding...
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def terminal_text():
+    """sys.stdout and sys.stderr as TerminalText for the block; as they were after it."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalText(sys.stdout), TerminalText(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -11,7 +11,7 @@ import sys
 
 import app
 import app.cli
-from app.cli.common import OneLineParser, bounded, pixel_size, take_notes
+from app.cli.common import OneLineParser, bounded, pixel_size, take_notes, terminal_text
 from app.errors import CoremapError
 from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
 
@@ -85,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     _never_crash_on_encoding()
     _exit_cleanly_on(signal.SIGTERM, signal.SIGHUP)
     argv = list(sys.argv[1:] if argv is None else argv)
+    with terminal_text():
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:

@@ -11,6 +11,7 @@ import json
 import sys
 
 from app.cli.common import OptionError, add_command, ensure_headless_qt, output_file, session_or_root
+from app.format import printable
 from app.inputs import MiB, read_input_text
 
 NOTES_LIMIT = 1 * MiB              # a page of notes is kilobytes; a megabyte is a book
@@ -79,11 +80,11 @@ def run(args) -> int:
         html = build_report_html(data, image_width=PDF_IMAGE_WIDTH if kind == ".pdf" else 900)
         if kind == ".pdf":
             from widgets.export import render_pdf
-            render_pdf(html, out, title=f"coremap report: {data.host}")
+            render_pdf(html, out, title=f"coremap report: {printable(data.host)}")
         else:
             from app.atomic import write_atomic
             write_atomic(out, html.encode("utf-8"))
-    print(f"{out}: report on {data.host} ({data.cpu_count} CPUs; {data.rate_note}; "
+    print(f"{out}: report on {printable(data.host)} ({data.cpu_count} CPUs; {data.rate_note}; "
           f"{len(data.irqs)} IRQs, {len(data.pins)} pins, {len(data.probes)} probe runs"
           + (f", {len(data.verifications)} before / after verifications" if data.verifications else "") + ")")
     return 0

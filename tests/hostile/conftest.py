@@ -3,6 +3,7 @@ that are not files, journals with forged lines. Each test asserts one clear line
 that nothing outside its temporary folder changed."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -45,3 +46,45 @@ def capture(tmp_path):
 def replace_with_link(member: Path, target: str) -> None:
     member.unlink()
     member.symlink_to(target)
+
+
+# A name as a hostile machine writes it: an ANSI colour, a window-title escape with BEL, a right-to-left
+# override, a bidi isolate and a newline that would forge a line of its own.
+EVIL = "ev\x1b[31mRED\x1b]0;pwned\x07\u202egnp.exe\u2066<b>x</b>\nFAKE"
+
+
+def add_processes(capture: Path, names=(EVIL, "sshd"), first_pid: int = 1) -> list[int]:
+    """proc/PID/{stat,comm,cmdline,status} and task/TID/stat for one process per name: the tree the
+    thread readers need, which the machine captures of tests/fixtures do not hold."""
+    pids = []
+    for i, name in enumerate(names):
+        pid = first_pid + i
+        task = capture / "proc" / str(pid) / "task" / str(pid)
+        task.mkdir(parents=True, exist_ok=True)
+        stat = f"{pid} ({name}) S 0 " + " ".join(["0"] * 48) + "\n"
+        for folder in (task, task.parent.parent):
+            (folder / "stat").write_text(stat)
+            (folder / "comm").write_text(name + "\n")
+            (folder / "status").write_text(f"Name:\t{name}\nTgid:\t{pid}\nPid:\t{pid}\nThreads:\t1\n"
+                                           "Cpus_allowed_list:\t0-11\n")
+        (task.parent.parent / "cmdline").write_text(f"/usr/bin/{name}\0--flag\0")
+        pids.append(pid)
+    return pids
+
+
+@pytest.fixture
+def hostile_names(capture):
+    """The capture with EVIL as a process and thread name, its host name (meta.json and
+    proc/sys/kernel/hostname), an IRQ's action and the CPU model."""
+    add_processes(capture)
+    meta = capture / ".coremap"
+    meta.mkdir(exist_ok=True)
+    (meta / "meta.json").write_text(json.dumps({"format": 1, "host": EVIL, "time": "2024-01-01T00:00:00",
+                                                "interval": None}))
+    (capture / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
+    (capture / "proc/sys/kernel/hostname").write_text(EVIL.replace("\n", " ") + "\n")
+    irqs = capture / "proc" / "interrupts"
+    irqs.write_text(irqs.read_text().replace("i8042", "i8042" + EVIL.replace("\n", " "), 1))
+    info = capture / "proc" / "cpuinfo"
+    info.write_text(info.read_text().replace("model name\t: ", "model name\t: " + EVIL.replace("\n", " ")))
+    return capture
