@@ -53,9 +53,10 @@ def tracefs():
 def pytest_terminal_summary(terminalreporter):
     """Say so when this run could use one CPU only: a suite started while another had CPU 1 quiet
     inherits a mask without it (an isolate moves every thread, and a process forked meanwhile keeps the
-    narrow mask after the restore); the tests that need two CPUs then skipped rather than ran."""
-    allowed = sorted(os.sched_getaffinity(0))
-    if len(allowed) < 2:
+    narrow mask after the restore); the tests that need two CPUs then skipped rather than ran. The mask
+    is the one read at collection, under the lock: read now, it may be another run's isolate at work."""
+    allowed = _CPUS_AT_COLLECTION
+    if allowed and len(allowed) < 2:
         path = Path("/sys/devices/system/cpu/online")
         online = path.read_text().strip() if path.exists() else "0-1"
         terminalreporter.write_line(
@@ -71,7 +72,11 @@ def pytest_collection(session):
     of CPU 1 they would find CPU 0 alone."""
     from tests.live import machine_lock
     with machine_lock():
+        _CPUS_AT_COLLECTION[:] = sorted(os.sched_getaffinity(0))
         yield
+
+
+_CPUS_AT_COLLECTION: list[int] = []
 
 
 @pytest.fixture
