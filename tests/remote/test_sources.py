@@ -148,3 +148,29 @@ def test_the_stream_keeps_a_host_that_stopped_answering_with_when_it_was_last_se
     assert row.stale.startswith("no answer since ")
     assert row.state is not None                         # its last grid is kept
     assert next(r for r in stream.rows() if r.host == prom.urls["here"]).ok
+
+
+def test_what_coremap_exports_reaches_prometheus_through_node_exporter_and_comes_back_in_the_fleet(prom):
+    from app.sources.export import gather, write
+    exported = gather(SysRoot("/"))
+    quiet = max(read_topology(SysRoot("/")).online)
+    exported.quiet = (quiet,)
+    exported.gaps = {0: (123.0, 1e-6)}
+    write(prom.folder / "textfile" / "coremap.prom", exported)
+    p = Prometheus(prom.urls["prometheus"])
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        row = next(r for b in p.rows(only=[prom.urls["here"]]) for r in b)
+        if row.quiet:
+            break
+        time.sleep(0.5)
+    assert row.quiet == (quiet,)
+    assert row.probe == {"cpu": 0, "gaps_per_s": 123.0}
+    errors = p.query(f'node_textfile_scrape_error{{instance="{prom.urls["here"]}"}}')
+    assert [float(v) for _, v in errors] == [0.0]        # node_exporter parsed the file
+    info = p.query(f'coremap_irq_affinity_info{{instance="{prom.urls["here"]}"}}')
+    assert {labels["irq"] for labels, _ in info} == {irq for irq, *_ in exported.irqs}
+    from app.remote.fleet import csv_rows
+    d = csv_rows([row])[0]
+    assert d["quiet_cpus"] == str(quiet) and d["irq_on_quiet_per_s"] != ""
+    assert d["jitter"] == "CPU 0: 123/s gaps"

@@ -1,0 +1,41 @@
+"""`coremap export --textfile FILE.prom [--jitter RESULT.json ...]`: what only coremap knows, for node_exporter's
+textfile collector (app/sources/export.py names the metrics): IRQ requested and effective affinity, the
+quiet CPUs and the pins in effect from the pin journal, and jitter gap rates from saved jitter results.
+
+Point it into node_exporter's --collector.textfile.directory (from cron or a systemd timer, every minute
+or so); the file is replaced atomically, so a scrape never sees half of it.
+"""
+from __future__ import annotations
+
+import sys
+
+from app.cli.common import add_command, root_of
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "export", "write IRQ affinity, quiet CPUs, pins and jitter gap rates for "
+                    "node_exporter's textfile collector", __doc__.split("\n\n")[0].split(": ", 1)[1])
+    p.add_argument("--textfile", required=True, metavar="FILE.prom",
+                   help="the file to write, in node_exporter's --collector.textfile.directory")
+    p.add_argument("--jitter", action="append", default=[], metavar="RESULT.json",
+                   help="a `coremap probe jitter --json` result (repeat for more CPUs; the last per CPU wins)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    # Imported here: every `coremap` run imports this module to build its parser.
+    from app.pinning.journal import Journal
+    from app.sources.export import gather, summary, write
+    from app.store.folders import journal_path
+    root = root_of(args)
+    path = journal_path(create=False)
+    if path.exists():
+        with Journal(path, readonly=True) as journal:
+            exported = gather(root, journal=journal, results=args.jitter)
+    else:
+        exported = gather(root, results=args.jitter)
+    write(args.textfile, exported)
+    for note in exported.notes:
+        print(f"coremap: note: {note}", file=sys.stderr)
+    print(f"{args.textfile}: {summary(exported)}")
+    return 0
