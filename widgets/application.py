@@ -254,8 +254,18 @@ def show_machine(window: MainWindow, sampler: RemoteSampler | None) -> None:
     """File → Connect…: show a connected RemoteSampler's machine (None: this machine) in `window`,
     with pins, probes and sessions going to it."""
     if sampler is None:
-        sampler = Sampler(SysRoot("/"), interval=window.interval_spin.value())
+        show_root(window, SysRoot("/"))
+        return
     thread = _sampler_thread(sampler)
+    window.set_sampler_thread(thread)
+    _attach_machine(window, sampler)
+    thread.start()
+
+
+def show_root(window: MainWindow, root: SysRoot) -> None:
+    """Show this machine live or a capture (`root`) in `window`: File → Back to Live after a session."""
+    sampler = Sampler(root, interval=window.interval_spin.value())
+    thread = SamplerThread(sampler)
     window.set_sampler_thread(thread)
     _attach_machine(window, sampler)
     thread.start()
@@ -342,6 +352,7 @@ def _add_quiet(window: MainWindow) -> QuietController:
                             status=window.show_message, add_run=window.probe_panel.add_result,
                             state_applied=window.state_applied, quiet_for=_quiet_service, parent=window)
     window.closing.connect(quiet.close)
+    window.add_top_bar(quiet.cut_short_bar)
     return quiet
 
 
@@ -394,7 +405,9 @@ def _add_sessions(window: MainWindow, menu: QMenu, crash_recovery: bool) -> Sess
     window.state_applied.connect(sessions.set_state)
     sessions.machine_opened.connect(window.set_sampler_thread)
     sessions.session_opened.connect(lambda session: _show_session(window, session))
+    sessions.back_requested.connect(lambda root: show_root(window, root))
     window.closing.connect(sessions.close)
+    window.add_top_bar(sessions.session_bar)
     if sessions.crash_bar is not None:
         window.add_top_bar(sessions.crash_bar)
     return sessions

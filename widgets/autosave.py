@@ -1,6 +1,7 @@
 """Autosave and crash recovery: the Autosaver writes the shown live machine's session every two
-minutes in a thread, and CrashRecoveryBar offers the last autosave when the previous run did not exit
-cleanly (app/store/session.py: autosave, mark_clean_exit, last_session_after_crash).
+minutes in a thread, into this window's own autosave slot (app/store/autosave.py: a file and a lock
+held while the window lives), and CrashRecoveryBar offers the autosave of a window that died without
+closing cleanly: never a running window's, and each crash once (claim_crashed).
 
 The Autosaver asks the session controller (widgets/session_controller.py) for what it writes through
 the narrow AutosaveSource protocol, never through its fields.
@@ -12,11 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton
 
 from app.errors import CoremapError
-from app.store.session import Session, autosave, last_session_after_crash, mark_clean_exit
+from app.format import plural
+from app.store.autosave import AutosaveSlot, claim_crashed
+from app.store.session import Session
+from widgets.theme import apply_notice_style
 
 AUTOSAVE_SECONDS = 120.0
 
@@ -39,11 +43,11 @@ class AutosaveSource(Protocol):
         """The session as shown now (on the UI thread: it reads the widgets). Raises CoremapError."""
 
 
-def _write_autosave(session: Session) -> None:
+def _write_autosave(slot: AutosaveSlot, session: Session) -> None:
     """In the autosave thread: write the session. A full disk or a vanished state folder must not stop
     sampling; the next autosave tries again and the status line of a manual save will say why."""
     try:
-        autosave(session)
+        slot.write(session)
     except CoremapError:
         pass
 
@@ -51,7 +55,8 @@ def _write_autosave(session: Session) -> None:
 class Autosaver(QObject):
     """Every `seconds` once started, the session of `source` written to the autosave file in a thread;
     the first autosave of a live machine first takes its snapshot, in that thread too. `close()` on a
-    normal exit finishes the work and marks the exit clean. Errors go to `status`, one line."""
+    normal exit finishes the work and removes this window's autosave and lock (`slot`). Errors go to
+    `status`, one line."""
 
     _snapshot_taken = Signal()           # the autosave thread's snapshot of the live machine is ready
 
@@ -62,7 +67,7 @@ class Autosaver(QObject):
         self._status = status
         self._thread: threading.Thread | None = None
         self._taken: tuple | None = None  # (epoch, Session or CoremapError) from the autosave thread
-        self._autosaved = False
+        self.slot = AutosaveSlot()
         self.timer = QTimer(self)
         self.timer.setInterval(int(seconds * 1000))
         self.timer.timeout.connect(self.autosave_now)
@@ -101,8 +106,12 @@ class Autosaver(QObject):
         except CoremapError as e:
             self._status(f"autosave: {e}")
             return
-        self._autosaved = True
-        self._start_thread(_write_autosave, session)
+        try:
+            self.slot.acquire()              # here, not in the thread: a refusal goes on the status line
+        except CoremapError as e:
+            self._status(f"autosave: {e}")
+            return
+        self._start_thread(_write_autosave, self.slot, session)
 
     def _start_thread(self, target, *args) -> None:
         self._thread = threading.Thread(target=target, args=args, name="coremap-autosave", daemon=True)
@@ -134,32 +143,33 @@ class Autosaver(QObject):
         self.autosave_now()
 
     def close(self) -> None:
-        """The window closes normally: finish a running autosave, mark the exit clean."""
+        """The window closes normally: finish a running autosave, remove this window's autosave."""
         self.timer.stop()
         self.wait(10)
         if self._taken is not None and isinstance(self._taken[1], Session):
             self._taken[1].close()          # a snapshot taken for an autosave that will not come
             self._taken = None
-        if self._autosaved:
-            try:
-                mark_clean_exit()
-            except (CoremapError, OSError) as e:
-                self._status(f"could not mark a clean exit: {e}")
+        try:
+            self.slot.release()
+        except OSError as e:
+            self._status(f"could not remove this window's autosave: {e}")
 
 
 class CrashRecoveryBar(QFrame):
-    """A non-modal bar at the top: the last run did not exit cleanly; reopen its autosave?"""
+    """A non-modal bar at the top: a coremap window did not close cleanly; reopen its autosave?"""
     open_requested = Signal(str)
 
-    def __init__(self, path: Path, parent=None):
+    def __init__(self, path: Path, more: int = 0, parent=None):
         super().__init__(parent)
         self.path = path
         self.setObjectName("crash-recovery-bar")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setStyleSheet("#crash-recovery-bar { background: #fff4d6; }")
+        apply_notice_style(self, "crash-recovery-bar")
         lay = QHBoxLayout(self)
         lay.setContentsMargins(8, 2, 8, 2)
-        self.label = QLabel(f"coremap did not close cleanly last time; its autosaved session is {path}", self)
+        also = f" ({plural(more, 'other')} beside it)" if more else ""
+        self.label = QLabel(f"a coremap window did not close cleanly; its autosaved session is {path}{also}", self)
+        self.label.setWordWrap(True)
         lay.addWidget(self.label, 1)
         self.open_button = QPushButton("Reopen it", self)
         self.dismiss_button = QPushButton("Dismiss", self)
@@ -172,8 +182,17 @@ class CrashRecoveryBar(QFrame):
         self.hide()
         self.open_requested.emit(str(self.path))
 
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            apply_notice_style(self, "crash-recovery-bar")
+
 
 def crash_recovery_bar() -> CrashRecoveryBar | None:
-    """The bar offering the last autosave when the previous run did not exit cleanly, else None."""
-    path = last_session_after_crash()
-    return CrashRecoveryBar(path) if path is not None else None
+    """The bar offering the newest autosave of a window that died without closing cleanly (claimed
+    now, so it is offered this once), else None."""
+    try:
+        found = claim_crashed()
+    except CoremapError:
+        return None         # no state folder to look in: nothing was autosaved there either
+    return CrashRecoveryBar(found[0], len(found) - 1) if found else None

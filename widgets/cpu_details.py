@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-from app.format import format_count, format_cpus, format_percent, format_rate, per_cpu_pairs
+from app.format import cpus_word, format_count, format_cpus, format_percent, format_rate, per_cpu_pairs
 from app.sampling.machine_state import MachineState
 from widgets.pinning.drag import pin_drag
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
@@ -258,9 +258,9 @@ def position_text(topology, cpu: int) -> str:
         parts.append("offline")
     core = next((k for k in topology.cores if cpu in k.cpus), None)
     if core is not None:
-        parts.append(f"core {core.index} (CPUs {format_cpus(core.cpus)})")
+        parts.append(f"core {core.index} ({cpus_word(core.cpus)})")
     elif c.siblings:
-        parts.append(f"core of CPUs {format_cpus(c.siblings)}")
+        parts.append(f"core of {cpus_word(c.siblings)}")
     if c.package_id is not None:
         parts.append(f"package {c.package_id}")
     if c.die_id is not None:

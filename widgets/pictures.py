@@ -35,6 +35,7 @@ from probes.catalog import RECORDS
 from probes.histogram import gaps_per_hour
 from widgets import export
 from widgets.harness import application
+from widgets.theme import PAPER, series_color, style_plot
 from widgets.topology.view import TopologyView
 
 GRID_SIZE = (1200, 760)
@@ -156,27 +157,21 @@ def _runs(rows):
     return runs
 
 
-def _colour(i: int):
-    import pyqtgraph as pg          # loaded already by build_probe_plot, its one caller
-    return pg.intColor(i, hues=8, values=1, maxValue=200)
-
-
 def build_probe_plot(results: list[dict], labels: list[str] | None = None):
     """A pyqtgraph PlotWidget with one stepped curve set per result (not shown)."""
     # Imported here, not at the top: the window imports this module at start, and pyqtgraph with
     # numpy is ~0.3 s and ~30 MB that only a picture of a probe plot needs (issue 12).
     import numpy as np
     import pyqtgraph as pg
-    w = pg.PlotWidget(background="w")
+    w = pg.PlotWidget()
     item = w.getPlotItem()
     item.setLogMode(x=True, y=True)
-    item.showGrid(x=True, y=True, alpha=0.25)
     item.setLabel("bottom", "gap length")
     item.setLabel("left", "gaps per CPU-hour")
-    for axis in ("left", "bottom"):
-        item.getAxis(axis).setTextPen("k")
-        item.getAxis(axis).setPen("k")
-    legend = item.addLegend(offset=(-10, 10), labelTextColor="k") if len(results) > 1 else None
+    # On paper: this picture goes into reports (widgets/theme.py, PAPER), whatever the desktop's theme.
+    style_plot(w, PAPER)
+    item.showGrid(x=True, y=True, alpha=PAPER.grid_alpha)
+    legend = item.addLegend(offset=(-10, 10), labelTextColor=PAPER.foreground) if len(results) > 1 else None
     xs, ys = [], []
     runs_of = [_runs(gap_rows(res)) for res in results]
     all_vals = [v for runs in runs_of for _, vals in runs for v in vals]
@@ -184,7 +179,7 @@ def build_probe_plot(results: list[dict], labels: list[str] | None = None):
     # tick, and the curves close down to the bottom of the plot so each bar reads as a bar.
     floor = math.floor(math.log10(min(all_vals))) if all_vals else 0
     for i, res in enumerate(results):
-        colour = _colour(i)
+        colour = series_color(i)
         label = (labels[i] if labels else None) or f"{res.get('probe', 'probe')} CPU {res.get('cpu')}"
         first = True
         fill = pg.mkColor(colour)
@@ -208,7 +203,7 @@ def build_probe_plot(results: list[dict], labels: list[str] | None = None):
         # A little room past the end decades, or pyqtgraph drops their labels as clipped.
         item.setYRange(floor - 0.06, y_hi + 0.06, padding=0)
     else:
-        text = pg.TextItem("no gap above the threshold was measured", color="k", anchor=(0.5, 0.5))
+        text = pg.TextItem("no gap above the threshold was measured", color=PAPER.foreground, anchor=(0.5, 0.5))
         item.setLogMode(x=False, y=False)
         item.addItem(text)
         text.setPos(0.5, 0.5)

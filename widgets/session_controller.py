@@ -35,6 +35,7 @@ from widgets.autosave import AUTOSAVE_SECONDS, Autosaver, CrashRecoveryBar, cras
 from widgets.export import default_file_name, render_pdf, save_screenshot, screenshot_target
 from widgets.report_images import add_images
 from widgets.sampler_thread import SamplerThread
+from widgets.session_bar import SessionBar
 
 HISTORY_TICKS = 3600          # an hour at 1 s: what a session keeps of the sampled history
 HISTORY_TOP_IRQS = 64         # per tick, the busiest IRQs' per-CPU rates (the rest sum into the CPUs)
@@ -45,6 +46,7 @@ _FILE_MENU = (
     ("save_session", "&Save Session", "Ctrl+S", "save_session_to_reports", ()),
     ("save_session_as", "Save Session &As…", "Ctrl+Shift+A", "_save_session_as", ()),
     ("open_session", "&Open Session…", "Ctrl+O", "_open_session_dialog", ()),
+    ("back_to_live", "Back to &Live", "Ctrl+L", "back", ()),
     None,
     ("screenshot_window", "Screenshot: &Window (PNG)", "Ctrl+Shift+S", "screenshot", ("window", "png")),
     ("screenshot_grid", "Screenshot: &Grid (PNG)", "Ctrl+Shift+G", "screenshot", ("grid", "png")),
@@ -104,7 +106,9 @@ class SessionController(QObject):
     - `verifications`: the before / after verifications of quiet CPUs made (or opened) so far.
 
     Signals: `machine_opened(SamplerThread)` when an opened session's machine is to be shown (not yet
-    started), then `session_opened(Session)` for its probe runs and pins; `saved(path)`.
+    started), then `session_opened(Session)` for its probe runs and pins; `saved(path)`;
+    `back_requested(SysRoot)` when the user leaves a session for the machine shown before it (this
+    machine live when that was one over ssh). Its `session_bar` says a session is shown.
     Feed it every applied MachineState with `set_state`. Its `autosaver` writes the live machine's
     session every `autosave_seconds`, asking it through epoch, snapshot_to_take, keep_snapshot and
     session (widgets/autosave.py, AutosaveSource).
@@ -112,6 +116,7 @@ class SessionController(QObject):
     saved = Signal(str)                  # path of a session, screenshot or report just written
     machine_opened = Signal(object)      # a SamplerThread on an opened session's machine: show it
     session_opened = Signal(object)      # the Session just opened (read-only): its probe runs and pins
+    back_requested = Signal(object)      # the SysRoot to show again instead of the opened session
 
     def __init__(self, menu: QMenu, window: QWidget, root: SysRoot | None, *, status: Callable[[str], None],
                  probe_runs: ProbeRuns, journal_entries: Callable[[], list | None],
@@ -135,8 +140,12 @@ class SessionController(QObject):
         self._live_snapshot: Session | None = None   # `coremap snapshot` of the live machine, taken once
         self._machine_epoch = 0           # raised whenever another machine is shown
         self._capture: Callable[[], Session] | None = None   # a machine over ssh: its snapshot, brought here
+        self._before: SysRoot | None = None           # what an opened session replaced: File → Back to Live
         self.actions: dict[str, QAction] = {}
         self._fill_menu()
+        self.actions["back_to_live"].setEnabled(False)
+        self.session_bar = SessionBar(window)
+        self.session_bar.back_requested.connect(self._guarded(self.back))
         self.autosaver = Autosaver(self, status=status, seconds=autosave_seconds, parent=self)
         self.crash_bar: CrashRecoveryBar | None = crash_recovery_bar() if crash_recovery else None
         if self.crash_bar is not None:
@@ -201,6 +210,9 @@ class SessionController(QObject):
                 s.close()
         self._live_snapshot = self._opened = None
         self._machine_root, self._capture = root, capture
+        self._before = None
+        self.session_bar.hide()
+        self.actions["back_to_live"].setEnabled(False)
         self._machine_epoch += 1
         self.history.clear()
         self._t0 = self._last_time = None
@@ -296,6 +308,11 @@ class SessionController(QObject):
         sampler = Sampler(s.root, interval=1.0)
         sampler.source = str(path)
         thread = SamplerThread(sampler)
+        if self._opened is None:
+            # The machine to go back to: a capture as it was, this machine live otherwise (a machine
+            # over ssh was disconnected when the session replaced it).
+            root = self._machine_root
+            self._before = root if root is not None and not root.is_live else SysRoot("/")
         if self._opened is not None:
             self._opened.close()
         self._opened = s
@@ -310,9 +327,17 @@ class SessionController(QObject):
         self.machine_opened.emit(thread)
         thread.start()
         self.session_opened.emit(s)
+        self.session_bar.show_session(str(path), s.host, "live" if self._before.is_live else str(self._before.root))
+        self.actions["back_to_live"].setEnabled(True)
         self._status(f"opened session {path} ({s.host or 'machine'}, {plural(len(s.probes), 'probe run')}, "
                      f"{plural(len(s.journal), 'pin')}) — read-only")
         return s
+
+    def back(self) -> None:
+        """Leave the opened session for the machine shown before it (back_requested)."""
+        if self._opened is None or self._before is None:
+            raise CoremapError("no saved session is shown; there is nothing to go back from")
+        self.back_requested.emit(self._before)
 
     def screenshot(self, what: str, ext: str) -> Path:
         target = screenshot_target(self._window, what)

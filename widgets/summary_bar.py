@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from app.format import format_cpus, plural
 from app.sampling.machine_state import MachineState
+from widgets.theme import alert_color
 
 
 def machine_facts(topology) -> list[str]:
@@ -84,6 +85,12 @@ class SummaryBar(QWidget):
     def text(self) -> str:
         return self._label.text()
 
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._key = None            # the STALE colour follows a switch to a dark theme
+            self._refresh()
+
     def set_state(self, state: MachineState) -> None:
         self._topology = state.topology
         if state.sample.tasks is not self._tasks:     # the thread list is read less often than ticks
@@ -123,7 +130,7 @@ class SummaryBar(QWidget):
             parts.append("irqbalance: unknown (no process list)")
         if self._stale:
             # Never shown as live: the figures are the last ones the host sent.
-            src = f'<b style="color:#b00020">STALE</b> — {html.escape(self._stale)}'
+            src = f'<b style="color:{alert_color(self).name()}">STALE</b> — {html.escape(self._stale)}'
         elif self._host and self._live:
             name = html.escape(t.hostname or "the host")
             src = f"live on <b>{name}</b> over ssh {html.escape(self._host)}, every {self._interval:g} s"

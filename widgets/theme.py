@@ -85,12 +85,21 @@ def _blend(a: QColor, b: QColor, t: float) -> QColor:
 def notice_style(widget: QWidget, name: str) -> str:
     """A style sheet for a notice bar (the unclean-exit bar, the session bar): the window's colour
     tinted amber, enough to stand out and never so far that the palette's text colour becomes
-    unreadable on it, as a fixed light yellow was under a dark theme."""
-    p = _palette(widget)
+    unreadable on it, as a fixed light yellow was under a dark theme. From the application's palette,
+    not the widget's: the style sheet set here changes the widget's own."""
+    p = QApplication.palette(widget)
     window = p.color(QPalette.ColorRole.Window)
     bg = _blend(window, QColor(255, 193, 7), 0.28 if window.lightnessF() < 0.5 else 0.22)
     fg = p.color(QPalette.ColorRole.WindowText)
     return f"#{name} {{ background: {bg.name()}; }} #{name} QLabel {{ color: {fg.name()}; }}"
+
+
+def apply_notice_style(widget: QWidget, name: str) -> None:
+    """Give `widget` (object name `name`) notice_style, when it changed: a style sheet set in answer
+    to a palette change must not set one again, or the two would call each other."""
+    sheet = notice_style(widget, name)
+    if widget.styleSheet() != sheet:
+        widget.setStyleSheet(sheet)
 
 
 def alert_color(widget: QWidget | None = None) -> QColor:

@@ -40,7 +40,6 @@ from pathlib import Path
 import app
 from app.atomic import atomic_writer
 from app.errors import CoremapError
-from app.store.folders import state_dir
 from app.store.results import clean_history, clean_journal_rows, clean_probe_result, clean_verification
 from app.sysroot import SysRoot
 
@@ -512,39 +511,3 @@ def _extract_machine(path: Path, zf: zipfile.ZipFile, members: list, links: dict
         if not ok:
             shutil.rmtree(tmp, ignore_errors=True)
     return tmp, dest
-
-
-# -- autosave -----------------------------------------------------------------------------------
-
-def autosave_path() -> Path:
-    """The autosave file, in the same state folder as the pin journal (app/store/folders.py)."""
-    return state_dir() / "autosave.coremap"
-
-
-def _clean_marker() -> Path:
-    return state_dir() / "autosave.clean-exit"
-
-
-def autosave(session: Session) -> Path:
-    """Save `session` to the autosave file (atomically) and mark the run as not yet cleanly ended."""
-    p = autosave_path()
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        _clean_marker().unlink()
-    save_session(p, session)
-    return p
-
-
-def mark_clean_exit() -> None:
-    """Call when the window closes normally: the autosave is then not offered as a crash recovery."""
-    m = _clean_marker()
-    m.parent.mkdir(parents=True, exist_ok=True)
-    m.write_text(_now_iso() + "\n")
-
-
-def last_session_after_crash() -> Path | None:
-    """The autosave left by a run that did not exit cleanly (no clean-exit marker), else None."""
-    p = autosave_path()
-    if p.is_file() and not _clean_marker().exists():
-        return p
-    return None

@@ -1,5 +1,6 @@
 """File menu of the window: screenshots and reports into the reports folder, sessions saved and
-reopened with the same figures, a corrupt session refused on the status line with nothing changed."""
+reopened with the same figures, a corrupt session refused on the status line with nothing changed;
+autosave per window, a crashed window's offered once (never a running one's), and back to live."""
 import json
 import zipfile
 from pathlib import Path
@@ -21,9 +22,9 @@ def reports(tmp_path, monkeypatch):
     return d
 
 
-def _window(qtbot, root):
+def _window(qtbot, root, crash_recovery=False):
     thread = SamplerThread(Sampler(SysRoot(root)))
-    w = build_window(thread)
+    w = build_window(thread, crash_recovery=crash_recovery)
     qtbot.addWidget(w)
     w.resize(1200, 800)
     w.show()
@@ -103,19 +104,84 @@ def test_reports_html_and_pdf(qtbot, reports):
     w.close()
 
 
-def test_autosave_then_crash_offers_the_session_on_next_start(qtbot, reports, monkeypatch):
-    from app.store.session import autosave_path, last_session_after_crash
+def _die(window) -> None:
+    """What SIGKILL does to a window, as far as its autosave goes: the kernel drops its lock, nothing
+    of its clean exit runs (the window object is left alone, never closed)."""
+    import os
+    slot = window.session_controller.autosaver.slot
+    os.close(slot._fd)
+    slot._fd = None
+
+
+def test_a_crashed_window_is_offered_once_and_a_running_one_never(qtbot, reports):
     w = _window(qtbot, extract("sno"))
     sc = w.session_controller
     sc.autosaver.autosave_now()
     sc.autosaver.wait(20)
-    assert autosave_path().is_file()
-    # The process dies here: no close(), so no clean-exit marker.
-    assert last_session_after_crash() == autosave_path()
+    mine = sc.autosaver.slot.path
+    assert mine.is_file()
+    # A second window while the first runs: its autosave is not a crash (issue 23).
     w2 = build_window(None, crash_recovery=True)
     qtbot.addWidget(w2)
-    assert w2.session_controller.crash_bar is not None
-    assert str(autosave_path()) in w2.session_controller.crash_bar.label.text()
+    assert w2.session_controller.crash_bar is None
+    w2.close()
+    # The first window dies: the next window offers its autosave...
+    _die(w)
+    w3 = build_window(None, crash_recovery=True)
+    qtbot.addWidget(w3)
+    bar = w3.session_controller.crash_bar
+    assert bar is not None and bar.path.name == mine.name and str(bar.path) in bar.label.text()
+    assert "did not close cleanly" in bar.label.text()
+    w3.close()
+    # ...once: the windows after it, which close cleanly, offer nothing.
+    for _ in range(2):
+        w4 = build_window(None, crash_recovery=True)
+        qtbot.addWidget(w4)
+        assert w4.session_controller.crash_bar is None
+        w4.close()
+    assert not list((reports.parent / "state" / "instances").glob("*.coremap"))
+
+
+def test_reopen_it_then_back_to_live(qtbot, reports):
+    """The crash bar's "Reopen it" shows the autosave read-only, with a bar and File → Back to Live
+    that return to the live machine (issue 23: there was no way back)."""
+    w = _window(qtbot, "/")
+    sc = w.session_controller
+    sc.autosaver.autosave_now()
+    qtbot.waitUntil(sc.autosaver.slot.path.is_file, timeout=30000)
+    sc.autosaver.wait(20)
+    _die(w)
+    w2 = _window(qtbot, "/", crash_recovery=True)
+    sc2 = w2.session_controller
+    assert sc2.crash_bar is not None and not sc2.session_bar.isVisible()
+    assert not sc2.actions["back_to_live"].isEnabled()
+    with qtbot.waitSignal(w2.state_applied, timeout=20000):
+        sc2.crash_bar.open_button.click()
+    assert not w2.state.live and sc2.session_bar.isVisible()
+    assert str(sc2.crash_bar.path) in sc2.session_bar.label.text()
+    assert sc2.session_bar.back_button.text() == "Back to live" and sc2.actions["back_to_live"].isEnabled()
+    assert sc2.actions["back_to_live"].shortcut().toString() == "Ctrl+L"
+    with qtbot.waitSignal(w2.state_applied, timeout=20000):
+        sc2.session_bar.back_button.click()
+    qtbot.waitUntil(lambda: w2.state is not None and w2.state.live, timeout=20000)
+    assert not sc2.session_bar.isVisible() and not sc2.actions["back_to_live"].isEnabled()
+    assert w2.windowTitle().endswith("(live) — coremap")
+    w2.close()
+
+
+def test_back_from_a_session_to_the_capture_shown_before(qtbot, reports):
+    w = _window(qtbot, extract("sno"))
+    path = w.session_controller.save_session_to_reports()
+    w2 = _window(qtbot, extract("worker2.internal"))
+    sc = w2.session_controller
+    with qtbot.waitSignal(w2.state_applied, timeout=20000):
+        sc.open_session(path)
+    assert sc.session_bar.back_button.text() == f"Back to {extract('worker2.internal')}"
+    with qtbot.waitSignal(w2.state_applied, timeout=20000):
+        sc.actions["back_to_live"].trigger()
+    assert w2.sampler_thread.sampler.root.root == Path(extract("worker2.internal"))
+    assert w2.state.topology.hostname == "worker2.internal" or len(w2.state.topology.online) == 32
+    w.close()
     w2.close()
 
 
@@ -126,7 +192,7 @@ def test_the_first_autosave_of_the_live_machine_does_not_stop_the_window(qtbot, 
 
     import app.store.session
     import widgets.session_controller as sc_mod
-    from app.store.session import autosave_path, open_session
+    from app.store.session import open_session
     taken = []
     release = threading.Event()
     real = app.store.session.session_from_root
@@ -145,7 +211,7 @@ def test_the_first_autosave_of_the_live_machine_does_not_stop_the_window(qtbot, 
     handled = []
     QTimer.singleShot(0, lambda: handled.append(True))
     qtbot.waitUntil(lambda: handled == [True], timeout=30000)
-    assert taken == [] and not autosave_path().exists()
+    assert taken == [] and not sc.autosaver.slot.path.exists()
     release.set()
     # The snapshot thread ends before the UI thread handles its signal: handled while the thread is
     # still returning, the autosave finds it alive and waits for the next timer tick (a race of the
@@ -153,9 +219,9 @@ def test_the_first_autosave_of_the_live_machine_does_not_stop_the_window(qtbot, 
     for t in threading.enumerate():
         if t.name == "coremap-autosave":
             t.join(30)
-    qtbot.waitUntil(autosave_path().is_file, timeout=30000)
+    qtbot.waitUntil(sc.autosaver.slot.path.is_file, timeout=30000)
     sc.autosaver.wait(20)
-    s = open_session(autosave_path())
+    s = open_session(sc.autosaver.slot.path)
     try:
         assert s.host and (s.root.root / "proc" / "interrupts").is_file()
     finally:

@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 import app
 from app.store import session as S
 from app.machine.topology import read_topology
-from app.store.session import (ProbeRecord, Session, SessionError, autosave, autosave_path, history_tick,
-                         last_session_after_crash, mark_clean_exit, open_session, save_session,
-                         session_from_root)
+from app.store.session import (ProbeRecord, Session, SessionError, history_tick, open_session, save_session,
+                               session_from_root)
 from app.sysroot import SysRoot
 from tests.machines import extract
 
@@ -329,23 +328,6 @@ def test_damaged_bytes_give_session_error_or_a_session(tmp_path, data):
         assert str(p) in str(e)
     else:
         o.close()
-
-
-# -- autosave ------------------------------------------------------------------------------------
-
-def test_autosave_and_crash_detection(tmp_path, monkeypatch):
-    monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
-    assert last_session_after_crash() is None
-    p = autosave(Session(notes="unsaved work", host="h"))
-    assert p == autosave_path() and p.parent == tmp_path / "state"
-    # No clean exit yet: a crash now leaves the autosave to offer.
-    assert last_session_after_crash() == p
-    assert open_session(last_session_after_crash()).notes == "unsaved work"
-    mark_clean_exit()
-    assert last_session_after_crash() is None
-    # The next run autosaves again: the marker goes, so a crash is detected again.
-    autosave(Session(notes="second run"))
-    assert last_session_after_crash() == p
 
 
 # -- the real thing: a probe run and pins on this process's own threads ------------------------------
