@@ -146,11 +146,18 @@ struct gap {
 };
 
 #define NEDGE 11
+/* The gap lengths jitter users read (MicroJitterSampler's and oslat's: 2, 10, 100 us, 1 ms), counted
+ * exactly; probes/histogram.py GAP_STEPS_NS names the same four. */
+#define NSTEP 4
+static const uint64_t STEP_NS[NSTEP] = {2000, 10000, 100000, 1000000};
 
 struct jitter_state {
     uint64_t counts[LP_NBUCKETS]; /* gaps >= thr, fine log buckets, in ticks */
     uint64_t edge[NEDGE];      /* octave edges below thr, in ticks (clamped to thr) */
     uint64_t cum[NEDGE];       /* how many gaps were >= edge[k] */
+    uint64_t step[NSTEP];      /* STEP_NS in ticks */
+    uint64_t at_least[NSTEP];  /* gaps >= step[k], when step[k] >= thr (else counted above, coarsely) */
+    uint64_t lost[NSTEP];      /* ticks spent in those gaps */
     struct gap top[MAX_TOP];
     int ntop, top_n;
     uint64_t thr;        /* ticks */
@@ -204,7 +211,13 @@ jitter_span(struct jitter_state *s, uint64_t span, int use_tsc)
         c0 += d >= e0; c1 += d >= e1; c2 += d >= e2; c3 += d >= e3; c4 += d >= e4; c5 += d >= e5;
         c6 += d >= e6; c7 += d >= e7; c8 += d >= e8; c9 += d >= e9; c10 += d >= e10;
         if (__builtin_expect(d >= thr, 0)) {
+            /* rare (a gap): the exact step counts cost nothing in the loop's common path */
             s->counts[lp_bucket(d)]++;
+            for (int k = 0; k < NSTEP; k++) {
+                int hit = d >= s->step[k];
+                s->at_least[k] += hit;
+                s->lost[k] += hit ? d : 0;
+            }
             keep_top(s, now, d);
         }
         if (__builtin_expect(now >= end, 0))
@@ -268,6 +281,12 @@ static PyObject *py_jitter_chunk(PyObject *self, PyObject *args, PyObject *kw)
             edge_ns[k] = thr_ns;
         uint64_t t = (uint64_t)(edge_ns[k] / tick_ns + 0.999999);
         s->edge[k] = t < s->thr ? t : s->thr;
+    }
+    /* a step below the threshold can never be reached in the gap branch: UINT64_MAX marks it
+     * uncounted, and the caller estimates it from the coarse buckets */
+    for (int k = 0; k < NSTEP; k++) {
+        uint64_t t = (uint64_t)(STEP_NS[k] / tick_ns + 0.999999);
+        s->step[k] = STEP_NS[k] >= thr_ns ? (t > s->thr ? t : s->thr) : UINT64_MAX;
     }
     uint64_t mono0, tsc0 = 0, wall_ns;
     Py_BEGIN_ALLOW_THREADS
@@ -346,13 +365,26 @@ static PyObject *py_jitter_chunk(PyObject *self, PyObject *args, PyObject *kw)
         }
         Py_DECREF(row);
     }
+    /* [[step_ns, gaps >= it, ns lost in them], ...] for the steps at or above the threshold */
+    PyObject *steps = PyList_New(0);
+    for (int k = 0; steps && k < NSTEP; k++) {
+        if (s->step[k] == UINT64_MAX)
+            continue;
+        PyObject *row = Py_BuildValue("[KKK]", (unsigned long long)STEP_NS[k], (unsigned long long)s->at_least[k],
+                                      (unsigned long long)(s->lost[k] * tick_ns));
+        if (!row || PyList_Append(steps, row) < 0)
+            Py_CLEAR(steps);
+        Py_XDECREF(row);
+    }
+    if (!steps)
+        goto fail;
     double sampled_ns = s->sampled * tick_ns;
     double loop_ns = s->iterations ? sampled_ns / (double)s->iterations : 0.0;
-    PyObject *res = Py_BuildValue("{s:K,s:K,s:K,s:d,s:N,s:N,s:O,s:d,s:K}",
+    PyObject *res = Py_BuildValue("{s:K,s:K,s:K,s:d,s:N,s:N,s:N,s:O,s:d,s:K}",
                                   "elapsed_ns", (unsigned long long)wall_ns,
                                   "sampled_ns", (unsigned long long)sampled_ns,
                                   "iterations", (unsigned long long)s->iterations,
-                                  "loop_ns", loop_ns, "buckets", buckets, "top_gaps", top,
+                                  "loop_ns", loop_ns, "buckets", buckets, "top_gaps", top, "at_least", steps,
                                   "tsc", use_tsc ? Py_True : Py_False, "tsc_hz", hz,
                                   "start_ns", (unsigned long long)mono0);
     free(s);
@@ -779,7 +811,8 @@ static PyMethodDef methods[] = {
     {"jitter_chunk", (PyCFunction)(void (*)(void))py_jitter_chunk, METH_VARARGS | METH_KEYWORDS,
      "jitter_chunk(chunk_ns, threshold_ns, on_ns, off_ns, top_n=16, use_tsc=True) -> dict: busy-read "
      "the clock for chunk_ns (on_ns sampling / off_ns asleep; on_ns=0 means always on); every gap "
-     "goes into log buckets, gaps >= threshold_ns compete for the top_n list."},
+     "goes into log buckets, gaps >= threshold_ns compete for the top_n list; at_least: [[step_ns, gaps, "
+     "ns lost]] counted exactly for the steps 2, 10, 100 us and 1 ms at or above threshold_ns."},
     {"wakeup_chunk", py_wakeup_chunk, METH_VARARGS,
      "wakeup_chunk(chunk_ns, interval_ns) -> dict: clock_nanosleep(TIMER_ABSTIME) every interval; "
      "latency = wake - target in log buckets."},

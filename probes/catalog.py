@@ -91,6 +91,9 @@ class ProbeRecord:
     progress: how its interval lines say how far a job is: "seconds" (elapsed_ns of `seconds`),
     "steps" (one line per `step`, Job.steps of them) or "share" (each line's `progress`, 0 to 1).
     pin: the child pins itself to its CPU before it measures (counters pins the command it counts).
+    gaps_from: for a probe whose samples are read-to-read intervals (jitter), the hello-line key of
+    the shortest interval that counts as a gap: its runs are drawn, tabulated and compared by their
+    gaps (probes/histogram.py gap_figures), not by every read.
     """
     name: str
     title: str
@@ -113,6 +116,7 @@ class ProbeRecord:
     view: View | None = None
     picture: str = ""                      # "module:Class" pictured in a report
     caption: str = ""                      # what the picture shows
+    gaps_from: str = ""
 
     @property
     def module_name(self) -> str:
@@ -162,12 +166,13 @@ def _c2c_steps(spec) -> int:
 
 JITTER = ProbeRecord(
     "jitter", "Jitter (gaps in a busy loop)", takes=COMMON, per_cpu=True, timed=True, histogram=True,
-    progress="seconds",
+    progress="seconds", gaps_from="threshold_ns",
     fields=(
         Field("duty", "duty cycle", "preset", "percent of time sampling", default=100.0, low=0.1, high=100.0,
               unit="percent", choices=((100.0, "100%"), (50.0, "50%"), (10.0, "10%"), (None, "custom")),
               custom=25.0, suffix=" %", metavar="P", tag=_duty_tag),
-        Field("threshold_ns", "threshold", "int", "fine-bin gaps from here", default=1000, low=1, high=10 ** 9,
+        Field("threshold_ns", "threshold", "int", "the shortest read-to-read interval that counts as a gap "
+              "(finely binned, in the gap figures and percentiles)", default=1000, low=1, high=10 ** 9,
               unit="ns", metavar="NS", in_form=False),
         Field("attribute", "attribute gaps (tracefs)", "flag",
               "record interrupts, softirqs, NMIs and task switches on the probed CPU while it runs and say "

@@ -25,6 +25,8 @@ from probes.common import run_lines
 # interval = DEFAULT_INTERVAL, 1000 us)
 CYCLICTEST_DEFAULT_INTERVAL_US = 1000
 HLOG_COMMENT = "coremap probe histogram log; values in ns"
+# What a jitter run's .hlog says of its threshold, so the run read back counts the same gaps.
+_GAPS_FROM = re.compile(r"gaps from (\d+) ns")
 
 
 RESULT_FILE_LIMIT = 256 * MiB       # a day-long .hlog at 10 intervals/s is ~100 MB
@@ -37,12 +39,15 @@ class ResultFileError(CoremapError):
 @dataclass(frozen=True)
 class FileRun:
     """One run read from a file (or a saved result object): what the panel plots and tabulates.
-    `sampled_ns` is the measured time (0 when the file does not say)."""
+    `sampled_ns` is the measured time (0 when the file does not say). `gaps_from_ns`: for a run of
+    read-to-read intervals (a jitter run, oslat), the shortest that counts as a gap: its figures and
+    pictures are of gaps (probes/histogram.py gap_figures); None for latencies (wakeup, cyclictest)."""
     label: str
     cpu: int | None
     buckets: list
     sampled_ns: float
     attribution: dict | None = None
+    gaps_from_ns: int | None = None
 
     def __post_init__(self):
         # one [lo, hi, count] per range, sorted, no empty ones: what the plots and the table take
@@ -53,6 +58,9 @@ class FileRun:
         """The run's result object: percentiles, gaps per CPU-hour when the sampled time is known,
         and its buckets (the shape of the CLI's --json)."""
         s = histogram.summary_from_buckets(self.buckets, self.sampled_ns or None)
+        if self.gaps_from_ns is not None:
+            s["gaps"] = histogram.gap_figures(self.buckets, self.sampled_ns, from_ns=self.gaps_from_ns)
+            s["percentiles"] = s["gaps"]["percentiles"]
         return {"probe": "file", "source": source, "label": label, **s,
                 "buckets": histogram.buckets_as_dicts(self.buckets)}
 
@@ -77,13 +85,15 @@ def parse_runs(text: str, *, name: str, what: str) -> list[FileRun]:
     if not data.intervals:
         raise ResultFileError(f"{what}: an HdrHistogram log with no intervals; nothing to plot")
     tags = sorted({iv.tag for iv in data.intervals}, key=lambda t: (t is not None, t or ""))
+    m = next((m for c in data.comments if (m := _GAPS_FROM.search(c))), None)
     runs = []
     for tag in tags:
         ivs = [iv for iv in data.intervals if iv.tag == tag]
         # per-CPU-hour needs the measured time; a log holds interval lengths (elapsed time)
         sampled_ns = sum(iv.length_s for iv in ivs) * 1e9
         runs.append(FileRun(f"{name} {tag}" if tag else name, None,
-                            histogram.histogram_to_buckets(data.merged(tag)), sampled_ns))
+                            histogram.histogram_to_buckets(data.merged(tag)), sampled_ns,
+                            gaps_from_ns=int(m.group(1)) if m else None))
     return runs
 
 
@@ -100,7 +110,9 @@ def _rt_tests_runs(text: str, name: str, what: str):
                                       any(isinstance(t, dict) and "duration" in t for t in threads.values()))
     if is_oslat:
         for _k, t in sorted(histogram.read_oslat_json(text, what=what).items()):
-            yield FileRun(_thread_label(name, t["cpu"]), t["cpu"], t["buckets"], (t.get("duration_s") or 0.0) * 1e9)
+            # oslat's first bucket, [0, 1) us, holds the loop's own reads: a gap is 1 us or more
+            yield FileRun(_thread_label(name, t["cpu"]), t["cpu"], t["buckets"], (t.get("duration_s") or 0.0) * 1e9,
+                          gaps_from_ns=histogram.DEFAULT_GAP_NS)
         return
     interval_us = CYCLICTEST_DEFAULT_INTERVAL_US
     m = re.search(r"(?:^|\s)(?:-i\s*|--interval[= ])(\d+)", cmdline)
@@ -127,7 +139,17 @@ def result_run(result: dict) -> FileRun | None:
     attribution = result.get("attribution")
     return FileRun(label, cpu if isinstance(cpu, int) else None, buckets,
                    float(result.get("sampled_seconds") or 0.0) * 1e9,
-                   attribution if isinstance(attribution, dict) else None)
+                   attribution if isinstance(attribution, dict) else None, gaps_from(result))
+
+
+def gaps_from(result: dict) -> int | None:
+    """The gap threshold of a jitter result (its own, or the probe's default for one stored before
+    results said it); None for any other result."""
+    if result.get("probe") != "jitter":
+        gaps = result.get("gaps")
+        return int(gaps["from_ns"]) if isinstance(gaps, dict) and isinstance(gaps.get("from_ns"), int) else None
+    t = result.get("threshold_ns")
+    return int(t) if isinstance(t, int) and t > 0 else histogram.DEFAULT_GAP_NS
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -146,12 +168,14 @@ def hlog_intervals(lines, *, tag: str | None = None) -> list[tuple]:
 def write_runs_hlog(path, runs) -> None:
     """Several runs' lines (one per CPU of `coremap probe --hlog`) as one log, each tagged `cpuN`
     when there are several."""
-    intervals = []
+    intervals, gaps = [], ""
     for lines in runs:
         hello, _ = run_lines(lines)
         intervals += hlog_intervals(lines, tag=f"cpu{hello.get('cpu')}" if len(runs) > 1 else None)
+        if hello.get("probe") == "jitter":
+            gaps = f"; gaps from {hello.get('threshold_ns') or histogram.DEFAULT_GAP_NS} ns"
     out = io.StringIO()
-    histogram.write_hlog(out, intervals, comment=HLOG_COMMENT)
+    histogram.write_hlog(out, intervals, comment=HLOG_COMMENT + gaps)
     _write(path, out.getvalue())
 
 
@@ -169,7 +193,9 @@ def write_run(path, *, label: str, result: dict, buckets=None, sampled_ns: float
     out = io.StringIO(newline="")
     if suffix == ".hlog":
         intervals = hlog_intervals(lines) or [(0.0, sampled_ns / 1e9, histogram.buckets_to_histogram(buckets))]
-        histogram.write_hlog(out, intervals, comment=f"{HLOG_COMMENT}; {label}")
+        from_ns = gaps_from(result)
+        gaps = f"; gaps from {from_ns} ns" if from_ns is not None else ""
+        histogram.write_hlog(out, intervals, comment=f"{HLOG_COMMENT}; {label}{gaps}")
     elif suffix == ".csv":
         histogram.write_csv(out, buckets)
     elif suffix == ".txt":

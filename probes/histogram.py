@@ -5,6 +5,13 @@ A bucket is (lo_ns, hi_ns, count): `count` samples fell in [lo_ns, hi_ns). Each 
 into the HdrHistogram ONCE, at its midpoint, with its count (never sample by sample), so percentiles
 carry the bucket's own resolution (12.5% above the jitter threshold, an octave below it; see
 probes/_native.c).
+
+Gaps: a jitter run's buckets hold every read-to-read interval, as oslat's histogram does, nearly all
+of them the loop's own period (~12 ns). A gap is an interval of at least the run's threshold (1 µs by
+default): the loop was held off. What a jitter user reads (MicroJitterSampler, oslat) is about gaps
+only: how many per second and per CPU-hour at 2, 10, 100 µs and 1 ms, the time lost in them, the
+longest, and the percentiles of their lengths (gap_figures). Percentiles of every read would be the
+loop period at every rank.
 """
 from __future__ import annotations
 
@@ -32,6 +39,11 @@ GAP_EDGES_NS = (2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000,
                 2_000_000, 5_000_000, 10_000_000, 20_000_000, 50_000_000, 100_000_000)
 
 NS_PER_HOUR = 3_600_000_000_000
+# The gap lengths jitter users read: MicroJitterSampler prints its per-hour counts from 2 us, oslat's
+# histogram is in whole us and its users quote 10 and 100 us, and a 1 ms gap is a dropped tick of a
+# trading loop. probes/_native.c counts these four exactly (STEP_NS).
+GAP_STEPS_NS = (2_000, 10_000, 100_000, 1_000_000)
+DEFAULT_GAP_NS = 1_000      # the jitter probe's default threshold, and oslat's first bucket edge
 
 
 def new_histogram() -> HdrHistogram:
@@ -105,6 +117,51 @@ def gaps_per_hour(buckets, sampled_ns: float, edges=GAP_EDGES_NS) -> dict:
     for r in rows:
         r["per_hour"] = r["count"] * scale
     return {"rows": rows, "lost_ns": lost, "lost_share": lost / sampled_ns if sampled_ns > 0 else None}
+
+
+def gap_buckets(buckets, from_ns: int) -> list[list[int]]:
+    """The buckets of gaps: intervals of at least `from_ns`, a bucket counted by its midpoint (the
+    jitter loop's fine buckets start at its threshold, oslat's at whole microseconds, so none
+    straddles the edge)."""
+    return [[int(lo), int(hi), int(c)] for lo, hi, c in bucket_rows(buckets)
+            if c and bucket_mid(lo, hi) >= from_ns]
+
+
+def gap_figures(buckets, sampled_ns: float, *, from_ns: int = DEFAULT_GAP_NS, max_ns: float | None = None,
+                exact: dict | None = None) -> dict:
+    """What a jitter user reads of a run, from its buckets (every interval) and sampled time.
+
+    `exact`: {step_ns: (gaps, ns lost)} as the loop counted them (probes/_native.c at_least); a step
+    it did not count (below the threshold, or a file) is read from the buckets by midpoint, which
+    can be off by one bucket's width (12.5%), and says so (`exact` False). `max_ns`: the loop's exact
+    longest gap (the buckets know only its bucket).
+    """
+    exact = exact or {}
+    gaps = gap_buckets(buckets, from_ns)
+    seconds = sampled_ns / 1e9 if sampled_ns and sampled_ns > 0 else None
+    rows = []
+    for step in GAP_STEPS_NS:
+        if step in exact:
+            n, lost = exact[step]
+        else:
+            picked = [(bucket_mid(lo, hi), c) for lo, hi, c in bucket_rows(buckets) if c and bucket_mid(lo, hi) >= step]
+            n, lost = sum(c for _, c in picked), sum(m * c for m, c in picked)
+        rows.append({"ns": step, "count": int(n), "lost_ns": float(lost), "exact": step in exact,
+                     "per_second": n / seconds if seconds else None,
+                     "per_cpu_hour": n * 3600 / seconds if seconds else None})
+    pct = percentiles(buckets_to_histogram(gaps))
+    if max_ns is not None and pct["max"] is not None:
+        # the exact longest gap, where the histogram has only its bucket's midpoint (which can lie
+        # above it); no percentile reads longer than the longest
+        pct = {k: min(v, int(max_ns)) for k, v in pct.items()} | {"max": int(max_ns)}
+    lost = rows[0]["lost_ns"]
+    return {"from_ns": int(from_ns), "count": sum(c for *_, c in gaps), "at_least": rows, "lost_ns": lost,
+            "lost_share": lost / sampled_ns if seconds else None, "max_ns": pct["max"], "percentiles": pct}
+
+
+def step_row(gaps: dict | None, step_ns: int) -> dict | None:
+    """The at_least row of gap_figures for `step_ns`, None when there is none."""
+    return next((r for r in (gaps or {}).get("at_least", []) if r["ns"] == step_ns), None)
 
 
 def buckets_as_dicts(buckets) -> list[dict]:
@@ -363,9 +420,11 @@ class LatencyRun:
 
 
 def summary_from_buckets(buckets, sampled_ns: float | None = None) -> dict:
-    """Percentiles and, when the sampled time is known, gaps per CPU-hour."""
+    """Percentiles and, when the sampled time is known, gaps per CPU-hour and the share of time lost
+    (the keys a jitter result has them under)."""
     h = buckets_to_histogram(buckets)
     out = {"percentiles": percentiles(h), "total": int(h.get_total_count())}
     if sampled_ns:
-        out["gaps"] = gaps_per_hour(buckets, sampled_ns)
+        g = gaps_per_hour(buckets, sampled_ns)
+        out["gaps_per_cpu_hour"], out["lost_share"] = g["rows"], g["lost_share"]
     return out

@@ -12,7 +12,7 @@ from app.parse.number import bounded
 from probes import trace
 from probes.catalog import RECORDS
 from probes.common import ProbeArgumentParser, add_common_args, apply_sched, duty_split, hello, lock_memory
-from probes.text import format_attribution, percentiles_lines
+from probes.text import format_attribution, gap_lines
 
 NAME = "jitter"
 RECORD = RECORDS[NAME]
@@ -76,7 +76,7 @@ def _measure(args, emit, on_ns, off_ns, locked, tracer, why_not) -> int:
         iterations += r["iterations"]
         emit({"type": "interval", "elapsed_ns": time.monotonic_ns() - t0, "chunk_ns": r["elapsed_ns"],
               "sampled_ns": r["sampled_ns"], "iterations": r["iterations"], "loop_ns": r["loop_ns"],
-              "tsc": r["tsc"], "buckets": r["buckets"],
+              "tsc": r["tsc"], "buckets": r["buckets"], "at_least": r["at_least"],
               "top_gaps": sorted([[t - t0, g] for t, g in r["top_gaps"]])})
     done = {"type": "done", "elapsed_ns": time.monotonic_ns() - t0, "sampled_ns": sampled,
             "iterations": iterations, "loop_ns": sampled / iterations if iterations else None}
@@ -91,39 +91,65 @@ def _measure(args, emit, on_ns, off_ns, locked, tracer, why_not) -> int:
 
 
 def summarize(lines) -> dict:
-    """The CLI's result object for one jitter run."""
+    """The CLI's result object for one jitter run. Its `percentiles` are of gap lengths (intervals of
+    at least the threshold), `gaps` holds what a jitter user reads first (probes/histogram.py
+    gap_figures), and `buckets` every read-to-read interval, as oslat's histogram holds them."""
     # imported here: the probe's own process (python -m probes) never summarizes, and so runs on a
     # server with nothing but Python 3 (issue 15: the agent shipped over ssh has no hdrh there)
     from probes import histogram
     run = histogram.LatencyRun.of(lines)
     sampled, elapsed, iters = run.total("sampled_ns"), run.total("chunk_ns"), run.total("iterations")
     top = sorted((g for iv in run.intervals for g in iv["top_gaps"]), key=lambda g: -g[1])[:run.hello.get("top", 16)]
-    gaps = histogram.gaps_per_hour(run.buckets, sampled)
-    if top:
-        # the loop knows the exact longest gap; the histogram only knows its bucket's midpoint
-        run.percentiles["max"] = max(run.percentiles["max"] or 0, top[0][1])
+    threshold = run.hello.get("threshold_ns") or histogram.DEFAULT_GAP_NS
+    # the loop knows the exact longest gap; the histogram only knows its bucket's midpoint
+    gaps = histogram.gap_figures(run.buckets, sampled, from_ns=threshold, max_ns=top[0][1] if top else None,
+                                 exact=_exact_steps(run.intervals))
+    rows = histogram.gaps_per_hour(run.buckets, sampled)["rows"]
+    run.percentiles = gaps["percentiles"]
     return run.result(NAME, loop_ns=sampled / iters if iters else None, sampled_seconds=sampled / 1e9,
                       elapsed_seconds=elapsed / 1e9, achieved_duty=sampled / elapsed if elapsed else None,
-                      requested_duty=run.hello.get("duty"), iterations=iters,
-                      threshold_ns=run.hello.get("threshold_ns"), gaps_per_cpu_hour=gaps["rows"],
-                      lost_share=gaps["lost_share"], top_gaps=[{"t_ns": t, "gap_ns": g} for t, g in top],
-                      attribution=_attribution(lines))
+                      requested_duty=run.hello.get("duty"), iterations=iters, threshold_ns=threshold,
+                      gaps=gaps, gaps_per_cpu_hour=rows, lost_share=gaps["lost_share"],
+                      top_gaps=[{"t_ns": t, "gap_ns": g} for t, g in top], attribution=_attribution(lines))
+
+
+def _exact_steps(intervals) -> dict:
+    """{step_ns: (gaps, ns lost)} summed over the interval lines, for the steps every line counted
+    (a child of an older coremap counts none: the buckets are read instead)."""
+    out: dict[int, list] = {}
+    for iv in intervals:
+        for step, n, lost in iv.get("at_least") or ():
+            acc = out.setdefault(int(step), [0, 0, 0])
+            acc[0] += int(n)
+            acc[1] += float(lost)
+            acc[2] += 1
+    return {step: (n, lost) for step, (n, lost, lines) in out.items() if lines == len(intervals)}
+
+
+def fleet_figures(result: dict) -> dict:
+    """What `coremap fleet --jitter-cpu` keeps of a host's run (app/remote/fleet.py jitter_text)."""
+    from probes.histogram import step_row
+    gaps = result.get("gaps") or {}
+    row10, row100 = step_row(gaps, 10_000), step_row(gaps, 100_000)
+    return {"p99_ns": (result.get("percentiles") or {}).get("p99"), "max_ns": gaps.get("max_ns"),
+            "gaps10_per_s": row10["per_second"] if row10 else None,
+            "gaps100_per_s": row100["per_second"] if row100 else None, "lost_share": gaps.get("lost_share")}
 
 
 def text_lines(r: dict) -> list[str]:
-    """The result as `coremap probe` prints it (probes/text.py adds the verdict)."""
+    """The result as `coremap probe` prints it (probes/text.py adds the verdict): first what a jitter
+    user reads (gaps per second and per CPU-hour, time lost, the longest), then the gap lengths'
+    percentiles and the table by length."""
     lines = [f"jitter on CPU {r['cpu']}: {r['sampled_seconds']:.3f} s sampled "
              f"(duty {100 * (r['achieved_duty'] or 0):.1f}%), loop {format_ns(r['loop_ns'])}, "
-             f"{format_count(r['iterations'])} reads", *percentiles_lines(r),
-             f"  gaps per CPU-hour (of {r['sampled_seconds']:.3f} s sampled):",
-             f"    {'length':<16}{'count':>8}{'per CPU-hour':>16}"]
+             f"{format_count(r['iterations'])} reads", *gap_lines(r.get("gaps"))]
+    lines += [f"  gaps per CPU-hour by length (of {r['sampled_seconds']:.3f} s sampled):",
+              f"    {'length':<16}{'count':>8}{'per CPU-hour':>16}"]
     for row in r["gaps_per_cpu_hour"]:
         if row["count"]:
             rng = (f"{format_ns(row['lo_ns'])}-{format_ns(row['hi_ns'])}" if row["hi_ns"]
                    else f">= {format_ns(row['lo_ns'])}")
             lines.append(f"    {rng:<16}{row['count']:>8}{row['per_hour']:>16,.0f}")
-    if r["lost_share"] is not None:
-        lines.append(f"  time lost in gaps >= 2 us: {100 * r['lost_share']:.4f}%")
     lines.extend(format_attribution(r.get("attribution")))
     return lines
 

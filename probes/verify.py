@@ -121,7 +121,7 @@ class VerifyPlan:
                 "lost_share": _median(f["lost_share"] for f in figures),
                 "sampled_seconds": sampled_ns / 1e9, "buckets": histogram.buckets_as_dicts(buckets),
                 "percentiles": summary["percentiles"],
-                "gaps_per_cpu_hour": summary["gaps"]["rows"] if "gaps" in summary else [],
+                "gaps_per_cpu_hour": summary.get("gaps_per_cpu_hour", []),
                 "attribution": attributed[-1] if attributed else None}
 
 

@@ -4,8 +4,9 @@ after, rendered offscreen (widgets/pictures.py) and put into the ReportData that
 turns into HTML.
 
 What a probe's section holds is its record's to say (probes/catalog.py), which the model cannot
-read (it does not import probes): a histogram probe's run gets its gap plot and stays in the
-percentile comparison; any other probe's run gets the picture its record names (if any) with the
+read (it does not import probes): a histogram probe's run gets its gap plot, the figures its users
+read first (probes/text.py lead_figures: a jitter run's gaps per second and per CPU-hour, time lost,
+longest gap) and stays in the comparison; any other probe's run gets the picture its record names (if any) with the
 record's caption, and the text `coremap probe` prints for it (probes/text.py)."""
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from app.store.report import Image, ProbeSection, ReportData
 from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from probes.catalog import RECORDS
-from probes.text import format_result
+from probes.text import format_result, lead_figures
 from widgets.pictures import GRID_SIZE, render_grid, render_probe_plot, render_result_plot, state_for
 
 GAP_CAPTION = "gap lengths, count per CPU-hour"
@@ -48,6 +49,7 @@ def _fill_section(p: ProbeSection) -> bool:
     if record is None or record.histogram:
         png = render_probe_plot(p.result)
         p.plot, p.caption = Image(png, "image/png", *_png_size(png)), GAP_CAPTION
+        p.figures, p.percentiles_of = lead_figures(p.result)
         return True
     p.text = format_result(p.result, verdict=False)       # the report prints the verdict above
     if record.picture:

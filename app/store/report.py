@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import html
 import re
 import time
 from dataclasses import dataclass, field
@@ -23,6 +22,10 @@ import app
 from app.format import (cpus_word, format_change, format_count, format_cpus, format_ns, format_rate,
                         format_ratio, format_share, plural, target_name)
 from app.errors import CoremapError, SysRootReadError
+from app.store.report_probes import attribution_html, probes_html
+from app.store.report_probes import escape as _e
+from app.store.report_probes import img_tag as _img
+from app.store.report_probes import seconds_text as _secs
 from app.sysroot import SysRoot
 
 TOP_IRQS = 15
@@ -30,7 +33,6 @@ TOP_IRQS = 15
 # 2 x 12 mm margins at 96 dpi is 703 px (widgets/export.pdf_bytes lays pages out at 96 dpi), less
 # the body margin and table cell padding QTextDocument adds.
 PDF_IMAGE_WIDTH = 640
-PERCENTILE_KEYS = ("p50", "p90", "p99", "p99.9", "max")
 
 
 @dataclass(frozen=True)
@@ -70,12 +72,17 @@ class ProbeSection:
     widgets/report_images.py fills `plot`, `caption` (what the plot shows) and `text` from the
     probe's record (probes/catalog.py). A section with `text` (the probe's own summary, for a probe
     whose figures are not latency percentiles) shows its plot, its verdict and that text, and stays
-    out of the percentile comparison; one without shows its plot, its percentiles and what ran in
-    its gaps."""
+    out of the comparison; one without shows its plot, its `figures`, its percentiles and what ran
+    in its gaps."""
     result: dict                   # the probe's result object (probe, cpu, percentiles, ...)
     plot: Image | None = None
     text: str = ""
     caption: str = ""
+    # What the run's users read first, in order: (heading, value beside other runs, value in its own
+    # table): a jitter run's longest gap, gaps per second (and per CPU-hour), time lost; and what its
+    # percentiles are of (app/store/report_probes.py).
+    figures: tuple[tuple[str, str, str], ...] = ()
+    percentiles_of: str = ""
 
     @property
     def title(self) -> str:
@@ -363,10 +370,6 @@ img { max-width: 100%; }
 """
 
 
-def _e(x) -> str:
-    return html.escape(str(x), quote=True)
-
-
 def fmt_rate(v: float, totals: bool) -> str:
     return format_count(int(round(v))) if totals else format_rate(v)
 
@@ -379,12 +382,6 @@ def _fmt_time(t: float | None) -> str:
     if t > 1e9:   # wall-clock seconds (the journal's time.time())
         return _dt.datetime.fromtimestamp(t).astimezone().strftime("%Y-%m-%d %H:%M:%S")
     return f"{t:.1f} s"
-
-
-def _img(image: Image, alt: str, width: int | None = None) -> str:
-    w = width or image.width
-    wa = f' width="{int(w)}"' if w else ""
-    return f'<img src="{image.data_uri()}" alt="{_e(alt)}"{wa}>'
 
 
 def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
@@ -403,7 +400,7 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
     _topology_html(w, r, image_width)
     _irqs_html(w, r)
     _pins_html(w, r)
-    _probes_html(w, r, image_width)
+    probes_html(w, r.probes, r.comparison_plot, image_width)
     for v in r.verifications:
         _verify_html(w, v, image_width)
     if r.extra_images:
@@ -468,57 +465,6 @@ def _pins_html(w, r: ReportData) -> None:
     w("</table>")
 
 
-def _probes_html(w, r: ReportData, image_width: int) -> None:
-    """The runs side by side (when more than one), then each run with its plot and gaps."""
-    w("<h2>Probes</h2>")
-    if not r.probes:
-        w('<p class="muted">No probe was run.</p>')
-        return
-    compared = [p for p in r.probes if not p.text]       # a section with text shows it instead
-    if len(compared) > 1:
-        w("<h3>Runs side by side</h3>")
-        if r.comparison_plot is not None:
-            w(f"<p>{_img(r.comparison_plot, 'probe runs compared', min(image_width, r.comparison_plot.width or image_width))}</p>")
-        w("<table><tr><th>Run</th>" + "".join(f"<th>{_e(k)}</th>" for k in PERCENTILE_KEYS)
-          + "<th>Sampled</th><th>Duty</th></tr>")
-        for i, p in enumerate(r.probes, 1):
-            if p.text:
-                continue
-            pct = p.result.get("percentiles") or {}
-            w(f"<tr><td>{i}. {_e(p.title)}</td>"
-              + "".join(f'<td class="num">{_e(format_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS)
-              + f'<td class="num">{_e(_secs(p.result.get("sampled_seconds")))}</td>'
-              f'<td class="num">{_e(_pct(p.result.get("achieved_duty")))}</td></tr>')
-        w("</table>")
-    for i, p in enumerate(r.probes, 1):
-        _probe_run_html(w, i, p, image_width)
-
-
-def _probe_run_html(w, i: int, p: ProbeSection, image_width: int) -> None:
-    res = p.result
-    w(f"<h3>{i}. {_e(p.title)}</h3>")
-    bits = []
-    if res.get("loop_ns") is not None:
-        bits.append(f"loop {float(res['loop_ns']):.1f} ns")
-    if res.get("sampled_seconds") is not None:
-        bits.append(f"sampled {_secs(res['sampled_seconds'])}")
-    if res.get("achieved_duty") is not None:
-        bits.append(f"duty {_pct(res['achieved_duty'])}")
-    if bits:
-        w(f'<p class="muted">{_e(" · ".join(bits))}</p>')
-    if p.plot is not None:
-        w(f"<p>{_img(p.plot, p.caption or 'probe plot', min(image_width, p.plot.width or image_width))}</p>")
-    if p.text:
-        if res.get("verdict"):
-            w(f"<p><b>{_e(res['verdict'])}</b></p>")
-        w(f'<div class="probe-text">{_e(p.text)}</div>')
-        return
-    pct = res.get("percentiles") or {}
-    w("<table><tr>" + "".join(f"<th>{_e(k)}</th>" for k in PERCENTILE_KEYS) + "</tr><tr>"
-      + "".join(f'<td class="num">{_e(format_ns(pct.get(k)))}</td>' for k in PERCENTILE_KEYS) + "</tr></table>")
-    _attribution_html(w, res.get("attribution"))
-
-
 def _verify_html(w, section: VerifySection, image_width: int) -> None:
     """One "before / after" section: the two sides' figures, their ratio, both histograms, each run,
     what the isolate and include moved, and the attribution of each side's gaps where it was traced."""
@@ -551,37 +497,8 @@ def _verify_html(w, section: VerifySection, image_width: int) -> None:
     for side in (v["before"], v["after"]):
         if side.get("attribution") is not None:
             w(f"<h3>What ran in the gaps: {_e(side.get('label', ''))}</h3>")
-            _attribution_html(w, side["attribution"])
-
-
-def _attribution_html(w, a: dict | None, *, causes: int = 10, gaps: int = 10) -> None:
-    """What ran in the run's largest gaps (probes/trace.py), when the run was attributed."""
-    if a is None:
-        return
-    if not a.get("available"):
-        w(f'<p class="muted">Gaps not attributed: {_e(a.get("reason"))}</p>')
-        return
-    w(f"<p>What ran in the {a['attributed_gaps']:,} largest gaps ({a['cpu_events']:,} events traced on the CPU; "
-      "&ldquo;hardware / hypervisor&rdquo;: no interrupt, softirq, NMI or task switch in the gap):</p>")
-    w("<table><tr><th>Cause</th><th>Gaps</th><th>Time in gaps</th></tr>")
-    for row in a.get("by_cause", [])[:causes]:
-        w(f'<tr><td>{_e(row["cause"])}</td><td class="num">{row["gaps"]:,}</td>'
-          f'<td class="num">{_e(format_ns(row["ns"]))}</td></tr>')
-    w("</table>")
-    w("<table><tr><th>Gap</th><th>At</th><th>What ran</th></tr>")
-    for g in a.get("gaps", [])[:gaps]:
-        w(f'<tr><td class="num">{_e(format_ns(g["gap_ns"]))}</td><td class="num">{g["t_ns"] / 1e9:.4f} s</td>'
-          f'<td>{_e(g.get("verdict", ""))}</td></tr>')
-    w("</table>")
+            attribution_html(w, side["attribution"])
 
 
 def _share(s: float) -> str:
     return "<1%" if 0 < s < 0.005 else f"{s:.0%}"
-
-
-def _secs(v) -> str:
-    return "–" if v is None else f"{float(v):.2f} s"
-
-
-def _pct(v) -> str:
-    return "–" if v is None else f"{float(v):.1%}"

@@ -19,7 +19,7 @@ MAX_TEXT = 4096
 MAX_TICKS = 1 << 20          # a day at 0.25 s is 345,600 ticks
 NUMBERS = ("loop_ns", "sampled_seconds", "achieved_duty", "lost_share", "mean_ns", "min_ns", "interval_ns",
            "baseline_ns")
-COUNTS = ("iterations", "wakeups", "rounds")
+COUNTS = ("iterations", "wakeups", "rounds", "threshold_ns")
 TEXTS = ("probe", "label", "source")
 
 
@@ -64,6 +64,8 @@ def clean_probe_result(obj, what: str = "probe result") -> tuple[dict | None, li
             v = _buckets(value)
         elif key == "gaps_per_cpu_hour":
             v = _gap_rows(value)
+        elif key == "gaps":
+            v = _gap_figures(value)
         elif key == "attribution":
             v = _attribution(value)
         else:
@@ -117,6 +119,26 @@ def _gap_rows(v):
             return None
         out.append({**r, "lo_ns": lo, "hi_ns": hi, "count": count, "per_hour": per_hour})
     return out
+
+
+def _gap_figures(v):
+    """A jitter result's `gaps` (probes/histogram.py gap_figures): counts are counts, times finite, a
+    rate or a share finite or null, at most a few steps."""
+    if type(v) is not dict or _count(v.get("from_ns")) is None or _count(v.get("count")) is None:
+        return None
+    if _finite(v.get("lost_ns")) is None or _percentiles(v.get("percentiles")) is None:
+        return None
+    if any(v.get(k) is not None and _finite(v[k]) is None for k in ("lost_share", "max_ns")):
+        return None
+    steps = v.get("at_least")
+    if type(steps) is not list or len(steps) > 16:
+        return None
+    for r in steps:
+        if type(r) is not dict or _count(r.get("ns")) is None or _count(r.get("count")) is None \
+                or _finite(r.get("lost_ns")) is None or type(r.get("exact")) is not bool \
+                or any(r.get(k) is not None and _finite(r[k]) is None for k in ("per_second", "per_cpu_hour")):
+            return None
+    return v
 
 
 def _attribution(v):

@@ -5,7 +5,7 @@ Oracles: the probe's own lines (iterations = samples counted), probes/histogram.
 """
 from __future__ import annotations
 
-from app.format import format_ns
+from app.format import format_ns, format_rate
 
 import json
 import os
@@ -47,17 +47,30 @@ def test_jitter_run_then_overlay(qtbot, panel):
     assert panel.status_text.startswith("done"), panel.status_text
     (rec,) = panel.runs
     assert rec.finished and rec.probe == "jitter" and rec.cpus == (0,)
-    x, y = panel.plots.histogram_plot.curve(rec.key).getOriginalDataset()
-    assert len(x) > 2 and (y > 0).any()
     assert any("/ 0.3 s" in f for f in formats)           # progress from the interval lines
-    # table: p50..max from probes/histogram.py, samples = the loop's iterations
-    iterations = sum(l["iterations"] for l in rec.lines if l.get("type") == "interval")
-    pct = H.percentiles(H.buckets_to_histogram(rec.buckets))
-    cells = [panel.table.item(0, c).text() for c in range(7)]
+    # the histogram counts gaps (intervals of at least the threshold), never the loop's own reads
+    threshold = next(l for l in rec.lines if l.get("type") == "hello")["threshold_ns"]
+    ivs = [l for l in rec.lines if l.get("type") == "interval"]
+    sampled_ns = sum(l["sampled_ns"] for l in ivs)
+    gap_rows = [[lo, hi, c] for l in ivs for lo, hi, c in l["buckets"] if lo >= threshold]
+    n_gaps = sum(c for *_, c in gap_rows)
+    assert sum(c for l in ivs for *_, c in l["buckets"]) == sum(l["iterations"] for l in ivs)
+    x, y = panel.plots.histogram_plot.curve(rec.key).getOriginalDataset()
+    if n_gaps:
+        assert x[0] >= threshold and len(x) >= 2
+        assert round(sum(y) * sampled_ns / H.NS_PER_HOUR) == n_gaps
+    # table: the longest gap first (the loop's own top gaps), gaps per second at 2 and 10 µs as the
+    # loop counted them, then the gap lengths' percentiles, and the count of gaps
+    cells = [panel.table.item(0, c).text() for c in range(panel.table.columnCount())]
     assert cells[0] == rec.label
-    assert cells[1:5] == [format_ns(round(pct[k], 1)) for k in ("p50", "p90", "p99", "p99.9")]
-    assert cells[5] == format_ns(round(rec.summary["percentiles"]["max"], 1))
-    assert cells[6] == f"{iterations:,}" and sum(c for *_, c in rec.buckets) == iterations
+    top = max((g for l in ivs for _t, g in l["top_gaps"]), default=None)
+    assert cells[1] == format_ns(top)
+    for col, step in ((2, 2000), (3, 10_000)):
+        n = sum(c for l in ivs for s, c, _lost in l["at_least"] if s == step)
+        assert cells[col].startswith(format_rate(n / (sampled_ns / 1e9)) + " · ")
+    pct = H.percentiles(H.buckets_to_histogram(gap_rows)) if n_gaps else {"p50": None, "p99": None}
+    assert cells[7] == (format_ns(round(pct["p50"], 1)) if n_gaps else "-")
+    assert cells[-1] == f"{n_gaps:,}"
     # a second run overlays
     panel.form.unbound_check.setChecked(True)
     _run(qtbot, panel)

@@ -91,9 +91,11 @@ class LiveRuns(QObject):
         if line.get("type") == "error":
             self.status.emit(line.get("message", "the probe failed"), True)
             return
+        record = RECORDS[job.probe]
+        if line.get("type") == "hello" and record.gaps_from:
+            rec.gaps_from_ns = int(line.get(record.gaps_from) or histogram.DEFAULT_GAP_NS)
         if line.get("type") != "interval":
             return
-        record = RECORDS[job.probe]
         if record.histogram:
             rec.buckets = histogram.merge_buckets(rec.buckets, line.get("buckets", []))
             rec.sampled_ns += float(line.get("sampled_ns", 0))

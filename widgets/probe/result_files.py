@@ -70,6 +70,7 @@ class ResultFiles(QObject):
         rec.buckets = run.buckets
         rec.sampled_ns = run.sampled_ns
         rec.attribution = run.attribution
+        rec.gaps_from_ns = run.gaps_from_ns
         rec.finished = True
         rec.summary = run.result(rec.label, source)
         self.plots.draw_histogram(rec)

@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
                                QPushButton, QVBoxLayout, QWidget)
 
+from probes import histogram
 from probes.catalog import RECORDS
 
 SOURCE_HERE = "coremap"      # RunRecord.source of a run this session measured
@@ -34,12 +35,24 @@ class RunRecord:
     summary: dict | None = None
     finished: bool = False
     attribution: dict | None = None  # a reopened jitter run's (a run of this session keeps it in summary)
+    # A run of read-to-read intervals (jitter, oslat): the shortest that counts as a gap. Its plots
+    # draw only gaps (probes/histogram.py gap_buckets): every read would put the loop's own period
+    # at 100G per CPU-hour on the histogram and at every percentile.
+    gaps_from_ns: int | None = None
 
     @property
     def has_histogram(self) -> bool:
         """A run of a probe whose record says `histogram`, or a run read from a result file (which
         holds a histogram)."""
         return self.probe == "file" or RECORDS[self.probe].histogram
+
+    @property
+    def drawn_buckets(self) -> list:
+        """What the histogram and percentile plots draw: the gaps of a run of intervals, else every
+        sample (a wakeup latency is a sample in its own right)."""
+        if self.gaps_from_ns is None:
+            return self.buckets
+        return histogram.gap_buckets(self.buckets, self.gaps_from_ns)
 
     @property
     def measured_here(self) -> bool:

@@ -130,8 +130,9 @@ class ProbeTabs(QTabWidget):
     # -- histogram runs --------------------------------------------------------------------------
     def draw_histogram(self, rec: RunRecord) -> None:
         """Create the run's curves or give them its buckets so far."""
-        self.histogram_plot.set_run(rec.key, rec.label, rec.buckets, rec.sampled_ns)
-        self.percentile_plot.set_run(rec.key, rec.label, rec.buckets)
+        buckets = rec.drawn_buckets
+        self.histogram_plot.set_run(rec.key, rec.label, buckets, rec.sampled_ns)
+        self.percentile_plot.set_run(rec.key, rec.label, buckets)
 
     def set_run_visible(self, key: int, visible: bool) -> None:
         self.histogram_plot.set_run_visible(key, visible)
