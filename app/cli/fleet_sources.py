@@ -57,6 +57,14 @@ def run_sources(args) -> int:
     if not headless and getattr(args, "screenshot", None):
         check_output_path(args.screenshot, "--screenshot")
     stream = make_stream(args)
+    if not headless and not getattr(args, "screenshot", None):
+        # The window streams: it opens at once and shows hosts as they answer (widgets/fleet/window.py).
+        try:
+            from widgets.fleet.window import run_fleet_window
+        except ImportError as e:
+            raise CoremapError(f"the fleet window needs PySide6 and pyqtgraph ({e}); use --csv without them") from None
+        args.sort = args.sort or "quiet"
+        return run_fleet_window([], args, stream=stream)
     stream.run_round()
     if stream.error and not stream.rows():
         raise CoremapError(stream.error)
@@ -70,14 +78,10 @@ def run_sources(args) -> int:
             d.pop("per_cpu")
             w.writerow({k: printable(v) for k, v in d.items()})
     else:
-        if getattr(args, "screenshot", None):
-            ensure_headless_qt()
-        try:
-            from widgets.fleet.window import run_fleet_window
-        except ImportError as e:
-            raise CoremapError(f"the fleet window needs PySide6 and pyqtgraph ({e}); use --csv without them") from None
+        ensure_headless_qt()
+        from widgets.fleet.window import run_fleet_window
         args.sort = args.sort or "quiet"
-        rc = run_fleet_window(sort_rows(rows, args.sort), args, stream=stream)
+        rc = run_fleet_window(sort_rows(rows, args.sort), args)
         if rc:
             return rc
     return 0 if all(r.ok for r in rows) else 1

@@ -103,9 +103,9 @@ class HostTile(QFrame):
         if r.quiet:
             v.set_quiet_cpus(r.quiet)
 
-    def build_if_shown(self) -> bool:
-        """A lazy tile builds its grid once part of it is inside the scroll area's viewport."""
-        if self.view is not None or self.row.state is None or self.visibleRegion().isEmpty():
+    def build_if_shown(self, top: int, bottom: int, y: int) -> bool:
+        """A lazy tile at height `y` builds its grid once it meets the rows top..bottom in the viewport."""
+        if self.view is not None or self.row.state is None or y > bottom or y + TILE_SIZE[1] < top:
             return False
         self._build_view()
         return True
@@ -114,8 +114,11 @@ class HostTile(QFrame):
 class FleetGrids(QWidget):
     """The tiles in rows of `columns`, under the shared legend."""
 
-    def __init__(self, rows: list[FleetRow], metric: Metric, odd_rows: set[int], parent=None, *, columns: int = 4):
+    def __init__(self, rows: list[FleetRow], metric: Metric, odd_rows: set[int], parent=None, *, columns: int = 4,
+                 lazy: bool | None = None):
+        """`lazy`: build grids only once scrolled into view (default: when more than LAZY_ABOVE rows)."""
         super().__init__(parent)
+        self.lazy = len(rows) > LAZY_ABOVE if lazy is None else lazy
         self._metric, self.columns = metric, columns
         self.scale: ColorScale | None = None
         self.legend = ColorLegend(self)
@@ -142,8 +145,14 @@ class FleetGrids(QWidget):
         self.set_rows(rows, {rows[i].host for i in odd_rows})
 
     def build_shown(self) -> int:
-        """Build the grids of the lazy tiles now in view (after a scroll, a resize or new rows)."""
-        return sum(t.build_if_shown() for t in self.tiles)
+        """Build the grids of the lazy tiles now in view (after a scroll, a resize or new rows). Where a tile
+        is comes from its place in the order, not its geometry: new tiles sit at (0, 0) until the layout
+        has run, every one of them "in view"."""
+        top = self.scroll.verticalScrollBar().value()
+        bottom = top + self.scroll.viewport().height()
+        m = self._grid.contentsMargins().top()
+        step = TILE_SIZE[1] + self._grid.verticalSpacing()
+        return sum(t.build_if_shown(top, bottom, m + (i // self.columns) * step) for i, t in enumerate(self.tiles))
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -155,7 +164,7 @@ class FleetGrids(QWidget):
         self.scale = scale
         hybrid = any(r.state is not None and r.state.topology.hybrid for r in rows)
         self.legend.set_scale(label, scale, unit, note, hybrid)
-        lazy = len(rows) > LAZY_ABOVE
+        lazy = self.lazy or len(rows) > LAZY_ABOVE
         order = []
         for r in rows:
             tile = self.by_host.get(r.host)

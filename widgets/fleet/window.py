@@ -58,11 +58,15 @@ class FleetWindow(QMainWindow):
         shown = sort_rows(rows, sort) if stream is not None else list(rows)
         self.model = FleetTableModel(shown, self)
         odd_rows = {i for i, _ in self.model.odd}
-        self.grids = FleetGrids(shown, metric, odd_rows, self)
+        # A stream may bring a thousand hosts: its tiles build their grids as they are scrolled to.
+        self.grids = FleetGrids(shown, metric, odd_rows, self, lazy=True if stream is not None else None)
         self.table = QTableView(self)
         self.table.setModel(self.model)
         self.table.setWordWrap(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # Columns fit the first rows, not all: with a thousand hosts, fitting every row asked the model for
+        # 190,000 cells per layout and held the first tiles back by seconds (bench_fleet_sources.py).
+        self.table.horizontalHeader().setResizeContentsPrecision(100)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.verticalHeader().setVisible(False)
         split = QSplitter(Qt.Orientation.Vertical, self)
