@@ -85,3 +85,29 @@ def run_sources(args) -> int:
         if rc:
             return rc
     return 0 if all(r.ok for r in rows) else 1
+
+
+def run_host_window(args) -> int:
+    """`coremap --pcp URL --host NAME` / `coremap --prometheus URL --host INSTANCE`: one host in the window."""
+    from app.sources.http import auth_for
+    from app.sources.live import pcp_sampler, prometheus_sampler
+    if args.command is not None:
+        raise SourceOptionError("--pcp and --prometheus open the window on one host (with --host); commands run "
+                                "on this machine or over ssh, so give one or the other")
+    if not args.host:
+        raise SourceOptionError("name the host to open: --host NAME (a pmcd hostspec for --pcp, an instance "
+                                "for --prometheus); `coremap fleet` shows them all")
+    if getattr(args, "screenshot", None):
+        check_output_path(args.screenshot, "--screenshot")
+    url = args.pcp or args.prometheus
+    auth = auth_for(url, getattr(args, "source_config", None))
+    if args.pcp:
+        sampler = pcp_sampler(url, args.host, auth=auth, interval=args.interval)
+    else:
+        sampler = prometheus_sampler(url, args.host, auth=auth, interval=args.interval)
+    sampler.tick()                  # a host the source does not have is one line here, before Qt starts
+    try:
+        from widgets.fleet.live import run_source_window
+    except ImportError as e:
+        raise CoremapError(f"the window needs PySide6 and pyqtgraph ({e}); `coremap fleet --json` runs without") from None
+    return run_source_window(sampler, args)

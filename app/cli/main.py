@@ -50,6 +50,13 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--host", metavar="[USER@]SERVER[:PORT]",
                    help="another machine over ssh: the window live on it, or any command run there "
                         "(coremap --host node7 irqs --interval 1)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--pcp", metavar="URL", help="with --host NAME: that host's pmcd through this pmproxy, live in "
+                                                  "the window (read-only)")
+    src.add_argument("--prometheus", metavar="URL", help="with --host INSTANCE: that host from this Prometheus, live "
+                                                         "in the window (read-only)")
+    p.add_argument("--source-config", metavar="FILE", help="the sources' token and CA files (default "
+                                                           "~/.config/coremap/sources.ini)")
     p.add_argument("--version", action="version", version=f"coremap {app.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     command = None if argv is None else _command_in(argv, p)
@@ -93,6 +100,10 @@ def _main(argv: list[str]) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "pcp", None) or getattr(args, "prometheus", None):
+            # Imported here: only a metrics source needs app/sources.
+            from app.cli.fleet_sources import run_host_window
+            return run_host_window(args)
         if getattr(args, "host", None) and args.command is not None:
             # Imported here: only --host needs ssh and the agent's client.
             from app.cli.host import run_on_host

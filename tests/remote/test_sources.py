@@ -174,3 +174,19 @@ def test_what_coremap_exports_reaches_prometheus_through_node_exporter_and_comes
     d = csv_rows([row])[0]
     assert d["quiet_cpus"] == str(quiet) and d["irq_on_quiet_per_s"] != ""
     assert d["jitter"] == "CPU 0: 123/s gaps"
+
+
+def test_one_host_from_either_source_opens_in_the_window_read_only(pcp, prom, tmp_path):
+    from app.sources.live import pcp_sampler, prometheus_sampler
+    for sampler in (pcp_sampler(pcp.urls["pmproxy"], pcp.urls["hosts"][1]),
+                    prometheus_sampler(prom.urls["prometheus"], prom.urls["here"])):
+        a, b = sampler.tick(), sampler.tick()
+        assert (a.generation, b.generation) == (1, 2)
+        assert not b.live and b.host == ""                  # nothing is pinned or probed through a source
+        assert b.rates is not None and b.rates.per_cpu
+    out = tmp_path / "host.png"
+    r = coremap("--pcp", pcp.urls["pmproxy"], "--host", pcp.urls["hosts"][0], "--screenshot", out, "--size", "900x600")
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = coremap("--prometheus", prom.urls["prometheus"], "--host", "no-such-host:9100", "--screenshot", out)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no-such-host:9100" in r.stderr

@@ -11,6 +11,7 @@ saved, and closed (widgets/pictures.py's offscreen, as the main window's screens
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from PySide6.QtCore import QThread, QTimer, Qt, Signal
@@ -30,14 +31,29 @@ UPDATE_MS = 200
 
 
 class FleetStreamThread(QThread):
-    """Runs a FleetStream's rounds off the UI thread; each batch of rows comes back as `rows_ready`."""
+    """Runs a FleetStream's rounds off the UI thread. Each batch of rows goes into a locked list and
+    `rows_posted` (which carries no Python object) tells the UI thread to `take()` them: as
+    widgets/sampler_thread.py found, a MachineState carried by a queued signal crashed the interpreter in
+    the UI thread's garbage collection (PySide6 6.11)."""
 
-    rows_ready = Signal(object)
+    rows_posted = Signal()
 
     def __init__(self, stream, parent=None):
         super().__init__(parent)
         self.stream = stream
-        stream.on_rows = self.rows_ready.emit
+        self._rows: list[FleetRow] = []
+        self._lock = threading.Lock()
+        stream.on_rows = self._post
+
+    def _post(self, rows: list[FleetRow]) -> None:
+        with self._lock:
+            self._rows.extend(rows)
+        self.rows_posted.emit()
+
+    def take(self) -> list[FleetRow]:
+        with self._lock:
+            rows, self._rows = self._rows, []
+        return rows
 
     def run(self) -> None:
         self.stream.run()
@@ -98,7 +114,7 @@ class FleetWindow(QMainWindow):
         self._timer.timeout.connect(self._apply)
         if stream is not None:
             self.stream_thread = FleetStreamThread(stream, self)
-            self.stream_thread.rows_ready.connect(self._on_rows_ready)
+            self.stream_thread.rows_posted.connect(self._on_rows_posted)
 
     def start(self) -> None:
         if self.stream_thread is not None:
@@ -109,8 +125,8 @@ class FleetWindow(QMainWindow):
             self.stream_thread.stop()
         super().closeEvent(event)
 
-    def _on_rows_ready(self, rows: list[FleetRow]) -> None:
-        for r in rows:
+    def _on_rows_posted(self) -> None:
+        for r in self.stream_thread.take():
             self.rows[r.host] = r
         if not self._timer.isActive():
             self._timer.start()

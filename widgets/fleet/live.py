@@ -1,0 +1,38 @@
+"""One host of a metrics engine in the main window (`coremap --pcp URL --host NAME`, `coremap --prometheus URL
+--host INSTANCE`): the window built as for any machine (widgets/application.py build_window) on a SamplerThread
+driving a SourceSampler (app/sources/live.py), its grid coloured as over ssh; read-only, since its states
+are not live. With --screenshot, the first state with rates rendered offscreen (widgets/pictures.py)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from app.atomic import write_atomic
+from widgets.application import build_window, parse_size, render_window
+from widgets.colors import parse_metric
+from widgets.harness import application
+from widgets.pictures import first_state
+from widgets.sampler_thread import SamplerThread
+
+
+def run_source_window(sampler, args) -> int:
+    metric = parse_metric(getattr(args, "color_by", None))
+    size = parse_size(getattr(args, "size", None))
+    out = getattr(args, "screenshot", None)
+    if out:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        state = first_state(sampler)
+        application()
+        write_atomic(Path(out), render_window(state, size=size, metric=metric))
+        print(f"{out}: {sampler.source}")
+        return 0
+    app = application()
+    thread = SamplerThread(sampler)
+    window = build_window(thread, metric=metric, interval=sampler.interval)
+    window.resize(*size)
+    window.show()
+    thread.start()
+    try:
+        return int(app.exec())
+    finally:
+        thread.stop()
