@@ -73,6 +73,15 @@ class Field:
 
 
 @dataclass(frozen=True)
+class Preset:
+    """Values for some of a probe's options that the form sets in one click (a button on the probe's
+    page): common options (policy, priority, slack_ns) and the probe's own fields, by option name."""
+    name: str
+    help: str
+    values: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
 class View:
     """A tab of the probe panel that draws one probe's runs, and its class ("module:Class")."""
     title: str
@@ -94,6 +103,7 @@ class ProbeRecord:
     gaps_from: for a probe whose samples are read-to-read intervals (jitter), the hello-line key of
     the shortest interval that counts as a gap: its runs are drawn, tabulated and compared by their
     gaps (probes/histogram.py gap_figures), not by every read.
+    presets: settings the form offers in one click (wakeup: like cyclictest).
     """
     name: str
     title: str
@@ -117,6 +127,7 @@ class ProbeRecord:
     picture: str = ""                      # "module:Class" pictured in a report
     caption: str = ""                      # what the picture shows
     gaps_from: str = ""
+    presets: tuple[Preset, ...] = ()
 
     @property
     def module_name(self) -> str:
@@ -186,9 +197,14 @@ WAKEUP = ProbeRecord(
     fields=(
         Field("interval_us", "interval", "int", "the period of the timer", default=1000, low=10, high=10 ** 7,
               unit="µs", suffix=" µs", metavar="US"),
-        Field("dma_latency", "hold /dev/cpu_dma_latency at 0", "flag",
-              "hold /dev/cpu_dma_latency at 0 while it runs, which keeps the CPUs out of deep C-states"),
-    ))
+        Field("no_dma_latency", "let the CPUs sleep deep (do not hold /dev/cpu_dma_latency at 0)", "flag",
+              "do not hold /dev/cpu_dma_latency at 0 while it runs; by default it is held, as cyclictest holds it, "
+              "which keeps the CPUs out of deep C-states whose exit latency would be measured as late wakeups",
+              tag=lambda v: "deep sleep allowed" if v else ""),
+    ),
+    presets=(Preset("like cyclictest", "what `cyclictest -p 80 -i 1000` measures: SCHED_FIFO 80, a 1 ms timer, "
+                    "/dev/cpu_dma_latency held at 0",
+                    (("policy", "fifo"), ("priority", 80), ("interval_us", 1000), ("no_dma_latency", False))),))
 
 SWEEP = ProbeRecord(
     "sweep", "Sweep (same work on each CPU)", takes=SCHEDULED, step="round", steps=_sweep_steps,

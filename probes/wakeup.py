@@ -1,10 +1,13 @@
 """Wakeup latency: sleep to an absolute deadline with clock_nanosleep(TIMER_ABSTIME) at a fixed
-interval and measure how late the wakeup was (actual - target), as cyclictest does.
+interval and measure how late the wakeup was (actual - target), as cyclictest does. Like cyclictest,
+it holds /dev/cpu_dma_latency at 0 while it runs unless told not to (--no-dma-latency), and its text
+and result say how it ran: policy, priority, timer slack, and whether the hold was in force.
 
 Buckets are log-spaced, 8 per power of two (at most 12.5% wide; exact below 8 ns), in ns."""
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import struct
 import time
@@ -12,7 +15,7 @@ import time
 from app.format import format_count, format_ns
 from app.parse.number import bounded
 from probes.catalog import RECORDS
-from probes.common import ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello, lock_memory
+from probes.common import ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello, lock_memory, log
 from probes.text import percentiles_lines
 
 NAME = "wakeup"
@@ -23,24 +26,34 @@ def build_parser() -> argparse.ArgumentParser:
     p = ProbeArgumentParser(prog="python -m probes wakeup", description=__doc__)
     add_common_args(p)
     interval = RECORD.field("interval_us").default
-    p.add_argument("--interval-us", type=bounded(1, 10 ** 9, "us", integer=True), default=interval, metavar="US",
+    p.add_argument("--interval-us", type=int, default=interval, metavar="US",
                    help=f"wakeup period (default {interval})")
-    p.add_argument("--dma-latency", action="store_true",
-                   help="hold /dev/cpu_dma_latency at 0 while running (keeps CPUs out of deep C-states)")
+    p.add_argument("--no-dma-latency", action="store_true",
+                   help="do not hold /dev/cpu_dma_latency at 0 (by default it is held while the probe runs, "
+                        "as cyclictest holds it: the CPUs stay out of deep C-states)")
     return p
 
 
-def _hold_dma_latency():
-    # Documentation/power/pm_qos_interface.rst: writing a 32-bit value to /dev/cpu_dma_latency sets a
-    # CPU latency QoS request that lasts while the file stays open.
+def hold_dma_latency() -> tuple[int | None, dict]:
+    """(the open file holding the request, or None; what the hello line says of it).
+
+    Documentation/power/pm_qos_interface.rst: a 32-bit value written to /dev/cpu_dma_latency is a CPU
+    latency QoS request that lasts while the file stays open; reading it gives the value in force.
+    cyclictest holds it at 0 unless told otherwise (rt-tests src/cyclictest/cyclictest.c
+    set_latency_target), and when it cannot open it, warns and measures anyway: so does this."""
     try:
-        fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
-    except PermissionError:
-        raise ProbeError("/dev/cpu_dma_latency: permission denied; run as root or drop --dma-latency") from None
-    except FileNotFoundError:
-        raise ProbeError("/dev/cpu_dma_latency does not exist on this kernel; drop --dma-latency") from None
+        fd = os.open("/dev/cpu_dma_latency", os.O_RDWR)
+    except OSError as e:
+        why = ("permission denied (root only)" if e.errno == errno.EACCES or e.errno == errno.EPERM
+               else "this kernel has no /dev/cpu_dma_latency" if e.errno == errno.ENOENT else os.strerror(e.errno))
+        log(f"/dev/cpu_dma_latency not held: {why}; deep C-states may add to the latency measured")
+        return None, {"held": False, "asked": True, "why": why}
     os.write(fd, struct.pack("i", 0))
-    return fd
+    try:
+        in_force = struct.unpack("i", os.pread(fd, 4, 0))[0]
+    except OSError:
+        in_force = None       # a kernel that refuses the read still honours the request
+    return fd, {"held": True, "asked": True, "value_us": 0, "in_force_us": in_force}
 
 
 def run(args, emit) -> int:
@@ -49,9 +62,12 @@ def run(args, emit) -> int:
         raise ProbeError(f"--interval-us {args.interval_us}: must be at least 1")
     apply_sched(args)
     locked = lock_memory()
-    dma_fd = _hold_dma_latency() if args.dma_latency else None
+    if args.no_dma_latency:
+        dma_fd, dma = None, {"held": False, "asked": False, "why": "--no-dma-latency"}
+    else:
+        dma_fd, dma = hold_dma_latency()
     try:
-        emit(hello(NAME, args.cpu_id, {"interval_ns": args.interval_us * 1000, "dma_latency": args.dma_latency,
+        emit(hello(NAME, args.cpu_id, {"interval_ns": args.interval_us * 1000, "dma_latency": dma,
                                         "mlocked": locked}))
         chunk_ns = max(int(args.chunk_ms * 1e6), args.interval_us * 1000)
         total_ns = int(args.seconds * 1e9)
@@ -72,6 +88,8 @@ def run(args, emit) -> int:
 
 
 def summarize(lines) -> dict:
+    """The result object: the latency figures, and how the run was set up (policy, priority, the
+    timer slack in force, the /dev/cpu_dma_latency hold), which decide what a wakeup costs."""
     # imported here: the probe's own process (python -m probes) never summarizes, and so runs on a
     # server with nothing but Python 3 (issue 15: the agent shipped over ssh has no hdrh there)
     from probes import histogram
@@ -80,13 +98,40 @@ def summarize(lines) -> dict:
     if n:
         # the loop knows the exact max; the histogram only knows the bucket's midpoint
         run.percentiles["max"] = max(iv["max_ns"] for iv in run.intervals)
-    return run.result(NAME, loop_ns=None, interval_ns=run.hello.get("interval_ns"), wakeups=n,
+    h = run.hello
+    policy = h.get("policy")
+    dma = h.get("dma_latency")
+    if not isinstance(dma, dict):
+        # a run of an older coremap said only whether --dma-latency was given
+        dma = {"held": bool(dma), "asked": bool(dma), "why": None if dma else "not asked (an older coremap's run)"}
+    return run.result(NAME, loop_ns=None, interval_ns=h.get("interval_ns"), wakeups=n,
                       sampled_seconds=run.total("chunk_ns") / 1e9, achieved_duty=None,
                       mean_ns=run.total("sum_ns") / n if n else None,
-                      min_ns=min((iv["min_ns"] for iv in run.intervals if iv["iterations"]), default=None))
+                      min_ns=min((iv["min_ns"] for iv in run.intervals if iv["iterations"]), default=None),
+                      policy=policy, priority=h.get("priority"), timer_slack_ns=h.get("timer_slack_ns"),
+                      # hrtimer: a real-time task's sleeps get no slack (kernel/time/hrtimer.c, rt_task)
+                      effective_slack_ns=0 if policy in ("fifo", "rr") else h.get("timer_slack_ns"),
+                      dma_latency=dma)
+
+
+def setup_text(r: dict) -> str:
+    """`SCHED_FIFO 80, timer slack 0 (a real-time task gets none), /dev/cpu_dma_latency held at 0 µs`."""
+    policy = r.get("policy")
+    sched = f"SCHED_{(policy or '?').upper()}" + (f" {r['priority']}" if policy in ("fifo", "rr") else "")
+    if policy in ("fifo", "rr"):
+        slack = "timer slack none (a real-time task's timers get none)"
+    else:
+        slack = f"timer slack {format_ns(r.get('timer_slack_ns'))}"
+    dma = r.get("dma_latency") if isinstance(r.get("dma_latency"), dict) else {}
+    if dma.get("held"):
+        hold = "/dev/cpu_dma_latency held at 0 µs (as cyclictest holds it)"
+    else:
+        hold = f"/dev/cpu_dma_latency not held ({dma.get('why') or 'not asked'}): deep C-states may add to each wakeup"
+    return f"{sched}, {slack}, {hold}"
 
 
 def text_lines(r: dict) -> list[str]:
     """The result as `coremap probe` prints it (probes/text.py adds the verdict)."""
     return [f"wakeup on CPU {r['cpu']}: {format_count(r['wakeups'])} wakeups every {format_ns(r['interval_ns'])}, "
-            f"mean latency {format_ns(r['mean_ns'])}, min {format_ns(r['min_ns'])}", *percentiles_lines(r)]
+            f"mean latency {format_ns(r['mean_ns'])}, min {format_ns(r['min_ns'])}",
+            f"  {setup_text(r)}", *percentiles_lines(r)]

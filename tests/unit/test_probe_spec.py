@@ -14,7 +14,7 @@ from probes.sweep import DEFAULT_ROUNDS
 
 # A value for each option, as a front end would give it.
 GIVEN = {"unbound": True, "duty": 50.0, "threshold_ns": 2000, "attribute": True, "interval_us": 250,
-         "dma_latency": True, "policy": "fifo", "priority": 70, "slack_ns": 1, "rounds": 7,
+         "no_dma_latency": True, "policy": "fifo", "priority": 70, "slack_ns": 1, "rounds": 7,
          "pairs": "0:1", "command": ("true",), "placement": "0:1,unpinned", "transport": "pipe",
          "size": 3 << 20, "node": 0, "thp": "never", "work": "atomic", "threads": 3}
 

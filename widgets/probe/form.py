@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 
 from PySide6.QtGui import QValidator
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QLineEdit, QSpinBox,
-                               QStackedWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QLineEdit, QPushButton,
+                               QSpinBox, QStackedWidget, QVBoxLayout, QWidget)
 
 from app.errors import CpuListError
 from app.parse.cpulist import format_cpulist, parse_cpulist
@@ -60,11 +60,14 @@ class ProbeForm(QWidget):
         self.options_stack = QStackedWidget(self)
         # probe -> option -> its editor, one page per probe in the catalog's order
         self.fields: dict[str, dict[str, QWidget]] = {}
+        self.preset_buttons: dict[str, dict[str, QPushButton]] = {}
         for r in RECORDS.values():
             editors = self.fields[r.name] = {f.option: editor(f, self) for f in r.fields if f.in_form}
             # a check box says what it is itself
-            self.options_stack.addWidget(page(self, [("" if w.field.kind == "flag" else w.field.label, w)
-                                                     for w in editors.values()]))
+            rows = [("" if w.field.kind == "flag" else w.field.label, w) for w in editors.values()]
+            if r.presets:
+                rows.append(("preset", row(self, *self._preset_buttons(r))))
+            self.options_stack.addWidget(page(self, rows))
         self._build_scheduling()
         form = QFormLayout()
         form.setContentsMargins(0, 0, 0, 0)
@@ -116,6 +119,27 @@ class ProbeForm(QWidget):
         self.slack_spin.setSuffix(" ns")
         self.slack_spin.setToolTip("Timer slack of the probe (prctl PR_SET_TIMERSLACK)")
         self.sched_row = row(self, self.policy_combo, self.priority_spin)
+
+    def _preset_buttons(self, r) -> list[QPushButton]:
+        buttons = self.preset_buttons[r.name] = {}
+        for p in r.presets:
+            b = buttons[p.name] = QPushButton(p.name, self)
+            b.setToolTip(p.help[:1].upper() + p.help[1:])
+            b.clicked.connect(lambda _checked=False, probe=r.name, name=p.name: self.apply_preset(probe, name))
+        return list(buttons.values())
+
+    def apply_preset(self, probe: str, name: str) -> None:
+        """Set the fields a preset of `probe`'s record names (wakeup: like cyclictest, SCHED_FIFO 80)."""
+        preset = next(p for p in record(probe).presets if p.name == name)
+        for option, value in preset.values:
+            if option == "policy":
+                self.policy_combo.setCurrentIndex(self.policy_combo.findData(value))
+            elif option == "priority":
+                self.priority_spin.setValue(int(value))
+            elif option == "slack_ns":
+                self.slack_spin.setValue(-1 if value is None else int(value))
+            else:
+                self.fields[probe][option].set_field_value(value)
 
     # -- public ----------------------------------------------------------------------------------
     @property
