@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = ProbeArgumentParser(prog="python -m probes wakeup", description=__doc__)
     add_common_args(p)
     interval = RECORD.field("interval_us").default
-    p.add_argument("--interval-us", type=int, default=interval, metavar="US",
+    p.add_argument("--interval-us", type=bounded(1, 10 ** 9, "us", integer=True), default=interval, metavar="US",
                    help=f"wakeup period (default {interval})")
     p.add_argument("--no-dma-latency", action="store_true",
                    help="do not hold /dev/cpu_dma_latency at 0 (by default it is held while the probe runs, "
