@@ -15,6 +15,20 @@
  * Python reads both threads' /proc counters; messaging_release lets them exit and frees everything.
  * A capsule dropped early (an exception, Cancel) is stopped and released by its destructor.
  *
+ * Pacing: with a rate, the sender sends one message per period (1e9 / rate ns), waiting for each
+ * slot as a paced feed would (spin, then yield: lp_backoff); a sender held off for more than a period
+ * does not burst to catch up, it starts the schedule again from now, so the achieved rate says how
+ * well it kept the pace. Rate 0: as fast as it can (saturation).
+ *
+ * Where the threads ran: each side reads its CPU (sched_getcpu) every CPU_EVERY messages and when it
+ * waits, and the receiver keeps both sides' last CPU in each window, and how often each was seen to
+ * change: the unpinned placement's CPU steps over time (sampled, not every migration: /proc counts those).
+ *
+ * Loss: at the end the receiver, after the last window, waits for the sender to stop and counts what
+ * is still on the way (the ring's unread slots, the pipe's bytes, the datagrams queued on the socket)
+ * as drained, not lost: only what the kernel dropped (UDP, a full receive buffer) is sent - received -
+ * drained.
+ *
  * The loops are what a latency-critical program would write: the ring is a Lamport queue whose
  * indices sit on their own 128-byte blocks (each side caches the other's index and reads it again only
  * when the ring looks full or empty); waiting sides spin, then yield (lp_backoff), so a sender and a
@@ -43,6 +57,8 @@
 #define UDP_GROUP "239.255.77.1"
 #define UDP_RCV_TIMEOUT_US 10000
 #define UDP_HANDSHAKE_MS 200
+#define CPU_EVERY 256           /* messages between two reads of a side's CPU */
+#define UDP_DRAIN_MS 20         /* how long the receiver waits for a datagram still on the way */
 
 enum { T_SHM, T_PIPE, T_UDP };
 static const char *const TRANSPORTS[] = {"shm", "pipe", "udp"};
@@ -65,6 +81,8 @@ struct window {
     uint64_t messages;
     uint64_t lat_sum;   /* ticks: integer adds per message, converted once per window */
     uint64_t lat_max;   /* ticks */
+    int send_cpu, recv_cpu;     /* each side's CPU when last read in this window (-1: not read) */
+    int send_moves, recv_moves; /* changes of CPU seen in this window (sampled) */
 };
 
 struct mrun {
@@ -72,6 +90,7 @@ struct mrun {
     int transport;
     struct lp_clock clk;
     uint64_t interval;  /* ticks */
+    uint64_t period;    /* ticks between two sends; 0: as fast as it can */
     long n_windows;
     cpu_set_t sets[2];  /* 0: sender, 1: receiver */
     int given[2];
@@ -83,6 +102,9 @@ struct mrun {
     int recv_ended;     /* under windows.m: no more windows will come */
     _Atomic int done;
     _Atomic int abort_run;
+    _Atomic int sender_stopped;
+    _Atomic int send_cpu;       /* the sender's CPU when it last read it */
+    _Atomic int send_moves;     /* changes of the sender's CPU it has seen */
     uint64_t t_go;
     /* transports */
     struct ring *ring;
@@ -93,7 +115,7 @@ struct mrun {
     struct window *win;
     uint64_t lat_counts[LP_NBUCKETS];
     uint64_t lat_min, lat_max, lat_sum;  /* ticks */
-    uint64_t received, sent, t_end;
+    uint64_t received, sent, drained, t_end;
 };
 
 /* ---------------------------------------------------------------- receiver bookkeeping */
@@ -103,13 +125,30 @@ struct rx {
     long w;             /* the open window */
     uint64_t w_end;     /* its end, ticks */
     struct window cur;
+    int cpu;            /* the receiver's CPU when last read */
+    int send_moves;     /* the sender's count of moves when the window opened */
 };
+
+/* A side's CPU now; `moves` counts a change from `*cpu`. */
+static inline void read_cpu(int *cpu, int *moves)
+{
+    int now = sched_getcpu();
+    if (*cpu >= 0 && now != *cpu)
+        (*moves)++;
+    *cpu = now;
+}
 
 /* Close every window that ended before `now`; returns 1 once the last one is closed. */
 static int rx_advance(struct rx *x, uint64_t now)
 {
     struct mrun *r = x->r;
     while (now >= x->w_end) {
+        read_cpu(&x->cpu, &x->cur.recv_moves);
+        int moved = atomic_load_explicit(&r->send_moves, memory_order_relaxed);
+        x->cur.recv_cpu = x->cpu;
+        x->cur.send_cpu = atomic_load_explicit(&r->send_cpu, memory_order_relaxed);
+        x->cur.send_moves = moved - x->send_moves;
+        x->send_moves = moved;
         r->win[x->w] = x->cur;
         memset(&x->cur, 0, sizeof x->cur);
         x->w++;
@@ -130,6 +169,8 @@ static inline void rx_take(struct rx *x, uint64_t stamp, uint64_t now)
     if (lat < r->lat_min)
         r->lat_min = lat;
     r->received++;
+    if ((r->received & (CPU_EVERY - 1)) == 0)
+        read_cpu(&x->cpu, &x->cur.recv_moves);
     x->cur.messages++;
     x->cur.lat_sum += lat;
     if (lat > x->cur.lat_max)
@@ -138,12 +179,53 @@ static inline void rx_take(struct rx *x, uint64_t stamp, uint64_t now)
 
 /* ---------------------------------------------------------------- the loops */
 
-static void send_shm(struct mrun *r)
+/* The sender's bookkeeping: its pace and its CPU. */
+struct tx {
+    uint64_t next;      /* when the next message is due, ticks (paced) */
+    int cpu, moves;
+};
+
+static inline void tx_cpu(struct mrun *r, struct tx *t)
+{
+    read_cpu(&t->cpu, &t->moves);
+    atomic_store_explicit(&r->send_cpu, t->cpu, memory_order_relaxed);
+    atomic_store_explicit(&r->send_moves, t->moves, memory_order_relaxed);
+}
+
+/* Wait for the next message's slot (paced); 0 when the run ended meanwhile. */
+static inline int tx_pace(struct mrun *r, struct tx *t)
+{
+    if (!r->period)
+        return 1;
+    unsigned spins = 0;
+    uint64_t now = lp_now(&r->clk);
+    if (now < t->next)
+        tx_cpu(r, t);
+    while (now < t->next) {
+        if (atomic_load_explicit(&r->done, memory_order_relaxed))
+            return 0;
+        lp_backoff(&spins);
+        now = lp_now(&r->clk);
+    }
+    /* held off for more than a period: start the schedule again from now, no burst */
+    t->next = now - t->next > r->period ? now + r->period : t->next + r->period;
+    return 1;
+}
+
+static void send_shm(struct mrun *r, struct tx *t)
 {
     struct ring *q = r->ring;
     uint64_t head = 0, tail_seen = 0, sent = 0;
     unsigned spins = 0;
+    int slot = 0;       /* the message to send now has had its slot (paced) */
     while (!atomic_load_explicit(&r->done, memory_order_relaxed)) {
+        if (!slot) {
+            if (!tx_pace(r, t))
+                break;
+            slot = 1;
+            if ((sent & (CPU_EVERY - 1)) == 0)
+                tx_cpu(r, t);
+        }
         if (head - tail_seen == RING_SLOTS) {
             tail_seen = atomic_load_explicit(&q->tail, memory_order_acquire);
             if (head - tail_seen == RING_SLOTS) {
@@ -157,6 +239,7 @@ static void send_shm(struct mrun *r)
         atomic_store_explicit(&q->head, ++head, memory_order_release);
         sent++;
         spins = 0;
+        slot = 0;
     }
     r->sent = sent;
 }
@@ -179,8 +262,10 @@ static void recv_shm(struct mrun *r, struct rx *x)
         uint64_t stamp = q->slots[tail & (RING_SLOTS - 1)].stamp;
         atomic_store_explicit(&q->tail, ++tail, memory_order_release);
         uint64_t now = lp_now(&r->clk);
-        if (rx_advance(x, now))
+        if (rx_advance(x, now)) {
+            r->drained++;       /* taken after the last window closed */
             return;
+        }
         rx_take(x, stamp, now);
         spins = 0;
     }
@@ -188,12 +273,16 @@ static void recv_shm(struct mrun *r, struct rx *x)
 
 /* The sender over a file descriptor: one stamped message per write (pipe) or send (UDP) until `done`;
  * its thread then closes a pipe's end. */
-static void send_fd(struct mrun *r, int udp)
+static void send_fd(struct mrun *r, struct tx *t, int udp)
 {
     struct msg m;
     memset(&m, 0, sizeof m);
     uint64_t sent = 0;
     while (!atomic_load_explicit(&r->done, memory_order_relaxed)) {
+        if (!tx_pace(r, t))
+            break;
+        if ((sent & (CPU_EVERY - 1)) == 0)
+            tx_cpu(r, t);
         m.seq = sent;
         m.stamp = lp_now(&r->clk);
         /* a pipe: 64 bytes <= PIPE_BUF, so the write is atomic and messages never interleave or split */
@@ -222,12 +311,17 @@ static void recv_pipe(struct mrun *r, struct rx *x)
             atomic_store(&r->done, 1);
             return;
         }
-        if (stopping)
-            continue;                   /* draining, so a sender blocked in write() can see `done` */
+        if (stopping) {
+            /* draining, so a sender blocked in write() can see `done`; a write is 64 bytes, atomic
+             * (<= PIPE_BUF), so the pipe holds whole messages */
+            r->drained += (uint64_t)n / sizeof buf[0];
+            continue;
+        }
         uint64_t now = lp_now(&r->clk);
         if (rx_advance(x, now)) {
             atomic_store(&r->done, 1);
             stopping = 1;
+            r->drained += (uint64_t)n / sizeof buf[0];
             continue;
         }
         for (ssize_t i = 0; i < n / (ssize_t)sizeof buf[0]; i++)
@@ -242,13 +336,33 @@ static void recv_udp(struct mrun *r, struct rx *x)
     for (;;) {
         ssize_t n = recv(r->udp_r, &m, sizeof m, 0);
         uint64_t now = lp_now(&r->clk);
-        if (rx_advance(x, now))
+        if (rx_advance(x, now)) {
+            r->drained += n == (ssize_t)sizeof m;
             return;
+        }
         if (n == (ssize_t)sizeof m)
             rx_take(x, m.stamp, now);
         else if ((n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
                  atomic_load_explicit(&r->abort_run, memory_order_relaxed))
             return;
+    }
+}
+
+/* After the last window: wait for the sender to stop, then count what is still on the way (the pipe's
+ * receiver reads it to end-of-file itself). */
+static void drain(struct mrun *r)
+{
+    unsigned spins = 0;
+    while (!atomic_load(&r->sender_stopped))
+        lp_backoff(&spins);
+    if (r->transport == T_SHM) {
+        r->drained += atomic_load(&r->ring->head) - atomic_load(&r->ring->tail);
+    } else if (r->transport == T_UDP) {
+        struct msg m;
+        struct pollfd p = {r->udp_r, POLLIN, 0};
+        while (poll(&p, 1, UDP_DRAIN_MS) == 1)
+            while (recv(r->udp_r, &m, sizeof m, MSG_DONTWAIT) == (ssize_t)sizeof m)
+                r->drained++;
     }
 }
 
@@ -271,16 +385,18 @@ static void *messaging_thread(void *arg)
     lp_latch_wait(&r->go, 1);
     int run = !atomic_load(&r->abort_run);
     if (me == 0) {
+        struct tx t = {0, -1, 0};
         if (run && r->transport == T_SHM)
-            send_shm(r);
+            send_shm(r, &t);
         else if (run)
-            send_fd(r, r->transport == T_UDP);
+            send_fd(r, &t, r->transport == T_UDP);
         if (r->pipe_w >= 0 && r->transport == T_PIPE) {
             close(r->pipe_w);           /* the receiver drains the pipe until it reads end-of-file */
             r->pipe_w = -1;
         }
+        atomic_store(&r->sender_stopped, 1);
     } else {
-        struct rx x = {r, 0, r->t_go + r->interval, {0, 0, 0}};
+        struct rx x = {r, 0, r->t_go + r->interval, {0, 0, 0, -1, -1, 0, 0}, -1, 0};
         if (run && r->transport == T_SHM)
             recv_shm(r, &x);
         else if (run && r->transport == T_PIPE)
@@ -289,6 +405,8 @@ static void *messaging_thread(void *arg)
             recv_udp(r, &x);
         r->t_end = lp_now(&r->clk);
         atomic_store(&r->done, 1);
+        if (run)
+            drain(r);
         if (r->transport == T_PIPE && !run) {
             char sink[256];
             while (read(r->pipe_r, sink, sizeof sink) > 0)
@@ -448,16 +566,20 @@ static struct mrun *run_of(PyObject *cap)
 static PyObject *py_messaging_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"transport", "send_cpus", "recv_cpus", "interval_ns", "windows", "tsc_hz",
-                             "multicast", NULL};
+                             "multicast", "rate", NULL};
     const char *transport;
     PyObject *send_cpus, *recv_cpus;
     unsigned long long interval_ns;
     long n_windows;
-    double tsc_hz;
+    double tsc_hz, rate = 0.0;
     int multicast = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOKld|p", kwlist, &transport, &send_cpus, &recv_cpus,
-                                     &interval_ns, &n_windows, &tsc_hz, &multicast))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOKld|pd", kwlist, &transport, &send_cpus, &recv_cpus,
+                                     &interval_ns, &n_windows, &tsc_hz, &multicast, &rate))
         return NULL;
+    if (!(rate >= 0.0 && rate <= 1e9)) {
+        PyErr_SetString(PyExc_ValueError, "rate is messages per second, 0 (as fast as it can) to 1e9");
+        return NULL;
+    }
     int t = -1;
     for (int i = 0; i < 3; i++)
         if (strcmp(transport, TRANSPORTS[i]) == 0)
@@ -473,6 +595,10 @@ static PyObject *py_messaging_start(PyObject *self, PyObject *args, PyObject *kw
     r->pipe_r = r->pipe_w = r->udp_r = r->udp_s = -1;
     lp_clock_init(&r->clk, tsc_hz);
     r->interval = (uint64_t)((double)interval_ns / r->clk.ns_per_tick);
+    r->period = rate > 0 ? (uint64_t)(1e9 / rate / r->clk.ns_per_tick) : 0;
+    if (rate > 0 && r->period == 0)
+        r->period = 1;
+    atomic_store(&r->send_cpu, -1);
     r->n_windows = n_windows;
     r->lat_min = UINT64_MAX;
     lp_latch_init(&r->ready);
@@ -565,9 +691,11 @@ static PyObject *py_messaging_windows(PyObject *self, PyObject *args)
     PyObject *out = PyList_New(0);
     for (long i = have; out && i < count && i < r->n_windows; i++) {
         struct window *w = &r->win[i];
-        PyObject *d = Py_BuildValue("{s:l,s:K,s:d,s:d}", "index", i, "messages", (unsigned long long)w->messages,
+        PyObject *d = Py_BuildValue("{s:l,s:K,s:d,s:d,s:[ii],s:[ii]}", "index", i,
+                                    "messages", (unsigned long long)w->messages,
                                     "mean_latency_ns", w->messages ? lp_ns(&r->clk, w->lat_sum) / (double)w->messages : 0.0,
-                                    "max_latency_ns", lp_ns(&r->clk, w->lat_max));
+                                    "max_latency_ns", lp_ns(&r->clk, w->lat_max),
+                                    "cpus", w->send_cpu, w->recv_cpu, "moves", w->send_moves, w->recv_moves);
         if (!d || PyList_Append(out, d) < 0) {
             Py_XDECREF(d);
             Py_CLEAR(out);
@@ -594,8 +722,8 @@ static PyObject *py_messaging_stop(PyObject *self, PyObject *cap)
     for (long i = 0; i < r->n_windows; i++)
         if (r->win[i].lat_max > r->lat_max)
             r->lat_max = r->win[i].lat_max;
-    return Py_BuildValue("{s:K,s:K,s:d,s:N,s:d,s:d,s:d}", "sent", (unsigned long long)r->sent,
-                         "received", (unsigned long long)r->received,
+    return Py_BuildValue("{s:K,s:K,s:K,s:d,s:N,s:d,s:d,s:d}", "sent", (unsigned long long)r->sent,
+                         "received", (unsigned long long)r->received, "drained", (unsigned long long)r->drained,
                          "elapsed_ns", lp_ns(&r->clk, r->t_end - r->t_go), "buckets", buckets,
                          "min_ns", r->received ? lp_ns(&r->clk, r->lat_min) : 0.0,
                          "max_ns", lp_ns(&r->clk, r->lat_max),
@@ -611,18 +739,21 @@ static PyObject *py_messaging_release(PyObject *self, PyObject *cap)
 
 static PyMethodDef coremap_messaging_methods[] = {
     {"messaging_start", (PyCFunction)(void (*)(void))py_messaging_start, METH_VARARGS | METH_KEYWORDS,
-     "messaging_start(transport, send_cpus, recv_cpus, interval_ns, windows, tsc_hz, multicast=True) -> run: "
-     "a sender and a receiver thread over shm|pipe|udp, each pinned to its CPU list (None: unpinned), "
-     "ready and waiting for messaging_go. tsc_hz 0 reads CLOCK_MONOTONIC."},
+     "messaging_start(transport, send_cpus, recv_cpus, interval_ns, windows, tsc_hz, multicast=True, rate=0) -> "
+     "run: a sender and a receiver thread over shm|pipe|udp, each pinned to its CPU list (None: unpinned), "
+     "ready and waiting for messaging_go; the sender paced at `rate` messages per second (0: as fast as it "
+     "can). tsc_hz 0 reads CLOCK_MONOTONIC."},
     {"messaging_info", py_messaging_info, METH_O,
      "messaging_info(run) -> {send_tid, recv_tid, udp, message_bytes, ring_slots, tsc}"},
     {"messaging_go", py_messaging_go, METH_O, "messaging_go(run): start sending; windows count from now."},
     {"messaging_windows", py_messaging_windows, METH_VARARGS,
-     "messaging_windows(run, have) -> [{index, messages, mean_latency_ns, max_latency_ns}]: the windows "
-     "closed after the first `have`, waiting for at least one; [] once the receiver has ended."},
+     "messaging_windows(run, have) -> [{index, messages, mean_latency_ns, max_latency_ns, cpus, moves}]: the "
+     "windows closed after the first `have`, waiting for at least one; [] once the receiver has ended. cpus: "
+     "[sender, receiver] when last read; moves: changes of CPU seen (sampled)."},
     {"messaging_stop", py_messaging_stop, METH_O,
-     "messaging_stop(run) -> {sent, received, elapsed_ns, buckets, min_ns, max_ns, mean_ns}: wait for both "
-     "threads to stop (they stay, parked, until messaging_release)."},
+     "messaging_stop(run) -> {sent, received, drained, elapsed_ns, buckets, min_ns, max_ns, mean_ns}: wait "
+     "for both threads to stop (they stay, parked, until messaging_release); drained: what arrived after "
+     "the last window (on the way, not lost)."},
     {"messaging_release", py_messaging_release, METH_O,
      "messaging_release(run): let the threads exit, join them, close the transport."},
     {NULL, NULL, 0, NULL},

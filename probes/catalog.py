@@ -233,11 +233,12 @@ MESSAGING = ProbeRecord(
     "messaging", "Messaging (sender and receiver placements)", takes=("seconds",), cpus_optional=True,
     cpus_means="the CPUs `auto` places among (default: all)",
     seconds_means="Measured time per placement (cut into its rounds)",
-    usage="--placement auto|A:B,... --transport shm|pipe|udp --seconds S",
+    usage="--placement auto|A:B,... --transport shm|pipe|udp --rates 10k,100k,1M,max --seconds S",
     progress="share", measured_cpus="job_cpus", label_cpus=False,
     view=View("Messaging", "widgets.probe.messaging_view:MessagingView"),
-    picture="widgets.probe.messaging_view:ThroughputPlot",
-    caption="messages per second per 100 ms window, one line per placement",
+    picture="widgets.probe.messaging_view:MessagingPicture",
+    caption="messages per second per 100 ms window, one line per placement (at each pace in turn); under it, "
+            "the CPUs the unpinned sender and receiver ran on",
     fields=(
         Field("placement", "placements", "text",
               "auto runs every kind of placement this machine offers among the CPUs (all when none are "
@@ -246,8 +247,11 @@ MESSAGING = ProbeRecord(
               placeholder="auto, or sender:receiver pairs such as 0:1,1:1,unpinned", tag=_plain),
         Field("transport", "transport", "choice", "how the messages travel", default="shm",
               choices=(("shm", "shared-memory ring"), ("pipe", "pipe"), ("udp", "UDP on loopback")), tag=_plain),
-        Field("rounds", "rounds", "int", "each placement's time is cut into this many segments, run in "
-              "alternated order", default=2, low=1, high=100, unit="rounds"),
+        Field("rates", "sender's pace", "text", "the sender's paces, messages per second (10k, 100k, 1M, ...) and "
+              "max (as fast as it can); each placement's time is shared among them, with latency percentiles "
+              "at each", default="10k,100k,1M,max", metavar="RATE,...", placeholder="10k,100k,1M,max"),
+        Field("rounds", "rounds", "int", "each placement's time is cut into this many segments per pace, run "
+              "in alternated order", default=2, low=1, high=100, unit="rounds"),
     ))
 
 FIRST_TOUCH = ProbeRecord(

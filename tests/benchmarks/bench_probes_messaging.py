@@ -5,8 +5,9 @@ alternating A/B, BENCH_PAIRS pairs (default 6), medians of each run's median msg
                                           (the median of the pairs' ratios)
   UDP (multicast as the probe runs it)  vs  iperf3 -u -l 64 -b 0 on the same CPUs        reported
 
-then one `--placement auto` run over the shared-memory ring shown whole: each placement's throughput
-per window (the time series), its median, CV and migrations, and the verdict.
+then one `--placement auto` run over the shared-memory ring at its default paces (10k, 100k, 1M msg/s
+and saturation) shown whole: each placement's throughput per window (the time series), its median, CV,
+migrations, latency and loss at each pace, and the verdict.
 
 Run: `make bench ARGS=probes_messaging` (needs a C compiler; iperf3 from Debian for the second peer).
 """
@@ -30,7 +31,9 @@ WINDOWS = int(SECONDS * 10)
 
 
 def probe_median(transport: str, send: int, recv: int, *, multicast: bool = False) -> float:
-    args = ["--placement", f"{send}:{recv}", "--seconds", SECONDS, "--rounds", 1, "--transport", transport]
+    # saturation only: the peer sends as fast as it can, so the probe's paces would leave it 1/4 of the time
+    args = ["--placement", f"{send}:{recv}", "--seconds", SECONDS, "--rounds", 1, "--transport", transport,
+            "--rates", "max"]
     lines = probe("messaging", args + ([] if multicast else ["--no-multicast"]))
     return summarize(lines)["placements"][0]["median_rate"]
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.format import format_ns
 from app.store.session import ProbeRecord, open_session, save_session, session_from_root
 from app.sysroot import SysRoot
 from probes import first_touch, messaging, scaling
@@ -63,10 +64,20 @@ def test_messaging_from_the_panel(qtbot, panel):
     view = panel.plots.view("messaging")
     assert panel.plots.currentWidget() is view
     for i, p in enumerate(s["placements"]):
-        x, y = view.plot.curve(i).getOriginalDataset()
+        x, y = view.plot.throughput.curve(i).getOriginalDataset()
         assert list(y) == p["series"] and len(x) == len(y) + 1 and x[1] == pytest.approx(0.1)
-        assert view.table.cell_texts(i)[0] == p["name"]
-    assert view.plot.legend_labels() == [p["name"] for p in s["placements"]]
+        cells = view.table.cell_texts(i)
+        assert cells[0] == p["name"] and cells[4] == ("none" if p["lost"] == 0 else cells[4])
+        # one latency column per pace, p50 / p99 as that pace measured them
+        assert cells[6:] == [f"{format_ns(x['latency']['p50'])} / {format_ns(x['latency']['p99'])}"
+                             if x["latency"] else "-" for x in p["paces"]]
+    assert view.plot.throughput.legend_labels() == [p["name"] for p in s["placements"]]
+    # the unpinned placement's CPU steps: each window's sender and receiver CPU, as the loop read them
+    unpinned = s["placements"][-1]
+    x, y = view.plot.steps.sender.getOriginalDataset()
+    assert len(x) == len(unpinned["cpu_series"]) + 1
+    assert [None if np.isnan(v) else int(v) for v in y] == [c[0] if c[0] >= 0 else None for c in unpinned["cpu_series"]]
+    assert all(c[0] in CPUS for c in unpinned["cpu_series"] if c[0] >= 0)
     assert view.verdict_label.text().startswith(s["verdict"])
     # the pair of the selected placement goes to whoever shows CPUs (the grid, in the window)
     with qtbot.waitSignal(panel.cpus_highlighted, timeout=1000) as sig:
@@ -162,7 +173,7 @@ def test_session_round_trip_panel_and_report(qtbot, tmp_path):
         assert all(r.finished and not r.measured_here and not r.has_histogram for r in recs)
         panel.run_store.runs_list.setCurrentRow(0)
         assert panel.plots.summary_text.toPlainText() == format_result(results[0])
-        assert list(panel.plots.view("messaging").plot.curve(0).getOriginalDataset()[1]) == \
+        assert list(panel.plots.view("messaging").plot.throughput.curve(0).getOriginalDataset()[1]) == \
             results[0]["placements"][0]["series"]
         report = add_images(report_from_session(opened), root=opened.root)
         html = build_report_html(report)
