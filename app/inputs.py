@@ -1,65 +1,123 @@
-"""Files a user names on the command line or in a dialog (`irqs --file`, `report --notes`,
-`report --probe`, probe result files): read bounded, and only what can be read as a file.
+"""The one reader of the files coremap did not write itself and that are not a machine: files a user
+names (`irqs --file`, `report --notes`, `report --probe`, `fleet --file`, probe result files),
+sessions, stored results and the small state files (recent hosts); and the one JSON decoder for
+everything they and other machines send. Captures and the live machine are SysRoot's
+(app/sysroot/), which confines its reads to a root in the same way.
 
-A regular file is read up to its limit; a FIFO (`--file <(ssh host cat /proc/interrupts)`) is read as
-a stream up to the same limit; a device (/dev/zero, /dev/urandom), a socket or a folder is refused
-with one line before a byte is read, so nothing hangs and nothing grows without bound.
+A file is opened once, without blocking (O_NONBLOCK: a FIFO with no writer cannot hang the open),
+and fstat decides what it is:
+- a regular file is read up to its byte budget (each kind of file has its own: `limit`);
+- a FIFO (`--file <(ssh host cat /proc/interrupts)`) only where the caller allows a stream, read up
+  to the same budget and never waiting longer than STREAM_IDLE_S for its next byte;
+- a device (/dev/zero, /dev/urandom), a socket or a folder is refused with one line before a byte is
+  read, so nothing hangs and nothing grows without bound.
+Text is decoded with replacement (U+FFFD), never an error. `no_links` refuses a path whose last part
+is a symlink (state files: a link planted there would redirect a read or a write).
+
+What is read is JSON more often than not: app/parse/json_text.py load_json is the one decoder of it.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import select
 import stat
+import time
+from typing import BinaryIO
 
 from app.errors import CoremapError
 
 MiB = 1 << 20
+STREAM_IDLE_S = 60.0        # longest wait for the next byte of a FIFO (a pipe from a command)
 
 
 class InputFileError(CoremapError):
     """A named input that cannot be read as a file."""
 
 
-def read_input(path: str | os.PathLike, *, what: str, limit: int, hint: str = "") -> bytes:
-    """The bytes of `path`, at most `limit`; InputFileError naming `what` (e.g. "--notes") otherwise."""
-    name = f"{what} {os.fspath(path)}" if what else os.fspath(path)
-    tail = f"; {hint}" if hint else ""
+def open_input(path: str | os.PathLike, *, what: str, limit: int, hint: str = "", stream: bool = False,
+               no_links: bool = False) -> BinaryIO:
+    """`path` opened for reading as a binary file (seekable unless a stream) after the checks of the
+    module docstring; InputFileError naming `what` otherwise. The caller closes it."""
+    name, tail = _name(path, what), f"; {hint}" if hint else ""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (os.O_NOFOLLOW if no_links else 0)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise InputFileError(f"{name}: no such file{tail}") from None
     except IsADirectoryError:
         raise InputFileError(f"{name}: is a folder, not a file{tail}") from None
     except OSError as e:
-        raise InputFileError(f"{name}: cannot open it ({os.strerror(e.errno or 0)}){tail}") from None
+        why = "is a symbolic link, which coremap does not follow here" if no_links and e.errno == errno.ELOOP \
+            else f"cannot open it ({os.strerror(e.errno or 0)})"
+        raise InputFileError(f"{name}: {why}{tail}") from None
     try:
         st = os.fstat(fd)
-        if stat.S_ISFIFO(st.st_mode):
-            # A pipe from a shell's process substitution: wait for its writer like any reader.
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-        elif not stat.S_ISREG(st.st_mode):
-            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a device or socket"
+        if stat.S_ISFIFO(st.st_mode) and stream:
+            return os.fdopen(fd, "rb", buffering=0)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a pipe" if stat.S_ISFIFO(st.st_mode)
+                    else "a device or socket")
             raise InputFileError(f"{name}: is {kind}, not a file{tail}")
-        elif st.st_size > limit:
+        if st.st_size > limit:
             raise InputFileError(f"{name}: is {st.st_size:,} bytes, more than the {_mib(limit)} it may hold{tail}")
-        chunks, n = [], 0
-        while True:
-            b = os.read(fd, min(MiB, limit + 1 - n))
-            if not b:
-                return b"".join(chunks)
-            chunks.append(b)
-            n += len(b)
-            if n > limit:
-                raise InputFileError(f"{name}: is longer than the {_mib(limit)} it may hold{tail}")
-    except OSError as e:
-        raise InputFileError(f"{name}: cannot read it ({os.strerror(e.errno or 0)}){tail}") from None
-    finally:
+        # Regular files never block; reads of them ignore O_NONBLOCK. Cleared all the same, so a
+        # library reading it (zipfile) sees an ordinary file.
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
         os.close(fd)
+        raise
 
 
-def read_input_text(path, *, what: str, limit: int, hint: str = "") -> str:
+def read_input(path: str | os.PathLike, *, what: str, limit: int, hint: str = "", stream: bool = False,
+               no_links: bool = False) -> bytes:
+    """The bytes of `path`, at most `limit`; InputFileError naming `what` (e.g. "--notes") otherwise.
+    `stream`: a FIFO is read as it comes (each wait for data at most STREAM_IDLE_S)."""
+    name, tail = _name(path, what), f"; {hint}" if hint else ""
+    with open_input(path, what=what, limit=limit, hint=hint, stream=stream, no_links=no_links) as f:
+        fd = f.fileno()
+        fifo = stat.S_ISFIFO(os.fstat(fd).st_mode)
+        chunks, n = [], 0
+        try:
+            while True:
+                if fifo:
+                    _wait_readable(fd, name, tail)
+                b = os.read(fd, min(MiB, limit + 1 - n))
+                if not b:
+                    return b"".join(chunks)
+                chunks.append(b)
+                n += len(b)
+                if n > limit:
+                    raise InputFileError(f"{name}: is longer than the {_mib(limit)} it may hold{tail}")
+        except BlockingIOError:
+            raise InputFileError(f"{name}: sent nothing for {STREAM_IDLE_S:g} s{tail}") from None
+        except OSError as e:
+            raise InputFileError(f"{name}: cannot read it ({os.strerror(e.errno or 0)}){tail}") from None
+
+
+def read_input_text(path, *, what: str, limit: int, hint: str = "", stream: bool = False,
+                    no_links: bool = False) -> str:
     """read_input as text; invalid UTF-8 is replaced (U+FFFD), never an error."""
-    return read_input(path, what=what, limit=limit, hint=hint).decode("utf-8", errors="replace")
+    return read_input(path, what=what, limit=limit, hint=hint, stream=stream,
+                      no_links=no_links).decode("utf-8", errors="replace")
+
+
+def _wait_readable(fd: int, name: str, tail: str) -> None:
+    deadline = time.monotonic() + STREAM_IDLE_S
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise InputFileError(f"{name}: sent nothing for {STREAM_IDLE_S:g} s{tail}")
+        if poller.poll(left * 1000):
+            return
+
+
+def _name(path, what: str) -> str:
+    return f"{what} {os.fspath(path)}" if what else os.fspath(path)
 
 
 def _mib(n: int) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from app.atomic import check_output_path, write_atomic
 from app.errors import CoremapError
 from app.inputs import MiB, read_input_text
+from app.parse.json_text import JsonInputError, load_json
 from probes import histogram
 from probes.common import run_lines
 
@@ -70,7 +71,7 @@ def load_runs(path) -> list[FileRun]:
     """The runs of an .hlog, cyclictest --json or oslat --json file."""
     path = str(path)
     try:
-        text = read_input_text(path, what="", limit=RESULT_FILE_LIMIT,
+        text = read_input_text(path, what="", limit=RESULT_FILE_LIMIT, stream=True,
                                hint="open an .hlog, cyclictest --json or oslat --json file")
     except CoremapError as e:
         raise ResultFileError(str(e)) from None
@@ -100,9 +101,9 @@ def parse_runs(text: str, *, name: str, what: str) -> list[FileRun]:
 def _rt_tests_runs(text: str, name: str, what: str):
     """One FileRun per thread of a cyclictest or oslat --json file."""
     try:
-        d = json.loads(text)
-    except ValueError as e:
-        raise ResultFileError(f"{what}: not JSON ({e}); open an .hlog or rt-tests --json file") from None
+        d = load_json(text, what=what, limit=RESULT_FILE_LIMIT)
+    except JsonInputError as e:
+        raise ResultFileError(f"{e}; open an .hlog or rt-tests --json file") from None
     # rt-tests (src/lib/rt-utils.c rt_write_json) spells the key "cmdline:" with the colon
     cmdline = str(d.get("cmdline:", d.get("cmdline", ""))) if isinstance(d, dict) else ""
     threads = d.get("thread") if isinstance(d, dict) else None

@@ -16,7 +16,6 @@ loop period at every rank.
 from __future__ import annotations
 
 import csv
-import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -27,11 +26,14 @@ if TYPE_CHECKING:
     from hdrh.histogram import HdrHistogram
 
 from app.errors import ParseError
+from app.inputs import MiB, read_input_text
+from app.parse.json_text import JsonInputError, load_json
 from probes.common import host_facts, run_lines
 
 LOWEST_NS = 1
 HIGHEST_NS = 3_600_000_000_000  # one hour
 SIG_DIGITS = 3
+HLOG_LIMIT = 256 * MiB     # a day of one-second intervals of a full histogram is ~50 MB
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99.9", 99.9))
 
 # Gap lengths for the per-CPU-hour table: 1-2-5 steps from 2 us to 100 ms (each row is [edge, next)).
@@ -278,8 +280,9 @@ def parse_hlog(text: str, *, what: str = ".hlog") -> HlogData:
 
 
 def read_hlog(path) -> HlogData:
-    with open(path) as f:
-        return parse_hlog(f.read(), what=str(path))
+    """An .hlog file a user names, read the one way such files are (app/inputs.py: a regular file or a
+    pipe, bounded)."""
+    return parse_hlog(read_input_text(path, what="", limit=HLOG_LIMIT, stream=True), what=str(path))
 
 
 def histogram_to_buckets(h: HdrHistogram) -> list[list[int]]:
@@ -332,9 +335,9 @@ def cyclictest_text(buckets, *, max_us: int = 1000) -> str:
 # -------------------------------------------------------------------------------------- rt-tests JSON
 def _rt_json(text: str, what: str) -> dict:
     try:
-        d = json.loads(text)
-    except ValueError as e:
-        raise ParseError(what, f"not JSON ({e})") from None
+        d = load_json(text, what=what, limit=HLOG_LIMIT)
+    except JsonInputError as e:
+        raise ParseError(what, f"not JSON ({str(e).removeprefix(what + ': ')})") from None
     if not isinstance(d, dict) or not isinstance(d.get("thread"), dict):
         raise ParseError(what, "no \"thread\" object; is this rt-tests --json output?")
     return d

@@ -8,7 +8,6 @@ A probe may also run on another machine (app/remote/probe_runs.py RemoteProbeRun
 """
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
@@ -22,8 +21,12 @@ from pathlib import Path
 from typing import Protocol
 
 from app.format import probe_exit_sentence
+from app.inputs import MiB
+from app.parse.json_text import JsonInputError, load_json
 
 TERM_GRACE_S = 0.2
+MAX_LINE = 64 * MiB          # as a remote run's (app/remote/protocol.py): a line with a whole histogram
+MAX_LOG_TEXT = 4096          # of a line that is not JSON, kept as a log line
 PARENT_ENV = "COREMAP_PROBE_PARENT"
 _ROOT = str(Path(__file__).resolve().parents[1])
 
@@ -182,11 +185,11 @@ class ProbeRun(ProbeLines):
             if not text:
                 continue
             try:
-                line = json.loads(text)
+                line = load_json(text, what="the probe", limit=MAX_LINE)
                 if not isinstance(line, dict):
                     line = {"type": "log", "text": text}
-            except ValueError:
-                line = {"type": "log", "text": text}
+            except JsonInputError:
+                line = {"type": "log", "text": text[:MAX_LOG_TEXT]}
             self._add(line)
         self.proc.stdout.close()
 

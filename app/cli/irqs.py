@@ -64,7 +64,7 @@ def run(args) -> int:
 
 
 def _read_file(path: str) -> str:
-    return read_input_text(path, what="--file", limit=READ_LIMITS["interrupts"],
+    return read_input_text(path, what="--file", limit=READ_LIMITS["interrupts"], stream=True,
                            hint="give a saved copy of /proc/interrupts, or --root for a captured machine")
 
 

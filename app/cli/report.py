@@ -7,12 +7,12 @@ imported; Qt (widgets/) is imported only inside run(), so `coremap --help` stays
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from app.cli.common import OptionError, add_command, ensure_headless_qt, output_file, session_or_root
 from app.format import printable
 from app.inputs import MiB, read_input_text
+from app.parse.json_text import JsonInputError, load_json
 
 NOTES_LIMIT = 1 * MiB              # a page of notes is kilobytes; a megabyte is a book
 RESULT_LIMIT = 64 * MiB            # a probe's --json result with its buckets is tens of kB
@@ -39,8 +39,8 @@ def _read_results(paths: list[str], option: str, hint: str, clean, refusal: str,
     not JSON or a value that is not such a result (`refusal`)."""
     out = []
     for p in paths:
-        text = read_input_text(p, what=option, limit=RESULT_LIMIT, hint=hint)
-        values = _json_values(text, many=many)
+        text = read_input_text(p, what=option, limit=RESULT_LIMIT, hint=hint, stream=True)
+        values = _json_values(text, many=many, what=f"{option} {p}")
         if values is None:
             raise OptionError(f"{option} {p}: not JSON; {hint}")
         for v in values:
@@ -53,17 +53,18 @@ def _read_results(paths: list[str], option: str, hint: str, clean, refusal: str,
     return out
 
 
-def _json_values(text: str, *, many: bool) -> list | None:
+def _json_values(text: str, *, many: bool, what: str) -> list | None:
     """The JSON value of `text`, as a list of values: with `many`, a list gives its items and JSON lines
-    (several results, one a line) one value each. None when it is not JSON."""
+    (several results, one a line) one value each. None when it is not JSON (or too large or deep for
+    the one decoder, app/inputs.py load_json)."""
     try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
+        value = load_json(text, what=what, limit=RESULT_LIMIT)
+    except JsonInputError:
         if not many:
             return None
         try:
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
-        except (ValueError, RecursionError):
+            return [load_json(line, what=what, limit=RESULT_LIMIT) for line in text.splitlines() if line.strip()]
+        except JsonInputError:
             return None
     return value if many and isinstance(value, list) else [value]
 
@@ -102,7 +103,7 @@ def _report_data(args, session, root):
                                   clean_verification, "not a verification of quiet CPUs", many=False)
     notes = ""
     if args.notes:
-        notes = read_input_text(args.notes, what="--notes", limit=NOTES_LIMIT, hint="give a text file")
+        notes = read_input_text(args.notes, what="--notes", limit=NOTES_LIMIT, hint="give a text file", stream=True)
     from app.store.report import ProbeSection, VerifySection, report_from_root, report_from_session
     if session is None:
         return report_from_root(root, probes=probes, notes=notes, verifications=verifications)

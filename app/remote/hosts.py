@@ -15,7 +15,8 @@ from pathlib import Path
 
 from app.atomic import write_atomic
 from app.errors import CoremapError, excerpt
-from app.inputs import MiB, read_input_text
+from app.inputs import MiB, read_input, read_input_text
+from app.parse.json_text import load_json
 from app.store.folders import state_dir
 
 MAX_HOST_TEXT = 255              # a DNS name is at most 253 characters; user@ and :port fit in the rest
@@ -25,6 +26,7 @@ PARALLEL = 8                     # hosts a fleet reads at once (default)
 TIMEOUT = 30.0                   # seconds each host may take, connecting included (default)
 RECENT_KEPT = 10
 RECENT_FILE = "recent-hosts.json"
+RECENT_LIMIT = 64 * 1024
 
 _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
 # Host names, ssh aliases and IPv4 addresses; IPv6 comes in brackets (below).
@@ -127,7 +129,7 @@ def parse_hosts_text(text: str, *, what: str) -> list[HostSpec]:
 
 
 def read_hosts_file(path) -> list[HostSpec]:
-    text = read_input_text(path, what="--file", limit=MAX_HOSTS_FILE,
+    text = read_input_text(path, what="--file", limit=MAX_HOSTS_FILE, stream=True,
                            hint="give a text file with one [user@]server[:port] per line")
     return parse_hosts_text(text, what=f"--file {path}")
 
@@ -140,9 +142,10 @@ def _recent_path(create: bool) -> Path:
 def recent_hosts() -> list[str]:
     """The hosts connected to last, newest first; [] when none (or the file is not ours to read)."""
     try:
-        text = read_input_text(_recent_path(False), what="", limit=64 * 1024)
-        items = json.loads(text)
-    except (CoremapError, ValueError, RecursionError):
+        path = _recent_path(False)
+        items = load_json(read_input(path, what="", limit=RECENT_LIMIT, no_links=True), what=str(path),
+                          limit=RECENT_LIMIT)
+    except CoremapError:
         return []
     if not isinstance(items, list):
         return []

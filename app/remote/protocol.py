@@ -22,12 +22,16 @@ from __future__ import annotations
 import json
 
 from app.errors import CoremapError
+from app.parse.json_text import JsonInputError, load_json
 
 PROTOCOL = 1
 MiB = 1 << 20
 # What the client accepts in one line: the first state of a 1,152-CPU machine (its interrupts table,
 # every thread) is ~10 MB of JSON; a snapshot tarball travels in chunks (agent.py SNAPSHOT_CHUNK).
 MAX_LINE = 64 * MiB
+# What one decoded message may take: that first state is ~100 MB of Python objects. 64 MiB of
+# `[{},{},...]` would be 1.6 GB, 18 GB for a fleet's eight connections at once.
+MAX_MESSAGE_MEMORY = 256 * MiB
 # What the agent accepts in one request: parameters only (CPU lists, argv, tids to follow).
 MAX_REQUEST = 4 * MiB
 MESSAGE_TYPES = ("hello", "boot", "event", "result", "error")
@@ -47,17 +51,15 @@ def dumps(obj) -> bytes:
     return json.dumps(obj, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode() + b"\n"
 
 
-def _no_constants(name: str):
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def loads(raw: bytes, what: str) -> dict:
-    """A message from one line: a JSON object; ProtocolError naming `what` (the sender) otherwise."""
+    """A message from one line: a JSON object; ProtocolError naming `what` (the sender) otherwise.
+    Through the one decoder (app/inputs.py load_json): NaN and Infinity refused, nesting bounded, and
+    the memory the message would take bounded by MAX_MESSAGE_MEMORY before it is decoded."""
     try:
-        obj = json.loads(raw, parse_constant=_no_constants)
-    except (ValueError, RecursionError) as e:
-        # RecursionError: a line of "[[[[..." nests deeper than the decoder goes.
-        raise ProtocolError(f"{what} sent a line that is not JSON ({_short(e)})") from None
+        obj = load_json(raw, what=what, limit=MAX_LINE, memory=MAX_MESSAGE_MEMORY,
+                        constants=False)
+    except JsonInputError as e:
+        raise ProtocolError(f"{what} sent a line that is not a message ({_short(str(e).partition(': ')[2])})") from None
     if not isinstance(obj, dict):
         raise ProtocolError(f"{what} sent a line that is not a JSON object")
     return obj

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import configparser
 import http.client
-import json
 import os
 import ssl
 import time
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import CoremapError, excerpt
+from app.parse.json_text import JsonInputError, load_json
 
 TIMEOUT = 10.0              # seconds per connect or socket read
 DEADLINE = 30.0             # seconds for a whole request
@@ -186,8 +186,8 @@ class JsonClient:
 
     def _decode(self, data: bytes, ctype: str, status: int, where: str) -> object:
         try:
-            doc = json.loads(data)
-        except (ValueError, UnicodeDecodeError):
+            doc = load_json(data, what=where, limit=max(len(data), 1))      # the size: bounded as it arrived
+        except JsonInputError:
             kind = ctype.split(";")[0].strip() or "no content type"
             raise SourceError(f"{where} answered {kind} (HTTP {status}), not JSON, so it is not a {self.what}; "
                               "give the address of its HTTP API") from None

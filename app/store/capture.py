@@ -1,5 +1,6 @@
 """`coremap snapshot`: capture the parts of /sys and /proc that coremap reads into a tarball that
 `--root` accepts once extracted, like hwloc-gather-topology. No Qt, no display: runs on a server.
+And the one way such a tarball is read back (check_tarball, extract_tarball), whoever wrote it.
 
 Layout of the tarball (every member under one top folder, so `tar xf` gives DIR/<top>/{sys,proc}):
 
@@ -13,7 +14,15 @@ Layout of the tarball (every member under one top folder, so `tar xf` gives DIR/
 
 sysfs reports every attribute as 4096 bytes long (fs/sysfs/file.c: the size of a page), so each file
 is read and stored with its real length. Unreadable files (permission, EIO from a driver, an IRQ freed
-between listing and reading) are skipped and listed in meta.json "skipped".
+between listing and reading) are skipped and listed in meta.json "skipped". What is read is bounded
+twice: each file by SysRoot's limit for its kind, and all of them together by MAX_CAPTURED (a capture
+of a capture holding 240 sparse 8 MiB IRQ files took 2 GB before).
+
+A tarball to read (a host's snapshot brought over ssh, the window's own capture for a session) is
+checked member by member before anything is written: at most MAX_MEMBERS members, none larger than
+MAX_MEMBER, MAX_EXTRACTED in all (counted while reading, so a gzip bomb stops at the limit), one top
+folder, only folders, files and relative links that stay inside; then extracted with tarfile's
+"data" filter, which refuses the same again (absolute names, links out, devices).
 """
 from __future__ import annotations
 
@@ -28,13 +37,24 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import app
 from app.atomic import AtomicWriteError, atomic_writer, check_output_path
 from app.errors import CoremapError, SysRootReadError
+from app.inputs import MiB
+from app.parse.json_text import JsonInputError, load_json
 from app.sysroot import SNAPSHOT_META_DIR, SysRoot
 
 FORMAT = 1
+
+# What one capture may hold: a 1,152-CPU machine's snapshot is ~30 MB, most of it /proc/interrupts twice.
+MAX_CAPTURED = 256 * MiB
+MAX_TARBALL = 256 * MiB          # as sent or stored, compressed
+MAX_EXTRACTED = 1024 * MiB
+MAX_MEMBERS = 500_000
+MAX_MEMBER = 256 * MiB           # the largest file SysRoot reads (READ_LIMITS)
+MAX_META = 1 * MiB
 
 COUNTERS = ("interrupts", "softirqs", "stat")
 PROC_FILES = COUNTERS + ("cpuinfo", "cmdline", "version", "sys/kernel/osrelease", "sys/kernel/hostname")
@@ -73,11 +93,12 @@ class SnapshotResult:
 class _Capture:
     """Reads files under a root into an in-memory list of tar members (relative paths)."""
 
-    def __init__(self, root: SysRoot):
+    def __init__(self, root: SysRoot, budget: list[int] | None = None):
         self.root = root
         self.files: dict[str, bytes] = {}
         self.links: dict[str, str] = {}
         self.skipped: list[str] = []
+        self.budget = budget if budget is not None else [MAX_CAPTURED]     # bytes left, shared with t1's
 
     def file(self, rel: str, *, optional: bool = True, dest: str | None = None) -> bytes | None:
         # Through the SysRoot: a capture of a capture reads only its regular files, bounded, never
@@ -93,6 +114,10 @@ class _Capture:
                 # driver's show() method, or an IRQ/task freed between listing and reading: note it, go on.
                 self.skipped.append(f"{rel}: {e.reason}")
             return None
+        self.budget[0] -= len(data)
+        if self.budget[0] < 0:
+            raise SnapshotError(f"{self.root.root}: its files hold more than the {MAX_CAPTURED // MiB} MiB a "
+                                "machine's capture does (sparse or padded files?); not a capture coremap copies")
         self.files[dest or rel] = data
         return data
 
@@ -232,7 +257,7 @@ def take_snapshot(out: str | os.PathLike, root: SysRoot | None = None, *, interv
         if wait > 0:
             sleep(wait)
         t1 = time.monotonic()
-        sub = _Capture(root)
+        sub = _Capture(root, c.budget)
         for name in COUNTERS:
             sub.file(f"proc/{name}", optional=False)
         t1 = (t1 + time.monotonic()) / 2
@@ -242,7 +267,7 @@ def take_snapshot(out: str | os.PathLike, root: SysRoot | None = None, *, interv
     elif second:
         later = root.later()
         if later is not None:
-            sub = _Capture(later[0])
+            sub = _Capture(later[0], c.budget)
             for name in COUNTERS:
                 sub.file(f"proc/{name}")
             t1_files = {f"{SNAPSHOT_META_DIR}/t1/{k}": v for k, v in sub.files.items()}
@@ -288,3 +313,71 @@ def _info(name: str, kind: bytes, mtime: float) -> tarfile.TarInfo:
     ti.mode = 0o755 if kind == tarfile.DIRTYPE else 0o644
     ti.uname = ti.gname = "root"
     return ti
+
+
+# -- reading a tarball back ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Tarball:
+    """What a snapshot tarball holds: its top folder, its files and links, its meta.json."""
+    top: str
+    files: int
+    links: int
+    meta: dict
+
+
+def check_tarball(f: BinaryIO, who: str) -> Tarball:
+    """What the snapshot tarball in `f` holds, when it is one coremap may extract (the module
+    docstring); SnapshotError starting with `who` ("node7 sent a snapshot", "/tmp/x.tar.gz") otherwise."""
+    top, total, n, files, links, meta = None, 0, 0, 0, 0, {}
+    try:
+        with tarfile.open(fileobj=f, mode="r:gz") as tf:
+            for m in tf:
+                n += 1
+                total += max(0, m.size)
+                if n > MAX_MEMBERS or total > MAX_EXTRACTED or m.size > MAX_MEMBER:
+                    raise SnapshotError(f"{who} that unpacks to more than {MAX_MEMBERS:,} files, "
+                                        f"{MAX_MEMBER // MiB} MiB in one or {MAX_EXTRACTED // MiB} MiB in all; "
+                                        "not a coremap snapshot")
+                name = m.name
+                parts = name.split("/")
+                if name.startswith("/") or ".." in parts or not (m.isfile() or m.isdir() or m.issym()):
+                    raise SnapshotError(f"{who} holding {name[:60]!r}, which no coremap snapshot holds (an "
+                                        "absolute path, '..', or a device)")
+                if m.issym() and (m.linkname.startswith("/") or not posixpath.normpath(
+                        posixpath.join(posixpath.dirname(name), m.linkname)).startswith(parts[0] + "/")):
+                    raise SnapshotError(f"{who} whose link {name[:60]!r} leaves it")
+                if top is None:
+                    top = parts[0]
+                elif parts[0] != top:
+                    raise SnapshotError(f"{who} with more than one top folder")
+                files += m.isfile()
+                links += m.issym()
+                if m.isfile() and parts[1:] == [SNAPSHOT_META_DIR, "meta.json"] and m.size <= MAX_META:
+                    meta = _meta(tf.extractfile(m).read(MAX_META), who)
+    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
+        raise SnapshotError(f"{who} that is not a gzip'ed tar ({str(e)[:80]})") from None
+    if top is None or top in ("", ".", ".."):
+        raise SnapshotError(f"{who} that is empty")
+    return Tarball(top, files, links, meta)
+
+
+def extract_tarball(f: BinaryIO, dest: Path, who: str) -> Path:
+    """Extract the snapshot tarball in `f` (checked first: check_tarball) into the folder `dest`, with
+    tarfile's "data" filter; the extracted top folder."""
+    top = check_tarball(f, who).top
+    f.seek(0)
+    try:
+        with tarfile.open(fileobj=f, mode="r:gz") as tf:
+            tf.extractall(dest, filter="data")
+    except (tarfile.TarError, EOFError, ValueError) as e:
+        # FilterError (a TarError): what check_tarball let through and the filter did not.
+        raise SnapshotError(f"{who} that cannot be extracted ({str(e)[:80]})") from None
+    return dest / top
+
+
+def _meta(raw: bytes, who: str) -> dict:
+    try:
+        meta = load_json(raw, what=f"{who}: meta.json", limit=MAX_META)
+    except JsonInputError:
+        return {}
+    return meta if isinstance(meta, dict) else {}

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import errno
 import json
 import os
 import posixpath
@@ -39,7 +40,9 @@ from pathlib import Path
 
 import app
 from app.atomic import atomic_writer
-from app.errors import CoremapError
+from app.errors import CoremapError, SysRootReadError
+from app.inputs import open_input
+from app.parse.json_text import JsonInputError, load_json
 from app.store.results import clean_history, clean_journal_rows, clean_probe_result, clean_verification
 from app.sysroot import SysRoot
 
@@ -58,6 +61,7 @@ VERIFY = "verify/"
 MAX_TOTAL_BYTES = 2 * 1024 ** 3
 MAX_MEMBERS = 500_000
 MAX_MEMBER_BYTES = 512 * 1024 ** 2
+MAX_SESSION_BYTES = MAX_TOTAL_BYTES         # the file itself, compressed
 
 _SCREENSHOT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.(png|svg)$")
 _PROBE_MEMBER = re.compile(r"^probes/([0-9]{1,6})\.(json|hlog)$")
@@ -161,6 +165,9 @@ def _symlink_info(name: str, target: str) -> zipfile.ZipInfo:
 def _add_machine(zf: zipfile.ZipFile, folder: Path, contents: list[str]) -> None:
     if not folder.is_dir():
         raise SessionError(f"{folder}: the machine snapshot folder is missing; capture the machine again")
+    # Its files are read as coremap reads a capture (SysRoot: never through a link out of it, regular
+    # files only, each bounded by its kind's limit), and their total bounded as an opened session is.
+    root, total = SysRoot(folder, check=False), 0
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
         dirnames.sort()
         rel_dir = Path(dirpath).relative_to(folder)
@@ -172,7 +179,15 @@ def _add_machine(zf: zipfile.ZipFile, folder: Path, contents: list[str]) -> None
             if full.is_symlink():
                 zf.writestr(_symlink_info(arc, ""), os.readlink(full))
             elif full.is_file():
-                zf.write(full, arc)
+                try:
+                    data = root.read_bytes(full)
+                except SysRootReadError as e:
+                    raise SessionError(f"{e}; a session cannot hold it: remove it from the capture") from None
+                total += len(data)
+                if total > MAX_TOTAL_BYTES:
+                    raise SessionError(f"{folder}: its files hold more than the {MAX_TOTAL_BYTES:,} bytes a "
+                                       "session may; not a machine capture")
+                zf.writestr(zipfile.ZipInfo.from_file(full, arc), data, compress_type=zipfile.ZIP_DEFLATED)
             else:
                 continue  # sockets, fifos: a capture holds none; nothing to keep
             contents.append(arc)
@@ -223,9 +238,9 @@ def _zip_time() -> tuple:
 
 def _host_of(session: Session) -> str:
     if session.machine_dir is not None:
-        meta = Path(session.machine_dir) / ".coremap" / "meta.json"
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            h = json.loads(meta.read_text()).get("host")
+        # Through SysRoot: a capture's meta.json may be a link out of it, a FIFO or /dev/zero.
+        with contextlib.suppress(CoremapError):
+            h = (SysRoot(session.machine_dir, check=False).snapshot_meta() or {}).get("host")
             if h:
                 return str(h)
         return Path(session.machine_dir).name
@@ -244,17 +259,15 @@ def session_from_root(root: SysRoot, *, history: list[dict] | None = None,
     if not root.is_live:
         s.machine_dir = root.root
         return s
-    import tarfile
-    from app.store.capture import take_snapshot
+    from app.store.capture import MAX_TARBALL, extract_tarball, take_snapshot
     tmp = Path(tempfile.mkdtemp(prefix="coremap-capture-"))
     s._cleanup = weakref.finalize(s, shutil.rmtree, str(tmp), True)
-    # `coremap snapshot`'s own capture (a tarball with one top folder), extracted with tarfile's
-    # "data" filter (no absolute paths, no links leaving the folder) into the session's folder.
+    # `coremap snapshot`'s own capture (a tarball with one top folder), read back the one way a
+    # snapshot tarball is (checked, counted, tarfile's "data" filter) into the session's folder.
     res = take_snapshot(tmp / "capture.tar.gz", root, interval=capture_interval, second=capture_interval > 0)
-    with tarfile.open(res.path) as tf:
-        tf.extractall(tmp / "x", filter="data")
+    with open_input(res.path, what="", limit=MAX_TARBALL) as f:
+        s.machine_dir = extract_tarball(f, tmp / "x", str(res.path))
     res.path.unlink()
-    s.machine_dir = tmp / "x" / res.top
     s.host = socket.gethostname()
     return s
 
@@ -265,9 +278,9 @@ def _json_member(path: Path, name: str, data: bytes, clean, what: str, problems:
     """A JSON member as app.store.results' `clean` keeps it, what it left out added to `problems`;
     refused (the file is damaged) when it is not JSON or not `what`."""
     try:
-        obj = json.loads(data)
-    except (ValueError, RecursionError):
-        raise _refuse(path, f"{name} is not JSON (the file is damaged)") from None
+        obj = load_json(data, what=name, limit=MAX_MEMBER_BYTES)
+    except JsonInputError as e:
+        raise _refuse(path, f"{e} (the file is damaged)") from None
     kept, notes = clean(obj, name)
     if kept is None:
         raise _refuse(path, f"{name} is not {what} (the file is damaged)")
@@ -314,9 +327,10 @@ def _read_manifest(path: Path, zf: zipfile.ZipFile) -> dict:
         raise _refuse(path, "is a zip but not a coremap session (it has no manifest.json)",
                       "open a .coremap file saved by coremap (File → Save Session)") from None
     try:
-        manifest = json.loads(raw)
-    except ValueError:
-        raise _refuse(path, "manifest.json is not valid JSON (the file is damaged)") from None
+        manifest = load_json(raw, what=MANIFEST, limit=MAX_MEMBER_BYTES)
+    except JsonInputError as e:
+        raise _refuse(path, f"manifest.json is not valid JSON ({str(e).removeprefix(MANIFEST + ': ')}; the "
+                            "file is damaged)") from None
     if not isinstance(manifest, dict):
         raise _refuse(path, "manifest.json is not a JSON object (the file is damaged)")
     fmt = manifest.get("format")
@@ -337,14 +351,21 @@ def open_session(path: str | os.PathLike) -> Session:
     folder (removed by Session.close() or at exit) and read the rest into memory.
     Raises SessionError, naming the file and what to do, and leaves nothing behind."""
     path = Path(path)
-    if not path.exists():
-        raise SessionError(f"{path}: no such file; check the path")
-    if not path.is_file():
-        raise SessionError(f"{path}: not a file; choose a .coremap session file")
-    with open(path, "rb") as f:
-        head = f.read(4)
     try:
-        zf = zipfile.ZipFile(path)
+        # The one reader (app/inputs.py): a regular file only, never a FIFO or a device, opened
+        # without blocking; zipfile reads it from the descriptor, never the path again.
+        f = open_input(path, what="", limit=MAX_SESSION_BYTES, hint="choose a .coremap session file")
+    except CoremapError as e:
+        raise SessionError(str(e)) from None
+    with f:
+        return _open_zip(path, f)
+
+
+def _open_zip(path: Path, f) -> Session:
+    head = f.read(4)
+    f.seek(0)
+    try:
+        zf = zipfile.ZipFile(f)
     except (zipfile.BadZipFile, NotImplementedError, ValueError, EOFError):
         # NotImplementedError: a damaged "version needed" field; ValueError/EOFError: offsets or
         # names that do not decode. All mean the central directory is not what a zip writer wrote.
@@ -413,9 +434,9 @@ def _jsonl_rows(path: Path, name: str, data: bytes) -> list[dict]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except (ValueError, RecursionError):
-            raise _refuse(path, f"{name} line {n} is not JSON (the file is damaged)") from None
+            row = load_json(line, what=f"{name} line {n}", limit=MAX_MEMBER_BYTES)
+        except JsonInputError as e:
+            raise _refuse(path, f"{e} (the file is damaged)") from None
         if not isinstance(row, dict):
             raise _refuse(path, f"{name} line {n} is not a JSON object (the file is damaged)")
         rows.append(row)
@@ -470,6 +491,33 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
     return s
 
 
+def _write_member(out: str, data: bytes, written: dict) -> None:
+    """One file of the machine: a hard link to an earlier one with the same small content, else
+    written. A capture repeats the same few values thousands of times ("0", "1", "Data"), and a link
+    costs a fifth of a new file on disk: 400,000 members took 40 s of file creation alone. The folder
+    is only ever read (SysRoot refuses writes to a capture)."""
+    same = written.get(data) if len(data) <= _LINKED_MAX else None
+    if same is not None:
+        try:
+            os.link(same, out)
+            return
+        except OSError as e:
+            if e.errno != errno.EMLINK:     # the file system's most links to one file: start another
+                raise
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    if len(data) <= _LINKED_MAX:
+        written[data] = out
+
+
+_LINKED_MAX = 4096
+
+
 def _extract_machine(path: Path, zf: zipfile.ZipFile, members: list, links: dict):
     tmp = Path(tempfile.mkdtemp(prefix="coremap-session-"))   # mode 0700: private to this user
     dest = tmp / "machine"
@@ -478,16 +526,20 @@ def _extract_machine(path: Path, zf: zipfile.ZipFile, members: list, links: dict
         dest.mkdir()
         real_dest = dest.resolve()
         # Regular files first, links last: no file is ever written through a link we created.
+        # Strings, not Paths, and each folder made once: a session may hold 500,000 members.
+        base = str(dest) + "/"
+        made, written = {base.rstrip("/")}, {}
         for zi in members:
             rel = zi.filename[len(MACHINE):]
             if not rel or zi.filename in links:
                 continue
-            out = dest / rel
-            if zi.is_dir():
-                out.mkdir(parents=True, exist_ok=True)
-                continue
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(_read(path, zf, zi))
+            out = base + rel.rstrip("/")
+            folder = out if zi.is_dir() else out.rpartition("/")[0]
+            if folder not in made:
+                os.makedirs(folder, exist_ok=True)
+                made.add(folder)
+            if not zi.is_dir():
+                _write_member(out, b"" if zi.file_size == 0 else _read(path, zf, zi), written)
         for name, target in links.items():
             out = dest / name[len(MACHINE):]
             out.parent.mkdir(parents=True, exist_ok=True)

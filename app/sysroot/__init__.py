@@ -16,7 +16,6 @@ rates can be shown for a machine that is not this one; `later()` returns it.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -24,6 +23,7 @@ import stat
 from pathlib import Path
 
 from app.errors import NotASysRoot, SysRootReadError
+from app.parse.json_text import JsonInputError, load_json
 from app.sysroot.confined import (  # WRITABLE_TEST_ROOTS_ENV: the tests import it from here
     DEFAULT_READ_LIMIT,
     WRITABLE_TEST_ROOTS_ENV,
@@ -164,8 +164,8 @@ class SysRoot(ConfinedRoot):
         if text is None:
             return None
         try:
-            meta = json.loads(text)
-        except (ValueError, RecursionError):
+            meta = load_json(text, what=str(p), limit=1 * MiB)
+        except JsonInputError:
             meta = None
         if not isinstance(meta, dict):
             raise SysRootReadError(p, "not a coremap snapshot description; capture again")

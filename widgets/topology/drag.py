@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QWidget
 
 from app.errors import CoremapError
 from app.parse.cpulist import format_cpulist
+from app.parse.json_text import load_json
 from widgets.topology.items import BOLD_FONT, SELECT_COLOR, CoreBoxItem, CpuCellItem, GroupBoxItem
 
 CPU_MIME = "application/x-coremap-cpu+json"
@@ -28,7 +29,9 @@ DragSource = CpuCellItem | CoreBoxItem | GroupBoxItem | Iterable[int]
 def cpus_from_mime(data: bytes) -> tuple[int, ...]:
     """CPU ids from a CPU_MIME payload {"cpus": [...]}; CoremapError if it is not one."""
     try:
-        d = json.loads(bytes(data).decode("utf-8"))
+        # Any application can drop anything: the one decoder, bounded (a CPU list of the largest
+        # machine is ~400 kB).
+        d = load_json(bytes(data), what=CPU_MIME, limit=1 << 20)
         cpus = d["cpus"]
         if not isinstance(cpus, list) or not all(isinstance(c, int) and c >= 0 for c in cpus):
             raise TypeError
