@@ -297,12 +297,15 @@ def printable(text, *, html: bool = False) -> str:
     """The one way a string from outside (a thread, process, device or host name, a file name of a
     capture, a line from another machine) is shown: control characters (ANSI escapes, newlines that
     would forge a line, carriage returns, BEL) and bidi overrides become \\x.. / \\u.... escapes;
-    everything else is kept as it is. With `html`, the result is also HTML-escaped (quotes included),
-    for reports. Anything not a str is shown as str() of it."""
+    everything else is kept as it is. With `html`, for reports: newlines and tabs are kept (a page
+    cannot forge a terminal line; a probe's text keeps its lines) and the result is HTML-escaped,
+    quotes included. Anything not a str is shown as str() of it."""
     s = text if type(text) is str else str(text)
+    if html:
+        return _html.escape(printable_lines(s), quote=True)
     if not s.isprintable():
         s = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in s)
-    return _html.escape(s, quote=True) if html else s
+    return s
 
 
 def printable_lines(text: str) -> str:

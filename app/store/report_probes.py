@@ -10,15 +10,15 @@ side by side, those figures leading, then their percentiles.
 """
 from __future__ import annotations
 
-import html
-
-from app.format import format_ns
+from app.format import format_ns, printable
 
 PERCENTILE_KEYS = ("p50", "p90", "p99", "p99.9", "max")
 
 
 def escape(x) -> str:
-    return html.escape(str(x), quote=True)
+    """Text in a report, the one way (app/format.py printable): HTML-escaped, and control characters
+    and bidi overrides from a machine's names escaped too (html.escape keeps them)."""
+    return printable(x, html=True)
 
 
 def img_tag(image, alt: str, width: int | None = None) -> str:

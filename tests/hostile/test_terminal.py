@@ -61,3 +61,12 @@ def test_every_printer_escapes_names_from_a_capture(hostile_names, tmp_path, com
         assert not RAW.search(text), (command, RAW.search(text), text[:2000])
         assert not any(line.startswith("FAKE") for line in text.splitlines())
 
+
+
+def test_the_report_escapes_names_for_html(hostile_names, tmp_path):
+    out = tmp_path / "report.html"
+    r = run_cli("report", "--root", hostile_names, "--out", out, timeout=120)
+    assert r.returncode == 0, r.stderr
+    html = out.read_text()
+    assert not RAW.search(html)
+    assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
