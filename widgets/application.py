@@ -44,6 +44,7 @@ from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from widgets.colors import Metric, parse_metric
 from widgets.harness import application
+from widgets.help_menu import add_help
 from widgets.main_window import MainWindow
 from widgets.pictures import RATE_WINDOW, first_state, offscreen, picture_bytes, settle
 from app.quiet.guard import event_line
@@ -54,7 +55,9 @@ from widgets.quiet.controller import QuietController
 from widgets.remote.connect import ConnectController
 from widgets.remote.sampler_thread import RemoteSamplerThread
 from widgets.sampler_thread import SamplerThread
+from widgets.search_bar import SearchBar
 from widgets.session_controller import SessionController
+from widgets.settings import WindowSettings
 
 DEFAULT_SIZE = (1600, 1000)
 
@@ -114,7 +117,7 @@ def run_gui(args) -> int:
             sampler.source = str(session.source)
         if screenshot:
             return _screenshot(sampler, metric, size, interval, Path(screenshot))
-        return _interactive(sampler, metric, size, interval)
+        return _interactive(sampler, metric, size, interval, chosen=_chosen(args))
     finally:
         if session is not None:
             session.close()
@@ -131,7 +134,7 @@ def _run_remote(args, host: HostSpec, metric: Metric, size, interval: float, scr
         remember_host(host)
         if screenshot:
             return _screenshot(sampler, metric, size, interval, Path(screenshot))
-        return _interactive(sampler, metric, size, interval)
+        return _interactive(sampler, metric, size, interval, chosen=_chosen(args))
     finally:
         sampler.close()
 
@@ -159,11 +162,21 @@ def _screenshot(sampler: Sampler, metric: Metric, size, interval: float, out: Pa
     return 0
 
 
-def _interactive(sampler: Sampler | RemoteSampler, metric: Metric, size, interval: float) -> int:
+def _chosen(args) -> dict[str, bool]:
+    """What the command line chose, which wins over what the window remembers (widgets/settings.py)."""
+    return {"metric": getattr(args, "color_by", None) is not None, "geometry": getattr(args, "size", None) is not None}
+
+
+def _interactive(sampler: Sampler | RemoteSampler, metric: Metric, size, interval: float,
+                 chosen: dict[str, bool] | None = None) -> int:
     app = _application()
     thread = _sampler_thread(sampler)
     window = build_window(thread, metric=metric, interval=interval, crash_recovery=True)
     window.resize(*size)
+    chosen = chosen or {}
+    settings = WindowSettings()
+    settings.restore(window, metric=not chosen.get("metric"), geometry=not chosen.get("geometry"))
+    window.closing.connect(lambda: settings.save(window))
     window.show()
     thread.start()
     # Ctrl+C, SIGTERM (systemd, kill) and SIGHUP (the terminal went away) close the window cleanly, so
@@ -228,6 +241,10 @@ def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric 
         file_menu, window, show=lambda sampler: show_machine(window, sampler), status=window.show_message,
         interval=lambda: window.interval_spin.value())
     window.closing.connect(window.connect_controller.close)
+    window.search_bar = SearchBar(window.irq_table, window.thread_table, window.topology_view, lambda: window.state,
+                                  window)
+    window.add_top_bar(window.search_bar)
+    window.help_menu = add_help(window, file_menu, edit_menu)
     _attach_machine(window, sampler_thread.sampler if sampler_thread is not None else None)
     # Freed memory goes back to the system every few ticks, so hours of thread churn leave RSS flat.
     trimmer = MemoryTrimmer()

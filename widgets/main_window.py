@@ -11,9 +11,10 @@ the window it needs.
 from __future__ import annotations
 
 import gc
+import html
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QDockWidget, QLayout, QMainWindow, QVBoxLayout, QWidget
 
@@ -35,7 +36,9 @@ if TYPE_CHECKING:   # only for annotations: the composition root builds and sets
     from widgets.pinning.guard import GuardThread
     from widgets.probe.panel import ProbePanel
     from widgets.quiet.controller import QuietController
+    from widgets.help_menu import HelpMenu
     from widgets.remote.connect import ConnectController
+    from widgets.search_bar import SearchBar
     from widgets.session_controller import SessionController
 
 STATUS_SECONDS = 15.0       # how long a message stays on the status line
@@ -66,6 +69,8 @@ class MainWindow(QMainWindow):
         self.guard_thread: GuardThread | None = None
         self.quiet_controller: QuietController | None = None
         self.connect_controller: ConnectController | None = None
+        self.search_bar: SearchBar | None = None
+        self.help_menu: HelpMenu | None = None
 
         self._build_centre(metric)
         self._build_docks()
@@ -153,6 +158,32 @@ class MainWindow(QMainWindow):
             self.tabifyDockWidget(tab_with, d)
         return d
 
+    def restore_layout(self, state, version: int) -> bool:
+        """Put the docks and the toolbar where a saved `state` (QMainWindow.saveState) had them; then
+        the first show keeps them instead of sizing the docks for a first start."""
+        if not self.restoreState(state, version):
+            return False
+        self._docks_sized = True
+        return True
+
+    def fit_irq_columns(self, narrowest_device: int = 14) -> None:
+        """On a first start, narrow the IRQ table's device column (down to `narrowest_device` digits'
+        width; its tooltip holds the whole name) until every column fits the dock, so its last
+        header, Node, is not cut off at the dock's edge (issue 23). Remembered widths are not
+        touched: restore_layout marks the docks sized before this runs."""
+        view = self.irq_table.view
+        header = view.horizontalHeader()
+        device = 1                     # widgets/tables/irqs.py COL_DEVICE
+        fixed = sum(header.sectionSize(c) for c in range(header.count()) if c not in (device, header.count() - 1))
+        last = header.sectionSizeHint(header.count() - 1)
+        bar = view.verticalScrollBar()
+        # The rows come with the first state, after this: leave room for the scroll bar they bring.
+        width = view.viewport().width() - (0 if bar.isVisible() else bar.sizeHint().width())
+        room = width - fixed - last
+        floor = narrowest_device * view.fontMetrics().horizontalAdvance("0")
+        if room < header.sectionSize(device):
+            header.resizeSection(device, max(floor, room))
+
     def add_top_bar(self, bar: QWidget) -> None:
         """A notice bar (crash recovery, restore pins) above the grid."""
         self.centralWidget().layout().insertWidget(0, bar)
@@ -172,6 +203,7 @@ class MainWindow(QMainWindow):
             self.resizeDocks([self.irq_dock, self.thread_dock], [int(w * 0.42), int(w * 0.58)],
                              Qt.Orientation.Horizontal)
             self.resizeDocks([self.details_dock], [int(w * 0.2)], Qt.Orientation.Horizontal)
+            QTimer.singleShot(0, self.fit_irq_columns)      # once the docks have their new widths
 
     # -- the sampler ------------------------------------------------------------------------------------
     def _connect_sampler(self, t: SamplerThread) -> None:
@@ -240,7 +272,7 @@ class MainWindow(QMainWindow):
         notes = list(state.notes[:1])
         self.status_label.setText("  ·  ".join(notes) if notes else self._selection_text())
         if state.notes:
-            self.status_label.setToolTip("\n".join(state.notes))
+            self.status_label.setToolTip(wrapped_tooltip(state.notes))
         self.state_applied.emit(state)
         return True
 
@@ -323,6 +355,12 @@ class MainWindow(QMainWindow):
             self.sampler_thread.stop()
         self.closing.emit()
         super().closeEvent(event)
+
+
+def wrapped_tooltip(lines) -> str:
+    """Lines as a tooltip Qt word-wraps: rich text is wrapped to a readable width, while a plain line
+    is one line as wide as its text, which a long note ran past the screen's edge (issue 23)."""
+    return "<qt>" + "".join(f"<p>{html.escape(line)}</p>" for line in lines) + "</qt>"
 
 
 def _thread_key(state: MachineState):

@@ -1,5 +1,6 @@
-"""Where coremap keeps what must survive a crash (the pin journal, the autosave) and where it puts
-what the user saves (screenshots, sessions, reports).
+"""Where coremap keeps what must survive a crash (the pin journal, the autosave), what the window
+remembers (its settings, in the XDG config folder) and where it puts what the user saves
+(screenshots, sessions, reports).
 
 State: $COREMAP_STATE_DIR, else $XDG_STATE_HOME/coremap, else ~/.local/state/coremap (the XDG Base
 Directory Specification's "state" data: things that should persist across restarts but are not
@@ -78,6 +79,12 @@ def _user_dirs_value(key: str) -> str | None:
         if eq and name == key and len(value) >= 2 and value[0] == value[-1] == '"':
             return value[1:-1]
     return None
+
+
+def settings_path() -> Path:
+    """The window's settings (widgets/settings.py): $XDG_CONFIG_HOME/coremap/settings.ini, else
+    ~/.config/coremap/settings.ini (the XDG Base Directory Specification's "config" files)."""
+    return _config_home() / "coremap" / "settings.ini"
 
 
 def reports_dir(create: bool = True) -> Path:

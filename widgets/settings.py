@@ -1,0 +1,170 @@
+"""WindowSettings: what the window remembers between runs, in an INI file in the XDG config folder
+(app/store/folders.py, settings_path: ~/.config/coremap/settings.ini), through QSettings (issue 23:
+nothing was remembered).
+
+Remembered: the window's geometry, where its docks and toolbar are (QMainWindow.saveState), the IRQ
+table's and the thread tree's columns (widths, order, hidden ones) and sort (QHeaderView.saveState),
+the metric that colours the grid, and the probe form as last filled in. Saved when the window closes,
+restored once it is built and before it is first shown. What the command line asks for wins over
+what is remembered (`--color-by`, `--size`).
+
+A value that cannot be restored (a file from another version, edited by hand) is skipped: Qt's
+restore* functions refuse bad bytes themselves, and each probe field is set only when its probe,
+option and type still exist.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings
+from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
+
+from app.store.folders import settings_path
+from widgets.colors import UnknownMetric, parse_metric
+
+FORMAT = 1                  # raised when a remembered value changes meaning; older ones are then ignored
+STATE_VERSION = 1           # QMainWindow.saveState's version: dock layouts of another version are refused
+# The probe form's own fields, by attribute of widgets/probe/form.ProbeForm; each probe's options are
+# its editors' field_value / set_field_value (widgets/probe/fields.py).
+_FORM_COMMON = ("probe_combo", "cpu_edit", "unbound_check", "seconds_spin", "policy_combo", "priority_spin",
+                "slack_spin")
+
+
+class WindowSettings:
+    """Saves and restores one MainWindow's settings in `path` (default: settings_path())."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = Path(path) if path is not None else settings_path()
+        self._q = QSettings(str(self.path), QSettings.Format.IniFormat)
+
+    def save(self, window) -> None:
+        q = self._q
+        q.setValue("format", FORMAT)
+        q.setValue("window/geometry", window.saveGeometry())
+        q.setValue("window/state", window.saveState(STATE_VERSION))
+        q.setValue("tables/irqs", window.irq_table.view.horizontalHeader().saveState())
+        q.setValue("tables/threads", window.thread_table.view.header().saveState())
+        q.setValue("grid/metric", window.topology_view.color_metric.key)
+        if window.probe_panel is not None:
+            q.setValue("probes/form", json.dumps(form_values(window.probe_panel.form)))
+        q.sync()
+
+    def restore(self, window, *, metric: bool = True, geometry: bool = True) -> list[str]:
+        """Apply what was saved; `metric` / `geometry` False where the command line chose them.
+        Returns the names of the settings restored (for the tests and the status line)."""
+        q = self._q
+        if _int(q.value("format")) != FORMAT:
+            return []
+        done = []
+        blob = _bytes(q.value("window/geometry"))
+        if geometry and blob is not None and window.restoreGeometry(blob):
+            done.append("geometry")
+        blob = _bytes(q.value("window/state"))
+        if blob is not None and window.restore_layout(blob, STATE_VERSION):
+            done.append("docks")
+        for key, header in (("tables/irqs", window.irq_table.view.horizontalHeader()),
+                            ("tables/threads", window.thread_table.view.header())):
+            blob = _bytes(q.value(key))
+            if blob is not None and header.restoreState(blob):
+                done.append(key)
+        key = q.value("grid/metric")
+        if metric and isinstance(key, str) and key:
+            try:
+                chosen = parse_metric(key)
+            except UnknownMetric:
+                chosen = None           # a metric this coremap does not know
+            if chosen is not None:
+                window.toolbar.show_metric(chosen)
+                window.topology_view.set_metric(chosen)
+                done.append("metric")
+        text = q.value("probes/form")
+        if window.probe_panel is not None and isinstance(text, str):
+            try:
+                values = json.loads(text)
+            except ValueError:
+                values = None
+            if isinstance(values, dict) and set_form_values(window.probe_panel.form, values):
+                done.append("probe form")
+        return done
+
+
+def _int(v) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _bytes(v) -> QByteArray | None:
+    return v if isinstance(v, QByteArray) and not v.isEmpty() else None
+
+
+# -- the probe form ---------------------------------------------------------------------------------
+def _value(w: QWidget):
+    """A field's raw state (the text as typed, not parsed: a half-typed size must not stop the save)."""
+    if isinstance(w, QLineEdit):
+        return w.text()
+    if isinstance(w, QComboBox):
+        return w.currentData()
+    if isinstance(w, QCheckBox):
+        return w.isChecked()
+    if isinstance(w, (QSpinBox, QDoubleSpinBox)):
+        return w.value()
+    if hasattr(w, "field_value"):         # a composite editor (a preset and its number)
+        return w.field_value()
+    return None
+
+
+def _set(w: QWidget, value) -> bool:
+    """Set one field; False (and nothing changed) when `value` is not of the field's kind."""
+    if isinstance(w, QLineEdit):
+        if isinstance(value, str):
+            w.setText(value)
+        return isinstance(value, str)
+    if isinstance(w, QComboBox):
+        i = w.findData(value)
+        if i >= 0:
+            w.setCurrentIndex(i)
+        return i >= 0
+    if isinstance(w, QCheckBox):
+        if isinstance(value, bool) and w.isEnabled():
+            w.setChecked(value)
+        return isinstance(value, bool)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(w, QSpinBox):
+        if value != int(value):
+            return False
+        w.setValue(int(value))
+        return True
+    if isinstance(w, QDoubleSpinBox):
+        w.setValue(float(value))
+        return True
+    if hasattr(w, "set_field_value"):
+        w.set_field_value(value)
+        return True
+    return False
+
+
+def form_values(form) -> dict:
+    """What the probe form holds: its common fields, and every probe's options."""
+    return {"common": {name: _value(getattr(form, name)) for name in _FORM_COMMON if hasattr(form, name)},
+            "options": {probe: {opt: _value(ed) for opt, ed in fields.items()} for probe, fields in form.fields.items()}}
+
+
+def set_form_values(form, values: dict) -> bool:
+    """Fill the form from form_values' dict; a field that is gone or of another kind is left as it is.
+    The probe is set first, so its page is the one shown. True when anything was set."""
+    common = values.get("common") if isinstance(values.get("common"), dict) else {}
+    options = values.get("options") if isinstance(values.get("options"), dict) else {}
+    done = False
+    for probe, fields in options.items():
+        editors = form.fields.get(probe) if isinstance(fields, dict) else None
+        for opt, value in (fields.items() if editors is not None else ()):
+            if opt in editors:
+                done |= _set(editors[opt], value)
+    for name in _FORM_COMMON:             # probe_combo first: it switches the page
+        if name in common and hasattr(form, name) and common[name] is not None:
+            done |= _set(getattr(form, name), common[name])
+    return done
