@@ -166,24 +166,6 @@ class MainWindow(QMainWindow):
         self._docks_sized = True
         return True
 
-    def fit_irq_columns(self, narrowest_device: int = 14) -> None:
-        """On a first start, narrow the IRQ table's device column (down to `narrowest_device` digits'
-        width; its tooltip holds the whole name) until every column fits the dock, so its last
-        header, Node, is not cut off at the dock's edge (issue 23). Remembered widths are not
-        touched: restore_layout marks the docks sized before this runs."""
-        view = self.irq_table.view
-        header = view.horizontalHeader()
-        device = 1                     # widgets/tables/irqs.py COL_DEVICE
-        fixed = sum(header.sectionSize(c) for c in range(header.count()) if c not in (device, header.count() - 1))
-        last = header.sectionSizeHint(header.count() - 1)
-        bar = view.verticalScrollBar()
-        # The rows come with the first state, after this: leave room for the scroll bar they bring.
-        width = view.viewport().width() - (0 if bar.isVisible() else bar.sizeHint().width())
-        room = width - fixed - last
-        floor = narrowest_device * view.fontMetrics().horizontalAdvance("0")
-        if room < header.sectionSize(device):
-            header.resizeSection(device, max(floor, room))
-
     def add_top_bar(self, bar: QWidget) -> None:
         """A notice bar (crash recovery, restore pins) above the grid."""
         self.centralWidget().layout().insertWidget(0, bar)
@@ -203,7 +185,8 @@ class MainWindow(QMainWindow):
             self.resizeDocks([self.irq_dock, self.thread_dock], [int(w * 0.42), int(w * 0.58)],
                              Qt.Orientation.Horizontal)
             self.resizeDocks([self.details_dock], [int(w * 0.2)], Qt.Orientation.Horizontal)
-            QTimer.singleShot(0, self.fit_irq_columns)      # once the docks have their new widths
+            # Once the docks have their new widths.
+            QTimer.singleShot(0, lambda: fit_columns(self.irq_table.view, IRQ_DEVICE_COLUMN))
 
     # -- the sampler ------------------------------------------------------------------------------------
     def _connect_sampler(self, t: SamplerThread) -> None:
@@ -355,6 +338,26 @@ class MainWindow(QMainWindow):
             self.sampler_thread.stop()
         self.closing.emit()
         super().closeEvent(event)
+
+
+IRQ_DEVICE_COLUMN = 1              # widgets/tables/irqs.py COL_DEVICE: the one that gives way
+
+
+def fit_columns(view, narrowed: int, narrowest: int = 14) -> None:
+    """On a first start, narrow column `narrowed` of a table view (down to `narrowest` digits' width;
+    its tooltip holds the whole text) until every column fits the view, so the last header is not cut
+    off at the dock's edge (issue 23: the IRQ table's Node). Remembered widths are not touched:
+    MainWindow.restore_layout marks the docks sized before this would run."""
+    header = view.horizontalHeader()
+    last = header.count() - 1
+    fixed = sum(header.sectionSize(c) for c in range(header.count()) if c not in (narrowed, last))
+    bar = view.verticalScrollBar()
+    # The rows come with the first state, after this: leave room for the scroll bar they bring.
+    width = view.viewport().width() - (0 if bar.isVisible() else bar.sizeHint().width())
+    room = width - fixed - header.sectionSizeHint(last)
+    floor = narrowest * view.fontMetrics().horizontalAdvance("0")
+    if room < header.sectionSize(narrowed):
+        header.resizeSection(narrowed, max(floor, room))
 
 
 def wrapped_tooltip(lines) -> str:
