@@ -133,17 +133,18 @@ static uint64_t tv_ns(struct timeval tv)
 }
 
 PyDoc_STRVAR(touch_pages_doc,
-             "touch_pages(region, offset, length, page, per_page, tsc_hz) -> {pages, ns, cpu_ns, minor_faults, "
-             "major_faults, user_ns, sys_ns, switches, buckets, max_ns}: write one byte per page of the range; "
-             "per_page also times each page into log buckets.");
+             "touch_pages(region, offset, length, page, per_page, tsc_hz, stall_ns=1e6) -> {pages, ns, cpu_ns, "
+             "minor_faults, major_faults, user_ns, sys_ns, switches, buckets, max_ns, stalls, stall_ns}: write one "
+             "byte per page of the range; per_page also times each page into log buckets and counts the pages "
+             "that took stall_ns or more (a huge page's allocation that had to compact memory first).");
 
 static PyObject *py_touch_pages(PyObject *self, PyObject *args)
 {
     PyObject *cap;
     unsigned long long offset, length, page;
     int per_page;
-    double tsc_hz;
-    if (!PyArg_ParseTuple(args, "OKKKpd", &cap, &offset, &length, &page, &per_page, &tsc_hz))
+    double tsc_hz, stall_ns = 1e6;
+    if (!PyArg_ParseTuple(args, "OKKKpd|d", &cap, &offset, &length, &page, &per_page, &tsc_hz, &stall_ns))
         return NULL;
     struct region *g = region_of(cap);
     if (!g)
@@ -159,7 +160,8 @@ static PyObject *py_touch_pages(PyObject *self, PyObject *args)
     lp_clock_init(&clk, tsc_hz);
     struct rusage ru0, ru1;
     struct timespec c0, c1;
-    uint64_t t0, t1, pages = 0, worst = 0;
+    uint64_t t0, t1, pages = 0, worst = 0, stalls = 0, stalled = 0;
+    const uint64_t stall = (uint64_t)(stall_ns / clk.ns_per_tick);
     Py_BEGIN_ALLOW_THREADS
     volatile unsigned char *p = g->base + offset;
     getrusage(RUSAGE_THREAD, &ru0);
@@ -174,6 +176,10 @@ static PyObject *py_touch_pages(PyObject *self, PyObject *args)
             counts[lp_bucket(d)]++;
             if (d > worst)
                 worst = d;
+            if (d >= stall) {
+                stalls++;
+                stalled += d;
+            }
             prev = now;
             pages++;
         }
@@ -197,14 +203,15 @@ static PyObject *py_touch_pages(PyObject *self, PyObject *args)
     } else {
         buckets = PyList_New(0);
     }
-    return Py_BuildValue("{s:K,s:d,s:d,s:K,s:K,s:K,s:K,s:K,s:N,s:d}", "pages", (unsigned long long)pages,
+    return Py_BuildValue("{s:K,s:d,s:d,s:K,s:K,s:K,s:K,s:K,s:N,s:d,s:K,s:d}", "pages", (unsigned long long)pages,
                          "ns", lp_ns(&clk, t1 - t0), "cpu_ns", (double)(lp_timespec_ns(&c1) - lp_timespec_ns(&c0)),
                          "minor_faults", (unsigned long long)(ru1.ru_minflt - ru0.ru_minflt),
                          "major_faults", (unsigned long long)(ru1.ru_majflt - ru0.ru_majflt),
                          "user_ns", (unsigned long long)(tv_ns(ru1.ru_utime) - tv_ns(ru0.ru_utime)),
                          "sys_ns", (unsigned long long)(tv_ns(ru1.ru_stime) - tv_ns(ru0.ru_stime)),
                          "switches", (unsigned long long)(ru1.ru_nvcsw + ru1.ru_nivcsw - ru0.ru_nvcsw - ru0.ru_nivcsw),
-                         "buckets", buckets, "max_ns", lp_ns(&clk, worst));
+                         "buckets", buckets, "max_ns", lp_ns(&clk, worst),
+                         "stalls", (unsigned long long)stalls, "stall_ns", lp_ns(&clk, stalled));
 }
 
 PyDoc_STRVAR(touch_nodes_doc,

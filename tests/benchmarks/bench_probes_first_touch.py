@@ -4,7 +4,10 @@
   the process's minor faults as the kernel counts them for the probe (getrusage at its last line)
       vs perf's minor-faults and page-faults of the whole run                 within 5%
   first-touch minor faults vs pages touched (THP never: one fault per page)     exact
-  first / second touch cost per page, the share in the kernel, huge pages       reported
+  first / second touch cost per page and per GiB, the share in the kernel, huge pages, compaction
+      stalls                                                                   reported
+  `-- java -Xms1g -Xmx1g -version` with -XX:+AlwaysPreTouch: the heap the kernel saw touched at start
+      (extra minor faults x page size) vs -Xms                                 within 10%
 
 Run: `make bench ARGS=probes_first_touch` (linux-perf; 1 GiB free).
 """
@@ -57,7 +60,33 @@ def main() -> None:
               f"second {med([row['second']['ns_per_page'] for row in rows]):.1f} ns/page, ratio "
               f"{med([row['ratio'] for row in rows]):.0f}x (runs: {[round(row['ratio']) for row in rows]}), "
               f"in the kernel {100 * med([row['first']['sys_share'] for row in rows]):.0f}%", flush=True)
+        print(f"first-touch thp {thp}: per GiB first {med([row['first']['ms_per_gib'] for row in rows]):,.0f} ms wall, "
+              f"{med([row['first']['cpu_ms_per_gib'] for row in rows]):,.0f} ms CPU; pre-touched "
+              f"{med([row['second']['ms_per_gib'] for row in rows]):,.1f} ms; compaction stalls "
+              f"{[(row['first'].get('vmstat') or {}).get('compact_stall') for row in rows]}", flush=True)
         print(f"  verdict (last run): {results[-1]['verdict']}", flush=True)
+    jvm()
+
+
+def jvm() -> None:
+    """`first-touch -- java -Xms1g ...`: the heap pre-touched as the kernel counts it (the extra minor
+    faults times the page size) against the -Xms asked for."""
+    import shutil
+    if shutil.which("java") is None:
+        print("java: not installed; the AlwaysPreTouch comparison skipped")
+        return
+    heap = 1 << 30
+    touched, asked = [], []
+    for _ in range(PAIRS):
+        whole_affinity()
+        r = subprocess.run([sys.executable, "-m", "probes", "first-touch", "--cpu", str(CPUS[-1]), "--", "java",
+                            "-Xms1g", "-Xmx1g", "-version"], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": str(HERE.parents[1])})
+        res = summarize([json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")])
+        touched.append(res["pretouched_bytes"] or 0)
+        asked.append(heap)
+    report("AlwaysPreTouch: heap touched at start vs -Xms", touched, asked, 0.9, 1.1)
+    print(f"  verdict (last run): {res['verdict']}", flush=True)
 
 
 if __name__ == "__main__":

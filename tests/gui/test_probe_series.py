@@ -107,6 +107,25 @@ def test_first_touch_from_the_panel(qtbot, panel):
     assert panel.table.rowCount() == 0
 
 
+@pytest.mark.skipif(__import__("shutil").which("java") is None, reason="needs a JVM")
+@pytest.mark.usefixtures("live_machine")
+def test_a_jvm_command_from_the_first_touch_page(qtbot, panel):
+    panel.set_probe("first-touch")
+    panel.set_cpus([CPUS[-1]])
+    panel.form.field("command", "first-touch").setText("java -Xms64m -Xmx64m -version")
+    rec = _run(qtbot, panel)
+    s = rec.summary
+    assert s == first_touch.summarize(rec.lines) and s["mode"] == "command"
+    view = panel.plots.view("first-touch")
+    without, with_ = sorted(s["runs"], key=lambda r: r["pretouch"])
+    # the bars are the two runs' start-up and system times, in seconds
+    wall, system = view.plot.bars
+    assert list(wall.opts["height"]) == [without["wall_ns"] / 1e9, with_["wall_ns"] / 1e9]
+    assert list(system.opts["height"]) == [without["sys_ns"] / 1e9, with_["sys_ns"] / 1e9]
+    assert view.table.cell_texts(1)[:2] == ["with -XX:+AlwaysPreTouch", f"{with_['wall_ns'] / 1e9:.2f} s"]
+    assert view.verdict_label.text() == s["verdict"]
+
+
 @two_cpus
 @pytest.mark.usefixtures("live_machine")
 def test_scaling_from_the_panel(qtbot, panel):
