@@ -24,6 +24,10 @@ Negative scaling: a width whose median throughput is at least 10% below that of 
 (the best of them) is flagged, with the factor by which it is slower. The 10% keeps the noise of a
 shared machine from flagging a width that merely gains nothing.
 
+One CPU: a width's CPUs used is its CPU time over its wall time. A command that keeps under
+ONE_CPU of them at every width of two CPUs or more (a single-threaded program) cannot scale, and the
+verdict says that, instead of calling its 1.0x "scaling".
+
 Neighbours: a width's threads share their CPUs with whatever else runs there, and a busy neighbour
 on one CPU of a 2-CPU width lets its two threads overlap only part of the time. Measured on this
 2-vCPU VM with two busy-looping shells: lock work's 1 -> 2 CPU factor fell from 2.3-2.8 to 1.0-1.2.
@@ -52,6 +56,7 @@ WORKS = RECORD.field("work").values()
 ROUNDS_WORK = 3
 ROUNDS_COMMAND = 1
 NEGATIVE = 1.10            # flagged when a narrower width is this many times faster
+ONE_CPU = 1.2              # CPUs used (CPU time / wall time) under which a width used one CPU at most
 CALIBRATE_NS = 20_000_000  # a calibration run lasts at least this long
 
 
@@ -196,6 +201,7 @@ def summarize(lines) -> dict:
     rows = [_row(r, [l for l in ivs if l.get("run") == i]) for i, r in enumerate(hello_line.get("runs", []))]
     base = next((r["throughput"] for r in rows if r["width"] == 1 and r["pinned"] and r["throughput"]), None)
     for r in rows:
+        r["cpus_used"] = r["cpu_ns"] / r["wall_ns"] if r.get("cpu_ns") is not None and r.get("wall_ns") else None
         r["speedup"] = r["throughput"] / base if base and r["throughput"] else None
         narrower = [x for x in rows if x["pinned"] and x["width"] < r["width"] and x["throughput"]]
         best = max(narrower, key=lambda x: x["throughput"], default=None)
@@ -233,13 +239,31 @@ def _row(r: dict, ivs: list[dict]) -> dict:
     return row
 
 
+def one_cpu(rows: list[dict]) -> float | None:
+    """The most CPUs a run used at any pinned width of two or more, when that stays under ONE_CPU (it
+    never used more than one); None when it used more, or nothing says."""
+    used = [r["cpus_used"] for r in rows if r["pinned"] and r["width"] >= 2 and r.get("cpus_used") is not None]
+    return max(used) if used and max(used) < ONE_CPU else None
+
+
 def verdict(rows: list[dict], what: str) -> str:
-    """The one sentence: the worst negative scaling among the pinned widths and its factor, or how
-    close to ideal the widest got; then what unpinned gave."""
+    """The one sentence: a run that used one CPU at most says so; else the worst negative scaling
+    among the pinned widths and its factor, or how close to ideal the widest got; then what unpinned
+    gave."""
     pinned = [r for r in rows if r["pinned"] and r["speedup"] is not None]
     if not pinned:
         return "nothing was measured"
     flagged = [r for r in pinned if r["flagged"]]
+    single = one_cpu(rows)
+    if single is not None:
+        wide = pinned[-1]
+        text = (f"{what} does not use more than one CPU ({single:.2f} CPUs busy at most, CPU time over wall time, "
+                f"given {wide['width']}): it cannot scale; {wide['label']} give {format_factor(wide['speedup'])} "
+                "of one")
+        if flagged:
+            worst = max(flagged, key=lambda r: r["factor"])
+            text += f", and {worst['label']} ran {format_factor(worst['factor'])} slower than {worst['compared_with']}"
+        return text
     if flagged:
         worst = max(flagged, key=lambda r: r["factor"])
         text = (f"negative scaling: {what} on {worst['label']} runs {format_factor(worst['factor'])} slower than "
@@ -261,12 +285,13 @@ def text_lines(r: dict) -> list[str]:
     lines = [f"{r['title']}" + ("" if command else f": {r['threads']} threads") + f", {r['rounds']} round"
              f"{'s' if r['rounds'] != 1 else ''} in alternated order (medians)",
              f"    {'CPUs':<12}{unit:>10}{'speedup':>9}{'ideal':>7}{'waiting' if not command else 'wall':>9}"
-             f"{'CPU time':>10}{'switches':>10}{'migrations':>12}  flag"]
+             f"{'CPU time':>10}{'CPUs used':>10}{'switches':>10}{'migrations':>12}  flag"]
     for w in r["widths"]:
         fourth = format_ns(w["wall_ns"]) if command else share_text(w.get("wait_share"))
         switches = None if w["voluntary"] is None else w["voluntary"] + (w["involuntary"] or 0)
         flag = f"{format_factor(w['factor'])} slower" if w["flagged"] else ""
         lines.append(f"    {w['label']:<12}{format_compact(w['throughput']):>10}{format_factor(w['speedup']):>9}"
-                     f"{str(w['width']) + 'x':>7}{fourth:>9}{format_ns(w['cpu_ns']):>10}{count_text(switches):>10}"
+                     f"{str(w['width']) + 'x':>7}{fourth:>9}{format_ns(w['cpu_ns']):>10}"
+                     f"{'-' if w.get('cpus_used') is None else format(w['cpus_used'], '.2f'):>10}{count_text(switches):>10}"
                      f"{count_text(w['migrations']):>12}  {flag}")
     return lines

@@ -36,7 +36,8 @@ def test_widths():
     assert [widths(n) for n in (1, 2, 3, 4, 6)] == [[1], [1, 2], [1, 2, 3], [1, 2, 4], [1, 2, 4, 6]]
 
 
-def _lines(throughputs: dict[str, list[float]]) -> list[dict]:
+def _lines(throughputs: dict[str, list[float]], cpus_used=None) -> list[dict]:
+    """A constructed run; `cpus_used` (default: the width: every thread busy) is CPU time over wall."""
     runs = [{"label": "1 CPU", "width": 1, "cpus": [0], "pinned": True},
             {"label": "2 CPUs", "width": 2, "cpus": [0, 1], "pinned": True},
             {"label": "4 CPUs", "width": 4, "cpus": [0, 1, 2, 3], "pinned": True},
@@ -46,7 +47,8 @@ def _lines(throughputs: dict[str, list[float]]) -> list[dict]:
     for i, r in enumerate(runs):
         for rnd, t in enumerate(throughputs[r["label"]]):
             lines.append({"type": "interval", "run": i, "round": rnd, "width": r["width"], "throughput": t,
-                          "wall_ns": 1e9, "cpu_ns": 1e9, "voluntary": 1, "involuntary": 0, "migrations": 0,
+                          "wall_ns": 1e9, "cpu_ns": 1e9 * (cpus_used or r["width"]), "voluntary": 1,
+                          "involuntary": 0, "migrations": 0,
                           "wait_share": 0.5})
     return lines
 
@@ -67,6 +69,36 @@ def test_the_flag_compares_each_width_with_the_best_narrower_one():
     s = summarize(_lines({"1 CPU": [100] * 3, "2 CPUs": [100 / NEGATIVE * 1.01] * 3, "4 CPUs": [400] * 3,
                           "unpinned": [400] * 3}))
     assert not any(w["flagged"] for w in s["widths"]) and s["verdict"].startswith("lock work scales: 4 CPUs give 4.0x")
+
+
+def test_a_run_that_uses_one_cpu_is_not_called_scaling():
+    """Issue 22: a single-threaded command was labelled "scales: 2 CPUs give 1.0x"."""
+    s = summarize(_lines({"1 CPU": [10] * 3, "2 CPUs": [10] * 3, "4 CPUs": [10.1] * 3, "unpinned": [10] * 3},
+                         cpus_used=0.99))
+    assert [w["cpus_used"] for w in s["widths"]] == [0.99] * 4
+    assert s["verdict"] == ("lock work does not use more than one CPU (0.99 CPUs busy at most, CPU time over wall "
+                            "time, given 4): it cannot scale; 4 CPUs give 1.0x of one")
+    # one more than ONE_CPU at any width of two or more: it does use them
+    s = summarize(_lines({"1 CPU": [10] * 3, "2 CPUs": [10] * 3, "4 CPUs": [10] * 3, "unpinned": [10] * 3},
+                         cpus_used=1.5))
+    assert s["verdict"].startswith("lock work scales: 4 CPUs give 1.0x")
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
+@pytest.mark.usefixtures("live_machine")
+def test_a_single_threaded_command_says_so_and_two_processes_do_not():
+    cpus = f"{CPUS[0]},{CPUS[1]}"
+    spin = "i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done"
+    got = {}
+    for name, script in (("one", spin), ("two", f"({spin}) & {spin}; wait")):
+        rc, lines, run = run_to_end("scaling", ["--cpus", cpus, "--", "sh", "-c", script], timeout=120)
+        assert rc == 0, (lines[-1:], run.stderr_lines)
+        got[name] = summarize(lines)
+    one, two = got["one"], got["two"]
+    # the kernel's own CPU time of the command over its wall time: one busy shell, then two
+    assert all(w["cpus_used"] < 1.2 for w in one["widths"])
+    assert one["verdict"].startswith(f"`sh -c {spin}` does not use more than one CPU")
+    assert two["widths"][1]["cpus_used"] > 1.2 and "does not use more than one CPU" not in two["verdict"]
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")

@@ -21,8 +21,8 @@ from widgets.probe.axes import label_axes
 from widgets.probe.result_table import SeriesView
 from widgets.probe.sweep_plot import FLAG_COLOUR, NORMAL_COLOUR
 
-COLUMNS = ("CPUs", "throughput", "speedup", "ideal", "waiting / wall", "CPU time", "switches", "migrations",
-           "negative")
+COLUMNS = ("CPUs", "throughput", "speedup", "ideal", "waiting / wall", "CPU time", "CPUs used", "switches",
+           "migrations", "negative")
 IDEAL_COLOUR = "#7f7f7f"
 UNPINNED_COLOUR = "#009E73"
 
@@ -79,7 +79,8 @@ class ScalingView(SeriesView):
             rows.append([w["label"], format_compact(w["throughput"]) + ("/s" if w["throughput"] else ""),
                          format_factor(w["speedup"]), f"{w['width']}x",
                          format_ns(w["wall_ns"]) if command else _share(w.get("wait_share")),
-                         format_ns(w["cpu_ns"]), _count(switches), _count(w["migrations"]),
+                         format_ns(w["cpu_ns"]), "-" if w.get("cpus_used") is None else f"{w['cpus_used']:.2f}",
+                         _count(switches), _count(w["migrations"]),
                          f"{format_factor(w['factor'])} slower" if w["flagged"] else ""])
             cpus.append(tuple(w["cpus"]) if w["pinned"] else ())
         self.table.set_rows(rows, cpus)
