@@ -55,6 +55,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                                                   "the window (read-only)")
     src.add_argument("--prometheus", metavar="URL", help="with --host INSTANCE: that host from this Prometheus, live "
                                                          "in the window (read-only)")
+    p.add_argument("--pcp-archive", metavar="ARCHIVE", help="replay a pmlogger archive in the window (with --at)")
+    p.add_argument("--at", metavar="TIME", help="replay --session, --pcp-archive or --prometheus --host as of TIME: "
+                                                "seconds from the start (90), from the end (-30), end, or 2026-11-25T13:40")
     p.add_argument("--source-config", metavar="FILE", help="the sources' token and CA files (default "
                                                            "~/.config/coremap/sources.ini)")
     p.add_argument("--version", action="version", version=f"coremap {app.__version__}")
@@ -100,6 +103,10 @@ def _main(argv: list[str]) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "at", None) or getattr(args, "pcp_archive", None):
+            # Imported here: only a replay needs app/sources/replay.py.
+            from app.cli.replay import run_replay
+            return run_replay(args)
         if getattr(args, "pcp", None) or getattr(args, "prometheus", None):
             # Imported here: only a metrics source needs app/sources.
             from app.cli.fleet_sources import run_host_window

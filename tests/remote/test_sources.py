@@ -190,3 +190,31 @@ def test_one_host_from_either_source_opens_in_the_window_read_only(pcp, prom, tm
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     r = coremap("--prometheus", prom.urls["prometheus"], "--host", "no-such-host:9100", "--screenshot", out)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no-such-host:9100" in r.stderr
+
+
+def test_a_pmlogger_archive_and_a_prometheus_range_replay_as_of_a_moment(pcp, prom, tmp_path):
+    from app.sources.replay import PcpArchiveTimeline
+    config = tmp_path / "pmlogger.conf"
+    config.write_text("log mandatory on every 1 second {\n kernel.percpu.interrupts\n kernel.percpu.softirqs\n"
+                      " kernel.percpu.cpu\n}\nlog mandatory on once {\n hinv.map.cpu_node\n hinv.cpu.model_name\n"
+                      " kernel.uname\n}\n")
+    archive = tmp_path / "host"
+    subprocess.run(["pmlogger", "-h", pcp.urls["hosts"][0], "-c", str(config), "-s", "4", "-l",
+                    str(tmp_path / "pmlogger.log"), str(archive)], check=True, timeout=60, capture_output=True)
+    tl = PcpArchiveTimeline(str(archive))
+    assert len(tl.times) >= 3 and tl.wall
+    state = tl.state_at(tl.times[2])
+    assert set(state.topology.online) == set(read_topology(SysRoot("/")).online)
+    assert state.topology.hostname == os.uname().nodename
+    assert state.rates.per_cpu and sum(r.irq_per_s for r in state.rates.per_cpu.values()) > 0
+    assert not state.live
+    out = tmp_path / "archive.png"
+    r = coremap("--pcp-archive", archive, "--at", "2", "--screenshot", out, "--size", "900x600")
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    r = coremap("--prometheus", prom.urls["prometheus"], "--host", prom.urls["here"], "--at", "-2",
+                "--screenshot", out, "--size", "900x600")
+    assert r.returncode == 0, r.stderr
+    assert "prometheus" in r.stdout and prom.urls["here"] in r.stdout
+    r = coremap("--pcp-archive", tmp_path / "none", "--at", "2", "--screenshot", out)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "pmdumplog failed" in r.stderr

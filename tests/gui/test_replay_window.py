@@ -1,0 +1,91 @@
+"""Replay in the window (widgets/fleet/replay.py): a session saved with this machine's real sampled history
+opens with a time slider, and moving it redraws the grid and the IRQ table as of that moment."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from app.sampling.sampler import Sampler
+from app.sources.replay import ReplayError, SessionTimeline, parse_at
+from app.store.session import open_session, save_session, session_from_root
+from app.sysroot import SysRoot
+from widgets.application import build_window
+from widgets.fleet.replay import ReplayBar
+from widgets.session_controller import state_history_tick
+
+
+@pytest.fixture(scope="module")
+def session_file(tmp_path_factory):
+    """A session of this machine with five ticks of history, sampled 0.3 s apart."""
+    sampler = Sampler(SysRoot("/"))
+    history, t0 = [], None
+    for _ in range(6):
+        state = sampler.tick()
+        t0 = state.sample.time if t0 is None else t0
+        tick = state_history_tick(state.sample.time - t0, state)
+        if tick:
+            history.append(tick)
+        time.sleep(0.3)
+    path = tmp_path_factory.mktemp("replay") / "history.coremap"
+    s = session_from_root(SysRoot("/"), history=history)
+    save_session(path, s)
+    s.close()
+    return path
+
+
+def test_at_reads_seconds_from_either_end_and_refuses_a_wall_clock_time_for_a_session(session_file):
+    s = open_session(session_file)
+    try:
+        tl = SessionTimeline(s)
+        assert parse_at("0", tl) == tl.times[0]
+        assert parse_at("end", tl) == tl.times[-1]
+        assert parse_at("-0.5", tl) == pytest.approx(tl.times[-1] - 0.5)
+        with pytest.raises(ReplayError, match="seconds from its start"):
+            parse_at("2026-11-25T13:40:00", tl)
+        with pytest.raises(ReplayError, match="give seconds from the start"):
+            parse_at("yesterday", tl)
+    finally:
+        s.close()
+
+
+def test_the_slider_redraws_the_window_as_of_each_moment(qtbot, session_file):
+    s = open_session(session_file)
+    try:
+        tl = SessionTimeline(s)
+        window = build_window(None)
+        qtbot.addWidget(window)
+        bar = ReplayBar(tl, window)
+        window.addToolBar(bar)
+        window.show()
+        bar.seek(tl.times[0])                      # as the window opens at --at
+        for i in (0, len(tl.times) - 1):
+            bar.slider.setValue(i)                  # as the user drags (no change for the first)
+            tick = tl.ticks[i]
+            want = {int(c): m.get("irq", 0.0) for c, m in tick.get("cpu", {}).items()}
+            qtbot.waitUntil(lambda: window.state is not None and f"tick {i + 1} of" in window.state.notes[0],
+                            timeout=10000)
+            got = {c: r.irq_per_s for c, r in window.state.rates.per_cpu.items()}
+            assert {c: v for c, v in got.items() if v} == {c: v for c, v in want.items() if v}
+            assert window.state.live is False
+        assert bar.label.text().strip().endswith(f"({len(tl.times)} of {len(tl.times)})")
+        bar.stop()
+    finally:
+        s.close()
+
+
+def test_a_session_renders_headless_as_of_a_moment(session_file, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "at.png"
+    env = dict(os.environ, PYTHONPATH=str(repo), QT_QPA_PLATFORM="offscreen")
+    r = subprocess.run([sys.executable, "-m", "app", "--session", str(session_file), "--at", "-0.1", "--screenshot",
+                        str(out), "--size", "900x600"], capture_output=True, text=True, timeout=120, env=env, cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    r = subprocess.run([sys.executable, "-m", "app", "--session", str(session_file), "--at", "noon", "--screenshot",
+                        str(out)], capture_output=True, text=True, timeout=120, env=env, cwd=repo)
+    assert r.returncode == 2 and "--at 'noon'" in r.stderr
