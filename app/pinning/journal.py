@@ -56,7 +56,9 @@ class Journal:
 
     def __init__(self, path: str | os.PathLike, *, readonly: bool = False):
         self.path = Path(path)
-        self.session_id = os.urandom(6).hex()        # not uuid: its import costs every command 3 ms
+        # The writing process and a random part: a batch of a session whose process is gone was cut short
+        # (app/pinning/ledger.py session_alive). Not uuid: its import costs every command 3 ms.
+        self.session_id = f"{os.getpid()}-{os.urandom(4).hex()}"
         self.notes: list[str] = []         # corrupt lines skipped, for the log/status line
         self._entries: dict[int, JournalEntry] = {}
         self._quiet: dict[int, QuietEvent] = {}
@@ -196,7 +198,8 @@ class Journal:
         self._append_locked({"ev": "guard", "time": ev.time, "root": ev.root, "batch": ev.batch, "kind": ev.kind,
                              "target": ev.target_id, "netdev": ev.netdev, "pid": ev.pid, "label": ev.label[:256],
                              "expected": list(ev.expected), "found": list(ev.found), "who": ev.who[:256],
-                             "action": ev.action, "count": ev.count, "message": ev.message[:MAX_TEXT]}, sync=False)
+                             "action": ev.action, "count": ev.count, "message": ev.message[:MAX_TEXT],
+                             "since": ev.since}, sync=False)
         self._guard.append(ev)
 
     def _append_locked(self, obj: dict, sync: bool = True) -> None:

@@ -117,10 +117,11 @@ class GuardEvent:
     label: str
     expected: tuple[int, ...]
     found: tuple[int, ...]
-    who: str                           # "irqbalance (pid 812)", "a cpuset change ...", "another process"
+    who: str                           # "irqbalance (pid 812)", "a cpuset change ...", or that it cannot be told
     action: str                        # GUARD_ACTIONS
     count: int                         # re-applies of this target so far
     message: str = ""
+    since: float = 0.0                 # when it was last seen as set (the change came after); 0: not known
 
     @property
     def key(self) -> tuple[str, str, str | None, int]:
@@ -245,7 +246,8 @@ def guard_from_line(obj: dict) -> GuardEvent:
                       expected=_cpus(obj.get("expected"), "expected", optional=False),
                       found=_cpus(obj.get("found"), "found", optional=False), who=_text(obj.get("who"), "who", 256),
                       action=_choice(obj.get("action"), "action", GUARD_ACTIONS),
-                      count=_int(obj.get("count"), "count", 0, MAX_ID), message=_text(obj.get("message", ""), "message"))
+                      count=_int(obj.get("count"), "count", 0, MAX_ID), message=_text(obj.get("message", ""), "message"),
+                      since=_time(obj.get("since", 0.0)))
 
 
 def mark_fields(obj) -> dict:

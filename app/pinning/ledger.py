@@ -19,6 +19,7 @@ than be placed on it).
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -51,6 +52,29 @@ class Moved:
 
 
 @dataclass(frozen=True)
+class CutShort:
+    """An isolate or include that made fewer writes than it planned, or left one journalled and unmarked:
+    a crash or a kill -9 stopped it. `interrupted` writes may or may not have reached the kernel; each is
+    coremap's own either way."""
+    batch: int
+    action: str
+    cpus: tuple[int, ...]
+    made: int
+    planned: int
+    interrupted: int
+    session: str
+    last: float                      # when its last write was journalled
+
+    def sentence(self) -> str:
+        word = "Make quiet" if self.action == "isolate" else "Give back"
+        s = (f"{word} of {cpus_word(self.cpus)} (#{self.batch}) was cut short: {self.made} of {self.planned} "
+             "writes made")
+        if self.interrupted:
+            s += f", {self.interrupted} interrupted (coremap's own, it may or may not have landed)"
+        return s
+
+
+@dataclass(frozen=True)
 class Ledger:
     """What the journal of one machine adds up to (see the module docstring)."""
     undo: tuple[int, ...] = ()                                   # batch ids, newest last
@@ -64,6 +88,7 @@ class Ledger:
     unrestored: tuple[JournalEntry, ...] = ()
     quiet_events: Mapping[int, QuietEvent] = field(default_factory=dict)
     entries: tuple[JournalEntry, ...] = ()                       # this machine's, oldest first
+    cut_short: tuple[CutShort, ...] = ()                          # isolates and includes a crash stopped
 
     def done_entries(self, batch: int) -> list[JournalEntry]:
         """The entries of `batch` whose write happened, in journal order."""
@@ -115,7 +140,43 @@ def ledger_of(entries: Iterable[JournalEntry], quiet_events: Iterable[QuietEvent
     events = {q.id: q for q in quiet_events if q.root == root_key}
     quiet, moved, pinned = _in_effect(batches, events, undo, original)
     return Ledger(tuple(undo), tuple(redo), {b: tuple(es) for b, es in batches.items()}, original,
-                  tuple(sorted(quiet)), moved, pinned, tuple(unrestored(mine)), events, tuple(mine))
+                  tuple(sorted(quiet)), moved, pinned, tuple(unrestored(mine)), events, tuple(mine),
+                  _cut_short(batches, events))
+
+
+def session_alive(session: str, last: float, *, now: float, quiet_for: float) -> bool:
+    """Whether the session that wrote a batch may still be writing it: its process is alive (a session
+    names its pid: app/pinning/journal.py), or, for a session that names none (older journals, an
+    agent's), its last write is less than `quiet_for` seconds old."""
+    pid, _, rest = session.partition("-")
+    if rest and pid.isascii() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True             # alive, another user's
+        return now - last < 10 * quiet_for
+    return now - last < quiet_for
+
+
+def _cut_short(batches, events: Mapping[int, QuietEvent]) -> tuple[CutShort, ...]:
+    """Quiet batches a crash stopped, unless an undo, a redo, a restore or a later isolate or include of
+    their CPUs has dealt with them since."""
+    dealt = {int(es[0].origin[5:]) for es in batches.values() if es[0].origin.startswith(("undo:", "redo:"))}
+    restores = [b for b, es in batches.items() if es[0].origin == "restore"]
+    out = []
+    for q in events.values():
+        entries = batches.get(q.id, [])
+        if not q.planned or q.id in dealt or any(r > q.id for r in restores):
+            continue
+        if any(later.id > q.id and set(later.cpus) & set(q.cpus) for later in events.values()):
+            continue                # finished by a later isolate of those CPUs, or given back since
+        pending = sum(1 for e in entries if e.state == "pending")
+        if len(entries) < q.planned or pending:
+            out.append(CutShort(q.id, q.action, q.cpus, len(entries), q.planned, pending, q.session,
+                                max((e.time for e in entries), default=q.time)))
+    return tuple(sorted(out, key=lambda c: c.batch))
 
 
 def _stacks(batches: Mapping[int, list[JournalEntry]]) -> tuple[list[int], list[int], dict[int, int]]:

@@ -155,6 +155,14 @@ class AffinityService:
         batches: redoing one writes back what each of its writes found.)"""
         return self._replay_newest("redo", progress)
 
+    def roll_back(self, batch: int, *, progress: Progress | None = None) -> BatchResults:
+        """Put back what batch `batch` wrote, its pending writes too (a crash may have left them made or
+        not: either way the value from before is written), its last write first; journalled as an undo
+        of it, so it leaves the undo stack wherever it stood."""
+        self._check_writable()
+        entries = [e for e in self.ledger().batches.get(batch, ()) if e.state in ("done", "pending")]
+        return self._replay(entries[::-1], f"undo:{batch}", progress)
+
     def restore_all(self, *, progress: Progress | None = None) -> BatchResults:
         """Every changed target back to its first journalled `before`, newest first."""
         self._check_writable()

@@ -22,7 +22,10 @@ Each tick (`Guard.tick()`):
 
 A change made by someone else is reported once per new value: target, what was set -> what is
 there, when, and who if it can be told — irqbalance when it runs and does not ban that IRQ, a cpuset
-change when the thread's cpuset no longer allows what was set, else another process. Before a
+change when the thread's cpuset no longer allows what was set, else that it cannot be told (the
+kernel records no writer of an affinity), with the time window it happened in (after it was last seen
+as set). A write of coremap's own that is under way, or that a crash cut short (a journal record
+without its mark), is never taken for someone else's. Before a
 change counts, the journal is read again: coremap's own writes are journalled before they are made,
 so a pin the window makes while the guard ticks is never taken for someone else's. Per pin (batch)
 the user chooses (a "policy" journal line): re-apply, at most REAPPLY_LIMIT times in REAPPLY_WINDOW_S
@@ -45,6 +48,9 @@ from app.machine.java import COMM_LEN, JavaThreadError, comm_of, java_thread_ids
 from app.pinning.journal import FollowRule, GuardEvent, JournalEntry
 from app.machine.threads import TaskGone, read_task
 
+# Who changed an affinity is not recorded by the kernel: no event names the writer of an IRQ's mask or
+# the caller of sched_setaffinity(2) unless tracing was on when it happened.
+CANNOT_TELL = "someone coremap cannot tell (the kernel does not record who changes an affinity)"
 BUDGET_S = 0.0015            # thread comparisons per tick
 CHUNK = 256                  # threads compared between two looks at the clock
 BACKSTOP_S = 10.0            # list a followed process's threads at least this often
@@ -109,6 +115,9 @@ class Guard:
         self._reapplied: dict[tuple, deque] = {}              # key -> times of recent re-applies
         self._counts: dict[tuple, int] = {}                   # key -> re-applies so far
         self._irqbalance: IrqbalanceStatus | None = None
+        self._in_flight: dict[tuple, set] = {}
+        self._seen: dict[tuple, float] = {}                   # key -> when last found as set (IRQs, masks)
+        self._checked_at: list[float] = []                    # parallel to _tids: when last compared
 
     # -- what is guarded ------------------------------------------------------------------------------
     def refresh(self, force: bool = False) -> bool:
@@ -119,6 +128,11 @@ class Guard:
         self._token = token
         history = self.service.ledger()
         effect = history.in_effect()
+        # Writes journalled and not (yet) marked: coremap's own, under way in another process (an include
+        # in the window while `coremap guard` runs) or cut short by a crash. A target found at either
+        # end of one is coremap's doing, never a change by someone else.
+        self._in_flight = {(e.kind, e.netdev, e.target_id): {e.before, e.requested}
+                           for e in history.entries if e.state == "pending"}
         latest: dict[tuple, tuple[JournalEntry, int]] = {}
         for user_batch, holder in effect.items():
             for e in history.done_entries(holder):
@@ -169,10 +183,15 @@ class Guard:
         self.refresh()
         out = GuardTick(threads=len(self._threads), targets=len(self._others))
         self._irqbalance = None
+        now = self._clock()
         for w in self._others:
             found = self.service.read_affinity(w.target)
-            if found is not None and frozenset(found) != w.expected:
-                self._changed(w, tuple(found), out)
+            if found is None:
+                continue
+            if frozenset(found) != w.expected:
+                self._changed(w, tuple(found), out, self._seen.get(w.target.key, 0.0))
+            else:
+                self._seen[w.target.key] = now
         self._check_threads(out, t0)
         for f in list(self._follows):
             self._follow(f, out)
@@ -191,12 +210,17 @@ class Guard:
         i, checked = self._cursor % n, 0
         gone: list[int] = []
         changed: list[int] = []
+        checked_at, now = self._checked_at, self._clock()
+        since: dict[int, float] = {}
         while checked < n:
             stop = min(n, i + CHUNK, i + n - checked)
             try:
-                changed += [j for j, (t, e) in enumerate(zip(tids[i:stop], exps[i:stop]), i) if getaff(t) != e]
+                run = [j for j, (t, e) in enumerate(zip(tids[i:stop], exps[i:stop]), i) if getaff(t) != e]
             except (ProcessLookupError, PermissionError):
-                changed += self._one_by_one(i, stop, gone)     # a thread of this run exited
+                run = self._one_by_one(i, stop, gone)          # a thread of this run exited
+            since.update((j, checked_at[j]) for j in run)
+            checked_at[i:stop] = [now] * (stop - i)
+            changed += run
             checked += stop - i
             i = stop if stop < n else 0
             if clock() > deadline:
@@ -207,14 +231,14 @@ class Guard:
         found_changed = []
         for j in changed:
             try:
-                found_changed.append((watches[j], tuple(sorted(getaff(tids[j])))))
+                found_changed.append((watches[j], tuple(sorted(getaff(tids[j]))), since.get(j, 0.0)))
             except (ProcessLookupError, PermissionError):
                 gone.append(j)              # exited right after the comparison
         if gone:
             dead = {id(watches[j]) for j in gone}
             self._set_threads([w for w in watches if id(w) not in dead])
-        for w, found in found_changed:
-            self._changed(w, found, out)
+        for w, found, was_set in found_changed:
+            self._changed(w, found, out, was_set)
 
     def _one_by_one(self, i: int, stop: int, gone: list[int]) -> list[int]:
         """Threads i..stop compared one at a time (a run in which one exited), gone ones noted."""
@@ -228,13 +252,15 @@ class Guard:
         return out
 
     def _set_threads(self, threads: list[_Watch]) -> None:
+        old = dict(zip(self._tids, self._checked_at)) if len(self._checked_at) == len(self._tids) else {}
         self._threads = threads
         self._tids = [w.target.id for w in threads]
         self._exps = [w.expected for w in threads]
+        self._checked_at = [old.get(t, 0.0) for t in self._tids]
         self._cursor %= max(1, len(threads))
 
     # -- a change by someone else ---------------------------------------------------------------------
-    def _changed(self, w: _Watch, found: tuple[int, ...], out: GuardTick) -> None:
+    def _changed(self, w: _Watch, found: tuple[int, ...], out: GuardTick, since: float = 0.0) -> None:
         key = w.target.key
         if self.refresh():
             # The journal moved on (a pin in another window, the CLI): judge against what it says now.
@@ -242,6 +268,8 @@ class Guard:
             if fresh is None or frozenset(found) == fresh.expected:
                 return
             w = fresh
+        if tuple(sorted(found)) in {tuple(v) for v in self._in_flight.get(key, ()) if v is not None}:
+            return          # coremap's own write, under way or cut short (a crash): not someone else's
         if w.target.kind == "thread" and not self._same_thread(w):
             # It exited and its tid names another thread now: nothing of ours to guard there.
             self._set_threads([x for x in self._threads if x is not w])
@@ -257,7 +285,7 @@ class Guard:
         ev = GuardEvent(time=self._clock(), root=self.service.root_key, batch=w.batch, kind=w.target.kind,
                         target_id=w.target.id, netdev=w.target.netdev, pid=w.target.pid, label=w.target.label,
                         expected=tuple(sorted(w.expected)), found=found, who=who, action=action,
-                        count=self._counts.get(key, 0), message=message)
+                        count=self._counts.get(key, 0), message=message, since=since)
         try:
             self.service.journal.guard_event(ev)
         except CoremapError:
@@ -317,7 +345,7 @@ class Guard:
             allowed, where = read_cpuset_cpus(self.service.root, t.pid, t.id)
             if allowed is not None and not w.expected <= set(allowed):
                 return f"a cpuset change (cpuset {where} now allows {cpus_word(allowed)})"
-        return "another process"
+        return CANNOT_TELL
 
     # -- new threads of a pinned process ----------------------------------------------------------------
     def _follow(self, f: _Follow, out: GuardTick) -> None:
@@ -371,8 +399,12 @@ def event_line(ev: GuardEvent) -> str:
     """One line for the status line, the Pins panel and `coremap guard`:
     "irq 36 (virtio1-req.0): 1 -> 0-1 at 12:03:04 by irqbalance (pid 812); re-applied (2nd time)"."""
     what = PinTarget(ev.kind, ev.target_id, ev.pid, ev.label, ev.netdev).describe()
-    s = (f"{what}: {format_change(ev.expected, ev.found, ev.kind)} at {time.strftime('%H:%M:%S', time.localtime(ev.time))} "
-         f"by {ev.who}")
+    when = time.strftime('%H:%M:%S', time.localtime(ev.time))
+    if ev.since and ev.since < ev.time:
+        when = f"between {time.strftime('%H:%M:%S', time.localtime(ev.since))} and {when}"
+    else:
+        when = f"by {when}"
+    s = f"{what}: {format_change(ev.expected, ev.found, ev.kind)} {when}, by {ev.who}"
     if ev.action == "reapplied":
         s += f"; re-applied ({_ORDINAL.get(ev.count, f'{ev.count}th')} time)"
     elif ev.action == "reported":

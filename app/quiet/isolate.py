@@ -139,6 +139,14 @@ def apply_preview(service: AffinityService, preview: QuietPreview, *, progress=N
                               progress=progress)
 
 
+def finish(service: AffinityService, cut, *, progress=None) -> tuple[QuietPreview, list[PinResult]]:
+    """Finish an isolate or include a crash cut short (app/pinning/ledger.py CutShort): the same CPUs
+    previewed again (what it already moved is where it should be, so only the rest is in it) and written
+    as a new batch."""
+    preview = preview_isolate(service, cut.cpus) if cut.action == "isolate" else preview_include(service, cut.cpus)
+    return preview, apply_preview(service, preview, progress=progress)
+
+
 def set_quiet(service: AffinityService, cpus, quiet: bool) -> tuple[str, list[PinResult]] | None:
     """Make `cpus` quiet (an isolate) or give them back (an include) unless they already are so;
     (outcome sentence, results) of what was done, None when nothing was needed. Verify toggles the

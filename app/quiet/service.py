@@ -10,7 +10,8 @@ from typing import Protocol, runtime_checkable
 from app.pinning.flow import Progress
 from app.pinning.service import AffinityService
 from app.pinning.targets import PinResult
-from app.quiet.isolate import QuietPreview, apply_preview, preview_include, preview_isolate, set_quiet
+from app.pinning.ledger import CutShort
+from app.quiet.isolate import QuietPreview, apply_preview, finish, preview_include, preview_isolate, set_quiet
 
 ACTIONS = ("isolate", "include")
 
@@ -22,6 +23,8 @@ class QuietService(Protocol):
     def apply(self, preview: QuietPreview, *, progress: Progress | None = None) -> list[PinResult]: ...
 
     def set_quiet(self, cpus, quiet: bool) -> tuple[str, list[PinResult]] | None: ...
+
+    def finish(self, cut: CutShort, *, progress: Progress | None = None) -> tuple[QuietPreview, list[PinResult]]: ...
 
 
 class LocalQuiet:
@@ -40,3 +43,6 @@ class LocalQuiet:
 
     def set_quiet(self, cpus, quiet: bool) -> tuple[str, list[PinResult]] | None:
         return set_quiet(self.pins, cpus, quiet)
+
+    def finish(self, cut: CutShort, *, progress: Progress | None = None) -> tuple[QuietPreview, list[PinResult]]:
+        return finish(self.pins, cut, progress=progress)

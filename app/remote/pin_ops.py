@@ -1,7 +1,8 @@
 """The agent's pin and quiet ops: what RemoteAffinityService and RemoteQuiet ask of the server, answered
 by the server's own AffinityService, journal and LocalQuiet (app/remote/agent.py serves them).
 
-  preflight, pin, undo, redo, restore   the PinService's methods; a batch sends each result as an
+  preflight, pin, undo, redo, restore,  the PinService's methods;
+  roll_back a batch sends each result as an
                                         event as it is made, and stops between two writes when the
                                         client cancels it
   journal                               the journal's view (below)
@@ -51,7 +52,7 @@ class PinOps:
 
     def ops(self) -> dict[str, Callable]:
         return {"preflight": self._preflight, "pin": self._pin, "undo": self._undo, "redo": self._redo,
-                "restore": self._restore, "journal": self._journal, "quiet_preview": self._quiet_preview,
+                "restore": self._restore, "roll_back": self._roll_back, "journal": self._journal, "quiet_preview": self._quiet_preview,
                 "quiet_apply": self._quiet_apply, "quiet_set": self._quiet_set}
 
     # -- pins ---------------------------------------------------------------------------------------------
@@ -79,6 +80,12 @@ class PinOps:
 
     def _restore(self, req) -> dict:
         return self._batch(req, lambda service, progress: service.restore_all(progress=progress))
+
+    def _roll_back(self, req) -> dict:
+        batch = req.param("batch", int)
+        if batch is None or batch < 1:
+            raise CoremapError("roll_back: batch must be a journal batch number")
+        return self._batch(req, lambda service, progress: service.roll_back(batch, progress=progress))
 
     def _batch(self, req, run) -> dict:
         """A batch of writes, each result sent as an event as it is made; the client's cancel stops it

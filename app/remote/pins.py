@@ -148,6 +148,9 @@ class RemoteAffinityService:
     def restore_all(self, *, progress: Progress | None = None) -> BatchResults:
         return self.batch("restore", progress)
 
+    def roll_back(self, batch: int, *, progress: Progress | None = None) -> BatchResults:
+        return self.batch("roll_back", progress, batch=int(batch))
+
     def preflight(self, request: PinRequest) -> list[str]:
         """Why the server would refuse (its own AffinityService.preflight), never waiting on the
         network: a drag asks on every move, so the first ask starts the request and answers [] (let

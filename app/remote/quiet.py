@@ -42,6 +42,11 @@ class RemoteQuiet:
             raise CoremapError(f"{self.pins.sampler.host}: that preview was not made on this connection; preview again")
         return self.pins.batch("quiet_apply", progress, preview=ident)
 
+    def finish(self, cut, *, progress: Progress | None = None) -> tuple[QuietPreview, BatchResults]:
+        """An isolate or include a crash cut short, previewed again on the server and written."""
+        preview = self.preview(cut.action, cut.cpus)
+        return preview, self.apply(preview, progress=progress)
+
     def set_quiet(self, cpus, quiet: bool) -> tuple[str, list[PinResult]] | None:
         reply = self.pins.call("quiet_set", timeout=PIN_TIMEOUT, privileged=self.pins.privileged,
                                cpus=[int(c) for c in cpus], quiet=bool(quiet))

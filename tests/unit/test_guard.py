@@ -1,5 +1,6 @@
 """The pin guard (app/quiet/guard.py): a change made behind coremap's back is reported within two ticks with
-what was set -> what was found, and who (irqbalance, a cpuset change, another process); with re-apply
+what was set -> what was found, between which two looks, and who (irqbalance, a cpuset change, or that
+it cannot be told); coremap's own write under way or cut short is never reported; with re-apply
 on it is written back, rate-limited; a pinned process's new threads get the pin (all 50 within two
 ticks), each journalled, and undo gives them back; a Java thread pinned by name: a new thread of that
 name is pinned, one that only shares its 15-byte comm is not.
@@ -19,7 +20,7 @@ import pytest
 
 from app.pinning.service import AffinityService, PinRequest, PinTarget
 from app.cli.main import main
-from app.quiet.guard import CHUNK, REAPPLY_LIMIT, Guard, event_line
+from app.quiet.guard import CANNOT_TELL, CHUNK, REAPPLY_LIMIT, Guard, event_line
 from app.pinning.journal import Journal
 from app.parse.cpulist import parse_cpulist
 from app.quiet.isolate import apply_preview, preview_isolate
@@ -72,6 +73,40 @@ def _irqbalance_in(root: SysRoot, pid: int = 4242) -> None:
 
 
 # -- on a copy of a real machine -----------------------------------------------------------------------
+def test_coremaps_own_write_under_way_or_cut_short_is_not_someone_elses(tree, service):
+    """A give-back (or any batch) in another process journals each write before making it: the guard
+    sees the new mask before the mark, and must not report it; a crash leaves the record unmarked, and
+    the mask it wrote is still coremap's own."""
+    irq = _spread_irq(tree)
+    path = tree.irq_dir(irq, "smp_affinity_list")
+    [r] = service.apply(PinRequest((PinTarget("irq", irq),), (5,)))
+    guard = Guard(service)
+    assert guard.tick().events == []
+    other = Journal(service.journal.path)           # another coremap: the window's include, a CLI
+    other.record(kind="irq", target_id=irq, before=(5,), requested=tuple(range(12)), root=service.root_key,
+                 origin="include")               # journalled, written, never marked (it was killed)
+    _write_from_another_process(path, "0-11")
+    assert guard.tick().events == []
+    _write_from_another_process(path, "3")          # a value no write of coremap's made
+    [ev] = guard.tick().events
+    assert ev.found == (3,) and ev.who == CANNOT_TELL
+    other.close()
+
+
+def test_a_change_is_placed_between_two_looks(tree, service):
+    irq = _spread_irq(tree)
+    path = tree.irq_dir(irq, "smp_affinity_list")
+    service.apply(PinRequest((PinTarget("irq", irq),), (5,)))
+    now = [1000.0]
+    guard = Guard(service, clock=lambda: now[0])
+    guard.tick()
+    now[0] = 1002.5
+    _write_from_another_process(path, "0-11")
+    [ev] = guard.tick().events
+    assert (ev.since, ev.time) == (1000.0, 1002.5)
+    assert " between " in event_line(ev) and ", by someone coremap cannot tell" in event_line(ev)
+
+
 def test_a_rewritten_irq_is_reported_once_then_reapplied_when_asked(tree, service):
     irq = _spread_irq(tree)
     path = tree.irq_dir(irq, "smp_affinity_list")
@@ -82,7 +117,7 @@ def test_a_rewritten_irq_is_reported_once_then_reapplied_when_asked(tree, servic
     _write_from_another_process(path, "0-11")
     [ev] = guard.tick().events
     assert (ev.kind, ev.target_id, ev.expected, ev.found, ev.action) == ("irq", irq, (5,), tuple(range(12)), "reported")
-    assert ev.who == "another process" and ev.batch == r.journal_id
+    assert ev.who == CANNOT_TELL and ev.batch == r.journal_id
     assert event_line(ev).startswith(f"IRQ {irq}") and "5 -> 0-11" in event_line(ev)
     assert guard.tick().events == []                          # once per change
     assert path.read_text().strip() == "0-11"                 # report only: nothing written

@@ -72,6 +72,7 @@ class PinController(QObject):
         self._retry: PinRequest | None = None
         self._journal_token: tuple | None = None
         self._helper: HelperClient | None = None
+        self._partial: frozenset[int] = frozenset()
         self._build_actions(menu)
         self._build_widgets()
         self.sources = PinSources(grid, self.request, self.show_message, self)
@@ -245,7 +246,7 @@ class PinController(QObject):
         events = [g for g in s.journal.guard_events() if g.root == s.root_key]
         self.journal_widget.set_entries(list(ledger.entries), events, s.journal.policies(), ledger.in_effect().keys())
         self._enable_history()
-        self._set_quiet(ledger.quiet_cpus)
+        self._set_quiet(ledger.quiet_cpus, [c for cut in ledger.cut_short for c in cut.cpus])
 
     def _enable_history(self) -> None:
         """Undo, redo and restore as the ledger allows, and never while a batch runs (they would queue
@@ -260,9 +261,10 @@ class PinController(QObject):
     def _on_worker_busy_changed(self, busy: bool) -> None:
         self._enable_history()
 
-    def _set_quiet(self, cpus: tuple[int, ...]) -> None:
-        if tuple(cpus) != self.grid.quiet_cpus:
-            self.grid.set_quiet_cpus(cpus)
+    def _set_quiet(self, cpus: tuple[int, ...], partial=()) -> None:
+        if (tuple(cpus), frozenset(partial)) != (self.grid.quiet_cpus, self._partial):
+            self._partial = frozenset(partial)
+            self.grid.set_quiet_cpus(cpus, partial)
             self.quiet_changed.emit(tuple(cpus))
 
     def _on_journal_widget_policy_requested(self, batch: int, reapply: bool) -> None:

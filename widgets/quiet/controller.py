@@ -10,6 +10,7 @@ The outcome goes on the result line: how many targets moved, how many could not,
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
@@ -17,6 +18,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu
 
 from app.pinning.api import PinService
+from app.pinning.ledger import session_alive
 from app.errors import CoremapError
 from app.format import cpus_word, format_rate, format_ratio
 from app.pinning.helper import HelperClient
@@ -27,12 +29,14 @@ from app.quiet.service import QuietService
 from app.sampling.machine_state import MachineState
 from probes.trace import unavailable_reason
 from widgets.pinning.controller import PinController
+from widgets.quiet.cut_short import CutShortBar
 from widgets.quiet.plan_dialog import IrqbalanceFixDialog, PlanDialog
 from widgets.quiet.preview_dialog import QuietPreviewDialog
 from widgets.quiet.verify import VerifyRunner
 from widgets.topology.view import TopologyView
 
 VERIFY_SECONDS = 5.0
+CUT_SHORT_AFTER_S = 30.0       # another run's batch with no write for this long is not under way
 VERIFY_PAIRS = 2
 
 
@@ -54,6 +58,7 @@ class QuietController(QObject):
         self.pins = pins
         self._quiet_for = quiet_for
         self._quiet: tuple[PinService, QuietService | None] | None = None
+        self._cut_offered: int | None = None
         self._status = status
         self._add_run = add_run
         self._topology: Topology | None = None
@@ -69,6 +74,9 @@ class QuietController(QObject):
         self.runner.finished.connect(self._on_runner_finished)
         self.runner.failed.connect(self._on_runner_failed)
         self._build_actions(menu)
+        self.cut_short_bar = CutShortBar()
+        self.cut_short_bar.finish_clicked.connect(self._on_cut_short_bar_finish_clicked)
+        self.cut_short_bar.roll_back_clicked.connect(self._on_cut_short_bar_roll_back_clicked)
         state_applied.connect(self._on_state_applied)
 
     def _build_actions(self, menu: QMenu) -> None:
@@ -99,6 +107,40 @@ class QuietController(QObject):
         self._topology = state.topology
         self._live = bool(state.live)
         self._source = "" if state.host else state.source
+        self._offer_cut_short()
+
+    # -- a batch a crash cut short ----------------------------------------------------------------------
+    def _offer_cut_short(self) -> None:
+        """Offer to finish or roll back an isolate or include that stopped early: one of another run whose
+        process is gone (or, naming none, whose last write is CUT_SHORT_AFTER_S old), or this window's own,
+        cancelled."""
+        pins = self.pins.service
+        if pins is None or self.pins.worker.busy:
+            return
+        now = time.time()
+        mine = pins.journal.session_id
+        cuts = [c for c in pins.ledger().cut_short
+                if c.session == mine or not session_alive(c.session, c.last, now=now, quiet_for=CUT_SHORT_AFTER_S)]
+        cut = cuts[-1] if cuts else None
+        if cut is None:
+            self._cut_offered = None
+            self.cut_short_bar.offer(None)
+        elif cut.batch != self._cut_offered:        # once per batch: a dismissed bar stays dismissed
+            self._cut_offered = cut.batch
+            self.cut_short_bar.offer(cut)
+
+    def _on_cut_short_bar_finish_clicked(self, cut) -> None:
+        service = self._service()
+        if service is None or cut is None:
+            return
+        self.cut_short_bar.hide()
+        self.pins.run(f"finish {cut.action} #{cut.batch}", lambda _pins, p: service.finish(cut, progress=p)[1])
+
+    def _on_cut_short_bar_roll_back_clicked(self, cut) -> None:
+        if cut is None:
+            return
+        self.cut_short_bar.hide()
+        self.pins.run(f"roll back #{cut.batch}", lambda pins, p: pins.roll_back(cut.batch, progress=p))
 
     def _chosen(self, *, quiet_only: bool = False) -> tuple[int, ...]:
         """The selected CPUs; with `quiet_only`, those of them that are quiet (all quiet CPUs when

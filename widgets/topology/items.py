@@ -81,7 +81,8 @@ class CpuCellItem(QGraphicsItem):
         self.online = cpu.online if cpu is not None else True
         self.isolated = cpu.isolated if cpu is not None else False
         self.nohz_full = cpu.nohz_full if cpu is not None else False
-        self.quiet = False                 # made quiet by an isolate in effect (app/quiet/ledger.py)
+        self.quiet = False                 # made quiet by an isolate in effect (app/pinning/ledger.py)
+        self.partial = False               # ... by one a crash cut short (badged "partial")
         self.color_index: int | None = None
         self.figure = ""
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, self.online)
@@ -104,9 +105,9 @@ class CpuCellItem(QGraphicsItem):
         self.update()
         return True
 
-    def set_quiet(self, quiet: bool) -> None:
-        if quiet != self.quiet:
-            self.quiet = quiet
+    def set_quiet(self, quiet: bool, partial: bool = False) -> None:
+        if (quiet, partial) != (self.quiet, self.partial):
+            self.quiet, self.partial = quiet, partial
             self.update()
 
     def paint(self, painter: QPainter, option, widget=None) -> None:
@@ -175,7 +176,7 @@ class CpuCellItem(QGraphicsItem):
             painter.setFont(SMALL_FONT)
             badges = []
             if self.quiet:
-                badges.append(("quiet", QUIET_COLOR))
+                badges.append(("partial" if self.partial else "quiet", QUIET_COLOR))
             if self.isolated:
                 badges.append(("iso", ISO_COLOR))
             if self.nohz_full:

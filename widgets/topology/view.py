@@ -51,6 +51,7 @@ class TopologyView(CpuGestureView):
         self._topology: Topology | None = None
         self._state: MachineState | None = None
         self._quiet: frozenset[int] = frozenset()
+        self._partial: frozenset[int] = frozenset()
         self._cores: list[CoreBoxItem] = []
         self._groups: dict[tuple[str, object], GroupBoxItem] = {}
         self._root: LayoutNode | None = None
@@ -99,11 +100,12 @@ class TopologyView(CpuGestureView):
         return self._scale
 
     # -- model in -----------------------------------------------------------------------------------------
-    def set_quiet_cpus(self, cpus) -> None:
-        """Mark the CPUs an isolate in effect made quiet (kept across a rebuilt scene)."""
-        self._quiet = frozenset(cpus)
+    def set_quiet_cpus(self, cpus, partial=()) -> None:
+        """Mark the CPUs an isolate in effect made quiet (kept across a rebuilt scene); `partial`: those
+        of an isolate a crash cut short, badged "partial" until it is finished or rolled back."""
+        self._quiet, self._partial = frozenset(cpus), frozenset(partial)
         for cpu, cell in self._cells.items():
-            cell.set_quiet(cpu in self._quiet)
+            cell.set_quiet(cpu in self._quiet, cpu in self._partial)
 
     @property
     def quiet_cpus(self) -> tuple[int, ...]:
@@ -188,6 +190,7 @@ class TopologyView(CpuGestureView):
                 for cpu in n.threads:
                     self._cells[cpu] = CpuCellItem(cpu, cpus.get(cpu), item)
                     self._cells[cpu].quiet = cpu in self._quiet
+                    self._cells[cpu].partial = cpu in self._partial
             else:
                 item = GroupBoxItem(n.kind, n.gid, n.label, n.cpus, parent_item)
                 self._groups.setdefault((n.kind, n.gid), item)
