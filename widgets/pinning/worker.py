@@ -123,7 +123,17 @@ class PinWorker(QObject):
                 if callback is not None and not stale:
                     callback(value)
                 if not self._jobs:
+                    self._park()
                     self.busy_changed.emit(False)
+
+    def _park(self) -> None:
+        """End the worker thread once every job has reported: a window or controller collected while
+        it sat idle must not take a running QThread with it ("QThread: Destroyed while thread is still
+        running" aborts the process). The runner has nothing left but to return to its event loop, so
+        the wait is microseconds; the next submit starts the thread again (~0.1 ms)."""
+        if self._thread.isRunning():
+            self._thread.quit()
+            self._thread.wait(5000)
 
 
 class _Runner(QObject):
