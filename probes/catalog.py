@@ -46,7 +46,9 @@ class Field:
     a None value is "not given". `unless`: not given when that option is (scaling's work and threads,
     when it runs a command). `unavailable()` says why the field cannot be used here (None: it can).
     `tag(value)` is how the value shows in a run's label ("" for nothing); it is given the default
-    when the value is not given. `in_form`: False for an option only the CLI offers."""
+    when the value is not given. `asks()` says what using it asks of the user here (the helper's
+    authorisation) or None: a flag that asks starts unticked. `in_form`: False for an option only the
+    CLI offers."""
     option: str
     label: str
     kind: str
@@ -65,6 +67,7 @@ class Field:
     unless: str = ""
     tag: Callable[[Any], str] | None = None
     unavailable: Callable[[], str | None] | None = None
+    asks: Callable[[], str | None] | None = None     # what using it asks of the user (authorisation)
     in_form: bool = True
 
     def values(self) -> tuple:
@@ -160,8 +163,13 @@ def _command_tag(value) -> str:
 
 def _attribution_unavailable() -> str | None:
     # imported here: the tracer reads tracefs, which only the form's box needs to know about
-    from probes.trace import unavailable_reason
-    return unavailable_reason()
+    from probes.trace import attribution_unavailable
+    return attribution_unavailable()
+
+
+def _attribution_asks() -> str | None:
+    from probes.trace import helper_sentence
+    return helper_sentence()
 
 
 def _sweep_steps(spec) -> int:
@@ -188,7 +196,7 @@ JITTER = ProbeRecord(
         Field("attribute", "attribute gaps (tracefs)", "flag",
               "record interrupts, softirqs, NMIs and task switches on the probed CPU while it runs and say "
               "what ran during each large gap (root, tracefs); tracing adds a little work to every interrupt "
-              "on that CPU", default=True, unavailable=_attribution_unavailable),
+              "on that CPU", default=True, unavailable=_attribution_unavailable, asks=_attribution_asks),
     ))
 
 WAKEUP = ProbeRecord(

@@ -19,37 +19,27 @@ vCPU, or anything else the kernel cannot see. The share of a gap no event covers
 
 This is the method of rtla/osnoise (kernel/trace/trace_osnoise.c) done from user space around
 coremap's own loop; the osnoise tracer is not used because it measures with its own kernel
-thread, not the probe the user chose. Needs root (tracefs is root-only) and a kernel with these
-events; otherwise `TraceUnavailable` says what is missing and the run goes on unattributed.
+thread, not the probe the user chose. Needs root (tracefs is root-only): a user who is not gets it
+through coremap-helper's one tracing request (start, read, stop on the probe's CPU: app/pinning/
+trace_op.py), which asks for authorisation; without either, or without these events,
+`TraceUnavailable` says what is missing and the run goes on unattributed.
 
 Text output prints `mono` timestamps in microseconds (kernel/trace/trace_output.c,
 trace_print_time), so gap and event edges are compared with TOLERANCE_NS of slack.
 """
 from __future__ import annotations
 
-import errno
 import os
 import re
-import time
+import shutil
 from dataclasses import dataclass, field
 
 from app.errors import CoremapError
+from app.machine import tracefs
 from app.sysroot import SysRoot
 
-INSTANCE_PREFIX = "coremap-"
 TOLERANCE_NS = 2_000
-EVENTS = ("irq/irq_handler_entry", "irq/irq_handler_exit", "irq/softirq_entry", "irq/softirq_exit",
-          "nmi/nmi_handler", "sched/sched_switch")
 HARDWARE = "hardware / hypervisor"
-# per-CPU buffer: what one busy CPU writes in a second with room to spare (an idle CPU writes
-# ~15 KB/s of these events, a CPU taking a NIC's interrupts a few MB/s), capped so a long run
-# cannot take a large share of memory; if it still wraps, early gaps are reported "not traced"
-BUFFER_KB_PER_S = 1024
-BUFFER_KB_MIN, BUFFER_KB_MAX = 2048, 65536
-
-
-class TraceUnavailable(CoremapError):
-    """Tracing cannot run here (not root, tracefs not mounted, events missing)."""
 
 
 @dataclass(frozen=True)
@@ -259,119 +249,91 @@ def summarize_causes(attributed: list[dict]) -> list[dict]:
 
 
 # -- the tracefs instance ------------------------------------------------------------------------------
+# Started, read and removed by app/machine/tracefs.py, which coremap-helper shares (issue 22: a user
+# who is not root gets attribution through the helper's one tracing request, app/pinning/trace_op.py).
+INSTANCE_PREFIX = tracefs.INSTANCE_PREFIX
+EVENTS = tracefs.EVENTS
+TraceUnavailable = tracefs.TraceUnavailable
+parse_stats = tracefs.parse_stats
+
+
 def unavailable_reason(root: SysRoot | None = None) -> str | None:
-    """Why attribution cannot run here, or None when it can (a cheap check for the UI)."""
-    root = root or SysRoot("/")
-    t = root.tracefs()
-    if t.is_dir() and not os.access(t, os.R_OK | os.X_OK):
-        # tracefs is mode 700 (Documentation/trace/ftrace.rst): a user cannot look inside at all
-        return f"attributing gaps needs root: {t} is readable by root only"
-    if not (t / "events").exists():
-        return ("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing) "
-                "or this kernel has no tracing; gaps cannot be attributed")
-    if not os.access(t / "instances", os.W_OK):
-        return f"attributing gaps needs root: {t} is writable by root only"
-    missing = [e for e in EVENTS if not (t / "events" / e).exists()]
-    if missing:
-        return f"this kernel has no trace events {', '.join(missing)}; gaps cannot be attributed"
-    return None
+    """Why this process cannot trace by itself, or None when it can (a cheap check for the UI)."""
+    return tracefs.unavailable_reason(root or SysRoot("/"))
 
 
 def remove_stale(root: SysRoot | None = None) -> list[str]:
-    """Remove coremap instances whose probe process is gone (killed before it could clean up), so
-    an abandoned instance does not go on tracing a CPU. Returns the names removed."""
-    root = root or SysRoot("/")
-    gone = []
-    for name in root.listdir(root.tracefs("instances")):
-        if not name.startswith(INSTANCE_PREFIX):
-            continue
-        pid = name[len(INSTANCE_PREFIX):]
-        if pid.isdigit() and not root.proc(pid).exists():
-            try:
-                os.rmdir(root.tracefs("instances", name))
-                gone.append(name)
-            except OSError as e:
-                # EBUSY: a reader still holds its trace_pipe open; ENOENT: another coremap removed it
-                if e.errno not in (errno.EBUSY, errno.ENOENT):
-                    raise
-    return gone
+    """Remove coremap instances whose process is gone (killed before it could clean up)."""
+    return tracefs.remove_stale(root or SysRoot("/"))
+
+
+def helper_sentence(root: SysRoot | None = None) -> str | None:
+    """Where this process may not trace but coremap-helper may for it (not root, tracefs root-only,
+    pkexec or sudo there to start the helper): what attributing gaps will do; else None."""
+    why = unavailable_reason(root)
+    if why is None or os.geteuid() == 0 or "needs root" not in why:
+        return None
+    from app.pinning.helper import default_command
+    if shutil.which(default_command()[0]) is None:
+        return None
+    return ("tracing needs root: coremap-helper starts it on the probed CPU and reads it back "
+            "(it asks for authorisation once a session)")
+
+
+def attribution_unavailable(root: SysRoot | None = None) -> str | None:
+    """Why gaps cannot be attributed at all here (by this process or through the helper), or None."""
+    why = unavailable_reason(root)
+    return None if why is None or helper_sentence(root) is not None else why
 
 
 class TraceSession:
-    """A private tracefs instance recording EVENTS on one CPU. Use as a context manager:
+    """The probed CPU recorded while a jitter run samples: by this process where it may trace, else
+    through coremap-helper (HelperClient.trace). `started_ns` is when recording began (CLOCK_MONOTONIC,
+    the clock of the probe's gap times); `stop()` gives (the CPU's trace text, its stats); `close()`
+    removes the instance. TraceUnavailable says why it cannot trace. Use as a context manager too."""
 
-        with TraceSession(cpu, seconds) as ts:
-            ...measure...
-            text, stats = ts.stop()
-    """
-
-    def __init__(self, cpu: int, seconds: float, root: SysRoot | None = None):
+    def __init__(self, cpu: int, seconds: float, root: SysRoot | None = None, helper=None):
         self.root = root or SysRoot("/")
-        why = unavailable_reason(self.root)
-        if why:
-            raise TraceUnavailable(why)
-        remove_stale(self.root)
         self.cpu = cpu
-        self.name = f"{INSTANCE_PREFIX}{os.getpid()}"
-        self.dir = self.root.tracefs("instances", self.name)
-        self.started_ns: int | None = None
-        self.vectors: list[str] = []
-        try:
-            os.mkdir(self.dir)
-        except FileExistsError:
-            pass   # this very process made it before (a second run in one process): reuse it
-        except OSError as e:
-            raise TraceUnavailable(f"cannot create the trace instance {self.dir}: {os.strerror(e.errno)}") from None
-        try:
-            self._setup(seconds)
-        except OSError as e:
-            self.close()
-            raise TraceUnavailable(f"cannot set up tracing in {self.dir}: {e}") from None
+        self._kb = tracefs.buffer_kb(seconds)
+        self._own: tracefs.TraceInstance | None = None
+        self._helper = None
+        why = unavailable_reason(self.root)
+        if why is None:
+            self._own = tracefs.TraceInstance(self.root, (cpu,), self._kb)
+            self.started_ns = self._own.started_ns
+            return
+        if helper is None and helper_sentence(self.root) is None:
+            raise TraceUnavailable(why)
+        from app.pinning.helper import HelperClient
+        self._helper = helper or HelperClient()
+        self.started_ns = int(self._call("start")["started_ns"])
 
-    def _write(self, rel: str, value: str) -> None:
-        fd = os.open(self.dir / rel, os.O_WRONLY | os.O_TRUNC)
+    def _call(self, action: str) -> dict:
+        from app.pinning.refusals import PinWriteError
         try:
-            os.write(fd, value.encode())
-        finally:
-            os.close(fd)
-
-    def _setup(self, seconds: float) -> None:
-        from app.parse.cpulist import format_cpumask
-        self._write("tracing_on", "0")
-        self._write("trace_clock", "mono")
-        # every CPU's buffer small, then the probed CPU's sized for the run
-        self._write("buffer_size_kb", "64")
-        kb = int(min(BUFFER_KB_MAX, max(BUFFER_KB_MIN, seconds * BUFFER_KB_PER_S)))
-        self._write(f"per_cpu/cpu{self.cpu}/buffer_size_kb", str(kb))
-        self._write("tracing_cpumask", format_cpumask([self.cpu]))
-        events = list(EVENTS)
-        vec_dir = self.dir / "events" / "irq_vectors"
-        if vec_dir.exists():
-            self.vectors = sorted(n for n in self.root.listdir(vec_dir)
-                                  if n.endswith(("_entry", "_exit")))
-            events += [f"irq_vectors/{n}" for n in self.vectors]
-        for e in events:
-            self._write(f"events/{e}/enable", "1")
-        self._write("trace", "")          # O_TRUNC of `trace` clears the buffer
-        self.started_ns = time.monotonic_ns()
-        self._write("tracing_on", "1")
+            return self._helper.trace(action, (self.cpu,), self._kb)
+        except (CoremapError, PinWriteError, OSError) as e:
+            # refused, not started (authorisation refused), or a kernel error the helper passed on
+            raise TraceUnavailable(f"tracing through coremap-helper: {e}") from None
 
     def stop(self) -> tuple[str, dict]:
-        """Stop recording; return (trace text of the probed CPU, its stats as a dict)."""
-        self._write("tracing_on", "0")
-        text = self.root.read(self.dir / "per_cpu" / f"cpu{self.cpu}" / "trace")
-        stats = parse_stats(self.root.read(self.dir / "per_cpu" / f"cpu{self.cpu}" / "stats"))
-        return text, stats
+        """Stop recording; (trace text of the probed CPU, its stats as a dict)."""
+        if self._own is not None:
+            return self._own.stop()[self.cpu]
+        got = self._call("read")["traces"][str(self.cpu)]
+        return got["text"], got["stats"]
 
     def close(self) -> None:
-        try:
-            self._write("tracing_on", "0")
-        except OSError:
-            pass   # the instance never got that far; rmdir below still removes what exists
-        try:
-            os.rmdir(self.dir)
-        except FileNotFoundError:
-            pass   # already gone (remove_stale of another coremap, or close() called twice)
+        if self._own is not None:
+            self._own.close()
+        elif self._helper is not None:
+            try:
+                self._call("stop")
+            except TraceUnavailable:
+                pass   # the helper is gone: its instance goes with the next run's remove_stale
+            self._helper.close()
+            self._helper = None
 
     def __enter__(self):
         return self
@@ -379,22 +341,6 @@ class TraceSession:
     def __exit__(self, *exc):
         self.close()
         return False
-
-
-def parse_stats(text: str) -> dict:
-    """per_cpu/cpuN/stats: "entries: 1505", "overrun: 0", "oldest event ts:  8683.178894", ..."""
-    out: dict = {}
-    for line in text.splitlines():
-        k, sep, v = line.partition(":")
-        if not sep:
-            continue
-        k, v = k.strip().replace(" ", "_"), v.strip()
-        if re.fullmatch(r"\d+\.\d{6}", v):
-            s, us = v.split(".")
-            out[k + "_ns"] = int(s) * 1_000_000_000 + int(us) * 1_000
-        elif v.isdigit():
-            out[k] = int(v)
-    return out
 
 
 DETAIL_GAPS = 64

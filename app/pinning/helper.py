@@ -27,14 +27,15 @@ import sys
 from pathlib import Path
 
 from app.parse.cpulist import format_cpulist
-from app.pinning import helper_ops
+from app.pinning import helper_ops, trace_op
 from app.pinning.helper_ops import Refused
 from app.pinning.refusals import PinWriteError
 from app.sysroot import SysRoot
 
 VERSION = 2             # new ops only add to the protocol: an older helper refuses them as unknown
 MAX_LINE = 4096
-OPS = {"hello": {"op"}, **{op: keys for op, (keys, _) in helper_ops.OPS.items()}}
+HANDLERS = {**helper_ops.OPS, **trace_op.OPS}      # trace_op: gap attribution's tracing (issue 22)
+OPS = {"hello": {"op"}, **{op: keys for op, (keys, _) in HANDLERS.items()}}
 
 
 class Helper:
@@ -71,7 +72,7 @@ class Helper:
                 ([f"unknown keys {extra}"] if extra else []) + ([f"missing keys {missing}"] if missing else [])))
         if op == "hello":
             return {"ok": True, "version": VERSION}
-        return helper_ops.OPS[op][1](self.root, req)
+        return HANDLERS[op][1](self.root, req)
 
 
 def serve(root: SysRoot, stdin, stdout) -> None:
@@ -181,6 +182,14 @@ class HelperClient:
         reply = self.request({"op": "irqbalance_ban_cpus", "cpus": format_cpulist(cpus)})
         self._check(reply)
         return str(reply.get("path", ""))
+
+    def trace(self, action: str, cpus, buffer_kb: int) -> dict:
+        """Start, read or stop the tracing of gap attribution on `cpus` (app/pinning/trace_op.py); the
+        reply (read: each CPU's trace text and stats). PinWriteError when the helper refuses."""
+        reply = self.request({"op": "trace", "action": action, "cpus": format_cpulist(cpus),
+                              "buffer_kb": int(buffer_kb)})
+        self._check(reply)
+        return reply
 
     def _check(self, reply: dict) -> None:
         if reply.get("ok"):

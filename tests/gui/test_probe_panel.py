@@ -297,10 +297,18 @@ def test_attribute_box_says_why_where_tracing_is_impossible(qtbot):
     from probes import trace
     p = ProbePanel()
     qtbot.addWidget(p)
-    why = trace.unavailable_reason()
-    assert p.form.field("attribute").isEnabled() == (why is None)
+    why = trace.attribution_unavailable()
+    box = p.form.field("attribute")
+    assert box.isEnabled() == (why is None)
     if why is not None:
-        assert p.form.field("attribute").toolTip() == why
+        assert box.toolTip() == why
+    # a user who is not root traces through coremap-helper, which asks for authorisation: the box is
+    # there, unticked until they tick it, and says so
+    asks = trace.helper_sentence()
+    if asks is not None:
+        assert not box.isChecked() and asks[1:] in box.toolTip()
+    elif why is None:
+        assert box.isChecked()
 
 
 @pytest.mark.usefixtures("live_machine")

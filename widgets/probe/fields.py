@@ -106,14 +106,17 @@ class TextEditor(QLineEdit):
 
 
 class FlagEditor(QCheckBox):
-    """Ticked or not; where the field is unavailable here, disabled, unticked, and its tooltip says why."""
+    """Ticked or not; where the field is unavailable here, disabled, unticked, and its tooltip says why;
+    where using it asks something of the user (authorisation), unticked until they tick it, and its
+    tooltip says what."""
 
     def __init__(self, field: Field, parent=None):
         super().__init__(field.label, parent)
         self.field = field
         self.why = field.unavailable() if field.unavailable is not None else None
+        self.asks = field.asks() if field.asks is not None and self.why is None else None
         self.setEnabled(self.why is None)
-        self.setChecked(bool(field.default) and self.why is None)
+        self.setChecked(bool(field.default) and self.why is None and self.asks is None)
 
     def field_value(self) -> bool:
         return self.isEnabled() and self.isChecked()
@@ -166,5 +169,6 @@ _EDITORS = {"int": IntEditor, "choice": ChoiceEditor, "text": TextEditor, "size"
 def editor(field: Field, parent: QWidget) -> QWidget:
     """The editor of `field`, its tooltip the field's help (or why it cannot be used here)."""
     w = _EDITORS[field.kind](field, parent)
-    w.setToolTip(getattr(w, "why", None) or tooltip(field))
+    asks = getattr(w, "asks", None)
+    w.setToolTip(getattr(w, "why", None) or tooltip(field) + (f"\n\n{asks[:1].upper()}{asks[1:]}" if asks else ""))
     return w
