@@ -418,7 +418,8 @@ def _add_sessions(window: MainWindow, menu: QMenu, crash_recovery: bool) -> Sess
         menu, window, thread.sampler.root if thread is not None else None, status=window.show_message,
         probe_runs=window.probe_panel,
         journal_entries=lambda: pins.service.journal.entries() if pins.service is not None else None,
-        verifications=lambda: window.quiet_controller.verifications, crash_recovery=crash_recovery)
+        verifications=lambda: window.quiet_controller.verifications, crash_recovery=crash_recovery,
+        quiet_cpus=lambda: window.topology_view.quiet_cpus)
     window.state_applied.connect(sessions.set_state)
     sessions.machine_opened.connect(window.set_sampler_thread)
     sessions.session_opened.connect(lambda session: _show_session(window, session))

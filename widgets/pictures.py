@@ -109,13 +109,30 @@ class _GridPanel(QWidget):
         lay.addWidget(self.view.legend)
 
 
-def render_grid(state: MachineState, *, fmt: str = "png", size=GRID_SIZE, metric: str | None = "irq") -> bytes:
-    """The topology grid for `state` coloured by `metric`, as PNG or SVG bytes."""
+def _fit_height(panel: _GridPanel) -> None:
+    """A small machine's grid stops growing at the view's largest fit scale, and sat as a small box in
+    a tall empty frame (a 2-CPU machine's report): shorten the picture to the grid's height."""
+    view = panel.view
+    want = int(view.scene().sceneRect().height() * view.transform().m11()) + 2 * view.frameWidth() + 16
+    if want < view.height() - 16:
+        panel.resize(panel.width(), panel.height() - (view.height() - want))
+        settle()
+        view.zoom_fit()
+        settle()
+
+
+def render_grid(state: MachineState, *, fmt: str = "png", size=GRID_SIZE, metric: str | None = "irq",
+                quiet=()) -> bytes:
+    """The topology grid for `state` coloured by `metric`, as PNG or SVG bytes; the `quiet` CPUs (made
+    quiet by an isolate in effect) carry the quiet badge the window's grid shows, isolated ones
+    (isolcpus) their own as always."""
     with offscreen(lambda: _GridPanel(metric), size) as panel:
+        panel.view.set_quiet_cpus(quiet)
         panel.view.set_state(state)
         settle()
         panel.view.zoom_fit()
         settle()
+        _fit_height(panel)
         if fmt == "svg":
             return picture_bytes(panel.view, fmt, title="coremap topology", extra_below=panel.view.legend)
         return picture_bytes(panel, fmt, title="coremap topology")

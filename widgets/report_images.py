@@ -21,13 +21,14 @@ GAP_CAPTION = "gap lengths, count per CPU-hour"
 
 
 def add_images(report: ReportData, *, state: MachineState | None = None, root: SysRoot | None = None,
-               grid_size=GRID_SIZE) -> ReportData:
+               grid_size=GRID_SIZE, quiet=()) -> ReportData:
     """Fill the report's pictures: the grid coloured by IRQ load (from `state`, else sampled from
-    `root`), a section per probe result and, with several histogram runs, one plot of all of them."""
+    `root`) with the `quiet` CPUs badged as the window shows them, a section per probe result and,
+    with several histogram runs, one plot of all of them."""
     if state is None and root is not None:
         state = state_for(root)
     if state is not None:
-        png = render_grid(state, fmt="png", size=grid_size, metric="irq")
+        png = render_grid(state, fmt="png", size=grid_size, metric="irq", quiet=quiet)
         report.topology_image = Image(png, "image/png", *_png_size(png))
     compared = [(i, p) for i, p in enumerate(report.probes, 1) if _fill_section(p)]
     if len(compared) > 1:

@@ -24,18 +24,20 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
 from app.atomic import write_atomic
 from app.errors import CoremapError
 from app.format import plural
-from app.store.report import PDF_IMAGE_WIDTH, build_report_html, report_from_root
+from app.store.report import PDF_IMAGE_WIDTH, build_report_html, irqbalance_fact, report_from_root
 from app.sampling.sampler import Sampler
 from app.store.session import (ProbeRecord, Session, history_tick, journal_rows, open_session, save_session,
                                session_from_root)
 from app.sampling.machine_state import MachineState
 from app.store.folders import reports_dir
 from app.sysroot import SysRoot
+from probes.files import write_run
 from widgets.autosave import AUTOSAVE_SECONDS, Autosaver, CrashRecoveryBar, crash_recovery_bar
 from widgets.export import default_file_name, render_pdf, save_screenshot, screenshot_target
 from widgets.report_images import add_images
 from widgets.sampler_thread import SamplerThread
 from widgets.session_bar import SessionBar
+from widgets.summary_bar import irqbalance_running
 
 HISTORY_TICKS = 3600          # an hour at 1 s: what a session keeps of the sampled history
 HISTORY_TOP_IRQS = 64         # per tick, the busiest IRQs' per-CPU rates (the rest sum into the CPUs)
@@ -84,12 +86,40 @@ def state_history_tick(t: float, state: MachineState) -> dict | None:
 
 
 class ProbeRuns(Protocol):
-    """What a session needs of the probe panel: its runs, and a finished run written as .hlog."""
+    """What a session needs of the probe panel: its runs (widgets/probe/runs.py RunRecord)."""
 
     @property
     def runs(self) -> list: ...
 
-    def save_run(self, key: int, path) -> None: ...
+
+def _hlog_bytes(rec) -> bytes:
+    """A finished run's histogram as an .hlog, for the session: written where only this reads it,
+    not through the panel, whose "saved … to …" would name a file the user never asked for (issue 23)."""
+    with tempfile.TemporaryDirectory(prefix="coremap-session-") as d:
+        path = Path(d) / "run.hlog"
+        write_run(path, label=rec.label, result=rec.summary, buckets=rec.buckets, sampled_ns=rec.sampled_ns,
+                  lines=rec.lines)
+        return path.read_bytes()
+
+
+def _live_irqbalance(state: MachineState | None, root: SysRoot | None) -> str | None:
+    """irqbalance as the window saw it, for a report of a live machine: this machine's read now (its
+    pid, what it bans); over ssh, from the process list of the last state; None otherwise (the
+    report reads it from the capture)."""
+    if root is not None and root.is_live:
+        return irqbalance_fact(root)
+    running = irqbalance_running(state) if state is not None and state.live else None
+    return None if running is None else ("running: it may move pinned IRQs back" if running else "not running")
+
+
+def _source_name(state: MachineState | None, opened: Session | None, root: SysRoot | None, host: str) -> str | None:
+    """What a report says it was made from: the live machine by name (its snapshot is a temporary
+    folder gone by the time anyone reads the report), the session file, or the capture's folder."""
+    if opened is not None:
+        return str(opened.source) if opened.source else None
+    if state is not None and state.live:
+        return f"{host} (live" + (f", over ssh {state.host})" if state.host else ")")
+    return str(root.root) if root is not None else None
 
 
 class SessionController(QObject):
@@ -103,7 +133,8 @@ class SessionController(QObject):
     - `status`: the status sink, one line for the user;
     - `probe_runs`: the probe panel's runs, saved with the session;
     - `journal_entries`: the live pin journal's entries, or None when pins go through no journal;
-    - `verifications`: the before / after verifications of quiet CPUs made (or opened) so far.
+    - `verifications`: the before / after verifications of quiet CPUs made (or opened) so far;
+    - `quiet_cpus`: the CPUs the grid shows quiet, badged so in a report's picture of it.
 
     Signals: `machine_opened(SamplerThread)` when an opened session's machine is to be shown (not yet
     started), then `session_opened(Session)` for its probe runs and pins; `saved(path)`;
@@ -120,7 +151,7 @@ class SessionController(QObject):
 
     def __init__(self, menu: QMenu, window: QWidget, root: SysRoot | None, *, status: Callable[[str], None],
                  probe_runs: ProbeRuns, journal_entries: Callable[[], list | None],
-                 verifications: Callable[[], list[dict]] = list,
+                 verifications: Callable[[], list[dict]] = list, quiet_cpus: Callable[[], tuple] = tuple,
                  autosave_seconds: float = AUTOSAVE_SECONDS, crash_recovery: bool = True):
         super().__init__(window)
         self.menu = menu
@@ -130,6 +161,7 @@ class SessionController(QObject):
         self._probe_runs = probe_runs
         self._journal_entries = journal_entries
         self._verifications = verifications
+        self._quiet_cpus = quiet_cpus
         self._state: MachineState | None = None
         self.history: collections.deque = collections.deque(maxlen=HISTORY_TICKS)
         self.screenshots: dict[str, bytes] = {}
@@ -224,18 +256,8 @@ class SessionController(QObject):
         return self._machine_root
 
     def probe_records(self) -> list[ProbeRecord]:
-        out = []
-        for rec in self._probe_runs.runs:
-            if not rec.finished or not rec.summary:
-                continue
-            hlog = None
-            if rec.has_histogram and rec.buckets:
-                with tempfile.TemporaryDirectory() as d:
-                    p = Path(d) / "run.hlog"
-                    self._probe_runs.save_run(rec.key, p)
-                    hlog = p.read_bytes()
-            out.append(ProbeRecord(dict(rec.summary), hlog))
-        return out
+        return [ProbeRecord(dict(rec.summary), _hlog_bytes(rec) if rec.has_histogram and rec.buckets else None)
+                for rec in self._probe_runs.runs if rec.finished and rec.summary]
 
     def journal(self) -> list[dict]:
         entries = self._journal_entries()
@@ -352,9 +374,11 @@ class SessionController(QObject):
         s = self.session()
         data = report_from_root(s.root, journal=s.journal, probes=[p.result for p in s.probes], notes=s.notes,
                                 history=s.history, host=s.host or None, live_wait=0,
-                                verifications=s.verifications)
+                                verifications=s.verifications,
+                                source=_source_name(self._state, self._opened, self._machine_root, s.host),
+                                irqbalance=_live_irqbalance(self._state, self._machine_root))
         pdf = kind == "pdf"
-        add_images(data, state=self._state)
+        add_images(data, state=self._state, quiet=self._quiet_cpus())
         html = build_report_html(data, image_width=PDF_IMAGE_WIDTH if pdf else 900)
         path = _unique(reports_dir() / default_file_name("report", self._host(), kind))
         if pdf:

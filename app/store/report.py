@@ -64,6 +64,7 @@ class PinLine:
     after: tuple[int, ...] | None
     result: str                    # journal state + code: "done", "failed: denied ..."
     time: float | None
+    change: str = ""               # said instead of before -> after: what a batch (Make quiet) did
 
 
 @dataclass
@@ -133,8 +134,10 @@ def _now_iso() -> str:
 
 
 
-def machine_facts(topology, root: SysRoot) -> list[tuple[str, str]]:
-    """The machine summary rows: model, shape, NUMA, kernel, command line, isolation, irqbalance."""
+def machine_facts(topology, root: SysRoot, irqbalance: str | None = None) -> list[tuple[str, str]]:
+    """The machine summary rows: model, shape, NUMA, kernel, command line, isolation, irqbalance
+    (`irqbalance` when the caller knows better than `root`: a live machine's capture holds no
+    processes, but the window that took it saw them)."""
     t = topology
     facts: list[tuple[str, str]] = []
     facts.append(("Model", t.model_name or "unknown"))
@@ -164,7 +167,7 @@ def machine_facts(topology, root: SysRoot) -> list[tuple[str, str]]:
         iso += f" (flags: {', '.join(t.isolcpus_flags)})"
     facts.append(("isolcpus", iso))
     facts.append(("nohz_full", format_cpus(t.nohz_full) if t.nohz_full else "none"))
-    facts.append(("irqbalance", _irqbalance_text(root)))
+    facts.append(("irqbalance", irqbalance or irqbalance_fact(root)))
     return facts
 
 
@@ -176,7 +179,9 @@ def _kernel_from_cmdline(cmdline: str | None) -> str | None:
     return f"{m.group(1)} (from BOOT_IMAGE on the command line)" if m else None
 
 
-def _irqbalance_text(root: SysRoot) -> str:
+def irqbalance_fact(root: SysRoot) -> str:
+    """Whether irqbalance runs on `root` (its pid, the CPUs and IRQs it is told to leave alone), or
+    why that cannot be told."""
     from app.machine.irqbalance import read_irqbalance
     has_processes = root.is_live or any(n.isdigit() for n in root.listdir(root.proc()))
     if not has_processes:
@@ -287,25 +292,64 @@ def _pin_lines(journal: list[dict]) -> list[PinLine]:
         kind, tid = e.get("kind", "target"), e.get("target_id", e.get("target", "?"))
         label = e.get("label") or ""
         target = target_name(str(kind), tid, str(label), e.get("netdev") if isinstance(e.get("netdev"), str) else None)
-        state = str(e.get("state", "?"))
-        code, msg = e.get("code") or "", e.get("message") or ""
-        result = state + (f": {code}" if code and code != "ok" else "") + (f" — {msg}" if msg and state != "done" else "")
         t = e.get("time")
         out.append(PinLine(target, _tuple(e.get("before")), _tuple(e.get("requested")) or (),
-                           _tuple(e.get("after")), result, float(t) if isinstance(t, (int, float)) else None))
+                           _tuple(e.get("after")), _result(e), float(t) if isinstance(t, (int, float)) else None))
     return out
 
 
+def _result(e: dict) -> str:
+    """A write's outcome: "done", "failed: denied — <why>"; a target that had exited is "gone", which
+    is not a failure (app/pinning/targets.py), however the journal marked it."""
+    state = str(e.get("state", "?"))
+    code, msg = e.get("code") or "", e.get("message") or ""
+    if code == "gone":
+        return f"gone: {msg}" if msg else "gone: it had exited"
+    return state + (f": {code}" if code and code != "ok" else "") + (f" — {msg}" if msg and state != "done" else "")
+
+
+# Kinds whose before / after are CPU lists (app/pinning/kinds.py): what tells which CPUs a batch quieted.
+_CPU_KINDS = ("thread", "process", "irq", "irqdefault", "workqueue", "watchdog", "wq", "rps", "xps")
+
+
 def _quiet_line(entries: list[dict]) -> PinLine:
-    states: dict[str, int] = {}
-    for e in entries:
-        st = str(e.get("state", "?")) + (f" {e['code']}" if e.get("code") not in (None, "", "ok") else "")
-        states[st] = states.get(st, 0) + 1
+    """One row for a Make quiet (isolate) or Give back (include): "Make quiet CPU 1 (#12)", with what
+    became of its targets ("86 targets: 63 moved, 20 already off, 3 gone") where a write's before
+    -> after would be, and the housekeeping CPUs it asked for. The CPUs are read off its writes: the
+    ones the targets left (an isolate) or were given back (an include)."""
     first = entries[0]
+    isolate = first.get("origin") == "isolate"
+    cpus: set[int] = set()
+    moved = unchanged = gone = pending = 0
+    failed: dict[str, int] = {}
+    for e in entries:
+        before, after, state = _tuple(e.get("before")), _tuple(e.get("after")), e.get("state")
+        if e.get("code") == "gone":
+            gone += 1
+        elif state == "failed":
+            failed[str(e.get("code") or "failed")] = failed.get(str(e.get("code") or "failed"), 0) + 1
+        elif state != "done":
+            pending += 1
+        elif before is not None and after is not None and set(before) != set(after):
+            moved += 1
+            if e.get("kind") in _CPU_KINDS:
+                cpus |= set(before) - set(after) if isolate else set(after) - set(before)
+        else:
+            unchanged += 1
+    counts = [f"{moved} {'moved' if isolate else 'given back'}"]
+    counts += [f"{unchanged} already {'off them' if isolate else 'on them'}"] if unchanged else []
+    counts += [f"{n} {code}" for code, n in sorted(failed.items(), key=lambda x: -x[1])]
+    counts += [f"{gone} gone (exited)"] if gone else []
+    counts += [f"{pending} not written (cut short)"] if pending else []
+    action = "Make quiet" if isolate else "Give back"
+    what = f"{action} {cpus_word(sorted(cpus))}" if cpus else action
+    asked = {c for e in entries if e.get("kind") in _CPU_KINDS for c in (_tuple(e.get("requested")) or ())}
+    n_failed = sum(failed.values())
     t = first.get("time")
-    return PinLine(f"{first.get('origin')} #{first.get('batch')}: {len(entries)} targets (IRQs, threads, masks)",
-                   None, (), None, ", ".join(f"{n} {k}" for k, n in sorted(states.items(), key=lambda x: -x[1])),
-                   float(t) if isinstance(t, (int, float)) else None)
+    return PinLine(f"{what} (#{first.get('batch')})", None, tuple(sorted(asked)), None,
+                   f"{n_failed} failed" if n_failed else ("done" if not pending else "cut short"),
+                   float(t) if isinstance(t, (int, float)) else None,
+                   change=f"{plural(len(entries), 'target')}: " + ", ".join(counts))
 
 
 def _tuple(v):
@@ -320,8 +364,10 @@ def _tuple(v):
 def report_from_root(root: SysRoot, *, journal: list[dict] | None = None, probes: list[dict] | None = None,
                      notes: str = "", history: list[dict] | None = None, source: str | None = None,
                      host: str | None = None, top_irqs: int = TOP_IRQS, live_wait: float = 0.5,
-                     verifications: list[dict] | None = None) -> ReportData:
-    """ReportData for a machine (live or captured) plus optional pin journal rows and probe results."""
+                     verifications: list[dict] | None = None, irqbalance: str | None = None) -> ReportData:
+    """ReportData for a machine (live or captured) plus optional pin journal rows and probe results.
+    `source` names where the figures came from when `root` is only a snapshot taken for the report
+    (the live machine's), and `irqbalance` says what the window saw (machine_facts)."""
     from app.machine.topology import read_topology
     topo = read_topology(root)
     figures, is_totals, note = _irq_figures(root, history, live_wait)
@@ -330,7 +376,7 @@ def report_from_root(root: SysRoot, *, journal: list[dict] | None = None, probes
     host = host or meta.get("host") or topo.hostname or root.root.name or "machine"
     return ReportData(
         host=str(host), source=source or ("live" if root.is_live else str(root.root)), created=_now_iso(),
-        facts=machine_facts(topo, root), cpu_count=len(topo.online), totals=is_totals, rate_note=note,
+        facts=machine_facts(topo, root, irqbalance), cpu_count=len(topo.online), totals=is_totals, rate_note=note,
         irqs=irqs, pins=_pin_lines(journal or []), probes=[ProbeSection(dict(p)) for p in (probes or [])],
         notes=notes, topology=topo, irq_load=load,
         verifications=[VerifySection(dict(v)) for v in (verifications or [])])
@@ -367,6 +413,7 @@ td.num { text-align: right; font-family: 'DejaVu Sans Mono', monospace; }
 .notes { white-space: pre-wrap; font-family: 'DejaVu Sans Mono', monospace; background: #f5f7fa; padding: 6px; }
 .probe-text { white-space: pre-wrap; font-family: 'DejaVu Sans Mono', monospace; font-size: 7pt; background: #f5f7fa; padding: 6px; overflow-x: auto; }
 img { max-width: 100%; }
+tr { page-break-inside: avoid; }
 """
 
 
@@ -459,7 +506,8 @@ def _pins_html(w, r: ReportData) -> None:
         return
     w("<table><tr><th>Target</th><th>Before → after</th><th>Requested</th><th>Result</th><th>When</th></tr>")
     for p in r.pins:
-        w(f'<tr><td>{_e(p.target)}</td><td class="mono">{_e(format_change(p.before, p.after))}</td>'
+        change = f"<td>{_e(p.change)}</td>" if p.change else f'<td class="mono">{_e(format_change(p.before, p.after))}</td>'
+        w(f'<tr><td>{_e(p.target)}</td>{change}'
           f'<td class="mono">{_e(format_cpus(p.requested))}</td><td>{_e(p.result)}</td>'
           f"<td>{_e(_fmt_time(p.time))}</td></tr>")
     w("</table>")

@@ -146,3 +146,54 @@ def test_report_shows_what_ran_in_the_gaps_of_an_attributed_run():
     assert "What ran in the 2 largest gaps" in body
     assert "local timer" in body and "hardware / hypervisor" in body and "20 µs" in body
     assert "Gaps not attributed: needs <root>" in body
+
+
+# -- issue 23: batch rows, exited targets, the source and irqbalance a window saw -----------------------
+
+def _isolate_rows(origin="isolate", batch=7):
+    """A Make quiet of CPU 1 with 6 targets: 3 moved off it, 1 already off it, 1 exited, 1 denied."""
+    def row(i, kind, before, after, state="done", code="ok", message=""):
+        return {"id": batch + i, "batch": batch, "origin": origin, "kind": kind, "target_id": 100 + i, "label": "",
+                "before": before, "requested": [0, 2, 3], "after": after, "state": state, "code": code,
+                "message": message, "time": 1.7e9}
+    return [row(0, "thread", [0, 1, 2, 3], [0, 2, 3]), row(1, "irq", [1], [0, 2, 3]),
+            row(2, "irqdefault", [0, 1, 2, 3], [0, 2, 3]), row(3, "thread", [2], [2]),
+            row(4, "thread", [1], None, "failed", "gone", "thread 104 has exited"),
+            row(5, "thread", [1], None, "failed", "denied", "thread 105 belongs to another user")]
+
+
+def test_a_make_quiet_batch_reads_as_what_it_did():
+    r = report_from_root(SysRoot(extract("sno")), journal=_isolate_rows(), live_wait=0)
+    (line,) = r.pins
+    assert line.target == "Make quiet CPU 1 (#7)"
+    assert line.change == "6 targets: 3 moved, 1 already off them, 1 denied, 1 gone (exited)"
+    assert line.requested == (0, 2, 3) and line.result == "1 failed"
+    html = build_report_html(r)
+    assert "? -&gt; ?" not in html and "Make quiet CPU 1 (#7)" in html and "3 moved" in html
+    give_back = report_from_root(SysRoot(extract("sno")), live_wait=0, journal=[
+        dict(e, origin="include", before=e["after"], after=e["before"], state="done", code="ok")
+        for e in _isolate_rows("include", 9)[:3]]).pins[0]
+    assert give_back.target == "Give back CPU 1 (#9)" and give_back.change == "3 targets: 3 given back"
+    assert give_back.result == "done"
+
+
+def test_an_exited_target_is_gone_not_failed():
+    r = report_from_root(SysRoot(extract("sno")), live_wait=0, journal=[
+        {"kind": "thread", "target_id": 4243, "label": "worker", "before": [1], "requested": [0, 1], "after": None,
+         "state": "failed", "code": "gone", "message": "thread 4243 has exited", "time": 1.7e9}])
+    assert r.pins[0].result == "gone: thread 4243 has exited"
+    assert "failed" not in build_report_html(r).split("Pins made")[1]
+
+
+def test_the_source_and_irqbalance_the_window_saw_win_over_the_snapshot():
+    root = SysRoot(extract("sno"))
+    plain = report_from_root(root, live_wait=0)
+    assert dict(plain.facts)["irqbalance"].startswith("unknown") and plain.source == str(root.root)
+    r = report_from_root(root, live_wait=0, source="node7 (live)", irqbalance="not running")
+    assert r.source == "node7 (live)" and dict(r.facts)["irqbalance"] == "not running"
+    assert "node7 (live)" in build_report_html(r)
+
+
+def test_rows_ask_not_to_be_split_across_pages():
+    assert re.search(r"tr\s*\{\s*page-break-inside:\s*avoid;", build_report_html(report_from_root(
+        SysRoot(extract("sno")), live_wait=0)))
