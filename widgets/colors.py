@@ -230,8 +230,8 @@ class ColorScale:
 
 def scale_for(values: dict, metric: Metric, totals: bool, previous: ColorScale | None = None) -> ColorScale:
     """Percentages: fixed 0-100. Rates: 0 to a round maximum, log-mapped. Counts since boot (one
-    capture): their own min to max, since every CPU has counted for hours and what tells CPUs apart
-    is the spread, not the distance from 0 (log only when they span more than two decades).
+    capture): 0 to a round maximum too (log only when they span more than two decades): from their
+    own minimum, worker1's CPUs at 71M and 79M were painted as far apart as idle and busy (issue 23).
 
     A rate maximum only moves when the data leaves its bracket (above it, or below a tenth of it),
     so colours do not shimmer from one tick to the next on a steady machine.
@@ -241,9 +241,7 @@ def scale_for(values: dict, metric: Metric, totals: bool, previous: ColorScale |
     peak = max(values.values(), default=0.0)
     if totals:
         low = min(values.values(), default=0.0)
-        if peak <= low:
-            return ColorScale(0.0, nice_ceiling(peak), False)
-        return ColorScale(low, peak, peak > 100 * max(low, 1.0))
+        return ColorScale(0.0, nice_ceiling(peak), peak > 100 * max(low, 1.0))
     top = nice_ceiling(peak)
     if previous is not None and previous.log and previous.vmin == 0 and previous.vmax >= peak > previous.vmax / 10:
         top = previous.vmax
