@@ -7,7 +7,10 @@ The sampler calls `TaskReader.sample()` every tick on every thread of the machin
 is written for speed: os.open/os.read on bytes, path strings built once from the root, only the stat
 fields the UI shows are converted, and per-process text (cmdline) is cached in the reader across
 ticks. It must cost no more than `ps -eLo tid,psr` on the same threads
-(tests/benchmarks/bench_threads.py measures it).
+(tests/benchmarks/bench_threads.py measures it). Every read is still bounded (the _LIMITS below) and,
+in a capture, confined like any other read of it (SysRoot.read_small, listdir_small: never through a
+link out of the capture, regular files only): a capture's cmdline linked to /etc/shadow, /dev/zero or
+a FIFO, or a task/ linked into the live /proc, is read as missing.
 
 Most threads of a machine sleep through most ticks, so on the live machine a process whose threads
 did not run since the last read is not read again: its CPU clock (clock_gettime on the process's
@@ -120,6 +123,12 @@ REUSE_SECONDS = 120.0
 REUSE_THREADS = 2000
 
 _STATES = {bytes([c]): chr(c) for c in b"RSDZTtXxKWPI"}
+# What one read of a task's file may return. stat is one line of ~52 numbers and a 64-byte comm at most
+# (proc_task_name); status and sched are a page or two; cmdline is the whole argument area (up to
+# ARG_MAX, 2 MiB and more), of which a row shows a few words: cut at 64 KiB.
+STAT_LIMIT = 4096
+DETAIL_LIMIT = 64 * 1024
+CMDLINE_LIMIT = 64 * 1024
 # sched_getscheduler(2) ORs this into the policy of a thread that has it; stat's policy field does not.
 _RESET_ON_FORK = 0x40000000
 _GONE = (FileNotFoundError, ProcessLookupError)
@@ -188,7 +197,7 @@ class TaskReader:
         reused = 0
         same, fresh = set(), set()
         for pid_s in self._pid_names(pids):
-            if not pid_s.isdigit():
+            if not (pid_s.isdigit() and pid_s.isascii()):
                 continue
             pid = int(pid_s)
             cpu_ns = _process_cpu_ns(pid) if reuse else None
@@ -232,10 +241,7 @@ class TaskReader:
     def _pid_names(self, pids) -> list[str]:
         if pids is not None:
             return [str(int(p)) for p in pids]
-        try:
-            return os.listdir(self._base)
-        except FileNotFoundError:
-            return []
+        return self.root.listdir_small(self._base)
 
     @staticmethod
     def _as_kept(kept) -> bool:
@@ -276,13 +282,11 @@ class TaskReader:
         The hot loop of every tick (~2 us a thread): names are bound to locals, and only the stat
         fields the UI shows are converted (field numbers: proc(5), fs/proc/array.c do_task_stat)."""
         tdir = self._base + pid_s + "/task/"
-        try:
-            tid_names = os.listdir(tdir)
-        except (FileNotFoundError, NotADirectoryError):
-            # The process exited between listing proc/ and here (normal churn), or a fake tree
-            # holds the process without a task/ folder: nothing per-thread to read.
-            return []
-        _open, _read, _close, rdonly = os.open, os.read, os.close, os.O_RDONLY
+        # [] when the process exited between listing proc/ and here (normal churn), or a capture holds
+        # it without a task/ folder (or with one that leads out of it): nothing per-thread to read.
+        tid_names = self.root.listdir_small(tdir)
+        _open, _read, _close, rdonly = os.open, os.read, os.close, os.O_RDONLY | os.O_CLOEXEC
+        live, read_small = self.live, self.root.read_small
         states, make, detail_tids = _STATES, TaskSample, self.detail_tids
         full = self.detail == "full"
         # Allowed CPUs on the live machine from sched_getaffinity(2): ~0.4 us a thread against ~25 us
@@ -291,15 +295,19 @@ class TaskReader:
         tids = []
         for tid_s in tid_names:
             path = tdir + tid_s + "/stat"
-            try:
-                fd = _open(path, rdonly)
+            if live:
+                # The hot path: procfs's own file, one open and one read, no fstat.
                 try:
-                    data = _read(fd, 4096)
-                finally:
-                    _close(fd)
-            except _GONE:
-                # The thread exited between listdir and open/read (ESRCH once it is reaped): normal.
-                continue
+                    fd = _open(path, rdonly)
+                    try:
+                        data = _read(fd, STAT_LIMIT)
+                    finally:
+                        _close(fd)
+                except _GONE:
+                    # The thread exited between listdir and open/read (ESRCH once it is reaped): normal.
+                    continue
+            elif not (tid_s.isdigit() and tid_s.isascii()) or (data := read_small(path, STAT_LIMIT)) is None:
+                continue            # not a thread's folder, or a stat that is missing or refused (noted)
             r = data.rfind(b")")
             rest = data[r + 2:].split()
             try:
@@ -334,7 +342,7 @@ class TaskReader:
         comm = leader.comm if leader is not None else None
         if comm is None:
             # The group leader exited (a zombie leader has no task entry) while its threads run on.
-            comm = _read_small(self._base + pid_s + "/comm")
+            comm = _read_small(self.root, self._base + pid_s + "/comm", STAT_LIMIT)
             if comm is None:
                 return None
             comm = comm.rstrip("\n")
@@ -344,7 +352,7 @@ class TaskReader:
             seen_keys.add(key)
             cmd = self._cmdlines.get(key)
             if cmd is None:
-                cmd = self._cmdlines[key] = _read_cmdline(self._base + pid_s + "/cmdline")
+                cmd = self._cmdlines[key] = _read_cmdline(self.root, self._base + pid_s + "/cmdline")
         return ProcessInfo(pid, comm, cmd, tuple(tids))
 
     def _read_one(self, pid: int, tid: int, detail: bool = True) -> TaskSample | None:
@@ -352,7 +360,7 @@ class TaskReader:
         when it is gone. For a single thread (read_task) and for the detail threads of a process
         whose last read is reused."""
         tpath = f"{self._base}{int(pid)}/task/{int(tid)}"
-        data = _read_small(tpath + "/stat")
+        data = _read_small(self.root, tpath + "/stat", STAT_LIMIT)
         if data is None:
             return None
         st = parse_task_stat(data, what=tpath + "/stat")
@@ -368,7 +376,7 @@ class TaskReader:
         or lacks the switch counts, and in captures (which hold no affinity to ask for)."""
         from dataclasses import replace
 
-        sched_text = _read_small(tpath + "/sched")
+        sched_text = _read_small(self.root, tpath + "/sched", DETAIL_LIMIT)
         migrations = vol = invol = None
         if sched_text is not None:
             migrations, vol, invol = sched_counts(sched_text)
@@ -379,7 +387,7 @@ class TaskReader:
             except ProcessLookupError:
                 return None    # stat was there a moment ago: the thread exited meanwhile
         else:
-            status = _read_small(tpath + "/status")
+            status = _read_small(self.root, tpath + "/status", DETAIL_LIMIT)
             if status is None and self.live:
                 return None    # stat was there a moment ago: the thread exited meanwhile
             # A capture may hold stat without status (prometheus/procfs's tree does): unknown, not gone.
@@ -429,30 +437,18 @@ def _bad_stat(path: str, data: bytes) -> ParseError:
     return ParseError(path, "not the kernel's stat format")
 
 
-def _read_small(path: str) -> str | None:
-    """Whole text of a small proc file, or None when the task is gone (ENOENT/ESRCH)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            chunks = []
-            while True:
-                b = os.read(fd, 65536)
-                if not b:
-                    break
-                chunks.append(b)
-        finally:
-            os.close(fd)
-    except _GONE:
-        # The task exited between listing and reading: the caller treats it as gone.
-        return None
-    return b"".join(chunks).decode("utf-8", "replace")
+def _read_small(root: SysRoot, path: str, limit: int) -> str | None:
+    """Text of a small proc file, at most `limit` bytes, or None when the task is gone (or, in a
+    capture, the file is missing or refused: SysRoot.read_small)."""
+    data = root.read_small(path, limit)
+    return None if data is None else data.decode("utf-8", "replace")
 
 
-def _read_cmdline(path: str) -> str:
+def _read_cmdline(root: SysRoot, path: str) -> str:
     # proc/PID/cmdline: argv NUL-separated (fs/proc/base.c get_mm_cmdline); empty for kernel threads
     # and zombies. A process gone meanwhile also gives "", which is what its row will show until the
     # next tick drops it.
-    text = _read_small(path)
+    text = _read_small(root, path, CMDLINE_LIMIT)
     if not text:
         return ""
     return text.replace("\0", " ").strip()

@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import time
 
-import psutil
-
 from app.format import format_ns, format_percent, format_size
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -47,6 +45,9 @@ class OwnUsage:
 def process_facts(pid: int) -> str | None:
     """'user alice · 96.5 MiB resident' for a live process; None when it has exited or may not be
     looked at."""
+    # Imported here: psutil reads this machine's /proc/stat when it is imported, which a command on a
+    # capture has no business doing (tests/hostile/test_readers.py audits what such commands open).
+    import psutil
     try:
         p = psutil.Process(pid)
         with p.oneshot():

@@ -66,6 +66,10 @@ class SoftirqTable:
     counts: dict[str, tuple[int, ...]]             # "NET_RX" -> per CPU, same order as cpus
 
 
+# Rows a table may hold: IRQ numbers are below 65,536 on every machine coremap reads (the helper and the
+# journal take no larger; the largest real table here has 1,881 rows), plus a few dozen per-CPU rows.
+MAX_ROWS = 65_536
+
 # Rows the architectures print with one global count and no per-CPU columns:
 # x86 arch/x86/kernel/irq.c arch_show_interrupts ("ERR", "MIS"), arm/arm64 (older) "Err",
 # alpha/mips/sh/xtensa "ERR", "BAD" on some older ports.
@@ -183,6 +187,12 @@ MEMO_MAX_BYTES = 1 << 20
 def parse_interrupts(text: str, *, what: str = "interrupts", memo: RowMemo | None = None) -> InterruptTable:
     """The table of /proc/interrupts. Raises ParseError naming the line for a truncated row. With a
     `memo`, lines unchanged since the parse that filled it give its rows (see RowMemo)."""
+    n = text.count("\n")
+    if n > MAX_ROWS + 64:
+        # Counted before anything is split: 3 million rows (200 MB, under the file's 256 MiB bound)
+        # took 124 s and 5.3 GB as rows.
+        raise ParseError(what, f"{n:,} lines, more than the {MAX_ROWS:,} IRQs any machine has; "
+                               "not /proc/interrupts")
     lines = text.split("\n")
     start, cpus = _header(lines, what)
     ncpu = len(cpus)
@@ -298,6 +308,8 @@ def _row_from_tokens(toks: list[str], ncpu: int, conv, what: str, lineno: int) -
 
 def parse_softirqs(text: str, *, what: str = "softirqs") -> SoftirqTable:
     """The table of /proc/softirqs: kind ("NET_RX") -> counts per CPU column."""
+    if text.count("\n") > MAX_ROWS:
+        raise ParseError(what, f"more than {MAX_ROWS:,} lines; the kernel prints ten kinds: not /proc/softirqs")
     lines = text.split("\n")
     start, cpus = _header(lines, what)
     ncpu = len(cpus)

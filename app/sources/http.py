@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import CoremapError, excerpt
+from app.inputs import InputFileError, read_input
 from app.parse.json_text import JsonInputError, load_json
 
 TIMEOUT = 10.0              # seconds per connect or socket read
@@ -89,15 +90,12 @@ def auth_for(url: str, explicit_config: str | None = None) -> SourceAuth:
 
 
 def _read_token(path: Path, config: Path) -> str:
+    # The one reader of a file a user names (app/inputs.py): a regular file, bounded, never a FIFO's wait.
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_TOKEN_BYTES + 1)
-    except OSError as e:
-        raise SourceError(f"{config}: bearer_token_file {path} cannot be read ({e.strerror}); "
-                          "check the path and its permissions") from None
-    if len(data) > MAX_TOKEN_BYTES:
-        raise SourceError(f"{config}: bearer_token_file {path} is over {MAX_TOKEN_BYTES // 1024} KiB; "
-                          "name the file that holds the token alone")
+        data = read_input(path, what=f"{config}: bearer_token_file", limit=MAX_TOKEN_BYTES,
+                          hint="name the file that holds the token alone")
+    except InputFileError as e:
+        raise SourceError(str(e)) from None
     token = data.decode("utf-8", "replace").strip()
     if not token or any(c in token for c in "\r\n"):
         raise SourceError(f"{config}: bearer_token_file {path} must hold one token on one line")

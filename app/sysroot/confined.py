@@ -124,6 +124,67 @@ class ConfinedRoot:
             os.close(fd)
         return data
 
+    def read_small(self, path: str, limit: int) -> bytes | None:
+        """The first `limit` bytes of `path` (a string under this root: the hot loops build them once),
+        or None when it is not there: a task that exited (ENOENT, ESRCH), or in a capture a member that
+        is missing, leads out of it or is not a regular file (noted). The thread reader's read of every
+        proc/PID/task/TID file, so it stays small: one open, one read for a file under 64 KiB, no
+        fstat on the live machine (procfs makes its files itself). Other errors raise as read_bytes's."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC) if self._live else \
+                self._open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except (FileNotFoundError, ProcessLookupError, NotADirectoryError, LeavesRoot):
+            # Exited between listing and reading (normal churn); in a capture: absent, or refused
+            # (_open noted a link out).
+            return None
+        except PermissionError:
+            raise SysRootReadError(path, "permission denied; run as a user who may read it") from None
+        except OSError as e:
+            raise SysRootReadError(path, os.strerror(e.errno) if e.errno else str(e)) from None
+        try:
+            size = None
+            if not self._live:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    self._note(path, "is not a regular file (a device, FIFO, socket or folder); read as missing")
+                    return None
+                size = st.st_size
+            data = os.read(fd, min(limit, 65536))
+            if len(data) < limit and data and (size is None or len(data) < size):
+                # procfs hands a file over in pieces past a page; a capture's file may be anything up
+                # to its limit. Read on to the end or the limit, never past it.
+                chunks = [data]
+                n = len(data)
+                while n < limit:
+                    b = os.read(fd, min(limit - n, 1 * MiB))
+                    if not b:
+                        break
+                    chunks.append(b)
+                    n += len(b)
+                data = b"".join(chunks)
+            return data
+        except (ProcessLookupError, FileNotFoundError):
+            return None         # exited between open and read
+        except OSError as e:
+            raise SysRootReadError(path, os.strerror(e.errno) if e.errno else str(e)) from None
+        finally:
+            os.close(fd)
+
+    def listdir_small(self, path: str) -> list[str]:
+        """Entries of a folder (unsorted), [] when it is absent, gone or not a folder: the thread reader's
+        listing of proc/ and proc/PID/task/, confined in a capture like every other open (a task/ that
+        is a link into the live /proc lists nothing)."""
+        try:
+            if self._live:
+                return os.listdir(path)
+            fd = self._open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except (FileNotFoundError, NotADirectoryError, ProcessLookupError, LeavesRoot):
+            return []
+        try:
+            return os.listdir(fd)
+        finally:
+            os.close(fd)
+
     def read(self, path: Path, limit: int | None = None) -> str:
         """The whole text of `path` (which must lie under this root). Raises SysRootReadError."""
         return self.read_bytes(path, limit).decode("utf-8", errors="replace")
@@ -331,13 +392,17 @@ class _OpenHow(ctypes.Structure):
 _SYS_OPENAT2 = 437            # the same number on every architecture (added after the syscall table unification)
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_BENEATH = 0x08
+_HOW_SIZE = ctypes.sizeof(_OpenHow)
 _EAGAIN_TRIES = 8
 try:
     _libc = ctypes.CDLL(None, use_errno=True)
     _syscall = _libc.syscall
     _syscall.restype = ctypes.c_long
+    # Declared, so ctypes converts without guessing: a capture's thread list is thousands of opens.
+    _syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
 except (OSError, AttributeError):
     _syscall = None
+_HOWS: dict[int, tuple[_OpenHow, int]] = {}        # open flags -> (its open_how, the struct's address)
 _openat2_works: bool | None = None if _syscall is not None else False
 
 
@@ -345,10 +410,13 @@ def _openat2(dirfd: int, rel: str, flags: int) -> int:
     global _openat2_works
     if _openat2_works is False:
         raise _NoOpenat2()
-    how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+    how = _HOWS.get(flags)
+    if how is None:
+        struct = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+        how = _HOWS[flags] = (struct, ctypes.addressof(struct))
     name = os.fsencode(rel)
     for _ in range(_EAGAIN_TRIES):
-        fd = _syscall(_SYS_OPENAT2, ctypes.c_int(dirfd), name, ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+        fd = _syscall(_SYS_OPENAT2, dirfd, name, how[1], _HOW_SIZE)
         if fd >= 0:
             _openat2_works = True
             return int(fd)

@@ -88,3 +88,33 @@ def hostile_names(capture):
     info = capture / "proc" / "cpuinfo"
     info.write_text(info.read_text().replace("model name\t: ", "model name\t: " + EVIL.replace("\n", " ")))
     return capture
+
+
+@pytest.fixture
+def hostile_tree(capture, secret):
+    """The capture with a process tree built to leave it, hang a reader or fill its memory (issue 24,
+    "Process lists in captures"): a cmdline and a comm linked to a secret outside (absolute, and by
+    climbing with '..'), a thread's stat linked out, a task/ folder linked into the live /proc, a
+    cmdline that is a FIFO, one linked to /dev/zero, a 2 GB sparse one, a status linked to /dev/zero."""
+    add_processes(capture, names=[f"p{i}" for i in range(1, 10)])
+    proc = capture / "proc"
+    replace_with_link(proc / "1" / "cmdline", str(secret))
+    replace_with_link(proc / "1" / "comm", str(secret))
+    replace_with_link(proc / "2" / "task" / "2" / "stat", str(secret))
+    shutil.rmtree(proc / "3" / "task")
+    (proc / "3" / "task").symlink_to("/proc/self/task")
+    (proc / "4" / "cmdline").unlink()
+    os.mkfifo(proc / "4" / "cmdline")
+    replace_with_link(proc / "5" / "cmdline", "/dev/zero")
+    with open(proc / "6" / "cmdline", "r+b") as f:
+        f.truncate(2 << 30)
+    replace_with_link(proc / "7" / "task" / "7" / "status", "/dev/zero")
+    (proc / "7" / "task" / "7" / "sched").symlink_to("/dev/zero")
+    # A process whose leader's task entry is gone: its name is read from comm, here a link that climbs
+    # out of the capture with '..'.
+    os.rename(proc / "8" / "task" / "8", proc / "8" / "task" / "80")
+    depth = len((proc / "8").relative_to("/").parts)
+    replace_with_link(proc / "8" / "comm", "/".join([".."] * depth) + str(secret))
+    (proc / "9" / "task" / "9" / "stat").unlink()
+    (proc / "9" / "task" / "9" / "stat").symlink_to(proc / "1" / "task" / "1" / "stat")   # absolute, into the capture
+    return capture
