@@ -20,7 +20,7 @@ from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
 # imports `inspect`; and a run registers only its own command's module when the command can be told
 # from the arguments, since importing and registering all of them was a tenth of `coremap journal
 # --json` (tests/unit/test_cli_imports.py checks this table against what the modules register).
-COMMANDS = {"agent": "agent", "export": "export", "fleet": "fleet", "guard": "guard", "irqs": "irqs", "pin": "pin",
+COMMANDS = {"agent": "agent", "cpus": "cpus", "export": "export", "fleet": "fleet", "guard": "guard", "irqs": "irqs", "pin": "pin",
             "undo": "pin", "redo": "pin", "restore": "pin", "journal": "pin", "plan": "plan", "probe": "probe",
             "isolate": "quiet", "include": "quiet", "report": "report", "screenshot": "screenshot",
             "snapshot": "snapshot", "threads": "threads", "topology": "topology", "verify": "verify"}
@@ -40,7 +40,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--screenshot", metavar="OUT.png",
                    help="render the window offscreen after the first samples, save it, and exit")
     p.add_argument("--color-by", metavar="METRIC", default=None,
-                   help="metric that colours the grid: irq, softirq[:KIND], irqtime, busy, residency")
+                   help="metric that colours the grid: irq, softirq[:KIND], irqtime, busy, residency, idle[:STATE], ghz")
     p.add_argument("--size", metavar="WxH", type=pixel_size, default=None, help="window size for --screenshot, e.g. 1600x1000")
     p.add_argument("--interval", type=bounded(MIN_INTERVAL, MAX_INTERVAL), default=1.0, metavar="S",
                    help="sampling interval in seconds, 0.25-5 (default 1)")
@@ -107,7 +107,8 @@ def _main(argv: list[str]) -> int:
             # Imported here: only a replay needs app/sources/replay.py.
             from app.cli.replay import run_replay
             return run_replay(args)
-        if getattr(args, "pcp", None) or getattr(args, "prometheus", None):
+        if (getattr(args, "pcp", None) or getattr(args, "prometheus", None)) and args.command != "fleet":
+            # `coremap fleet --pcp URL` is the fleet's own option; anywhere else it opens one host.
             # Imported here: only a metrics source needs app/sources.
             from app.cli.fleet_sources import run_host_window
             return run_host_window(args)

@@ -107,8 +107,9 @@ def _target(args, root: SysRoot) -> PinTarget:
 
 
 def _report(results: list[PinResult], nothing: str) -> int:
-    """One line per target (its warnings with it). Exit 0 when nothing failed (a target that has exited
-    is nothing to change, not a failure), 2 when the request named what is not there, else 1."""
+    """One line per target (its warnings with it). Exit 0 when nothing failed (a thread of the batch
+    that exited meanwhile is churn, not a failure), 1 when every target had exited (nothing named is
+    there to pin: a script must see it) or a write failed, 2 when the request named what is not there."""
     if not results:
         print(nothing)
         return 0
@@ -116,6 +117,8 @@ def _report(results: list[PinResult], nothing: str) -> int:
         print(printable(r.line()))
     if any(r.code == "invalid" for r in results):
         return 2
+    if all(r.code == "gone" for r in results):
+        return 1
     return 1 if any(r.failed for r in results) else 0
 
 

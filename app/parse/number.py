@@ -64,14 +64,21 @@ def parse_float(text: str, *, what: str, lo: float | None = None, hi: float | No
     return v
 
 
+def _shown(v) -> str:
+    """A bound as the user types it: an integer in full (4194304, not 4.1943e+06), others by :g."""
+    if isinstance(v, int) or (float(v).is_integer() and abs(v) < 1e15):
+        return str(int(v))
+    return f"{v:g}"
+
+
 def _range(lo, hi, unit: str) -> str:
     u = f" {unit}" if unit else ""
     if lo is not None and hi is not None:
-        return f"; give {lo:g} to {hi:g}{u}"
+        return f"; give {_shown(lo)} to {_shown(hi)}{u}"
     if lo is not None:
-        return f"; give {lo:g}{u} or more"
+        return f"; give {_shown(lo)}{u} or more"
     if hi is not None:
-        return f"; give at most {hi:g}{u}"
+        return f"; give at most {_shown(hi)}{u}"
     return ""
 
 
@@ -88,7 +95,7 @@ def bounded(lo: float, hi: float, unit: str = "seconds", *, integer: bool = Fals
         except NumberError as e:
             raise argparse.ArgumentTypeError(str(e).strip()) from None
         if zero and v != 0 and v < lo:
-            raise argparse.ArgumentTypeError(f"{excerpt(text)}: out of range; give {lo:g} to {hi:g} {unit} "
+            raise argparse.ArgumentTypeError(f"{excerpt(text)}: out of range; give {_shown(lo)} to {_shown(hi)} {unit} "
                                              "(or 0 for none)")
         return v
     parse.__name__ = unit           # argparse names the type in some messages

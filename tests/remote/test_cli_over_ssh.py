@@ -140,9 +140,9 @@ def test_a_host_that_cannot_be_reached_is_one_line(sshd, alias, words):
 
 
 def test_a_servers_error_says_which_host(sshd):
-    r = coremap(sshd, "--host", "s1", "pin", "--tid", "999999999", "--cpus", "0")
+    r = coremap(sshd, "--host", "s1", "pin", "--tid", "4194303", "--cpus", "0")
     assert r.returncode == 2
-    assert r.stderr.strip().splitlines() == ["coremap: s1: thread 999999999 does not exist; see `coremap threads`"]
+    assert r.stderr.strip().splitlines() == ["coremap: s1: thread 4194303 does not exist; see `coremap threads`"]
 
 
 def test_a_file_here_is_refused_with_host(sshd, tmp_path):

@@ -41,4 +41,4 @@ def test_a_fleet_runs_jitter_on_each_host_and_reads_a_hosts_file(sshd, tmp_path)
     import json
     rows = json.loads(r.stdout)
     assert [row["host"] for row in rows] == ["s1", "node-a"]
-    assert all(row["jitter"].startswith(f"CPU {cpu}: p99 ") for row in rows)
+    assert all(row["jitter"].startswith(f"CPU {cpu}: max ") and ">= 10 µs" in row["jitter"] for row in rows), rows
