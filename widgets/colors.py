@@ -1,5 +1,7 @@
 """What colours the grid: the metrics a CPU cell can show, their values from a MachineState, and the
-perceptual colour scale (viridis, from pyqtgraph's colormap data) with a log mapping for rates.
+perceptual colour scale (viridis, from pyqtgraph's colormap data) with a log mapping for rates. The idle
+metrics (the share of time deeper than the shallowest sleep, or in one cpuidle state) and the
+frequency come from state.power (app/sampling/cpu_power.py).
 
 The value functions read only the MachineState (never /proc); with `state.rates is None` (a snapshot
 with one capture) they fall back to totals since boot and say so, so a count is never shown as a rate.
@@ -27,11 +29,12 @@ class UnknownMetric(CoremapError):
 
 @dataclass(frozen=True)
 class Metric:
-    key: str            # "irq", "softirq", "softirq:NET_RX", "irqtime", "busy", "residency"
+    key: str            # "irq", "softirq", "softirq:NET_RX", "irqtime", "busy", "residency", "idle", "idle:C6", "ghz"
     label: str          # what the legend says
-    unit: str           # "/s" or "%"
+    unit: str           # "/s", "%" or "GHz"
     log: bool           # rates span decades: a log scale keeps a quiet CPU distinguishable from 0
     softirq_kind: str | None = None
+    idle_state: str | None = None       # idle:NAME: the share of time in that cpuidle state
 
     @property
     def base(self) -> str:
@@ -44,11 +47,14 @@ METRIC_BASES = (
     ("irqtime", "IRQ + softirq time"),
     ("busy", "Busy"),
     ("residency", "Residency of selection"),
+    ("idle", "Deep idle"),
+    ("ghz", "Frequency"),
 )
+DEEP_IDLE_LABEL = "Deep idle (time in states deeper than the shallowest sleep)"
 
 
 def parse_metric(text: str | None) -> Metric:
-    """'irq', 'softirq', 'softirq:NET_RX', 'irqtime', 'busy', 'residency' -> Metric."""
+    """'irq', 'softirq', 'softirq:NET_RX', 'irqtime', 'busy', 'residency', 'idle', 'idle:C6', 'ghz' -> Metric."""
     text = (text or "irq").strip()
     base, _, kind = text.partition(":")
     base = base.lower()
@@ -68,8 +74,17 @@ def parse_metric(text: str | None) -> Metric:
         return Metric("busy", "Busy", "%", False)
     if base == "residency" and not kind:
         return Metric("residency", "Residency of the selected threads", "%", False)
+    if base == "idle":
+        if not kind:
+            return Metric("idle", DEEP_IDLE_LABEL, "%", False)
+        # a state's name is the driver's (POLL, C1, C1E, C6, ...): checked against the machine's later
+        if not kind.replace("-", "").replace("_", "").isalnum() or len(kind) > 16:
+            raise UnknownMetric(f"--color-by {text!r}: {kind!r} is not an idle state's name (C1, C6, POLL, ...)")
+        return Metric(f"idle:{kind}", f"Time in idle state {kind}", "%", False, idle_state=kind)
+    if base in ("ghz", "frequency", "mhz") and not kind:
+        return Metric("ghz", "Frequency", "GHz", False)
     raise UnknownMetric(f"--color-by {text!r}: unknown metric; choose irq, softirq[:KIND], "
-                        "irqtime, busy or residency")
+                        "irqtime, busy, residency, idle[:STATE] or ghz")
 
 
 # -- values ------------------------------------------------------------------------------------
@@ -86,6 +101,8 @@ def metric_values(state, metric: Metric) -> MetricValues:
     """Per-CPU figures of `metric` from one MachineState."""
     if metric.base == "residency":
         return _residency_values(state, metric)
+    if metric.base in ("idle", "ghz"):
+        return _power_values(state, metric)
     rates = state.rates
     if rates is not None:
         out = {}
@@ -152,6 +169,37 @@ def _residency_values(state, metric: Metric) -> MetricValues:
             out[cpu] = out.get(cpu, 0.0) + share
     n = len(res)
     return MetricValues({cpu: 100.0 * v / n for cpu, v in out.items()}, False, "%", metric.label)
+
+
+def _power_values(state, metric: Metric) -> MetricValues:
+    """Idle shares or the frequency of each CPU (state.power: app/sampling/cpu_power.py). The deep idle
+    legend names the kernel's isolated and nohz_full CPUs that sleep deep: a latency-critical CPU pays
+    its deep state's exit latency on every interrupt, and should not."""
+    power = getattr(state, "power", None)
+    if metric.base == "ghz":
+        if power is None or not power.mhz:
+            return MetricValues({}, False, "GHz", metric.label, power.mhz_why if power is not None else
+                                "no frequency read here")
+        return MetricValues({c: v / 1000.0 for c, v in power.mhz.items()}, False, "GHz",
+                            f"{metric.label} ({power.mhz_source})")
+    if power is None or not power.idle:
+        return MetricValues({}, False, "%", metric.label, power.idle_why if power is not None else
+                            "no idle states read here")
+    if metric.idle_state:
+        out = {c: 100.0 * dict(i.shares)[metric.idle_state] for c, i in power.idle.items()
+               if metric.idle_state in dict(i.shares)}
+        names = sorted({n for i in power.idle.values() for n, _ in i.shares})
+        return MetricValues(out, False, "%", metric.label,
+                            "" if out else f"no CPU here has idle state {metric.idle_state}; it has {', '.join(names)}")
+    out = {c: 100.0 * i.deep_share for c, i in power.idle.items() if i.deep_share is not None}
+    quiet = set(state.topology.isolated) | set(state.topology.nohz_full)
+    deep = power.deep_sleepers(quiet)
+    label = metric.label
+    if deep:
+        worst = max(deep, key=lambda cd: cd[1])
+        label += (f"; {len(deep)} quiet CPU{'s' if len(deep) != 1 else ''} asleep deep half the time or more "
+                  f"(CPU {worst[0]}: {format_percent(100 * worst[1])})")
+    return MetricValues(out, False, "%", label)
 
 
 # -- scale ---------------------------------------------------------------------------------------
@@ -239,6 +287,13 @@ def scale_for(values: dict, metric: Metric, totals: bool, previous: ColorScale |
     if metric.unit == "%":
         return ColorScale(0.0, 100.0, False)
     peak = max(values.values(), default=0.0)
+    if metric.unit == "GHz":
+        # from 0: a CPU at half the clock of its neighbours looks half as bright, on a scale that
+        # moves only when the fastest leaves its bracket
+        top = nice_ceiling(peak)
+        if previous is not None and not previous.log and previous.vmax >= peak > previous.vmax / 2:
+            top = previous.vmax
+        return ColorScale(0.0, top, False)
     if totals:
         low = min(values.values(), default=0.0)
         return ColorScale(0.0, nice_ceiling(peak), peak > 100 * max(low, 1.0))
@@ -257,4 +312,6 @@ def format_value(v: float | None, unit: str) -> str:
     """Short figure for a cell or legend: 0, 12, 1.2k, 35k, 1.2M, 47% (app.format's rules)."""
     if v is None:
         return UNKNOWN
+    if unit == "GHz":
+        return f"{v:.2f}"
     return format_percent(v) if unit == "%" else format_compact(v)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 # At run time, not only for annotations: the wire's schema (app/remote/codec.py) resolves this field's
 # class from this module. A module of one small dataclass.
 from app.machine.thread_names import NO_THREAD_NAMES, ThreadNames
+from app.sampling.cpu_power import CpuPower      # the same, for the idle states and frequency
 
 if TYPE_CHECKING:  # only for annotations: keeps this module import-light
     from app.machine.interrupts import IrqTable
@@ -37,3 +38,5 @@ class MachineState:
     # Full names of Java threads whose comm the kernel cut to 15 bytes (app/sampling/java_names.py);
     # the same object from tick to tick while no JVM was read again.
     thread_names: ThreadNames = NO_THREAD_NAMES
+    # Each CPU's idle-state shares and frequency (app/sampling/cpu_power.py); None where not read.
+    power: CpuPower | None = None

@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import replace
 from collections.abc import Iterable
 
+from app.sampling.cpu_power import PowerReader
 from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
 from app.sampling.java_names import JavaNameReader
 from app.machine.interrupts import read_irqs, refresh_affinities
@@ -69,6 +70,10 @@ class Sampler:
         self._reader = TaskReader(root, clock=clock) if self.live else None
         # Full Java thread names (app/sampling/java_names.py): read seldom, by a worker of its own.
         self._java = JavaNameReader(root, clock=clock) if self.live else None
+        # idle states and frequency (issue 22); MSRs only of CPUs no one asked to keep quiet
+        quiet = set(self.topology.isolated) | set(self.topology.nohz_full)
+        self._power = PowerReader(root, self.topology.online, interval=self.interval, clock=clock,
+                                  msr_cpus=[c for c in self.topology.online if c not in quiet])
         self._thread_names = NO_THREAD_NAMES
         self._memo = RowMemo() if self.live else None     # unchanged lines of proc/interrupts
         self._previous: MachineSample | None = None
@@ -288,6 +293,7 @@ class Sampler:
             residency=residency,
             trails=trails,
             thread_names=self._thread_names,
+            power=self._power.tick(),
         )
 
 

@@ -340,7 +340,7 @@ class InProcessWindow:
         panel.form.seconds_spin.setValue(seconds)
         panel.form.policy_combo.setCurrentIndex(panel.form.policy_combo.findData(policy))
         if attribute and not panel.form.field("attribute").isEnabled():
-            raise SystemExit(f"--attribute: the panel cannot attribute here ({panel.form.field("attribute").toolTip()})")
+            raise SystemExit(f"--attribute: the panel cannot attribute here ({panel.form.field('attribute').toolTip()})")
         panel.form.field("attribute").setChecked(attribute)
         if abs(panel.form.seconds_spin.value() - seconds) > 1e-9:
             raise SystemExit(f"--seconds {seconds:g}: the panel's duration takes 0.1 s steps; got {panel.form.seconds_spin.value():g}")

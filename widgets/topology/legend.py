@@ -42,6 +42,9 @@ class ColorLegend(QWidget):
         p.setPen(self.palette().windowText().color())
         title = self.title + (f" ({self.unit}{', log scale' if self.scale and self.scale.log else ''})"
                               if self.unit else (" (log scale)" if self.scale and self.scale.log else ""))
+        # never under the key of marks on the right: elided there, the whole title is the tooltip
+        room = max(40.0, self.width() - self._key_width(fm) - x - 16)
+        title = fm.elidedText(title, Qt.TextElideMode.ElideRight, room)
         p.drawText(QRectF(x, 0, fm.horizontalAdvance(title) + 4, h / 2), Qt.AlignmentFlag.AlignVCenter, title)
         bar_w = max(160.0, min(320.0, self.width() * 0.22))
         bar = QRectF(x, h / 2 + 1, bar_w, h / 2 - 5)
@@ -85,11 +88,19 @@ class ColorLegend(QWidget):
                    Qt.AlignmentFlag.AlignVCenter, hi)
         return bar.right() + 6 + fm.horizontalAdvance(hi) + 14
 
-    def _paint_key(self, p: QPainter, fm: QFontMetricsF) -> None:
-        """A swatch and a word for each mark a cell can carry, right-aligned on the top line."""
+    def _keys(self) -> list[tuple[str, str]]:
         keys = [("quiet", "quiet (coremap)"), ("iso", "isolated"), ("nohz", "nohz_full"), ("off", "offline")]
         if self.hybrid:
             keys += [("P", "performance core"), ("E", "efficient core")]
+        return keys
+
+    def _key_width(self, fm: QFontMetricsF) -> float:
+        """How much of the top line, from the right, the key of marks takes (as _paint_key lays it)."""
+        return sum(fm.horizontalAdvance(text) + 30 for _mark, text in self._keys())
+
+    def _paint_key(self, p: QPainter, fm: QFontMetricsF) -> None:
+        """A swatch and a word for each mark a cell can carry, right-aligned on the top line."""
+        keys = self._keys()
         kx = self.width() - 6.0
         items = []
         for mark, text in reversed(keys):
