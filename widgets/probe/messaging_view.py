@@ -34,17 +34,23 @@ from widgets.probe.result_table import SeriesView
 COLUMNS = ("placement", "sender -> receiver", "median (max pace)", "CV", "lost", "migrations")
 
 
+def _over_time(plot: pg.PlotWidget, left: str, title: str, legend_offset) -> pg.PlotItem:
+    """A plot against the placement's own measured time (both of this view's plots), with its legend."""
+    item = plot.getPlotItem()
+    item.showGrid(x=True, y=True, alpha=0.25)
+    label_axes(item, "measured time of the placement", left)
+    item.setLabel("bottom", "measured time of the placement", units="s")
+    item.setTitle(title, color="k")
+    plot.legend = item.addLegend(offset=legend_offset, labelTextColor="k")
+    return item
+
+
 class ThroughputPlot(pg.PlotWidget):
     def __init__(self, parent=None):
         super().__init__(parent, background="w")
-        item = self.getPlotItem()
-        item.showGrid(x=True, y=True, alpha=0.25)
-        label_axes(item, "measured time of the placement", "messages")
-        item.setLabel("bottom", "measured time of the placement", units="s")
+        # legend bottom right: the axis starts at 0, so the lines leave the bottom of the plot free
+        item = _over_time(self, "messages", "throughput per 100 ms window, each pace in turn", (-10, -10))
         item.setLabel("left", "messages", units="/s")
-        item.setTitle("throughput per 100 ms window, each pace in turn", color="k")
-        # bottom right: the axis starts at 0, so the lines leave the bottom of the plot free
-        self.legend = item.addLegend(offset=(-10, -10), labelTextColor="k")
         self._curves: dict[int, pg.PlotDataItem] = {}
         self._marks: list = []          # the pace lines and labels, replaced on every update
 
@@ -122,12 +128,7 @@ class CpuStepsPlot(pg.PlotWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent, background="w")
-        item = self.getPlotItem()
-        item.showGrid(x=True, y=True, alpha=0.25)
-        label_axes(item, "measured time of the placement", "CPU")
-        item.setLabel("bottom", "measured time of the placement", units="s")
-        item.setTitle("unpinned: the CPU each side ran on", color="k")
-        self.legend = item.addLegend(offset=(-10, 5), labelTextColor="k")
+        item = _over_time(self, "CPU", "unpinned: the CPU each side ran on", (-10, 5))
         self.sender = pg.PlotDataItem(stepMode="center", name="sender", connect="finite",
                                       pen=pg.mkPen(run_colour(0), width=2))
         self.receiver = pg.PlotDataItem(stepMode="center", name="receiver", connect="finite",
