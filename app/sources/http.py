@@ -21,9 +21,12 @@ only; it is never printed, and an error line never quotes it.
 from __future__ import annotations
 
 import configparser
+import contextlib
 import http.client
 import os
+import socket
 import ssl
+import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -141,19 +144,42 @@ class JsonClient:
             conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=self.timeout)
         where = f"{self.what} at {self.base}"
         t0 = time.monotonic()
+        # The deadline is kept by a timer that shuts the socket: a read blocked inside http.client (a header
+        # line, a chunk size, a body dripping a byte at a time, each within the socket timeout) then returns
+        # at once, where a check between reads would wait for the read to finish.
+        expired = threading.Event()
+
+        def cut() -> None:
+            expired.set()
+            sock = conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+        watchdog = threading.Timer(self.deadline, cut)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             conn.request(method, parts.path + path, body=body, headers=headers)
             resp = conn.getresponse()
             data = self._body(resp, t0, where)
             ctype, status = resp.getheader("Content-Type", ""), resp.status
-        except (OSError, ssl.SSLError, http.client.HTTPException) as e:
+        except (OSError, ssl.SSLError, http.client.HTTPException, SourceError) as e:
+            if expired.is_set():
+                raise SourceError(f"{where}: the answer took over {self.deadline:g} s and was cut off; ask for "
+                                  "fewer hosts or series, or check the server's load") from None
+            if isinstance(e, SourceError):
+                raise
             if isinstance(e, TimeoutError) or "timed out" in str(e):
                 raise SourceError(f"{where}: no answer within {self.timeout:g} s; check that the server is up "
                                   "and reachable") from None
             raise SourceError(f"{where} cannot be reached ({_reason(e)}); check the URL and that the "
                               "server runs") from None
         finally:
+            watchdog.cancel()
             conn.close()
+        if expired.is_set():
+            raise SourceError(f"{where}: the answer took over {self.deadline:g} s and was cut off; ask for "
+                              "fewer hosts or series, or check the server's load")
         if status in (401, 403):
             raise SourceError(f"{where} refused coremap (HTTP {status}); give a bearer_token_file for it in "
                               f"{config_path()}")
@@ -176,7 +202,8 @@ class JsonClient:
             if resp.chunked and resp.fp is not None:
                 _dechunk(resp.fp, keep)
             else:
-                while chunk := resp.read(CHUNK):
+                # read1: what one receive brings, so the budget is checked as the bytes come
+                while chunk := resp.read1(CHUNK):
                     keep(chunk)
         except (TimeoutError, OSError, ValueError, http.client.HTTPException) as e:
             raise SourceError(f"{where}: the answer stalled or broke off ({_reason(e)}); check the server") from None
