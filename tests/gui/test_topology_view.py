@@ -138,9 +138,11 @@ def test_one_capture_says_totals_not_rates(view):
     view.set_state(state)
     assert "not rates" in view.legend.note
     assert all(it.color_index is not None for it in view.cells().values() if it.online)
-    # CPU 5 (housekeeping, most interrupts) is the hottest on worker1.
-    hottest = max(view.cells().values(), key=lambda it: it.color_index)
-    assert hottest.cpu_id == 5
+    # CPU 5 (housekeeping, most interrupts) is the hottest on worker1; counts since boot are coloured
+    # from 0 (issue 23), so CPU 6's count, within 1% of it, may share its colour.
+    hottest = max(it.color_index for it in view.cells().values() if it.online)
+    assert view.cell_item(5).color_index == hottest
+    assert view.color_scale.vmin == 0
 
 
 def test_click_and_rubber_band_select(view, qtbot):
