@@ -174,6 +174,23 @@ def display_problem(env: Mapping[str, str] | None = None) -> str | None:
     return f"no display is reachable: {'; '.join(why)}; {_NO_DISPLAY_WAYS}"
 
 
+def xcb_libraries_problem(env: Mapping[str, str] | None = None) -> str | None:
+    """Which system libraries Qt's xcb plugin needs and lacks (app/syslibs.py reads the installed
+    PySide6's own), as one sentence with the line that installs them; None when none is missing or
+    the window will not use xcb (a Wayland session, an offscreen platform). Without them Qt says
+    only that "xcb-cursor0 or libxcb-cursor0 is needed", whichever library is in fact missing."""
+    env = os.environ if env is None else env
+    platform = env.get("QT_QPA_PLATFORM", "").split(":", 1)[0].strip().lower()
+    if platform not in ("", "xcb") or (not platform and env.get("WAYLAND_DISPLAY")) or not env.get("DISPLAY"):
+        return None
+    from app.syslibs import missing
+    pkgs = [p for p in missing("run") if p not in ("gcc", "python3-dev", "python3-venv")]   # build-only
+    if not pkgs:
+        return None
+    return (f"the window's X11 (xcb) platform needs system libraries that are missing: {' '.join(pkgs)}; "
+            f"install them with `sudo apt-get install -y {' '.join(pkgs)}` (or run `make run`, which does)")
+
+
 def _x11_problem(display: str) -> str | None:
     """None when an X server accepts a connection for `display` ("[host]:N[.screen]"), else why not.
     A local display is the socket /tmp/.X11-unix/XN (or Linux's abstract one of that name); a remote

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from app.cli.desktop import display_problem
+from app.cli.desktop import display_problem, xcb_libraries_problem
 
 WAYS = "run coremap in a desktop session (or over ssh -X), take a picture with --screenshot OUT.png, or use a command"
 
@@ -86,3 +86,20 @@ def test_the_window_without_a_display_is_one_line_and_status_2_without_qt(tmp_pa
     assert r.returncode == 2, r.stderr
     assert r.stderr.splitlines() == [f"coremap: no display is reachable: neither $DISPLAY nor $WAYLAND_DISPLAY is set; "
                                      f"{WAYS} (coremap --help)"]
+
+
+def test_missing_xcb_libraries_are_named_with_the_line_that_installs_them(monkeypatch):
+    """Qt's own message names xcb-cursor0 whatever library its xcb plugin lacks; coremap names the ones
+    missing here (app/syslibs.py's map, read against ldconfig's list)."""
+    from app import syslibs
+    everything = set(syslibs.OFFSCREEN_LIBS) | set(syslibs.XCB_LIBS)
+    monkeypatch.setattr(syslibs, "_ldconfig_sonames", lambda: everything - {"libxcb-icccm.so.4", "libxcb-keysyms.so.1"})
+    problem = xcb_libraries_problem({"DISPLAY": ":0"})
+    assert problem == ("the window's X11 (xcb) platform needs system libraries that are missing: libxcb-icccm4 "
+                       "libxcb-keysyms1; install them with `sudo apt-get install -y libxcb-icccm4 libxcb-keysyms1` "
+                       "(or run `make run`, which does)")
+    # Not asked where the window will not use xcb.
+    for env in ({"DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0"}, {"QT_QPA_PLATFORM": "offscreen"}, {}):
+        assert xcb_libraries_problem(env) is None
+    monkeypatch.setattr(syslibs, "_ldconfig_sonames", lambda: everything)
+    assert xcb_libraries_problem({"DISPLAY": ":0"}) is None
