@@ -10,7 +10,8 @@ a thousand hosts cost a thousand labels at first and a grid only for the tiles s
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QFrame, QGraphicsOpacityEffect, QGridLayout, QLabel, QScrollArea, QSizePolicy,
+                               QVBoxLayout, QWidget)
 
 from app.format import printable
 from app.remote.fleet import FleetRow
@@ -22,6 +23,7 @@ TILE_SIZE = (340, 230)
 FAILED_CSS = "color: #b00020;"
 STALE_CSS = "color: #8a6d00;"
 LAZY_ABOVE = 64
+STALE_OPACITY = 0.4
 
 
 def shared_scale(rows: list[FleetRow], metric: Metric) -> tuple[ColorScale | None, str, str, str]:
@@ -98,6 +100,13 @@ class HostTile(QFrame):
         v, r = self.view, self.row
         v.setVisible(True)
         v.setEnabled(not r.stale)
+        # A host not answering keeps its last grid, faded, so it reads as the past at a glance.
+        if r.stale and v.graphicsEffect() is None:
+            fade = QGraphicsOpacityEffect(v)
+            fade.setOpacity(STALE_OPACITY)
+            v.setGraphicsEffect(fade)
+        elif not r.stale and v.graphicsEffect() is not None:
+            v.setGraphicsEffect(None)
         v.fix_scale(self.scale)
         v.set_state(r.state)
         if r.quiet:

@@ -1,6 +1,6 @@
 """FleetTableModel: one row per host — its facts, busiest IRQ, jitter — with the cells that set a machine
-apart from the others (app.remote.fleet.odd_cells) in amber, the reason in their tooltip, and a host
-that could not be read in red with why."""
+apart from the others (app.remote.fleet.odd_cells) in amber, the reason in their tooltip, a host
+that could not be read in red with why, and one that stopped answering with when it was last seen."""
 from __future__ import annotations
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
@@ -11,6 +11,7 @@ from app.remote.fleet import FleetRow, jitter_text, odd_cells
 
 ODD_COLOR = QColor(255, 214, 102)
 FAILED_COLOR = QColor(176, 0, 32)
+STALE_COLOR = QColor(138, 109, 0)
 
 
 class FleetTableModel(QAbstractTableModel):
@@ -52,7 +53,7 @@ class FleetTableModel(QAbstractTableModel):
         if column == "Jitter":
             return jitter_text(r.probe)
         if column == "Status":
-            return f"ok, {r.seconds:.1f} s" if r.ok else r.error
+            return r.stale or (f"ok, {r.seconds:.1f} s" if r.ok else r.error)
         return r.fact(column)
 
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
@@ -69,6 +70,8 @@ class FleetTableModel(QAbstractTableModel):
             return QBrush(ODD_COLOR)
         if role == Qt.ItemDataRole.ForegroundRole and column == "Status" and not self.rows[row].ok:
             return QBrush(FAILED_COLOR)
+        if role == Qt.ItemDataRole.ForegroundRole and column == "Status" and self.rows[row].stale:
+            return QBrush(STALE_COLOR)
         return None
 
     def headerData(self, section: int, orientation, role: int = Qt.ItemDataRole.DisplayRole):
