@@ -166,3 +166,33 @@ def test_a_fleet_round_that_fails_whole_keeps_every_host_with_when_it_was_last_s
     assert stream.error.startswith(f"Prometheus server at {s.url} cannot be reached")
     for r in stream.rows():
         assert r.state is not None and r.stale.startswith("no answer since ")
+
+
+def test_the_token_comes_from_the_config_goes_to_its_server_only_and_is_never_printed(serve, tmp_path):
+    from app.sources.http import auth_for
+    token = "coremap-test-token-5e1d"
+    seen = []
+
+    def guarded(h):
+        seen.append(h.headers.get("Authorization"))
+        if h.headers.get("Authorization") != f"Bearer {token}":
+            send(h, b'{"status": "error", "error": "unauthorized"}', status=401)
+        else:
+            buildinfo(h)
+    s = serve({"*": guarded})
+    (tmp_path / "token").write_text(token + "\n")
+    config = tmp_path / "sources.ini"
+    config.write_text(f"[{s.url}]\nbearer_token_file = {tmp_path / 'token'}\n[http://elsewhere:9090]\n"
+                      f"bearer_token_file = {tmp_path / 'token'}\n")
+    auth = auth_for(s.url + "/", str(config))
+    assert Prometheus(s.url, auth=auth).check() == "2.42.0"
+    assert token not in repr(auth)
+    with pytest.raises(SourceError) as e:
+        Prometheus(s.url, auth=auth_for("http://127.0.0.1:1", str(config))).check()   # no section: no token
+    assert "refused coremap (HTTP 401); give a bearer_token_file" in str(e.value) and token not in str(e.value)
+    assert seen == [f"Bearer {token}", None]
+    with pytest.raises(SourceError, match="no such file"):
+        auth_for(s.url, str(tmp_path / "missing.ini"))
+    (tmp_path / "token").write_text("two\nlines\n")
+    with pytest.raises(SourceError, match="one token on one line"):
+        auth_for(s.url, str(config))
