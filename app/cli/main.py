@@ -103,6 +103,13 @@ def _main(argv: list[str]) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "host", None) is not None:
+            # Checked before anything runs: `--host ''` (an unset variable) ran a pin on this machine.
+            from app.remote.hosts import HostError, parse_host
+            try:
+                parse_host(args.host)
+            except HostError as e:
+                raise HostError(f"--host {args.host[:60]!r}: {e}") from None
         if getattr(args, "at", None) or getattr(args, "pcp_archive", None):
             # Imported here: only a replay needs app/sources/replay.py.
             from app.cli.replay import run_replay

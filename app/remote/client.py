@@ -31,7 +31,10 @@ from app.remote.ship import agent_mode, agent_zip, boot_line, remote_command, re
 from app.remote.transport import CONNECT_TIMEOUT, Disconnected, LinkError, SshProcess, SshTransport
 
 HANDSHAKE_S = 60.0          # after ssh's own connect timeout: shipping the agent, Python starting there
+FIRST_LINE_S = 20.0         # after ssh's connect timeout: the login shell and Python there say anything
+MAX_BOOT_LINES = 16         # the bootstrap says two or three things before the hello
 CALL_TIMEOUT = 30.0
+SILENCE_S = 60.0            # a wait with no end asks the agent whether it still answers after this long
 MAX_MESSAGE = 1000          # characters of an error sentence from the agent that are shown
 _EOF = object()
 
@@ -72,8 +75,15 @@ class Pending:
     def wait(self, timeout: float | None = None, *, give_up: bool = True):
         """The result; AgentError or LinkError when it failed. After `timeout` seconds without an
         answer: with `give_up`, the connection is given up (a link that holds a reply that long is
-        not one to go on with) and Disconnected raised; without, TimeoutError and nothing changes."""
-        if not self._done.wait(timeout):
+        not one to go on with) and Disconnected raised; without, TimeoutError and nothing changes.
+        With no timeout (a command or a probe that takes as long as it takes), the agent is still
+        asked, after every SILENCE_S without a line from it, whether it answers at all (a request it
+        answers at once); one that does not within CALL_TIMEOUT is given up."""
+        if timeout is None:
+            while not self._done.wait(min(SILENCE_S, 5.0)):
+                if self.client.silent_for() >= SILENCE_S:
+                    self.client.check_alive(f"`{self.op}`")
+        elif not self._done.wait(timeout):
             if not give_up:
                 raise TimeoutError(f"{self.client.host}: no answer to `{self.op}` within {timeout:g} s")
             self.client.close(Disconnected(f"{self.client.host}: no answer to `{self.op}` within "
@@ -120,7 +130,8 @@ class AgentClient:
         deadline = time.monotonic() + limit
         try:
             _write(proc, boot_line(mode, digest))
-            hello = _handshake(host, proc, reader, data, deadline, limit)
+            hello = _handshake(host, proc, reader, data, deadline, limit,
+                               min(limit, transport.connect_timeout + FIRST_LINE_S))
         except BaseException:
             reader.abandon()
             proc.kill()
@@ -128,6 +139,26 @@ class AgentClient:
         return cls(host, proc, hello, reader)
 
     # -- requests -----------------------------------------------------------------------------------
+    def silent_for(self) -> float:
+        """Seconds since the agent last sent a line."""
+        return time.monotonic() - self._reader.last_read
+
+    def check_alive(self, waiting_for: str) -> None:
+        """Ask the agent something it answers at once (a cancel of no request, answered by its reading
+        thread whatever else it runs); give the connection up when it does not answer within
+        CALL_TIMEOUT: an agent that says hello and then only keeps the line open would otherwise hold
+        `waiting_for` for ever."""
+        if self._failure is not None:
+            return
+        try:
+            self.start("cancel", target=0).wait(CALL_TIMEOUT, give_up=False)
+        except TimeoutError:
+            self.close(Disconnected(f"{self.host}: the agent stopped answering (nothing for {SILENCE_S:g} s while "
+                                    f"{waiting_for} ran, and no answer to a question it answers at once); "
+                                    "the connection was given up"))
+        except CoremapError:
+            pass        # an error answer is an answer; a link gone is reported by the wait itself
+
     @property
     def alive(self) -> bool:
         return self._failure is None
@@ -232,6 +263,7 @@ class _Reader(threading.Thread):
         self.dispatch = None
         self.ended = None
         self.bytes_read = 0             # what came over the connection (tests/benchmarks/bench_remote.py)
+        self.last_read = time.monotonic()
         self.start()
 
     def abandon(self) -> None:
@@ -242,14 +274,20 @@ class _Reader(threading.Thread):
 
     def run(self) -> None:
         error = None
+        booted = 0
         try:
             while True:
                 raw = protocol.read_line(self.proc.stdout, protocol.MAX_LINE, self.what)
                 if raw is None:
                     break
                 self.bytes_read += len(raw) + 1
+                self.last_read = time.monotonic()
                 msg = protocol.check_message(protocol.loads(raw, self.what), self.what)
                 if not self.go.is_set():
+                    booted += 1
+                    if booted > MAX_BOOT_LINES:
+                        raise protocol.ProtocolError(f"{self.what} sent more than {MAX_BOOT_LINES} lines "
+                                                     "before its hello")
                     self.boot.put(msg)
                     if msg["type"] == "hello":
                         self.go.wait()
@@ -276,14 +314,23 @@ def _write(proc: SshProcess, data: bytes) -> None:
 
 
 def _handshake(host: HostSpec, proc: SshProcess, reader: _Reader, agent: bytes, deadline: float,
-               limit: float) -> dict:
-    """Boot lines until the hello; the shipped agent sent when asked; the hello checked."""
+               limit: float, first_limit: float) -> dict:
+    """Boot lines until the hello; the shipped agent sent when asked; the hello checked. The first
+    line is due within ssh's connect timeout and FIRST_LINE_S (a silent server says so in half a
+    minute, not at the end of the whole handshake's time); the hello within the handshake's."""
+    start = time.monotonic()
+    first = min(deadline, start + first_limit)
+    said = False
     while True:
         try:
-            msg = reader.boot.get(timeout=max(0.0, deadline - time.monotonic()))
+            msg = reader.boot.get(timeout=max(0.0, (deadline if said else first) - time.monotonic()))
         except queue.Empty:
-            raise LinkError(f"{host}: no answer within {limit:g} s (a firewall that drops packets, a machine "
-                            "that is down, or an overloaded server)") from None
+            if said:
+                raise LinkError(f"{host}: no hello from coremap's agent within {limit:g} s (the server is "
+                                "overloaded, or what answers is not coremap)") from None
+            raise LinkError(f"{host}: no answer within {min(limit, first_limit):g} s (a firewall that drops "
+                            "packets, a machine that is down, or an overloaded server)") from None
+        said = True
         if isinstance(msg, tuple) and msg[0] is _EOF:
             raise msg[1] or _startup_failure(host, proc)
         if msg["type"] == "hello":

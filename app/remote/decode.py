@@ -18,6 +18,8 @@ import types
 import typing
 
 from app.errors import CoremapError
+from app.parse.cpulist import MAX_CPU
+from app.parse.interrupts import MAX_ROWS
 
 _MISSING = object()
 MAX_ITEMS = 1 << 22            # elements of one list, entries of one dict (a 4M-thread machine does not exist)
@@ -328,9 +330,15 @@ class _Class(_Type):
 
     def _field(self, name, t, fn, x):
         try:
-            return fn(x)
+            v = fn(x)
         except DecodeError as e:
             raise DecodeError(f"{self.name}.{name}: {e}") from None
+        rule = _RANGES.get((self.name, name))
+        if rule is not None and v is not None:
+            why = rule(v)
+            if why:
+                raise DecodeError(f"{self.name}.{name}: {why}")
+        return v
 
     def _make(self, kw):
         try:
@@ -405,6 +413,71 @@ class Schema:
                 raise TypeError(f"{cls.__name__}.{f.name} is not set by the constructor; it cannot be sent")
             c.fields.append((f.name, self._compile(hints[f.name])))
         return c
+
+
+# -- what the values mean ---------------------------------------------------------------------------------
+# Types say a field holds integers; these say which: a CPU id is below MAX_CPU (the CPU lists' own bound,
+# app/parse/cpulist.py), a count or a rate is not negative, a table has no more rows than IRQ numbers
+# go. A server that lies (CPU 4,000,000,000, an IRQ counted -5 times, a billion rows) is then refused
+# at the door like one that sends a wrong type, in one line, instead of reaching the grid's layout or
+# a table. Checked where a field is decoded or changed, so an unchanged field costs nothing a tick.
+def _numbers(v):
+    """The numbers in a field: itself, a sequence's items, or a dict's values (each a number or a
+    sequence of them)."""
+    if type(v) in (int, float):
+        return (v,)
+    if isinstance(v, dict):
+        out = []
+        for x in v.values():
+            out.extend(_numbers(x) if x is not None else ())
+        return out
+    return [x for x in v if x is not None] if isinstance(v, (tuple, list)) else ()
+
+
+def _cpu_ids(v) -> str:
+    ids = list(v) if isinstance(v, dict) else _numbers(v)
+    if ids and not (0 <= min(ids) and max(ids) < MAX_CPU):
+        bad = next(i for i in ids if not 0 <= i < MAX_CPU)
+        return f"CPU {bad} is past any machine (CPU ids are 0 to {MAX_CPU - 1})"
+    return ""
+
+
+def _not_negative(v) -> str:
+    nums = _numbers(v)
+    if nums and min(nums) < 0:
+        return f"{min(nums)} where a count or a rate (never negative) belongs"
+    return ""
+
+
+def _rows(v) -> str:
+    return f"{len(v):,} rows, more than the {MAX_ROWS:,} IRQs any machine has" if len(v) > MAX_ROWS else ""
+
+
+def _cpus(v) -> str:
+    return f"{len(v):,} CPUs, more than any machine has" if len(v) > MAX_CPU else ""
+
+
+_RANGES = {
+    **{(c, f): _cpu_ids for c, fs in {
+        "Cpu": ("id", "siblings"), "Core": ("cpus",), "Cache": ("cpus",), "NumaNode": ("cpus",),
+        "Package": ("cpus",), "Topology": ("online", "offline", "possible", "present", "isolated", "nohz_full"),
+        "InterruptTable": ("cpus",), "IrqTable": ("cpus",), "SoftirqTable": ("cpus",), "Rates": ("cpus", "per_cpu"),
+        "CpuRates": ("cpu",), "TaskRate": ("last_cpu",), "TaskSample": ("last_cpu", "allowed"),
+        "IrqInfo": ("requested", "effective", "hint"), "StatSample": ("cpus",), "CpuPower": ("idle", "mhz"),
+    }.items() for f in fs},
+    **{(c, f): _not_negative for c, fs in {
+        "InterruptRow": ("counts", "total"), "SoftirqTable": ("counts",), "IrqRate": ("per_cpu", "total"),
+        "CpuTimes": ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice"),
+        "CpuRates": ("irq_per_s", "softirq_per_s", "softirq_total_per_s", "busy_pct", "user_pct", "system_pct",
+                     "irq_pct", "softirq_pct", "irq_softirq_pct", "idle_pct", "iowait_pct", "steal_pct"),
+        "TaskRate": ("cpu_pct", "migrations_per_s", "switches_per_s"),
+        "TaskSample": ("utime", "stime", "starttime", "voluntary_switches", "involuntary_switches", "migrations"),
+        "StatSample": ("ctxt", "btime", "processes", "procs_running", "procs_blocked", "intr_total",
+                       "softirq_total"),
+        "Rates": ("seconds",),
+    }.items() for f in fs},
+    ("InterruptTable", "rows"): _rows, ("IrqTable", "rows"): _rows, ("Topology", "cpus"): _cpus,
+}
 
 
 def _unruns(runs) -> list:

@@ -8,23 +8,32 @@ whose histogram buckets are [lo, hi, count] of non-negative integers and whose `
 non-negative numbers. A line that is not is replaced by a `log` line saying so, never handed on.
 When the agent cannot run the probe (no C compiler there, a bad CPU) or the link drops, the run ends
 with an `error` line naming the host and why.
+
+What a run keeps is bounded too: a line at most MAX_ITEMS values in one list, a run MAX_RUN_VALUES
+values in all (20,000 lying interval lines of 260 KB each took 5.4 GB), and a run that does not end
+within its --seconds and PROBE_GRACE_S (or MAX_PROBE_S when it names none) is stopped with an `error`
+line, as is one whose agent stops answering (AgentClient.check_alive).
 """
 from __future__ import annotations
 
 import math
 import subprocess
+import time
 from collections.abc import Callable, Iterable
 
 from app.errors import CoremapError
 from app.format import printable
-from app.remote.client import AgentClient
+from app.remote.client import SILENCE_S, AgentClient
 from probes.runner import ProbeLines, ProbeStarter, probe_command
 
 MAX_DEPTH = 6
 MAX_TEXT = 64 * 1024
-MAX_ITEMS = 1 << 20
+MAX_ITEMS = 1 << 16          # a 100 ms chunk's histogram has ~35 buckets; HDR's whole range (1 ns-1 h) ~33,000
+MAX_RUN_VALUES = 8 << 20     # ~350 MB of Python values at worst; two hours of jitter intervals (~110 values each)
 MAX_NS = 1 << 62
 STDERR_KEPT = 200
+PROBE_GRACE_S = 120.0        # past its --seconds: building the probe there, its last lines, the link
+MAX_PROBE_S = 86400.0        # a probe that names no duration (it ends with its rounds) ends within a day
 
 
 class BadLine(ValueError):
@@ -33,9 +42,14 @@ class BadLine(ValueError):
 
 def check_line(line) -> dict:
     """`line` when it is a probe protocol line coremap can use (see the module docstring)."""
+    return checked_line(line)[0]
+
+
+def checked_line(line) -> tuple[dict, int]:
+    """(`line`, how many values it holds) when it is a line coremap can use; BadLine otherwise."""
     if not isinstance(line, dict) or not isinstance(line.get("type"), str) or len(line["type"]) > 32:
         raise BadLine("not an object with a type")
-    _plain(line, 0)
+    values = _plain(line, 0)
     buckets = line.get("buckets")
     if buckets is not None:
         if not isinstance(buckets, list):
@@ -49,29 +63,31 @@ def check_line(line) -> dict:
     for k, v in line.items():
         if k.endswith("_ns") and v is not None and (type(v) not in (int, float) or not 0 <= v < MAX_NS):
             raise BadLine(f"{k} is not a non-negative number")
-    return line
+    return line, values
 
 
-def _plain(v, depth: int) -> None:
+def _plain(v, depth: int) -> int:
+    """How many values `v` holds, once it is checked to be plain and bounded."""
     if depth > MAX_DEPTH:
         raise BadLine("nested too deep")
     t = type(v)
     if t is dict:
         if len(v) > MAX_ITEMS:
             raise BadLine("an object too large")
+        n = 1
         for k, x in v.items():
             if len(k) > 64:
                 raise BadLine("a key too long")
-            _plain(x, depth + 1)
-    elif t is list:
+            n += _plain(x, depth + 1)
+        return n
+    if t is list:
         if len(v) > MAX_ITEMS:
             raise BadLine("a list too long")
         if all(type(x) is int for x in v):
             if v and not -MAX_NS <= min(v) and max(v) <= MAX_NS:
                 raise BadLine("an integer past 62 bits")
-            return
-        for x in v:
-            _plain(x, depth + 1)
+            return 1 + len(v)
+        return 1 + sum(_plain(x, depth + 1) for x in v)
     elif t is str:
         if len(v) > MAX_TEXT:
             raise BadLine("a string too long")
@@ -83,6 +99,7 @@ def _plain(v, depth: int) -> None:
             raise BadLine("an integer past 62 bits")
     elif v is not None and t is not bool:
         raise BadLine("not a JSON value")
+    return 1
 
 
 class RemoteProbeRun(ProbeLines):
@@ -95,6 +112,9 @@ class RemoteProbeRun(ProbeLines):
         self.host = client.host
         self.pid: int | None = None         # the probe's pid on the server
         self._rc: int | None = None
+        self._values = 0                    # values kept so far (MAX_RUN_VALUES)
+        self._stopped = ""                  # why this end stopped the run, once it has
+        self._deadline = time.monotonic() + _duration(args)
         self._pending = client.start("probe", probe=name, args=args, on_event=self._on_event)
 
     @classmethod
@@ -113,15 +133,28 @@ class RemoteProbeRun(ProbeLines):
         if "pid" in ev:
             pid = ev["pid"]
             self.pid = pid if type(pid) is int and 0 < pid < 1 << 32 else None
-        if "line" in ev:
+        if "line" in ev and not self._stopped:
             try:
-                line = check_line(ev["line"])
+                line, n = checked_line(ev["line"])
             except BadLine as e:
-                line = {"type": "log", "text": f"{self.host} sent a probe line coremap cannot use ({e})"}
+                line, n = {"type": "log", "text": f"{self.host} sent a probe line coremap cannot use ({e})"}, 1
+            self._values += n
+            if self._values > MAX_RUN_VALUES:
+                self._stop(f"{self.host} sent more probe data than coremap keeps for one run "
+                           f"({MAX_RUN_VALUES:,} values); the run was stopped")
+                return
             self._add(line)
+
+    def _stop(self, why: str) -> None:
+        """End the run from this side: the agent is asked to stop it, the run ends with `why`."""
+        self._stopped = why
+        self._add({"type": "error", "message": why})
+        self._pending.cancel()
 
     def _finish(self) -> int:
         """The exit status, once the agent answered (an error becomes an `error` line and status 2)."""
+        if self._rc is None and self._stopped:
+            self._rc = 2
         if self._rc is None:
             try:
                 res = self._pending.wait(0)
@@ -145,6 +178,8 @@ class RemoteProbeRun(ProbeLines):
         return self._finish() if self._pending.done else None
 
     def wait(self, timeout: float | None = None) -> int:
+        if timeout is None:
+            return self._wait_to_the_end()
         try:
             self._pending.wait(timeout, give_up=False)
         except TimeoutError:
@@ -152,6 +187,25 @@ class RemoteProbeRun(ProbeLines):
         except CoremapError:
             pass        # becomes the run's error line in _finish
         return self._finish()
+
+    def _wait_to_the_end(self) -> int:
+        """wait() with no timeout: until the run ends, its deadline passes (it is then stopped), or the
+        agent stops answering (the connection is then given up)."""
+        client = self._pending.client
+        while True:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                self._stop(f"{self.host}: the probe did not end within the {_duration(self.argv):g} s it may "
+                           "take; it was stopped")
+                return self.cancel()
+            try:
+                self._pending.wait(min(left, 5.0), give_up=False)
+                return self._finish()
+            except TimeoutError:
+                if client.silent_for() >= SILENCE_S:
+                    client.check_alive("the probe")
+            except CoremapError:
+                return self._finish()
 
     def cancel(self) -> int:
         """Stop the probe on the server (the agent ends its child as a local cancel does)."""
@@ -162,6 +216,9 @@ class RemoteProbeRun(ProbeLines):
             pass        # the link is gone or slow: the agent ends the child with the connection
         return self._finish() if self._pending.done else 143
 
+    def error(self) -> str | None:
+        return self._stopped or super().error()
+
     def _message(self, message) -> str:
         """The `error` line's message, printable and naming the host (a CPU there, a compiler there)."""
         message = printable(str(message))[:1000]
@@ -169,3 +226,13 @@ class RemoteProbeRun(ProbeLines):
 
     def _where(self, what: str) -> str:
         return f"{what} on {self.host}"
+
+
+def _duration(argv) -> float:
+    """How long a run of these arguments may take: its --seconds and PROBE_GRACE_S, else MAX_PROBE_S."""
+    argv = [str(a) for a in argv]
+    try:
+        seconds = float(argv[argv.index("--seconds") + 1])
+    except (ValueError, IndexError):
+        return MAX_PROBE_S
+    return min(seconds, MAX_PROBE_S) + PROBE_GRACE_S if math.isfinite(seconds) and seconds > 0 else MAX_PROBE_S

@@ -8,8 +8,11 @@ IdentityFile), their agent and known_hosts work as they set them up. coremap add
   window (and there is no terminal to type into anyway).
 - One connection per host, multiplexed: ControlMaster=auto with its socket in a private folder
   (0700, ours; see control_dir) and ControlPersist, so the window, a probe and a `coremap --host`
-  command in a terminal share one TCP connection and one login. A user whose ssh config already
-  names a ControlPath keeps theirs (`ssh -G` says what the config sets).
+  command in a terminal share one TCP connection and one login. The socket is named for the host as
+  written and everything `ssh -G` resolves for it (address, port, user, keys, known_hosts files,
+  ProxyJump...), never for host, port and user alone as ssh's %C is: two aliases of one server each
+  log in and check the host key themselves, and one never rides the other's connection. A user whose
+  ssh config already names a ControlPath keeps theirs.
 - ConnectTimeout, and ServerAliveInterval/CountMax, so a dead link is noticed within ~15 s even when
   no data flows.
 - `-T` (no terminal) and `--` before the destination (a host is never an option).
@@ -24,13 +27,13 @@ connection (the CLI's main thread, the window's sampler thread).
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import re
 import shlex
 import signal
 import stat
 import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
@@ -86,21 +89,35 @@ def ssh_command() -> list[str]:
 
 def control_dir() -> Path:
     """A folder for the multiplexing sockets that only this user can enter: $XDG_RUNTIME_DIR/coremap
-    (systemd makes XDG_RUNTIME_DIR 0700 and ours), else coremap-ssh-UID in the temp folder, created
-    0700 and refused if it is a link, someone else's, or open to others (a shared /tmp is hostile)."""
+    when XDG_RUNTIME_DIR is this user's own 0700 folder (systemd makes it so), else ~/.cache/coremap/ssh;
+    never the shared temporary folder. Each folder coremap makes on the way is created 0700 and, like
+    the one it ends in, refused if it is a link, someone else's, or open to others."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    base = Path(runtime) / "coremap" if runtime and os.path.isabs(runtime) else \
-        Path(tempfile.gettempdir()) / f"coremap-ssh-{os.getuid()}"
-    try:
-        base.mkdir(mode=0o700, exist_ok=True)
-        st = os.lstat(base)
-    except OSError as e:
-        raise LinkError(f"{base}: cannot create the folder for ssh's shared connections ({e.strerror}); "
-                        "set XDG_RUNTIME_DIR to a folder of yours") from None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+    if runtime and os.path.isabs(runtime) and _private(Path(runtime)):
+        parts = [Path(runtime) / "coremap"]
+    else:
+        cache = Path.home() / ".cache"
+        parts = [cache, cache / "coremap", cache / "coremap" / "ssh"]
+    for folder in parts:
+        try:
+            folder.mkdir(mode=0o700, exist_ok=True)
+        except OSError as e:
+            raise LinkError(f"{folder}: cannot create the folder for ssh's shared connections ({e.strerror}); "
+                            "set XDG_RUNTIME_DIR to a folder of yours") from None
+    base = parts[-1]
+    if not all(_private(p) for p in parts[-2:]):
         raise LinkError(f"{base}: not a private folder of this user (a link, someone else's, or open to "
                         "others); remove it, or set XDG_RUNTIME_DIR to a folder of yours")
     return base
+
+
+def _private(folder: Path) -> bool:
+    """Whether `folder` is a folder (not a link to one) that this user owns and nobody else may enter."""
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
 class SshTransport:
@@ -112,6 +129,7 @@ class SshTransport:
         self.connect_timeout = max(1, int(round(connect_timeout)))
         self.command = list(command) if command is not None else ssh_command()
         self._multiplex: list[str] | None = None
+        self._config: str | None = None
 
     def argv(self, remote_command: str) -> list[str]:
         """The full argv that runs `remote_command` (one string, for the login shell) on the host."""
@@ -129,19 +147,30 @@ class SshTransport:
         if self._multiplex is None:
             self._multiplex = [] if self._user_control_path() else [
                 "-o", "ControlMaster=auto",
-                "-o", f"ControlPath={control_dir()}/%C",
+                "-o", f"ControlPath={control_dir()}/{self.control_key()}",
                 "-o", f"ControlPersist={CONTROL_PERSIST}"]
         return self._multiplex
 
+    def control_key(self) -> str:
+        """The shared connection's name: a hash of the host as written and of everything `ssh -G`
+        resolves for it, so only an identical destination and configuration shares a connection."""
+        text = f"{self.host}\n{' '.join(self.command)}\n{self._resolved()}"
+        return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+    def _resolved(self) -> str:
+        """`ssh -G`'s output for this host (the config as it applies to it; no connection is made);
+        "" when ssh cannot say (the real connection will say what is wrong)."""
+        if self._config is None:
+            try:
+                self._config = subprocess.run([*self.command, "-G", *self.host.ssh_args()], capture_output=True,
+                                              text=True, timeout=10, stdin=subprocess.DEVNULL).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                self._config = ""
+        return self._config
+
     def _user_control_path(self) -> bool:
-        """Whether `ssh -G` (the config as it applies to this host; no connection is made) names a
-        ControlPath."""
-        try:
-            out = subprocess.run([*self.command, "-G", *self.host.ssh_args()], capture_output=True,
-                                 text=True, timeout=10, stdin=subprocess.DEVNULL).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            return False        # the real connection will say what is wrong with ssh
-        for line in out.splitlines():
+        """Whether the config as it applies to this host names a ControlPath."""
+        for line in self._resolved().splitlines():
             key, _, value = line.partition(" ")
             if key == "controlpath":
                 return value.strip() not in ("", "none")

@@ -54,6 +54,7 @@ from app.remote.codec import StateReceiver, StateSender  # noqa: E402
 from app.remote.hosts import parse_host  # noqa: E402
 from app.remote.protocol import dumps  # noqa: E402
 from app.remote.sampler import RemoteSampler  # noqa: E402
+from app.remote.transport import SshTransport  # noqa: E402
 from app.sampling.sampler import Sampler  # noqa: E402
 from app.sysroot import SysRoot  # noqa: E402
 from tests.machines import extract  # noqa: E402
@@ -94,9 +95,8 @@ def _ms(d: dict[str, float]) -> str:
 def exit_masters(sshd: Sshd) -> None:
     """Close the shared connections, so the next connect is cold."""
     for alias in ("s1", "clean"):
-        subprocess.run(["ssh", "-F", str(sshd.folder / "ssh_config"), "-o",
-                        f"ControlPath={sshd.folder}/client-run/coremap/%C", "-O", "exit", alias],
-                       capture_output=True, timeout=10)
+        t = SshTransport(parse_host(alias))
+        subprocess.run([*t.command, *t.multiplex_options(), "-O", "exit", alias], capture_output=True, timeout=10)
     time.sleep(0.2)
 
 

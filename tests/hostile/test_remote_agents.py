@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import resource
 import sys
+import tempfile
+import time
+import weakref
 
 import pytest
 
@@ -30,7 +35,14 @@ class ScriptTransport(SshTransport):
         self.script = script
 
     def argv(self, remote_command: str) -> list[str]:
-        return [sys.executable, "-c", self.script]
+        if len(self.script) < 64 * 1024:
+            return [sys.executable, "-c", self.script]
+        # Past the kernel's bound on one argument (MAX_ARG_STRLEN, 128 KiB): a file.
+        f = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False)
+        with f:
+            f.write(self.script)
+        weakref.finalize(self, os.unlink, f.name)
+        return [sys.executable, f.name]
 
 
 def agent_script(before: list[str], replies: dict[str, list[dict]], hello: dict | None = HELLO,
@@ -155,3 +167,168 @@ def test_json_in_requests_never_carries_nan():
     finally:
         client.close()
     assert json.loads(protocol.request(1, "tick", interval=1.5)) == {"id": 1, "op": "tick", "interval": 1.5}
+
+
+# -- issue 24: a remote that lies or stalls, with every read under a deadline and memory bounded ---------------
+def _lying_state(change) -> dict:
+    """A real state of the sno capture as its agent sends it, with `change` made to it first."""
+    from dataclasses import replace
+
+    from app.remote.codec import StateSender
+    from app.sampling.sampler import Sampler
+    from app.sysroot import SysRoot
+    from tests.machines import extract
+    state = Sampler(SysRoot(extract("sno"))).tick()
+    return json.loads(json.dumps(StateSender().form(change(state, replace))))
+
+
+def _first_cpu(s, replace):
+    cpus = list(s.topology.cpus)
+    cpus[0] = replace(cpus[0], id=4_000_000_000)
+    return replace(s, topology=replace(s.topology, cpus=tuple(cpus)))
+
+
+def _negative_count(s, replace):
+    rows = list(s.sample.interrupts.rows)
+    rows[0] = replace(rows[0], counts=(-5,) + rows[0].counts[1:])
+    return replace(s, sample=replace(s.sample, interrupts=replace(s.sample.interrupts, rows=tuple(rows))))
+
+
+def _too_many_rows(s, replace):
+    row = s.sample.interrupts.rows[0]
+    rows = tuple(replace(row, irq=str(i)) for i in range(70_000))
+    return replace(s, sample=replace(s.sample, interrupts=replace(s.sample.interrupts, rows=rows)))
+
+
+@pytest.mark.parametrize("change, words", [
+    (_first_cpu, "Cpu.id: CPU 4000000000 is past any machine"),
+    (_negative_count, "InterruptRow.counts: -5 where a count or a rate"),
+    (_too_many_rows, "InterruptTable.rows: 70,000 rows, more than the 65,536 IRQs"),
+], ids=["cpu-id", "negative-count", "rows"])
+def test_a_state_that_lies_is_refused_in_one_line(change, words):
+    script = agent_script([], {"open": [{"type": "result", "result": {"root_key": "/"}}],
+                               "tick": [{"type": "result", "result": {"state": _lying_state(change)}}]})
+    s = RemoteSampler(HOST, connect=lambda h: connect(script))
+    with pytest.raises(LinkError, match="evil sent a state coremap cannot use") as e:
+        s.tick()
+    s.close()
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_agent_that_stops_answering_after_its_hello_is_given_up(monkeypatch):
+    from app.cli.host import forward
+    from app.remote import client as client_mod
+    monkeypatch.setattr(client_mod, "SILENCE_S", 1.0)
+    monkeypatch.setattr(client_mod, "CALL_TIMEOUT", 1.0)
+    script = agent_script([], {}).replace("for line in sys.stdin.buffer:", "import time\nfor line in sys.stdin.buffer:\n    time.sleep(3600)\nfor _ in ():")
+    client = connect(script)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(LinkError, match="evil: the agent stopped answering"):
+            forward(client, HOST, ["threads"], io.StringIO(), io.StringIO())
+    finally:
+        client.close()
+    assert time.monotonic() - t0 < 30
+
+
+def test_a_silent_server_is_said_within_its_first_line_time(monkeypatch):
+    from app.remote import client as client_mod
+    monkeypatch.setattr(client_mod, "FIRST_LINE_S", 1.0)
+    t0 = time.monotonic()
+    with pytest.raises(LinkError, match="evil: no answer within"):
+        AgentClient.connect(HOST, transport=ScriptTransport("import time; time.sleep(60)"))
+    # ssh's connect timeout (10 s) and FIRST_LINE_S; the whole handshake's 70 s before.
+    assert time.monotonic() - t0 < 30
+
+
+def test_endless_boot_lines_end_the_connection():
+    flood = "import sys\nsys.stdin.buffer.readline()\nwhile True:\n    sys.stdout.buffer.write(b'{\"type\": \"boot\"}\\n')\n"
+    t0 = time.monotonic()
+    with pytest.raises(LinkError, match="evil sent more than 16 lines before its hello"):
+        connect(flood)
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_reply_that_would_fill_memory_is_refused():
+    """One 63 MiB line of `[{},{},...]` took 1.6 GB a connection, ~18 GB for a fleet's eight."""
+    script = f"""
+import json, sys
+sys.stdin.buffer.readline()
+out = sys.stdout.buffer
+out.write((json.dumps({HELLO!r}) + "\\n").encode()); out.flush()
+for line in sys.stdin.buffer:
+    rid = json.loads(line)["id"]
+    out.write(b'{{"id": %d, "type": "result", "result": [' % rid + b"{{}}," * (21 << 20) + b'{{}}]}}\\n'); out.flush()
+"""
+    client = connect(script)
+    try:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with pytest.raises(LinkError, match="not a message .*would take about"):
+            client.call("facts", timeout=60)
+        assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 600 * 1024   # KiB
+    finally:
+        client.close()
+
+
+def _probe_agent(lines: int, line: dict, end: bool) -> str:
+    """An agent whose probe sends `lines` copies of `line`, then ends (or never does); it answers every
+    other request (a cancel) at once."""
+    return f"""
+import json, sys, threading
+sys.stdin.buffer.readline()
+out = sys.stdout.buffer
+lock = threading.Lock()
+def send(m):
+    with lock:
+        out.write((json.dumps(m) + "\\n").encode()); out.flush()
+send({HELLO!r})
+def probe(rid):
+    for _ in range({lines}):
+        send({{"id": rid, "type": "event", "event": {{"line": {line!r}}}}})
+    if {end!r}:
+        send({{"id": rid, "type": "result", "result": {{"rc": 0}}}})
+for raw in sys.stdin.buffer:
+    req = json.loads(raw)
+    if req["op"] == "probe":
+        threading.Thread(target=probe, args=(req["id"],), daemon=True).start()
+    else:
+        send({{"id": req["id"], "type": "result", "result": False}})
+"""
+
+
+def test_a_probe_that_never_ends_is_stopped_after_its_time(monkeypatch):
+    from app.remote import probe_runs
+    monkeypatch.setattr(probe_runs, "PROBE_GRACE_S", 1.0)
+    client = connect(_probe_agent(1, {"type": "hello", "cpu": 1}, end=False))
+    try:
+        run = RemoteProbeRun(client, "jitter", ["--cpu", "1", "--seconds", "0.5"])
+        t0 = time.monotonic()
+        assert run.wait() != 0
+        assert time.monotonic() - t0 < 20
+        assert "the probe did not end within the 1.5 s it may take" in run.failure("jitter CPU 1")
+    finally:
+        client.close()
+
+
+def test_a_probe_flood_is_bounded_and_said_once(monkeypatch):
+    """20,000 interval lines of ~260 KB took 5.4 GB with --hlog; a run now keeps MAX_RUN_VALUES values."""
+    from app.remote import probe_runs
+    monkeypatch.setattr(probe_runs, "MAX_RUN_VALUES", 200_000)
+    line = {"type": "interval", "elapsed_ns": 1, "buckets": [[i, i + 1, 1] for i in range(0, 20_000, 2)]}
+    client = connect(_probe_agent(200, line, end=True))
+    try:
+        run = RemoteProbeRun(client, "jitter", ["--cpu", "1", "--seconds", "1"])
+        assert run.wait() == 2
+        assert run.failure("jitter CPU 1") == ("evil sent more probe data than coremap keeps for one run "
+                                               "(200,000 values); the run was stopped")
+        assert sum(1 for x in run.lines if x["type"] == "interval") < 10
+    finally:
+        client.close()
+
+
+def test_an_empty_host_is_refused_not_this_machine():
+    from tests.hostile.conftest import run_cli
+    for args in (["--host", "", "topology"], ["--host=", "threads"], ["--host", " ", "irqs"]):
+        r = run_cli(*args)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no host given" in r.stderr, r
+        assert r.stdout == ""

@@ -20,7 +20,10 @@ Client-side aliases (ssh -F): s1, s2, s3, node-a (installed), clean (clean), ref
 stranger (a known_hosts without the server's key), wrongkey (a key the server does not accept),
 silent (a port that accepts and never answers), blackhole (192.0.2.1, TEST-NET-1: no route, or no answer). stranger and wrongkey name the server "localhost": ssh
 multiplexes by host, port and user, and under s1's name they would ride s1's shared connection, whose
-key was checked and whose login was made already.
+key was checked and whose login was made already. twin is s1 exactly (127.0.0.1, its port, its user)
+with a known_hosts that lacks the key: coremap names each shared connection for the alias and what
+`ssh -G` resolves for it, so twin must make (and fail) its own login while s1's connection lives
+(issue 24, ssh).
 """
 from __future__ import annotations
 
@@ -125,6 +128,11 @@ Host refused
     Port {self.closed_port}
     IdentityFile {f}/user_ed25519
     UserKnownHostsFile {f}/known_hosts
+{common}
+Host twin
+    Port {self.port}
+    IdentityFile {f}/user_ed25519
+    UserKnownHostsFile {f}/empty_known_hosts
 {common}
 Host stranger
     Port {self.port}

@@ -68,6 +68,18 @@ def test_a_host_that_refuses_raises_before_any_state(remote_env):
     s.close()
 
 
+def test_an_alias_never_rides_another_alias_connection(sampler, remote_env):
+    """twin is s1's host, port and user with a known_hosts that lacks the server's key. While s1's shared
+    connection lives, twin must still check the key itself, and be refused; under ssh's %C it rode
+    s1's connection and was read "ok" (issue 24)."""
+    from app.remote.client import AgentClient
+    from app.remote.transport import HostKeyUnknown
+    assert sampler.tick().topology.cpus         # s1 connected: its shared connection is up
+    with pytest.raises(HostKeyUnknown, match="twin: its host key is not in known_hosts"):
+        AgentClient.connect(parse_host("twin")).close()
+    assert sampler.tick().stale == ""           # s1's own connection is untouched
+
+
 @pytest.fixture
 def sleeper():
     p = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(600)"],

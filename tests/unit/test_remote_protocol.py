@@ -92,7 +92,7 @@ def test_the_ssh_command_is_batch_mode_multiplexed_and_ends_with_the_destination
     t = SshTransport(HostSpec("-not-an-option", "u", 22), command=["ssh", "-F", "/dev/null"])
     argv = t.argv("python3 -c x")
     assert argv[:4] == ["ssh", "-F", "/dev/null", "-T"]
-    assert "BatchMode=yes" in argv and f"ControlPath={tmp_path}/coremap/%C" in argv
+    assert "BatchMode=yes" in argv and f"ControlPath={tmp_path}/coremap/{t.control_key()}" in argv
     assert argv[-3:] == ["--", "-not-an-option", "python3 -c x"]
     assert (tmp_path / "coremap").stat().st_mode & 0o777 == 0o700
     assert remote_command() == "python3 -c 'import sys;exec(sys.stdin.buffer.readline())'"
