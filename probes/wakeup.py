@@ -96,8 +96,10 @@ def summarize(lines) -> dict:
     run = histogram.LatencyRun.of(lines)
     n = run.total("iterations")
     if n:
-        # the loop knows the exact max; the histogram only knows the bucket's midpoint
-        run.percentiles["max"] = max(iv["max_ns"] for iv in run.intervals)
+        # the loop knows the exact max; the histogram only knows the bucket's midpoint, which can lie
+        # above it: no percentile reads later than the latest wakeup
+        mx = max(iv["max_ns"] for iv in run.intervals)
+        run.percentiles = {k: min(v, mx) for k, v in run.percentiles.items()} | {"max": mx}
     h = run.hello
     policy = h.get("policy")
     dma = h.get("dma_latency")
