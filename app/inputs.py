@@ -104,6 +104,18 @@ def read_input_text(path, *, what: str, limit: int, hint: str = "", stream: bool
                       no_links=no_links).decode("utf-8", errors="replace")
 
 
+def not_private(st: os.stat_result) -> str:
+    """Why a state file or folder (the pin journal, the state folder) is not this user's alone: "" when it
+    is; else e.g. "it belongs to uid 65534" or "others may write it". As root above all, coremap acts on
+    what its journal says: a journal another user owns or can write would let them choose what root pins
+    and restores (issue 24)."""
+    if st.st_uid != os.geteuid():
+        return f"it belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"others may write it (mode {stat.S_IMODE(st.st_mode):04o})"
+    return ""
+
+
 def _wait_readable(fd: int, name: str, tail: str) -> None:
     deadline = time.monotonic() + STREAM_IDLE_S
     poller = select.poll()

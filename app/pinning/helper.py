@@ -100,8 +100,27 @@ def main(argv: list[str] | None = None) -> int:
     if argv:
         print("coremap-helper takes no arguments; it reads JSON requests on stdin", file=sys.stderr)
         return 2
+    if not sys.flags.isolated:
+        # Started as the installed `coremap-helper` script or `python -m app.pinning.helper`: Python read
+        # PYTHONPATH, PYTHONSTARTUP, PYTHONINSPECT (which would read stdin as code after serve()) and the
+        # user's site folder. Start again isolated, in a scrubbed environment, before any request is read.
+        os.execve(isolated_command()[0], isolated_command(), SAFE_ENV)
     serve(SysRoot("/"), sys.stdin.buffer, sys.stdout)
     return 0
+
+
+# What the helper runs with, whoever starts it: no PYTHON* or LD_* variable, no locale or path of the
+# caller's (issue 24: a planted app/helper.py on PYTHONPATH was imported, and LD_PRELOAD loaded, with
+# privilege).
+SAFE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+
+
+def isolated_command() -> list[str]:
+    """This Python (by absolute path), isolated (-I: no PYTHON* variables, no current folder or user
+    site folder on sys.path), running the helper from the folder this very file was loaded from."""
+    here = str(Path(__file__).resolve().parent.parent.parent)
+    return [os.path.abspath(sys.executable), "-I", "-c",
+            f"import sys; sys.path.insert(0, {here!r}); from app.pinning.helper import main; sys.exit(main())"]
 
 
 # -- client -----------------------------------------------------------------------------------------
@@ -127,8 +146,10 @@ class HelperClient:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         try:
+            # A scrubbed environment and "/" as the folder: nothing of the caller's reaches the helper
+            # (pkexec and sudo scrub too, but a helper started directly by root would inherit it all).
             self._proc = subprocess.Popen(
-                self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=_project_dir(),
+                self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/", env=dict(SAFE_ENV),
                 text=True, bufsize=1)
         except OSError as e:
             raise PinWriteError(f"cannot start the helper `{' '.join(self.command)}` ({e.strerror}); "
@@ -214,19 +235,15 @@ class HelperClient:
             self._proc = None
 
 
-def _project_dir() -> str:
-    """The folder holding the app package, so `python -m app.pinning.helper` finds it from a source tree."""
-    return str(Path(__file__).resolve().parent.parent)
-
-
 def default_command() -> list[str]:
     """Root already: the helper directly. Else pkexec on the installed coremap-helper (the path the
     polkit policy names), else pkexec/sudo -n on this Python running app.pinning.helper.
 
-    Always by absolute path, and Python in isolated mode (-I: no current folder, no PYTHON*
-    variables, no user site-packages on sys.path), so an app/pinning/helper.py lying in the caller's working
-    directory is never the one imported with privilege."""
-    here = [sys.executable, "-I", "-m", "app.pinning.helper"]
+    Always by absolute path, and Python in isolated mode (isolated_command: no current folder, no
+    PYTHON* variables, no user site-packages on sys.path), so an app/pinning/helper.py lying in the
+    caller's working directory or on PYTHONPATH is never the one imported with privilege; the
+    installed script restarts itself so (main)."""
+    here = isolated_command()
     if os.geteuid() == 0:
         return here
     installed = shutil.which("coremap-helper")

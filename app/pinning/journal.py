@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.errors import CoremapError
+from app.inputs import not_private
 from app.pinning.journal_lines import (GUARD_ACTIONS, KINDS, MAX_JOURNAL, MAX_TEXT, NAMED_KINDS, QUIET_ACTIONS,
                                        STATES, BadLine, FollowRule, GuardEvent, GuardPolicy, JournalEntry, QuietEvent,
                                        as_cpus, decode_records, read_event)
@@ -86,6 +87,17 @@ class Journal:
             raise JournalError(f"{self.path}: cannot open the pin journal ({os.strerror(e.errno or 0)}); "
                                "set COREMAP_STATE_DIR to a folder you may write") from None
         st = os.fstat(self._fd)
+        why = not_private(st) and f"the pin journal {self.path}: {not_private(st)}"
+        try:
+            folder = os.stat(self.path.parent)
+        except OSError:
+            folder = None
+        if not why and folder is not None and not_private(folder):
+            why = f"the folder of the pin journal {self.path.parent}: {not_private(folder)}"
+        if why:
+            self.close()
+            raise JournalError(f"{why}; refused, nothing was read or written (use a state folder of your own: "
+                               "COREMAP_STATE_DIR, mode 0700)")
         if not stat.S_ISREG(st.st_mode):
             self.close()
             raise JournalError(f"{self.path} is not a regular file; move it aside (coremap keeps its pin "

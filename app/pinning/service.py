@@ -29,7 +29,7 @@ from app.pinning.targets import GUARD_ORIGIN, KINDS, PinRequest, PinResult, PinT
 from app.pinning.cgroups import cgroup_writers
 from app.pinning.kinds import CPU_KINDS, MASK_KINDS, SCALAR_KINDS
 from app.pinning.settings import ScalarWriter
-from app.pinning.writers import IrqWriter, MaskWriter, Step, ThreadWriter
+from app.pinning.writers import UNKNOWN_START, IrqWriter, MaskWriter, Step, ThreadWriter
 from app.sysroot import SysRoot
 
 __all__ = ["AffinityService", "BatchResults", "CaptureReadOnly", "GUARD_ORIGIN", "KINDS", "PinRequest",
@@ -253,7 +253,8 @@ class AffinityService:
 
     def _replay(self, entries: list[JournalEntry], origin: str, progress: Progress | None) -> BatchResults:
         steps = [Step(PinTarget(e.kind, e.target_id, e.pid, e.label, e.netdev), tuple(e.before),
-                      expect_starttime=e.starttime if e.kind == "thread" else None)
+                      expect_starttime=(UNKNOWN_START if e.starttime is None else e.starttime)
+                      if e.kind == "thread" else None)
                  for e in entries if e.before is not None]
         return BatchResults(self._flow.run(steps, origin=origin, online=read_online_cpus(self.root),
                                            progress=progress))
@@ -264,7 +265,9 @@ class AffinityService:
             task = read_task(self.root, pid, e.target_id, detail="fast")
         except TaskGone:
             return False
-        return e.starttime is None or task.starttime == e.starttime
+        # Without a start time (an old or forged line) the thread cannot be told from a new one that
+        # reused its id: not the same, so there is nothing of it to restore (issue 24).
+        return e.starttime is not None and task.starttime == e.starttime
 
 
 def _value(kind: str, value) -> tuple[int, ...]:

@@ -27,6 +27,11 @@ from app.pinning.targets import PinTarget
 from app.sysroot import SysRoot
 
 
+# A replayed thread whose journal line holds no start time (an old or forged line): no thread has it,
+# so prepare() leaves whatever now has the id alone (issue 24: restore re-pinned a reused pid).
+UNKNOWN_START = -1
+
+
 @dataclass(frozen=True)
 class Step:
     """One write of a batch: set `target` to `cpus`. `expect_starttime`: the thread must still be the
@@ -94,9 +99,14 @@ class ThreadWriter:
             except TaskGone:
                 task = None
         t = PinTarget("thread", t.id, pid, t.label or (task.comm if task is not None else ""))
-        start = task.starttime if task is not None else step.expect_starttime
+        start = task.starttime if task is not None else \
+            (None if step.expect_starttime == UNKNOWN_START else step.expect_starttime)
         if task is None:
             return Prepared(t, starttime=start, gone=f"{t.describe()} has exited; refresh the list")
+        if step.expect_starttime == UNKNOWN_START:
+            return Prepared(t, starttime=None, gone=(
+                f"{t.describe()}: the journal holds no start time for the thread that was pinned, so it cannot "
+                "be told from a new one that reused the id; left alone"))
         if step.expect_starttime is not None and task.starttime != step.expect_starttime:
             return Prepared(t, starttime=step.expect_starttime, gone=(
                 f"{t.describe()}: the thread that was pinned exited and its id was reused; left alone"))

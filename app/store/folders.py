@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from app.errors import CoremapError
+from app.inputs import not_private
 
 
 class StateDirError(CoremapError):
@@ -39,6 +40,14 @@ def state_dir(create: bool = True) -> Path:
             raise StateDirError(
                 f"{path}: cannot create the state folder ({e.strerror}); "
                 "set COREMAP_STATE_DIR to a folder you may write") from None
+    try:
+        why = not_private(os.stat(path))
+    except OSError:
+        why = ""            # not made yet (create=False): nothing in it to trust or distrust
+    if why:
+        # What it holds (the pin journal, autosaves) decides what coremap pins and restores.
+        raise StateDirError(f"{path}: the state folder is refused: {why}; set COREMAP_STATE_DIR to a "
+                            "folder of your own (mode 0700)")
     return path
 
 
