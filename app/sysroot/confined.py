@@ -140,7 +140,10 @@ class ConfinedRoot:
         except PermissionError:
             raise SysRootReadError(path, "permission denied; run as a user who may read it") from None
         except OSError as e:
-            raise SysRootReadError(path, os.strerror(e.errno) if e.errno else str(e)) from None
+            if e.errno != errno.ELOOP:
+                raise SysRootReadError(path, os.strerror(e.errno) if e.errno else str(e)) from None
+            self._note(path, "is a loop of links; read as missing")
+            return None
         try:
             size = None
             if not self._live:
@@ -179,6 +182,11 @@ class ConfinedRoot:
                 return os.listdir(path)
             fd = self._open(path, os.O_RDONLY | os.O_DIRECTORY)
         except (FileNotFoundError, NotADirectoryError, ProcessLookupError, LeavesRoot):
+            return []
+        except OSError as e:
+            if e.errno != errno.ELOOP:
+                raise SysRootReadError(path, os.strerror(e.errno) if e.errno else str(e)) from None
+            self._note(path, "is a loop of links; read as missing")
             return []
         try:
             return os.listdir(fd)
