@@ -20,6 +20,7 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QSettings
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
 
+from app.parse.json_text import JsonInputError, load_json
 from app.store.folders import settings_path
 from widgets.colors import UnknownMetric, parse_metric
 
@@ -81,9 +82,9 @@ class WindowSettings:
         text = q.value("probes/form")
         if window.probe_panel is not None and isinstance(text, str):
             try:
-                values = json.loads(text)
-            except ValueError:
-                values = None
+                values = load_json(text, what="probes/form", limit=1 << 16)
+            except JsonInputError:
+                values = None           # a hand edit or another version's: the form keeps its defaults
             if isinstance(values, dict) and set_form_values(window.probe_panel.form, values):
                 done.append("probe form")
         return done

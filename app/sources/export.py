@@ -18,7 +18,6 @@ collector's documentation asks. Metric names:
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from app.errors import CoremapError
 from app.format import format_cpus
 from app.inputs import read_input
 from app.parse.cpulist import format_cpulist
+from app.parse.json_text import JsonInputError, load_json
 from app.store.results import clean_probe_result
 
 MAX_RESULT_BYTES = 64 * 1024 ** 2
@@ -107,9 +107,9 @@ def _add_result(e: Exported, path: str) -> None:
     data = read_input(path, what="jitter result", limit=MAX_RESULT_BYTES,
                       hint="give the file `coremap probe jitter --json` wrote")
     try:
-        obj = json.loads(data)
-    except ValueError:
-        raise ExportError(f"{path}: not JSON; give the file `coremap probe jitter --json` wrote") from None
+        obj = load_json(data, what=path, limit=MAX_RESULT_BYTES)
+    except JsonInputError as e:
+        raise ExportError(f"{e}; give the file `coremap probe jitter --json` wrote") from None
     for i, raw in enumerate(obj if isinstance(obj, list) else [obj]):
         # clean_probe_result checks the fields every result has; the gap figures are checked below (a
         # stored result's "gaps" may be the per-length table of older versions, which it leaves out).

@@ -215,3 +215,30 @@ def test_a_snapshot_reads_back_the_one_way(capture, tmp_path):
         f.seek(0)
         top = extract_tarball(f, tmp_path / "x", str(res.path))
     assert t.top == res.top and top == tmp_path / "x" / res.top and SysRoot(top).exists(top / "proc")
+
+
+# Where JSON is still decoded by another function, and why (each to move to load_json).
+JSON_ALLOWED = {
+    "app/pinning/journal_lines.py": "the journal's own typed decoder (msgspec, in C) and its fallback; lines "
+                                    "bounded by the journal's size cap and MAX_LINE (the lead's: to move)",
+    "app/pinning/helper.py": "the helper's request (4 KiB at most) and its reply line (the lead's request "
+                             "handling: to move)",
+    "widgets/pinning/mime.py": "a dropped pin payload (the lead's: to move)",
+}
+
+
+def test_every_json_decode_goes_through_load_json():
+    import ast
+    from tests.hostile.conftest import REPO
+    bad = []
+    for folder in ("app", "probes", "widgets"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            rel = str(path.relative_to(REPO))
+            if rel == "app/parse/json_text.py" or rel in JSON_ALLOWED:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), rel)):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    name = ast.unparse(node.func)
+                    if name in ("json.loads", "json.load") or name.endswith(("json.decode", ".Decoder", "raw_decode")):
+                        bad.append(f"{rel}:{node.lineno} {name}")
+    assert bad == [], "decode JSON with app/parse/json_text.py load_json:\n" + "\n".join(bad)
