@@ -172,6 +172,8 @@ def target_name(kind: str, ident: int, label: str = "", netdev: str | None = Non
         return f"cpuset {CPUSET_NAMES[ident] if 0 <= ident < len(CPUSET_NAMES) else ident}"
     if kind == "slice":
         return f"{SLICE_NAMES[ident] if 0 <= ident < len(SLICE_NAMES) else ident} AllowedCPUs"
+    if kind in ("irqbalancecpu", "irqbalanceirq"):
+        return f"irqbalance for {'CPU' if kind == 'irqbalancecpu' else 'IRQ'} {ident}"
     if kind in ("cgroup", "cgroupthread"):
         word = "process" if kind == "cgroup" else "thread"
         return f"{word} {ident}" + (f" ({printable(label)})" if label else "") + " cpuset"
@@ -191,6 +193,8 @@ def format_value(kind: str, value) -> str:
         return CPUSET_NAMES[value[0]] if len(value) == 1 and 0 <= value[0] < len(CPUSET_NAMES) else "?"
     if kind == "subtree":
         return "on" if value == (1,) else "off"
+    if kind in ("irqbalancecpu", "irqbalanceirq"):
+        return "leaves it alone" if value == (1,) else "balances it" if value == (0,) else "?"
     if kind == "cpuset" and not value:
         return "absent"
     if kind == "slice" and not value:

@@ -20,6 +20,8 @@ def advise(root: SysRoot, results: list[PinResult], ledger: Ledger,
     out: list[PinResult] = []
     quiet: list[str] = []
     balanced: list[int] = []
+    # IRQs this batch told irqbalance to leave alone (app/pinning/balancer.py): no warning for them.
+    left_alone = {r.target.id for r in results if r.target.kind == "irqbalanceirq" and r.ok}
     for r in results:
         if not r.changed:
             out.append(r)
@@ -30,7 +32,7 @@ def advise(root: SysRoot, results: list[PinResult], ledger: Ledger,
             if w:
                 quiet.append(w)
                 notes.append(w)
-        if r.target.kind == "irq":
+        if r.target.kind == "irq" and r.target.id not in left_alone:
             w = irqbalance.warning_for(r.target.id)
             if w:
                 balanced.append(r.target.id)

@@ -7,7 +7,9 @@ file is built by SysRoot or a writer of the pin flow from a checked kind, an int
   set_mask             kind, netdev, queue,  a mask an isolate moves (app/pinning/masks.py)
                        cpus
   set_setting          kind, id, value       a sysctl of app/pinning/settings.py SYSTCLS by index, or a
-                                             CPU's PM QoS resume latency; value [] (n/a) or [n]
+                                             CPU's PM QoS resume latency; value [] (n/a) or [n]; or
+                                             whether the running irqbalance leaves CPU or IRQ `id`
+                                             alone (app/pinning/balancer.py), value [0] or [1]
   set_cpuset           index, cpus           one of coremap's cpusets (1, 2): its CPUs, "" to remove it
   move_task            id, index, thread     a process (or, cgroup v1, a thread) into coremap's cpuset
                                              `index` (0 = the root)
@@ -26,9 +28,11 @@ from app.format import CPUSET_NAMES, SLICE_NAMES, offline_sentence, target_name
 from app.machine.irqbalance import config_path, with_banned_cpus
 from app.machine.topology import read_online_cpus
 from app.parse.cpulist import format_cpulist, parse_cpulist
+from app.pinning.balancer import BalancerWriter, running_irqbalance
 from app.pinning.cgroups import CpusetWriter, MemberWriter, SliceWriter, SubtreeWriter
 from app.pinning.kinds import MASK_KINDS, NAMED_KINDS, valid_name
 from app.pinning.masks import mask_path, write_mask
+from app.pinning.refusals import PinWriteError
 from app.pinning.settings import SYSCTLS, ScalarWriter
 from app.pinning.targets import PinTarget
 from app.sysroot import SysRoot
@@ -134,6 +138,8 @@ def set_mask(root: SysRoot, req: dict) -> dict:
 
 def set_setting(root: SysRoot, req: dict) -> dict:
     kind, value = req["kind"], req["value"]
+    if kind in ("irqbalancecpu", "irqbalanceirq"):
+        return _balancer(root, kind, req["id"], value)
     if kind == "sysctl":
         ident = int_field(req["id"], "id", 0, len(SYSCTLS) - 1)
     elif kind == "pmqos":
@@ -141,7 +147,7 @@ def set_setting(root: SysRoot, req: dict) -> dict:
         if ident not in read_online_cpus(root):
             raise Refused(f"CPU {ident} is not online")
     else:
-        raise Refused("kind must be sysctl or pmqos")
+        raise Refused("kind must be sysctl, pmqos, irqbalancecpu or irqbalanceirq")
     if type(value) is not list or len(value) > 1:
         raise Refused("value must be [] (n/a) or [a number]")
     value = tuple(int_field(v, "value", 0, MAX_VALUE) for v in value)
@@ -153,6 +159,28 @@ def set_setting(root: SysRoot, req: dict) -> dict:
         ScalarWriter(root).write(t, value)
     except OSError as e:
         return os_error(e, t.describe())
+    return {"ok": True}
+
+
+def _balancer(root: SysRoot, kind: str, ident, value) -> dict:
+    if kind == "irqbalancecpu":
+        ident = int_field(ident, "id", 0, 65535)
+        if ident not in read_online_cpus(root):
+            raise Refused(f"CPU {ident} is not online")
+    else:
+        ident = int_field(ident, "id", 0, MAX_IRQ)
+    if value not in ([0], [1]):
+        raise Refused("value must be [0] or [1]")
+    if not root.is_live:
+        raise Refused("irqbalance is spoken to only on the live machine")
+    pid = running_irqbalance(root)
+    if pid is None:
+        raise Refused("irqbalance is not running (or has no socket)")
+    t = PinTarget(kind, ident, pid, "irqbalance")
+    try:
+        BalancerWriter(root).write(t, tuple(value))
+    except (OSError, PinWriteError) as e:
+        raise Refused(str(e)) from None
     return {"ok": True}
 
 

@@ -9,7 +9,9 @@ keeps one shape of line for all of them; what the integers mean is the kind's:
               SYSCTLS) and a CPU's PM QoS resume latency (pmqos, id = the CPU)
   member      the cpuset cgroup a process (cgroup, id = pid) or a thread (cgroupthread, id = tid) is in,
               as an index into app/format.py CPUSET_NAMES
-  flag        (0,) or (1,): cgroup v2's cpuset controller in the root's subtree_control (subtree)
+  flag        (0,) or (1,): cgroup v2's cpuset controller in the root's subtree_control (subtree);
+              whether a running irqbalance leaves a CPU (irqbalancecpu, id = the CPU) or an IRQ
+              (irqbalanceirq, id = the IRQ) alone (app/pinning/balancer.py; pid = that irqbalance)
 
 Named kinds carry a name in the journal's `netdev` field: a network device (rps, xps) or a workqueue
 (wq), checked by `valid_name` before any path is built from it.
@@ -26,10 +28,11 @@ NAMED_KINDS = ("rps", "xps", "wq")
 CPU_KINDS = ("thread", "irq", *MASK_KINDS, "cpuset", "slice")
 SCALAR_KINDS = ("sysctl", "pmqos")
 MEMBER_KINDS = ("cgroup", "cgroupthread")
-FLAG_KINDS = ("subtree",)
+BALANCER_KINDS = ("irqbalancecpu", "irqbalanceirq")
+FLAG_KINDS = ("subtree", *BALANCER_KINDS)
 KINDS = (*CPU_KINDS, *SCALAR_KINDS, *MEMBER_KINDS, *FLAG_KINDS)
 # The kinds an isolate changes besides threads and IRQs ("masks" in its preview).
-SETTING_KINDS = (*MASK_KINDS, *SCALAR_KINDS, "cpuset", "slice", "subtree")
+SETTING_KINDS = (*MASK_KINDS, *SCALAR_KINDS, "cpuset", "slice", "subtree", *BALANCER_KINDS)
 
 _WQ_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 

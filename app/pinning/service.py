@@ -19,6 +19,7 @@ from app.machine.irqbalance import read_irqbalance
 from app.machine.threads import TaskGone, read_task
 from app.machine.topology import read_online_cpus
 from app.pinning.advice import advise
+from app.pinning.balancer import BalancerWriter, ban_steps
 from app.pinning.checks import cpus_refusal, target_objection, value_refusal
 from app.pinning.flow import PinFlow, Progress
 from app.pinning.journal import Journal, JournalEntry
@@ -27,7 +28,7 @@ from app.pinning.placement import placement_steps
 from app.pinning.refusals import PinWriteError
 from app.pinning.targets import GUARD_ORIGIN, KINDS, PinRequest, PinResult, PinTarget, refused, summarize
 from app.pinning.cgroups import cgroup_writers
-from app.pinning.kinds import CPU_KINDS, MASK_KINDS, SCALAR_KINDS
+from app.pinning.kinds import BALANCER_KINDS, CPU_KINDS, MASK_KINDS, SCALAR_KINDS
 from app.pinning.settings import ScalarWriter
 from app.pinning.writers import UNKNOWN_START, IrqWriter, MaskWriter, Step, ThreadWriter
 from app.sysroot import SysRoot
@@ -96,6 +97,9 @@ class AffinityService:
             expanded = self._expand(target, cpus, results)
             # A pin onto quiet CPUs behind a cpuset shield: into a cpuset that allows them first.
             steps += placement_steps(self.root, target, cpus, expanded, online)
+            if target.kind == "irq":
+                # irqbalance told to leave the IRQs alone first, so its next pass does not move them back.
+                steps += ban_steps(self.root, "irqbalanceirq", [t.id for t in expanded])
             steps += [Step(t, cpus) for t in expanded]
             follows.append((target, expanded))
         written = self._flow.run(steps, origin=request.origin or "pin", online=online, progress=progress)
@@ -277,9 +281,9 @@ def _value(kind: str, value) -> tuple[int, ...]:
 
 def writers_for(root: SysRoot) -> dict[str, object]:
     """kind -> its writer, for every kind the journal records (app/pinning/kinds.py)."""
-    mask, scalar = MaskWriter(root), ScalarWriter(root)
+    mask, scalar, balancer = MaskWriter(root), ScalarWriter(root), BalancerWriter(root)
     return {"thread": ThreadWriter(root), "irq": IrqWriter(root), **{k: mask for k in MASK_KINDS},
-            **{k: scalar for k in SCALAR_KINDS}, **cgroup_writers(root)}
+            **{k: scalar for k in SCALAR_KINDS}, **{k: balancer for k in BALANCER_KINDS}, **cgroup_writers(root)}
 
 
 class _NoIrqbalance:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 
 from app.errors import CoremapError, CpuListError
-from app.format import cpus_word, offline_sentence, unknown_cpus_sentence
+from app.format import cpus_word, format_value, offline_sentence, unknown_cpus_sentence
 from app.machine.threads import read_tasks
 from app.machine.topology import read_cpu_ids, read_online_cpus, read_topology
 from app.parse.cpulist import parse_cpulist
@@ -58,6 +58,7 @@ def preview_isolate(service: AffinityService, cpus, *, pm_qos: bool = False) -> 
         notes.append(f"threads are moved only on the live machine, not on {root.root}")
     shield, whole = isolate_steps(root, layout, state, set(quiet), hk, sample, notes) if method != "none" else ([], set())
     single: list[QuietMove] = []
+    M.irqbalance(root, quiet, single, notes)
     M.irqs(root, service, state, set(quiet), hk, single, stays)
     if sample is not None:
         M.threads(root, service, state, set(quiet), hk, single, stays, sample, skip_pids=whole)
@@ -83,7 +84,7 @@ def preview_include(service: AffinityService, cpus) -> QuietPreview:
                      "(no isolate in effect moved anything off it): nothing to give back there")
     back = set(given) & set(state.quiet_cpus)
     remaining = set(state.quiet_cpus) - back
-    single = [m for m in (_give_back(service, m, back, remaining, stays) for m in state.moved.values()) if m]
+    single = [m for m in (_give_back(service, m, back, remaining, stays, notes) for m in state.moved.values()) if m]
     if back and root.is_live and remaining == set() and method_of(root)[0] == "none":
         single += M.born_while_quiet(root, _isolate_times(state), state, back)
     single.sort(key=order)
@@ -93,7 +94,8 @@ def preview_include(service: AffinityService, cpus) -> QuietPreview:
     return QuietPreview("include", tuple(sorted(back)), hk, tuple(single + shield), tuple(stays), tuple(notes), method)
 
 
-def _give_back(service: AffinityService, m, back: set[int], remaining: set[int], stays: list) -> QuietMove | None:
+def _give_back(service: AffinityService, m, back: set[int], remaining: set[int], stays: list,
+               notes: list) -> QuietMove | None:
     """One target an isolate in effect changed, given back as far as `back` allows (None: nothing)."""
     kind = m.target.kind
     if kind in _SHIELD_KINDS:
@@ -105,6 +107,9 @@ def _give_back(service: AffinityService, m, back: set[int], remaining: set[int],
     except CoremapError:
         return None
     if now is None:
+        if kind == "irqbalancecpu" and m.target.id in back:
+            notes.append(f"{m.target.describe()}: irqbalance (pid {m.target.pid}) is not running any more; the one "
+                         "started since read its configuration afresh, so there is nothing to give back")
         return None
     if kind in CPU_KINDS:
         give = m.removed & back
@@ -112,15 +117,15 @@ def _give_back(service: AffinityService, m, back: set[int], remaining: set[int],
             return None
         after = tuple(sorted((set(now) - m.added) | give))
         return QuietMove(m.target, now, after, M.group_of(m.target, service)) if after != now else None
-    if kind in SCALAR_KINDS:
+    if kind in SCALAR_KINDS or kind == "irqbalancecpu":
         last = not remaining if kind == "sysctl" else m.target.id in back
         if not last or now == m.before:
             return None
         if now != m.after:
-            stays.append(QuietStay(m.target, "changed", f"set to {now[0] if now else 'n/a'} since by someone else; "
-                                   "left as it is"))
+            stays.append(QuietStay(m.target, "changed", f"set to {format_value(kind, now)} since by someone "
+                                   "else; left as it is"))
             return None
-        return QuietMove(m.target, now, m.before, "setting", "as it was before the isolate")
+        return QuietMove(m.target, now, m.before, M.group_of(m.target, service), "as it was before the isolate")
     return None
 
 

@@ -20,7 +20,8 @@ from app.machine.cpusets import cpuset_cpus_at, read_cpuset_path
 from app.machine.interrupts import irq_is_managed, read_irq_cpus
 from app.machine.threads import TaskGone, TaskSample, ThreadsSample, read_task, read_tasks
 from app.machine.topology import read_online_cpus
-from app.pinning.kinds import valid_name
+from app.pinning.balancer import ban_steps, running_irqbalance
+from app.pinning.kinds import BALANCER_KINDS, valid_name
 from app.pinning.ledger import Ledger
 from app.pinning.masks import mask_path, read_mask
 from app.pinning.service import AffinityService
@@ -174,6 +175,8 @@ def group_of(t: PinTarget, service: AffinityService) -> str:
         return "irq"
     if t.kind in ("sysctl", "pmqos"):
         return "setting"
+    if t.kind in BALANCER_KINDS:
+        return "irqbalance"
     if t.kind in ("cpuset", "subtree", "slice"):
         return "cpuset"
     if t.kind in ("cgroup", "cgroupthread"):
@@ -206,6 +209,19 @@ def settings(root: SysRoot, quiet, *, pm_qos: bool, moves, notes) -> None:
             continue            # this kernel has no such setting (a kernel without NO_HZ has no timer_migration)
         if now != want:
             moves.append(QuietMove(t, now, want, "setting"))
+
+
+def irqbalance(root: SysRoot, quiet, moves, notes) -> None:
+    """A running irqbalance told to leave the quiet CPUs alone (app/pinning/balancer.py): first in the
+    batch, so that its next pass places no IRQ back on them."""
+    steps = ban_steps(root, "irqbalancecpu", quiet)
+    for s in steps:
+        moves.append(QuietMove(s.target, (0,), (1,), "irqbalance", "from its next pass"))
+    pid = running_irqbalance(root)
+    if pid is not None and not steps and os.geteuid() != 0:
+        notes.append(f"irqbalance (pid {pid}) answers only root: it is not told to leave "
+                     f"{cpus_word(sorted(quiet))} alone and may place IRQs there again; run the isolate as "
+                     "root, or set IRQBALANCE_BANNED_CPULIST (coremap plan) and restart it")
 
 
 def born_while_quiet(root: SysRoot, since: float, state: Ledger, back: set[int]) -> list[QuietMove]:

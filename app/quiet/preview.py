@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from app.format import cpus_word, format_change
 from app.pinning.targets import PinResult, PinTarget
 
-GROUPS = (("cpuset", "cpusets"), ("process", "processes into the shield"), ("irq", "IRQs"), ("thread", "threads"),
+GROUPS = (("cpuset", "cpusets"), ("process", "processes into the shield"), ("irqbalance", "irqbalance"),
+          ("irq", "IRQs"), ("thread", "threads"),
           ("kthread", "kernel threads"), ("mask", "masks"), ("setting", "kernel settings"))
 # Refusals that are the kernel's design, not a failure of an isolate (listed, not an error); "gone":
 # the target exited between the preview and the write.
@@ -100,6 +101,11 @@ def outcome_sentence(preview: QuietPreview, results: list[PinResult]) -> str:
         cpus = sorted({c for r in moving for c in (r.effective or ())})
         s += (f"; IRQ{'s' if len(moving) > 1 else ''} {', '.join(str(r.target.id) for r in moving)} still "
               f"delivered on {cpus_word(cpus)} (they move at their next interrupt, or their chip cannot)")
+    told = sorted(r.target.id for r in results if r.target.kind == "irqbalancecpu" and r.changed)
+    if told:
+        pid = next(r.target.pid for r in results if r.target.kind == "irqbalancecpu")
+        s += (f"; irqbalance (pid {pid}) {'leaves' if preview.action == 'isolate' else 'balances'} "
+              f"{cpus_word(told)} {'alone' if preview.action == 'isolate' else 'again'}")
     if gone:
         s += f" ({gone} exited meanwhile)"
     if cancelled:
@@ -127,7 +133,7 @@ def preview_text(preview: QuietPreview, *, limit: int = 0) -> str:
         rows = [m for m in preview.moves if m.group == group]
         if not rows:
             continue
-        out.append(f"  {'set' if group in ('cpuset', 'setting') else 'move'} {counts[group]} {title}:")
+        out.append(f"  {'set' if group in ('cpuset', 'setting', 'irqbalance') else 'move'} {counts[group]} {title}:")
         shown = rows[:limit] if limit else rows
         out += [f"    {m.line()}" for m in shown]
         if len(shown) < len(rows):

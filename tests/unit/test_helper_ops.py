@@ -38,7 +38,7 @@ def _ask(h: Helper, **req) -> dict:
     ({"op": "set_setting", "kind": "sysctl", "id": 0, "value": []}, "a sysctl takes a number"),
     ({"op": "set_setting", "kind": "sysctl", "id": 0, "value": [70000]}, "value must be an integer in 0..65535"),
     ({"op": "set_setting", "kind": "sysctl", "id": 0, "value": [True]}, "value must be an integer"),
-    ({"op": "set_setting", "kind": "path", "id": 0, "value": [1]}, "kind must be sysctl or pmqos"),
+    ({"op": "set_setting", "kind": "path", "id": 0, "value": [1]}, "kind must be sysctl, pmqos, irqbalancecpu or irqbalanceirq"),
     ({"op": "set_setting", "kind": "pmqos", "id": 99, "value": [0]}, "CPU 99 is not online"),
     ({"op": "set_cpuset", "index": 0, "cpus": "0"}, "index must be an integer in 1..2"),
     ({"op": "set_cpuset", "index": 1, "cpus": "0-x"}, "2-5,8"),
