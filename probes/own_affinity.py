@@ -17,6 +17,7 @@ import contextlib
 import os
 
 from app.format import format_cpus
+from app.machine.cpusets import read_cpuset_cpus
 from app.machine.topology import read_online_cpus
 from app.pinning.cgroups import outside_the_shield
 from app.sysroot import SysRoot
@@ -89,9 +90,18 @@ class OwnAffinityGuard:
             return
         saved, mask = self._saved, self._process_mask
         self._saved = self._process_mask = None
+        online = set(read_online_cpus(self.root))
         for tid in self.own_tids():
+            want = saved.get(tid, mask)
+            allowed, _ = read_cpuset_cpus(self.root, os.getpid(), tid)
+            if allowed is not None and want == set(allowed) and want != online:
+                # The mask the thread had was its cpuset's (a quiet CPU's shield), not one it asked for:
+                # ask for every CPU, which the kernel trims to the cpuset, so that the give-back (the
+                # shield gone) returns every CPU. Writing the shield's CPUs back would make them the
+                # thread's own request (a user mask, kernel 6.2+) and keep it off the CPUs for good.
+                want = online
             try:
-                os.sched_setaffinity(tid, saved.get(tid, mask))
+                os.sched_setaffinity(tid, want)
             except ProcessLookupError:
                 # the thread ended between listing /proc/self/task and this call: nothing to restore
                 pass

@@ -192,6 +192,7 @@ def test_verify_runs_live_and_lands_in_the_session_and_the_report(qtbot, tmp_pat
     w.pin_controller.set_service(service)
     assert w.set_state(sampler.tick())
     before = read_affinities()
+    mine = os.sched_getaffinity(0)
     try:
         w.topology_view.select_cpus([1])
         runs = len(w.probe_panel.runs)
@@ -201,6 +202,9 @@ def test_verify_runs_live_and_lands_in_the_session_and_the_report(qtbot, tmp_pat
         assert [(r["pair"], r["quiet"]) for r in v["runs"]] == [(0, False), (0, True)]
         assert len(w.probe_panel.runs) == runs + 2
         assert service.ledger().quiet_cpus == ()                     # as it was found
+        # coremap's own threads too: the probe's own-affinity guard must not turn the shield's mask into a
+        # mask of their own, which the give-back keeps (every later test of this process ran on CPU 0).
+        assert os.sched_getaffinity(0) == mine
         after = read_affinities()
         assert after.irqs == {n: m for n, m in before.irqs.items() if n in after.irqs}
         assert w.session_controller.session().verifications == [v]
