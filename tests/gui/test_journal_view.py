@@ -40,6 +40,14 @@ def test_new_writes_go_on_top_and_a_mark_refreshes_its_row(qtbot, tmp_path):
     assert m.set_entries(j.entries()) and changed and not resets
     assert m.row_texts()[1][4] == "failed denied: needs the helper"
     assert m.rowCount() == 5
+    # A target that exited is nothing to change: "gone", not painted as a failure.
+    gone = j.record(kind="thread", target_id=42, before=(0, 1), requested=(0,))
+    j.mark(gone, "failed", code="gone", message="thread 42 has exited; refresh the list")
+    m.set_entries(j.entries())
+    from PySide6.QtCore import Qt
+    assert m.row_texts()[0][4] == "gone: thread 42 has exited; refresh the list"
+    assert m.data(m.index(0, 4), Qt.ItemDataRole.ForegroundRole) is None
+    assert m.data(m.index(2, 4), Qt.ItemDataRole.ForegroundRole) is not None     # the denied one
 
 
 def test_a_row_gone_resets_and_the_guard_column_follows_the_policies(qtbot, tmp_path):

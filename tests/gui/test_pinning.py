@@ -243,7 +243,7 @@ def test_drop_of_an_exited_thread_says_so_and_changes_nothing(live, qtbot):
     [e] = service.journal.entries()
     assert (e.target_id, e.state, e.code) == (tid, "failed", "gone")
     assert w.pin_controller.journal_widget.row_texts()[0][4] == \
-        f"failed gone: thread {tid} has exited; refresh the list"
+        f"gone: thread {tid} has exited; refresh the list"
     for t, cpus in mine.items():
         try:
             assert _aff(t) == cpus

@@ -34,10 +34,15 @@ def _row(e: JournalEntry | GuardEvent) -> tuple[tuple[str, ...], str, str | None
     if isinstance(e, GuardEvent):
         texts = (when, "changed", what, format_change(e.expected, e.found, e.kind), f"by {e.who}; {_DONE[e.action]}", "")
         return texts, event_line(e), WARN_COLOR if e.action != "reapplied" else OK_COLOR
-    result = e.state + (f" {e.code}" if e.code and e.code != "ok" else "")
+    if e.code in ("gone", "cancelled"):
+        # An exited target is nothing to change, a cancelled one was never written: neither failed.
+        result, colour = e.code, None
+    else:
+        result = e.state + (f" {e.code}" if e.code and e.code != "ok" else "")
+        colour = FAIL_COLOR if e.state == "failed" else None
     texts = (when, e.origin.split(":", 1)[0], what, format_change(e.before, e.requested, e.kind),
              result + (f": {e.message}" if e.message and e.state == "failed" else ""), str(e.id))
-    return texts, e.message, FAIL_COLOR if e.state == "failed" else None
+    return texts, e.message, colour
 
 
 class JournalModel(QAbstractTableModel):
