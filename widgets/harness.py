@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 
 from PySide6.QtCore import QCoreApplication, QEvent, QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
@@ -64,3 +65,23 @@ def dispose(window) -> None:
     QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     application().processEvents()
     gc.collect()
+
+
+class StallClock:
+    """Stamps the UI thread every `period_ms` (tests/benchmarks/bench_pin_stall.py); `longest()` is the largest gap since `reset()`, less the period."""
+
+    def __init__(self, period_ms: int = 2):
+        self.period_ms = period_ms
+        self.stamps: list[float] = []
+        self.timer = QTimer()
+        self.timer.setInterval(period_ms)
+        self.timer.timeout.connect(lambda: self.stamps.append(time.perf_counter()))
+        self.timer.start()
+
+    def reset(self) -> None:
+        self.stamps = [time.perf_counter()]
+
+    def longest(self) -> float:
+        self.stamps.append(time.perf_counter())
+        gaps = [b - a for a, b in zip(self.stamps, self.stamps[1:])]
+        return max(0.0, max(gaps, default=0.0) - self.period_ms / 1000)

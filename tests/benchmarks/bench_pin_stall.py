@@ -45,27 +45,7 @@ MACHINE = "worker2.internal"
 QUIET = list(range(1, 12))
 
 
-class StallClock:
-    """Stamps the UI thread every PERIOD_MS; `longest()` is the largest gap since `reset()`, less the period."""
-
-    def __init__(self):
-        from PySide6.QtCore import QTimer
-        self.stamps: list[float] = []
-        self.timer = QTimer()
-        self.timer.setInterval(PERIOD_MS)
-        self.timer.timeout.connect(lambda: self.stamps.append(time.perf_counter()))
-        self.timer.start()
-
-    def reset(self) -> None:
-        self.stamps = [time.perf_counter()]
-
-    def longest(self) -> float:
-        self.stamps.append(time.perf_counter())
-        gaps = [b - a for a, b in zip(self.stamps, self.stamps[1:])]
-        return max(0.0, max(gaps, default=0.0) - PERIOD_MS / 1000)
-
-
-def _watchdog(clock: StallClock) -> None:
+def _watchdog(clock: harness.StallClock) -> None:
     """BENCH_WATCHDOG=1: print where the UI thread is whenever it has not stamped for 40 ms."""
     import threading
     import traceback
@@ -109,7 +89,7 @@ def _tree(sshd: Sshd) -> Path:
     return writable_test_tree(dst)
 
 
-def window_round(w, clock: StallClock) -> tuple[int, float, float]:
+def window_round(w, clock: harness.StallClock) -> tuple[int, float, float]:
     """Make quiet CPUs 1-2 and undo, as the user would; (targets, seconds of the batch, longest stall)."""
     quiet, pins = w.quiet_controller, w.pin_controller
     w.topology_view.select_cpus(QUIET)
@@ -179,7 +159,7 @@ def main() -> int:
         # A capture is not pinned by the window (it says "pinning needs the live machine"); the copy the
         # server may write is handed to it the way the tests hand theirs (set_service).
         w.pin_controller.set_service(RemoteAffinityService(sampler))
-        clock = StallClock()
+        clock = harness.StallClock(PERIOD_MS)
         # Warm up: the window's first seconds build what it shows lazily (the probe panel's plots import
         # pyqtgraph), which is start-up, not pinning; one unmeasured round then warms the remote side.
         harness.run_for(2.0)

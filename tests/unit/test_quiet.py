@@ -321,7 +321,7 @@ def test_an_isolate_in_a_session_and_a_report_is_one_row(tree, service, tmp_path
     try:
         assert len(s.journal) == len(results) and s.problems == []       # mask kinds pass the door
         [row] = _pin_lines(s.journal)
-        assert row.target.startswith("isolate #") and f"{len(results)} targets" in row.target
-        assert row.result == f"{len(results)} done"
+        assert row.target.startswith("Make quiet CPUs 1-2 (#") and row.change.startswith(f"{len(results)} targets: ")
+        assert row.result == "done"
     finally:
         s.close()
