@@ -18,7 +18,7 @@ ACTIONS = ("isolate", "include")
 
 @runtime_checkable
 class QuietService(Protocol):
-    def preview(self, action: str, cpus) -> QuietPreview: ...
+    def preview(self, action: str, cpus, *, pm_qos: bool = False) -> QuietPreview: ...
 
     def apply(self, preview: QuietPreview, *, progress: Progress | None = None) -> list[PinResult]: ...
 
@@ -33,10 +33,11 @@ class LocalQuiet:
     def __init__(self, pins: AffinityService):
         self.pins = pins
 
-    def preview(self, action: str, cpus) -> QuietPreview:
+    def preview(self, action: str, cpus, *, pm_qos: bool = False) -> QuietPreview:
+        """`pm_qos` (an isolate): also keep the quiet CPUs out of deep idle states."""
         if action not in ACTIONS:
             raise ValueError(f"quiet action {action!r}: expected one of {', '.join(ACTIONS)}")
-        return preview_isolate(self.pins, cpus) if action == "isolate" else preview_include(self.pins, cpus)
+        return preview_isolate(self.pins, cpus, pm_qos=pm_qos) if action == "isolate" else preview_include(self.pins, cpus)
 
     def apply(self, preview: QuietPreview, *, progress: Progress | None = None) -> list[PinResult]:
         return apply_preview(self.pins, preview, progress=progress)

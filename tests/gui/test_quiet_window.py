@@ -107,6 +107,28 @@ def test_make_quiet_previews_writes_one_batch_marks_the_grid_and_undo_clears_it(
     assert not cells[1].quiet
 
 
+def test_the_preview_names_its_method_and_offers_pm_qos(sno, qtbot):
+    w, service, root = sno
+    power = root.cpu_dir("cpu1", "power")
+    power.mkdir(parents=True, exist_ok=True)
+    (power / "pm_qos_resume_latency_us").write_text("n/a\n")
+    w.topology_view.select_cpus([1])
+    d = _open(w, "isolate")
+    assert d.method.text().startswith("How: threads moved one by one (no cpuset here)")   # a capture: no cpuset
+    assert not d.pm_qos.isChecked() and not any(r[0].startswith("CPU 1 PM QoS") for r in d.row_texts())
+    d.pm_qos.setChecked(True)                        # the preview again, with the quiet CPU's PM QoS
+    settle(w)
+    d2 = w.quiet_controller.dialog
+    assert d2 is not d and d2.pm_qos.isChecked()
+    assert ("CPU 1 PM QoS resume latency", "n/a -> 0", "") in d2.row_texts()
+    d2.accept()
+    settle(w)
+    assert (power / "pm_qos_resume_latency_us").read_text().strip() == "0"
+    w.pin_controller.undo_action.trigger()
+    settle(w.pin_controller)
+    assert (power / "pm_qos_resume_latency_us").read_text().strip() == "n/a"
+
+
 def test_pinning_a_moved_irq_back_onto_the_quiet_cpu_warns(sno, qtbot):
     w, service, root = sno
     _isolate(w, [3])

@@ -4,20 +4,23 @@ each with its mask before -> after, then what cannot be moved and why. Apply wri
 Cancel writes nothing."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication
-from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QLabel, QLayout, QTreeWidget, QTreeWidgetItem,
+from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QLabel, QLayout, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
 from app.format import cpus_word, format_change, format_cpus
-from app.quiet.isolate import GROUPS, STAY_WORDS, QuietPreview
+from app.quiet.isolate import GROUPS, METHODS, STAY_WORDS, QuietPreview
 from widgets.pinning.feedback import WARN_COLOR
 
 
 class QuietPreviewDialog(QDialog):
-    """The preview of an isolate or include; `accepted` when Apply is pressed (nothing written here)."""
+    """The preview of an isolate or include; `accepted` when Apply is pressed (nothing written here).
+    An isolate's preview names the method that keeps the CPUs quiet and offers PM QoS; `pm_qos_toggled(on)`
+    asks the controller for the preview again with or without it."""
 
     COLUMNS = ("Target", "CPUs", "Why")
+    pm_qos_toggled = Signal(bool)
 
     def __init__(self, preview: QuietPreview, parent: QWidget | None = None):
         super().__init__(parent)
@@ -28,6 +31,14 @@ class QuietPreviewDialog(QDialog):
         self.summary = QLabel(self._summary(), self)
         self.summary.setTextFormat(Qt.TextFormat.PlainText)
         self.summary.setWordWrap(True)
+        self.method = QLabel(f"How: {METHODS.get(preview.method, preview.method)}." if isolate else "", self)
+        self.method.setWordWrap(True)
+        self.method.setVisible(isolate)
+        self.pm_qos = QCheckBox("Also keep them out of deep idle states (PM QoS resume latency 0: they wake "
+                                "faster and use more power)", self)
+        self.pm_qos.setChecked(any(m.target.kind == "pmqos" for m in preview.moves))
+        self.pm_qos.setVisible(isolate)
+        self.pm_qos.toggled.connect(self.pm_qos_toggled)
         self.tree = QTreeWidget(self)
         self.tree.setHeaderLabels(list(self.COLUMNS))
         self.tree.setUniformRowHeights(True)
@@ -41,6 +52,8 @@ class QuietPreviewDialog(QDialog):
         self.apply_button.setEnabled(bool(preview.moves))
         lay = QVBoxLayout(self)
         lay.addWidget(self.summary)
+        lay.addWidget(self.method)
+        lay.addWidget(self.pm_qos)
         lay.addWidget(self.tree, 1)
         lay.addWidget(self.buttons)
         if QGuiApplication.platformName() == "offscreen":
