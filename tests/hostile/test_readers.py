@@ -16,6 +16,7 @@ read_bytes/read_text on a receiver named `root` (or `*.root`) is SysRoot's by th
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import resource
@@ -162,13 +163,23 @@ def _audited(args, tmp_path, timeout=120):
     return subprocess.CompletedProcess(args, proc.returncode, out, err), json.loads(data or b"[]")
 
 
+def _package_folders() -> list[str]:
+    """Where coremap's own packages are imported from (an editable install may name another checkout)."""
+    out = []
+    for name in ("app", "probes", "widgets", "app.resources"):     # app.resources: the resources/ folder
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            out.append(os.path.realpath(os.path.dirname(spec.origin)))
+    return out
+
+
 def _outside(seen, root: Path, tmp_path: Path) -> list[str]:
     """What was opened or listed outside the capture, the command's own outputs and temporary folders,
     and Python's and coremap's own files. Names relative to a folder's descriptor (the O_NOFOLLOW walk
     opens one component at a time) cannot be placed; that walk is tested in test_captures.py."""
     mine = [os.path.realpath(p) for p in (root, tmp_path / "out", tmp_path / "tmp", tmp_path / "state")]
     own = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)] + \
-          [str(REPO / d) for d in ("app", "probes", "widgets", "resources")]
+          [str(REPO / d) for d in ("app", "probes", "widgets", "resources")] + _package_folders()
     bad = []
     for event, p in seen:
         if not os.path.isabs(p):
