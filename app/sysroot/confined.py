@@ -44,9 +44,10 @@ class LeavesRoot(OSError):
         super().__init__(errno.EXDEV, "leads outside the capture", rel)
 
 
-class ConfinedRoot:
-    """Bounded, confined reads of the files under one folder (the live machine's is "/"), the notes of
-    what was refused, and the one way to open a file there for writing."""
+class _Confinement:
+    """A folder (the live machine's is "/") as coremap may touch it: what it is (live, writable), how a path
+    under it is opened without ever leaving it, what was refused on the way (notes), and the one way to
+    write there. ConfinedRoot adds the reads."""
 
     def __init__(self, root: str | os.PathLike = "/"):
         self.root = Path(root)
@@ -86,11 +87,131 @@ class ConfinedRoot:
             return False
         return any(p and Path(p).resolve() == mine for p in allowed.split(os.pathsep))
 
-    # -- paths and reads ----------------------------------------------------------------------
+    # -- paths -----------------------------------------------------------------------------------
     def path(self, *parts: str | int) -> Path:
         """Path of <parts> under this root (etc/, run/ for irqbalance's files)."""
         return self.root.joinpath(*map(str, parts))
 
+    # -- writes -------------------------------------------------------------------------------
+    def open_for_write(self, path: Path) -> int:
+        """An fd to write a procfs file such as proc/irq/N/smp_affinity_list: no O_CREAT (a missing
+        file is ENOENT, never a new file), never through a link that leaves the root, and only on the
+        live machine or a test tree (see `writable`). Raises OSError as open(2) would."""
+        if not self.writable:
+            raise PermissionError(errno.EROFS, "a capture cannot be written to", str(path))
+        flags = os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC | os.O_NOCTTY
+        if self._live:
+            return os.open(path, flags)
+        fd = self._open(path, flags | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise PermissionError(errno.EPERM, "not a regular file", str(path))
+        return fd
+
+    def make_dir(self, path: Path) -> None:
+        """mkdir(2) of `path` (a cgroup: the kernel fills it with its files), under the same rules as
+        open_for_write: a writable root only, and never through a link that leaves it. Raises OSError
+        as mkdir(2) would (FileExistsError when it is there)."""
+        parent, name = self._parent_fd(path)
+        try:
+            os.mkdir(name, 0o755, dir_fd=parent)
+        finally:
+            os.close(parent)
+
+    def remove_dir(self, path: Path) -> None:
+        """rmdir(2) of `path` (an empty cgroup), under the same rules as make_dir."""
+        parent, name = self._parent_fd(path)
+        try:
+            os.rmdir(name, dir_fd=parent)
+        finally:
+            os.close(parent)
+
+    def _parent_fd(self, path: Path) -> tuple[int, str]:
+        if not self.writable:
+            raise PermissionError(errno.EROFS, "a capture cannot be written to", str(path))
+        path = Path(path)
+        if path.name in ("", ".", ".."):
+            raise PermissionError(errno.EPERM, "not a folder name", str(path))
+        return self._open(path.parent, os.O_RDONLY | os.O_DIRECTORY), path.name
+
+    # -- confinement ----------------------------------------------------------------------------
+    def _rel(self, path: Path | str) -> str:
+        # String slicing, not Path.relative_to: a big capture is 100,000 reads (issue 10, "Scale").
+        p = os.fspath(path)
+        if p.startswith(self._prefix):
+            return p[len(self._prefix):] or "."
+        if p.rstrip("/") == self._prefix.rstrip("/"):
+            return "."
+        raise LeavesRoot(p)
+
+    def _dirfd(self) -> int:
+        if self._root_fd is None:
+            self._root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        return self._root_fd
+
+    def _open(self, path: Path, flags: int) -> int:
+        """open(2) of `path`, resolved inside the root for a capture (see the module docstring)."""
+        flags |= os.O_CLOEXEC
+        if self._live:
+            return os.open(path, flags)
+        rel = self._rel(path)
+        try:
+            return _openat2(self._dirfd(), rel, flags)
+        except LeavesRoot:
+            self._note(path, "leads outside the capture (a link to an absolute path or above the root); "
+                             "read as missing")
+            raise
+        except _NoOpenat2:
+            pass
+        try:
+            return _walk_open(self._dirfd(), rel, flags)
+        except LeavesRoot:
+            self._note(path, "leads outside the capture (a link to an absolute path or above the root); "
+                             "read as missing")
+            raise
+
+    def _stat(self, path: Path) -> os.stat_result | None:
+        if self._live:
+            try:
+                return os.stat(path)
+            except OSError:
+                return None
+        try:
+            fd = self._open(path, os.O_PATH)
+        except OSError:
+            return None
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def _exists_quietly(self, path: Path) -> bool:
+        """exists() that says False where it may not look (tracefs is mode 700: a user cannot even
+        stat what lies inside it) instead of raising PermissionError."""
+        return self._stat(path) is not None
+
+    def _note(self, path: Path, what: str) -> None:
+        if len(self.notes) >= MAX_NOTES:
+            return
+        try:
+            rel = self._rel(path)
+        except LeavesRoot:
+            rel = str(path)
+        note = f"{rel} {what}"
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def _read_limit(self, path) -> int:
+        """How many bytes a read of `path` may return when the caller names no limit (SysRoot knows
+        the files that are larger)."""
+        return DEFAULT_READ_LIMIT
+
+
+class ConfinedRoot(_Confinement):
+    """Bounded, confined reads of the files under one folder (the live machine's is "/"); the notes of
+    what was refused and the one way to write there come from _Confinement."""
+
+    # -- reads --------------------------------------------------------------------------------
     def read_bytes(self, path: Path, limit: int | None = None) -> bytes:
         """The whole content of `path` (under this root), at most `limit` bytes (by default
         `_read_limit(path)`). Raises SysRootReadError; a capture member that is a link out of the
@@ -272,121 +393,6 @@ class ConfinedRoot:
             if e.errno in (errno.ENOENT, errno.EINVAL):
                 return None
             raise SysRootReadError(path, os.strerror(e.errno)) from None
-
-    # -- writes -------------------------------------------------------------------------------
-    def open_for_write(self, path: Path) -> int:
-        """An fd to write a procfs file such as proc/irq/N/smp_affinity_list: no O_CREAT (a missing
-        file is ENOENT, never a new file), never through a link that leaves the root, and only on the
-        live machine or a test tree (see `writable`). Raises OSError as open(2) would."""
-        if not self.writable:
-            raise PermissionError(errno.EROFS, "a capture cannot be written to", str(path))
-        flags = os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC | os.O_NOCTTY
-        if self._live:
-            return os.open(path, flags)
-        fd = self._open(path, flags | os.O_NONBLOCK)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise PermissionError(errno.EPERM, "not a regular file", str(path))
-        return fd
-
-    def make_dir(self, path: Path) -> None:
-        """mkdir(2) of `path` (a cgroup: the kernel fills it with its files), under the same rules as
-        open_for_write: a writable root only, and never through a link that leaves it. Raises OSError
-        as mkdir(2) would (FileExistsError when it is there)."""
-        parent, name = self._parent_fd(path)
-        try:
-            os.mkdir(name, 0o755, dir_fd=parent)
-        finally:
-            os.close(parent)
-
-    def remove_dir(self, path: Path) -> None:
-        """rmdir(2) of `path` (an empty cgroup), under the same rules as make_dir."""
-        parent, name = self._parent_fd(path)
-        try:
-            os.rmdir(name, dir_fd=parent)
-        finally:
-            os.close(parent)
-
-    def _parent_fd(self, path: Path) -> tuple[int, str]:
-        if not self.writable:
-            raise PermissionError(errno.EROFS, "a capture cannot be written to", str(path))
-        path = Path(path)
-        if path.name in ("", ".", ".."):
-            raise PermissionError(errno.EPERM, "not a folder name", str(path))
-        return self._open(path.parent, os.O_RDONLY | os.O_DIRECTORY), path.name
-
-    # -- confinement ----------------------------------------------------------------------------
-    def _rel(self, path: Path | str) -> str:
-        # String slicing, not Path.relative_to: a big capture is 100,000 reads (issue 10, "Scale").
-        p = os.fspath(path)
-        if p.startswith(self._prefix):
-            return p[len(self._prefix):] or "."
-        if p.rstrip("/") == self._prefix.rstrip("/"):
-            return "."
-        raise LeavesRoot(p)
-
-    def _dirfd(self) -> int:
-        if self._root_fd is None:
-            self._root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-        return self._root_fd
-
-    def _open(self, path: Path, flags: int) -> int:
-        """open(2) of `path`, resolved inside the root for a capture (see the module docstring)."""
-        flags |= os.O_CLOEXEC
-        if self._live:
-            return os.open(path, flags)
-        rel = self._rel(path)
-        try:
-            return _openat2(self._dirfd(), rel, flags)
-        except LeavesRoot:
-            self._note(path, "leads outside the capture (a link to an absolute path or above the root); "
-                             "read as missing")
-            raise
-        except _NoOpenat2:
-            pass
-        try:
-            return _walk_open(self._dirfd(), rel, flags)
-        except LeavesRoot:
-            self._note(path, "leads outside the capture (a link to an absolute path or above the root); "
-                             "read as missing")
-            raise
-
-    def _stat(self, path: Path) -> os.stat_result | None:
-        if self._live:
-            try:
-                return os.stat(path)
-            except OSError:
-                return None
-        try:
-            fd = self._open(path, os.O_PATH)
-        except OSError:
-            return None
-        try:
-            return os.fstat(fd)
-        finally:
-            os.close(fd)
-
-    def _exists_quietly(self, path: Path) -> bool:
-        """exists() that says False where it may not look (tracefs is mode 700: a user cannot even
-        stat what lies inside it) instead of raising PermissionError."""
-        return self._stat(path) is not None
-
-    def _note(self, path: Path, what: str) -> None:
-        if len(self.notes) >= MAX_NOTES:
-            return
-        try:
-            rel = self._rel(path)
-        except LeavesRoot:
-            rel = str(path)
-        note = f"{rel} {what}"
-        if note not in self.notes:
-            self.notes.append(note)
-
-    def _read_limit(self, path) -> int:
-        """How many bytes a read of `path` may return when the caller names no limit (SysRoot knows
-        the files that are larger)."""
-        return DEFAULT_READ_LIMIT
-
 
 # -- openat2 and the walk ------------------------------------------------------------------------------
 class _NoOpenat2(Exception):
