@@ -79,11 +79,14 @@ def merge_buckets(*bucket_lists) -> list[list[int]]:
 
 
 def bucket_rows(buckets):
-    """(lo_ns, hi_ns, count) of each bucket, given as [lo, hi, count] (the probes' interval lines)
-    or as {"lo_ns", "hi_ns", "count"} (result objects, sessions): the one bucket reader."""
+    """(lo_ns, hi_ns, count) of each bucket, given as [lo, hi, count] (the probes' interval lines),
+    as {"lo_ns", "hi_ns", "count"} (result objects, sessions) or as [edge, count] (older results, which
+    app/store/results.py takes at the door: the bucket [edge, edge]): the one bucket reader."""
     for b in buckets:
         if isinstance(b, dict):
             yield b["lo_ns"], b["hi_ns"], b["count"]
+        elif len(b) == 2:
+            yield b[0], b[0], b[1]
         else:
             yield b[0], b[1], b[2]
 

@@ -80,3 +80,19 @@ def test_history_cleaner_keeps_good_ticks():
     ticks, notes = clean_history([good, {"t": 2, "irq": "x"}, 7])
     assert ticks == [good] and notes == ["history: 2 malformed ticks left out"]
     assert clean_history({"t": 1}) == ([], ["history: not a list of ticks; left out"])
+
+
+@pytest.mark.parametrize("buckets", [[[1000, 3], [2000, 1]], [[1000, 1999, 3]], [{"lo_ns": 5, "hi_ns": 9, "count": 2}]],
+                         ids=["edge-count", "lo-hi-count", "dicts"])
+def test_every_bucket_form_the_door_takes_reaches_the_report(tmp_path, buckets):
+    """Buckets stored as [edge, count] pairs passed app/store/results.py and failed in probes/histogram.py
+    with an IndexError in `report` (issue 24): the one bucket reader reads every form the door takes."""
+    from probes.histogram import bucket_rows
+    res = {"probe": "jitter", "cpu": 1, "buckets": buckets, "sampled_seconds": 1.0}
+    clean, _notes = clean_probe_result(res)
+    assert clean["buckets"] == buckets and all(len(row) == 3 for row in bucket_rows(clean["buckets"]))
+    p = tmp_path / "res.json"
+    p.write_text(json.dumps(res))
+    out = tmp_path / "r.html"
+    r = run_cli("report", "--root", extract("sno"), "--probe", p, "--out", out, timeout=120)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
