@@ -230,7 +230,8 @@ print(json.dumps({"code": r.code, "message": r.message, "after": r.after}))
 def test_denied_direct_write_goes_through_the_helper(use_helper):
     import tempfile
     tmp_path = Path(tempfile.mkdtemp(prefix="coremap-dropped-"))   # pytest's tmp is 0700 root's
-    tmp_path.chmod(0o777)
+    os.chown(tmp_path, 65534, 65534)                     # the state folder of the user it drops to, as
+    tmp_path.chmod(0o700)                                # the journal requires (its owner's, 0700)
     sleeper = subprocess.Popen(["sleep", "60"])          # root's process: nobody may not pin it
     try:
         original = os.sched_getaffinity(sleeper.pid)
@@ -277,7 +278,8 @@ def test_with_writer_retries_through_the_helper_once():
     it came from still has no writer (the next denied pin asks again)."""
     import tempfile
     tmp_path = Path(tempfile.mkdtemp(prefix="coremap-retried-"))   # pytest's tmp is 0700 root's
-    tmp_path.chmod(0o777)
+    os.chown(tmp_path, 65534, 65534)                     # the state folder of the user it drops to, as
+    tmp_path.chmod(0o700)                                # the journal requires (its owner's, 0700)
     sleeper = subprocess.Popen(["sleep", "60"])          # root's process: nobody may not pin it
     try:
         original = os.sched_getaffinity(sleeper.pid)
