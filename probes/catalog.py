@@ -115,9 +115,9 @@ class ProbeRecord:
     per_cpu: bool = False
     timed: bool = False
     cpus_optional: bool = False
-    cpus_means: str = ""                   # what --cpu means where it is not "the CPUs to measure"
+    cpus_means: str = ""                   # what -c/--cpus means where it is not "the CPUs to measure"
     seconds_means: str = SECONDS_MEAN
-    usage: str = "--cpu LIST"              # the CLI's synopsis after `coremap probe NAME`
+    usage: str = "-c LIST"                 # the CLI's examples after `coremap probe NAME` ("   or   " between two)
     histogram: bool = False
     progress: str = "steps"
     step: str = "step"
@@ -231,7 +231,7 @@ C2C = ProbeRecord(
 
 COUNTERS = ProbeRecord(
     "counters", "Counters (perf events, pinned vs not)", takes=("unbound", "seconds"), per_cpu=True, timed=True,
-    step="run", steps=lambda spec: 2, pin=False, usage="--cpu LIST [-- COMMAND]",
+    step="run", steps=lambda spec: 2, pin=False, usage="-c LIST [-- COMMAND]",
     fields=(
         Field("command", "command", "command", "the command counted, pinned and unpinned",
               placeholder="default: a jitter probe of the duration"),
@@ -264,7 +264,7 @@ MESSAGING = ProbeRecord(
 
 FIRST_TOUCH = ProbeRecord(
     "first-touch", "First touch (cost of fresh pages)", takes=("unbound",), per_cpu=True, progress="share",
-    usage="--cpu N --size 1G [--node M] [--thp never|madvise|always]   or   first-touch --cpu N -- JAVA COMMAND",
+    usage="-c N --size 1G [--node M] [--thp never|madvise|always]   or   -c N -- JAVA COMMAND",
     view=View("First touch", "widgets.probe.first_touch_view:FirstTouchView"),
     picture="widgets.probe.first_touch_view:PageCostPlot",
     caption="time per page along the mapping, first touch and second",
@@ -287,7 +287,7 @@ SCALING = ProbeRecord(
     "scaling", "Scaling (throughput on 1, 2, 4… CPUs)", takes=("seconds", "policy", "priority"),
     cpus_optional=True, cpus_means="the CPUs to widen over (default: all)",
     seconds_means="The size of the work: what all runs would take at one CPU's speed",
-    usage="--cpus LIST --work lock|atomic|private [--threads N]   or   scaling --cpus LIST -- COMMAND",
+    usage="-c LIST --work lock|atomic|private [--threads N]   or   -c LIST -- COMMAND",
     progress="share", no_cpus="all CPUs",
     view=View("Scaling", "widgets.probe.scaling_view:ScalingView"),
     picture="widgets.probe.scaling_view:ScalingPlot", caption="throughput against CPUs, with the ideal line",

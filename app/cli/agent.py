@@ -10,8 +10,10 @@ import os
 
 
 def register(subparsers) -> None:
+    # No help=: argparse then leaves it out of `coremap --help`'s list, and the manual and completion,
+    # which list what help lists, leave it out too (app/cli/common.py hidden_commands); it still runs.
     p = subparsers.add_parser(
-        "agent", help="serve coremap's protocol on stdin/stdout (started over ssh by --host)",
+        "agent",
         description="Serve coremap's line-delimited JSON protocol on stdin and stdout for a coremap "
                     "on another machine (`coremap --host`, which starts this over ssh). Not for people.")
     p.set_defaults(func=run)

@@ -1,5 +1,13 @@
 """What every subcommand shares: its parser with the `--root` option, the SysRoot it names (or a
-saved session's), an --out file checked before any work, and headless Qt."""
+saved session's), an --out file checked before any work, headless Qt, the one spelling of a CPU option
+and --json.
+
+Choices made where issue 23 was silent:
+- CPUs are `-c/--cpus LIST` on every command that takes them (taskset's -c). The spellings they
+  replaced (`--cpu`, `plan --quiet`, `fleet --jitter-cpu`) are kept as hidden option strings of the
+  same option, so a script keeps working; each prints one note on stderr naming -c/--cpus, and help,
+  the man page and completion offer only the new spelling.
+"""
 from __future__ import annotations
 
 import argparse
@@ -137,19 +145,104 @@ def terminal_text():
         sys.stdout, sys.stderr = saved
 
 
+class _NewSpellingsOnly:
+    """Help that lists an option by its current spellings only: the old ones an option still accepts
+    (CpusAction.old) are left out, as they are of the man page and completion."""
+
+    def _format_action_invocation(self, action):
+        old = getattr(action, "old", ())
+        if old:
+            import copy         # here: only help needs it
+            action = copy.copy(action)
+            action.option_strings = [s for s in action.option_strings if s not in old]
+        return super()._format_action_invocation(action)
+
+
+class HelpFormatter(_NewSpellingsOnly, argparse.HelpFormatter):
+    pass
+
+
+class RawHelpFormatter(_NewSpellingsOnly, argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+_FORMATTERS = {argparse.HelpFormatter: HelpFormatter, argparse.RawDescriptionHelpFormatter: RawHelpFormatter}
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse whose errors are one line ("coremap irqs: argument --interval: ...; see --help"),
-    like every other error of coremap, instead of a usage block and the message."""
+    like every other error of coremap, instead of a usage block and the message. Its subcommands'
+    parsers are OneLineParsers too (argparse makes them of the parent's class)."""
+
+    def __init__(self, *args, **kwargs):
+        given = kwargs.get("formatter_class", argparse.HelpFormatter)
+        kwargs["formatter_class"] = _FORMATTERS.get(given, given)
+        super().__init__(*args, **kwargs)
 
     def format_help(self) -> str:
-        # An epilog may be given as a function, for help that is costly to write (app/cli/probe.py).
+        # An epilog may be given as a function, for help that is costly to write (app/cli/reference.py).
         if callable(self.epilog):
             self.epilog = self.epilog()
         return super().format_help()
 
     def error(self, message: str):
         sub = self.prog.removeprefix("coremap").strip()
+        for name in hidden_commands(self):
+            # "invalid choice: 'x' (choose from ...)" lists every command; a hidden one is not offered
+            message = message.replace(f"{name!r}, ", "").replace(f", {name!r})", ")")
+        for a in self._actions:
+            # argparse names an option by all its strings ("-c/--cpus/--cpu/--quiet"): the current ones only
+            if getattr(a, "old", ()):
+                message = message.replace("/".join(a.option_strings),
+                                          "/".join(s for s in a.option_strings if s not in a.old))
         self.exit(2, f"coremap: {sub + ': ' if sub else ''}{message}; see `{self.prog} --help`\n")
+
+
+def subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:
+    """The parser's subcommands (its add_subparsers action), None when it has none."""
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+
+def hidden_commands(parser: argparse.ArgumentParser) -> list[str]:
+    """The subcommands registered without help (`agent`: started by --host, not typed by people):
+    argparse leaves them out of the help's list; the man page, completion and errors do too."""
+    sub = subcommands(parser)
+    if sub is None:
+        return []
+    shown = {a.dest for a in sub._choices_actions}
+    return [name for name in sub.choices if name not in shown]
+
+
+# -- the CPUs of a command ---------------------------------------------------------------------------
+CPUS_FLAGS = ("-c", "--cpus")
+_noted: set[str] = set()
+
+
+class CpusAction(argparse.Action):
+    """Stores -c/--cpus LIST; given as one of its `old` spellings, it also prints one note on stderr
+    (once per spelling and run) naming the new one."""
+
+    def __init__(self, option_strings, dest, old=(), **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.old = tuple(old)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string in self.old and option_string not in _noted:
+            _noted.add(option_string)
+            where = parser.prog.removeprefix("coremap").strip()
+            print(f"coremap: note: {where + ' ' if where else ''}{option_string} is now -c/--cpus (as in taskset); "
+                  f"{option_string} still works", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_cpus_argument(p: argparse.ArgumentParser, help: str, *, required: bool = False, old: tuple[str, ...] = (),
+                      metavar: str = "LIST", type=None) -> argparse.Action:
+    """`-c/--cpus LIST` (dest `cpus`), the one spelling of the CPUs a command takes. `--cpu` and the
+    spellings in `old` are accepted too, as hidden strings of the same option (a `--cpu` was taken
+    as an abbreviation of --cpus before; argparse would go on taking it so, silently)."""
+    return p.add_argument(*CPUS_FLAGS, *dict.fromkeys(("--cpu", *old)), dest="cpus", action=CpusAction,
+                          old=tuple(dict.fromkeys(("--cpu", *old))), required=required, metavar=metavar,
+                          type=type, help=help)
 
 
 def whole(lo: int, hi: int, unit: str = ""):

@@ -20,7 +20,7 @@ DEEP_NOTE = "sleeps deep: a latency-critical CPU should not (its wakeups pay the
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "cpus", "per CPU: IRQs, softirqs, busy %, idle states, frequency",
+    p = add_command(subparsers, "cpus", "per CPU: IRQs, softirqs, busy %%, idle states, frequency",
                     "Per CPU over --seconds: hard and soft interrupts per second, busy %, the share of time "
                     "in each cpuidle state and in states deeper than the shallowest sleep, and the current "
                     "frequency (scaling_cur_freq, or APERF/MPERF where readable). Quiet CPUs that sleep deep "

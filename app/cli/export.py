@@ -1,9 +1,10 @@
-"""`coremap export --textfile FILE.prom [--jitter RESULT.json ...]`: what only coremap knows, for node_exporter's
-textfile collector (app/sources/export.py names the metrics): IRQ requested and effective affinity, the
-quiet CPUs and the pins in effect from the pin journal, and jitter gap rates from saved jitter results.
+"""`coremap export --textfile FILE.prom [--jitter RESULT.json ...]`: What only coremap knows, for node_exporter's
+textfile collector: IRQ requested and effective affinity, the quiet CPUs and the pins in effect from the
+pin journal, and jitter gap rates from saved jitter results.
 
 Point it into node_exporter's --collector.textfile.directory (from cron or a systemd timer, every minute
-or so); the file is replaced atomically, so a scrape never sees half of it.
+or so); the file is replaced atomically, so a scrape never sees half of it. The metrics are named in
+app/sources/export.py.
 """
 from __future__ import annotations
 

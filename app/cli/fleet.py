@@ -1,11 +1,11 @@
-"""`coremap fleet HOST... [--file F] [--csv] [--jitter-cpu N]`: many machines over ssh, side by side;
+"""`coremap fleet HOST... [--file F] [--csv | --json] [-c/--cpus N]`: many machines over ssh, side by side;
 `coremap fleet --prometheus URL [--match M]` and `coremap fleet --pcp URL HOSTSPEC...`: the same from the
 metrics engines a team already runs (app/sources/), streaming in the window.
 
-Each host is captured in parallel (at most --parallel at once, each within --timeout seconds;
-app/remote/fleet.py): its grid coloured by the same scale as the others', and a table of model,
-shape, NUMA nodes, kernel, isolcpus, nohz_full, irqbalance, the busiest IRQ and, with --jitter-cpu,
-the jitter probe's p99 and maximum on that CPU — the cells that set a machine apart highlighted. A
+Each host is captured in parallel (at most --parallel at once, each within --timeout seconds):
+its grid coloured by the same scale as the others', and a table of model,
+shape, NUMA nodes, kernel, isolcpus, nohz_full, irqbalance, the busiest IRQ and, with -c/--cpus N
+(first spelt --jitter-cpu N, which still works), the jitter probe's figures on that CPU — the cells that set a machine apart highlighted. A
 host that cannot be reached is a row that says why. `--csv` prints the table instead of opening the
 window (headless); `--screenshot OUT.png` renders the window offscreen and exits.
 
@@ -25,7 +25,7 @@ import csv
 import sys
 
 from app.atomic import check_output_path
-from app.cli.common import add_command, add_json_arguments, bounded, ensure_headless_qt, write_json
+from app.cli.common import add_command, add_cpus_argument, add_json_arguments, bounded, ensure_headless_qt, write_json
 from app.errors import CoremapError
 from app.format import printable
 from app.remote.hosts import MAX_FLEET, PARALLEL, TIMEOUT, HostError, parse_host, read_hosts_file
@@ -55,8 +55,8 @@ def register(subparsers) -> None:
                    help="with --prometheus or --pcp: seconds between reads of the fleet in the window (default 5)")
     p.add_argument("--sort", choices=("quiet", "busiest", "jitter", "host"), default=None,
                    help="order of the hosts: IRQs on quiet CPUs, busiest CPU, jitter gaps/s, or host name")
-    p.add_argument("--jitter-cpu", type=bounded(0, 8191, "CPU", integer=True), default=None, metavar="N",
-                   help="also run the jitter probe on CPU N of every host")
+    add_cpus_argument(p, "also run the jitter probe on CPU N of every host (one CPU)", old=("--jitter-cpu",),
+                      metavar="N", type=one_cpu)
     p.add_argument("--jitter-seconds", type=bounded(0.1, 60), default=1.0, metavar="S",
                    help="how long each host's jitter probe measures (default 1)")
     # SUPPRESS: the top-level --screenshot/--size/--color-by keep their values when given first.
@@ -66,6 +66,11 @@ def register(subparsers) -> None:
     p.add_argument("--color-by", metavar="METRIC", default=argparse.SUPPRESS,
                    help="what colours the grids: irq (default), softirq[:KIND], irqtime, busy")
     p.set_defaults(func=run)
+
+
+def one_cpu(text: str) -> int:
+    """The argparse type of fleet's -c/--cpus: one CPU, as every host's jitter column holds one."""
+    return bounded(0, 8191, "(one CPU per host, e.g. 3)", integer=True)(text)
 
 
 def hosts_of(args) -> list:
@@ -95,7 +100,7 @@ def run(args) -> int:
     headless = args.csv or args.json
     if not headless and getattr(args, "screenshot", None):
         check_output_path(args.screenshot, "--screenshot")      # before a minute of capturing
-    probe = _jitter(args.jitter_cpu, args.jitter_seconds) if args.jitter_cpu is not None else None
+    probe = _jitter(args.cpus, args.jitter_seconds) if args.cpus is not None else None
     progress = _Progress(len(hosts)) if sys.stderr.isatty() else None
     rows = capture_fleet(hosts, parallel=args.parallel, timeout=args.fleet_timeout, probe=probe,
                          on_row=progress)

@@ -17,8 +17,8 @@ class SourceOptionError(CoremapError):
 
 
 def _check(args) -> None:
-    if args.jitter_cpu is not None:
-        raise SourceOptionError("fleet: --jitter-cpu runs a probe over ssh; with --prometheus or --pcp the jitter "
+    if args.cpus is not None:
+        raise SourceOptionError("fleet: -c/--cpus runs a jitter probe over ssh; with --prometheus or --pcp the jitter "
                                 "column shows the gap rates coremap exported on each host (coremap export)")
     if args.hosts_file:
         raise SourceOptionError("fleet: --file names ssh hosts; with a metrics source name the hosts on the "

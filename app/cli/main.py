@@ -1,6 +1,9 @@
 """`coremap`: the parser of every subcommand (one module per command in app/cli/, each with
 `register(subparsers)`), and the window when no subcommand is given. The GUI (and so Qt) is imported
 only when the window is asked for, so every subcommand runs on a headless server.
+
+`coremap --help` ends with the environment variables and exit statuses (app/cli/reference.py).
+`agent` is registered without help, so help leaves it out: `--host` starts it, people do not.
 """
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import sys
 
 import app
 import app.cli
-from app.cli.common import OneLineParser, bounded, pixel_size, take_notes, terminal_text
+from app.cli.common import OneLineParser, bounded, pixel_size, subcommands, take_notes, terminal_text
+from app.cli.reference import epilog
 from app.errors import CoremapError
 from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
 
@@ -25,6 +29,9 @@ COMMANDS = {"agent": "agent", "cpus": "cpus", "export": "export", "fleet": "flee
             "isolate": "quiet", "include": "quiet", "report": "report", "screenshot": "screenshot",
             "snapshot": "snapshot", "threads": "threads", "topology": "topology", "verify": "verify"}
 COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
+# The commands whose arguments may end in "-- COMMAND" (the words are cut off before argparse sees
+# them: app/cli/probe.py says why).
+RUN_A_COMMAND = ("probe",)
 MAX_NOTES_SHOWN = 10
 
 
@@ -32,9 +39,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The whole parser; given the arguments, only their command's module is registered when the
     command can be told (else every one, as for --help or a misspelt command)."""
     p = OneLineParser(
-        prog="coremap",
-        description="See CPU topology, interrupts and threads; pin them; measure jitter per CPU. "
-                    "Without a command, opens the window.")
+        prog="coremap", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog,
+        description="See CPU topology, interrupts and threads; pin them; make CPUs quiet; measure jitter\n"
+                    "per CPU. Without a command, opens the window; each command does what one of its\n"
+                    "menus does, headless.")
     p.add_argument("--root", metavar="DIR",
                    help="open a captured machine (an extracted `coremap snapshot` or fixture) instead of this one")
     p.add_argument("--screenshot", metavar="OUT.png",
@@ -61,7 +69,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--source-config", metavar="FILE", help="the sources' token and CA files (default "
                                                            "~/.config/coremap/sources.ini)")
     p.add_argument("--version", action="version", version=f"coremap {app.__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     command = None if argv is None else _command_in(argv, p)
     for name in COMMAND_MODULES if command is None else (COMMANDS[command],):
         importlib.import_module(f"app.cli.{name}").register(sub)
@@ -71,6 +79,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 def _command_in(argv: list[str], parser: argparse.ArgumentParser) -> str | None:
     """The subcommand `argv` names, skipping the main parser's options and their values; None when
     it names none that is known, or when an option is ambiguous (the full parser then says why)."""
+    at = _command_at(argv, parser)
+    return None if at is None else argv[at]
+
+
+def _command_at(argv: list[str], parser: argparse.ArgumentParser) -> int | None:
+    """Where in `argv` its subcommand is (see _command_in); None when it names none."""
     valued = [s for a in parser._actions if a.nargs != 0 for s in a.option_strings]
     i = 0
     while i < len(argv):
@@ -87,8 +101,30 @@ def _command_in(argv: list[str], parser: argparse.ArgumentParser) -> str | None:
                     i += 1                  # its value
             i += 1
             continue
-        return tok if tok in COMMANDS else None
+        return i if tok in COMMANDS else None
     return None
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The arguments, with a probe's "-- COMMAND" in `command_words`: cut off before argparse reads
+    the rest, at the first "--" after the command (an option's value may not be "--" there)."""
+    at = _command_at(argv, parser)
+    cut = argv.index("--", at) if at is not None and argv[at] in RUN_A_COMMAND and "--" in argv[at:] else None
+    args, extra = parser.parse_known_args(argv if cut is None else argv[:cut])
+    if extra:
+        # Said by the (sub)command they were given to, which names its own --help (argparse says it
+        # at the top: "coremap: unrecognized arguments: --duty 50; see `coremap --help`").
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    if cut is not None:
+        args.command_words = [*getattr(args, "command_words", ()), *argv[cut + 1:]]
+    return args
+
+
+def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the innermost subcommand `args` name (`coremap probe jitter`'s)."""
+    sub = subcommands(parser)
+    name = getattr(args, sub.dest, None) if sub is not None else None
+    return parser if name not in (sub.choices if sub is not None else {}) else _innermost(sub.choices[name], args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     try:
         if getattr(args, "host", None) is not None:
             # Checked before anything runs: `--host ''` (an unset variable) ran a pin on this machine.

@@ -1,7 +1,7 @@
 """`coremap pin | undo | redo | restore | journal`: pin threads, processes, Java threads and IRQs to
 CPUs, through AffinityService (so the journal and undo stack are the window's too).
 
-  coremap pin (--tid T | --pid P | --irq N | --java NAME --pid P) --cpus LIST [--root DIR]
+  coremap pin (--tid T | --pid P | --irq N | --java NAME --pid P) -c/--cpus LIST [--root DIR]
   coremap undo | redo | restore [--root DIR]
   coremap journal [--json]
 
@@ -16,7 +16,8 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from app.cli.common import IRQ_MAX, PID_MAX, add_json_arguments, add_root_argument, root_of, whole, write_json
+from app.cli.common import (IRQ_MAX, PID_MAX, add_cpus_argument, add_json_arguments, add_root_argument, root_of, whole,
+                             write_json)
 from app.errors import CoremapError
 from app.format import cpus_word, format_change, format_cpus, printable
 from app.parse.cpulist import parse_cpulist
@@ -34,27 +35,30 @@ class PinInputError(CoremapError):
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "pin", help="pin a thread, process, Java thread or IRQ to CPUs",
-        description="Set CPU affinity. The previous value is journalled first, so `coremap undo` and "
-                    "`coremap restore` can put it back even after a crash.")
+        "pin", help="pin a thread, process, Java thread or IRQ to CPUs (the window's drop on the grid, Edit → Pin to…)",
+        description="Set CPU affinity, as a drop on the window's grid or its Edit → Pin to… does. The "
+                    "previous value is journalled first, so `coremap undo` and `coremap restore` can put it "
+                    "back even after a crash.")
     p.add_argument("--tid", type=whole(1, PID_MAX, "(a thread id)"), metavar="T", help="one thread")
     p.add_argument("--pid", type=whole(1, PID_MAX, "(a process id)"), metavar="P",
                    help="every thread of a process (or the JVM for --java)")
     p.add_argument("--irq", type=whole(0, IRQ_MAX, "(an IRQ number)"), metavar="N", help="an interrupt (/proc/irq/N)")
     p.add_argument("--java", metavar="NAME", help="the Java thread of this full name in JVM --pid "
                    "(found through jcmd/jstack's thread dump)")
-    p.add_argument("--cpus", required=True, metavar="LIST", help="CPU list such as 2-5,8")
+    add_cpus_argument(p, "the CPUs to allow, e.g. 2-5,8", required=True)
     add_root_argument(p)
     p.set_defaults(func=run_pin)
-    for name, func, text in (("undo", run_undo, "undo the last pin"),
-                             ("redo", run_redo, "redo the last undone pin"),
-                             ("restore", run_restore,
-                              "put every pinned target back to its original affinity")):
-        q = subparsers.add_parser(name, help=text, description=text.capitalize() + " (from the journal).")
+    for name, func, text, window in (
+            ("undo", run_undo, "undo the last pin or quiet batch", "Edit → Undo"),
+            ("redo", run_redo, "redo the last undone pin or quiet batch", "Edit → Redo"),
+            ("restore", run_restore, "put every pinned target back to its original affinity", "Edit → Restore all")):
+        q = subparsers.add_parser(name, help=f"{text} (the window's {window})",
+                                  description=text[0].upper() + text[1:] + f" (from the journal): the window's {window}.")
         add_root_argument(q)
         q.set_defaults(func=func)
-    j = subparsers.add_parser("journal", help="show the pin journal",
-                              description="Every pin, undo and restore, oldest first.")
+    j = subparsers.add_parser("journal", help="show the pin journal (the window's Pins dock)",
+                              description="Every pin, undo and restore, oldest first (the window's Pins "
+                                          "dock shows the same, newest first).")
     add_json_arguments(j, "a JSON array of entries")
     j.set_defaults(func=run_journal)
 

@@ -1,23 +1,25 @@
-"""`coremap plan --quiet LIST [--service NAME] [--out DIR] [--root DIR]`: what to configure so the CPUs
-of LIST stay quiet after a reboot, in two routes to take one of (by hand: kernel command line,
+"""`coremap plan -c/--cpus LIST [--service NAME] [--out DIR] [--root DIR]` (the window's Quiet → Make it
+permanent…): what to configure so the CPUs of LIST stay quiet after a reboot, in two routes to take one of (by hand: kernel command line,
 irqbalance, systemd; or tuned's cpu-partitioning profile), with the guard unit for either, each piece
 with the commands that apply it and that roll it back. The machine is read to say what is in place,
 how it keeps its kernel command line (grubby on BLS systems, /etc/default/grub.d on Debian) and
 whether its kernel has CONFIG_NO_HZ_FULL. Never applied; with --out, written as files into a folder
-for review, with a rollback script per route."""
+for review, with a rollback script per route. `--quiet LIST`, its first spelling, still works (with a
+note)."""
 from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
 
-from app.cli.common import add_command, add_json_arguments, add_root_argument, root_of, write_json
+from app.cli.common import add_command, add_cpus_argument, add_json_arguments, add_root_argument, root_of, write_json
 from app.cli.topology import load
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "plan", "write a plan that keeps CPUs quiet across reboots (never applied)",
+    p = add_command(subparsers, "plan", "write a plan that keeps CPUs quiet across reboots, never applied (the "
+                                        "window's Quiet → Make it permanent…)",
                     __doc__, root=None)
-    p.add_argument("--quiet", required=True, metavar="LIST", help="the CPUs to keep quiet, e.g. 2-3")
+    add_cpus_argument(p, "the CPUs to keep quiet, e.g. 2-3", required=True, old=("--quiet",))
     p.add_argument("--service", metavar="NAME", help="a systemd service to run on the quiet CPUs")
     p.add_argument("--out", metavar="DIR", help="also write each piece as a file into this folder")
     add_json_arguments(p)
@@ -31,7 +33,7 @@ def run(args) -> int:
     from app.quiet.boot_plan import make_plan
     from app.quiet.boot_plan_text import plan_text, write_plan_folder
     root = root_of(args)
-    plan = make_plan(load(root), args.quiet, service=args.service, root=root)
+    plan = make_plan(load(root), args.cpus, service=args.service, root=root)
     written = write_plan_folder(Path(args.out), plan) if args.out else []
     if args.json:
         write_json({**asdict(plan), "cmdline_fragment": plan.cmdline_fragment}, args)

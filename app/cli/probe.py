@@ -2,94 +2,119 @@
 
 The same engine as the window: the options become a ProbeSpec (probes/spec.py), whose jobs are
 `python -m probes ...` children (probes/runner.py), one CPU at a time for a per-CPU probe, else one
-for the whole list. Which options each probe takes, their bounds, defaults and help come from its
-record (probes/catalog.py), so this parser and the window's form offer the same. The results print
-as each probe lays them out (probes/text.py).
+for the whole list. Each probe is a subcommand of its own (`coremap probe jitter --help` lists its
+options alone), built from its record (probes/catalog.py): the options it takes, their bounds,
+defaults and help, so this parser and the window's form offer the same. The results print as each
+probe lays them out (probes/text.py).
+
+"-- COMMAND" (counters, first-touch, scaling) is cut off the arguments before argparse sees them
+(app/cli/main.py): how argparse hands a "--" down to a subcommand's subcommand has changed between
+Python versions. The words land in `command_words`, which each probe's parser also takes as plain
+positionals (`coremap probe counters -c 1 true`).
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from app.cli.common import OneLineParser, add_json_arguments, bounded, bounded_size, write_json
+from app.cli.common import OneLineParser, add_cpus_argument, add_json_arguments, bounded, bounded_size, write_json
 from app.errors import CoremapError
 from app.format import format_size
 from app.parse.cpulist import format_cpulist, parse_cpulist
-from probes.catalog import RECORDS, SECONDS_MEAN
-from probes.spec import APPLIES, PROBE_NAMES, ProbeSpec, ProbeSpecError, record
+from probes.catalog import RECORDS, SECONDS_MEAN, ProbeRecord
+from probes.spec import APPLIES, PROBE_NAMES, ProbeSpec, applies, record
+
+DESCRIPTION = """Run a probe headless, with the engine of the window's Probes panel: a separate process
+measures on each CPU given, and the result prints as the probe lays it out (--json: one document).
+Each probe takes the options its own help lists: coremap probe PROBE --help."""
 
 
 def register(subparsers) -> None:
-    # The options' help is the epilog, written when help is asked for (OneLineParser.format_help):
-    # formatting it brings argparse's formatter and shutil into every `coremap` run (issue 12).
-    p = subparsers.add_parser("probe", help="run a probe: " + ", ".join(PROBE_NAMES),
-                              description=_description(), epilog=lambda: options_parser().format_help(),
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("name", choices=PROBE_NAMES, metavar="PROBE", help="one of " + ", ".join(PROBE_NAMES))
-    # Options and "-- COMMAND" are parsed in run(): argparse cannot give a subcommand both options and
-    # a "--"-separated command (the top-level parser rejects the "--"), so everything after PROBE is
-    # taken as is and split here.
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="options (below), then -- COMMAND where a probe takes one")
-    p.set_defaults(func=run)
-
-
-def _description() -> str:
-    return __doc__ + "\n" + "\n".join(f"  {r.name:<12} {r.title}\n  {'':<12} {r.usage}" for r in RECORDS.values())
-
-
-def _for(what) -> str:
-    """`probe: what(record)` for each probe whose record has something to say, joined."""
-    return "; ".join(f"{r.name}: {text}" for r in RECORDS.values() if (text := what(r)))
-
-
-def options_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="coremap probe", add_help=False)
-    p.add_argument("--cpu", "--cpus", dest="cpu", metavar="LIST", default=None,
-                   help="CPUs to measure, e.g. 1 or 2-3,5; " + _for(lambda r: r.cpus_means))
-    p.add_argument("--unbound", action="store_true",
-                   help=f"run one probe without pinning it ({', '.join(APPLIES['unbound'])})")
-    p.add_argument("--seconds", type=bounded(0.01, 86400), default=1.0, metavar="S",
-                   help="how long to measure, per CPU (default 1); " + _for(
-                       lambda r: r.seconds_means[:1].lower() + r.seconds_means[1:]
-                       if r.takes_option("seconds") and r.seconds_means != SECONDS_MEAN else ""))
-    add_json_arguments(p, "print one JSON object (a list for several CPUs)")
-    histogram = [r.name for r in RECORDS.values() if r.histogram]
-    p.add_argument("--hlog", metavar="FILE",
-                   help=f"{' and '.join(histogram)}: write the intervals as an HdrHistogram log")
-    p.add_argument("--policy", choices=("fifo", "other"), default=None, help="scheduling policy of the probe")
-    p.add_argument("--priority", type=bounded(1, 99, "(SCHED_FIFO priority)", integer=True), default=None,
-                   metavar="P", help="SCHED_FIFO priority (default 80)")
-    p.add_argument("--slack-ns", type=bounded(0, 10 ** 9, "ns", integer=True), default=None, metavar="NS",
-                   help="timer slack (prctl PR_SET_TIMERSLACK)")
-    fields: dict[str, list] = {}
+    # The probes' list is written when help is asked for (OneLineParser.format_help).
+    p = subparsers.add_parser("probe", help="run a probe: " + ", ".join(PROBE_NAMES) + " (the window's Probes panel)",
+                              description=DESCRIPTION, epilog=_examples,
+                              formatter_class=argparse.RawDescriptionHelpFormatter,
+                              usage="coremap probe [-h] PROBE [options] [-- COMMAND]")
+    probes = p.add_subparsers(dest="name", metavar="PROBE", required=True, title="probes", prog="coremap probe",
+                              parser_class=ProbeParser)
     for r in RECORDS.values():
-        for f in r.fields:
-            if f.kind != "command":       # the words after "--", split off in parse_rest
-                fields.setdefault(f.option, []).append((r.name, f))
-    for option, named in fields.items():
-        _add_field(p, option, named)
-    return p
+        q = probes.add_parser(r.name, help=r.title, description=_description(r))
+        _add_options(q, r)
+        q.set_defaults(func=run, command_words=[])
 
 
-def _add_field(p: argparse.ArgumentParser, option: str, named: list) -> None:
-    """One option for every probe that takes it: bounds wide enough for each (the spec then holds each
-    probe to its own), its help and default per probe."""
-    f = named[0][1]
-    help = "; ".join(f"{name}: {g.help}{_default(g)}" for name, g in named)
-    flag = "--" + option.replace("_", "-")
+class ProbeParser(OneLineParser):
+    """One probe's parser: an option that another probe takes is refused saying which do."""
+
+    def error(self, message: str):
+        probe = self.prog.rsplit(" ", 1)[-1]
+        if message.startswith("unrecognized arguments:"):
+            for word in message.split(":", 1)[1].split():
+                option = word.split("=", 1)[0].removeprefix("--").replace("-", "_")
+                if word.startswith("--") and option in APPLIES and not applies(option, probe):
+                    names = APPLIES[option]
+                    to = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+                    message = f"{word.split('=', 1)[0]} does not apply to the {probe} probe; it applies to {to}"
+                    break
+        super().error(message)
+
+
+def _examples() -> str:
+    return "each probe takes, for instance:\n" + "\n".join(f"  coremap probe {r.name} {usage}" for r in RECORDS.values()
+                                      for usage in r.usage.split("   or   "))
+
+
+def _description(r: ProbeRecord) -> str:
+    runs = "one run per CPU of -c/--cpus, one after another" if r.per_cpu else "one run over the CPUs of -c/--cpus"
+    return f"{r.title}: {runs}. The window's Probes panel runs the same."
+
+
+def _add_options(p: argparse.ArgumentParser, r: ProbeRecord) -> None:
+    """The options of probe `r`: the CPUs, the common ones its record takes, its own fields, the output,
+    and COMMAND where it runs one."""
+    add_cpus_argument(p, r.cpus_means or "the CPUs to measure, e.g. 1 or 2-3,5" + (
+        "" if r.cpus_optional or "unbound" not in r.takes else " (or --unbound)"))
+    if "unbound" in r.takes:
+        p.add_argument("--unbound", action="store_true", help="run once without pinning the probe to a CPU")
+    if r.takes_option("seconds"):
+        means = r.seconds_means if r.seconds_means != SECONDS_MEAN else "how long to measure, per CPU"
+        p.add_argument("--seconds", type=bounded(0.01, 86400), default=1.0, metavar="S",
+                       help=f"{means[:1].lower() + means[1:]} (default 1)")
+    if "policy" in r.takes:
+        p.add_argument("--policy", choices=("fifo", "other"), default=None, help="scheduling policy of the probe")
+    if "priority" in r.takes:
+        p.add_argument("--priority", type=bounded(1, 99, "(SCHED_FIFO priority)", integer=True), default=None,
+                       metavar="P", help="SCHED_FIFO priority (default 80)")
+    if "slack_ns" in r.takes:
+        p.add_argument("--slack-ns", type=bounded(0, 10 ** 9, "ns", integer=True), default=None, metavar="NS",
+                       help="timer slack (prctl PR_SET_TIMERSLACK)")
+    for f in r.fields:
+        if f.kind != "command":       # the words after "--"
+            _add_field(p, f)
+    add_json_arguments(p, "print one JSON object (a list for several CPUs)")
+    if r.histogram:
+        p.add_argument("--hlog", metavar="FILE", help="write the intervals as an HdrHistogram log")
+    command = next((f for f in r.fields if f.kind == "command"), None)
+    if command is not None:
+        p.add_argument("command_words", nargs="*", metavar="-- COMMAND",
+                       help=f"{command.help} (after --, so its own options are not read as coremap's)")
+
+
+def _add_field(p: argparse.ArgumentParser, f) -> None:
+    """One of the probe's own options, with its record's bounds, help and default."""
+    flag = "--" + f.option.replace("_", "-")
+    help = f.help + _default(f)
     if f.kind == "flag":
         p.add_argument(flag, action="store_true", help=help)
         return
     kw: dict = {"default": None, "help": help, "metavar": f.metavar or None}
-    lo, hi = min(g.low for _, g in named if g.low is not None) if f.low is not None else None, \
-        max(g.high for _, g in named if g.high is not None) if f.high is not None else None
     if f.kind == "choice":
-        kw["choices"] = tuple(dict.fromkeys(v for _, g in named for v in g.values()))
+        kw["choices"] = f.values()
         kw.pop("metavar")
     elif f.kind == "size":
-        kw["type"] = bounded_size(lo, hi)
+        kw["type"] = bounded_size(f.low, f.high)
     elif f.kind in ("int", "preset"):
-        kw["type"] = bounded(lo, hi, f.unit, integer=f.kind == "int")
+        kw["type"] = bounded(f.low, f.high, f.unit, integer=f.kind == "int")
     p.add_argument(flag, **kw)
 
 
@@ -104,26 +129,6 @@ def _default(f) -> str:
     return f" (default {f.default:g})" if isinstance(f.default, float) else f" (default {f.default})"
 
 
-def parse_rest(args) -> None:
-    """Split `rest` at the first "--" and parse the options into `args`."""
-    rest = list(args.rest)
-    command = []
-    if "--" in rest:
-        i = rest.index("--")
-        rest, command = rest[:i], rest[i + 1:]
-    elif rest and not rest[0].startswith("-"):
-        # `coremap probe scaling -- make -j`: right after PROBE, argparse takes the "--" for itself
-        # and hands over the command alone; no option starts without a dash, so this is the command
-        rest, command = [], rest
-    ns, unknown = options_parser().parse_known_args(rest)
-    if unknown:
-        raise CoremapError(f"coremap probe {args.name}: unrecognized arguments: {' '.join(unknown)} "
-                           "(see coremap probe --help)")
-    for k, v in vars(ns).items():
-        setattr(args, k, v)
-    args.command = command
-
-
 def run(args) -> int:
     # imported here: the runner, the result files (hdrh) and the text layout are needed only when a
     # probe runs, not by every other `coremap` command that imports this module to register itself
@@ -133,24 +138,30 @@ def run(args) -> int:
     from probes.runner import ProbeRun, ProbeStarter, RunningProbe
     from probes.text import format_result
 
-    parse_rest(args)
     rec = record(args.name)
-    if args.hlog and not rec.histogram:
-        raise ProbeSpecError(f"--hlog applies to {' and '.join(r.name for r in RECORDS.values() if r.histogram)}, "
-                             f"not {args.name}")
-    if args.hlog:
-        check_result_path(args.hlog, "--hlog")      # before the run, not after a minute of measuring
+    hlog = getattr(args, "hlog", None)      # only the probes with a histogram take it
+    if hlog:
+        check_result_path(hlog, "--hlog")      # before the run, not after a minute of measuring
     # A host's runner (coremap --host H probe, app/cli/host.py): its CPUs are checked there, by the child.
     start: ProbeStarter | None = getattr(args, "start_probe", None)
-    if args.cpu is None and not args.unbound and not rec.cpus_optional:
-        raise CoremapError("pass --cpu LIST" + (f" (choose from {format_cpulist(allowed_cpus())})" if start is None
-                                                else "") + " or --unbound")
+    unbound = getattr(args, "unbound", False)
+    if args.cpus is None and not unbound and not rec.cpus_optional:
+        raise CoremapError("pass -c/--cpus LIST" + (f" (choose from {format_cpulist(allowed_cpus())})"
+                                                    if start is None else "")
+                           + (" or --unbound" if "unbound" in rec.takes else ""))
+    cpus: tuple[int, ...] = ()
     quiet = _quiet_cpus() if start is None else ()
-    cpus = () if args.cpu is None else check_cpus(args.cpu, also=quiet) if start is None \
-        else parse_cpulist(args.cpu, what="--cpu")
-    options = {o: getattr(args, o) for o in APPLIES if o not in ("unbound", "seconds") and hasattr(args, o)}
-    spec = ProbeSpec(args.name, cpus, unbound=args.unbound, seconds=args.seconds,
-                     **{**options, "command": tuple(args.command)})
+    if args.cpus is not None:
+        cpus = parse_cpulist(args.cpus, what="-c/--cpus")
+        if not cpus:
+            raise CoremapError(f"-c/--cpus {args.cpus!r} names no CPU; write CPUs like 2-5,8")
+        if start is None:
+            cpus = check_cpus(args.cpus, also=quiet)
+    # Only the probe's own: the namespace also holds the top-level options (`coremap --size WxH`).
+    options = {o: getattr(args, o) for o in APPLIES
+               if o not in ("unbound", "seconds", "command") and rec.takes_option(o) and hasattr(args, o)}
+    spec = ProbeSpec(args.name, cpus, unbound=unbound, seconds=getattr(args, "seconds", 1.0),
+                     **{**options, "command": tuple(args.command_words)})
     own = OwnAffinityGuard()
     own.lent = frozenset(quiet)
     results, runs = [], []
@@ -172,8 +183,8 @@ def run(args) -> int:
         results.append(job.summarize(run_.lines))
         runs.append(run_.lines)
 
-    if args.hlog:
-        write_runs_hlog(args.hlog, runs)
+    if hlog:
+        write_runs_hlog(hlog, runs)
     if args.json:
         write_json(results[0] if len(results) == 1 else results, args)
     else:

@@ -1,6 +1,8 @@
-"""`coremap isolate --cpus LIST [--dry-run]` and `coremap include --cpus LIST [--dry-run]`: make CPUs
-quiet at run time (every movable IRQ, thread and mask moved off them, app/quiet/isolate.py), and give them
-back. One batch each, journalled: `coremap undo` reverts the whole of it.
+"""`coremap isolate -c/--cpus LIST [--dry-run]` and `coremap include -c/--cpus LIST [--dry-run]`: make
+CPUs quiet at run time (every movable IRQ, thread and mask moved off them, app/quiet/isolate.py), and give
+them back: the window's Quiet → Make quiet… and Give back…, which show the same outcome line. One batch
+each, journalled: `coremap undo` reverts the whole of it. The commands keep tuna's and cset's names
+(scripts use them); their help says the window's words beside them.
 
 Output: the outcome ("isolate CPU 1: 88 targets moved; 31 could not: 31 per-CPU kernel threads"),
 then what could not be moved and why. --dry-run prints the preview, per target, and writes nothing.
@@ -12,16 +14,16 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from app.cli.common import add_json_arguments, add_root_argument, write_json
+from app.cli.common import add_cpus_argument, add_json_arguments, add_root_argument, write_json
 from app.cli.pin import affinity_service
 
 
-ISOLATE = """Make CPUs quiet: keep every process off them with a cpuset where the machine has one (a shield,
+ISOLATE = """Make CPUs quiet (the window's Quiet → Make quiet…): keep every process off them with a cpuset where the machine has one (a shield,
 or systemd's AllowedCPUs=; otherwise every thread is moved), move every movable IRQ, kernel thread and
 mask off them, and set the kernel's noise knobs (timer migration, vmstat interval, the watchdog's CPUs).
 The method used is named in the output. One batch, journalled first: `coremap undo` reverts all of it,
 `coremap include` gives the CPUs back."""
-INCLUDE = """Give quiet CPUs back: every target an isolate in effect changed gets back what it had on those CPUs
+INCLUDE = """Give quiet CPUs back (the window's Quiet → Give back…): every target an isolate in effect changed gets back what it had on those CPUs
 (a change made since stays, a mask a user set stays), the settings their old values, and when no CPU
 stays quiet the shield comes down, every process in it (those started meanwhile too) back on all CPUs.
 Targets that have exited are reported as gone, not as failures."""
@@ -29,10 +31,13 @@ Targets that have exited are reported as gone, not as failures."""
 
 def register(subparsers) -> None:
     for name, text, description in (
-            ("isolate", "make CPUs quiet (a cpuset shield, IRQs, kernel threads, masks, knobs)", ISOLATE),
-            ("include", "give quiet CPUs back to what an isolate moved off them", INCLUDE)):
+            ("isolate", "make CPUs quiet: a cpuset shield, IRQs, kernel threads, masks, knobs (the window's "
+                        "Quiet → Make quiet…)", ISOLATE),
+            ("include", "give quiet CPUs back what an isolate moved off them (the window's Quiet → Give back…)",
+             INCLUDE)):
         p = subparsers.add_parser(name, help=text, description=description)
-        p.add_argument("--cpus", required=True, metavar="LIST", help="the CPUs, e.g. 1 or 2-3")
+        add_cpus_argument(p, f"the CPUs to {'make quiet' if name == 'isolate' else 'give back'}, e.g. 1 or 2-3",
+                          required=True)
         p.add_argument("--dry-run", action="store_true", help="print the preview per target; write nothing")
         if name == "isolate":
             p.add_argument("--pm-qos", action="store_true",

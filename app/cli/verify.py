@@ -1,5 +1,5 @@
-"""`coremap verify --cpus LIST [--seconds S] [--pairs N] [--attribute] [--out FILE.json] [--json]`:
-prove that quiet CPUs are quieter — the jitter probe on them not quiet ("before") and quiet
+"""`coremap verify -c/--cpus LIST [--seconds S] [--pairs N] [--attribute] [--out FILE.json] [--json]`
+(the window's Quiet → Verify): prove that quiet CPUs are quieter — the jitter probe on them not quiet ("before") and quiet
 ("after"), the same duration each, in alternated pairs; the quiet state is toggled between runs with
 isolate and include (journalled like any other), and left as it was found at the end.
 
@@ -21,16 +21,17 @@ import json
 import sys
 from pathlib import Path
 
-from app.cli.common import add_root_argument, bounded, write_json
+from app.cli.common import add_cpus_argument, add_root_argument, bounded, write_json
 from app.cli.pin import affinity_service
 from app.errors import CoremapError
 from app.format import cpus_word, format_cpus
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("verify", help="jitter on CPUs before and after making them quiet",
+    p = subparsers.add_parser("verify", help="jitter on CPUs before and after making them quiet (the window's "
+                                             "Quiet → Verify)",
                               description=__doc__)
-    p.add_argument("--cpus", required=True, metavar="LIST", help="the CPUs to verify, e.g. 1")
+    add_cpus_argument(p, "the CPUs to verify, e.g. 1", required=True)
     p.add_argument("--seconds", type=bounded(0.1, 3600), default=5.0, metavar="S",
                    help="each run's length (default 5)")
     p.add_argument("--pairs", type=bounded(1, 100, "pairs", integer=True), default=2, metavar="N",

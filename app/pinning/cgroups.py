@@ -32,7 +32,7 @@ from app.machine.cgroups import CpusetLayout, cgroup_of, procs_of, read_cpuset_l
 from app.machine.threads import TaskGone, read_task
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.pinning.targets import PinTarget
-from app.pinning.writers import Outcome, Prepared, Step, checked
+from app.pinning.writers import UNKNOWN_START, Outcome, Prepared, Step, checked
 from app.sysroot import SysRoot
 
 SYSTEM, PINNED = 1, 2           # indexes into CPUSET_NAMES
@@ -154,6 +154,14 @@ class MemberWriter(_Cgroups):
         except TaskGone:
             return Prepared(t, gone=f"{t.describe()} has exited")
         t = PinTarget(t.kind, t.id, pid if t.kind == "cgroupthread" else None, t.label or task.comm)
+        if step.expect_starttime is not None and task.starttime != step.expect_starttime:
+            # An undo or redo of a move: the task journalled exited and its id was reused (or the journal
+            # holds no start time for it). Another process is never moved in its place.
+            word = "process" if t.kind == "cgroup" else "thread"
+            why = (f"the journal holds no start time for the {word} that was moved, so it cannot be told from a new "
+                   "one that reused the id" if step.expect_starttime == UNKNOWN_START else
+                   f"the {word} that was moved exited and its id was reused")
+            return Prepared(t, starttime=task.starttime, gone=f"{t.describe()}: {why}; left alone")
         where = self._cgroup(t)
         if where is None:
             return Prepared(t, starttime=task.starttime, gone=f"{t.describe()} has exited")

@@ -258,7 +258,7 @@ class AffinityService:
     def _replay(self, entries: list[JournalEntry], origin: str, progress: Progress | None) -> BatchResults:
         steps = [Step(PinTarget(e.kind, e.target_id, e.pid, e.label, e.netdev), tuple(e.before),
                       expect_starttime=(UNKNOWN_START if e.starttime is None else e.starttime)
-                      if e.kind == "thread" else None)
+                      if e.kind in ("thread", "cgroup", "cgroupthread") else None)
                  for e in entries if e.before is not None]
         return BatchResults(self._flow.run(steps, origin=origin, online=read_online_cpus(self.root),
                                            progress=progress))

@@ -166,3 +166,21 @@ def test_the_systemd_method_plans_allowed_cpus_for_its_slices(tmp_path, monkeypa
 
 
 
+
+
+@needs_v1
+def test_an_undone_move_never_takes_a_process_that_reused_the_id():
+    """An undo or redo of a cpuset move carries the journalled start time: a process that is not the one
+    moved (its id reused) is left where it is. Reads only."""
+    from app.machine.threads import read_task
+    from app.pinning.cgroups import MemberWriter
+    from app.pinning.targets import PinTarget
+    from app.pinning.writers import UNKNOWN_START, Step
+    root = SysRoot("/")
+    me = os.getpid()
+    real = read_task(root, me, me, detail="fast").starttime
+    w = MemberWriter(root)
+    assert "id was reused; left alone" in w.prepare(Step(PinTarget("cgroup", me), (0,), expect_starttime=real + 1)).gone
+    assert "no start time" in w.prepare(Step(PinTarget("cgroup", me), (0,), expect_starttime=UNKNOWN_START)).gone
+    same = w.prepare(Step(PinTarget("cgroup", me), (0,), expect_starttime=real))
+    assert not same.gone and same.before is not None and same.starttime == real
