@@ -1,12 +1,15 @@
 """What every subcommand shares: its parser with the `--root` option, the SysRoot it names (or a
 saved session's), an --out file checked before any work, headless Qt, the one spelling of a CPU option
-and --json.
+and the one writer of --json.
 
 Choices made where issue 23 was silent:
 - CPUs are `-c/--cpus LIST` on every command that takes them (taskset's -c). The spellings they
   replaced (`--cpu`, `plan --quiet`, `fleet --jitter-cpu`) are kept as hidden option strings of the
   same option, so a script keeps working; each prints one note on stderr naming -c/--cpus, and help,
   the man page and completion offer only the new spelling.
+- Every --json document is an object whose first key is `schema_version` (SCHEMA_VERSION below says
+  what its number means); what was a bare list (threads, journal, fleet, several probe CPUs) is that
+  list under a key naming its items.
 """
 from __future__ import annotations
 
@@ -287,12 +290,38 @@ def add_json_arguments(p: argparse.ArgumentParser, help: str = "machine-readable
     p.add_argument("--pretty", action="store_true", help="with --json: indented for reading")
 
 
-def write_json(obj, args=None, *, out=None) -> None:
-    """One JSON document on stdout, UTF-8 (RFC 8259), through msgspec: 13x the standard library's C
-    encoder on a 1,152-CPU interrupts table (13 ms against 164 ms, measured), and it writes frozen
-    dataclasses as objects of their fields, so callers need not build dicts or call
-    dataclasses.asdict (50x slower on 20,000 journal entries). nan and inf become null, which JSON can
-    spell; what msgspec does not know (a Path) is written as its text. --pretty indents, for people."""
+# The version of the shape of every --json document coremap writes, which is its first key,
+# `schema_version`. One number for all commands. It is raised when a field is removed or renamed,
+# changes its type or meaning, or a document changes shape; a field added does not raise it, so a
+# reader checks the number and ignores fields it does not know.
+#   1  the documents before the key existed (read its absence as 1): threads, journal, fleet and a probe
+#      on several CPUs were bare lists, and fleet gave every figure as text.
+#   2  (issue 23) every document an object: such a list is under a key naming its items (threads,
+#      entries, hosts, results); fleet's figures are numbers, its CPU lists lists of numbers.
+SCHEMA_VERSION = 2
+
+
+def json_document(obj, items: str | None = None) -> dict:
+    """`obj` as a --json document: a dict with `schema_version` put first, or a list under the key
+    `items` beside it."""
+    if isinstance(obj, (list, tuple)):
+        if not items:
+            raise TypeError("a list written as JSON needs the key it goes under")
+        return {"schema_version": SCHEMA_VERSION, items: obj}
+    if not isinstance(obj, dict):
+        raise TypeError(f"a JSON document is an object, not {type(obj).__name__}")
+    return {"schema_version": SCHEMA_VERSION, **obj}
+
+
+def write_json(obj, args=None, *, out=None, items: str | None = None) -> None:
+    """`obj` as one JSON document (json_document: `schema_version` first, a list under `items`) on
+    stdout, UTF-8 (RFC 8259), through msgspec: 13x the standard library's C encoder on a 1,152-CPU
+    interrupts table (13 ms against 164 ms, measured), and it writes frozen dataclasses as objects of
+    their fields, so callers need not build dicts or call dataclasses.asdict (50x slower on 20,000
+    journal entries). nan and inf become null, which JSON can spell; what msgspec does not know (a
+    Path) is written as its text. --pretty indents, for people. Every --json of every command is
+    written here."""
+    obj = json_document(obj, items)
     # Imported here, not at the top: every command imports this module, and only --json needs msgspec
     # (with typing_extensions, uuid and decimal it is ~7 ms of start-up; issue 12).
     try:

@@ -7,7 +7,8 @@ its grid coloured by the same scale as the others', and a table of model,
 shape, NUMA nodes, kernel, isolcpus, nohz_full, irqbalance, the busiest IRQ and, with -c/--cpus N
 (first spelt --jitter-cpu N, which still works), the jitter probe's figures on that CPU — the cells that set a machine apart highlighted. A
 host that cannot be reached is a row that says why. `--csv` prints the table instead of opening the
-window (headless); `--screenshot OUT.png` renders the window offscreen and exits.
+window (headless), `--json` the same rows as one document (figures as numbers, with its
+schema_version); `--screenshot OUT.png` renders the window offscreen and exits.
 
 With --prometheus or --pcp no agent runs anywhere: per-CPU hard-IRQ and softirq rates and IRQ time come
 from node_exporter through Prometheus (every host it scrapes, or the HOSTs named: their `instance`) or
@@ -21,13 +22,11 @@ Exit status: 0 when every host was read, 1 when some could not be, 2 for bad inp
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 
 from app.atomic import check_output_path
-from app.cli.common import add_command, add_cpus_argument, add_json_arguments, bounded, ensure_headless_qt, write_json
+from app.cli.common import add_command, add_cpus_argument, add_json_arguments, bounded, ensure_headless_qt
 from app.errors import CoremapError
-from app.format import printable
 from app.remote.hosts import MAX_FLEET, PARALLEL, TIMEOUT, HostError, parse_host, read_hosts_file
 
 
@@ -38,7 +37,7 @@ def register(subparsers) -> None:
     p.add_argument("hosts", nargs="*", metavar="HOST", help="[user@]server[:port], or a Host of ~/.ssh/config")
     p.add_argument("--file", dest="hosts_file", metavar="F", help="more hosts, one per line (# comments)")
     p.add_argument("--csv", action="store_true", help="print the table as CSV instead of opening the window")
-    add_json_arguments(p, "print the table as one JSON list instead of opening the window")
+    add_json_arguments(p, 'print the table as one JSON document instead of opening the window (the rows under "hosts")')
     p.add_argument("--parallel", type=bounded(1, 64, "hosts", integer=True), default=PARALLEL, metavar="N",
                    help=f"hosts captured at once (default {PARALLEL})")
     p.add_argument("--timeout", dest="fleet_timeout", type=bounded(1, 600), default=TIMEOUT, metavar="S",
@@ -95,7 +94,8 @@ def run(args) -> int:
         from app.cli.fleet_sources import run_sources
         return run_sources(args)
     # Imported here, not at the top: every `coremap` run imports this module to build its parser.
-    from app.remote.fleet import CSV_COLUMNS, capture_fleet, csv_rows
+    from app.cli.fleet_sources import print_rows
+    from app.remote.fleet import capture_fleet
     hosts = hosts_of(args)
     headless = args.csv or args.json
     if not headless and getattr(args, "screenshot", None):
@@ -106,14 +106,7 @@ def run(args) -> int:
                          on_row=progress)
     if progress is not None:
         progress.end()
-    if args.json:
-        write_json([{k: printable(v) for k, v in d.items()} for d in csv_rows(rows)], args)
-    elif args.csv:
-        w = csv.DictWriter(sys.stdout, fieldnames=CSV_COLUMNS, lineterminator="\n")
-        w.writeheader()
-        for d in csv_rows(rows):
-            w.writerow({k: printable(v) for k, v in d.items()})
-    else:
+    if not print_rows(rows, args):
         if getattr(args, "screenshot", None):
             ensure_headless_qt()
         try:

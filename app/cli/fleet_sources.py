@@ -16,6 +16,33 @@ class SourceOptionError(CoremapError):
     """fleet options that do not go with a metrics source."""
 
 
+def print_rows(rows, args) -> bool:
+    """The fleet's rows (FleetRows) as --json or --csv asks, their text made printable (a host's facts
+    come from that host); False when neither is asked for (the window shows them)."""
+    # Imported here: only a printed fleet needs them.
+    from app.remote.fleet import CSV_COLUMNS, csv_rows, json_rows
+    if args.json:
+        write_json([_printable(d) for d in json_rows(rows)], args, items="hosts")
+    elif args.csv:
+        w = csv.DictWriter(sys.stdout, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for d in csv_rows(rows):
+            w.writerow({k: printable(v) for k, v in d.items()})
+    else:
+        return False
+    return True
+
+
+def _printable(v):
+    if isinstance(v, str):
+        return printable(v)
+    if isinstance(v, dict):
+        return {k: _printable(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_printable(x) for x in v]
+    return v
+
+
 def _check(args) -> None:
     if args.cpus is not None:
         raise SourceOptionError("fleet: -c/--cpus runs a jitter probe over ssh; with --prometheus or --pcp the jitter "
@@ -51,7 +78,7 @@ def make_stream(args):
 
 
 def run_sources(args) -> int:
-    from app.remote.fleet import CSV_COLUMNS, json_rows, sort_rows
+    from app.remote.fleet import sort_rows
     _check(args)
     headless = args.csv or args.json
     if not headless and getattr(args, "screenshot", None):
@@ -69,15 +96,7 @@ def run_sources(args) -> int:
     if stream.error and not stream.rows():
         raise CoremapError(stream.error)
     rows = sort_rows(stream.rows(), args.sort or "host")
-    if args.json:
-        write_json([{k: printable(v) if isinstance(v, str) else v for k, v in d.items()} for d in json_rows(rows)], args)
-    elif args.csv:
-        w = csv.DictWriter(sys.stdout, fieldnames=CSV_COLUMNS, lineterminator="\n")
-        w.writeheader()
-        for d in json_rows(rows):
-            d.pop("per_cpu")
-            w.writerow({k: printable(v) for k, v in d.items()})
-    else:
+    if not print_rows(rows, args):
         ensure_headless_qt()
         from widgets.fleet.window import run_fleet_window
         args.sort = args.sort or "quiet"

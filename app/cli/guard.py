@@ -1,21 +1,22 @@
 """`coremap guard [--interval S] [--reapply] [--policy BATCH=reapply|report] [--ticks N] [--json]`:
 keep every pin and isolate in the journal in place, headless — a foreground daemon without Qt, fit
-for a systemd unit (app/quiet/guard.py does the work; the window runs the same guard).
+for a systemd unit (the window runs the same guard).
 
 Each tick it compares every guarded target with what was set and prints one line per change made by
 someone else (target, set -> found, when, who) and per new thread of a pinned process it pins. With
 --reapply a changed pin is written back (at most 3 times a minute per target) unless its batch's
 policy says report; --policy sets a batch's policy in the journal (the window's Pins panel shows and
-changes the same). SIGTERM or Ctrl+C stops it.
+changes the same). SIGTERM or Ctrl+C stops it. With --json each of those lines is one JSON document
+on stdout (JSON lines, each with its schema_version), and what it says on starting goes to stderr, so
+stdout holds JSON alone.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
-from app.cli.common import add_root_argument, bounded
+from app.cli.common import add_root_argument, bounded, write_json
 from app.cli.pin import affinity_service
 from app.errors import CoremapError
 from app.format import printable
@@ -36,7 +37,7 @@ def register(subparsers) -> None:
                    help="set one batch's policy in the journal (see `coremap journal` for batch ids)")
     p.add_argument("--ticks", type=bounded(0, 10 ** 9, "ticks", integer=True), default=None, metavar="N",
                    help="stop after N ticks (default: run until stopped)")
-    p.add_argument("--json", action="store_true", help="one JSON object per line for each event")
+    p.add_argument("--json", action="store_true", help="one JSON document per line for each event (JSON lines)")
     add_root_argument(p)
     p.set_defaults(func=run)
 
@@ -58,11 +59,12 @@ def run(args) -> int:
     service = affinity_service(args)
     for batch, reapply in policies:
         service.journal.set_policy(batch, reapply)
-        print(f"batch #{batch}: {'re-apply' if reapply else 'report'} when changed")
+        print(f"batch #{batch}: {'re-apply' if reapply else 'report'} when changed", file=_said(args))
     guard = Guard(service, reapply=args.reapply)
     guard.refresh(force=True)
     print(f"guarding {guard.guarded} targets every {args.interval:g} s; changed pins are "
-          f"{'re-applied' if args.reapply else 'reported'} (per-batch policies in the journal win)", flush=True)
+          f"{'re-applied' if args.reapply else 'reported'} (per-batch policies in the journal win)", flush=True,
+          file=_said(args))
     n = 0
     while args.ticks is None or n < args.ticks:
         started = time.monotonic()
@@ -81,9 +83,14 @@ def run(args) -> int:
     return 0
 
 
+def _said(args):
+    """Where the lines that are not events go: stderr with --json, whose stdout is JSON lines alone."""
+    return sys.stderr if args.json else sys.stdout
+
+
 def _say(args, obj: dict) -> None:
     if args.json:
-        sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        write_json(obj, args)
     else:
         sys.stdout.write(obj["line"] + "\n")
     sys.stdout.flush()

@@ -59,7 +59,7 @@ def register(subparsers) -> None:
     j = subparsers.add_parser("journal", help="show the pin journal (the window's Pins dock)",
                               description="Every pin, undo and restore, oldest first (the window's Pins "
                                           "dock shows the same, newest first).")
-    add_json_arguments(j, "a JSON array of entries")
+    add_json_arguments(j, 'one JSON document, the entries a list under "entries"')
     j.set_defaults(func=run_journal)
 
 
@@ -158,7 +158,7 @@ def run_journal(args) -> int:
         print(f"coremap: note: {note}", file=sys.stderr)
     entries = journal.entries()
     if args.json:
-        write_json(entries, args)         # entries are dataclasses: write_json spells their fields
+        write_json(entries, args, items="entries")      # dataclasses: write_json spells their fields
         return 0
     if not entries:
         print(f"the journal {journal.path} is empty")

@@ -91,7 +91,7 @@ def _add_options(p: argparse.ArgumentParser, r: ProbeRecord) -> None:
     for f in r.fields:
         if f.kind != "command":       # the words after "--"
             _add_field(p, f)
-    add_json_arguments(p, "print one JSON object (a list for several CPUs)")
+    add_json_arguments(p, "print one JSON document (several CPUs: their results under \"results\")")
     if r.histogram:
         p.add_argument("--hlog", metavar="FILE", help="write the intervals as an HdrHistogram log")
     command = next((f for f in r.fields if f.kind == "command"), None)
@@ -186,7 +186,7 @@ def run(args) -> int:
     if hlog:
         write_runs_hlog(hlog, runs)
     if args.json:
-        write_json(results[0] if len(results) == 1 else results, args)
+        write_json(results[0] if len(results) == 1 else results, args, items="results")
     else:
         for r in results:
             sys.stdout.write(format_result(r) + "\n")

@@ -54,19 +54,22 @@ def _read_results(paths: list[str], option: str, hint: str, clean, refusal: str,
 
 
 def _json_values(text: str, *, many: bool, what: str) -> list | None:
-    """The JSON value of `text`, as a list of values: with `many`, a list gives its items and JSON lines
-    (several results, one a line) one value each. None when it is not JSON (or too large or deep for
-    the one decoder, app/inputs.py load_json)."""
+    """The JSON value of `text`, as a list of values: with `many`, the results each document holds
+    (app/store/results.py results_in: a probe's on several CPUs, or a list) and JSON lines (several
+    documents, one a line). None when it is not JSON (or too large or deep for the one decoder,
+    app/inputs.py load_json)."""
+    from app.store.results import results_in      # imported here, as in _report_data
     try:
         value = load_json(text, what=what, limit=RESULT_LIMIT)
     except JsonInputError:
         if not many:
             return None
         try:
-            return [load_json(line, what=what, limit=RESULT_LIMIT) for line in text.splitlines() if line.strip()]
+            return [r for line in text.splitlines() if line.strip()
+                    for r in results_in(load_json(line, what=what, limit=RESULT_LIMIT))]
         except JsonInputError:
             return None
-    return value if many and isinstance(value, list) else [value]
+    return results_in(value) if many else [value]
 
 
 def run(args) -> int:

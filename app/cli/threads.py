@@ -45,7 +45,7 @@ def register(subparsers) -> None:
     # Own dest: the top-level --interval (default 1) is the window's sampling interval.
     p.add_argument("--interval", dest="threads_interval", type=bounded(0.01, 3600, zero=True), default=0.0, metavar="S",
                    help="also show CPU %% over S seconds (live machine only; default 0 = no)")
-    add_json_arguments(p, "one JSON list of threads")
+    add_json_arguments(p, 'one JSON document, the threads a list under "threads"')
     p.set_defaults(func=run)
 
 
@@ -81,7 +81,7 @@ def run(args) -> int:
     tasks = find_threads_by_name(sample, args.name, names) if args.name else \
         sorted(sample.tasks.values(), key=lambda t: (t.pid, t.tid))
     if args.json:
-        write_json([_as_json(t, sample, cpu_pct, names) for t in tasks], args)
+        write_json([_as_json(t, sample, cpu_pct, names) for t in tasks], args, items="threads")
     elif tasks:
         sys.stdout.write(format_table(tasks, sample, cpu_pct, names))
     if args.name and not tasks:

@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from app.cli.common import add_cpus_argument, add_root_argument, bounded, write_json
+from app.cli.common import add_cpus_argument, add_root_argument, bounded, json_document, write_json
 from app.cli.pin import affinity_service
 from app.errors import CoremapError
 from app.format import cpus_word, format_cpus
@@ -144,7 +144,8 @@ def _write_out(plan, out: Path | None) -> str | None:
     if out is None:
         return None
     try:
-        write_atomic(out, json.dumps(plan.result(), separators=(",", ":")).encode())
+        # the document --json prints, schema_version first: `report --verify` reads either
+        write_atomic(out, json.dumps(json_document(plan.result()), separators=(",", ":")).encode())
     except AtomicWriteError as e:
         return f"--out: {e}"
     return None

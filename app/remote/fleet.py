@@ -253,52 +253,73 @@ def odd_cells(rows: Sequence[FleetRow]) -> dict[tuple[int, str], str]:
     return out
 
 
-# -- CSV ------------------------------------------------------------------------------------------------
+# -- CSV and JSON ---------------------------------------------------------------------------------------
 CSV_COLUMNS = ("host", "name", "status", "model", "shape", "core_kinds", "numa_nodes", "kernel", "isolcpus",
                "nohz_full", "irqbalance", "top_irq", "jitter", "irq_per_s", "softirq_per_s", "irq_time_pct",
                "busiest_cpu_per_s", "quiet_cpus", "irq_on_quiet_per_s", "stands_out", "seconds", "last_seen")
+# How CSV spells each figure (JSON gives it as a number, to 3 decimals); a figure not known is "" there, null here.
+CSV_FIGURES = {"irq_per_s": ".1f", "softirq_per_s": ".1f", "irq_time_pct": ".2f", "busiest_cpu_per_s": ".1f",
+               "irq_on_quiet_per_s": ".1f", "seconds": ".2f"}
 
 
-def _sums(r: FleetRow) -> dict[str, str]:
+def _sums(r: FleetRow) -> dict[str, float | None]:
     """The host's hard and soft IRQs per second over all CPUs and its mean share of time in IRQs."""
     rates = r.state.rates if r.state is not None else None
     if rates is None or not rates.per_cpu:
-        return {"irq_per_s": "", "softirq_per_s": "", "irq_time_pct": "", "busiest_cpu_per_s": "",
-                "irq_on_quiet_per_s": ""}
+        return {"irq_per_s": None, "softirq_per_s": None, "irq_time_pct": None, "busiest_cpu_per_s": None,
+                "irq_on_quiet_per_s": None}
     cs = rates.per_cpu.values()
     pct = [c.irq_softirq_pct for c in cs if c.irq_softirq_pct is not None]
-    return {"irq_per_s": f"{sum(c.irq_per_s for c in cs):.1f}",
-            "softirq_per_s": f"{sum(c.softirq_total_per_s for c in cs):.1f}" if any(c.softirq_per_s for c in cs) else "",
-            "irq_time_pct": f"{sum(pct) / len(pct):.2f}" if pct else "",
-            "busiest_cpu_per_s": f"{busiest_cpu(r):.1f}",
-            "irq_on_quiet_per_s": f"{irq_on_quiet(r):.1f}" if quiet_cpus(r) else ""}
+    return {"irq_per_s": sum(c.irq_per_s for c in cs),
+            "softirq_per_s": sum(c.softirq_total_per_s for c in cs) if any(c.softirq_per_s for c in cs) else None,
+            "irq_time_pct": sum(pct) / len(pct) if pct else None,
+            "busiest_cpu_per_s": busiest_cpu(r),
+            "irq_on_quiet_per_s": irq_on_quiet(r) if quiet_cpus(r) else None}
 
 
-def csv_rows(rows: Sequence[FleetRow]) -> list[dict[str, str]]:
-    """One dict per host for `coremap fleet --csv` (CSV_COLUMNS); `stands_out` names the columns in
-    which it differs from the others."""
+def _records(rows: Sequence[FleetRow]) -> list[dict]:
+    """One dict per host, in CSV_COLUMNS' order, each value of its own type: text, a figure (float, None
+    when not known), the quiet CPUs (a list) and the columns in which it stands out from the others
+    (a list)."""
     odd = odd_cells(rows)
     out = []
     for i, r in enumerate(rows):
-        d = {"host": r.host, "name": r.name, "status": "ok" if r.ok else r.error,
-             "top_irq": r.top_irq, "jitter": jitter_text(r.probe), "seconds": f"{r.seconds:.2f}",
-             "stands_out": ";".join(col for (j, col) in odd if j == i),
-             "quiet_cpus": format_cpus(quiet_cpus(r)) if r.ok and quiet_cpus(r) else "",
-             "last_seen": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(r.seen)) if r.seen else ""}
-        if r.stale:
-            d["status"] = r.stale
-        d.update(_sums(r))
-        for label in FACTS:
-            d[label.lower().replace(" ", "_")] = r.fact(label)
-        out.append(d)
+        d = {"host": r.host, "name": r.name, "status": r.stale or ("ok" if r.ok else r.error),
+             **{label.lower().replace(" ", "_"): r.fact(label) for label in FACTS},
+             "top_irq": r.top_irq, "jitter": jitter_text(r.probe), **_sums(r),
+             "quiet_cpus": list(quiet_cpus(r)) if r.ok else [],
+             "stands_out": [col for (j, col) in odd if j == i], "seconds": r.seconds,
+             "last_seen": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(r.seen)) if r.seen else None}
+        out.append({k: d[k] for k in CSV_COLUMNS})
     return out
 
 
+def _csv_text(column: str, value) -> str:
+    if value is None:
+        return ""
+    if column in CSV_FIGURES:
+        return format(value, CSV_FIGURES[column])
+    if column == "quiet_cpus":
+        return format_cpus(value) if value else ""
+    if column == "stands_out":
+        return ";".join(value)
+    return value
+
+
+def csv_rows(rows: Sequence[FleetRow]) -> list[dict[str, str]]:
+    """One dict of text per host for `coremap fleet --csv` (CSV_COLUMNS); `stands_out` names the columns
+    in which it differs from the others, joined by ";"."""
+    return [{k: _csv_text(k, v) for k, v in d.items()} for d in _records(rows)]
+
+
 def json_rows(rows: Sequence[FleetRow]) -> list[dict]:
-    """csv_rows, each with `per_cpu`: {CPU: {irq_per_s, softirq_per_s, irq_pct, softirq_pct}} (figures the
-    source lacks are null)."""
+    """One object per host for `coremap fleet --json`: the CSV's columns, figures as numbers (3 decimals;
+    null where not known), `quiet_cpus` and `stands_out` as lists, `jitter_figures` the probe's own
+    numbers ({"cpu", "gaps_per_s", ...} or {"cpu", "error"}; null without one) beside the `jitter` text,
+    and `per_cpu`: {CPU: {irq_per_s, softirq_per_s, irq_pct, softirq_pct}} (figures the source lacks are
+    null)."""
     out = []
-    for d, r in zip(csv_rows(rows), rows):
+    for d, r in zip(_records(rows), rows):
         rates = r.state.rates if r.state is not None else None
         per = {}
         if rates is not None:
@@ -307,7 +328,8 @@ def json_rows(rows: Sequence[FleetRow]) -> list[dict]:
                 soft = round(c.softirq_total_per_s, 3) if c.softirq_per_s else None
                 per[str(cpu)] = {"irq_per_s": round(c.irq_per_s, 3), "softirq_per_s": soft,
                                  "irq_pct": _r(c.irq_pct), "softirq_pct": _r(c.softirq_pct)}
-        out.append({**d, "per_cpu": per})
+        figures = {k: _r(v) for k, v in d.items() if k in CSV_FIGURES}
+        out.append({**d, **figures, "jitter_figures": dict(r.probe) if r.probe else None, "per_cpu": per})
     return out
 
 

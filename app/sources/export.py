@@ -28,7 +28,7 @@ from app.format import format_cpus
 from app.inputs import read_input
 from app.parse.cpulist import format_cpulist
 from app.parse.json_text import JsonInputError, load_json
-from app.store.results import clean_probe_result
+from app.store.results import clean_probe_result, results_in
 
 MAX_RESULT_BYTES = 64 * 1024 ** 2
 
@@ -110,7 +110,7 @@ def _add_result(e: Exported, path: str) -> None:
         obj = load_json(data, what=path, limit=MAX_RESULT_BYTES)
     except JsonInputError as e:
         raise ExportError(f"{e}; give the file `coremap probe jitter --json` wrote") from None
-    for i, raw in enumerate(obj if isinstance(obj, list) else [obj]):
+    for i, raw in enumerate(results_in(obj)):
         # clean_probe_result checks the fields every result has; the gap figures are checked below (a
         # stored result's "gaps" may be the per-length table of older versions, which it leaves out).
         r, _notes = clean_probe_result(raw, f"{path} result {i + 1}")

@@ -38,6 +38,15 @@ def _text(v, limit: int = MAX_TEXT) -> str | None:
     return printable(v[:limit]) if type(v) is str else None
 
 
+def results_in(value) -> list:
+    """The results a `coremap probe --json` document holds: one result object, the object of several
+    CPUs' (`{"schema_version": 2, "results": [...]}`, app/cli/common.py SCHEMA_VERSION), or a bare list
+    of them (the same before schema_version 2). Anything else is one value, for the caller to refuse."""
+    if type(value) is dict and "probe" not in value and type(value.get("results")) is list:
+        return value["results"]
+    return value if type(value) is list else [value]
+
+
 def clean_probe_result(obj, what: str = "probe result") -> tuple[dict | None, list[str]]:
     """(the result with only well-formed fields, notes on what was left out); None when `obj` is not a
     result at all (not an object, or no probe name)."""
@@ -50,6 +59,8 @@ def clean_probe_result(obj, what: str = "probe result") -> tuple[dict | None, li
         notes.append(f"{what}: {key!r} {why}; left out")
 
     for key, value in obj.items():
+        if key == "schema_version":
+            continue            # the --json document's, not the result's (a session stores the result)
         if key in TEXTS:
             v = _text(value)
         elif key in NUMBERS:

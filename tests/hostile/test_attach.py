@@ -198,7 +198,7 @@ def test_another_users_jvm_says_why_when_coremap_is_not_root():
         r = subprocess.run([SYSTEM_PYTHON, "-m", "app", "threads", "--pid", str(m.pid), "--json"], cwd="/",
                            user=NOBODY, env=env, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
-        [row] = [t for t in json.loads(r.stdout) if t["tid"] == m.tid(HANDLER)]
+        [row] = [t for t in json.loads(r.stdout)["threads"] if t["tid"] == m.tid(HANDLER)]
         assert row["name"] == "market-data-fee" and "permission denied" in row["name_unread"]
         assert m.alive() and not Path(f"/tmp/.java_pid{m.pid}").exists()     # never attached
     finally:

@@ -60,7 +60,7 @@ def test_cli_commands_keep_working_past_bad_lines(tmp_path, monkeypatch, capsys)
     out, err = capsys.readouterr()
     assert "#1 " in out and "line 2 skipped" in err
     assert main(["journal", "--json"]) == 0
-    assert [e["id"] for e in json.loads(capsys.readouterr().out)] == [1]
+    assert [e["id"] for e in json.loads(capsys.readouterr().out)["entries"]] == [1]
     assert main(["undo"]) in (0, 1, 2)          # no traceback, whatever the capture-less entry does
 
 

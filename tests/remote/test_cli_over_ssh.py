@@ -72,8 +72,8 @@ def sleeper():
 
 def test_threads_over_ssh_are_the_local_ones(sshd, sleeper):
     keep = ("pid", "tid", "comm", "process", "cmdline", "allowed", "kthread", "no_setaffinity", "nice", "policy")
-    remote = _json(coremap(sshd, "--host", "s1", "threads", "--pid", sleeper.pid, "--json"))
-    local = _json(coremap(sshd, "threads", "--pid", sleeper.pid, "--json"))
+    remote = _json(coremap(sshd, "--host", "s1", "threads", "--pid", sleeper.pid, "--json"))["threads"]
+    local = _json(coremap(sshd, "threads", "--pid", sleeper.pid, "--json"))["threads"]
     assert [{k: t[k] for k in keep} for t in remote] == [{k: t[k] for k in keep} for t in local]
     assert {t["comm"] for t in remote} >= {"cm-remote-a", "cm-remote-b"}
 

@@ -36,9 +36,10 @@ def test_a_fleet_runs_jitter_on_each_host_and_reads_a_hosts_file(sshd, tmp_path)
     f = tmp_path / "hosts"
     f.write_text("# lab\ns1\n\nnode-a   # the same machine\n")
     cpu = max(os.sched_getaffinity(0))
-    r = coremap(sshd, "fleet", "--file", f, "--json", "--jitter-cpu", cpu, "--jitter-seconds", "0.3")
+    r = coremap(sshd, "fleet", "--file", f, "--json", "-c", cpu, "--jitter-seconds", "0.3")
     assert r.returncode == 0, r.stderr
     import json
-    rows = json.loads(r.stdout)
+    rows = json.loads(r.stdout)["hosts"]
     assert [row["host"] for row in rows] == ["s1", "node-a"]
+    assert all(row["jitter_figures"]["cpu"] == cpu and type(row["seconds"]) is float for row in rows), rows
     assert all(row["jitter"].startswith(f"CPU {cpu}: max ") and ">= 10 µs" in row["jitter"] for row in rows), rows

@@ -177,11 +177,13 @@ def test_bad_policy_arguments_and_a_one_tick_daemon(tree, service, capsys, monke
     _write_from_another_process(tree.irq_dir(irq, "smp_affinity_list"), "0-11")
     assert main(["guard", "--root", str(tree.root), "--policy", f"{r.journal_id}=reapply", "--ticks", "1",
                  "--json"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"batch #{r.journal_id}: re-apply when changed" and "guarding 1 targets" in out[1]
+    said = capsys.readouterr()
+    err, out = said.err.splitlines(), said.out.splitlines()
+    # with --json, stdout is JSON lines alone: what it says on starting goes to stderr
+    assert err[0] == f"batch #{r.journal_id}: re-apply when changed" and "guarding 1 targets" in err[1]
     import json
-    ev = json.loads(out[2])
-    assert (ev["type"], ev["action"], ev["found"]) == ("guard", "reapplied", list(range(12)))
+    ev = json.loads(out[0])
+    assert (ev["schema_version"], ev["type"], ev["action"], ev["found"]) == (2, "guard", "reapplied", list(range(12)))
     assert tree.irq_dir(irq, "smp_affinity_list").read_text().strip() == "6"
 
 

@@ -23,7 +23,7 @@ def test_json_from_a_file_exact_shape(capsys):
     code, out, err = _run(capsys, "irqs", "--file", str(path), "--json")
     assert code == 0 and err == ""
     d = json.loads(out)
-    assert set(d) == {"cpus", "irqs"} and d["cpus"] == list(range(8))
+    assert set(d) == {"schema_version", "cpus", "irqs"} and d["cpus"] == list(range(8))
     by = {r["irq"]: r for r in d["irqs"]}
     assert by["IPI0"]["counts"][0] == 2768808080 and by["IPI0"]["total"] == sum(by["IPI0"]["counts"])
     assert by["Err"]["counts"] == [] and by["Err"]["total"] == 0

@@ -167,7 +167,7 @@ def test_threads_name_finds_the_full_name(jvm, capsys):
     assert lines[0].split()[:3] == ["PID", "TID", "NAME"]
     assert [l.split()[:4] for l in lines[1:]] == [[str(jvm.pid), str(jvm.tid(HANDLER)), HANDLER, f"({COMM})"]]
     assert main(["threads", "--name", OTHER_HANDLER, "--json"]) == 0
-    rows = [r for r in json.loads(capsys.readouterr().out) if r["pid"] == jvm.pid]
+    rows = [r for r in json.loads(capsys.readouterr().out)["threads"] if r["pid"] == jvm.pid]
     assert [(r["tid"], r["name"], r["comm"]) for r in rows] == [(jvm.tid(OTHER_HANDLER), OTHER_HANDLER, COMM)]
 
 

@@ -53,7 +53,9 @@ def test_irq_pin_undo_redo_restore_journal(sno, capsys):
     assert main(["restore", "--root", str(sno)]) == 0
     assert capsys.readouterr().out.startswith("nothing to restore")
     assert main(["journal", "--json"]) == 0
-    entries = json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema_version"] == 2
+    entries = doc["entries"]
     assert [(e["origin"], e["target_id"], e["state"]) for e in entries] == [
         ("cli", 24, "done"), ("cli", 25, "done"), ("undo:2", 25, "done"), ("redo:3", 25, "done"),
         ("restore", 25, "done"), ("restore", 24, "done")]
@@ -102,7 +104,7 @@ def test_a_cpu_that_does_not_exist_exits_2_and_journals_nothing(sno, capsys, tmp
     assert capsys.readouterr().out == "IRQ 24: CPU 999 does not exist on this machine; it has CPUs 0-11\n"
     assert main(["pin", "--irq", "24", "--cpus", "0-65535", "--root", str(sno)]) == 2
     assert main(["journal", "--json"]) == 0
-    assert capsys.readouterr().out.endswith("[]\n")
+    assert capsys.readouterr().out.endswith('"entries":[]}\n')
 
 
 def test_a_capture_cannot_be_pinned(tmp_path, capsys):

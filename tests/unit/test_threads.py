@@ -213,7 +213,7 @@ def test_cli_threads_json_with_cpu_percent(capsys):
     finally:
         stop.set()
         th.join()
-    rows = {r["tid"]: r for r in json.loads(capsys.readouterr().out)}
+    rows = {r["tid"]: r for r in json.loads(capsys.readouterr().out)["threads"]}
     busy = rows[box["tid"]]
     assert busy["pid"] == os.getpid() and set(busy["allowed"]) == os.sched_getaffinity(0)
     # One spinning thread uses at most one CPU (tick skew above that is clamped in app/sampling/rates.py).
