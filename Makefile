@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: run test bench syslibs-run syslibs-test clean screenshots icons
+.PHONY: run test bench syslibs-run syslibs-test clean screenshots icons man
 
 run: syslibs-run $(VENV)/.installed
 	$(VENV)/bin/coremap $(ARGS)
@@ -28,6 +28,13 @@ screenshots: $(VENV)/.installed-test
 # tests/gui/test_desktop_icons.py fails while they are stale.
 icons: $(VENV)/.installed-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m widgets.icons
+
+# The manual page and the bash and zsh completion scripts, generated from the parser (coremap --man,
+# --completion) after an option or a command changes; tests/unit/test_cli_docs.py fails while they are stale.
+man: $(VENV)/.installed
+	$(PY) -m app --man > man/coremap.1.new && mv man/coremap.1.new man/coremap.1
+	$(PY) -m app --completion bash > completions/coremap.new && mv completions/coremap.new completions/coremap
+	$(PY) -m app --completion zsh > completions/_coremap.new && mv completions/_coremap.new completions/_coremap
 
 # The Debian/Ubuntu packages Qt (and the probes' build) need that are missing: as root they are
 # installed (apt-get update, apt-get install -y); as a user the one `sudo apt-get install` line is

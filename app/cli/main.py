@@ -2,8 +2,11 @@
 `register(subparsers)`), and the window when no subcommand is given. The GUI (and so Qt) is imported
 only when the window is asked for, so every subcommand runs on a headless server.
 
-`coremap --help` ends with the environment variables and exit statuses (app/cli/reference.py).
-`agent` is registered without help, so help leaves it out: `--host` starts it, people do not.
+`coremap --help` ends with the environment variables and exit statuses (app/cli/reference.py, the
+man page's too); `coremap --man` prints the manual page and `coremap --completion bash|zsh` the
+completion script, each generated from this parser (app/cli/manpage.py, completion.py; the copies
+installed with the wheel are man/coremap.1 and completions/, written by `make man`). `agent` is registered without
+help, so help, the manual and completion leave it out: `--host` starts it, people do not.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 # The commands whose arguments may end in "-- COMMAND" (the words are cut off before argparse sees
 # them: app/cli/probe.py says why).
 RUN_A_COMMAND = ("probe",)
+SHELLS = ("bash", "zsh")
 MAX_NOTES_SHOWN = 10
 
 
@@ -68,6 +72,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                                                 "seconds from the start (90), from the end (-30), end, or 2026-11-25T13:40")
     p.add_argument("--source-config", metavar="FILE", help="the sources' token and CA files (default "
                                                            "~/.config/coremap/sources.ini)")
+    p.add_argument("--man", action="store_true", help="print the manual page (roff) and exit: coremap --man | man -l -")
+    p.add_argument("--completion", choices=SHELLS, metavar="SHELL",
+                   help="print the completion script for bash or zsh and exit: "
+                        "source <(coremap --completion bash)")
     p.add_argument("--version", action="version", version=f"coremap {app.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     command = None if argv is None else _command_in(argv, p)
@@ -138,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     parser = build_parser(argv)
     args = parse(parser, argv)
+    if args.man or args.completion:
+        return _generated(args)
     try:
         if getattr(args, "host", None) is not None:
             # Checked before anything runs: `--host ''` (an unset variable) ran a pin on this machine.
@@ -178,6 +188,18 @@ def _main(argv: list[str]) -> int:
         return 130
     finally:
         _print_notes()
+
+
+def _generated(args) -> int:
+    """The manual page or a completion script, of the whole parser, on stdout."""
+    # Imported here: only these two options need the generators.
+    if args.man:
+        from app.cli.manpage import man_page
+        sys.stdout.write(man_page(build_parser()))
+    else:
+        from app.cli.completion import completion_script
+        sys.stdout.write(completion_script(build_parser(), args.completion))
+    return 0
 
 
 def _print_notes() -> None:

@@ -1,5 +1,5 @@
-"""What `coremap --help` ends with: the environment variables coremap reads and the exit statuses it
-gives, each table written once here.
+"""What `coremap --help` ends with and the man page's ENVIRONMENT and EXIT STATUS sections hold: the
+environment variables coremap reads and the exit statuses it gives, each table written once here.
 
 Only what the code does: each variable is read where the comment beside it says, and each status is
 returned there. Variables coremap sets for its own children and the tests' own (INTERNAL) are not for
@@ -76,5 +76,5 @@ def epilog(width: int | None = None) -> str:
             first = f"  {name:<22}  " if len(name) <= 22 else f"  {name}\n  {'':<22}  "
             out += [first + lines[0]] + [f"  {'':<22}  {line}" for line in lines[1:]]
         out += [""]
-    out += ["Each command's options: coremap COMMAND --help."]
+    out += ["Each command's options: coremap COMMAND --help. The manual: coremap --man | man -l -"]
     return "\n".join(out)

@@ -1,6 +1,7 @@
 """The wheel a user installs (`pip wheel .`, what `pipx install .` builds) carries the data files the
 window and `coremap --install-desktop` need: the icons, the .desktop entry, the AppStream metainfo and
-the polkit policy."""
+the polkit policy; and the manual page and shell completion scripts, where man and the shells look under
+the install's prefix."""
 from __future__ import annotations
 
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "app", "widgets", "probes", "resources")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "app", "widgets", "probes", "resources", "man", "completions")
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +44,16 @@ def test_wheel_holds_the_desktop_entry_icons_metainfo_and_polkit_policy(wheel):
         assert f"app/resources/{f}" in names
         assert wheel.read(f"app/resources/{f}") == (REPO / "resources" / f).read_bytes()
     assert "app/resources/__init__.py" in names
+
+
+def test_wheel_installs_the_manual_page_and_completion_scripts(wheel):
+    """data-files: a venv or pipx install puts them under its prefix's share/ (tests/unit/test_cli_docs.py
+    keeps the committed copies current with the parser)."""
+    data = next(n for n in wheel.namelist() if n.endswith(".data/data/share/man/man1/coremap.1")).split("share/")[0]
+    for installed, source in (("share/man/man1/coremap.1", "man/coremap.1"),
+                              ("share/bash-completion/completions/coremap", "completions/coremap"),
+                              ("share/zsh/site-functions/_coremap", "completions/_coremap")):
+        assert wheel.read(data + installed) == (REPO / source).read_bytes()
 
 
 def test_wheel_leaves_the_readme_screenshots_out(wheel):
