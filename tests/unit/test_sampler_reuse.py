@@ -16,6 +16,12 @@ from app.sysroot import SysRoot
 LIVE = SysRoot("/")
 
 
+# Every test here counts on its helper processes' threads staying as they are between two reads: another
+# suite's isolate (a cpuset shield moves every process, and a process moved is read again) broke one
+# in the two-clone check. They hold the machine lock.
+pytestmark = pytest.mark.usefixtures("live_machine")
+
+
 @pytest.fixture(autouse=True)
 def threads_read_every_tick(monkeypatch):
     """These tests read the thread list every tick; on a machine busy with other work (thousands of
@@ -161,7 +167,6 @@ def test_a_big_sleeping_process_is_re_read_in_full_proportionally_less_often():
             p.wait(10)
 
 
-@pytest.mark.usefixtures("live_machine")
 def test_a_sleeping_process_changed_from_outside_is_read_at_its_check():
     """Between full re-reads, a sleeping process is checked every CHECK_SECONDS with syscalls only:
     unchanged, its last read stays (the same objects); a nice, policy or affinity another process
