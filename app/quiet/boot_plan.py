@@ -105,7 +105,7 @@ def make_plan(topology: Topology, quiet_text: str, *, service: str | None = None
     quiet = _quiet_set(topology, quiet_text)
     housekeeping = tuple(sorted(set(topology.online) - set(quiet)))
     if not housekeeping:
-        raise PlanError(f"--quiet {format_cpus(quiet)} leaves no CPU for the kernel's own work and every other "
+        raise PlanError(f"--cpus {format_cpus(quiet)} leaves no CPU for the kernel's own work and every other "
                         "task; keep at least one (CPU 0 is the usual choice)")
     if service is not None and (not service or set(service) - SERVICE_NAME_CHARS or len(service) > 200):
         raise PlanError(f"--service {service[:40]!r}: a systemd unit name is letters, digits and :-_.@\\ only")
@@ -142,15 +142,15 @@ def machine_root(source: str | None) -> SysRoot | None:
 
 def _quiet_set(topology: Topology, quiet_text: str) -> tuple[int, ...]:
     try:
-        quiet = parse_cpulist(quiet_text, what="--quiet")
+        quiet = parse_cpulist(quiet_text, what="--cpus")
     except CpuListError as e:
         raise PlanError(str(e)) from None
     online = set(topology.online)
     if not quiet:
-        raise PlanError("--quiet names no CPU; write CPUs like 2-5,8")
+        raise PlanError("--cpus names no CPU; write CPUs like 2-5,8")
     absent = [c for c in quiet if c not in online]
     if absent:
-        raise PlanError(f"--quiet: CPU{'s' if len(absent) > 1 else ''} {format_cpus(absent)} "
+        raise PlanError(f"--cpus: CPU{'s' if len(absent) > 1 else ''} {format_cpus(absent)} "
                         f"{'are' if len(absent) > 1 else 'is'} not online; choose among {format_cpus(sorted(online))}")
     return quiet
 
