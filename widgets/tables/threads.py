@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QAbstractItemModel, QEvent, QItemSelection, QModelIndex, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QToolTip, QVBoxLayout, QWidget
 
+from app.format import plural
 from app.machine.thread_names import NO_THREAD_NAMES, comm_of, shown_thread_name
 from app.machine.threads import name_matcher, search_text
 from app.machine.usage import process_facts
@@ -460,7 +461,7 @@ class ThreadTableWidget(QWidget):
             self.count_label.setText(line)
             return
         n_threads = sum(len(self.model.tids_of(p)) for p in self.model.pids())
-        self.count_label.setText(f"{len(self.model.pids()):,} processes, {n_threads:,} threads")
+        self.count_label.setText(f"{plural(len(self.model.pids()), 'process', 'processes')}, {plural(n_threads, 'thread')}")
 
     def set_filter(self, text: str) -> None:
         self.filter_edit.setText(text)
