@@ -54,16 +54,38 @@ class SourceSampler:
         return None
 
 
-def pcp_sampler(url: str, hostspec: str, *, auth=None, interval: float = 1.0) -> SourceSampler:
+def pcp_sampler(url: str, hostspec: str, *, auth=None, interval: float = 1.0, captures=None) -> SourceSampler:
+    """`captures`: a CaptureShelf (app/sources/captures.py) whose capture of the host completes its topology."""
     from app.sources.pcp import Pmproxy
     host = Pmproxy(url, auth=auth).host(hostspec)
-    return SourceSampler(host.state, f"pcp {hostspec} via {url}", interval=interval)
+    return SourceSampler(_completed(host.state, captures, hostspec), f"pcp {hostspec} via {url}", interval=interval)
 
 
 def prometheus_sampler(url: str, instance: str, *, auth=None, interval: float = 1.0,
-                       at: float | None = None) -> SourceSampler:
+                       at: float | None = None, captures=None, check: bool = True, match: str = "") -> SourceSampler:
+    """`check`: ask the server what it is first (False where the fleet it came from has just read it:
+    the window opened from the fleet never waits on the network in the UI thread)."""
     from app.sources.prometheus import Prometheus
-    prom = Prometheus(url, auth=auth)
-    prom.check()
-    return SourceSampler(lambda g: prom.host_state(instance, g, at), f"prometheus {instance} via {url}",
-                         interval=interval)
+    prom = Prometheus(url, auth=auth, match=match)
+    if check:
+        prom.check()
+    return SourceSampler(_completed(lambda g: prom.host_state(instance, g, at), captures, instance),
+                         f"prometheus {instance} via {url}", interval=interval)
+
+
+def host_opener(*, pcp: str | None = None, prometheus: str | None = None, auth=None, interval: float = 1.0,
+                captures=None, match: str = "") -> Callable[[str], SourceSampler]:
+    """How a fleet read from `pcp` or `prometheus` opens one of its hosts live (the fleet window's Open this
+    host): the sampler `coremap --pcp URL --host NAME` / `--prometheus URL --host INSTANCE` runs on.
+    Building it touches no network; its first tick, on the sampler's thread, does."""
+    if pcp:
+        return lambda host: pcp_sampler(pcp, host, auth=auth, interval=interval, captures=captures)
+    return lambda host: prometheus_sampler(prometheus, host, auth=auth, interval=interval, captures=captures,
+                                           check=False, match=match)
+
+
+def _completed(read: Callable[[int], MachineState], captures, host: str) -> Callable[[int], MachineState]:
+    if captures is None:
+        return read
+    from app.sources.captures import complete_state
+    return lambda g: complete_state(captures, read(g), host)

@@ -1,7 +1,9 @@
 """FleetGrids: every host's grid, small, side by side, all coloured by ONE scale (so a colour means the
 same rate in each: the busiest machine is the brightest), with one legend for all; a host that could
 not be read shows why in its place, a host that stands out in the table has an amber frame, and a host
-that stopped answering keeps its last grid, greyed, under when it was last seen.
+that stopped answering keeps its last grid, greyed, under when it was last seen. A double-click on a tile
+(its grid included) or its context menu's Open this host asks for that host in a window of its own
+(`open_requested`; widgets/fleet/opener.py opens it).
 
 Streaming (app/sources/stream.py): `set_rows(rows, order)` adds the tiles of hosts not shown yet, updates
 the others in place (their grid only recolours, as the window's does per tick) and lays them out in
@@ -9,9 +11,10 @@ the others in place (their grid only recolours, as the window's does per tick) a
 a thousand hosts cost a thousand labels at first and a grid only for the tiles scrolled into view."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import (QFrame, QGraphicsOpacityEffect, QGridLayout, QLabel, QScrollArea, QSizePolicy,
-                               QVBoxLayout, QWidget)
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (QFrame, QGraphicsOpacityEffect, QGridLayout, QLabel, QMenu, QScrollArea,
+                               QSizePolicy, QVBoxLayout, QWidget)
 
 from app.format import printable
 from app.remote.fleet import FleetRow
@@ -24,6 +27,7 @@ FAILED_CSS = "color: #b00020;"
 STALE_CSS = "color: #8a6d00;"
 LAZY_ABOVE = 64
 STALE_OPACITY = 0.4
+OPEN_TEXT = "Open this host"
 
 
 def shared_scale(rows: list[FleetRow], metric: Metric) -> tuple[ColorScale | None, str, str, str]:
@@ -43,7 +47,10 @@ def shared_scale(rows: list[FleetRow], metric: Metric) -> tuple[ColorScale | Non
 
 
 class HostTile(QFrame):
-    """One host: its name over its grid (or over why it could not be read, or when it was last seen)."""
+    """One host: its name over its grid (or over why it could not be read, or when it was last seen).
+    `open_requested(host)` on a double-click or the context menu's Open this host."""
+
+    open_requested = Signal(str)
 
     def __init__(self, row: FleetRow, metric: Metric, scale: ColorScale | None, odd: bool, parent=None, *,
                  lazy: bool = False):
@@ -64,7 +71,34 @@ class HostTile(QFrame):
         self.view: TopologyView | None = None
         self.row = row
         self.setFixedSize(*TILE_SIZE)
+        self.setToolTip(f"double-click: {printable(row.host)} live in a window of its own")
+        self.open_action = QAction(OPEN_TEXT, self)
+        self.open_action.triggered.connect(lambda: self.open_requested.emit(self.row.host))
         self.set_row(row, scale, odd)
+
+    def mouseDoubleClickEvent(self, event) -> None:
+        self.open_requested.emit(self.row.host)
+        event.accept()
+
+    def contextMenuEvent(self, event) -> None:
+        self.menu_at(event.globalPos())
+        event.accept()
+
+    def menu_at(self, pos: QPoint) -> None:
+        menu = QMenu(self)
+        menu.addAction(self.open_action)
+        menu.exec(pos)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        # The grid's viewport gets the clicks on most of the tile: its double-click and context menu mean
+        # the host here, as on the rest of the tile (a tile's grid has no gesture of its own for either).
+        if event.type() == QEvent.Type.MouseButtonDblClick:
+            self.open_requested.emit(self.row.host)
+            return True
+        if event.type() == QEvent.Type.ContextMenu:
+            self.menu_at(event.globalPos())
+            return True
+        return False
 
     def set_row(self, row: FleetRow, scale: ColorScale | None, odd: bool) -> None:
         self.row, self.scale = row, scale
@@ -92,6 +126,7 @@ class HostTile(QFrame):
         self.view = TopologyView(self, metric=self._metric)
         self.view.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.view.viewport().installEventFilter(self)
         self._lay.addWidget(self.view, 1)
         self._apply()
         self.view.zoom_fit()
@@ -121,7 +156,9 @@ class HostTile(QFrame):
 
 
 class FleetGrids(QWidget):
-    """The tiles in rows of `columns`, under the shared legend."""
+    """The tiles in rows of `columns`, under the shared legend; `open_requested(host)` from any tile."""
+
+    open_requested = Signal(str)
 
     def __init__(self, rows: list[FleetRow], metric: Metric, odd_rows: set[int], parent=None, *, columns: int = 4,
                  lazy: bool | None = None):
@@ -179,6 +216,7 @@ class FleetGrids(QWidget):
             tile = self.by_host.get(r.host)
             if tile is None:
                 tile = self.by_host[r.host] = HostTile(r, self._metric, scale, r.host in odd_hosts, self._inner, lazy=lazy)
+                tile.open_requested.connect(self.open_requested)
             else:
                 tile.set_row(r, scale, r.host in odd_hosts)
             order.append(tile)

@@ -1,18 +1,31 @@
 """One host of a metrics engine in the main window (`coremap --pcp URL --host NAME`, `coremap --prometheus URL
---host INSTANCE`): the window built as for any machine (widgets/application.py build_window) on a SamplerThread
-driving a SourceSampler (app/sources/live.py), its grid coloured as over ssh; read-only, since its states
-are not live. With --screenshot, the first state with rates rendered offscreen (widgets/pictures.py)."""
+--host INSTANCE`, or Open this host in the fleet window): the window built as for any machine
+(widgets/application.py build_window) on a SamplerThread driving a SourceSampler (app/sources/live.py), its
+grid coloured as over ssh; read-only, since its states are not live. With --screenshot, the first state with
+rates rendered offscreen (widgets/pictures.py)."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 from app.atomic import write_atomic
-from widgets.application import build_window, parse_size, render_window
-from widgets.colors import parse_metric
+from widgets.application import DEFAULT_SIZE, build_window, parse_size, render_window
+from widgets.colors import Metric, parse_metric
 from widgets.harness import application
+from widgets.main_window import MainWindow
 from widgets.pictures import first_state
 from widgets.sampler_thread import SamplerThread
+
+
+def open_source_window(sampler, *, metric: Metric | str | None = None, size=DEFAULT_SIZE) -> MainWindow:
+    """The window on `sampler`, shown, its sampler ticking on its own thread from now on (the first tick
+    included: a slow source never holds the UI thread); closing the window stops it."""
+    thread = SamplerThread(sampler)
+    window = build_window(thread, metric=metric, interval=sampler.interval)
+    window.resize(*size)
+    window.show()
+    thread.start()
+    return window
 
 
 def run_source_window(sampler, args) -> int:
@@ -27,12 +40,8 @@ def run_source_window(sampler, args) -> int:
         print(f"{out}: {sampler.source}")
         return 0
     app = application()
-    thread = SamplerThread(sampler)
-    window = build_window(thread, metric=metric, interval=sampler.interval)
-    window.resize(*size)
-    window.show()
-    thread.start()
+    window = open_source_window(sampler, metric=metric, size=size)
     try:
         return int(app.exec())
     finally:
-        thread.stop()
+        window.sampler_thread.stop()

@@ -5,7 +5,12 @@ FleetStreamThread and shows hosts as they answer: rows arrive as a signal, are g
 applied together (a thousand hosts answering in batches cost a few layouts, not a thousand), sorted by what
 the Sort box says (app.remote.fleet.SORTS: IRQs on quiet CPUs, the busiest CPU, jitter gaps/s, host name).
 
-`run_fleet_window(rows, args, stream=None)`: shown until closed, or with --screenshot rendered offscreen,
+A double-click on a host's tile or row, Enter on a row, or Open this host in either's context menu opens
+that host live in a main window of its own (widgets/fleet/opener.py): through the source's `samplers`
+for a fleet read from PCP or Prometheus, over ssh for an ssh fleet (`ssh=True`); without either, the
+status line says how to open it.
+
+`run_fleet_window(rows, args, stream=None, samplers=None, ssh=False)`: shown until closed, or with --screenshot rendered offscreen,
 saved, and closed (widgets/pictures.py's offscreen, as the main window's screenshots are).
 """
 from __future__ import annotations
@@ -15,14 +20,15 @@ import threading
 from pathlib import Path
 
 from PySide6.QtCore import QThread, QTimer, Qt, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QComboBox, QHeaderView, QLabel, QLayout, QMainWindow, QSplitter, QTableView, QToolBar
 
 from app.errors import CoremapError
 from app.remote.fleet import SORTS, FleetRow, sort_rows
 from widgets.application import DEFAULT_SIZE, parse_size
 from widgets.colors import Metric, parse_metric
-from widgets.fleet.grids import FleetGrids
+from widgets.fleet.grids import OPEN_TEXT, FleetGrids
+from widgets.fleet.opener import HostOpener
 from widgets.fleet.table import FleetTableModel
 from widgets.harness import application
 from widgets.pictures import offscreen, settle
@@ -65,7 +71,7 @@ class FleetStreamThread(QThread):
 
 class FleetWindow(QMainWindow):
     def __init__(self, rows: list[FleetRow], metric: Metric | str | None = None, parent=None, *, stream=None,
-                 sort: str = "host"):
+                 sort: str = "host", samplers=None, ssh: bool = False):
         super().__init__(parent)
         self.setObjectName("coremap-fleet-window")
         metric = metric if isinstance(metric, Metric) else parse_metric(metric)
@@ -85,6 +91,7 @@ class FleetWindow(QMainWindow):
         self.table.horizontalHeader().setResizeContentsPrecision(100)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.verticalHeader().setVisible(False)
+        self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
         split = QSplitter(Qt.Orientation.Vertical, self)
         split.addWidget(self.grids)
         split.addWidget(self.table)
@@ -107,6 +114,16 @@ class FleetWindow(QMainWindow):
         if QGuiApplication.platformName() == "offscreen":
             # As widgets/main_window.py: the offscreen platform warns about a top-level minimum size.
             self.layout().setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
+        self.opener = HostOpener(samplers, self._show_message, self, metric=metric) if samplers is not None or ssh \
+            else None
+        self.open_action = QAction(OPEN_TEXT, self.table)
+        self.open_action.setShortcuts([QKeySequence(Qt.Key.Key_Return), QKeySequence(Qt.Key.Key_Enter)])
+        self.open_action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        self.open_action.triggered.connect(self._on_open_action_triggered)
+        self.table.addAction(self.open_action)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        self.table.doubleClicked.connect(lambda index: self.open_host(self.model.rows[index.row()].host))
+        self.grids.open_requested.connect(self.open_host)
         self.stream_thread: FleetStreamThread | None = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -124,6 +141,25 @@ class FleetWindow(QMainWindow):
         if self.stream_thread is not None:
             self.stream_thread.stop()
         super().closeEvent(event)
+
+    def open_host(self, host: str):
+        """Open `host` live in a window of its own (the module docstring); that window, or None."""
+        row = self.rows.get(host)
+        if row is None:
+            return None
+        if self.opener is None:
+            self._show_message(f"open {host} with `coremap --host {host}` (this fleet window was given no way "
+                               "to reach its hosts)")
+            return None
+        return self.opener.open(row)
+
+    def _on_open_action_triggered(self) -> None:
+        index = self.table.currentIndex()
+        if index.isValid():
+            self.open_host(self.model.rows[index.row()].host)
+
+    def _show_message(self, text: str) -> None:
+        self.statusBar().showMessage(text, 15000)
 
     def _on_rows_posted(self) -> None:
         for r in self.stream_thread.take():
@@ -152,7 +188,7 @@ class FleetWindow(QMainWindow):
         return text + (f" · {odd} cells set a machine apart (amber)" if odd else " · no host differs from the others")
 
 
-def run_fleet_window(rows: list[FleetRow], args, stream=None) -> int:
+def run_fleet_window(rows: list[FleetRow], args, stream=None, samplers=None, ssh: bool = False) -> int:
     metric = parse_metric(getattr(args, "color_by", None))
     size = parse_size(getattr(args, "size", None)) if getattr(args, "size", None) else DEFAULT_SIZE
     sort = getattr(args, "sort", None) or "host"
@@ -169,7 +205,7 @@ def run_fleet_window(rows: list[FleetRow], args, stream=None) -> int:
         print(f"{out}: fleet of {len(rows)} hosts")
         return 0
     app = application()
-    window = FleetWindow(rows, metric, stream=stream, sort=sort)
+    window = FleetWindow(rows, metric, stream=stream, sort=sort, samplers=samplers, ssh=ssh)
     window.resize(*size)
     window.show()
     window.grids.fit()
