@@ -8,7 +8,9 @@ for the tests of app/sources/, and stopped after them.
 - `prometheus_engines()`: prometheus-node-exporter on this machine (`--collector.interrupts
   --collector.cpu.info` and a textfile folder), a second one on a captured machine's /proc and /sys
   (`--path.procfs/--path.sysfs`: the 80-CPU worker1 from tests/fixtures, whose isolcpus this machine lacks),
-  and prometheus scraping both every second into its own data folder.
+  and prometheus scraping both every second into its own data folder. With `fixture_hostname`, the
+  captured machine's exporter runs in a UTS namespace of its own whose host name is that (`unshare --uts`,
+  root only) and with its uname collector, so node_uname_info names it as a real host's exporter does.
 
 A test skips only when the package is not installed (and names it) or when this is not root and the
 package's folders are not set up; everything else that fails is an error of the test.
@@ -121,7 +123,8 @@ scrape_configs:
 
 
 @contextlib.contextmanager
-def prometheus_engines(fixture_root: Path | None = None, *, textfile_dir: Path | None = None):
+def prometheus_engines(fixture_root: Path | None = None, *, textfile_dir: Path | None = None,
+                       fixture_hostname: str | None = None):
     """Engines with urls {"prometheus": URL, "here": instance, "fixture": instance or None}."""
     for cmd, pkg in (("prometheus", "prometheus"), ("prometheus-node-exporter", "prometheus-node-exporter")):
         if shutil.which(cmd) is None:
@@ -138,10 +141,15 @@ def prometheus_engines(fixture_root: Path | None = None, *, textfile_dir: Path |
         fixture = None
         if fixture_root is not None:
             fixture = free_port()
-            e.start("node-fixture", ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{fixture}",
-                                     f"--path.procfs={fixture_root / 'proc'}", f"--path.sysfs={fixture_root / 'sys'}",
-                                     "--collector.disable-defaults", "--collector.interrupts", "--collector.cpu",
-                                     "--collector.cpu.info"], fixture)
+            argv = ["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{fixture}",
+                    f"--path.procfs={fixture_root / 'proc'}", f"--path.sysfs={fixture_root / 'sys'}",
+                    "--collector.disable-defaults", "--collector.interrupts", "--collector.cpu", "--collector.cpu.info"]
+            if fixture_hostname is not None:
+                if os.geteuid() != 0 or shutil.which("unshare") is None:
+                    pytest.skip("naming the captured machine's exporter host needs unshare --uts, as root")
+                argv = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', fixture_hostname, *argv,
+                        "--collector.uname"]
+            e.start("node-fixture", argv, fixture)
             targets.append(f"127.0.0.1:{fixture}")
         (e.folder / "prometheus.yml").write_text(PROM_CONFIG.format(targets=", ".join(f"'{t}'" for t in targets)))
         port = free_port()

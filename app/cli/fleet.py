@@ -50,6 +50,9 @@ def register(subparsers) -> None:
     p.add_argument("--source-config", metavar="FILE",
                    help="INI file naming each source's bearer_token_file and ca_file (default "
                         "~/.config/coremap/sources.ini)")
+    p.add_argument("--captures", metavar="DIR", default=argparse.SUPPRESS,
+                   help="with --prometheus or --pcp: a folder of coremap snapshots; a host's capture completes the "
+                        "topology the source gives (cores, caches, NUMA nodes, isolated and nohz_full CPUs)")
     p.add_argument("--every", type=bounded(1, 3600), default=5.0, metavar="S",
                    help="with --prometheus or --pcp: seconds between reads of the fleet in the window (default 5)")
     p.add_argument("--sort", choices=("quiet", "busiest", "jitter", "host"), default=None,
@@ -114,7 +117,7 @@ def run(args) -> int:
             from widgets.fleet.window import run_fleet_window
         except ImportError as e:
             raise CoremapError(f"the fleet window needs PySide6 and pyqtgraph ({e}); use --csv without them") from None
-        rc = run_fleet_window(rows, args)
+        rc = run_fleet_window(rows, args, ssh=True)
         if rc:
             return rc
     return 0 if all(r.ok for r in rows) else 1

@@ -58,8 +58,18 @@ def _check(args) -> None:
         raise SourceOptionError(f"fleet: {len(args.hosts)} hosts; at most {MAX_FLEET} at once")
 
 
-def make_stream(args):
-    """The FleetStream of --prometheus or --pcp (checked: a URL that is not that engine is one line)."""
+def captures_of(args):
+    """The CaptureShelf of --captures DIR (app/sources/captures.py), or None without one."""
+    folder = getattr(args, "captures", None)
+    if not folder:
+        return None
+    from app.sources.captures import CaptureShelf
+    return CaptureShelf(folder)
+
+
+def make_stream(args, captures=None):
+    """The FleetStream of --prometheus or --pcp (checked: a URL that is not that engine is one line), its
+    rows completed from `captures` (a CaptureShelf) where it holds their host."""
     from app.sources.http import auth_for
     from app.sources.stream import FleetStream, pcp_rounds, prometheus_rounds
     url = args.prometheus or args.pcp
@@ -70,11 +80,25 @@ def make_stream(args):
                           deadline=args.fleet_timeout)
         prom.check()
         only = list(dict.fromkeys(args.hosts)) or None
-        return FleetStream(prometheus_rounds(prom, only=only), interval=args.every)
-    from app.sources.pcp import Pmproxy
-    proxy = Pmproxy(url, auth=auth, timeout=min(args.fleet_timeout, 30.0), deadline=args.fleet_timeout)
-    hosts = [proxy.host(h) for h in dict.fromkeys(args.hosts)]
-    return FleetStream(pcp_rounds(hosts, parallel=args.parallel), interval=args.every)
+        rounds = prometheus_rounds(prom, only=only)
+    else:
+        from app.sources.pcp import Pmproxy
+        proxy = Pmproxy(url, auth=auth, timeout=min(args.fleet_timeout, 30.0), deadline=args.fleet_timeout)
+        hosts = [proxy.host(h) for h in dict.fromkeys(args.hosts)]
+        rounds = pcp_rounds(hosts, parallel=args.parallel)
+    if captures is not None:
+        from app.sources.captures import completing
+        rounds = completing(captures, rounds)
+    return FleetStream(rounds, interval=args.every)
+
+
+def host_opener_of(args, captures=None):
+    """How the fleet window opens one of the source's hosts: the sampler run_host_window's window runs on."""
+    from app.sources.http import auth_for
+    from app.sources.live import host_opener
+    url = args.prometheus or args.pcp
+    return host_opener(pcp=args.pcp, prometheus=args.prometheus, auth=auth_for(url, args.source_config),
+                       captures=captures, match=args.match if args.prometheus else "")
 
 
 def run_sources(args) -> int:
@@ -83,7 +107,8 @@ def run_sources(args) -> int:
     headless = args.csv or args.json
     if not headless and getattr(args, "screenshot", None):
         check_output_path(args.screenshot, "--screenshot")
-    stream = make_stream(args)
+    captures = captures_of(args)
+    stream = make_stream(args, captures)
     if not headless and not getattr(args, "screenshot", None):
         # The window streams: it opens at once and shows hosts as they answer (widgets/fleet/window.py).
         try:
@@ -91,7 +116,7 @@ def run_sources(args) -> int:
         except ImportError as e:
             raise CoremapError(f"the fleet window needs PySide6 and pyqtgraph ({e}); use --csv without them") from None
         args.sort = args.sort or "quiet"
-        return run_fleet_window([], args, stream=stream)
+        return run_fleet_window([], args, stream=stream, samplers=host_opener_of(args, captures))
     stream.run_round()
     if stream.error and not stream.rows():
         raise CoremapError(stream.error)
@@ -120,10 +145,11 @@ def run_host_window(args) -> int:
         check_output_path(args.screenshot, "--screenshot")
     url = args.pcp or args.prometheus
     auth = auth_for(url, getattr(args, "source_config", None))
+    captures = captures_of(args)
     if args.pcp:
-        sampler = pcp_sampler(url, args.host, auth=auth, interval=args.interval)
+        sampler = pcp_sampler(url, args.host, auth=auth, interval=args.interval, captures=captures)
     else:
-        sampler = prometheus_sampler(url, args.host, auth=auth, interval=args.interval)
+        sampler = prometheus_sampler(url, args.host, auth=auth, interval=args.interval, captures=captures)
     sampler.tick()                  # a host the source does not have is one line here, before Qt starts
     try:
         from widgets.fleet.live import run_source_window

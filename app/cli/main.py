@@ -67,6 +67,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                                                   "the window (read-only)")
     src.add_argument("--prometheus", metavar="URL", help="with --host INSTANCE: that host from this Prometheus, live "
                                                          "in the window (read-only)")
+    p.add_argument("--captures", metavar="DIR", help="with --pcp or --prometheus: a folder of coremap snapshots; "
+                                                     "the host's capture completes the topology the source gives")
     p.add_argument("--pcp-archive", metavar="ARCHIVE", help="replay a pmlogger archive in the window (with --at)")
     p.add_argument("--at", metavar="TIME", help="replay --session, --pcp-archive or --prometheus --host as of TIME: "
                                                 "seconds from the start (90), from the end (-30), end, or 2026-11-25T13:40")
@@ -160,6 +162,9 @@ def _main(argv: list[str]) -> int:
             # Imported here: only a replay needs app/sources/replay.py.
             from app.cli.replay import run_replay
             return run_replay(args)
+        if getattr(args, "captures", None) and not (getattr(args, "pcp", None) or getattr(args, "prometheus", None)):
+            raise CoremapError("--captures completes what a metrics source lacks: give it with --pcp URL or "
+                               "--prometheus URL (and --host, or `coremap fleet`)")
         if (getattr(args, "pcp", None) or getattr(args, "prometheus", None)) and args.command != "fleet":
             # `coremap fleet --pcp URL` is the fleet's own option; anywhere else it opens one host.
             # Imported here: only a metrics source needs app/sources.

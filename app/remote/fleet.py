@@ -50,6 +50,7 @@ class FleetRow:
     seen: float = 0.0               # time.time() of its last answer (a streaming fleet, app/sources/stream.py)
     quiet: tuple[int, ...] = ()     # CPUs coremap made quiet there, where the source says (app/sources/export.py)
     stale: str = ""                 # why this row is not current: "no answer since 12:04:05 (40 s ago)"
+    note: str = ""                  # one line on how it was read: its topology completed from a capture, or why not
 
     @property
     def ok(self) -> bool:
@@ -256,7 +257,7 @@ def odd_cells(rows: Sequence[FleetRow]) -> dict[tuple[int, str], str]:
 # -- CSV and JSON ---------------------------------------------------------------------------------------
 CSV_COLUMNS = ("host", "name", "status", "model", "shape", "core_kinds", "numa_nodes", "kernel", "isolcpus",
                "nohz_full", "irqbalance", "top_irq", "jitter", "irq_per_s", "softirq_per_s", "irq_time_pct",
-               "busiest_cpu_per_s", "quiet_cpus", "irq_on_quiet_per_s", "stands_out", "seconds", "last_seen")
+               "busiest_cpu_per_s", "quiet_cpus", "irq_on_quiet_per_s", "stands_out", "seconds", "last_seen", "note")
 # How CSV spells each figure (JSON gives it as a number, to 3 decimals); a figure not known is "" there, null here.
 CSV_FIGURES = {"irq_per_s": ".1f", "softirq_per_s": ".1f", "irq_time_pct": ".2f", "busiest_cpu_per_s": ".1f",
                "irq_on_quiet_per_s": ".1f", "seconds": ".2f"}
@@ -289,7 +290,8 @@ def _records(rows: Sequence[FleetRow]) -> list[dict]:
              "top_irq": r.top_irq, "jitter": jitter_text(r.probe), **_sums(r),
              "quiet_cpus": list(quiet_cpus(r)) if r.ok else [],
              "stands_out": [col for (j, col) in odd if j == i], "seconds": r.seconds,
-             "last_seen": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(r.seen)) if r.seen else None}
+             "last_seen": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(r.seen)) if r.seen else None,
+             "note": r.note}
         out.append({k: d[k] for k in CSV_COLUMNS})
     return out
 
