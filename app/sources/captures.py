@@ -93,7 +93,7 @@ class CaptureShelf:
         if not self.folder.is_dir():
             raise CapturesError(f"--captures {folder}: not a folder; give the folder holding your coremap "
                                 "snapshots (coremap snapshot OUT.tar.gz writes one)")
-        self._root = ConfinedRoot(self.folder)
+        self.root = ConfinedRoot(self.folder)
         self._lock = threading.Lock()
         self._index: list[Capture] | None = None
         self._topologies: dict[str, Topology | str] = {}      # entry -> its topology, or why it cannot be read
@@ -108,7 +108,7 @@ class CaptureShelf:
 
     def _scan(self) -> list[Capture]:
         try:
-            entries = sorted(self._root.listdir(self.folder))
+            entries = sorted(self.root.listdir(self.folder))
         except SysRootReadError as e:
             raise CapturesError(f"--captures {self.folder}: {e}") from None
         if len(entries) > MAX_ENTRIES:
@@ -123,7 +123,7 @@ class CaptureShelf:
 
     def _tarball(self, name: str) -> Capture | None:
         try:
-            data = self._root.read_bytes(self.folder / name, limit=MAX_TARBALL)
+            data = self.root.read_bytes(self.folder / name, limit=MAX_TARBALL)
             meta = check_tarball(io.BytesIO(data), str(self.folder / name)).meta
         except CoremapError as e:
             self.notes.append(str(e))
@@ -135,12 +135,12 @@ class CaptureShelf:
 
     def _tree(self, name: str) -> Capture | None:
         path = self.folder / name
-        if not self._root.is_dir(path):
+        if not self.root.is_dir(path):
             return None
         inner = ""
-        if not _holds_machine(self._root, path):
+        if not _holds_machine(self.root, path):
             # An extracted snapshot: NAME/<host-time>/{sys,proc}; one folder deeper, never more.
-            subs = [d for d in self._root.listdir(path)[:64] if _holds_machine(self._root, path / d)]
+            subs = [d for d in self.root.listdir(path)[:64] if _holds_machine(self.root, path / d)]
             if len(subs) != 1:
                 return None
             inner = subs[0]
@@ -182,7 +182,7 @@ class CaptureShelf:
     def _read(self, cap: Capture) -> Topology:
         if not cap.tarball:
             return read_topology(SysRoot(self.folder / cap.entry / cap.inner))
-        data = self._root.read_bytes(self.folder / cap.entry, limit=MAX_TARBALL)
+        data = self.root.read_bytes(self.folder / cap.entry, limit=MAX_TARBALL)
         with tempfile.TemporaryDirectory(prefix="coremap-capture-") as tmp:
             top = extract_tarball(io.BytesIO(data), Path(tmp), str(self.folder / cap.entry))
             return read_topology(SysRoot(top))
