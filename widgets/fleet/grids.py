@@ -71,7 +71,6 @@ class HostTile(QFrame):
         self.view: TopologyView | None = None
         self.row = row
         self.setFixedSize(*TILE_SIZE)
-        self.setToolTip(f"double-click: {printable(row.host)} live in a window of its own")
         self.open_action = QAction(OPEN_TEXT, self)
         self.open_action.triggered.connect(lambda: self.open_requested.emit(self.row.host))
         self.set_row(row, scale, odd)
@@ -105,6 +104,8 @@ class HostTile(QFrame):
         self.setStyleSheet("#fleet-tile { border: 2px solid #f0b400; }" if odd else "")
         name = f"{row.host}" + (f" — {row.name}" if row.name and row.name != row.host else "")
         self.title.setText(printable(name))
+        self.setToolTip(f"double-click: {printable(row.host)} live in a window of its own"
+                        + (f"\n{printable(row.note)}" if row.note else ""))
         if row.state is None:
             self.why.setText(printable(row.error))
             self.why.setStyleSheet(FAILED_CSS)

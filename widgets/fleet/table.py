@@ -1,6 +1,7 @@
 """FleetTableModel: one row per host — its facts, busiest IRQ, jitter — with the cells that set a machine
 apart from the others (app.remote.fleet.odd_cells) in amber, the reason in their tooltip, a host
-that could not be read in red with why, and one that stopped answering with when it was last seen."""
+that could not be read in red with why, and one that stopped answering with when it was last seen; the
+Status of a host read well ends with its note (a topology completed from a capture, or why not)."""
 from __future__ import annotations
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
@@ -53,7 +54,8 @@ class FleetTableModel(QAbstractTableModel):
         if column == "Jitter":
             return jitter_text(r.probe)
         if column == "Status":
-            return r.stale or (f"ok, {r.seconds:.1f} s" if r.ok else r.error)
+            # The row's note (its topology completed from a capture, or why a capture was refused) follows.
+            return r.stale or ((f"ok, {r.seconds:.1f} s" + (f"; {r.note}" if r.note else "")) if r.ok else r.error)
         return r.fact(column)
 
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
