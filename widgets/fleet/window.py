@@ -85,13 +85,13 @@ class FleetWindow(QMainWindow):
         self.table = QTableView(self)
         self.table.setModel(self.model)
         self.table.setWordWrap(False)
+        self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)     # a row is a host: Enter opens it
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         # Columns fit the first rows, not all: with a thousand hosts, fitting every row asked the model for
         # 190,000 cells per layout and held the first tiles back by seconds (bench_fleet_sources.py).
         self.table.horizontalHeader().setResizeContentsPrecision(100)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.verticalHeader().setVisible(False)
-        self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
         split = QSplitter(Qt.Orientation.Vertical, self)
         split.addWidget(self.grids)
         split.addWidget(self.table)
