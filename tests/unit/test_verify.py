@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from app.cli.common import SCHEMA_VERSION
 from app.cli.main import main
 from app.pinning.journal import Journal
 from app.store.results import clean_verification
@@ -32,6 +33,11 @@ from tests.machines import extract
 
 ROOT = Path(__file__).resolve().parents[2]
 live = live_test
+
+
+def _body(v: dict) -> dict:
+    """A --out document without the CLI's schema_version: the verification a session keeps."""
+    return {k: x for k, x in v.items() if k != "schema_version"}
 
 
 def test_pairs_alternate_their_order():
@@ -73,7 +79,10 @@ def test_coremap_verify_toggles_the_state_and_leaves_it_as_found(verification):
         actions = [q.action for q in j.quiet_events()]
     # not quiet, quiet | quiet, not quiet: one isolate, one include, and the state it was found in
     assert actions == ["isolate", "include"]
-    assert clean_verification(v) == (v, [])             # what the session and the report accept, whole
+    # --out is a document of the CLI's JSON (its schema_version); what the session and the report keep is
+    # the verification itself, whole.
+    assert v["schema_version"] == SCHEMA_VERSION
+    assert clean_verification(v) == (_body(v), [])
     assert [(x["pair"], x["quiet"]) for x in v["runs"]] == [(0, False), (0, True), (1, True), (1, False)]
     assert v["before"]["runs"] == v["after"]["runs"] == 2
     for side in (v["before"], v["after"]):
@@ -114,7 +123,7 @@ def test_a_session_keeps_the_verification(verification, tmp_path):
     save_session(path, Session(machine_dir=extract("sno"), verifications=[v]))
     s = open_session(path)
     try:
-        assert s.verifications == [json.loads(json.dumps(v))]
+        assert s.verifications == [json.loads(json.dumps(_body(v)))]
     finally:
         s.close()
     assert "verify: CPU 1" not in verify_text(v) and verify_text(v).startswith("verify CPU 1: jitter 0.3 s a run")
