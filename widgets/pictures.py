@@ -245,7 +245,9 @@ def render_result_plot(result: dict, *, fmt: str = "png", size=PLOT_SIZE) -> byt
     window imports at start (issue 12: the first frame imports only what it shows)."""
     record = RECORDS[result["probe"]]
     module, _, name = record.picture.partition(":")
+    from widgets.probe.axes import to_paper
     with offscreen(getattr(import_module(module), name), size) as plot:
+        to_paper(plot)                      # a report is read on white, whatever the desktop's theme
         plot.set_result(result)
         settle()
         return picture_bytes(plot, fmt, title=f"coremap {record.name}: {record.caption}")

@@ -22,7 +22,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from app.format import format_ns
-from widgets.probe.axes import EmptyHint, label_axes, titled
+from widgets.probe.axes import EmptyHint, ProbePlot, label_axes, titled
 
 
 def reorder(cpus, matrix, order=None) -> tuple[list[int], np.ndarray]:
@@ -43,10 +43,10 @@ def reorder(cpus, matrix, order=None) -> tuple[list[int], np.ndarray]:
 class C2CHeatmap(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.plot = pg.PlotWidget(self, background="w")
+        self.plot = ProbePlot(self)
         item = self.plot.getPlotItem()
         label_axes(item, titled("CPU", "id"), titled("CPU", "id"))
-        item.setTitle("one-way latency (median of batches)", color="k")
+        self.plot.set_title("one-way latency (median of batches)")
         item.invertY(True)
         item.setAspectLocked(True)
         item.hideButtons()
@@ -55,6 +55,7 @@ class C2CHeatmap(QWidget):
         item.addItem(self.image)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=self.colormap, label="ns", interactive=False)
         self.colorbar.setImageItem(self.image, insert_in=item)
+        self.plot.apply_colors()                # the colour bar's axis, added after the plot's
         self.hover_label = QLabel(self)
         self.hover_label.setText("hover a cell for its latency")
         lay = QVBoxLayout(self)

@@ -21,9 +21,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from app.format import format_count, format_factor, format_ns, format_percent
-from widgets.probe.axes import decade_ticks, label_axes
-from widgets.probe.histogram_plot import run_colour
+from widgets.probe.axes import ProbePlot, decade_ticks, label_axes
 from widgets.probe.result_table import SeriesView
+from widgets.theme import series_color
 
 COLUMNS = ("node", "first / GiB", "pre-touched / GiB", "ratio", "in kernel", "minor faults", "huge pages",
            "CPU / GiB", "compaction stalls", "pages ≥ 1 ms", "p99 first", "pages on node")
@@ -31,15 +31,15 @@ COMMAND_COLUMNS = ("run", "start-up", "user", "system", "minor faults", "flag gi
 MiB = float(1 << 20)
 
 
-class PageCostPlot(pg.PlotWidget):
+class PageCostPlot(ProbePlot):
     def __init__(self, parent=None):
-        super().__init__(parent, background="w")
+        super().__init__(parent)
         item = self.getPlotItem()
         item.setLogMode(x=False, y=True)
-        item.showGrid(x=True, y=True, alpha=0.25)
+        self.show_grid(True, True)
         label_axes(item, "position in the mapping (MiB)", "time per page", worded_ticks=True)
-        item.setTitle("cost per page: first touch (solid) and second (dashed)", color="k")
-        self.legend = item.addLegend(labelTextColor="k")
+        self.set_title("cost per page: first touch (solid) and second (dashed)")
+        self.add_legend()
         # right, halfway up: between a fault's microseconds and a present page's nanoseconds
         self.legend.anchor(itemPos=(1, 0.5), parentPos=(1, 0.5), offset=(-10, 0))
         self._curves: dict[tuple[int, int], pg.PlotDataItem] = {}
@@ -59,7 +59,7 @@ class PageCostPlot(pg.PlotWidget):
         item.setLogMode(x=False, y=True)
         item.getAxis("bottom").setTicks(None)
         label_axes(item, "position in the mapping (MiB)", "time per page", worded_ticks=True)
-        item.setTitle("cost per page: first touch (solid) and second (dashed)", color="k")
+        self.set_title("cost per page: first touch (solid) and second (dashed)")
         stretch = float(summary.get("stretch_bytes") or 0)
         rows = summary.get("nodes", [])
         several = len(rows) > 1
@@ -74,7 +74,7 @@ class PageCostPlot(pg.PlotWidget):
                     name = f"{key} touch" + (f", memory on node {row['node']}" if several else "")
                     style = Qt.PenStyle.SolidLine if touch == 1 else Qt.PenStyle.DashLine
                     curve = pg.PlotDataItem(stepMode="center", name=name,
-                                            pen=pg.mkPen(run_colour(i), width=2, style=style))
+                                            pen=pg.mkPen(series_color(i), width=2, style=style))
                     self._curves[k] = curve
                     self.getPlotItem().addItem(curve)
                 series = row["series"][key]
@@ -101,11 +101,11 @@ class PageCostPlot(pg.PlotWidget):
             item.removeItem(self._curves.pop(k))
         item.setLogMode(x=False, y=False)
         label_axes(item, "the JVM command, run twice", "seconds", worded_ticks=True)
-        item.setTitle("start-up and system time, without and with -XX:+AlwaysPreTouch", color="k")
+        self.set_title("start-up and system time, without and with -XX:+AlwaysPreTouch")
         runs = sorted(summary.get("runs", []), key=lambda r: r["pretouch"])
         for i, (key, name) in enumerate((("wall_ns", "start-up"), ("sys_ns", "system time"))):
             bar = pg.BarGraphItem(x=[j + (i - 0.5) * 0.3 for j in range(len(runs))], width=0.28,
-                                  height=[r[key] / 1e9 for r in runs], brush=run_colour(i), name=name)
+                                  height=[r[key] / 1e9 for r in runs], brush=series_color(i), name=name)
             item.addItem(bar)
             self.bars.append(bar)
         item.getAxis("bottom").setTicks([[(0, "without"), (1, "with -XX:+AlwaysPreTouch")], []])

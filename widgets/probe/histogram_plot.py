@@ -25,15 +25,9 @@ import pyqtgraph as pg
 
 from app.format import format_compact, format_ns
 from probes.histogram import NS_PER_HOUR, bucket_rows
-from widgets.probe.axes import (EMPTY_COUNT, EMPTY_TIME_NS, TIME_UNITS, EmptyHint, decade_ticks, empty_log_ticks,
-                                label_axes, titled)
-
-# Distinct colours for overlaid runs (Okabe-Ito, readable for colour-blind readers), then pyqtgraph's.
-_PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
-
-
-def run_colour(i: int):
-    return pg.mkColor(_PALETTE[i]) if i < len(_PALETTE) else pg.intColor(i, hues=9, values=1, maxValue=200)
+from widgets.probe.axes import (EMPTY_COUNT, EMPTY_TIME_NS, TIME_UNITS, EmptyHint, ProbePlot, decade_ticks,
+                                empty_log_ticks, label_axes, titled)
+from widgets.theme import series_color
 
 
 def step_data(buckets, sampled_ns: float) -> tuple[np.ndarray, np.ndarray]:
@@ -93,17 +87,17 @@ class RunCurves:
         pass
 
 
-class HistogramPlot(RunCurves, pg.PlotWidget):
+class HistogramPlot(RunCurves, ProbePlot):
     """Count per CPU-hour against gap length, runs overlaid."""
 
     def __init__(self, parent=None, *, x_label: str = titled("gap length", TIME_UNITS),
                  y_label: str = titled("gaps", "count per CPU-hour")):
-        super().__init__(parent, background="w")
+        super().__init__(parent)
         item = self.getPlotItem()
         item.setLogMode(x=True, y=True)
-        item.showGrid(x=True, y=True, alpha=0.25)
+        self.show_grid(True, True)
         label_axes(item, x_label, y_label, worded_ticks=True)
-        self.legend = item.addLegend(offset=(-10, 10), labelTextColor="k")
+        self.add_legend(offset=(-10, 10))
         self._curves: dict[object, pg.PlotDataItem] = {}
         self._labels: dict[object, str] = {}
         self._count = 0
@@ -116,7 +110,7 @@ class HistogramPlot(RunCurves, pg.PlotWidget):
         x, y = step_data(buckets, sampled_ns)
         curve = self._curves.get(key)
         if curve is None:
-            colour = run_colour(self._count)
+            colour = series_color(self._count)
             self._count += 1
             curve = pg.PlotDataItem(stepMode="center", pen=pg.mkPen(colour, width=2), name=label)
             self._curves[key] = curve

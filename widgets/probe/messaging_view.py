@@ -27,27 +27,27 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.format import format_compact, format_count, format_ns, format_percent
 from probes.messaging import rate_label
-from widgets.probe.axes import label_axes
-from widgets.probe.histogram_plot import run_colour
+from widgets.probe.axes import ProbePlot, label_axes
 from widgets.probe.result_table import SeriesView
+from widgets.theme import PlotColors, series_color
 
 COLUMNS = ("placement", "sender -> receiver", "median (max pace)", "CV", "lost", "migrations")
 
 
-def _over_time(plot: pg.PlotWidget, left: str, title: str, legend_offset) -> pg.PlotItem:
+def _over_time(plot: ProbePlot, left: str, title: str, legend_offset) -> pg.PlotItem:
     """A plot against the placement's own measured time (both of this view's plots), with its legend."""
     item = plot.getPlotItem()
-    item.showGrid(x=True, y=True, alpha=0.25)
+    plot.show_grid(True, True)
     label_axes(item, "measured time of the placement", left)
     item.setLabel("bottom", "measured time of the placement", units="s")
-    item.setTitle(title, color="k")
-    plot.legend = item.addLegend(offset=legend_offset, labelTextColor="k")
+    plot.set_title(title)
+    plot.add_legend(offset=legend_offset)
     return item
 
 
-class ThroughputPlot(pg.PlotWidget):
+class ThroughputPlot(ProbePlot):
     def __init__(self, parent=None):
-        super().__init__(parent, background="w")
+        super().__init__(parent)
         # legend bottom right: the axis starts at 0, so the lines leave the bottom of the plot free
         item = _over_time(self, "messages", "throughput per 100 ms window, each pace in turn", (-10, -10))
         item.setLabel("left", "messages", units="/s")
@@ -74,7 +74,7 @@ class ThroughputPlot(pg.PlotWidget):
                     self.getPlotItem().removeItem(curve)
                 style = Qt.PenStyle.DashLine if p["kind"] == "unpinned" else Qt.PenStyle.SolidLine
                 curve = pg.PlotDataItem(stepMode="center", name=p["name"],
-                                        pen=pg.mkPen(run_colour(i), width=2, style=style))
+                                        pen=pg.mkPen(series_color(i), width=2, style=style))
                 self._curves[i] = curve
                 self.getPlotItem().addItem(curve)
             rates = np.asarray(p["series"], dtype=float)
@@ -103,15 +103,24 @@ class ThroughputPlot(pg.PlotWidget):
             if i < len(paces) and paces[i] == paces[start]:
                 continue
             if start:
-                line = pg.InfiniteLine(start * window_s, angle=90, pen=pg.mkPen((120, 120, 120), style=Qt.PenStyle.DotLine))
+                line = pg.InfiniteLine(start * window_s, angle=90,
+                                       pen=pg.mkPen(self.colors.muted, style=Qt.PenStyle.DotLine))
                 item.addItem(line)
                 self._marks.append(line)
             rate = rates[paces[start]] if paces[start] < len(rates) else 0
-            text = pg.TextItem(rate_label(rate), color=(90, 90, 90), anchor=(0.5, 0))
+            text = pg.TextItem(rate_label(rate), color=self.colors.muted, anchor=(0.5, 0))
             text.setPos((start + i) / 2 * window_s, top * 1.14)
             item.addItem(text)
             self._marks.append(text)
             start = i
+
+
+    def restyled(self, colors: PlotColors) -> None:
+        for mark in self._marks:
+            if isinstance(mark, pg.TextItem):
+                mark.setColor(colors.muted)
+            else:
+                mark.setPen(pg.mkPen(colors.muted, style=Qt.PenStyle.DotLine))
 
 
 def cpu_steps(placement: dict, window_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -123,16 +132,16 @@ def cpu_steps(placement: dict, window_s: float) -> tuple[np.ndarray, np.ndarray,
     return np.arange(len(cpus) + 1) * window_s, send, recv
 
 
-class CpuStepsPlot(pg.PlotWidget):
+class CpuStepsPlot(ProbePlot):
     """The CPUs the unpinned placement's sender and receiver ran on, window by window."""
 
     def __init__(self, parent=None):
-        super().__init__(parent, background="w")
+        super().__init__(parent)
         item = _over_time(self, "CPU", "unpinned: the CPU each side ran on", (-10, 5))
         self.sender = pg.PlotDataItem(stepMode="center", name="sender", connect="finite",
-                                      pen=pg.mkPen(run_colour(0), width=2))
+                                      pen=pg.mkPen(series_color(0), width=2))
         self.receiver = pg.PlotDataItem(stepMode="center", name="receiver", connect="finite",
-                                        pen=pg.mkPen(run_colour(1), width=2, style=Qt.PenStyle.DashLine))
+                                        pen=pg.mkPen(series_color(1), width=2, style=Qt.PenStyle.DashLine))
         item.addItem(self.sender)
         item.addItem(self.receiver)
         # CPU ids are names, not quantities: no "(x0.001)" when the range is one CPU wide

@@ -26,9 +26,10 @@ import pyqtgraph as pg
 
 from app.format import format_ns
 from probes.histogram import bucket_mid, bucket_rows
-from widgets.probe.axes import (EMPTY_TIME_NS, TIME_UNITS, EmptyHint, decade_ticks, empty_log_ticks, label_axes,
-                                titled)
-from widgets.probe.histogram_plot import RunCurves, run_colour
+from widgets.probe.axes import (EMPTY_TIME_NS, TIME_UNITS, EmptyHint, ProbePlot, decade_ticks, empty_log_ticks,
+                                label_axes, titled)
+from widgets.probe.histogram_plot import RunCurves
+from widgets.theme import series_color
 
 PERCENTILE_TICKS = ((50.0, "50%"), (90.0, "90%"), (99.0, "99%"), (99.9, "99.9%"),
                     (99.99, "99.99%")) + tuple((100.0 - 10.0 ** (2 - n), f"99.{'9' * (n - 2)}%") for n in range(5, 11))
@@ -76,17 +77,17 @@ def percentile_curve(buckets, points: int = POINTS) -> tuple[np.ndarray, np.ndar
     return x, _values(mids, cum, fractions)
 
 
-class PercentilePlot(RunCurves, pg.PlotWidget):
+class PercentilePlot(RunCurves, ProbePlot):
     """Latency by percentile, runs overlaid."""
 
     def __init__(self, parent=None, *, y_label: str = titled("latency", TIME_UNITS)):
-        super().__init__(parent, background="w")
+        super().__init__(parent)
         item = self.getPlotItem()
         item.setLogMode(x=False, y=True)
-        item.showGrid(x=True, y=True, alpha=0.25)
+        self.show_grid(True, True)
         label_axes(item, titled("percentile", "%"), y_label, worded_ticks=True)
         item.getAxis("bottom").setTicks([[(percentile_x(p), t) for p, t in PERCENTILE_TICKS], []])
-        self.legend = item.addLegend(offset=(10, 10), labelTextColor="k")
+        self.add_legend(offset=(10, 10))
         self._curves: dict[object, pg.PlotDataItem] = {}
         self._count = 0
         self.empty_hint = EmptyHint(self)
@@ -96,7 +97,7 @@ class PercentilePlot(RunCurves, pg.PlotWidget):
         x, y = percentile_curve(buckets)
         curve = self._curves.get(key)
         if curve is None:
-            curve = pg.PlotDataItem(pen=pg.mkPen(run_colour(self._count), width=2), name=label)
+            curve = pg.PlotDataItem(pen=pg.mkPen(series_color(self._count), width=2), name=label)
             self._count += 1
             self._curves[key] = curve
             self.getPlotItem().addItem(curve)

@@ -17,7 +17,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from app.format import format_compact, format_count, format_factor, format_ns, format_percent
-from widgets.probe.axes import label_axes
+from widgets.probe.axes import ProbePlot, label_axes
 from widgets.probe.result_table import SeriesView
 from widgets.probe.sweep_plot import FLAG_COLOUR, NORMAL_COLOUR
 
@@ -27,14 +27,14 @@ IDEAL_COLOUR = "#7f7f7f"
 UNPINNED_COLOUR = "#009E73"
 
 
-class ScalingPlot(pg.PlotWidget):
+class ScalingPlot(ProbePlot):
     def __init__(self, parent=None):
-        super().__init__(parent, background="w")
+        super().__init__(parent)
         item = self.getPlotItem()
-        item.showGrid(x=True, y=True, alpha=0.25)
+        self.show_grid(True, True)
         label_axes(item, "CPUs", "throughput")
-        item.setTitle("throughput against CPUs (median of the rounds)", color="k")
-        self.legend = item.addLegend(offset=(10, 10), labelTextColor="k")
+        self.set_title("throughput against CPUs (median of the rounds)")
+        self.add_legend(offset=(10, 10))
         self.measured = pg.PlotDataItem(name="measured", pen=pg.mkPen(NORMAL_COLOUR, width=2), symbol="o",
                                         symbolSize=9, symbolPen=None, symbolBrush=NORMAL_COLOUR)
         self.ideal = pg.PlotDataItem(name="ideal", pen=pg.mkPen(IDEAL_COLOUR, width=1.5, style=Qt.PenStyle.DashLine))

@@ -18,28 +18,34 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
-from widgets.probe.axes import EmptyHint, label_axes, titled
+from widgets.probe.axes import EmptyHint, ProbePlot, label_axes, titled
+from widgets.theme import PlotColors, SERIES
 
-NORMAL_COLOUR = "#0072B2"
-FLAG_COLOUR = "#D55E00"
+# A CPU as fast as the others, and one flagged slower: the series' blue and red, which read on a light
+# and a dark background alike.
+NORMAL_COLOUR = SERIES[0]
+FLAG_COLOUR = SERIES[3]
 
 
-class SweepPlot(pg.PlotWidget):
+class SweepPlot(ProbePlot):
     def __init__(self, parent=None):
-        super().__init__(parent, background="w")
+        super().__init__(parent)
         item = self.getPlotItem()
-        item.showGrid(x=False, y=True, alpha=0.25)
+        self.show_grid(False, True)
         label_axes(item, titled("CPU", "id, in the grid's order"), titled("work unit, mean ± sd", "µs"))
         self.normal_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=NORMAL_COLOUR, pen=None)
         self.flag_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brush=FLAG_COLOUR, pen=None)
         self.error_bars = pg.ErrorBarItem(x=np.zeros(0), y=np.zeros(0), top=np.zeros(0), bottom=np.zeros(0),
-                                          beam=0.25, pen=pg.mkPen("k", width=1))
+                                          beam=0.25, pen=pg.mkPen(self.colors.foreground, width=1))
         for it in (self.normal_bars, self.flag_bars, self.error_bars):
             item.addItem(it)
         self._cpus: list[int] = []
         self._flagged: list[int] = []
         self._means: list[float] = []
         self.empty_hint = EmptyHint(self, "Run a sweep, or drop CPUs here")
+
+    def restyled(self, colors: PlotColors) -> None:
+        self.error_bars.setOpts(pen=pg.mkPen(colors.foreground, width=1))
 
     @property
     def cpus(self) -> list[int]:
