@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 
-from app.cli.common import add_command, bounded, root_of, write_json
+from app.cli.common import add_command, bounded, journal_ledger, root_of, write_json
 from app.format import format_compact, format_cpus, format_percent, format_rate
 
 DEEP_NOTE = "sleeps deep: a latency-critical CPU should not (its wakeups pay the deep state's exit latency)"
@@ -92,12 +92,8 @@ def quiet_kinds(root, topo) -> dict[int, str]:
 
 def _coremap_quiet(root) -> tuple[int, ...]:
     from app.errors import CoremapError
-    from app.pinning.journal import Journal
-    from app.pinning.ledger import ledger_of
-    from app.store.folders import journal_path
     try:
-        with Journal(journal_path(create=False), readonly=True) as journal:
-            return ledger_of(journal.entries(), journal.quiet_events(), str(root.root.resolve())).quiet_cpus
+        return journal_ledger(root).quiet_cpus
     except (CoremapError, OSError):
         return ()       # no journal (nothing was ever pinned here), or not readable: nothing made quiet
 

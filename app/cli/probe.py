@@ -17,7 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli.common import OneLineParser, add_cpus_argument, add_json_arguments, bounded, bounded_size, write_json
+from app.cli.common import (OneLineParser, add_cpus_argument, add_json_arguments, bounded, bounded_size, journal_ledger,
+                             write_json)
 from app.errors import CoremapError
 from app.format import format_size
 from app.parse.cpulist import format_cpulist, parse_cpulist
@@ -196,10 +197,5 @@ def run(args) -> int:
 def _quiet_cpus() -> tuple[int, ...]:
     """The CPUs an isolate in effect made quiet (the journal says): this shell was moved off them
     with everything else, but probing them is what they are kept for."""
-    # imported here: only a probe run reads the journal
-    from app.pinning.journal import Journal
-    from app.pinning.ledger import ledger_of
-    from app.store.folders import journal_path
     from app.sysroot import SysRoot
-    with Journal(journal_path(create=False), readonly=True) as journal:
-        return ledger_of(journal.entries(), journal.quiet_events(), str(SysRoot("/").root.resolve())).quiet_cpus
+    return journal_ledger(SysRoot("/")).quiet_cpus

@@ -1,6 +1,10 @@
 """`coremap report [--session FILE | --root DIR] --out FILE.html|FILE.pdf`: one self-contained report
 (machine summary, the grid coloured by IRQ load, busiest IRQs, pins, probe results, notes).
 
+A machine's report holds what the window's report of it holds: the pins its journal records and its
+quiet CPUs badged in the grid (app/pinning/ledger.py, read as `coremap cpus` reads it); a session's
+holds the pins saved in it.
+
 Headless: with no DISPLAY or WAYLAND_DISPLAY, Qt's offscreen platform is chosen before Qt is
 imported; Qt (widgets/) is imported only inside run(), so `coremap --help` stays Qt-free.
 """
@@ -9,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli.common import OptionError, add_command, ensure_headless_qt, output_file, session_or_root
+from app.cli.common import OptionError, add_command, ensure_headless_qt, journal_ledger, output_file, session_or_root
 from app.format import printable
 from app.inputs import MiB, read_input_text
 from app.parse.json_text import JsonInputError, load_json
@@ -76,11 +80,15 @@ def run(args) -> int:
     out = output_file(args, (".html", ".htm", ".pdf"), ".html or .pdf")
     kind = out.suffix.lower()
     with session_or_root(args, "report on one machine at a time") as (session, root):
-        data = _report_data(args, session, root)
+        quiet = ()
+        ledger = _ledger(root) if session is None else None
+        if ledger is not None:
+            quiet = ledger.quiet_cpus
+        data = _report_data(args, session, root, ledger)
         ensure_headless_qt()
         from app.store.report import PDF_IMAGE_WIDTH, build_report_html
         from widgets.report_images import add_images
-        add_images(data, root=root)
+        add_images(data, root=root, quiet=quiet)
         html = build_report_html(data, image_width=PDF_IMAGE_WIDTH if kind == ".pdf" else 900)
         if kind == ".pdf":
             from widgets.export import render_pdf
@@ -94,9 +102,20 @@ def run(args) -> int:
     return 0
 
 
-def _report_data(args, session, root):
-    """The report's contents: the session's (its problems noted on stderr) or the machine's, with the
-    --probe results, --verify files and --notes added."""
+def _ledger(root):
+    """The journal's Ledger of `root`; None, with a note on stderr, when the journal cannot be trusted
+    (the report is still written, without pins)."""
+    from app.errors import CoremapError
+    try:
+        return journal_ledger(root)
+    except CoremapError as e:
+        print(f"coremap: note: no pins in the report: {e}", file=sys.stderr)
+        return None
+
+
+def _report_data(args, session, root, ledger):
+    """The report's contents: the session's (its problems noted on stderr) or the machine's with the
+    pins of its `ledger`, with the --probe results, --verify files and --notes added."""
     # Imported here, not at the top: every `coremap` run imports this module to build its parser, and
     # app.store.results brings the journal and msgspec with it.
     from app.store.results import clean_probe_result, clean_verification
@@ -109,7 +128,9 @@ def _report_data(args, session, root):
         notes = read_input_text(args.notes, what="--notes", limit=NOTES_LIMIT, hint="give a text file", stream=True)
     from app.store.report import ProbeSection, VerifySection, report_from_root, report_from_session
     if session is None:
-        return report_from_root(root, probes=probes, notes=notes, verifications=verifications)
+        from app.store.session import journal_rows
+        journal = journal_rows(ledger.entries) if ledger is not None else []
+        return report_from_root(root, journal=journal, probes=probes, notes=notes, verifications=verifications)
     for n in session.problems:
         print(f"coremap: note: {args.session}: {n}", file=sys.stderr)
     data = report_from_session(session)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from PySide6.QtGui import QImage
@@ -101,3 +102,42 @@ def test_saving_a_session_says_nothing_of_files_the_user_did_not_ask_for(qtbot, 
     assert any(r.hlog and r.hlog.startswith(b"#") for r in records)
     assert panel.status_text == status_before and "run.hlog" not in panel.status_text
     assert not list(tmp_path.glob("**/run.hlog"))
+
+
+def test_the_cli_report_of_a_machine_holds_its_pins_and_badges_its_quiet_cpus(qapp, tmp_path):
+    """`coremap report --root` holds what the window's report holds: the journal's pins of that
+    machine and its quiet CPUs badged in the grid (issue 23: only the window's report badged them)."""
+    import base64
+    import os
+    import sys
+
+    from app.pinning.journal import Journal
+    from app.pinning.service import AffinityService
+    from app.quiet.isolate import apply_preview, preview_isolate
+    from tests.machines import writable_test_tree
+
+    copy = tmp_path / "sno"
+    shutil.copytree(extract("sno"), copy, symlinks=True)
+    root = SysRoot(writable_test_tree(copy))
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    with Journal(state / "journal.jsonl") as journal:
+        apply_preview(AffinityService(root, journal), preview_isolate(AffinityService(root, journal), "1"))
+
+    def report(state_dir, name):
+        env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+        env.update(COREMAP_STATE_DIR=str(state_dir), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+        r = subprocess.run([sys.executable, "-m", "app", "report", "--root", str(copy), "--out", name],
+                           capture_output=True, text=True, timeout=180, cwd=tmp_path, env=env)
+        assert r.returncode == 0, r.stderr
+        html = (tmp_path / name).read_text()
+        grid = base64.b64decode(re.search(r'data:image/png;base64,([A-Za-z0-9+/=]+)', html).group(1))
+        return r.stdout, html, grid
+
+    empty = tmp_path / "empty"
+    empty.mkdir(mode=0o700)
+    plain_out, _plain_html, plain_grid = report(empty, "plain.html")
+    out, html, grid = report(state, "quiet.html")
+    assert " 0 pins" in plain_out and " 0 pins" not in out
+    assert re.search(r"isolate|Make quiet", html)
+    assert _quiet_pixels(grid) > _quiet_pixels(plain_grid) + 50
