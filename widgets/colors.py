@@ -47,7 +47,7 @@ METRIC_BASES = (
     ("irqtime", "IRQ + softirq time"),
     ("busy", "Busy"),
     ("residency", "Residency of selection"),
-    ("idle", "Deep idle"),
+    ("idle", "Idle states"),
     ("ghz", "Frequency"),
 )
 DEEP_IDLE_LABEL = "Deep idle (time in states deeper than the shallowest sleep)"
@@ -188,9 +188,8 @@ def _power_values(state, metric: Metric) -> MetricValues:
     if metric.idle_state:
         out = {c: 100.0 * dict(i.shares)[metric.idle_state] for c, i in power.idle.items()
                if metric.idle_state in dict(i.shares)}
-        names = sorted({n for i in power.idle.values() for n, _ in i.shares})
-        return MetricValues(out, False, "%", metric.label,
-                            "" if out else f"no CPU here has idle state {metric.idle_state}; it has {', '.join(names)}")
+        return MetricValues(out, False, "%", metric.label, "" if out else
+                            f"no CPU here has idle state {metric.idle_state}; it has {', '.join(power.state_names())}")
     out = {c: 100.0 * i.deep_share for c, i in power.idle.items() if i.deep_share is not None}
     quiet = set(state.topology.isolated) | set(state.topology.nohz_full)
     deep = power.deep_sleepers(quiet)

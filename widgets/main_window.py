@@ -53,6 +53,7 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.sampler_thread = sampler_thread
         self._generation: int | None = None
+        self._power = None                # the idle states last offered in the toolbar came from it
         self._state: MachineState | None = None
         self._interval = interval
         self._paused = False
@@ -118,7 +119,7 @@ class MainWindow(QMainWindow):
         self.toolbar = GridToolBar(interval, self)
         self.addToolBar(self.toolbar)
         tb = self.toolbar
-        self.metric_combo, self.softirq_combo, self.interval_spin = tb.metric_combo, tb.softirq_combo, tb.interval_spin
+        self.metric_combo, self.kind_combo, self.interval_spin = tb.metric_combo, tb.kind_combo, tb.interval_spin
         self.pause_action, self.fit_action = tb.pause_action, tb.fit_action
         self.zoom_in_action, self.zoom_out_action = tb.zoom_in_action, tb.zoom_out_action
 
@@ -209,6 +210,7 @@ class MainWindow(QMainWindow):
             old.stop()
         self.sampler_thread = thread
         self._generation = None
+        self._power = None                # the idle states last offered in the toolbar came from it
         self._state = None
         self._applied_threads = None
         # Free the old sampler's Qt objects now, before the new worker starts: a garbage collection
@@ -248,6 +250,9 @@ class MainWindow(QMainWindow):
             self._applied_threads = _thread_key(state)
         self.cpu_details.set_state(state)
         self.residency_plot.set_state(state)
+        if state.power is not None and state.power is not self._power:
+            self._power = state.power
+            self.toolbar.set_idle_states(state.power.state_names())
         if first:
             self._show_machine(state)
         elif relabel:

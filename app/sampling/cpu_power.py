@@ -40,6 +40,15 @@ class CpuPower:
     idle_why: str = ""                          # why there are no idle figures, where there are none
     mhz_why: str = ""                           # why there is no frequency, where there is none
 
+    def state_names(self) -> tuple[str, ...]:
+        """The idle states the CPUs have, shallow to deep (in a CPU's order; a state only a later CPU
+        has comes after)."""
+        names: dict[str, None] = {}
+        for i in self.idle.values():
+            for n, _ in i.shares:
+                names.setdefault(n, None)
+        return tuple(names)
+
     def deep_sleepers(self, cpus) -> list[tuple[int, float]]:
         """(cpu, deep share) of those of `cpus` asleep deep DEEP_SLEEP of the time or more."""
         return [(c, self.idle[c].deep_share) for c in sorted(cpus)

@@ -85,8 +85,8 @@ def test_metric_combo_recolours_the_grid(qtbot):
     w.set_state(state)
     before = {c: it.figure for c, it in w.topology_view.cells().items()}
     w.metric_combo.setCurrentIndex(w.metric_combo.findData("softirq"))
-    assert w.softirq_combo.isEnabled()
-    w.softirq_combo.setCurrentIndex(w.softirq_combo.findData("NET_RX"))
+    assert w.kind_combo.isEnabled()
+    w.kind_combo.setCurrentIndex(w.kind_combo.findData("NET_RX"))
     assert w.topology_view.color_metric.key == "softirq:NET_RX"
     after = {c: it.figure for c, it in w.topology_view.cells().items()}
     assert before != after

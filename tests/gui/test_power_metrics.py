@@ -44,7 +44,7 @@ def test_the_metrics_are_read_as_typed():
     assert parse_metric("ghz").unit == "GHz" and not parse_metric("ghz").log
     with pytest.raises(UnknownMetric, match="not an idle state's name"):
         parse_metric("idle:C6;rm")
-    assert ("idle", "Deep idle") in METRIC_BASES and ("ghz", "Frequency") in METRIC_BASES
+    assert ("idle", "Idle states") in METRIC_BASES and ("ghz", "Frequency") in METRIC_BASES
 
 
 def test_frequency_on_the_grid(qtbot):
@@ -73,7 +73,7 @@ def test_deep_idle_names_the_quiet_cpus_that_sleep_deep(qtbot, tmp_path):
     c1 = metric_values(state, parse_metric("idle:C1"))
     assert c1.values and all(v == pytest.approx(10.0) for v in c1.values.values())
     none = metric_values(state, parse_metric("idle:C10"))
-    assert none.values == {} and none.empty_reason == "no CPU here has idle state C10; it has C1, C1E, C3, C6, POLL"
+    assert none.values == {} and none.empty_reason == "no CPU here has idle state C10; it has POLL, C1, C1E, C3, C6"
     view = TopologyView(metric="idle")
     qtbot.addWidget(view)
     view.set_state(state)
@@ -97,3 +97,30 @@ def test_the_toolbar_offers_them(qtbot):
     for key in ("idle", "ghz"):
         bar.metric_combo.setCurrentIndex(bar.metric_combo.findData(key))
     assert [m.key for m in got] == ["idle", "ghz"]
+
+
+def test_the_toolbar_offers_the_machines_own_idle_states(qtbot, tmp_path):
+    """Per-state colouring from the toolbar (it was on the command line only): the kind combo beside
+    Colour by: Idle states lists the states the sampler read, shallow to deep, and colours by one."""
+    from widgets.application import build_window
+    state = _idle_state(tmp_path)
+    w = build_window(None)
+    qtbot.addWidget(w)
+    w.set_state(state)
+    w.metric_combo.setCurrentIndex(w.metric_combo.findData("idle"))
+    kinds = [w.kind_combo.itemData(i) for i in range(w.kind_combo.count())]
+    assert kinds == ["", "POLL", "C1", "C1E", "C3", "C6"] and w.kind_combo.isEnabled()
+    assert w.topology_view.color_metric.key == "idle"
+    w.kind_combo.setCurrentIndex(w.kind_combo.findData("C1"))
+    assert w.topology_view.color_metric.key == "idle:C1"
+    assert {c.figure for c in w.topology_view.cells().values() if c.figure} == {"10%"}
+    # a metric without kinds leaves the combo empty and disabled; softirq gets the kernel's kinds back
+    w.metric_combo.setCurrentIndex(w.metric_combo.findData("busy"))
+    assert not w.kind_combo.isEnabled() and w.topology_view.color_metric.key == "busy"
+    w.metric_combo.setCurrentIndex(w.metric_combo.findData("softirq"))
+    assert w.kind_combo.findData("NET_RX") > 0 and w.kind_combo.findData("C1") < 0
+    # --color-by idle:C6 shown before any idle read keeps its state in the combo
+    bar = GridToolBar(1.0)
+    qtbot.addWidget(bar)
+    bar.show_metric(parse_metric("idle:C6"))
+    assert bar.kind_combo.currentData() == "C6"
