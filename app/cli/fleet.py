@@ -14,7 +14,9 @@ With --prometheus or --pcp no agent runs anywhere: per-CPU hard-IRQ and softirq 
 from node_exporter through Prometheus (every host it scrapes, or the HOSTs named: their `instance`) or
 from each host's pmcd through pmproxy (the HOSTs are pmcd hostspecs). The window keeps reading, every
 --every seconds: tiles appear as hosts answer, and a host that stops answering keeps its last grid with
-when it was last seen. --csv and --json print one round. Tokens and CA files come from
+when it was last seen. The window of an ssh fleet streams the same way, each round a new capture of
+every host (the jitter probe in a host's first round only). --csv, --json and --screenshot print one
+round. Tokens and CA files come from
 ~/.config/coremap/sources.ini (--source-config), never from the command line.
 
 Exit status: 0 when every host was read, 1 when some could not be, 2 for bad input.
@@ -54,7 +56,7 @@ def register(subparsers) -> None:
                    help="with --prometheus or --pcp: a folder of coremap snapshots; a host's capture completes the "
                         "topology the source gives (cores, caches, NUMA nodes, isolated and nohz_full CPUs)")
     p.add_argument("--every", type=bounded(1, 3600), default=5.0, metavar="S",
-                   help="with --prometheus or --pcp: seconds between reads of the fleet in the window (default 5)")
+                   help="seconds between reads of the fleet in the window (default 5)")
     p.add_argument("--sort", choices=("quiet", "busiest", "jitter", "host"), default=None,
                    help="order of the hosts: IRQs on quiet CPUs, busiest CPU, jitter gaps/s, or host name")
     add_cpus_argument(p, "also run the jitter probe on CPU N of every host (one CPU)", old=("--jitter-cpu",),
@@ -97,27 +99,28 @@ def run(args) -> int:
         from app.cli.fleet_sources import run_sources
         return run_sources(args)
     # Imported here, not at the top: every `coremap` run imports this module to build its parser.
-    from app.cli.fleet_sources import print_rows
+    from app.cli.fleet_sources import fleet_window, print_rows
     from app.remote.fleet import capture_fleet
     hosts = hosts_of(args)
     headless = args.csv or args.json
     if not headless and getattr(args, "screenshot", None):
         check_output_path(args.screenshot, "--screenshot")      # before a minute of capturing
     probe = _jitter(args.cpus, args.jitter_seconds) if args.cpus is not None else None
+    if not headless and not getattr(args, "screenshot", None):
+        # The window streams: it opens at once, each host's tile appears as it answers and is read again
+        # every --every seconds (app/sources/stream.py).
+        from app.sources.stream import FleetStream, ssh_rounds
+        rounds = ssh_rounds(hosts, parallel=args.parallel, timeout=args.fleet_timeout, probe=probe)
+        args.sort = args.sort or "quiet"
+        return fleet_window()([], args, stream=FleetStream(rounds, interval=args.every), ssh=True)
     progress = _Progress(len(hosts)) if sys.stderr.isatty() else None
     rows = capture_fleet(hosts, parallel=args.parallel, timeout=args.fleet_timeout, probe=probe,
                          on_row=progress)
     if progress is not None:
         progress.end()
     if not print_rows(rows, args):
-        if getattr(args, "screenshot", None):
-            ensure_headless_qt()
-        try:
-            # Imported here: Qt only when the window is asked for (--csv and --json run headless).
-            from widgets.fleet.window import run_fleet_window
-        except ImportError as e:
-            raise CoremapError(f"the fleet window needs PySide6 and pyqtgraph ({e}); use --csv without them") from None
-        rc = run_fleet_window(rows, args, ssh=True)
+        ensure_headless_qt()
+        rc = fleet_window()(rows, args, ssh=True)
         if rc:
             return rc
     return 0 if all(r.ok for r in rows) else 1

@@ -111,21 +111,16 @@ def run_sources(args) -> int:
     stream = make_stream(args, captures)
     if not headless and not getattr(args, "screenshot", None):
         # The window streams: it opens at once and shows hosts as they answer (widgets/fleet/window.py).
-        try:
-            from widgets.fleet.window import run_fleet_window
-        except ImportError as e:
-            raise CoremapError(f"the fleet window needs PySide6 and pyqtgraph ({e}); use --csv without them") from None
         args.sort = args.sort or "quiet"
-        return run_fleet_window([], args, stream=stream, samplers=host_opener_of(args, captures))
+        return fleet_window()([], args, stream=stream, samplers=host_opener_of(args, captures))
     stream.run_round()
     if stream.error and not stream.rows():
         raise CoremapError(stream.error)
     rows = sort_rows(stream.rows(), args.sort or "host")
     if not print_rows(rows, args):
         ensure_headless_qt()
-        from widgets.fleet.window import run_fleet_window
         args.sort = args.sort or "quiet"
-        rc = run_fleet_window(sort_rows(rows, args.sort), args)
+        rc = fleet_window()(sort_rows(rows, args.sort), args)
         if rc:
             return rc
     return 0 if all(r.ok for r in rows) else 1
@@ -156,3 +151,13 @@ def run_host_window(args) -> int:
     except ImportError as e:
         raise CoremapError(f"the window needs PySide6 and pyqtgraph ({e}); `coremap fleet --json` runs without") from None
     return run_source_window(sampler, args)
+
+
+def fleet_window():
+    """widgets/fleet/window.py run_fleet_window, imported only when the window is asked for (--csv and
+    --json run without Qt); CoremapError saying so where PySide6 or pyqtgraph is missing."""
+    try:
+        from widgets.fleet.window import run_fleet_window
+    except ImportError as e:
+        raise CoremapError(f"the fleet window needs PySide6 and pyqtgraph ({e}); use --csv without them") from None
+    return run_fleet_window

@@ -1,12 +1,13 @@
 """A fleet: many hosts captured over ssh in parallel, and what sets one apart from the others.
 
-`capture_fleet(hosts)` reaches each host through its agent (client.py) on a pool of `parallel` threads
+`capture_fleet(hosts)` reaches each host (`capture_host`) through its agent (client.py) on a pool of `parallel` threads
 (so 50 hosts are never 50 ssh handshakes at once), each within its own `timeout`: connect, two ticks
 half a second apart (so the grid shows rates), the machine's facts as the report words them
 (app/store/report.py machine_facts: model, shape, NUMA nodes, kernel, isolcpus, nohz_full, irqbalance)
 and the busiest IRQ; with `probe`, a measurement the caller runs on the host too (the CLI's jitter on
 a chosen CPU: probes live above this layer). A host that cannot be reached, or does not finish in
-time, is a row that says why — it never holds up the others for longer than its timeout.
+time, is a row that says why — it never holds up the others for longer than its timeout. The window's
+fleet streams the same captures round after round (app/sources/stream.py ssh_rounds).
 
 `odd_cells(rows)` finds the machine that is not like the others: in each compared column, the value
 most hosts share is the norm, and any other value stands out (with no norm — a tie — every value
@@ -64,10 +65,9 @@ def capture_fleet(hosts: Sequence[HostSpec], *, parallel: int = PARALLEL, timeou
                   probe: Callable[[AgentClient], dict] | None = None, on_row: Callable[[FleetRow], None] | None = None,
                   connect: Callable[..., AgentClient] | None = None) -> list[FleetRow]:
     """One row per host, in the order given."""
-    connect = connect or AgentClient.connect
     rows: list[FleetRow | None] = [None] * len(hosts)
     with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="coremap-fleet") as pool:
-        futures = [pool.submit(_capture_one, h, timeout, probe, connect) for h in hosts]
+        futures = [pool.submit(capture_host, h, timeout, probe, connect) for h in hosts]
         for i, f in enumerate(futures):
             rows[i] = f.result()
             if on_row is not None:
@@ -101,7 +101,9 @@ class _Watch:
             self.client.close()
 
 
-def _capture_one(host: HostSpec, timeout: float, probe, connect) -> FleetRow:
+def capture_host(host: HostSpec, timeout: float, probe=None, connect=None) -> FleetRow:
+    """One host's row (the module docstring), within `timeout` seconds; `seen` is when it answered."""
+    connect = connect or AgentClient.connect
     t0 = time.monotonic()
     watch = _Watch(host, timeout)
     try:
@@ -120,7 +122,8 @@ def _capture_one(host: HostSpec, timeout: float, probe, connect) -> FleetRow:
             # The watch ended the connection mid-probe: say that, not how the probe was stopped.
             result = {"cpu": result.get("cpu"), "error": f"{host}: no answer within {timeout:g} s"}
         name = client.hello.get("host") or ""
-        return FleetRow(str(host), name, facts, top_irq(state), state, result, seconds=time.monotonic() - t0)
+        return FleetRow(str(host), name, facts, top_irq(state), state, result, seconds=time.monotonic() - t0,
+                        seen=time.time())
     except (CoremapError, AttributeError) as e:
         # AttributeError: a tick answer that is not an object (a broken agent), said as such below.
         why = str(e) if isinstance(e, CoremapError) else f"{host}: the agent answered something that is not a state"

@@ -2,7 +2,8 @@
 with when it was last seen.
 
 `FleetStream(rounds, interval)` runs `rounds()` — an iterator of batches of FleetRows, one pass over every
-host (prometheus.py reads batches of hosts, pcp.py one host per batch as each answers) — again and again,
+host (prometheus.py reads batches of hosts; pcp.py, and ssh through each host's agent, one host per batch
+as each answers) — again and again,
 `interval` seconds apart, until stopped. Each batch goes to `on_rows` at once, so a window shows the first
 hosts while the rest are still being read. A host that answered before and now fails, or is missing from
 a whole round, keeps its last state, marked `stale` ("no answer since 12:04:05 (40 s ago): why"). A round
@@ -17,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 
 from app.errors import CoremapError
-from app.remote.fleet import FleetRow
+from app.remote.fleet import FleetRow, capture_host
 from app.sources.rows import failed_row
 
 Rounds = Callable[[], Iterator[list[FleetRow]]]
@@ -113,8 +114,36 @@ def pcp_rounds(hosts: list, *, parallel: int = 8) -> Rounds:
             return failed_row(h.hostspec, f"{h.hostspec}: {e}" if h.hostspec not in str(e) else str(e),
                               seconds=time.monotonic() - t0)
 
-    def rounds() -> Iterator[list[FleetRow]]:
-        with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="coremap-pcp") as pool:
-            for f in as_completed([pool.submit(one, h) for h in hosts]):
-                yield [f.result()]
-    return rounds
+    return lambda: as_answered(hosts, one, parallel=parallel, name="coremap-pcp")
+
+
+def ssh_rounds(hosts: list, *, parallel: int, timeout: float, probe=None, connect=None) -> Rounds:
+    """One pass over ssh hosts (app/remote/hosts.py HostSpec), each captured through its agent as `coremap
+    fleet` captures it (app/remote/fleet.py capture_host): `parallel` at once, each row handed over as soon
+    as its host has answered. `probe` (the jitter probe on a chosen CPU) runs in a host's first answered
+    round only, and its later rows keep that result: measuring every --every seconds would disturb, round
+    after round, the CPU it measures."""
+    probed: dict[str, dict | None] = {}
+
+    def one(host) -> FleetRow:
+        first = str(host) not in probed
+        row = capture_host(host, timeout, probe if first else None, connect)
+        if not row.ok:
+            return row
+        if first:
+            probed[str(host)] = row.probe
+        return replace(row, probe=probed[str(host)])
+
+    return lambda: as_answered(hosts, one, parallel=parallel, name="coremap-fleet")
+
+
+def as_answered(items: list, one: Callable[[object], FleetRow], *, parallel: int, name: str) -> Iterator[list[FleetRow]]:
+    """`one(item)` for every item, `parallel` at once, each row yielded (as a batch of one) as soon as it is
+    there. When the consumer stops early (the window closed), the items not yet started are dropped and
+    the running ones finish, each within its own timeout."""
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix=name)
+    try:
+        for f in as_completed([pool.submit(one, i) for i in items]):
+            yield [f.result()]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -43,3 +43,28 @@ def test_a_fleet_runs_jitter_on_each_host_and_reads_a_hosts_file(sshd, tmp_path)
     assert [row["host"] for row in rows] == ["s1", "node-a"]
     assert all(row["jitter_figures"]["cpu"] == cpu and type(row["seconds"]) is float for row in rows), rows
     assert all(row["jitter"].startswith(f"CPU {cpu}: max ") and ">= 10 µs" in row["jitter"] for row in rows), rows
+
+
+def test_the_fleet_window_streams_ssh_hosts_as_they_answer(qtbot, remote_env):
+    """The window's ssh fleet (what `coremap fleet HOST...` opens): it opens at once with no host, each
+    tile appears as its host answers, every round reads them again, a host that never answers does not
+    hold the others back, and closing it ends the stream."""
+    from app.remote.hosts import parse_host
+    from app.sources.stream import FleetStream, ssh_rounds
+    from widgets.fleet.window import FleetWindow
+    hosts = [parse_host(n) for n in ("silent", "s1", "node-a")]
+    stream = FleetStream(ssh_rounds(hosts, parallel=3, timeout=TIMEOUT), interval=1.0)
+    w = FleetWindow([], "irq", stream=stream, sort="host", ssh=True)
+    qtbot.addWidget(w)
+    w.resize(1200, 800)
+    w.show()
+    w.start()
+    qtbot.waitUntil(lambda: {"s1", "node-a"} <= set(w.grids.by_host), timeout=30000)
+    assert "silent" not in w.grids.by_host                      # still within its timeout
+    seen = {h: w.rows[h].seen for h in ("s1", "node-a")}
+    qtbot.waitUntil(lambda: all(w.rows[h].seen > seen[h] for h in seen), timeout=60000)      # read again
+    assert all(w.rows[h].ok and w.rows[h].state is not None for h in seen)
+    qtbot.waitUntil(lambda: "silent" in w.rows, timeout=30000)
+    assert w.rows["silent"].error.startswith(f"silent: no answer within {TIMEOUT}")
+    w.close()
+    assert not w.stream_thread.isRunning()

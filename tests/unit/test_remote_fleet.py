@@ -101,3 +101,54 @@ def test_jitter_stands_out_past_twice_the_others():
     rows = [FleetRow(h, probe={"cpu": 1, "p99_ns": v, "max_ns": v * 2}) for h, v in
             (("a", 1000), ("b", 1100), ("c", 900), ("d", 5000))]
     assert set(odd_cells(rows)) == {(3, "Jitter")}
+
+
+def test_the_ssh_fleet_streams_rows_as_hosts_answer_round_after_round():
+    """app/sources/stream.py ssh_rounds: a slow host does not hold back the others' rows; the probe runs
+    in a host's first answered round only and its later rows keep the result; a host that stops
+    answering keeps its last state, stale, under when it was last seen; a stream stopped in the middle of
+    a round starts no more hosts."""
+    from app.sources.stream import FleetStream, ssh_rounds
+    probes: list[str] = []
+    gone: set[str] = set()
+
+    def connect(host, connect_timeout=None, handshake_timeout=None):
+        if host.host in gone:
+            raise HostRefused(f"{host}: the connection was refused on its ssh port")
+        if host.host == "slow":
+            time.sleep(1.0)
+        return FakeAgent(host)
+
+    def probe(client):
+        probes.append(client.host.host)
+        return {"cpu": 1, "p99_ns": 1000, "max_ns": 2000}
+
+    hosts = [parse_host(n) for n in ("slow", "a", "b")]
+    batches: list[list[str]] = []
+    stream = FleetStream(ssh_rounds(hosts, parallel=3, timeout=5.0, probe=probe, connect=connect), interval=0.1,
+                         on_rows=lambda rows: batches.append([r.host for r in rows]))
+    stream.run_round()
+    assert batches[-1] == ["slow"] and sorted(h for b in batches for h in b) == ["a", "b", "slow"]
+    assert all(len(b) == 1 for b in batches)                          # each row as its host answered
+    assert sorted(probes) == ["a", "b", "slow"]
+    first = {r.host: r for r in stream.rows()}
+    assert all(r.ok and r.seen > 0 and r.probe["p99_ns"] == 1000 for r in first.values())
+    gone.add("b")
+    stream.run_round()
+    assert sorted(probes) == ["a", "b", "slow"]                       # not measured again
+    now = {r.host: r for r in stream.rows()}
+    assert now["a"].probe == first["a"].probe and now["a"].seen >= first["a"].seen
+    assert now["b"].state is first["b"].state and now["b"].stale.startswith("no answer since ")
+    assert "refused" in now["b"].stale
+    # Stopped after the first row of a round of 20, one host at a time: the rest are never started.
+    started: list[str] = []
+
+    def counting(host, connect_timeout=None, handshake_timeout=None):
+        started.append(host.host)
+        return FakeAgent(host)
+
+    many = FleetStream(ssh_rounds([parse_host(f"m{i}") for i in range(20)], parallel=1, timeout=5.0,
+                                  connect=counting), interval=0.1)
+    many.on_rows = lambda rows: many.stop()
+    many.run_round()
+    assert len(many.rows()) == 1 and len(started) <= 2
