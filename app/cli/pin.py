@@ -110,10 +110,12 @@ def _target(args, root: SysRoot) -> PinTarget:
     return PinTarget("thread", args.tid)
 
 
-def _report(results: list[PinResult], nothing: str) -> int:
+def _report(results: list[PinResult], nothing: str, *, named: bool = False) -> int:
     """One line per target (its warnings with it). Exit 0 when nothing failed (a thread of the batch
-    that exited meanwhile is churn, not a failure), 1 when every target had exited (nothing named is
-    there to pin: a script must see it) or a write failed, 2 when the request named what is not there."""
+    that exited meanwhile is churn, not a failure; an undo or restore whose targets have all exited
+    has nothing left to give back), 1 when a write failed or, for the targets a pin `named`, every one
+    had exited (nothing named is there to pin: a script must see it), 2 when the request named what
+    is not there."""
     if not results:
         print(nothing)
         return 0
@@ -121,7 +123,7 @@ def _report(results: list[PinResult], nothing: str) -> int:
         print(printable(r.line()))
     if any(r.code == "invalid" for r in results):
         return 2
-    if all(r.code == "gone" for r in results):
+    if named and all(r.code == "gone" for r in results):
         return 1
     return 1 if any(r.failed for r in results) else 0
 
@@ -134,7 +136,7 @@ def run_pin(args) -> int:
     target = _target(args, service.root)
     from app.pinning.targets import PinRequest       # affinity_service() imported its package already
     return _report(service.apply(PinRequest((target,), cpus, origin="cli", java_name=args.java or "")),
-                   "nothing to pin")
+                   "nothing to pin", named=True)
 
 
 def run_undo(args) -> int:

@@ -247,6 +247,11 @@ def unrestored(entries: Iterable[JournalEntry]) -> list[JournalEntry]:
     back (an undo or restore), or a write finds it gone. Failed writes changed nothing and are ignored;
     a pending entry (crash between journal and read-back) counts as changed. A thread whose tid
     reappears with a new starttime is a different thread: its run restarts.
+
+    A give-back (an include) never starts a run: it only ends those an isolate started. What it writes
+    to a target no isolate moved is a task born while the CPUs were quiet, given the machine's own
+    cpuset or every CPU; its `before` (coremap's shield) is no original to go back to, and a restore
+    that wrote it would put the task back into a cpuset that no longer exists.
     """
     open_runs: dict[tuple, JournalEntry] = {}
     for e in entries:
@@ -260,7 +265,7 @@ def unrestored(entries: Iterable[JournalEntry]) -> list[JournalEntry]:
         if first is not None and e.starttime is not None and first.starttime != e.starttime:
             first = None
         if first is None:
-            if e.before is None:
+            if e.before is None or e.origin == "include":
                 continue
             open_runs[k] = first = e
         if e.state == "done" and e.requested == first.before:

@@ -28,6 +28,14 @@ class PinWriteError(Exception):
     """A write the helper refused or could not make (not a kernel errno): its text is the reason."""
 
 
+# What a missing file means, by kind (ENOENT): what went away.
+_ENOENT = {"irq": "its driver was unloaded; see `coremap irqs`",
+           "cgroup": "the cpuset it would move into no longer exists",
+           "cgroupthread": "the cpuset it would move into no longer exists",
+           "cpuset": "the cpuset no longer exists",
+           "sysctl": "this kernel does not have that setting"}
+
+
 def refusal(target: PinTarget, err: OSError | PinWriteError, cpus, *,
             explain_einval: Callable[[], tuple[str, str]] | None = None) -> tuple[str, str]:
     """(code, sentence) for a write of `cpus` to `target` that failed with `err`.
@@ -59,8 +67,7 @@ def refusal(target: PinTarget, err: OSError | PinWriteError, cpus, *,
         return "nospc", (f"{what}: CPUs {format_cpus(cpus)} have no free interrupt vector left; add CPUs to the "
                          "list or move other IRQs off them first")
     if e == errno.ENOENT:
-        gone = "its driver was unloaded; see `coremap irqs`" if kind == "irq" else "the device or queue was removed"
-        return "gone", f"{what} has gone ({gone})"
+        return "gone", f"{what} has gone ({_ENOENT.get(kind, 'the device or queue was removed')})"
     if e == errno.EXDEV:
         return "invalid", f"{what}: its file leads outside the tree (a link out of it); nothing was written"
     return "denied", f"{what}: {os.strerror(e or errno.EIO)}"

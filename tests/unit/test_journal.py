@@ -96,6 +96,26 @@ def test_unrestored_follows_changes_back_to_the_original(tmp_path):
     assert [e.id for e in unrestored(j.entries())] == [b] and a != b
 
 
+def test_a_give_back_ends_what_an_isolate_started_and_starts_nothing(tmp_path):
+    """An include gives back what its isolate moved, and gives a process born while quiet the machine's
+    own cpuset: that write is no change for a restore to undo (it would put the process back into a
+    shield that is gone)."""
+    j = Journal(tmp_path / "j.jsonl")
+
+    def write(kind, target, before, req, origin):
+        i = j.record(kind=kind, target_id=target, before=before, requested=req, starttime=1, origin=origin)
+        j.mark(i, "done", code="ok")
+
+    write("cgroup", 50, (0,), (1,), "isolate")         # / -> /coremap-system
+    write("cgroup", 50, (1,), (0,), "include")         # and back
+    write("cgroup", 60, (1,), (0,), "include")         # born inside the shield, given /
+    write("thread", 61, (0,), (0, 1), "include")       # born with the housekeeping mask, given every CPU
+    assert unrestored(j.entries()) == []
+    write("thread", 70, (0, 1), (1,), "isolate")       # an isolate still in effect
+    write("thread", 70, (1,), (0,), "include")         # a give-back that is not the original: still changed
+    assert [(e.target_id, e.origin) for e in unrestored(j.entries())] == [(70, "isolate")]
+
+
 def test_state_dir_precedence(tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "explicit"))
     assert state_dir() == tmp_path / "explicit" and (tmp_path / "explicit").is_dir()
