@@ -42,7 +42,7 @@ def placement_steps(root: SysRoot, target: PinTarget, cpus, expanded: list[PinTa
     if not writer.read(PinTarget("cpuset", PINNED)):
         steps.append(Step(PinTarget("cpuset", PINNED), tuple(sorted(online))))
     if target.kind == "thread" and layout.kind == "v1":
-        return steps + [Step(PinTarget("cgroupthread", target.id, pid), (PINNED,))]
+        return steps + [Step(PinTarget("cgroupthread", target.id, pid, target.label), (PINNED,))]
     steps.append(Step(PinTarget("cgroup", pid), (PINNED,)))
     if target.kind == "thread":
         pinned = {target.id}

@@ -21,6 +21,7 @@ from app.machine.cgroups import read_cpuset_layout
 from app.pinning.journal import Journal
 from app.pinning.service import AffinityService
 from app.sysroot import SysRoot
+from tests.jvms import COMM, HANDLER, MarketData, needs_jdk
 from tests.live import cpulist, live_test, restore_quiet
 
 CPUSET = Path("/sys/fs/cgroup/cpuset")
@@ -102,6 +103,14 @@ def test_the_shield_holds_and_the_give_back_gives_back(state, capsys):
         assert _allowed(user.pid) == {0}, "taskset -c 0 set while quiet must stay"
         assert _knobs() == knobs0
         assert "include CPU 1" in out
+        # Restore after the give-back has nothing of the quiet time left to undo: a process born while
+        # quiet is not put back into a shield that is gone, and a mask the user set stays.
+        assert main(["restore"]) == 0
+        out = capsys.readouterr().out
+        assert f"process {later.pid}" not in out and f"process {user.pid}" not in out, out
+        assert _allowed(later.pid) == {0, 1} and _cpuset(later.pid) == "/"
+        assert _allowed(user.pid) == {0} and _allowed(before.pid) == {0, 1}
+        assert not (CPUSET / "coremap-system").exists()
     finally:
         for p in (before, later, user):
             if p is not None:
@@ -121,6 +130,30 @@ def test_an_exited_target_is_gone_not_failed(state, capsys):
     out = capsys.readouterr().out
     assert f"process {p.pid} (python) cpuset has exited" in out
     assert not (CPUSET / "coremap-system").exists()
+
+
+@needs_v1
+@live_test
+@needs_jdk
+def test_a_java_thread_pinned_onto_a_quiet_cpu_is_named_by_its_full_name_in_every_step(state, capsys):
+    """The job users name first: the handler thread, dropped by its Java name onto the quiet CPU, is
+    moved out of the shield and pinned; both steps, and the journal a report is made from, name it
+    `market-data-feed-handler-0`, not the kernel's cut `market-data-fee`."""
+    jvm = MarketData()
+    try:
+        assert main(["isolate", "--cpus", "1"]) == 0
+        capsys.readouterr()
+        assert main(["pin", "--java", HANDLER, "--pid", str(jvm.pid), "--cpus", "1"]) == 0
+        out = capsys.readouterr().out
+        tid = jvm.tid(HANDLER)
+        assert f"thread {tid} ({HANDLER}) cpuset: /coremap-system -> /coremap-pinned" in out, out
+        assert f"thread {tid} ({HANDLER}): " in out and COMM + ")" not in out, out
+        assert _allowed(jvm.pid, tid) == {1} and _cpuset(jvm.pid, tid) == "/coremap-pinned"
+        labels = {e.kind: e.label for e in state.journal.entries() if e.target_id == tid}
+        assert labels == {"cgroupthread": HANDLER, "thread": HANDLER}
+        assert main(["include", "--cpus", "1"]) == 0
+    finally:
+        jvm.stop()
 
 
 # -- the layouts this VM does not have -----------------------------------------------------------------
