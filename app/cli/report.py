@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from app.cli.common import OptionError, add_command, ensure_headless_qt, journal_ledger, output_file, session_or_root
-from app.format import printable
+from app.format import plural, printable
 from app.inputs import MiB, read_input_text
 from app.parse.json_text import JsonInputError, load_json
 
@@ -96,9 +96,10 @@ def run(args) -> int:
         else:
             from app.atomic import write_atomic
             write_atomic(out, html.encode("utf-8"))
-    print(f"{out}: report on {printable(data.host)} ({data.cpu_count} CPUs; {data.rate_note}; "
-          f"{len(data.irqs)} IRQs, {len(data.pins)} pins, {len(data.probes)} probe runs"
-          + (f", {len(data.verifications)} before / after verifications" if data.verifications else "") + ")")
+    print(f"{out}: report on {printable(data.host)} ({plural(data.cpu_count, 'CPU')}; {data.rate_note}; "
+          f"{plural(len(data.irqs), 'IRQ')}, {plural(len(data.pins), 'pin')}, {plural(len(data.probes), 'probe run')}"
+          + (f", {plural(len(data.verifications), 'before / after verification')}" if data.verifications else "")
+          + ")")
     return 0
 
 

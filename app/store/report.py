@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import app
 from app.format import (cpus_word, format_change, format_count, format_cpus, format_ns, format_rate,
-                        format_ratio, format_share, plural, target_name)
+                        format_ratio, format_share, format_value, plural, target_name)
 from app.errors import CoremapError, SysRootReadError
 from app.store.report_probes import attribution_html, probes_html
 from app.store.report_probes import escape as _e
@@ -65,6 +65,7 @@ class PinLine:
     result: str                    # journal state + code: "done", "failed: denied ..."
     time: float | None
     change: str = ""               # said instead of before -> after: what a batch (Make quiet) did
+    kind: str = "thread"           # what the values mean (app/pinning/kinds.py): CPUs, a cpuset, a number
 
 
 @dataclass
@@ -294,7 +295,8 @@ def _pin_lines(journal: list[dict]) -> list[PinLine]:
         target = target_name(str(kind), tid, str(label), e.get("netdev") if isinstance(e.get("netdev"), str) else None)
         t = e.get("time")
         out.append(PinLine(target, _tuple(e.get("before")), _tuple(e.get("requested")) or (),
-                           _tuple(e.get("after")), _result(e), float(t) if isinstance(t, (int, float)) else None))
+                           _tuple(e.get("after")), _result(e), float(t) if isinstance(t, (int, float)) else None,
+                           kind=str(kind)))
     return out
 
 
@@ -487,7 +489,8 @@ def _irqs_html(w, r: ReportData) -> None:
     unit = "count since boot" if r.totals else "rate"
     w("<h2>Busiest IRQs</h2>")
     if not r.irqs:
-        w('<p class="muted">No device interrupts in this capture.</p>')
+        w('<p class="muted">No device interrupts in this capture.</p>' if r.totals else
+          f'<p class="muted">No device interrupt fired while the rates were measured ({_e(r.rate_note)}).</p>')
         return
     w(f"<table><tr><th>IRQ</th><th>Device / queue</th><th>{_e(unit.capitalize())}</th>"
       "<th>Top CPUs (share)</th><th>Requested → effective</th></tr>")
@@ -506,9 +509,10 @@ def _pins_html(w, r: ReportData) -> None:
         return
     w("<table><tr><th>Target</th><th>Before → after</th><th>Requested</th><th>Result</th><th>When</th></tr>")
     for p in r.pins:
-        change = f"<td>{_e(p.change)}</td>" if p.change else f'<td class="mono">{_e(format_change(p.before, p.after))}</td>'
+        change = f"<td>{_e(p.change)}</td>" if p.change else \
+            f'<td class="mono">{_e(format_change(p.before, p.after, p.kind))}</td>'
         w(f'<tr><td>{_e(p.target)}</td>{change}'
-          f'<td class="mono">{_e(format_cpus(p.requested))}</td><td>{_e(p.result)}</td>'
+          f'<td class="mono">{_e(format_value(p.kind, p.requested))}</td><td>{_e(p.result)}</td>'
           f"<td>{_e(_fmt_time(p.time))}</td></tr>")
     w("</table>")
 

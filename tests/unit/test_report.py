@@ -185,6 +185,21 @@ def test_an_exited_target_is_gone_not_failed():
     assert "failed" not in build_report_html(r).split("Pins made")[1]
 
 
+def test_every_kind_of_pin_reads_as_its_value_means():
+    """A cpuset move, a sysctl and a cpuset's CPUs are not CPU lists (app/pinning/kinds.py): the report
+    words them as `coremap journal` does (a thread's cpuset move read "1 -> 2")."""
+    def row(kind, target, before, requested, label=""):
+        return {"kind": kind, "target_id": target, "label": label, "before": before, "requested": requested,
+                "after": requested, "state": "done", "code": "ok", "time": 1.7e9, "origin": "cli"}
+    r = report_from_root(SysRoot(extract("sno")), live_wait=0, journal=[
+        row("cgroupthread", 4243, [1], [2], "market-data-feed-handler-0"), row("sysctl", 1, [1], [0]),
+        row("cpuset", 2, [], [0, 1])])
+    cells = [re.sub(r"<[^>]+>", "|", m) for m in re.findall(r"<tr><td>.*?</tr>", build_report_html(r).split("Pins made")[1])]
+    assert "thread 4243 (market-data-feed-handler-0) cpuset||/coremap-system -&gt; /coremap-pinned||/coremap-pinned|" \
+        in cells[0], cells[0]
+    assert "|1 -&gt; 0||0|" in cells[1] and "|absent -&gt; 0-1||0-1|" in cells[2], cells
+
+
 def test_the_source_and_irqbalance_the_window_saw_win_over_the_snapshot():
     root = SysRoot(extract("sno"))
     plain = report_from_root(root, live_wait=0)
