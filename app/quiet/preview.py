@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from app.format import cpus_word, format_change
+from app.format import cpus_word, format_change, plural
 from app.pinning.targets import PinResult, PinTarget
 
 GROUPS = (("cpuset", "cpusets"), ("process", "processes into the shield"), ("irqbalance", "irqbalance"),
@@ -20,10 +20,12 @@ GROUPS = (("cpuset", "cpusets"), ("process", "processes into the shield"), ("irq
 # Refusals that are the kernel's design, not a failure of an isolate (listed, not an error); "gone":
 # the target exited between the preview and the write.
 UNMOVABLE_CODES = ("kthread", "managed", "cpuset", "gone", "trimmed", "cancelled")
-# Why a target stays: code -> what a count of them is called in a sentence.
-STAY_WORDS = {"kthread": "per-CPU kernel threads", "managed": "managed IRQs", "cpuset": "limited by their cpuset",
-              "pinned": "pinned there by you", "name": "odd device names", "unreadable": "unreadable",
-              "changed": "changed since by someone else"}
+# Why a target stays: code -> what one of them, and several, are called in a sentence (format.plural).
+STAY_WORDS = {"kthread": ("per-CPU kernel thread", "per-CPU kernel threads"),
+              "managed": ("managed IRQ", "managed IRQs"),
+              "cpuset": ("limited by its cpuset", "limited by their cpuset"),
+              "pinned": ("pinned there by you",) * 2, "name": ("odd device name", "odd device names"),
+              "unreadable": ("unreadable",) * 2, "changed": ("changed since by someone else",) * 2}
 METHODS = {
     "v1": "cpuset shield (cgroup v1): every process moves into /coremap-system, which allows only the "
           "housekeeping CPUs; processes started later begin there",
@@ -112,7 +114,7 @@ def outcome_sentence(preview: QuietPreview, results: list[PinResult]) -> str:
         s += f"; cancelled, {cancelled} not written (Edit → Undo reverts what was)"
     if why:
         n = sum(why.values())
-        s += f"; {n} could not: " + ", ".join(f"{c} {STAY_WORDS.get(k, k)}" for k, c in why.most_common())
+        s += f"; {n} could not: " + ", ".join(plural(c, *STAY_WORDS.get(k, (k, k))) for k, c in why.most_common())
     elif not results and not preview.moves:
         s = f"{what}: nothing to give back" if preview.action == "include" else f"{what}: nothing to move"
     return s

@@ -89,7 +89,7 @@ class QuietPreviewDialog(QDialog):
         if p.stays:
             top = QTreeWidgetItem([f"Cannot move {len(p.stays)}", "", ""])
             for s in p.stays:
-                where = format_cpus(s.cpus) if s.cpus is not None else STAY_WORDS.get(s.code, s.code)
+                where = format_cpus(s.cpus) if s.cpus is not None else STAY_WORDS.get(s.code, (s.code,))[0]
                 item = QTreeWidgetItem([s.what or s.target.describe(), where, s.reason])
                 item.setToolTip(2, s.reason)
                 for c in range(len(self.COLUMNS)):
