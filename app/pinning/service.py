@@ -184,9 +184,12 @@ class AffinityService:
     def pending_restore(self) -> list[JournalEntry]:
         """Changes a previous run left behind (crash, kill -9, quit without restoring): for each target,
         the entry whose `before` restore_all() would write back. Threads that exited since (or whose
-        tid now belongs to another thread) are left out: there is nothing to restore."""
+        tid now belongs to another thread) are left out: there is nothing to restore. So is what a Make
+        quiet moved: quiet CPUs are meant to stay quiet, the grid badges them and Give back (or a cut-short
+        bar, app/pinning/ledger.py CutShort) gives them back."""
         return [e for e in self.ledger().unrestored
-                if e.session != self.journal.session_id and (e.kind != "thread" or self._same_thread(e))]
+                if e.session != self.journal.session_id and e.origin != "isolate"
+                and (e.kind != "thread" or self._same_thread(e))]
 
     def preflight(self, request: PinRequest) -> list[str]:
         """Why targets cannot take these CPUs, before anything is written ([] = no objection known)."""

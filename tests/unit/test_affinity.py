@@ -408,3 +408,26 @@ def test_pending_restore_skips_a_thread_that_exited(tmp_path):
         [r] = svc.restore_all()
         assert r.code == "gone"
         assert svc.ledger().unrestored == ()
+
+
+
+def test_pending_restore_leaves_quiet_cpus_to_give_back(tmp_path):
+    """What a Make quiet moved is no leftover to offer at start: quiet CPUs are meant to stay quiet (the
+    grid badges them, Give back gives them back); a pin an earlier session made is."""
+    jpath = tmp_path / "journal.jsonl"
+    quieted, pinned = subprocess.Popen(["sleep", "60"]), subprocess.Popen(["sleep", "60"])
+    try:
+        with Journal(jpath) as j:
+            for p, origin in ((quieted, "isolate"), (pinned, "cli")):
+                t = read_task(SysRoot("/"), p.pid, p.pid, detail="fast")
+                i = j.record(kind="thread", target_id=p.pid, pid=p.pid, before=CPUS, requested=(CPUS[0],),
+                             starttime=t.starttime, origin=origin)
+                j.mark(i, "done", after=(CPUS[0],), code="ok")
+        with Journal(jpath) as j:
+            svc = AffinityService(SysRoot("/"), j)
+            assert {e.target_id for e in svc.ledger().unrestored} == {quieted.pid, pinned.pid}
+            assert [e.target_id for e in svc.pending_restore()] == [pinned.pid]
+    finally:
+        for p in (quieted, pinned):
+            p.kill()
+            p.wait()

@@ -3,13 +3,14 @@ to restore what an earlier session left pinned. (The journal of every pin, the "
 widgets/pinning/journal_view.py.)"""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
 
-from app.format import format_cpus, target_name
+from app.format import format_value, plural, target_name
 from app.pinning.journal import JournalEntry
 from app.pinning.targets import PinResult, summarize
 from widgets.pinning.journal_view import FAIL_COLOR, OK_COLOR, WARN_COLOR
+from widgets.theme import apply_notice_style
 
 
 class PinResultLine(QWidget):
@@ -94,7 +95,7 @@ class RestoreBar(QFrame):
         super().__init__(parent)
         self.setObjectName("restore-bar")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setStyleSheet("QFrame#restore-bar { background: #fff4d6; border: 1px solid #e0b040; }")
+        apply_notice_style(self, "restore-bar")       # the palette's window tinted amber (widgets/theme.py)
         self.label = QLabel(self)
         self.label.setTextFormat(Qt.TextFormat.PlainText)
         self.label.setWordWrap(True)
@@ -111,10 +112,15 @@ class RestoreBar(QFrame):
 
     def offer(self, entries: list[JournalEntry]) -> None:
         n = len(entries)
-        shown = [f"{target_name(e.kind, e.target_id, e.label, e.netdev)} was {format_cpus(e.before) if e.before is not None else '?'}"
+        shown = [f"{target_name(e.kind, e.target_id, e.label, e.netdev)} was {format_value(e.kind, e.before)}"
                  for e in entries[:4]]
         more = f", and {n - 4} more" if n > 4 else ""
-        self.label.setText(f"{n} pin{'s' if n > 1 else ''} from an earlier coremap session "
+        self.label.setText(f"{plural(n, 'pin')} from an earlier coremap session "
                            f"{'are' if n > 1 else 'is'} still in place ({'; '.join(shown)}{more}). "
-                           "Restore puts back the affinity each had before.")
+                           "Restore puts back what each had before.")
         self.show()
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            apply_notice_style(self, "restore-bar")
