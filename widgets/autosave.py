@@ -13,14 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from PySide6.QtCore import QEvent, QObject, QTimer, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.errors import CoremapError
 from app.format import plural
 from app.store.autosave import AutosaveSlot, claim_crashed
 from app.store.session import Session
-from widgets.theme import apply_notice_style
+from widgets.notice_bar import NoticeBar
 
 AUTOSAVE_SECONDS = 120.0
 
@@ -155,37 +154,21 @@ class Autosaver(QObject):
             self._status(f"could not remove this window's autosave: {e}")
 
 
-class CrashRecoveryBar(QFrame):
-    """A non-modal bar at the top: a coremap window did not close cleanly; reopen its autosave?"""
+class CrashRecoveryBar(NoticeBar):
+    """A notice at the top: a coremap window did not close cleanly; reopen its autosave?"""
     open_requested = Signal(str)
 
     def __init__(self, path: Path, more: int = 0, parent=None):
-        super().__init__(parent)
+        super().__init__("crash-recovery-bar", parent, hidden=False)
         self.path = path
-        self.setObjectName("crash-recovery-bar")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        apply_notice_style(self, "crash-recovery-bar")
-        lay = QHBoxLayout(self)
-        lay.setContentsMargins(8, 2, 8, 2)
         also = f" ({plural(more, 'other')} beside it)" if more else ""
-        self.label = QLabel(f"a coremap window did not close cleanly; its autosaved session is {path}{also}", self)
-        self.label.setWordWrap(True)
-        lay.addWidget(self.label, 1)
-        self.open_button = QPushButton("Reopen it", self)
-        self.dismiss_button = QPushButton("Dismiss", self)
-        lay.addWidget(self.open_button)
-        lay.addWidget(self.dismiss_button)
-        self.open_button.clicked.connect(self._on_open_clicked)
-        self.dismiss_button.clicked.connect(self.hide)
+        self.label.setText(f"a coremap window did not close cleanly; its autosaved session is {path}{also}")
+        self.open_button = self.add_button("Reopen it", self._on_open_clicked)
+        self.dismiss_button = self.add_button("Dismiss", self.hide)
 
     def _on_open_clicked(self) -> None:
         self.hide()
         self.open_requested.emit(str(self.path))
-
-    def changeEvent(self, event) -> None:
-        super().changeEvent(event)
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
-            apply_notice_style(self, "crash-recovery-bar")
 
 
 def crash_recovery_bar() -> CrashRecoveryBar | None:

@@ -102,6 +102,24 @@ def apply_notice_style(widget: QWidget, name: str) -> None:
         widget.setStyleSheet(sheet)
 
 
+# Words that say how something went (a pin's result line, the journal's failed rows, a fleet host that
+# did not answer), each (on a light window, on a dark one): the dark theme's are lighter, so the word
+# stays readable where the light theme's dark green or red would vanish.
+STATUS = {"ok": ("#1b5e20", "#81c784"), "fail": ("#b00020", "#ff6b6b"), "warn": ("#a04a00", "#ffb74d"),
+          "stale": ("#8a6d00", "#e0c060")}
+
+
+def status_color(kind: str, widget: QWidget | None = None) -> QColor:
+    """The colour of a word that says `kind` ("ok", "fail", "warn", "stale") on `widget`'s palette."""
+    light, dark = STATUS[kind]
+    return QColor(dark if is_dark(widget) else light)
+
+
+def status_style(kind: str, widget: QWidget | None = None, extra: str = "") -> str:
+    """A label's style sheet in status_color(kind)."""
+    return f"color: {status_color(kind, widget).name()};{(' ' + extra) if extra else ''}"
+
+
 def alert_color(widget: QWidget | None = None) -> QColor:
     """Red for a word that warns ("STALE"), light enough to read on a dark window."""
-    return QColor(255, 107, 107) if is_dark(widget) else QColor(176, 0, 32)
+    return status_color("fail", widget)

@@ -9,10 +9,10 @@ from PySide6.QtGui import QBrush, QColor
 
 from app.format import printable
 from app.remote.fleet import FleetRow, jitter_text, odd_cells
+from widgets.theme import status_color
 
 ODD_COLOR = QColor(255, 214, 102)
-FAILED_COLOR = QColor(176, 0, 32)
-STALE_COLOR = QColor(138, 109, 0)
+ODD_TEXT = QColor(29, 36, 48)
 
 
 class FleetTableModel(QAbstractTableModel):
@@ -70,10 +70,12 @@ class FleetTableModel(QAbstractTableModel):
             return printable(self.text(row, column)) + (f"\n\nstands out: {why}" if why else "")
         if role == Qt.ItemDataRole.BackgroundRole and (row, column) in self.odd:
             return QBrush(ODD_COLOR)
+        if role == Qt.ItemDataRole.ForegroundRole and (row, column) in self.odd:
+            return QBrush(ODD_TEXT)             # on the amber, whatever the palette's text colour
         if role == Qt.ItemDataRole.ForegroundRole and column == "Status" and not self.rows[row].ok:
-            return QBrush(FAILED_COLOR)
+            return QBrush(status_color("fail"))
         if role == Qt.ItemDataRole.ForegroundRole and column == "Status" and self.rows[row].stale:
-            return QBrush(STALE_COLOR)
+            return QBrush(status_color("stale"))
         return None
 
     def headerData(self, section: int, orientation, role: int = Qt.ItemDataRole.DisplayRole):

@@ -11,7 +11,7 @@ from app.errors import CpuListError
 from app.format import offline_sentence, unknown_cpus_sentence
 from app.machine.topology import Topology
 from app.parse.cpulist import parse_cpulist
-from widgets.pinning.feedback import FAIL_COLOR
+from widgets.theme import status_style
 from widgets.pinning.mime import PinPayload
 
 
@@ -97,7 +97,7 @@ class PinDialog(QDialog):
         ok = self.check.ok
         self.ok_button.setEnabled(ok)
         self.reason_label.setText(self.check.message)
-        self.reason_label.setStyleSheet(f"color: {'palette(window-text)' if ok else FAIL_COLOR};")
+        self.reason_label.setStyleSheet("" if ok else status_style("fail", self))
 
     def _on_buttons_accepted(self) -> None:
         if self.check.ok:              # Enter in the line edit also lands here

@@ -3,14 +3,14 @@ to restore what an earlier session left pinned. (The journal of every pin, the "
 widgets/pinning/journal_view.py.)"""
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
 
 from app.format import format_value, plural, target_name
 from app.pinning.journal import JournalEntry
 from app.pinning.targets import PinResult, summarize
-from widgets.pinning.journal_view import FAIL_COLOR, OK_COLOR, WARN_COLOR
-from widgets.theme import apply_notice_style
+from widgets.notice_bar import NoticeBar
+from widgets.theme import status_style
 
 
 class PinResultLine(QWidget):
@@ -32,7 +32,7 @@ class PinResultLine(QWidget):
             # widen the window (the tooltip has all of it).
             label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
             label.setMinimumWidth(40)
-        self.warning_label.setStyleSheet(f"color: {WARN_COLOR};")
+        self.warning_label.setStyleSheet(status_style("warn", self))
         self.warning_label.hide()
         self.retry_button = QPushButton("Retry with privileges", self)
         self.retry_button.setToolTip("Ask for administrator rights (pkexec) and write the denied pins "
@@ -70,7 +70,7 @@ class PinResultLine(QWidget):
     def show_message(self, text: str, ok: bool = True) -> None:
         self.label.setText(text)
         self.label.setToolTip(text)
-        self.label.setStyleSheet(f"color: {OK_COLOR if ok else FAIL_COLOR};")
+        self.label.setStyleSheet(status_style("ok" if ok else "fail", self))
         self.warning_label.hide()
         self.retry_button.hide()
         self.cancel_button.hide()
@@ -86,29 +86,15 @@ class PinResultLine(QWidget):
         self.cancel_button.show()
 
 
-class RestoreBar(QFrame):
-    """A non-modal bar at the top of the window: pins a previous run left in place, Restore / Dismiss."""
+class RestoreBar(NoticeBar):
+    """A notice at the top of the window: pins a previous run left in place, Restore / Dismiss."""
 
     restore_clicked = Signal()
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setObjectName("restore-bar")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        apply_notice_style(self, "restore-bar")       # the palette's window tinted amber (widgets/theme.py)
-        self.label = QLabel(self)
-        self.label.setTextFormat(Qt.TextFormat.PlainText)
-        self.label.setWordWrap(True)
-        self.restore_button = QPushButton("Restore", self)
-        self.dismiss_button = QPushButton("Dismiss", self)
-        lay = QHBoxLayout(self)
-        lay.setContentsMargins(8, 4, 8, 4)
-        lay.addWidget(self.label, 1)
-        lay.addWidget(self.restore_button)
-        lay.addWidget(self.dismiss_button)
-        self.restore_button.clicked.connect(self.restore_clicked)
-        self.dismiss_button.clicked.connect(self.hide)
-        self.hide()
+        super().__init__("restore-bar", parent)
+        self.restore_button = self.add_button("Restore", self.restore_clicked.emit)
+        self.dismiss_button = self.add_button("Dismiss", self.hide)
 
     def offer(self, entries: list[JournalEntry]) -> None:
         n = len(entries)
@@ -119,8 +105,3 @@ class RestoreBar(QFrame):
                            f"{'are' if n > 1 else 'is'} still in place ({'; '.join(shown)}{more}). "
                            "Restore puts back what each had before.")
         self.show()
-
-    def changeEvent(self, event) -> None:
-        super().changeEvent(event)
-        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
-            apply_notice_style(self, "restore-bar")

@@ -13,33 +13,32 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPoint, Qt, Signal
-from PySide6.QtGui import QAction, QColor
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QMenu, QToolButton, QTreeView, QVBoxLayout, QWidget
 
 from app.format import format_change, target_name
 from app.pinning.journal import GuardEvent, JournalEntry
 from app.quiet.guard import event_line
+from widgets.theme import status_color
 
-OK_COLOR = "#1b5e20"
-FAIL_COLOR = "#b71c1c"
-WARN_COLOR = "#a04a00"
 COLUMNS = ("Time", "Action", "Target", "CPUs", "Result", "#", "Guard")
 _DONE = {"reapplied": "re-applied", "reported": "reported", "limited": "re-apply limited", "failed": "re-apply failed"}
 
 
 def _row(e: JournalEntry | GuardEvent) -> tuple[tuple[str, ...], str, str | None]:
-    """(the six texts before the Guard column, the tooltip, the foreground colour or None) of one row."""
+    """(the six texts before the Guard column, the tooltip, the status its colour says (widgets/theme.py
+    status_color) or None) of one row."""
     when = time.strftime("%H:%M:%S", time.localtime(e.time))
     what = target_name(e.kind, e.target_id, e.label, e.netdev)
     if isinstance(e, GuardEvent):
         texts = (when, "changed", what, format_change(e.expected, e.found, e.kind), f"by {e.who}; {_DONE[e.action]}", "")
-        return texts, event_line(e), WARN_COLOR if e.action != "reapplied" else OK_COLOR
+        return texts, event_line(e), "warn" if e.action != "reapplied" else "ok"
     if e.code in ("gone", "cancelled"):
         # An exited target is nothing to change, a cancelled one was never written: neither failed.
         result, colour = e.code, None
     else:
         result = e.state + (f" {e.code}" if e.code and e.code != "ok" else "")
-        colour = FAIL_COLOR if e.state == "failed" else None
+        colour = "fail" if e.state == "failed" else None
     texts = (when, e.origin.split(":", 1)[0], what, format_change(e.before, e.requested, e.kind),
              result + (f": {e.message}" if e.message and e.state == "failed" else ""), str(e.id))
     return texts, e.message, colour
@@ -77,8 +76,8 @@ class JournalModel(QAbstractTableModel):
             return texts[col] if col < len(texts) else self.guard_text(batch)
         if role == Qt.ItemDataRole.ToolTipRole:
             return tip or None
-        if role == Qt.ItemDataRole.ForegroundRole and colour is not None and (col == 4 or colour != FAIL_COLOR):
-            return QColor(colour)
+        if role == Qt.ItemDataRole.ForegroundRole and colour is not None and (col == 4 or colour != "fail"):
+            return status_color(colour)
         if role == Qt.ItemDataRole.UserRole:
             return batch
         return None

@@ -21,6 +21,7 @@ from app.parse.cpulist import format_cpulist, parse_cpulist
 from probes.catalog import RECORDS, SECONDS_MEAN
 from probes.spec import PROBE_NAMES, ProbeSpec, ProbeSpecError, applies, record
 from widgets.probe.fields import editor, row
+from widgets.theme import status_style
 
 
 class CpuListValidator(QValidator):
@@ -207,4 +208,4 @@ class ProbeForm(QWidget):
 
     def _on_cpu_edit_text_changed(self, text: str) -> None:
         ok = not text.strip() or self.cpu_edit.hasAcceptableInput()
-        self.cpu_edit.setStyleSheet("" if ok else "color: #b00020;")
+        self.cpu_edit.setStyleSheet("" if ok else status_style("fail", self))

@@ -31,6 +31,7 @@ from app.sampling.machine_state import MachineState
 from widgets.probe.controller import ProbeController
 from widgets.probe.drop import CpuDrop
 from widgets.probe.form import ProbeForm
+from widgets.theme import status_style
 from widgets.probe.live import LiveRuns
 from widgets.probe.result_files import ResultFiles
 from widgets.probe.run_table import RunTable
@@ -233,7 +234,7 @@ class ProbePanel(QWidget):
 
     # -- status ----------------------------------------------------------------------------------
     def _status(self, text: str, error: bool = False) -> None:
-        self.status_label.setStyleSheet("color: #b00020;" if error else "")
+        self.status_label.setStyleSheet(status_style("fail", self) if error else "")
         self.status_label.setText(("error: " if error else "") + text)
         self.status_changed.emit(self.status_label.text())
 

@@ -3,39 +3,25 @@ crash, a kill -9: app/pinning/ledger.py CutShort), saying how far it got and off
 finish it or to roll it back."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QWidget
 
 from app.pinning.ledger import CutShort
+from widgets.notice_bar import NoticeBar
 
 
-class CutShortBar(QFrame):
+class CutShortBar(NoticeBar):
     """`offer(cut)` shows it; `finish_clicked(cut)` and `roll_back_clicked(cut)` ask the owner."""
 
     finish_clicked = Signal(object)
     roll_back_clicked = Signal(object)
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setObjectName("cut-short-bar")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setStyleSheet("QFrame#cut-short-bar { background: #fde8e4; border: 1px solid #d0705a; }")
+        super().__init__("cut-short-bar", parent)
         self.cut: CutShort | None = None
-        self.label = QLabel(self)
-        self.label.setTextFormat(Qt.TextFormat.PlainText)
-        self.label.setWordWrap(True)
-        self.finish_button = QPushButton("Finish", self)
-        self.roll_back_button = QPushButton("Roll back", self)
-        self.dismiss_button = QPushButton("Dismiss", self)
-        lay = QHBoxLayout(self)
-        lay.setContentsMargins(8, 4, 8, 4)
-        lay.addWidget(self.label, 1)
-        for b in (self.finish_button, self.roll_back_button, self.dismiss_button):
-            lay.addWidget(b)
-        self.finish_button.clicked.connect(lambda: self.finish_clicked.emit(self.cut))
-        self.roll_back_button.clicked.connect(lambda: self.roll_back_clicked.emit(self.cut))
-        self.dismiss_button.clicked.connect(self.hide)
-        self.hide()
+        self.finish_button = self.add_button("Finish", lambda: self.finish_clicked.emit(self.cut))
+        self.roll_back_button = self.add_button("Roll back", lambda: self.roll_back_clicked.emit(self.cut))
+        self.dismiss_button = self.add_button("Dismiss", self.hide)
 
     def offer(self, cut: CutShort | None) -> None:
         self.cut = cut

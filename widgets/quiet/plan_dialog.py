@@ -29,8 +29,7 @@ from app.quiet.boot_plan_text import (common_lines, intro_sentences, machine_sen
                                      write_plan_folder)
 from app.store.folders import reports_dir
 from app.sysroot import SysRoot
-from widgets.pinning.feedback import FAIL_COLOR, OK_COLOR
-from widgets.pinning.journal_view import WARN_COLOR
+from widgets.theme import status_style
 
 
 def _mono(parent: QWidget, text: str) -> QPlainTextEdit:
@@ -75,7 +74,7 @@ class PlanDialog(QDialog):
         self.machine = [_label(self, line) for line in machine_sentences(plan)]
         self.kernel_line = next(label for label in self.machine if label.text() == kernel_config_line(plan.facts))
         if plan.facts.kernel.no_hz_full is False:
-            self.kernel_line.setStyleSheet(f"color: {WARN_COLOR}; font-weight: bold;")
+            self.kernel_line.setStyleSheet(status_style("warn", self, "font-weight: bold;"))
         self.tabs = QTabWidget(self)
         self.route_keys: list[str] = []
         self.text: QPlainTextEdit | None = None
@@ -131,7 +130,7 @@ class PlanDialog(QDialog):
 
     def _say(self, text: str, ok: bool) -> None:
         self.status.setText(text)
-        self.status.setStyleSheet(f"color: {OK_COLOR if ok else FAIL_COLOR};")
+        self.status.setStyleSheet(status_style("ok" if ok else "fail", self))
 
     def _on_save_button_clicked(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Save the plan into", str(reports_dir()))
@@ -199,8 +198,8 @@ class IrqbalanceFixDialog(QDialog):
             where = self._write(self.cpus)
         except (CoremapError, OSError) as e:
             self.status.setText(f"not written: {e}")
-            self.status.setStyleSheet(f"color: {FAIL_COLOR};")
+            self.status.setStyleSheet(status_style("fail", self))
             return
         self.status.setText(f"written to {where or self.path}; restart irqbalance for it to take effect")
-        self.status.setStyleSheet(f"color: {OK_COLOR};")
+        self.status.setStyleSheet(status_style("ok", self))
         self.write_button.setEnabled(False)

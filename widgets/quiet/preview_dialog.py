@@ -5,13 +5,13 @@ Cancel writes nothing."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QGuiApplication
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QLabel, QLayout, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
 from app.format import cpus_word, format_change, format_cpus
 from app.quiet.isolate import GROUPS, METHODS, STAY_WORDS, QuietPreview
-from widgets.pinning.feedback import WARN_COLOR
+from widgets.theme import status_color
 
 
 class QuietPreviewDialog(QDialog):
@@ -93,7 +93,7 @@ class QuietPreviewDialog(QDialog):
                 item = QTreeWidgetItem([s.what or s.target.describe(), where, s.reason])
                 item.setToolTip(2, s.reason)
                 for c in range(len(self.COLUMNS)):
-                    item.setForeground(c, QColor(WARN_COLOR))
+                    item.setForeground(c, status_color("warn", self))
                 top.addChild(item)
             self.tree.addTopLevelItem(top)
         for i in range(self.tree.topLevelItemCount()):

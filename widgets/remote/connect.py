@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QLabel, QLa
 from app.errors import CoremapError
 from app.remote.hosts import HostError, HostSpec, parse_host, recent_hosts, remember_host
 from app.remote.sampler import RemoteSampler
-from widgets.pinning.feedback import FAIL_COLOR
+from widgets.theme import status_style
 
 THIS_MACHINE = "this machine"
 # One thread, kept for the process's life, starts every ssh of File → Connect… (see the docstring).
@@ -69,7 +69,7 @@ class ConnectDialog(QDialog):
             host = self.choice()
         except HostError as e:
             self.message.setText(str(e))
-            self.message.setStyleSheet(f"color: {FAIL_COLOR};")
+            self.message.setStyleSheet(status_style("fail", self))
             self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(False)
             return
         self.message.setStyleSheet("")
