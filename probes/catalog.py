@@ -83,6 +83,11 @@ class Preset:
     help: str
     values: tuple[tuple[str, Any], ...]
 
+    @property
+    def key(self) -> str:
+        """Its word on the command line: `coremap probe wakeup --like cyclictest`."""
+        return self.name.removeprefix("like ").replace(" ", "-")
+
 
 @dataclass(frozen=True)
 class View:

@@ -92,6 +92,10 @@ def _add_options(p: argparse.ArgumentParser, r: ProbeRecord) -> None:
     for f in r.fields:
         if f.kind != "command":       # the words after "--"
             _add_field(p, f)
+    if r.presets:
+        p.add_argument("--like", choices=[x.key for x in r.presets], default=None,
+                       help="; ".join(f"{x.key}: {x.help}" for x in r.presets)
+                       + " (the form's button of that name; an option given beside it wins)")
     add_json_arguments(p, "print one JSON document (several CPUs: their results under \"results\")")
     if r.histogram:
         p.add_argument("--hlog", metavar="FILE", help="write the intervals as an HdrHistogram log")
@@ -130,6 +134,17 @@ def _default(f) -> str:
     return f" (default {f.default:g})" if isinstance(f.default, float) else f" (default {f.default})"
 
 
+def apply_like(args, rec: ProbeRecord) -> None:
+    """--like NAME: the preset's values for every option the command line left unset."""
+    like = getattr(args, "like", None)
+    if not like:
+        return
+    preset = next(x for x in rec.presets if x.key == like)
+    for option, value in preset.values:
+        if getattr(args, option, None) in (None, False):
+            setattr(args, option, value)
+
+
 def run(args) -> int:
     # imported here: the runner, the result files (hdrh) and the text layout are needed only when a
     # probe runs, not by every other `coremap` command that imports this module to register itself
@@ -158,6 +173,7 @@ def run(args) -> int:
             raise CoremapError(f"-c/--cpus {args.cpus!r} names no CPU; write CPUs like 2-5,8")
         if start is None:
             cpus = check_cpus(args.cpus, also=quiet)
+    apply_like(args, rec)
     # Only the probe's own: the namespace also holds the top-level options (`coremap --size WxH`).
     options = {o: getattr(args, o) for o in APPLIES
                if o not in ("unbound", "seconds", "command") and rec.takes_option(o) and hasattr(args, o)}

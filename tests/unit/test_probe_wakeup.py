@@ -95,3 +95,24 @@ def test_an_older_runs_flag_reads_as_a_hold():
     iv = {"type": "interval", "elapsed_ns": 1, "chunk_ns": 1_000_000, "sampled_ns": 1_000_000, "iterations": 1,
           "buckets": [[60_000, 61_000, 1]], "min_ns": 60_500, "max_ns": 60_500, "sum_ns": 60_500, "top_gaps": []}
     assert summarize([hello, iv])["dma_latency"]["held"] is True
+
+
+def test_like_cyclictest_from_the_command_line():
+    """`coremap probe wakeup --like cyclictest` sets what the form's button sets; an option given beside
+    it wins; a probe without presets has no --like."""
+    from app.cli.main import build_parser
+    from app.cli.probe import apply_like
+    from probes.catalog import RECORDS
+
+    def parsed(*words):
+        args = build_parser().parse_args(["probe", "wakeup", "-c", "0", *words])
+        apply_like(args, RECORDS["wakeup"])
+        return args
+
+    args = parsed("--like", "cyclictest")
+    assert (args.policy, args.priority, args.interval_us, args.no_dma_latency) == ("fifo", 80, 1000, False)
+    args = parsed("--like", "cyclictest", "--priority", "50", "--interval-us", "200")
+    assert (args.policy, args.priority, args.interval_us) == ("fifo", 50, 200)
+    assert parsed().policy is None
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["probe", "jitter", "-c", "0", "--like", "cyclictest"])
