@@ -10,7 +10,9 @@ import pytest
 
 from tests.remote.conftest import coremap
 
-TIMEOUT = 4
+# Long enough for a real host on a machine busy with a second suite (4 s failed there), short enough
+# that the silent one's wait costs little.
+TIMEOUT = 8
 
 
 def test_a_fleet_of_one_machine_under_several_names_and_two_that_fail(sshd):
@@ -47,8 +49,9 @@ def test_a_fleet_runs_jitter_on_each_host_and_reads_a_hosts_file(sshd, tmp_path)
 
 def test_the_fleet_window_streams_ssh_hosts_as_they_answer(qtbot, remote_env):
     """The window's ssh fleet (what `coremap fleet HOST...` opens): it opens at once with no host, each
-    tile appears as its host answers, every round reads them again, a host that never answers does not
-    hold the others back, and closing it ends the stream."""
+    tile appears as its host answers, every round reads them again, a host that never answers gets its
+    row at its timeout, and closing it ends the stream. (That the silent host does not hold the others
+    back is counted in tests/unit/test_remote_fleet.py, not timed here.)"""
     from app.remote.hosts import parse_host
     from app.sources.stream import FleetStream, ssh_rounds
     from widgets.fleet.window import FleetWindow
@@ -60,7 +63,6 @@ def test_the_fleet_window_streams_ssh_hosts_as_they_answer(qtbot, remote_env):
     w.show()
     w.start()
     qtbot.waitUntil(lambda: {"s1", "node-a"} <= set(w.grids.by_host), timeout=30000)
-    assert "silent" not in w.grids.by_host                      # still within its timeout
     seen = {h: w.rows[h].seen for h in ("s1", "node-a")}
     qtbot.waitUntil(lambda: all(w.rows[h].seen > seen[h] for h in seen), timeout=60000)      # read again
     assert all(w.rows[h].ok and w.rows[h].state is not None for h in seen)
