@@ -50,7 +50,9 @@ def _read_results(paths: list[str], option: str, hint: str, clean, refusal: str,
         for v in values:
             kept, notes = clean(v, f"{option} {p}")
             if kept is None:
-                raise OptionError(f"{option} {p}: {refusal}; {hint}")
+                # clean's note names what is out of shape; the refusal says what the file is not
+                why = notes[0].removesuffix("; left out") if notes else f"{option} {p}: {refusal}"
+                raise OptionError(f"{why}; {hint}")
             for n in notes:
                 print(f"coremap: note: {n}", file=sys.stderr)
             out.append(kept)

@@ -6,13 +6,19 @@ the probe panel. A field of the wrong type (`"percentiles": 5`, a history tick `
 number that is nan, inf or negative where a count belongs, or a list longer than any real run is left
 out with a note, so the rest still shows; nothing downstream has to guess. One pass here, at the door,
 instead of a check at every use.
+
+A probe's own fields (a messaging run's placements, a scaling run's widths, a sweep's CPUs) are
+checked against that probe's shape (app/store/result_shapes.py): the text, the plots and the report
+read them together, so a result out of shape is left out whole, with one line naming the field.
 """
 from __future__ import annotations
 
 import math
 
 from app.format import printable
+from app.parse.shape import ShapeError, check
 from app.pinning.journal import KINDS as JOURNAL_KINDS
+from app.store.result_shapes import FIELDS, SHAPES
 
 MAX_ITEMS = 1 << 16          # buckets, gaps, causes, rows: a real result holds hundreds at most
 MAX_TEXT = 4096
@@ -20,14 +26,19 @@ MAX_TICKS = 1 << 20          # a day at 0.25 s is 345,600 ticks
 NUMBERS = ("loop_ns", "sampled_seconds", "achieved_duty", "lost_share", "mean_ns", "min_ns", "interval_ns",
            "baseline_ns")
 COUNTS = ("iterations", "wakeups", "rounds", "threshold_ns")
-TEXTS = ("probe", "label", "source")
+TEXTS = ("probe", "label", "source", "title", "verdict")
 
 
 def _finite(v, *, lo: float = 0.0) -> float | int | None:
-    """`v` itself when it is a finite number >= lo (an int stays an int: it prints as one)."""
-    if type(v) in (int, float) and math.isfinite(v) and v >= lo:
+    """`v` itself when it is a finite number >= lo (an int stays an int: it prints as one). A JSON
+    whole number may have 400 digits, which isfinite() and float() overflow on: past 2**63, refused."""
+    if (type(v) is int and lo <= v < 1 << 63) or (type(v) is float and math.isfinite(v) and v >= lo):
         return v
     return None
+
+
+def _is_cpu(v) -> bool:
+    return type(v) is int and 0 <= v < 1 << 16
 
 
 def _count(v) -> int | None:
@@ -58,17 +69,35 @@ def clean_probe_result(obj, what: str = "probe result") -> tuple[dict | None, li
     def drop(key: str, why: str) -> None:
         notes.append(f"{what}: {key!r} {why}; left out")
 
+    for key, shape in FIELDS.items():
+        if key in obj:
+            try:
+                check(obj[key], shape)
+            except ShapeError as e:
+                drop(key, f"is out of shape ({printable(str(e))})" if e.where else f"is out of shape ({e.why})")
+                obj = {k: v for k, v in obj.items() if k != key}
+    shape = SHAPES.get(obj["probe"])
+    if shape is not None:
+        try:
+            check(obj, shape)
+        except ShapeError as e:
+            return None, [f"{what}: a {printable(obj['probe'])} result out of shape ({printable(str(e))}); left out"]
+
     for key, value in obj.items():
         if key == "schema_version":
             continue            # the --json document's, not the result's (a session stores the result)
         if key in TEXTS:
+            if value is None:
+                continue            # a null text is no text: readers .get(key, "") it
             v = _text(value)
         elif key in NUMBERS:
             v = _finite(value)
         elif key in COUNTS:
             v = _count(value)
         elif key == "cpu":
-            v = value if value is None or (type(value) is int and 0 <= value < 1 << 16) else False
+            # one CPU, or the CPUs of a run over several (sweep, c2c)
+            v = value if value is None or _is_cpu(value) or (type(value) is list and len(value) <= MAX_ITEMS
+                                                             and all(_is_cpu(c) for c in value)) else False
         elif key == "percentiles":
             v = _percentiles(value)
         elif key == "buckets":

@@ -274,17 +274,19 @@ def session_from_root(root: SysRoot, *, history: list[dict] | None = None,
 
 # -- opening ------------------------------------------------------------------------------------
 
-def _json_member(path: Path, name: str, data: bytes, clean, what: str, problems: list[str]) -> dict:
+def _json_member(path: Path, name: str, data: bytes, clean, what: str, problems: list[str], *,
+                 may_leave_out: bool = False) -> dict | None:
     """A JSON member as app.store.results' `clean` keeps it, what it left out added to `problems`;
-    refused (the file is damaged) when it is not JSON or not `what`."""
+    refused (the file is damaged) when it is not JSON or not `what` — or, `may_leave_out`, left out
+    (None) with clean's note: one probe run out of shape does not take the session with it."""
     try:
         obj = load_json(data, what=name, limit=MAX_MEMBER_BYTES)
     except JsonInputError as e:
         raise _refuse(path, f"{e} (the file is damaged)") from None
     kept, notes = clean(obj, name)
-    if kept is None:
-        raise _refuse(path, f"{name} is not {what} (the file is damaged)")
     problems.extend(notes)
+    if kept is None and not may_leave_out:
+        raise _refuse(path, f"{name} is not {what} (the file is damaged)")
     return kept
 
 
@@ -448,6 +450,7 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
                 coremap_version=str(manifest.get("coremap", "")), source=path)
     probe_json: dict[int, dict] = {}
     probe_hlog: dict[int, bytes] = {}
+    left_out: set[int] = set()          # probe runs out of shape: their note is in s.problems
     verifications: dict[int, dict] = {}
     machine_members = []
     for zi in infos:
@@ -471,18 +474,22 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
             n, kind = int(m.group(1)), m.group(2)
             data = _read(path, zf, zi)
             if kind == "json":
-                probe_json[n] = _json_member(path, name, data, clean_probe_result, "a probe result object",
-                                             s.problems)
+                kept = _json_member(path, name, data, clean_probe_result, "a probe result object", s.problems,
+                                    may_leave_out=True)
+                if kept is None:
+                    left_out.add(n)
+                else:
+                    probe_json[n] = kept
             else:
                 probe_hlog[n] = data
         elif (m := _VERIFY_MEMBER.match(name)):
             verifications[int(m.group(1))] = _json_member(path, name, _read(path, zf, zi), clean_verification,
                                                           "a verification of quiet CPUs", s.problems)
         # Other members (written by a later format-1 coremap) are ignored, not extracted.
-    orphans = sorted(set(probe_hlog) - set(probe_json))
+    orphans = sorted(set(probe_hlog) - set(probe_json) - left_out)
     if orphans:
         raise _refuse(path, f"probes/{orphans[0]}.hlog has no probes/{orphans[0]}.json (the file is damaged)")
-    s.probes = [ProbeRecord(probe_json[n], probe_hlog.get(n)) for n in sorted(probe_json)]
+    s.probes = [ProbeRecord(probe_json[n], probe_hlog.get(n)) for n in sorted(probe_json)]   # a left-out run's .hlog too
     s.verifications = [verifications[n] for n in sorted(verifications)]
     if machine_members:
         tmp, s.machine_dir = _extract_machine(path, zf, machine_members, links)
