@@ -131,9 +131,12 @@ def _percentiles(v):
 
 def _buckets(v):
     """Buckets as a probe writes them ({lo_ns, hi_ns, count}) or as older results kept them
-    ([lo, hi, count] or [edge, count]): every number a whole, non-negative count."""
+    ([lo, hi, count] or [edge, count]): every number a whole, non-negative count, and no bucket
+    reaching into the next (the window's histogram draws one edge after another, and refused an
+    overlap with a ValueError)."""
     if type(v) is not list or len(v) > MAX_ITEMS:
         return None
+    spans = []
     for b in v:
         if type(b) is dict:
             nums = [b.get("lo_ns"), b.get("hi_ns"), b.get("count")]
@@ -143,6 +146,11 @@ def _buckets(v):
             return None
         if any(_count(x) is None for x in nums):
             return None
+        if len(nums) == 3:
+            spans.append((nums[0], nums[1]))
+    spans.sort()
+    if any(lo > hi for lo, hi in spans) or any(b[0] < a[1] for a, b in zip(spans, spans[1:])):
+        return None
     return v
 
 

@@ -96,3 +96,19 @@ def test_every_bucket_form_the_door_takes_reaches_the_report(tmp_path, buckets):
     out = tmp_path / "r.html"
     r = run_cli("report", "--root", extract("sno"), "--probe", p, "--out", out, timeout=120)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_overlapping_buckets_are_left_out_and_the_window_shows_the_rest(qtbot):
+    """A stored jitter run with one bucket reaching into the next passed the door and stopped the
+    window's histogram with a ValueError: its buckets are left out with a note."""
+    from widgets.probe.panel import ProbePanel
+    res = {"probe": "jitter", "cpu": 1, "sampled_seconds": 1.0,
+           "buckets": [{"lo_ns": 1000, "hi_ns": 1152, "count": 5}, {"lo_ns": 1050, "hi_ns": 5000, "count": 2}]}
+    clean, notes = clean_probe_result(res)
+    assert "buckets" not in clean and any("'buckets'" in n for n in notes)
+    fine = dict(res, buckets=[{"lo_ns": 1000, "hi_ns": 1152, "count": 5}, {"lo_ns": 1152, "hi_ns": 5000, "count": 2}])
+    assert clean_probe_result(fine)[0]["buckets"] == fine["buckets"]
+    panel = ProbePanel()
+    qtbot.addWidget(panel)
+    assert panel.add_result(clean, "stored") is None            # nothing to draw, and no error
+    assert panel.add_result(clean_probe_result(fine)[0], "stored") is not None
