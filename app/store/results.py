@@ -101,7 +101,7 @@ def clean_probe_result(obj, what: str = "probe result") -> tuple[dict | None, li
         elif key == "percentiles":
             v = _percentiles(value)
         elif key == "buckets":
-            v = _buckets(value)
+            v = _buckets(value, disjoint=True)
         elif key == "gaps_per_cpu_hour":
             v = _gap_rows(value)
         elif key == "gaps":
@@ -129,11 +129,12 @@ def _percentiles(v):
     return v
 
 
-def _buckets(v):
+def _buckets(v, *, disjoint: bool = False):
     """Buckets as a probe writes them ({lo_ns, hi_ns, count}) or as older results kept them
-    ([lo, hi, count] or [edge, count]): every number a whole, non-negative count, and no bucket
-    reaching into the next (the window's histogram draws one edge after another, and refused an
-    overlap with a ValueError)."""
+    ([lo, hi, count] or [edge, count]): every number a whole, non-negative count; `disjoint` (one
+    run's: the window's histogram draws one edge after another, and refused an overlap with a
+    ValueError), no bucket reaching into the next. A verification's side merges its runs' buckets,
+    whose edges may differ: they may overlap, and are drawn as gap rows."""
     if type(v) is not list or len(v) > MAX_ITEMS:
         return None
     spans = []
@@ -149,7 +150,7 @@ def _buckets(v):
         if len(nums) == 3:
             spans.append((nums[0], nums[1]))
     spans.sort()
-    if any(lo > hi for lo, hi in spans) or any(b[0] < a[1] for a, b in zip(spans, spans[1:])):
+    if disjoint and (any(lo > hi for lo, hi in spans) or any(b[0] < a[1] for a, b in zip(spans, spans[1:]))):
         return None
     return v
 
