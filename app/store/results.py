@@ -104,13 +104,11 @@ def clean_probe_result(obj, what: str = "probe result") -> tuple[dict | None, li
             v = _buckets(value, disjoint=True)
         elif key == "gaps_per_cpu_hour":
             v = _gap_rows(value)
-        elif key == "gaps":
-            v = _gap_figures(value)
         elif key == "attribution":
             v = _attribution(value)
         else:
-            # Fields only a probe's own text layout reads (sweep's cpus, c2c's matrix, counters'
-            # compare) are checked there; they never reach a number format unchecked.
+            # A probe's own fields (sweep's cpus, c2c's matrix) were held to its shape above, and
+            # `gaps` to FIELDS; what no shape names, no reader reads.
             out[key] = value
             continue
         if v is None and value is not None or v is False:
@@ -168,26 +166,6 @@ def _gap_rows(v):
             return None
         out.append({**r, "lo_ns": lo, "hi_ns": hi, "count": count, "per_hour": per_hour})
     return out
-
-
-def _gap_figures(v):
-    """A jitter result's `gaps` (probes/histogram.py gap_figures): counts are counts, times finite, a
-    rate or a share finite or null, at most a few steps."""
-    if type(v) is not dict or _count(v.get("from_ns")) is None or _count(v.get("count")) is None:
-        return None
-    if _finite(v.get("lost_ns")) is None or _percentiles(v.get("percentiles")) is None:
-        return None
-    if any(v.get(k) is not None and _finite(v[k]) is None for k in ("lost_share", "max_ns")):
-        return None
-    steps = v.get("at_least")
-    if type(steps) is not list or len(steps) > 16:
-        return None
-    for r in steps:
-        if type(r) is not dict or _count(r.get("ns")) is None or _count(r.get("count")) is None \
-                or _finite(r.get("lost_ns")) is None or type(r.get("exact")) is not bool \
-                or any(r.get(k) is not None and _finite(r[k]) is None for k in ("per_second", "per_cpu_hour")):
-            return None
-    return v
 
 
 def _attribution(v):
