@@ -91,6 +91,9 @@ TEST_TOOLS = {
     "prometheus-node-exporter": "prometheus-node-exporter",
     # issue 20: an isolate tells a running irqbalance to leave the quiet CPUs alone (the test runs its own)
     "irqbalance": "irqbalance",
+    # issue 31: the manual page is rendered (groff) and the zsh completion is run in zsh (test_cli_docs)
+    "groff": "groff",
+    "zsh": "zsh",
 }
 # sshd lives in sbin, which a user's PATH often lacks.
 _SBIN = "/usr/sbin:/sbin"

@@ -9,6 +9,11 @@ os.environ.setdefault("COREMAP_REPORTS_DIR", os.path.join(
     os.environ.get("TMPDIR", "/tmp"), f"coremap-test-reports-{os.getpid()}"))
 os.environ.setdefault("COREMAP_STATE_DIR", os.path.join(
     os.environ.get("TMPDIR", "/tmp"), f"coremap-test-state-{os.getpid()}"))
+# Nor the user's settings and data (issue 31: the SIGHUP/SIGTERM window tests rewrote
+# ~/.config/coremap/settings.ini): every XDG folder coremap reads or writes points into this run's own.
+_XDG = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"coremap-test-xdg-{os.getpid()}")
+for _name in ("CONFIG", "STATE", "DATA", "CACHE"):
+    os.environ[f"XDG_{_name}_HOME"] = os.path.join(_XDG, _name.lower())
 
 
 import subprocess  # noqa: E402
@@ -89,3 +94,54 @@ def live_machine():
     from tests.live import lock_path, machine_lock
     with machine_lock():
         yield lock_path()
+
+
+# -- nothing of the user's is touched (issue 31) --------------------------------------------------------
+# The user's own coremap folders and the device files a broken writer once replaced (/dev/zero became a
+# regular file holding settings, issue 32): read before the run and after it; a difference fails the run.
+_USER_FOLDERS = [Path.home() / ".config" / "coremap", Path.home() / ".local" / "state" / "coremap",
+                 Path.home() / ".local" / "share" / "coremap"]
+_DEVICES = [Path("/dev") / n for n in ("null", "zero", "full", "random", "urandom", "tty")]
+_UNTOUCHED: dict = {}
+
+
+def untouched_fingerprint(folders=None, devices=None) -> dict:
+    """What a test run must leave as it found: every file under the user's coremap folders (size,
+    mtime, mode) and the kind of each standard device file."""
+    import stat as _stat
+    seen = {}
+    for folder in _USER_FOLDERS if folders is None else folders:
+        if folder.is_dir():
+            for dirpath, _dirs, files in os.walk(folder):
+                for name in files:
+                    p = os.path.join(dirpath, name)
+                    try:
+                        st = os.lstat(p)
+                    except FileNotFoundError:
+                        continue        # removed while walking: the comparison says so
+                    seen[p] = (st.st_size, st.st_mtime_ns, st.st_mode)
+    for dev in _DEVICES if devices is None else devices:
+        try:
+            mode = os.lstat(dev).st_mode
+        except FileNotFoundError:
+            continue                    # a container without it
+        seen[str(dev)] = ("char device" if _stat.S_ISCHR(mode) else _stat.filemode(mode),)
+    return seen
+
+
+def pytest_sessionstart(session):
+    _UNTOUCHED["before"] = untouched_fingerprint()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = _UNTOUCHED.get("before")
+    if before is None or getattr(session.config, "workerinput", None) is not None:
+        return                          # an xdist worker: the controller checks once for the run
+    after = untouched_fingerprint()
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    if changed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("coremap: the run changed files outside its temporary folders: "
+                                + ", ".join(changed[:10]), red=True)
+        session.exitstatus = 1
