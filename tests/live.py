@@ -221,3 +221,57 @@ def live_test(test):
     why = can_move_machine()
     test = pytest.mark.skipif(why is not None, reason=str(why))(test)
     return pytest.mark.usefixtures("live_machine")(test)
+
+
+# -- the whole machine's placement, for "given back exactly as it was" (issue 28) ---------------------------
+_KNOBS = [PROC / "sys" / "kernel" / "timer_migration", PROC / "sys" / "vm" / "stat_interval",
+          PROC / "sys" / "kernel" / "watchdog_cpumask", DEFAULT_IRQ, WORKQUEUE]
+_CPUSET_ROOTS = [Path("/sys/fs/cgroup/cpuset"), Path("/sys/fs/cgroup")]
+
+
+def _text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except (FileNotFoundError, NotADirectoryError, PermissionError, OSError):
+        return None
+
+
+def machine_fingerprint() -> dict[str, object]:
+    """Every IRQ's requested mask, every thread's mask and cpuset (by tid and start time), coremap's
+    cpuset folders, the masks and knobs an isolate sets (the workqueues', RPS/XPS, PM QoS, the sysctls
+    tuned's cpu-partitioning sets): read from /proc and /sys directly, never through coremap, so it is
+    an independent oracle of "the machine is as it was". Compare two with `fingerprint_diff`, which
+    leaves out threads that were born or exited between them."""
+    a = read_affinities()
+    fp: dict[str, object] = {f"irq {n}": m for n, m in a.irqs.items()}
+    for (tid, start), mask in a.threads.items():
+        fp[f"thread {tid}@{start} mask"] = mask
+        pid = a.pid_of.get(tid, tid)
+        cs = _text(PROC / str(pid) / "task" / str(tid) / "cpuset")
+        if cs is not None:
+            fp[f"thread {tid}@{start} cpuset"] = cs
+    for top in _CPUSET_ROOTS:
+        if top.is_dir():
+            for d in sorted(top.glob("coremap*")):
+                fp[f"cpuset folder {d}"] = _text(d / "cpuset.cpus")
+    for knob in _KNOBS:
+        fp[str(knob)] = _text(knob)
+    for f in sorted(Path("/sys/devices/virtual/workqueue").glob("*/cpumask")):
+        fp[str(f)] = _text(f)
+    for f in sorted(Path("/sys/class/net").glob("*/queues/*/[rx]ps_cpus")):
+        fp[str(f)] = _text(f)
+    for f in sorted(Path("/sys/devices/system/cpu").glob("cpu[0-9]*/power/pm_qos_resume_latency_us")):
+        fp[str(f)] = _text(f)
+    return fp
+
+
+def fingerprint_diff(before: dict, after: dict) -> list[str]:
+    """What differs between two fingerprints, one line each; threads present in only one are left out
+    (born or exited meanwhile: nothing to give back), and so are IRQs that came or went."""
+    lines = []
+    for key in sorted(set(before) | set(after)):
+        if key.startswith(("thread ", "irq ")) and (key not in before or key not in after):
+            continue
+        if before.get(key) != after.get(key):
+            lines.append(f"{key}: {before.get(key)!r} -> {after.get(key)!r}")
+    return lines
