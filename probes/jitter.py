@@ -83,11 +83,23 @@ def _measure(args, emit, on_ns, off_ns, locked, tracer, why_not) -> int:
     if tracer is not None:
         text, stats = tracer.stop()
         emit(trace.attribute_run(text, stats, all_gaps, probe_pid=os.getpid(),
-                                 started_ns=tracer.started_ns, t0_ns=t0))
+                                 started_ns=tracer.started_ns, t0_ns=t0, names=_thread_names))
     elif args.attribute:
         emit({"type": "attribution", "available": False, "reason": why_not})
     emit(done)
     return 0
+
+
+def _thread_names(threads) -> dict[int, str]:
+    """{tid: name} of the tasks that ran in the gaps, (tid, comm) each, named now, after the run: a Java
+    thread by its full name, read from its JVM (app/machine/java.py; never while the loop measures)."""
+    from app.errors import CoremapError
+    from app.machine.java import names_by_tid
+    from app.sysroot import SysRoot
+    try:
+        return names_by_tid(threads, SysRoot("/"))
+    except (CoremapError, OSError):
+        return {}       # a process that went away mid-read: its tasks keep the comm the trace holds
 
 
 def summarize(lines) -> dict:

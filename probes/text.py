@@ -107,9 +107,13 @@ def format_attribution(a: dict | None, *, longest: int = 10) -> list[str]:
     out = [f"  what ran in the {a['attributed_gaps']} largest gaps ({format_count(a['cpu_events'])} events traced"
            + (f", {a['untraced_gaps']} gaps before the trace buffer's oldest event" if a["untraced_gaps"] else "")
            + "):"]
-    out.append(f"    {'cause':<40}{'gaps':>6}{'time':>12}")
-    for row in a["by_cause"][:12]:
-        out.append(f"    {row['cause'][:39]:<40}{row['gaps']:>6}{format_ns(row['ns']):>12}")
+    rows = a["by_cause"][:12]
+    # As wide as the longest cause: a thread is named by its full name ("market-data-feed-handler-0/
+    # 28206"), whose end is what tells it from its namesakes, so it is never cut.
+    width = max([39] + [len(row["cause"]) for row in rows]) + 1
+    out.append(f"    {'cause':<{width}}{'gaps':>6}{'time':>12}")
+    for row in rows:
+        out.append(f"    {row['cause']:<{width}}{row['gaps']:>6}{format_ns(row['ns']):>12}")
     out.append(f"  the {min(longest, len(a['gaps']))} longest:")
     for g in a["gaps"][:longest]:
         out.append(f"    {format_ns(g['gap_ns']):>9} at {g['t_ns'] / 1e9:8.4f} s  {g['verdict']}")

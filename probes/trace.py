@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from app.errors import CoremapError
 from app.machine import tracefs
+from app.machine.thread_names import is_cut
 from app.sysroot import SysRoot
 
 TOLERANCE_NS = 2_000
@@ -56,6 +57,8 @@ class Span:
     end_ns: int | None      # None: the matching exit was never seen (lost, or after the stop)
     kind: str               # irq, softirq, vector, nmi, task
     name: str
+    tid: int | None = None  # a task span's thread, and its comm as the trace has it
+    comm: str = ""
 
 
 @dataclass
@@ -124,7 +127,7 @@ def spans(events: list[Event], probe_pid: int | None = None) -> list[Span]:
     runs from a sched_switch to it until the switch away; the probe's own time is not a span."""
     out: list[Span] = []
     open_: dict[tuple, tuple[int, str, str]] = {}
-    running: tuple[int, int, str] | None = None      # (since, pid, name) of a task that is not the probe
+    running: tuple[int, int, str] | None = None      # (since, pid, comm) of a task that is not the probe
     for ev in events:
         e = ev.event
         if e == "irq_handler_entry":
@@ -157,18 +160,35 @@ def spans(events: list[Event], probe_pid: int | None = None) -> list[Span]:
         elif e == "sched_switch":
             kv = _kv(ev.body)
             if running is not None:
-                out.append(Span(running[0], ev.ts_ns, "task", running[2]))
+                out.append(_task_span(running, ev.ts_ns))
                 running = None
             nxt = int(kv.get("next_pid", "-1"))
             if nxt != probe_pid and nxt != 0:
                 comm = re.search(r"next_comm=(.*?) next_pid=", ev.body)
-                running = (ev.ts_ns, nxt, f"{comm[1] if comm else '?'}/{nxt}")
+                running = (ev.ts_ns, nxt, comm[1] if comm else "?")
     for since, kind, name in open_.values():
         out.append(Span(since, None, kind, name))
     if running is not None:
-        out.append(Span(running[0], None, "task", running[2]))
+        out.append(_task_span(running, None))
     out.sort(key=lambda s: s.start_ns)
     return out
+
+
+def _task_span(running: tuple[int, int, str], end_ns: int | None, name: str | None = None) -> Span:
+    """A task's span, named "comm/tid" (or "name/tid" by its full name)."""
+    since, tid, comm = running
+    return Span(since, end_ns, "task", f"{name or comm}/{tid}", tid, comm)
+
+
+def named_spans(all_spans: list[Span], names) -> list[Span]:
+    """`all_spans` with each task named as coremap names a thread everywhere: `names` ([(tid, comm)]
+    -> {tid: name}, app/machine/java.py names_by_tid) gives a Java thread whose comm the kernel cut its
+    full name ("market-data-feed-handler-0/28206", not "market-data-fee/28206"), so the record and every
+    report made from it carry it. Asked once, for the tasks whose comm may be cut."""
+    tasks = {(s.tid, s.comm) for s in all_spans if s.kind == "task" and is_cut(s.comm)}
+    full = names(sorted(tasks)) if tasks else {}
+    return [_task_span((s.start_ns, s.tid, s.comm), s.end_ns, full.get(s.tid)) if s.tid in full else s
+            for s in all_spans]
 
 
 def _close(out, open_, key, ts):
@@ -347,11 +367,14 @@ DETAIL_GAPS = 64
 
 
 def attribute_run(text: str, stats: dict, gaps_abs, *, probe_pid: int, started_ns: int,
-                  t0_ns: int = 0, detail: int = DETAIL_GAPS) -> dict:
+                  t0_ns: int = 0, detail: int = DETAIL_GAPS, names=None) -> dict:
     """The `attribution` line of a jitter run: the `detail` longest gaps attributed one by one
-    (times relative to t0_ns, like top_gaps), and every gap given summed up by cause."""
+    (times relative to t0_ns, like top_gaps), and every gap given summed up by cause. `names` names
+    the tasks that ran (named_spans); without it a task is named by the comm the trace holds."""
     events = parse_trace(text)
     sp = spans(events, probe_pid)
+    if names is not None:
+        sp = named_spans(sp, names)
     traced_from = started_ns
     if stats.get("overrun", 0):
         # the buffer wrapped: only what is newer than its oldest event is still there

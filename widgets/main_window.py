@@ -372,8 +372,10 @@ def wrapped_tooltip(lines) -> str:
 
 
 def _thread_key(state: MachineState):
-    """The objects the thread table shows (held, not their ids, so an id cannot be reused)."""
-    return (state.sample.tasks, state.rates.tasks if state.rates is not None else None)
+    """The objects the thread table shows (held, not their ids, so an id cannot be reused). The full
+    Java names too: a JVM's names arrive on a tick between two thread reads (app/sampling/sampler.py),
+    and the tree and its drags name a thread by them."""
+    return (state.sample.tasks, state.rates.tasks if state.rates is not None else None, state.thread_names)
 
 
 def _threads_changed(applied, state: MachineState) -> bool:

@@ -107,7 +107,8 @@ def _target(args, root: SysRoot) -> PinTarget:
         return PinTarget("process", args.pid)
     if args.tid <= 0 or not root.exists(root.proc(args.tid, "status")):
         raise PinInputError(f"thread {args.tid} does not exist; see `coremap threads`")
-    return PinTarget("thread", args.tid)
+    from app.pinning.names import named_thread      # by its full Java name where its comm is cut
+    return named_thread(root, args.tid)
 
 
 def _report(results: list[PinResult], nothing: str, *, named: bool = False) -> int:

@@ -111,7 +111,7 @@ def _flags(t: TaskSample) -> str:
 
 def _as_json(t: TaskSample, s: ThreadsSample, cpu_pct, names: ThreadNames) -> dict:
     p = s.processes.get(t.pid)
-    d = {"pid": t.pid, "tid": t.tid, "name": names.full_name(t.pid, t.tid, t.comm) or t.comm,
+    d = {"pid": t.pid, "tid": t.tid, "name": names.name(t.pid, t.tid, t.comm),
          "name_unread": names.note(t.pid, t.comm), "comm": t.comm, "process": p.comm if p else None,
          "cmdline": p.cmdline if p else None, "state": t.state, "last_cpu": t.last_cpu,
          "allowed": list(t.allowed) if t.allowed is not None else None,

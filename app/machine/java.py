@@ -33,13 +33,14 @@ from app.errors import CoremapError, ParseError, SysRootReadError
 from app.format import printable
 from app.machine.jvm_attach import AttachError, Target, open_pidfd, request
 from app.machine.thread_names import COMM_LEN, ThreadNames, comm_of, is_cut
+from app.machine.threads import read_tgid
 from app.parse.jvm import ProcessIds, attach_enabled, dump_thread, parse_perfdata, parse_process_ids
 from app.parse.jvm import parse_thread_dump  # noqa: F401  (re-exported: the tests and callers know it here)
 from app.sysroot import SysRoot
 
 __all__ = ["COMM_LEN", "DUMP_TIMEOUT", "JavaThreadError", "JvmCheck", "JvmNames", "comm_of",
-           "dump_thread_names", "find_java_thread", "java_thread_ids", "java_threads", "parse_thread_dump",
-           "read_java_names", "thread_names_of", "verify_jvm"]
+           "dump_thread_names", "find_java_thread", "full_thread_names", "java_thread_ids", "java_threads",
+           "names_by_tid", "parse_thread_dump", "read_java_names", "thread_names_of", "verify_jvm"]
 
 DUMP_TIMEOUT = 10.0
 PERF_LIMIT = 1 << 20        # bytes of a perf-data file (HotSpot's default is 32 KiB; -XX:PerfDataMemorySize)
@@ -321,14 +322,39 @@ def claims_java(pid: int, root: SysRoot, comm: str) -> bool:
 def thread_names_of(threads, root: SysRoot) -> ThreadNames:
     """The full names of every thread with a cut comm in a JVM among `threads` (a ThreadsSample),
     read now, one JVM after another: for `coremap threads`. Empty for a capture."""
+    return full_thread_names(((t.pid, t.tid, t.comm) for t in threads.tasks.values()), root,
+                             {pid: info.comm for pid, info in threads.processes.items()})
+
+
+def names_by_tid(threads, root: SysRoot) -> dict[int, str]:
+    """{tid: the name coremap gives it} for `threads`, (tid, comm) each, whose process is looked up
+    now (a trace names a task by tid and comm only). A thread that exited keeps its comm."""
+    threads = list(threads)
+    pids = {tid: read_tgid(root, tid) for tid, comm in threads if is_cut(comm)}
+    names = full_thread_names(((pid, tid, comm) for tid, comm in threads if (pid := pids.get(tid)) is not None), root)
+    return {tid: names.name(pids[tid], tid, comm) if pids.get(tid) is not None else comm for tid, comm in threads}
+
+
+def full_thread_names(threads, root: SysRoot, process_comms=None) -> ThreadNames:
+    """The full names of `threads`, (pid, tid, comm) each, read now from the JVMs among them, one JVM
+    after another: what names a thread where the window's sampler does not (`coremap pin --tid`,
+    `coremap threads`, a jitter run's gap attribution). Only threads whose comm is cut, in a process
+    that presents itself as a JVM, cost a read; `process_comms` (pid -> comm) spares a read of each
+    process's name. Empty for a capture."""
     if not root.is_live:
         return ThreadNames()
+    by_pid: dict[int, list[int]] = {}
+    for pid, tid, comm in threads:
+        if is_cut(comm):
+            by_pid.setdefault(pid, []).append(tid)
     names, unavailable, read_at = {}, {}, {}
-    for pid, info in threads.processes.items():
-        tids = [t for t in info.tids if t in threads.tasks and is_cut(threads.tasks[t].comm)]
-        if not tids or not claims_java(pid, root, info.comm):
+    for pid, tids in sorted(by_pid.items()):
+        comm = (process_comms or {}).get(pid)
+        if comm is None:
+            comm = (root.read_first_line(root.task_dir(pid, None, "comm")) or "").strip()
+        if not claims_java(pid, root, comm):
             continue
-        got = read_java_names(pid, root, tids)
+        got = read_java_names(pid, root, sorted(set(tids)))
         if got.reason:
             unavailable[pid] = got.reason
         else:

@@ -49,6 +49,12 @@ class ThreadNames:
             return None
         return name
 
+    def name(self, pid: int, tid: int, comm: str) -> str:
+        """The one name coremap gives thread `tid` of `pid` wherever a single name is shown (a pin's
+        label, so the journal, result lines, the Pins dock, the guard and reports; gap attribution;
+        `coremap threads --json`): its full Java name where one was read, else its comm."""
+        return self.full_name(pid, tid, comm) or comm
+
     def note(self, pid: int, comm: str) -> str | None:
         """Why a thread of `pid` called `comm` shows only its kernel name, when that name is cut and
         the JVM's names could not be read; else None."""

@@ -56,4 +56,4 @@ class PinDropPolicy:
 
     @staticmethod
     def _request(payload: PinPayload, target: DropTarget) -> PinRequest:
-        return PinRequest(payload.targets(), target.cpus, origin="drop")
+        return payload.request(target.cpus, origin="drop")

@@ -91,7 +91,7 @@ class PinSources(QObject):
     def _on_dialog_accepted(self) -> None:
         d = self.sender()
         if isinstance(d, PinDialog) and d.cpus() is not None:
-            self._pin(PinRequest(d.payload.targets(), d.cpus(), origin="dialog"))
+            self._pin(d.payload.request(d.cpus(), origin="dialog"))
 
     def _on_view_context_menu(self, view: QAbstractItemView, pos) -> None:
         self._last = view

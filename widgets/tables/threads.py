@@ -252,6 +252,12 @@ class ThreadTreeModel(QAbstractItemModel):
     def tids_of(self, pid: int) -> list[int]:
         return list(self._tids.get(pid, ()))
 
+    def full_name(self, pid: int, tid: int) -> str | None:
+        """The full Java name the tree shows for thread `tid` of `pid` (ThreadNames.full_name of the
+        task its row was built from), or None."""
+        built = self._built.get(pid, {}).get(tid)
+        return self.thread_names.full_name(pid, tid, built[0][0].comm) if built is not None else None
+
     # -- Qt model interface -----------------------------------------------------------------
     def index(self, row, column, parent=_INVALID):
         if not parent.isValid():
@@ -303,7 +309,7 @@ class ThreadTreeModel(QAbstractItemModel):
                     rows.append(("process", self._pids[i.row()], self._pids[i.row()]))
                 else:
                     rows.append(("thread", self._tids[ident - 1][i.row()], ident - 1))
-        return pin_mime_data(payload_from_rows(rows, self.tids_of))
+        return pin_mime_data(payload_from_rows(rows, self.tids_of, self.full_name))
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if orientation == Qt.Orientation.Horizontal and 0 <= section < len(_HEADERS):

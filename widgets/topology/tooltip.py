@@ -83,6 +83,6 @@ def _top_threads(state: MachineState, cpu_id: int, n: int = 3) -> list[str]:
         t = sample.tasks.get(tid) if sample is not None else None
         # The full Java name where one was read (the kernel keeps 15 bytes); escaped: this is rich
         # text, and a thread names itself.
-        name = (state.thread_names.full_name(t.pid, tid, t.comm) or t.comm) if t is not None else "?"
+        name = state.thread_names.name(t.pid, tid, t.comm) if t is not None else "?"
         out.append(f"{html.escape(name)} ({tid}) {format_value(pct, '%')}")
     return out
