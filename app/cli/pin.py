@@ -1,7 +1,7 @@
 """`coremap pin | undo | redo | restore | journal`: pin threads, processes, Java threads and IRQs to
 CPUs, through AffinityService (so the journal and undo stack are the window's too).
 
-  coremap pin (--tid T | --pid P | --irq N | --java NAME --pid P) -c/--cpus LIST [--root DIR]
+  coremap pin (--tid T | --pid P | --irq N | --java NAME --pid P) -c/--cpus LIST [--dry-run] [--root DIR]
   coremap undo | redo | restore [--root DIR]
   coremap journal [--json]
 
@@ -46,6 +46,9 @@ def register(subparsers) -> None:
     p.add_argument("--java", metavar="NAME", help="the Java thread of this full name in JVM --pid "
                    "(found through jcmd/jstack's thread dump)")
     add_cpus_argument(p, "the CPUs to allow, e.g. 2-5,8", required=True)
+    p.add_argument("--dry-run", action="store_true",
+                   help="print what the pin would write, one line per step, and why not where it would not "
+                        "go (the window's drop asks the same); write and journal nothing; exit 0 if it would go, 1 if not")
     add_root_argument(p)
     p.set_defaults(func=run_pin)
     for name, func, text, window in (
@@ -63,19 +66,20 @@ def register(subparsers) -> None:
     j.set_defaults(func=run_journal)
 
 
-def affinity_service(args) -> AffinityService:
+def affinity_service(args, *, dry_run: bool = False) -> AffinityService:
     """The AffinityService a command pins through: --root (else this machine), the journal, and
-    coremap-helper for writes the user may not make (started only when one is denied)."""
+    coremap-helper for writes the user may not make (started only when one is denied). A `dry_run`
+    only reads: the journal is opened read-only and no helper is offered."""
     # Imported here, not at the top: every `coremap` run imports this module to build its parser,
     # and only the commands that pin need the affinity service (issue 12: start-up time).
     from app.pinning.service import AffinityService
     from app.pinning.journal import Journal
     root = root_of(args)
-    journal = Journal(journal_path())
+    journal = Journal(journal_path(create=not dry_run), readonly=dry_run)
     for note in journal.notes:
         print(f"coremap: note: {note}", file=sys.stderr)
     writer = None
-    if os.geteuid() != 0 and root.is_live:
+    if os.geteuid() != 0 and root.is_live and not dry_run:
         from app.pinning.helper import HelperClient
         writer = HelperClient()      # started only if a direct write is denied
     return AffinityService(root, journal, writer)
@@ -133,11 +137,26 @@ def run_pin(args) -> int:
     cpus = parse_cpulist(args.cpus, what="--cpus")
     if not cpus:
         raise PinInputError("--cpus is empty; write CPUs like 2-5,8")
-    service = affinity_service(args)
+    service = affinity_service(args, dry_run=args.dry_run)
     target = _target(args, service.root)
     from app.pinning.targets import PinRequest       # affinity_service() imported its package already
-    return _report(service.apply(PinRequest((target,), cpus, origin="cli", java_name=args.java or "")),
-                   "nothing to pin", named=True)
+    request = PinRequest((target,), cpus, origin="cli", java_name=args.java or "")
+    if args.dry_run:
+        return _report_plan(service.plan(request))
+    return _report(service.apply(request), "nothing to pin", named=True)
+
+
+def _report_plan(plan) -> int:
+    """A dry run: one line per step it would take, then whether it would go. Exit 0 when it would, 1
+    when a step would be refused or nothing is left to pin, 2 when the request names what is not
+    there (as a pin would)."""
+    for s in plan:
+        print(printable(s.line()))
+    if plan.invalid:
+        return 2
+    print("dry run: it would go; nothing was written" if plan.goes else
+          f"dry run: it would not go ({printable(plan.reasons()[0])}); nothing was written")
+    return 0 if plan.goes else 1
 
 
 def run_undo(args) -> int:

@@ -32,7 +32,7 @@ from app.machine.cgroups import CpusetLayout, cgroup_of, procs_of, read_cpuset_l
 from app.machine.threads import TaskGone, read_task
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.pinning.targets import PinTarget
-from app.pinning.writers import UNKNOWN_START, Outcome, Prepared, Step, checked
+from app.pinning.writers import UNKNOWN_START, Foresight, Outcome, Prepared, Step, checked
 from app.sysroot import SysRoot
 
 SYSTEM, PINNED = 1, 2           # indexes into CPUSET_NAMES
@@ -121,6 +121,10 @@ class CpusetWriter(_Cgroups):
                     if e.errno != errno.ESRCH:
                         raise
 
+    def forecast(self, target: PinTarget, cpus, sight: Foresight) -> None:
+        """A dry run: later steps see the CPUs this cpuset will allow."""
+        sight.cpusets[target.id] = tuple(cpus)
+
     def write_privileged(self, helper, target: PinTarget, cpus) -> None:
         helper.set_cpuset(target.id, tuple(cpus))
 
@@ -169,6 +173,19 @@ class MemberWriter(_Cgroups):
             return Prepared(t, refusal=("cpuset", f"{t.describe()} is in cpuset {where}, not one of coremap's; "
                                         "left where it is"))
         return Prepared(t, (CPUSET_NAMES.index(where),), task.starttime)
+
+    def forecast(self, target: PinTarget, value, sight: Foresight) -> None:
+        """A dry run: the task's later steps (its threads' masks) see the CPUs of the cpuset it moves
+        into, as the batch will have set them or as they are (the root allows every CPU)."""
+        index = value[0]
+        if index == 0:
+            allowed = None
+        elif index in sight.cpusets:
+            allowed = sight.cpusets[index]
+        else:
+            allowed = CpusetWriter(self.root).read(PinTarget("cpuset", index)) or None
+        pid = target.id if target.kind == "cgroup" else (target.pid if target.pid is not None else target.id)
+        sight.place(pid, None if target.kind == "cgroup" else target.id, allowed, CPUSET_NAMES[index])
 
     def write(self, target: PinTarget, value) -> None:
         name = "cgroup.procs" if target.kind == "cgroup" else "tasks"

@@ -1,21 +1,18 @@
-"""What is checked before a batch journals or writes anything: CPUs that cannot take a pin here (beyond
-any machine, not on this one, offline), and `preflight`, the reasons a drag shows before the drop
-(an IRQ that does not exist or that the kernel manages, a kernel thread, a cpuset without those CPUs).
+"""What is checked of a request's values before a batch journals or writes anything: CPUs that cannot
+take a pin here (beyond any machine, not on this one, offline), a value out of its kind's range. What a
+target can take (a kernel thread, a cpuset, a managed IRQ) is its writer's to tell, in the flow's dry
+run (app/pinning/dry_run.py), not a second rule here.
 """
 from __future__ import annotations
 
 from app.errors import excerpt
 from app.format import CPUSET_NAMES, format_cpus, format_value, offline_sentence, unknown_cpus_sentence
-from app.machine.cpusets import read_cpuset_cpus
-from app.machine.interrupts import irq_is_managed
-from app.machine.threads import TaskGone, read_task, read_tgid
 from app.machine.topology import read_cpu_ids
 from app.parse.cpulist import MAX_CPU
 from app.pinning.kinds import CPU_KINDS, MEMBER_KINDS, SCALAR_KINDS
-from app.pinning.targets import PinTarget
+from app.sysroot import SysRoot
 
 MAX_SCALAR = 65535          # what a journal line holds (app/pinning/kinds.py)
-from app.sysroot import SysRoot
 
 
 def cpus_refusal(root: SysRoot, cpus, online) -> tuple[str, str] | None:
@@ -51,30 +48,3 @@ def value_refusal(root: SysRoot, kind: str, value, online) -> tuple[str, str] | 
     else:
         ok = value in ((0,), (1,))
     return None if ok else ("invalid", f"{format_value(kind, value)} is not a value for a {kind}")
-
-
-def target_objection(root: SysRoot, t: PinTarget, cpus) -> str:
-    """Why `t` cannot take `cpus`, as far as can be known without writing ("" = no objection)."""
-    if t.kind == "irq":
-        if not root.exists(root.irq_dir(t.id)):
-            return f"IRQ {t.id} does not exist on this machine; see `coremap irqs`"
-        if irq_is_managed(root, t.id):
-            return (f"IRQ {t.id} is managed by the kernel (its driver spreads it over CPUs itself) and cannot "
-                    "be moved; pick another IRQ")
-        return ""
-    if t.kind not in ("thread", "process"):
-        return ""
-    pid = t.pid if t.pid is not None else (t.id if t.kind == "process" else read_tgid(root, t.id))
-    try:
-        if pid is None:
-            raise TaskGone(t.id)
-        task = read_task(root, pid, t.id, detail="fast")
-    except TaskGone:
-        return f"{t.describe()} has exited"
-    if task.no_setaffinity:
-        return f"kernel thread {t.id} ({task.comm}) refuses affinity changes"
-    allowed, where = read_cpuset_cpus(root, pid, t.id)
-    if allowed is not None and not set(cpus) & set(allowed):
-        return (f"{t.describe()} may run only on CPUs {format_cpus(allowed)} (cpuset {where}); choose CPUs "
-                "among them")
-    return ""

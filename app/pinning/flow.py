@@ -7,6 +7,11 @@ steps, and every step goes through the same five moves:
   4. read back (the writer's `read_back`: ok, moving, trimmed, gone)
   5. journal the outcome (the mark: done or failed, with what was read back)
 
+Between 1 and 2 the writer says what it can tell without writing (its `foresee`: a per-CPU kernel
+thread, CPUs outside the thread's cpuset, a managed IRQ); such a refusal is not journalled. `plan` is
+the same moves without 2-5: the batch's dry run (app/pinning/dry_run.py), which every "can this go
+there" asks.
+
 The flow knows no kind of target: the writers (app/pinning/writers.py) do. It knows batches: the batch
 id is the first entry's id, an isolate's quiet event id, or the batch a new step joins. A batch can
 be cancelled between steps (`Progress.cancelled`), and reports each result as it is made
@@ -19,11 +24,17 @@ import threading
 from collections.abc import Callable, Sequence
 
 from app.format import offline_sentence
+from app.pinning.dry_run import Plan, PlannedStep
 from app.pinning.journal import Journal
 from app.pinning.kinds import CPU_KINDS
 from app.pinning.refusals import PinWriteError, refusal
 from app.pinning.targets import PinResult, refused
-from app.pinning.writers import Outcome, Step
+from app.pinning.writers import NOW, Foresight, Outcome, Prepared, Step
+
+
+# What a step can come to before its write and is still journalled (an exited target, an offline CPU:
+# the undo stack and the Pins dock show them), or is written anyway (a mask the kernel will trim).
+JOURNALLED = ("gone", "offline", "trimmed")
 
 
 class Progress:
@@ -89,20 +100,46 @@ class PinFlow:
                 progress.report(result, i + 1, len(steps))
         return results
 
+    def plan(self, steps: Sequence[Step], online) -> Plan:
+        """The batch's dry run: each step read as `run` would take it (before, refused, gone, offline,
+        foreseen), nothing journalled or written. What an earlier step would change that a later one
+        reads (a thread moved into /coremap-pinned) is carried forward (writers.Foresight)."""
+        online, sight, planned = frozenset(online), Foresight(), Plan()
+        for step in steps:
+            writer = self.writers[step.target.kind]
+            p, verdict = self._judge(writer, step, online, sight)
+            code, message = (verdict.code, verdict.message) if verdict is not None else ("ok", "")
+            if code in ("ok", "trimmed") and hasattr(writer, "forecast"):
+                writer.forecast(p.target, step.cpus, sight)
+            planned.append(PlannedStep(p.target, code, message, p.before, tuple(step.cpus)))
+        return planned
+
+    def _judge(self, writer, step: Step, online: frozenset[int], sight: Foresight) -> tuple[Prepared, Outcome | None]:
+        """1. before, and what can be told without writing: what `prepare` found, and None when the step
+        may be written, else the Outcome it comes to."""
+        p = writer.prepare(step)
+        if p.refusal is not None:
+            return p, Outcome(*p.refusal)
+        t = p.target
+        if p.gone:
+            return p, Outcome("gone", p.gone)
+        offline = sorted(set(step.cpus) - online) if t.kind in CPU_KINDS else []
+        if offline:
+            return p, Outcome("offline", f"{t.describe()}: {offline_sentence(offline, online)}")
+        return p, writer.foresee(t, step.cpus, sight) if hasattr(writer, "foresee") else None
+
     def _step(self, step: Step, origin: str, online: frozenset[int], batch: int | None) -> tuple[PinResult, int | None]:
         writer = self.writers[step.target.kind]
-        p = writer.prepare(step)                                               # 1. before
-        if p.refusal is not None:
-            return refused(p.target, p.refusal[0], p.refusal[1], step.cpus), batch
+        p, verdict = self._judge(writer, step, online, NOW)                    # 1. before
+        if verdict is not None and verdict.code not in JOURNALLED:
+            # Refused before the write (prepare's refusal or the writer's foresight): nothing journalled.
+            return refused(p.target, verdict.code, verdict.message, step.cpus, p.before), batch
         t = p.target
         jid = self.journal.record(kind=t.kind, target_id=t.id, requested=step.cpus, before=p.before,  # 2. intent
                                   pid=t.pid, label=t.label, root=self.root_key, origin=origin, batch=batch,
                                   starttime=p.starttime, netdev=t.netdev)
-        offline = sorted(set(step.cpus) - online) if t.kind in CPU_KINDS else []
-        if p.gone:
-            outcome = Outcome("gone", p.gone)
-        elif offline:
-            outcome = Outcome("offline", f"{t.describe()}: {offline_sentence(offline, online)}")
+        if verdict is not None and verdict.code != "trimmed":
+            outcome = verdict
         else:
             outcome = self._write(writer, t, step.cpus)                         # 3. write, 4. read back
         self.journal.mark(jid, "done" if outcome.done else "failed", outcome.after, outcome.effective,  # 5.

@@ -36,6 +36,13 @@ _ENOENT = {"irq": "its driver was unloaded; see `coremap irqs`",
            "sysctl": "this kernel does not have that setting"}
 
 
+def managed_irq(target: PinTarget) -> tuple[str, str]:
+    """(code, sentence) for an IRQ whose affinity the kernel manages: the write's EIO, or what a dry run
+    reads in debugfs before it (app/pinning/writers.py IrqWriter.foresee)."""
+    return "managed", (f"{target.describe()} cannot be moved: the kernel manages its affinity (a managed or "
+                       "per-CPU interrupt); pin the thread that services it instead")
+
+
 def refusal(target: PinTarget, err: OSError | PinWriteError, cpus, *,
             explain_einval: Callable[[], tuple[str, str]] | None = None) -> tuple[str, str]:
     """(code, sentence) for a write of `cpus` to `target` that failed with `err`.
@@ -48,8 +55,7 @@ def refusal(target: PinTarget, err: OSError | PinWriteError, cpus, *,
     e = err.errno
     kind = target.kind
     if kind == "irq" and (e == errno.EIO or (e == errno.EPERM and os.geteuid() == 0)):
-        return "managed", (f"{what} cannot be moved: the kernel manages its affinity (a managed or per-CPU "
-                           "interrupt); pin the thread that services it instead")
+        return managed_irq(target)
     if e == errno.ESRCH:
         return "gone", f"{what} has exited; refresh the list"
     if e in (errno.EPERM, errno.EACCES):

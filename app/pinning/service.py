@@ -7,12 +7,15 @@ read before, journal, write, read back, journal), then decides the batch's warni
   apply_each   (target, cpus) pairs as one batch: an isolate, an include, a guard re-apply
   undo, redo   the newest batch on the undo (redo) stack, written back from what its writes found
   restore_all  every target still changed, back to its first journalled `before`
-  preflight    the reasons a drag shows before the drop, nothing written
+  plan         apply's dry run: the same steps, read as the flow would take them, nothing written
+  preflight    the plan's reasons not to go: what a drag shows before the drop
 
 Every method that writes takes an optional Progress (report each result; cancel between steps) and
 returns a BatchResults: the list of results and the batch's headline warning.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from app.errors import CoremapError
 from app.machine.irqbalance import read_irqbalance
@@ -20,10 +23,11 @@ from app.machine.threads import TaskGone, read_task
 from app.machine.topology import read_online_cpus
 from app.pinning.advice import advise
 from app.pinning.balancer import BalancerWriter, ban_steps
-from app.pinning.checks import cpus_refusal, target_objection, value_refusal
+from app.pinning.checks import cpus_refusal, value_refusal
+from app.pinning.dry_run import Plan, PlannedStep
 from app.pinning.flow import PinFlow, Progress
 from app.pinning.journal import Journal, JournalEntry
-from app.pinning.ledger import Ledger, ledger_of
+from app.pinning.ledger import Ledger, ledger_of, restorable
 from app.pinning.placement import placement_steps
 from app.pinning.refusals import PinWriteError
 from app.pinning.targets import GUARD_ORIGIN, KINDS, PinRequest, PinResult, PinTarget, refused, summarize
@@ -34,7 +38,7 @@ from app.pinning.writers import UNKNOWN_START, IrqWriter, MaskWriter, Step, Thre
 from app.sysroot import SysRoot
 
 __all__ = ["AffinityService", "BatchResults", "CaptureReadOnly", "GUARD_ORIGIN", "KINDS", "PinRequest",
-           "PinResult", "PinTarget", "PinWriteError", "Progress", "summarize"]
+           "PinResult", "PinTarget", "PinWriteError", "Plan", "Progress", "summarize"]
 
 
 class CaptureReadOnly(CoremapError):
@@ -87,30 +91,27 @@ class AffinityService:
         """Pin every target of `request`. CPUs that cannot be used (beyond any machine, not on this
         one, offline) are refused for every target before anything is journalled or written."""
         self._check_writable()
-        cpus = tuple(sorted(set(int(c) for c in request.cpus)))
-        online = read_online_cpus(self.root)
-        refusal = cpus_refusal(self.root, cpus, online)
-        if refusal is not None:
-            return BatchResults(refused(t, refusal[0], refusal[1], cpus) for t in request.targets)
-        steps, results, follows = [], [], []
-        for target in request.targets:
-            expanded = self._expand(target, cpus, results)
-            # A pin onto quiet CPUs behind a cpuset shield: into a cpuset that allows them first.
-            steps += placement_steps(self.root, target, cpus, expanded, online)
-            if target.kind == "irq":
-                # irqbalance told to leave the IRQs alone first, so its next pass does not move them back.
-                steps += ban_steps(self.root, "irqbalanceirq", [t.id for t in expanded])
-            steps += [Step(t, cpus) for t in expanded]
-            follows.append((target, expanded))
-        written = self._flow.run(steps, origin=request.origin or "pin", online=online, progress=progress)
-        results += written
+        b = self._pin_batch(request)
+        if b.steps is None:
+            return BatchResults(b.results)
+        written = self._flow.run(b.steps, origin=request.origin or "pin", online=b.online, progress=progress)
         batch = self._batch_of(written)
         if batch is not None:
-            for target, expanded in follows:
+            for target, expanded in b.follows:
                 ids = {t.id for t in expanded}
                 mine = [r for r in written if r.target.kind == "thread" and r.target.id in ids]
-                self._record_follow(target, request, mine, cpus, batch)
-        return self._advised(results)
+                self._record_follow(target, request, mine, b.cpus, batch)
+        return self._advised(b.results + written)
+
+    def plan(self, request: PinRequest) -> Plan:
+        """`apply`'s dry run: the same steps, each as the flow would take it, nothing journalled or
+        written (app/pinning/dry_run.py). CaptureReadOnly as apply raises it."""
+        self._check_writable()
+        b = self._pin_batch(request)
+        planned = Plan(PlannedStep.of(r) for r in b.results)
+        if b.steps:
+            planned += self._flow.plan(b.steps, b.online)
+        return planned
 
     def apply_each(self, pairs, *, origin: str, quiet: tuple[str, tuple[int, ...]] | None = None,
                    join: int | None = None, progress: Progress | None = None) -> BatchResults:
@@ -168,10 +169,13 @@ class AffinityService:
         return self._replay(entries[::-1], f"undo:{batch}", progress)
 
     def restore_all(self, *, progress: Progress | None = None) -> BatchResults:
-        """Every changed target back to its first journalled `before`, newest first."""
+        """Every changed target back to its first journalled `before`, newest first; a move back into a
+        coremap cpuset that is gone is left out with a note (app/pinning/ledger.py restorable)."""
         self._check_writable()
-        firsts = sorted(self.ledger().unrestored, key=lambda e: e.id, reverse=True)
-        return self._replay(firsts, "restore", progress)
+        cpusets = self._flow.writers["cpuset"]
+        firsts, notes = restorable(self.ledger().unrestored, lambda i: bool(cpusets.read(PinTarget("cpuset", i))))
+        firsts.sort(key=lambda e: e.id, reverse=True)
+        return BatchResults(self._replay(firsts, "restore", progress), "; ".join(notes))
 
     # -- reads ----------------------------------------------------------------------------------------
     def read_affinity(self, target: PinTarget) -> tuple[int, ...] | None:
@@ -192,13 +196,11 @@ class AffinityService:
                 and (e.kind != "thread" or self._same_thread(e))]
 
     def preflight(self, request: PinRequest) -> list[str]:
-        """Why targets cannot take these CPUs, before anything is written ([] = no objection known)."""
-        cpus = tuple(sorted(set(request.cpus)))
-        refusal = cpus_refusal(self.root, cpus, read_online_cpus(self.root))
-        if refusal is not None and refusal[0] == "invalid":
-            return [refusal[1]]
-        reasons = [refusal[1]] if refusal is not None else []
-        return reasons + [r for r in (target_objection(self.root, t, cpus) for t in request.targets) if r]
+        """Why `request` would not go, from its plan ([] = it would): what a drag shows before the drop."""
+        try:
+            return self.plan(request).reasons()
+        except CaptureReadOnly as e:
+            return [str(e)]
 
     # -- inside ---------------------------------------------------------------------------------------
     def _check_writable(self) -> None:
@@ -206,6 +208,26 @@ class AffinityService:
             raise CaptureReadOnly(f"a capture cannot be pinned: {self.root.root} is a capture of another machine "
                                   "(or a folder of its files); pins, undo and restore act on the machine coremap "
                                   "runs on, so drop --root")
+
+    def _pin_batch(self, request: PinRequest) -> "_PinBatch":
+        """The steps of a pin, made once for `apply` and `plan`: CPUs refused for every target (`steps`
+        None), else each target's placement (a pin onto quiet CPUs behind a cpuset shield goes into a
+        cpuset that allows them first), irqbalance's ban of an IRQ, then the target's own writes."""
+        cpus = tuple(sorted(set(int(c) for c in request.cpus)))
+        online = read_online_cpus(self.root)
+        refusal = cpus_refusal(self.root, cpus, online)
+        if refusal is not None:
+            return _PinBatch(cpus, online, None, [refused(t, refusal[0], refusal[1], cpus) for t in request.targets])
+        steps, results, follows = [], [], []
+        for target in request.targets:
+            expanded = self._expand(target, cpus, results)
+            steps += placement_steps(self.root, target, cpus, expanded, online)
+            if target.kind == "irq":
+                # irqbalance told to leave the IRQs alone first, so its next pass does not move them back.
+                steps += ban_steps(self.root, "irqbalanceirq", [t.id for t in expanded])
+            steps += [Step(t, cpus) for t in expanded]
+            follows.append((target, expanded))
+        return _PinBatch(cpus, online, steps, results, follows)
 
     def _expand(self, target: PinTarget, cpus, results: list) -> list[PinTarget]:
         """A process as each of its threads ([] and a "gone" result when it has exited)."""
@@ -275,6 +297,16 @@ class AffinityService:
         # Without a start time (an old or forged line) the thread cannot be told from a new one that
         # reused its id: not the same, so there is nothing of it to restore (issue 24).
         return e.starttime is not None and task.starttime == e.starttime
+
+
+@dataclass
+class _PinBatch:
+    """A pin request turned into steps (AffinityService._pin_batch)."""
+    cpus: tuple[int, ...]
+    online: tuple[int, ...]
+    steps: list[Step] | None                 # None: the CPUs were refused for every target
+    results: list[PinResult]                 # targets refused or gone before any step
+    follows: list = field(default_factory=list)
 
 
 def _value(kind: str, value) -> tuple[int, ...]:

@@ -9,6 +9,12 @@ and read it back. They hold no state of a batch; the flow journals around them.
 
 Every path comes from SysRoot, built from a checked kind, number or device name; never from text a
 journal or a request carried.
+
+What a writer can tell without writing (a per-CPU kernel thread, CPUs outside the cpuset a thread will
+be in, a managed IRQ) is its `foresee(target, value, sight)`: the pin flow asks it before every write
+and in a dry run (PinFlow.plan), so a drop's verdict, a preview and the write are one rule. `sight`
+(Foresight) holds what the batch's earlier steps will have changed by then; a writer whose step changes
+what a later step's foresight reads (a thread moved into another cpuset) says so in `forecast`.
 """
 from __future__ import annotations
 
@@ -19,10 +25,11 @@ from dataclasses import dataclass
 from app.errors import SysRootReadError
 from app.format import format_cpus, format_value
 from app.machine.cpusets import read_cpuset_cpus
-from app.machine.interrupts import read_irq_cpus
+from app.machine.interrupts import irq_is_managed, read_irq_cpus
 from app.machine.threads import TaskGone, read_task, read_tgid
 from app.parse.cpulist import format_cpulist
 from app.pinning.masks import mask_path, read_mask, write_mask
+from app.pinning.refusals import managed_irq
 from app.pinning.targets import PinTarget
 from app.sysroot import SysRoot
 
@@ -63,6 +70,29 @@ class Outcome:
     after: tuple[int, ...] | None = None
     effective: tuple[int, ...] | None = None
     done: bool = False
+
+
+class Foresight:
+    """What a batch's earlier steps will have changed when a later step is written, as far as a writer's
+    `foresee` reads it: where a thread or a process will be placed (a cpuset, and the CPUs it allows)
+    and the CPUs a coremap cpuset will allow. A dry run fills it step by step; a batch that really runs
+    passes an empty one, since there the machine has changed already."""
+
+    def __init__(self):
+        self.cpusets: dict[int, tuple[int, ...]] = {}
+        self._placed: dict[tuple[int, int | None], tuple[tuple[int, ...] | None, str]] = {}
+
+    def place(self, pid: int, tid: int | None, allowed: tuple[int, ...] | None, where: str) -> None:
+        """Thread `tid` of `pid` (every thread of `pid` when `tid` is None) will be in cpuset `where`,
+        which allows `allowed` (None: every CPU)."""
+        self._placed[(pid, tid)] = (allowed, where)
+
+    def placed(self, pid: int, tid: int) -> tuple[tuple[int, ...] | None, str] | None:
+        """(CPUs allowed, cpuset) where an earlier step put the thread; None when none moved it."""
+        return self._placed.get((pid, tid)) or self._placed.get((pid, None))
+
+
+NOW = Foresight()       # a batch that runs: nothing foreseen, the machine is read as it is
 
 
 def checked(target: PinTarget, value, after, *, what: str, effective=None, why: str) -> Outcome:
@@ -132,20 +162,36 @@ class ThreadWriter:
             return Outcome("gone", f"{target.describe()} exited right after the write")
         return checked(target, cpus, after, what="runs on", why="the kernel trimmed the mask to its cpuset")
 
-    def explain_einval(self, target: PinTarget, cpus) -> tuple[str, str]:
-        """Why sched_setaffinity said EINVAL: a per-CPU kernel thread, or CPUs outside its cpuset."""
+    def foresee(self, target: PinTarget, cpus, sight: Foresight) -> Outcome | None:
+        """What sched_setaffinity(2) will say, read beforehand (kernel/sched/core.c __sched_setaffinity):
+        EINVAL for a per-CPU kernel thread (PF_NO_SETAFFINITY) or for CPUs none of which the thread's
+        cpuset allows (the cpuset it will be in once the batch's earlier steps moved it), a mask cut to
+        the cpuset ("trimmed") where only some are; None when nothing stands against it."""
         pid = target.pid if target.pid is not None else target.id
         try:
             task = read_task(self.root, pid, target.id, detail="fast")
         except TaskGone:
-            return "gone", f"{target.describe()} has exited; refresh the list"
+            return Outcome("gone", f"{target.describe()} has exited; refresh the list")
         if task.no_setaffinity:
-            return "kthread", (f"kernel thread {target.id} ({task.comm}) refuses affinity changes (a per-CPU "
-                               "kernel thread); leave it where it is")
-        allowed, where = read_cpuset_cpus(self.root, pid, target.id)
-        if allowed is not None:
-            return "cpuset", (f"{target.describe()} may run only on CPUs {format_cpus(allowed)} of its cpuset "
-                              f"{where}; choose CPUs among them or move it to another cpuset")
+            return Outcome("kthread", f"kernel thread {target.id} ({task.comm}) refuses affinity changes (a per-CPU "
+                           "kernel thread); leave it where it is")
+        allowed, where = sight.placed(pid, target.id) or read_cpuset_cpus(self.root, pid, target.id)
+        if allowed is None or set(cpus) <= set(allowed):
+            return None
+        if not set(cpus) & set(allowed):
+            return Outcome("cpuset", f"{target.describe()} may run only on CPUs {format_cpus(allowed)} of its cpuset "
+                           f"{where}; choose CPUs among them or move it to another cpuset")
+        kept = sorted(set(cpus) & set(allowed))
+        return Outcome("trimmed", f"{target.describe()} would run on CPUs {format_cpus(kept)} only: its cpuset "
+                       f"{where} allows CPUs {format_cpus(allowed)}")
+
+    def explain_einval(self, target: PinTarget, cpus) -> tuple[str, str]:
+        """Why sched_setaffinity said EINVAL: what `foresee` reads now (a per-CPU kernel thread, CPUs
+        outside its cpuset), or the cpuset when it cannot be read."""
+        seen = self.foresee(target, cpus, NOW)
+        if seen is not None and seen.code != "trimmed":
+            return seen.code, seen.message
+        pid = target.pid if target.pid is not None else target.id
         return "cpuset", (f"the kernel refused CPUs {format_cpus(cpus)} for {target.describe()}: they lie outside "
                           f"its cpuset (see /proc/{pid}/task/{target.id}/cpuset); choose other CPUs")
 
@@ -172,6 +218,11 @@ class IrqWriter:
             if names:
                 t = PinTarget("irq", t.id, None, ",".join(names))
         return Prepared(t, self.read(t))
+
+    def foresee(self, target: PinTarget, cpus, sight: Foresight) -> Outcome | None:
+        """A managed IRQ, where debugfs says so (the write would meet EIO; without debugfs the write is
+        the first to tell)."""
+        return Outcome(*managed_irq(target)) if irq_is_managed(self.root, target.id) else None
 
     def write(self, target: PinTarget, cpus) -> None:
         _write_line(self.root, self.root.irq_dir(target.id, "smp_affinity_list"), format_cpulist(cpus))
