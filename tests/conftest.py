@@ -70,15 +70,46 @@ def pytest_terminal_summary(terminalreporter):
             "a shell")
 
 
+def _live_run(config) -> bool:
+    """Whether this run is the live set's (`make test`'s second run, `-m live`)."""
+    return (config.getoption("markexpr", "") or "").strip() == "live"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_collection(session):
-    """Collect holding the live tests' lock too: test modules note this process's CPUs when imported
-    (CPUS = sched_getaffinity(0)) and decide their skips from them, and during another suite's isolate
-    of CPU 1 they would find CPU 0 alone."""
+    """The live run collects holding the live tests' lock too: test modules note this process's CPUs
+    when imported (CPUS = sched_getaffinity(0)) and decide their skips from them, and during another
+    suite's isolate of CPU 1 they would find CPU 0 alone. Any other run collects without it (issue 31:
+    `pytest tests/unit/test_cpulist.py` waited while another suite held it)."""
+    if not _live_run(session.config):
+        _CPUS_AT_COLLECTION[:] = sorted(os.sched_getaffinity(0))
+        yield
+        return
     from tests.live import machine_lock
     with machine_lock():
         _CPUS_AT_COLLECTION[:] = sorted(os.sched_getaffinity(0))
         yield
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that holds the machine lock through `live_machine` is `live` (pyproject's marker)."""
+    for item in items:
+        if "live_machine" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.live)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before any fixture of `item` runs (a module fixture that takes the lock included): whether it may
+    take the machine lock (tests/live.py machine_lock refuses a test without the `live` marker)."""
+    from tests import live
+    live.CURRENT_TEST_IS_LIVE = item.get_closest_marker("live") is not None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    from tests import live
+    live.CURRENT_TEST_IS_LIVE = None
 
 
 _CPUS_AT_COLLECTION: list[int] = []

@@ -178,9 +178,21 @@ class _Holder:
     depth = 0
 
 
+# Set by tests/conftest.py around each test: False while a test without the `live` marker runs (it may
+# not take the lock: `make test` runs it in parallel with others), None outside a test (benchmarks).
+CURRENT_TEST_IS_LIVE: bool | None = None
+
+
+class UnmarkedLiveTest(RuntimeError):
+    """A test took the machine lock without the `live` marker."""
+
+
 @contextmanager
 def machine_lock(wait_s: float = LOCK_WAIT_S):
     """Hold the machine-wide live tests' lock (module docstring) for the `with` block."""
+    if CURRENT_TEST_IS_LIVE is False:
+        raise UnmarkedLiveTest("this test takes the machine lock but is not marked live: use the live_machine "
+                               "fixture or @pytest.mark.live, so that make test runs it in the serial live set")
     with _Holder.guard:
         if _Holder.depth == 0:
             path = lock_path()

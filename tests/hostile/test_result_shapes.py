@@ -24,6 +24,9 @@ from app.store.session import ProbeRecord, open_session, save_session, session_f
 from app.sysroot import SysRoot
 from tests.machines import extract
 
+# Real runs of every probe, pinned to real CPUs, made under the machine lock: the serial live set.
+pytestmark = pytest.mark.live
+
 REPO = Path(__file__).resolve().parents[2]
 # Every probe, and each of its modes that writes another shape (a command's, a JVM's).
 RUNS = {
