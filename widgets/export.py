@@ -7,7 +7,8 @@ screenshot of the window, the grid or a plot is.
   it produces broken files (pyqtgraph issue 3485).
 - PDF: the report HTML (app/store/report.py) laid out by QTextDocument onto a QPdfWriter. QTextDocument
   does not fetch data: URIs itself, so each embedded image is decoded and added as a document
-  resource under a short name first.
+  resource under a short name first; widgets/pdf_pages.py then keeps rows whole and headings with
+  what they head.
 
 Every file is written atomically (app/atomic.py): a failed export never leaves half a file or
 loses the previous one.
@@ -22,12 +23,13 @@ import sys
 from pathlib import Path
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QPoint, QRectF, QSize, QSizeF, QUrl
-from PySide6.QtGui import QImage, QPageLayout, QPageSize, QPainter, QPdfWriter, QTextDocument, QTextTable
+from PySide6.QtGui import QImage, QPageLayout, QPageSize, QPainter, QPdfWriter, QTextDocument
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
 
 from app.atomic import write_atomic
 from app.errors import CoremapError
+from widgets.pdf_pages import paginate
 from widgets.topology.view import TopologyView
 
 SCREENSHOT_KINDS = ("window", "grid", "plot")
@@ -202,7 +204,7 @@ def pdf_bytes(html: str, *, title: str = "coremap report") -> bytes:
     # 900 px wide fits an A4 page less margins (~700 px) only after it is scaled by the <img width>.
     rect = writer.pageLayout().paintRectPixels(writer.resolution())
     doc.setPageSize(QSizeF(rect.width(), rect.height()))
-    keep_rows_whole(doc)
+    paginate(doc)
     doc.print_(writer)
     del writer
     buf.close()
@@ -210,66 +212,6 @@ def pdf_bytes(html: str, *, title: str = "coremap report") -> bytes:
     if not data.startswith(b"%PDF"):
         raise ExportError("Qt produced no PDF; is the PySide6 installation complete?")
     return data
-
-
-def _tables(doc: QTextDocument) -> list[QTextTable]:
-    out: list[QTextTable] = []
-
-    def walk(frame) -> None:
-        for child in frame.childFrames():
-            if isinstance(child, QTextTable):
-                out.append(child)
-            walk(child)
-    walk(doc.rootFrame())
-    return out
-
-
-def _row_span(doc: QTextDocument, table: QTextTable, row: int) -> tuple[float, float]:
-    """The top of a table row's first lines and the bottom of its last, in the paginated document."""
-    lay = doc.documentLayout()
-    cells = [table.cellAt(row, c) for c in range(table.columns())]
-    return (min(lay.blockBoundingRect(c.firstCursorPosition().block()).top() for c in cells),
-            max(lay.blockBoundingRect(c.lastCursorPosition().block()).bottom() for c in cells))
-
-
-def keep_rows_whole(doc: QTextDocument, max_moves: int = 200) -> int:
-    """Move every table row that a page break would cut in two to the next page; the number moved.
-
-    QTextDocument breaks a cell's wrapped lines across pages and ignores CSS page-break-inside (the
-    report asks for it, for browsers), so an IRQ's device name ended on one page and its figures began
-    on the next (issue 23). Before such a row goes a borderless spacer row as tall as what is left of
-    the page, so the row starts the next one; the row above it keeps its bottom border. A row taller
-    than most of a page is left to break: it could not fit anywhere. `doc` must have its page size."""
-    height = doc.pageSize().height()
-    moves = 0
-    while moves < max_moves:
-        cut = next(((t, r, top) for t in _tables(doc) for r in range(1, t.rows())
-                    for top, bottom in (_row_span(doc, t, r),)
-                    if int(top // height) != int((bottom - 0.5) // height) and bottom - top < 0.8 * height), None)
-        if cut is None:
-            return moves
-        table, row, top = cut
-        table.insertRows(row, 1)
-        for c in range(table.columns()):
-            cell = table.cellAt(row, c)
-            f = cell.format().toTableCellFormat()
-            f.setTopPadding(0)
-            f.setBottomPadding(0)
-            f.setLeftBorder(0)
-            f.setRightBorder(0)
-            f.setBottomBorder(0)
-            cell.setFormat(f)
-        next_page = (int(top // height) + 1) * height
-        for _ in range(3):          # the spacer's own line counts too: grow it until the row moved
-            moved_top, _bottom = _row_span(doc, table, row + 1)
-            if moved_top >= next_page:
-                break
-            cell = table.cellAt(row, 0)
-            f = cell.format().toTableCellFormat()
-            f.setTopPadding(f.topPadding() + next_page - moved_top + 1)
-            cell.setFormat(f)
-        moves += 1
-    return moves
 
 
 def render_pdf(html: str, path, **kw) -> Path:

@@ -8,7 +8,9 @@ from the measured machine (device names, the kernel command line, host names, no
 since a device or host name is text anyone with root on that machine chose.
 
 The same HTML is what widgets/export.render_pdf lays out with QTextDocument, which understands a
-subset of HTML 4 and CSS 2 (tables, inline styles, img): so tables, not flexbox.
+subset of HTML 4 and CSS 2 (tables, inline styles, img): so tables, not flexbox. The CSS asks a
+browser's print not to cut rows or part headings from what follows; QTextDocument ignores that, and
+widgets/pdf_pages.py does it for the PDF.
 """
 from __future__ import annotations
 
@@ -416,6 +418,7 @@ td.num { text-align: right; font-family: 'DejaVu Sans Mono', monospace; }
 .probe-text { white-space: pre-wrap; font-family: 'DejaVu Sans Mono', monospace; font-size: 7pt; background: #f5f7fa; padding: 6px; overflow-x: auto; }
 img { max-width: 100%; }
 tr { page-break-inside: avoid; }
+h1, h2, h3 { page-break-after: avoid; }
 """
 
 
