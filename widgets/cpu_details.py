@@ -103,7 +103,7 @@ def cpu_threads(state: MachineState, cpu: int) -> list[Landing]:
         if (t.last_cpu if r is None else r.last_cpu) != cpu:
             continue
         pct = r.cpu_pct if r is not None else 0.0
-        out.append(Landing(str(tid), t.comm, float(pct), r is not None))
+        out.append(Landing(str(tid), state.thread_names.name(t.pid, tid, t.comm), float(pct), r is not None))
     out.sort(key=lambda x: (-x.value, int(x.key)))
     return out
 

@@ -196,7 +196,7 @@ class ResidencyPlot(QWidget):
     def _name(self, tid: int) -> str:
         tasks = self._state.sample.tasks if self._state is not None else None
         t = tasks.tasks.get(tid) if tasks is not None else None
-        return f"{t.comm} ({tid})" if t is not None else f"thread {tid}"
+        return f"{self._state.thread_names.name(t.pid, tid, t.comm)} ({tid})" if t is not None else f"thread {tid}"
 
     def _process_name(self, pid: int) -> str:
         tasks = self._state.sample.tasks if self._state is not None else None

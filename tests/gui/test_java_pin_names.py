@@ -27,6 +27,7 @@ from tests.gui.test_pin_dialog import _ctrl_p, _type
 from tests.gui.test_pinning import _drag_drop
 from tests.jvms import COMM, HANDLER, MarketData, needs_jdk, wait_until
 from widgets.application import build_window
+from widgets.cpu_details import cpu_threads
 from widgets.pinning.drag import pin_drag
 from widgets.tables.thread_cells import COL_NAME
 
@@ -121,6 +122,19 @@ def test_a_java_thread_dropped_from_the_tree_is_journalled_and_shown_by_its_full
     settle(w)
     assert _aff(tid) == before
     assert w.pin_controller.result_line.text() == f"undo: thread {tid} ({HANDLER}): {one} -> {format_cpulist(before)} ok"
+
+
+def test_the_cpu_panel_and_the_residency_plot_name_it_by_its_full_name(window, jvm, qtbot):
+    w, _ = window
+    tid = jvm.tid(HANDLER)
+    _click_thread(qtbot, w.thread_table, jvm.pid, tid)
+    task = w.state.sample.tasks.tasks[tid]
+    [landing] = [x for x in cpu_threads(w.state, task.last_cpu) if x.key == str(tid)]
+    assert landing.label == HANDLER
+    plot = w.residency_plot
+    drawn = plot.label(tid)             # drawn once its trail has a sample; till then the hint names it
+    assert drawn == f"{HANDLER} ({tid})" if drawn is not None else f"{HANDLER} ({tid})" in plot.hint.text(), \
+        plot.hint.text()
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="pinning needs 2 CPUs to move between")
