@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from app.format import cpus_word
+from app.pinning.kinds import CPU_KINDS, MEMBER_KINDS
 from app.pinning.journal_lines import JournalEntry, QuietEvent
 from app.pinning.targets import GUARD_ORIGIN, PinTarget
 
@@ -114,6 +115,10 @@ class Ledger:
 
     def quiet_warning(self, target: PinTarget, cpus, *, kthread: bool = False) -> str:
         """The warning a pin of `target` onto `cpus` carries ("" when none): see the module docstring."""
+        if target.kind not in CPU_KINDS or target.kind in ("cpuset", "slice"):
+            # A cpuset's or a process's value is a cgroup (/coremap-system is 1), not CPUs: an isolate's
+            # own move of process 1 into the shield read as "moved off quiet CPU 1" (issue 28).
+            return ""
         onto = sorted(set(cpus) & set(self.quiet_cpus))
         m = self.moved.get(target.key)
         if not onto or m is None:
@@ -139,8 +144,9 @@ def ledger_of(entries: Iterable[JournalEntry], quiet_events: Iterable[QuietEvent
     undo, redo, original = _stacks(batches)
     events = {q.id: q for q in quiet_events if q.root == root_key}
     quiet, moved, pinned = _in_effect(batches, events, undo, original)
+    ended = _given_back_isolates(events, undo, original)
     return Ledger(tuple(undo), tuple(redo), {b: tuple(es) for b, es in batches.items()}, original,
-                  tuple(sorted(quiet)), moved, pinned, tuple(unrestored(mine)), events, tuple(mine),
+                  tuple(sorted(quiet)), moved, pinned, tuple(unrestored(mine, ended)), events, tuple(mine),
                   _cut_short(batches, events))
 
 
@@ -198,9 +204,27 @@ def _stacks(batches: Mapping[int, list[JournalEntry]]) -> tuple[list[int], list[
         elif origin == GUARD_ORIGIN:
             continue
         elif any(e.state == "done" for e in batches[b]):
+            if origin == "include":
+                for p in _pins_given_back(batches, undo, original, b):
+                    undo.remove(p)
             undo.append(b)
             redo.clear()
     return undo, redo, original
+
+
+def _pins_given_back(batches: Mapping[int, list[JournalEntry]], undo: list[int], original: Mapping[int, int],
+                     include: int) -> list[int]:
+    """The pin batches on the undo stack that the give-back `include` undid: one of their threads or
+    IRQs is among its writes (see the module docstring). An isolate's batch is never one of them."""
+    wrote = {(e.kind, e.netdev, e.target_id) for e in batches[include]
+             if e.kind in ("thread", "irq") and (e.state != "failed" or e.code == "gone")}
+    out = []
+    for b in undo:
+        if batches[original.get(b, b)][0].origin in ("isolate", "include"):
+            continue
+        if any((e.kind, e.netdev, e.target_id) in wrote for e in batches[b] if e.state == "done"):
+            out.append(b)
+    return out
 
 
 def _in_effect(batches, events: Mapping[int, QuietEvent], undo: list[int], original: Mapping[int, int]):
@@ -239,7 +263,23 @@ def _add_moved(moved: dict[Key, Moved], e: JournalEntry, quiet, batch: int) -> N
                          old.starttime)
 
 
-def unrestored(entries: Iterable[JournalEntry]) -> list[JournalEntry]:
+def _given_back_isolates(events: Mapping[int, QuietEvent], undo: list[int], original: Mapping[int, int]) -> set[int]:
+    """The isolates whose every CPU a later include in effect gave back: the quiet time they began is over."""
+    effect = {original.get(b, b) for b in undo}
+    out = set()
+    for q in events.values():
+        if q.action != "isolate":
+            continue
+        back: set[int] = set()
+        for r in events.values():
+            if r.action == "include" and r.id > q.id and r.id in effect:
+                back |= set(r.cpus)
+        if set(q.cpus) <= back:
+            out.add(q.id)
+    return out
+
+
+def unrestored(entries: Iterable[JournalEntry], ended: frozenset[int] | set[int] = frozenset()) -> list[JournalEntry]:
     """For each target still changed from its original affinity, the first entry of that change (its
     `before` is what a restore writes back), oldest first; `entries` of one machine.
 
@@ -251,9 +291,16 @@ def unrestored(entries: Iterable[JournalEntry]) -> list[JournalEntry]:
     A give-back (an include) never starts a run: it only ends those an isolate started. What it writes
     to a target no isolate moved is a task born while the CPUs were quiet, given the machine's own
     cpuset or every CPU; its `before` (coremap's shield) is no original to go back to, and a restore
-    that wrote it would put the task back into a cpuset that no longer exists.
+    that wrote it would put the task back into a cpuset that no longer exists. For the same reason a
+    give-back's move of a task into the root cpuset ends its run: the shield it came from is down.
+
+    `ended`: isolates whose CPUs were all given back since. A run such an isolate began, and nothing but
+    quiet batches wrote since, is over too: the give-back left it as it meant to (a process that exited
+    before it, a setting someone else changed since), and a restore after a give-back has nothing to
+    do (issue 28). A target the user pinned after the isolate keeps its run: restore puts it back.
     """
     open_runs: dict[tuple, JournalEntry] = {}
+    by_user: set[tuple] = set()          # runs a batch other than an isolate or include wrote
     for e in entries:
         k = e.key
         if e.code == "gone":
@@ -268,6 +315,30 @@ def unrestored(entries: Iterable[JournalEntry]) -> list[JournalEntry]:
             if e.before is None or e.origin == "include":
                 continue
             open_runs[k] = first = e
-        if e.state == "done" and e.requested == first.before:
+            by_user.discard(k)
+        if e.origin not in ("isolate", "include"):
+            by_user.add(k)
+        if e.state == "done" and (e.requested == first.before or _out_of_the_shield(e)):
             open_runs.pop(k, None)
-    return sorted(open_runs.values(), key=lambda e: e.id)
+    return sorted((e for k, e in open_runs.items() if e.batch not in ended or k in by_user), key=lambda e: e.id)
+
+
+def restorable(entries: Iterable[JournalEntry], cpuset_exists) -> tuple[list[JournalEntry], list[str]]:
+    """What a restore writes of `entries` (Ledger.unrestored), and notes on what it leaves out: a task's
+    move back into coremap's /coremap-system or /coremap-pinned once that cpuset is gone
+    (`cpuset_exists(index)` says, app/format.py CPUSET_NAMES). Written, the kernel answers ENOENT, which
+    read as "gone" of a task that is alive (issue 28); the task stays where it is, in a cpuset that
+    allows it every CPU."""
+    keep, notes = [], []
+    for e in entries:
+        if e.kind in MEMBER_KINDS and e.before and e.before[0] > 0 and not cpuset_exists(e.before[0]):
+            notes.append(f"{PinTarget(e.kind, e.target_id, e.pid, e.label, e.netdev).describe()}: its cpuset from "
+                         "before is gone (the shield came down); left where it is")
+            continue
+        keep.append(e)
+    return keep, notes
+
+
+def _out_of_the_shield(e: JournalEntry) -> bool:
+    """A give-back's write of a task back into the root cpuset (value 0, app/format.py CPUSET_NAMES)."""
+    return e.origin == "include" and e.kind in MEMBER_KINDS and tuple(e.requested) == (0,)
