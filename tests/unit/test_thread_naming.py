@@ -148,3 +148,23 @@ def test_a_java_thread_pinned_by_tid_is_journalled_and_listed_by_its_full_name(j
     assert tuple(sorted(os.sched_getaffinity(tid))) == before
     out = capsys.readouterr().out
     assert f"thread {tid} ({HANDLER})" in out and not _alone(out), out
+
+
+@needs_jdk
+@pytest.mark.usefixtures("tracefs", "live_machine")
+def test_a_jitter_run_names_the_java_thread_that_ran_on_its_cpu_by_its_full_name(jvm):
+    """The handler (awake every 50 ms) shares the probed CPU; the run's own record names it."""
+    from probes.runner import run_to_end
+    tid, cpu = jvm.tid(HANDLER), CPUS[-1]
+    before = os.sched_getaffinity(tid)
+    os.sched_setaffinity(tid, {cpu})
+    try:
+        rc, lines, run = run_to_end("jitter", ["--cpu", str(cpu), "--seconds", "2", "--attribute"], timeout=60)
+    finally:
+        os.sched_setaffinity(tid, before)
+    assert rc == 0, run.stderr_lines
+    a = next(line for line in lines if line["type"] == "attribution")
+    causes = [row["cause"] for row in a["by_cause"]]
+    assert f"{HANDLER}/{tid}" in causes, causes
+    assert not any(_alone(c) for c in causes), causes
+    assert jvm.alive()
