@@ -21,12 +21,16 @@ from app.cli.pin import affinity_service
 ISOLATE = """Make CPUs quiet (the window's Quiet → Make quiet…): keep every process off them with a cpuset where the machine has one (a shield,
 or systemd's AllowedCPUs=; otherwise every thread is moved), move every movable IRQ, kernel thread and
 mask off them, and set the kernel's noise knobs (timer migration, vmstat interval, the watchdog's CPUs).
+A task you pinned onto those CPUs yourself (its mask lies within them) is left there (--move-pinned
+moves it too).
 The method used is named in the output. One batch, journalled first: `coremap undo` reverts all of it,
 `coremap include` gives the CPUs back."""
 INCLUDE = """Give quiet CPUs back (the window's Quiet → Give back…): every target an isolate in effect changed gets back what it had on those CPUs
 (a change made since stays, a mask a user set stays), the settings their old values, and when no CPU
 stays quiet the shield comes down, every process in it (those started meanwhile too) back on all CPUs.
-Targets that have exited are reported as gone, not as failures."""
+The pins made onto those CPUs while they were quiet are undone in the same batch (--keep-pins keeps
+them), so nothing is left for `coremap restore`. Targets that have exited are reported as gone, not as
+failures."""
 
 
 def register(subparsers) -> None:
@@ -42,6 +46,12 @@ def register(subparsers) -> None:
         if name == "isolate":
             p.add_argument("--pm-qos", action="store_true",
                            help="also keep the quiet CPUs out of deep idle states (their PM QoS resume latency 0)")
+            p.add_argument("--move-pinned", action="store_true",
+                           help="also move tasks you pinned onto these CPUs yourself (taskset); left there by default")
+        else:
+            p.add_argument("--keep-pins", action="store_true",
+                           help="keep the pins made onto these CPUs while they were quiet; undone with the rest by "
+                                "default")
         add_json_arguments(p, "the preview (and the results) as one JSON document")
         add_root_argument(p)
         p.set_defaults(func=run, action=name)
@@ -53,9 +63,9 @@ def run(args) -> int:
                            preview_text)
     service = affinity_service(args)
     if args.action == "isolate":
-        preview = preview_isolate(service, args.cpus, pm_qos=args.pm_qos)
+        preview = preview_isolate(service, args.cpus, pm_qos=args.pm_qos, move_pinned=args.move_pinned)
     else:
-        preview = preview_include(service, args.cpus)
+        preview = preview_include(service, args.cpus, keep_pins=args.keep_pins)
     if args.dry_run:
         if args.json:
             write_json({"preview": asdict(preview)}, args)
@@ -69,8 +79,12 @@ def run(args) -> int:
                     "outcome": outcome_sentence(preview, results)}, args)
     else:
         print(outcome_sentence(preview, results))
-        cannot = [s.line() for s in preview.stays] + [r.line(warning=False) for r in results
-                                                      if not r.ok and r.code not in ("gone", "cancelled")]
+        left = [s.line() for s in preview.stays if s.code == "placed"]
+        cannot = [s.line() for s in preview.stays if s.code != "placed"] + [
+            r.line(warning=False) for r in results if not r.ok and r.code not in ("gone", "cancelled")]
+        if left:
+            print("left where you pinned them:")
+            print("\n".join(f"  {line}" for line in left))
         gone = [r.target.describe() for r in results if r.code == "gone"]
         if cannot:
             print("could not move:")

@@ -20,7 +20,8 @@ Each tick (`Guard.tick()`):
   bytes of comm (the cheap trigger) and confirmed in the JVM's thread dump (app/machine/java.py, which
   checks it is a JVM before attaching) when the name is longer.
 
-A change made by someone else is reported once per new value: target, what was set -> what is
+What an include (a give-back) wrote last is not guarded: it is the machine's own again. A change made
+by someone else is reported once per new value: target, what was set -> what is
 there, when, and who if it can be told — irqbalance when it runs and does not ban that IRQ, a cpuset
 change when the thread's cpuset no longer allows what was set, else that it cannot be told (the
 kernel records no writer of an affinity), with the time window it happened in (after it was last seen
@@ -142,6 +143,11 @@ class Guard:
         threads, others = [], []
         me = os.getpid()
         for (e, batch) in latest.values():
+            if _given_back(history, batch):
+                # What a give-back wrote last is the machine's own again (what it had before the quiet
+                # time, a pin made then undone): nothing of coremap's holds it, so a later change is
+                # no one's to report (issue 28 reported coremap's own give-back as someone else's).
+                continue
             if e.kind == "thread" and e.pid == me:
                 # This process's own threads step off the CPUs a probe measures while it runs
                 # (probes/own_affinity.py): that is coremap moving itself, not a change to report.
@@ -393,6 +399,14 @@ class Guard:
         except TaskGone:
             # The leader exited while its threads run on: the task folder is still this process's.
             return True
+
+
+def _given_back(history, batch: int) -> bool:
+    """Whether `batch` is a give-back, or an isolate whose CPUs were all given back since."""
+    q = history.quiet_events.get(batch)
+    if q is None:
+        return False
+    return q.action == "include" or not set(q.cpus) & set(history.quiet_cpus)
 
 
 def event_line(ev: GuardEvent) -> str:

@@ -32,6 +32,7 @@ from app.pinning.service import AffinityService, PinResult
 from app.quiet import moves as M
 from app.quiet.preview import (GROUPS, METHODS, STAY_WORDS, UNMOVABLE_CODES, QuietMove, QuietPreview,  # noqa: F401
                                QuietStay, failed_results, order, outcome_sentence, preview_text)
+from app.quiet.pins_back import pins_back
 from app.quiet.shield import giveback_steps, isolate_steps, method_of
 from app.sysroot import SysRoot
 
@@ -42,9 +43,12 @@ class QuietError(CoremapError):
     """A quiet set that cannot be made (no such CPU, offline, nothing left for housekeeping)."""
 
 
-def preview_isolate(service: AffinityService, cpus, *, pm_qos: bool = False) -> QuietPreview:
+def preview_isolate(service: AffinityService, cpus, *, pm_qos: bool = False, move_pinned: bool = False) -> QuietPreview:
     """What `coremap isolate --cpus CPUS` would write, per target; nothing is written. `pm_qos`: also
-    keep the quiet CPUs out of deep idle states."""
+    keep the quiet CPUs out of deep idle states. A task whose mask already lies within the quiet CPUs
+    was put there by the user (taskset, or the program itself: tuned's cpu-partitioning keeps such
+    tasks in its ps_blacklist): it is left there, its process out of the shield, and listed as
+    "placed"; `move_pinned` (`--move-pinned`, the preview's tick box) moves it like the rest."""
     root = service.root
     state = service.ledger()
     quiet = check_cpus(root, cpus)
@@ -56,23 +60,27 @@ def preview_isolate(service: AffinityService, cpus, *, pm_qos: bool = False) -> 
     if not root.is_live:
         method = "none"
         notes.append(f"threads are moved only on the live machine, not on {root.root}")
-    shield, whole = isolate_steps(root, layout, state, set(quiet), hk, sample, notes) if method != "none" else ([], set())
+    placed = set() if move_pinned else set(quiet) | set(state.quiet_cpus)
+    shield, whole = (isolate_steps(root, layout, state, set(quiet), hk, sample, notes, placed=placed)
+                     if method != "none" else ([], set()))
     single: list[QuietMove] = []
     M.irqbalance(root, quiet, single, notes)
     M.irqs(root, service, state, set(quiet), hk, single, stays)
     if sample is not None:
-        M.threads(root, service, state, set(quiet), hk, single, stays, sample, skip_pids=whole)
+        M.threads(root, service, state, set(quiet), hk, single, stays, sample, skip_pids=whole, placed=placed)
     M.masks(root, set(quiet), hk, single, stays, notes)
     M.settings(root, quiet, pm_qos=pm_qos, moves=single, notes=notes)
     single.sort(key=order)
     already = sorted(set(quiet) & set(state.quiet_cpus))
     if already:
         notes.append(f"{cpus_word(already)} already quiet: what has come back since is moved again")
-    return QuietPreview("isolate", quiet, hk, tuple(shield + single), tuple(stays), tuple(notes), method)
+    return QuietPreview("isolate", quiet, hk, tuple(shield + single), tuple(stays), tuple(notes), method,
+                        ("move_pinned",) if move_pinned else ())
 
 
-def preview_include(service: AffinityService, cpus) -> QuietPreview:
-    """What `coremap include --cpus CPUS` would write (see the module docstring)."""
+def preview_include(service: AffinityService, cpus, *, keep_pins: bool = False) -> QuietPreview:
+    """What `coremap include --cpus CPUS` would write (see the module docstring), the pins made onto
+    those CPUs while they were quiet undone with the rest unless `keep_pins` (app/quiet/pins_back.py)."""
     root = service.root
     state = service.ledger()
     given = check_cpus(root, cpus)
@@ -84,14 +92,21 @@ def preview_include(service: AffinityService, cpus) -> QuietPreview:
                      "(no isolate in effect moved anything off it): nothing to give back there")
     back = set(given) & set(state.quiet_cpus)
     remaining = set(state.quiet_cpus) - back
-    single = [m for m in (_give_back(service, m, back, remaining, stays, notes) for m in state.moved.values()) if m]
+    pins = pins_back(service, state, back, remaining, keep=keep_pins) if back and root.is_live else []
+    undone = {m.target.key for m in pins}
+    single = [m for m in (_give_back(service, m, back, remaining, stays, notes) for m in state.moved.values()
+                          if m.target.key not in undone) if m]
     if back and root.is_live and remaining == set() and method_of(root)[0] == "none":
         single += M.born_while_quiet(root, _isolate_times(state), state, back)
     single.sort(key=order)
     method, layout = method_of(root)
     shield = giveback_steps(root, layout, state, back, remaining, stays) if back and root.is_live else []
     hk = tuple(sorted(set(read_online_cpus(root)) - remaining))
-    return QuietPreview("include", tuple(sorted(back)), hk, tuple(single + shield), tuple(stays), tuple(notes), method)
+    # A pinned thread leaves /coremap-pinned before the shield's give-back removes it; while CPUs stay
+    # quiet it goes back into the shield once that allows the CPUs given back.
+    moves = single + (pins + shield if not remaining else shield + pins)
+    return QuietPreview("include", tuple(sorted(back)), hk, tuple(moves), tuple(stays), tuple(notes), method,
+                        ("keep_pins",) if keep_pins else ())
 
 
 def _give_back(service: AffinityService, m, back: set[int], remaining: set[int], stays: list,

@@ -73,8 +73,17 @@ def irqs(root, service, state, quiet, hk, moves, stays) -> None:
 
 
 
-def threads(root, service, state, quiet, hk, moves, stays, sample: ThreadsSample, skip_pids=frozenset()) -> None:
-    """Threads allowed on the quiet CPUs, but those of `skip_pids` (processes a cpuset moves whole)."""
+def placed_there(t: TaskSample, placed: set[int]) -> bool:
+    """Whether the user put thread `t` on the CPUs `placed` (those being made quiet): its mask lies
+    within them. A kernel thread's mask is the kernel's, not the user's; a zombie has none to keep."""
+    return (bool(placed) and not t.kthread and not t.no_setaffinity and t.allowed is not None
+            and t.state not in ("Z", "X") and set(t.allowed) <= placed)
+
+
+def threads(root, service, state, quiet, hk, moves, stays, sample: ThreadsSample, skip_pids=frozenset(),
+            placed: set[int] = frozenset()) -> None:
+    """Threads allowed on the quiet CPUs, but those of `skip_pids` (processes a cpuset moves whole);
+    one placed there by the user (placed_there) stays and is listed."""
     cpusets: dict[str, tuple | None] = {}
     found = []
     for t in sample.tasks.values():
@@ -90,6 +99,11 @@ def threads(root, service, state, quiet, hk, moves, stays, sample: ThreadsSample
         kept = _kept_pin(state, target.key, quiet, t.allowed)
         if kept:
             stays.append(QuietStay(target, "pinned", kept, cpus=t.allowed))
+            continue
+        if placed_there(t, placed):
+            stays.append(QuietStay(target, "placed", f"left: pinned there by you (its mask allows only "
+                                   f"{cpus_word(t.allowed)}); move pinned tasks too (--move-pinned) to move it",
+                                   cpus=t.allowed))
             continue
         new, note = _new_mask(t.allowed, quiet, hk)
         if not set(new) <= set(t.allowed):
@@ -161,11 +175,17 @@ def _mask_move(root, t: PinTarget, quiet, hk, moves, notes) -> None:
 
 def reused(service: AffinityService, m) -> bool:
     """Whether the thread a move was about has exited and its tid now names another thread."""
-    if m.target.kind != "thread" or m.starttime is None:
+    return m.target.kind == "thread" and exited(service, m.target, m.starttime)
+
+
+def exited(service: AffinityService, t: PinTarget, starttime: int | None) -> bool:
+    """Whether the task `t` (a thread, or a process as its cpuset member) has exited, or its id names
+    another task now; False without a start time to tell."""
+    if starttime is None:
         return False
-    pid = m.target.pid if m.target.pid is not None else m.target.id
+    pid = t.id if t.kind == "cgroup" else t.pid if t.pid is not None else t.id
     try:
-        return read_task(service.root, pid, m.target.id, detail="fast").starttime != m.starttime
+        return read_task(service.root, pid, t.id, detail="fast").starttime != starttime
     except TaskGone:
         return True
 

@@ -14,9 +14,12 @@ from dataclasses import dataclass, field
 from app.format import cpus_word, format_change, plural
 from app.pinning.targets import PinResult, PinTarget
 
-GROUPS = (("cpuset", "cpusets"), ("process", "processes into the shield"), ("irqbalance", "irqbalance"),
-          ("irq", "IRQs"), ("thread", "threads"),
+GROUPS = (("cpuset", "cpusets"), ("process", "processes into the shield"), ("pin", "pins"),
+          ("irqbalance", "irqbalance"), ("irq", "IRQs"), ("thread", "threads"),
           ("kthread", "kernel threads"), ("mask", "masks"), ("setting", "kernel settings"))
+# A give-back's words for what it does to a group (issue 28: it said it moved processes "into the shield").
+GIVE_BACK_TITLES = {"process": "processes out of the shield, back to every CPU",
+                    "pin": "pins made while quiet"}
 # Refusals that are the kernel's design, not a failure of an isolate (listed, not an error); "gone":
 # the target exited between the preview and the write.
 UNMOVABLE_CODES = ("kthread", "managed", "cpuset", "gone", "trimmed", "cancelled")
@@ -24,7 +27,8 @@ UNMOVABLE_CODES = ("kthread", "managed", "cpuset", "gone", "trimmed", "cancelled
 STAY_WORDS = {"kthread": ("per-CPU kernel thread", "per-CPU kernel threads"),
               "managed": ("managed IRQ", "managed IRQs"),
               "cpuset": ("limited by its cpuset", "limited by their cpuset"),
-              "pinned": ("pinned there by you",) * 2, "name": ("odd device name", "odd device names"),
+              "pinned": ("pinned there by you",) * 2, "placed": ("left where you pinned it", "left where you pinned them"),
+              "name": ("odd device name", "odd device names"),
               "unreadable": ("unreadable",) * 2, "changed": ("changed since by someone else",) * 2}
 METHODS = {
     "v1": "cpuset shield (cgroup v1): every process moves into /coremap-system, which allows only the "
@@ -72,12 +76,20 @@ class QuietPreview:
     stays: tuple[QuietStay, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     method: str = "none"             # METHODS
+    options: tuple[str, ...] = ()    # "move_pinned" (an isolate), "keep_pins" (an include): as asked
 
     def pairs(self) -> list[tuple[PinTarget, tuple[int, ...]]]:
         return [(m.target, m.after) for m in self.moves]
 
     def counts(self) -> Counter:
         return Counter(m.group for m in self.moves)
+
+
+def group_title(group: str, action: str) -> str:
+    """How a group of moves is called in an isolate's preview, or in a give-back's."""
+    if action == "include" and group in GIVE_BACK_TITLES:
+        return GIVE_BACK_TITLES[group]
+    return dict(GROUPS)[group]
 
 
 def failed_results(results: list[PinResult]) -> list[PinResult]:
@@ -96,7 +108,8 @@ def outcome_sentence(preview: QuietPreview, results: list[PinResult]) -> str:
     ok = sum(1 for r in results if r.changed) - len(moving)
     gone = sum(1 for r in results if r.code == "gone")
     cancelled = sum(1 for r in results if r.code == "cancelled")
-    why = Counter(s.code for s in preview.stays)
+    why = Counter(s.code for s in preview.stays if s.code != "placed")
+    placed = sum(1 for s in preview.stays if s.code == "placed")
     why.update(r.code for r in results if not r.ok and r.code not in ("trimmed", "gone", "moving", "cancelled"))
     s = f"{what}: {ok} target{'s' if ok != 1 else ''} moved"
     if moving:
@@ -110,12 +123,14 @@ def outcome_sentence(preview: QuietPreview, results: list[PinResult]) -> str:
               f"{cpus_word(told)} {'alone' if preview.action == 'isolate' else 'again'}")
     if gone:
         s += f" ({gone} exited meanwhile)"
+    if placed:
+        s += f"; {plural(placed, 'task', 'tasks')} left on {cpus_word(preview.cpus)} where you pinned {'it' if placed == 1 else 'them'}"
     if cancelled:
         s += f"; cancelled, {cancelled} not written (Edit → Undo reverts what was)"
     if why:
         n = sum(why.values())
         s += f"; {n} could not: " + ", ".join(plural(c, *STAY_WORDS.get(k, (k, k))) for k, c in why.most_common())
-    elif not results and not preview.moves:
+    elif not results and not preview.moves and not placed:
         s = f"{what}: nothing to give back" if preview.action == "include" else f"{what}: nothing to move"
     return s
 
@@ -131,21 +146,25 @@ def preview_text(preview: QuietPreview, *, limit: int = 0) -> str:
     if preview.action == "isolate":
         out.append(f"  method: {METHODS.get(preview.method, preview.method)}")
     counts = preview.counts()
-    for group, title in GROUPS:
+    for group, _ in GROUPS:
         rows = [m for m in preview.moves if m.group == group]
         if not rows:
             continue
-        out.append(f"  {'set' if group in ('cpuset', 'setting', 'irqbalance') else 'move'} {counts[group]} {title}:")
+        verb = "set" if group in ("cpuset", "setting", "irqbalance") else "undo" if group == "pin" else "move"
+        out.append(f"  {verb} {counts[group]} {group_title(group, preview.action)}:")
         shown = rows[:limit] if limit else rows
         out += [f"    {m.line()}" for m in shown]
         if len(shown) < len(rows):
             out.append(f"    … and {len(rows) - len(shown)} more")
-    if preview.stays:
-        out.append(f"  cannot move {len(preview.stays)}:")
-        shown = preview.stays[:limit] if limit else preview.stays
+    for title, stays in (("left where you pinned them ({n}):", [s for s in preview.stays if s.code == "placed"]),
+                         ("cannot move {n}:", [s for s in preview.stays if s.code != "placed"])):
+        if not stays:
+            continue
+        out.append(f"  {title.format(n=len(stays))}")
+        shown = stays[:limit] if limit else stays
         out += [f"    {s.line()}" for s in shown]
-        if len(shown) < len(preview.stays):
-            out.append(f"    … and {len(preview.stays) - len(shown)} more")
+        if len(shown) < len(stays):
+            out.append(f"    … and {len(stays) - len(shown)} more")
     if not preview.moves and not preview.stays:
         out.append("  nothing to move")
     out += [f"  note: {n}" for n in preview.notes]

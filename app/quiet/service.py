@@ -18,7 +18,8 @@ ACTIONS = ("isolate", "include")
 
 @runtime_checkable
 class QuietService(Protocol):
-    def preview(self, action: str, cpus, *, pm_qos: bool = False) -> QuietPreview: ...
+    def preview(self, action: str, cpus, *, pm_qos: bool = False, move_pinned: bool = False,
+                keep_pins: bool = False) -> QuietPreview: ...
 
     def apply(self, preview: QuietPreview, *, progress: Progress | None = None) -> list[PinResult]: ...
 
@@ -33,11 +34,16 @@ class LocalQuiet:
     def __init__(self, pins: AffinityService):
         self.pins = pins
 
-    def preview(self, action: str, cpus, *, pm_qos: bool = False) -> QuietPreview:
-        """`pm_qos` (an isolate): also keep the quiet CPUs out of deep idle states."""
+    def preview(self, action: str, cpus, *, pm_qos: bool = False, move_pinned: bool = False,
+                keep_pins: bool = False) -> QuietPreview:
+        """`pm_qos` (an isolate): also keep the quiet CPUs out of deep idle states; `move_pinned` (an
+        isolate): move the tasks the user pinned onto those CPUs too; `keep_pins` (an include): leave
+        the pins made onto them while they were quiet."""
         if action not in ACTIONS:
             raise ValueError(f"quiet action {action!r}: expected one of {', '.join(ACTIONS)}")
-        return preview_isolate(self.pins, cpus, pm_qos=pm_qos) if action == "isolate" else preview_include(self.pins, cpus)
+        if action == "isolate":
+            return preview_isolate(self.pins, cpus, pm_qos=pm_qos, move_pinned=move_pinned)
+        return preview_include(self.pins, cpus, keep_pins=keep_pins)
 
     def apply(self, preview: QuietPreview, *, progress: Progress | None = None) -> list[PinResult]:
         return apply_preview(self.pins, preview, progress=progress)

@@ -24,6 +24,7 @@ from app.machine.threads import ThreadsSample
 from app.pinning.cgroups import PINNED, SYSTEM, CpusetWriter, SliceWriter, SubtreeWriter
 from app.pinning.ledger import Ledger
 from app.pinning.targets import PinTarget
+from app.quiet.moves import placed_there
 from app.quiet.preview import QuietMove, QuietStay
 from app.sysroot import SysRoot
 
@@ -38,9 +39,11 @@ def method_of(root: SysRoot) -> tuple[str, CpusetLayout]:
 
 
 def isolate_steps(root: SysRoot, layout: CpusetLayout, ledger: Ledger, quiet: set[int], hk, sample: ThreadsSample | None,
-                  notes: list[str]) -> tuple[list[QuietMove], set[int]]:
+                  notes: list[str], *, placed: set[int] = frozenset()) -> tuple[list[QuietMove], set[int]]:
     """The shield's moves, in the order they are written, and the processes it moves whole (their
-    threads are not moved one by one)."""
+    threads are not moved one by one). A process with a thread whose mask lies within `placed` (the
+    quiet CPUs, unless the user asked to move such tasks) stays in the root cpuset, where its CPUs are
+    allowed: the shield would take them from it (app/quiet/moves.py threads lists it, moves the rest)."""
     if layout.kind == "systemd":
         return _slices(root, quiet, hk, notes), _in_slices(root, sample)
     if not layout.usable or sample is None:
@@ -56,7 +59,7 @@ def isolate_steps(root: SysRoot, layout: CpusetLayout, ledger: Ledger, quiet: se
     elif set(current) & quiet:
         moves.append(QuietMove(CPUSET, current, tuple(sorted(set(current) - quiet)) or tuple(hk), "cpuset"))
     whole: set[int] = set()
-    held = _pids_pinned_onto(ledger, quiet)
+    held = _pids_pinned_onto(ledger, quiet) | _pids_placed(sample, placed)
     for pid, p in sorted(sample.processes.items()):
         leader = sample.tasks.get(pid)
         if leader is None or leader.kthread or leader.state in ("Z", "X"):
@@ -68,8 +71,8 @@ def isolate_steps(root: SysRoot, layout: CpusetLayout, ledger: Ledger, quiet: se
             moves.append(QuietMove(PinTarget("cgroup", pid, None, leader.comm), (0,), (SYSTEM,), "process"))
             whole.add(pid)
     if held:
-        notes.append(f"{len(held)} process{'es' if len(held) > 1 else ''} with a thread you pinned onto the quiet "
-                     "CPUs stay out of the shield: their other threads are moved one by one")
+        notes.append(f"{len(held)} process{'es' if len(held) > 1 else ''} with a thread pinned onto the quiet "
+                     "CPUs (by coremap, or by you) stay out of the shield: their other threads are moved one by one")
     return moves, whole
 
 
@@ -104,6 +107,13 @@ def giveback_steps(root: SysRoot, layout: CpusetLayout, ledger: Ledger, back: se
 def _pids_pinned_onto(ledger: Ledger, quiet: set[int]) -> set[int]:
     return {e.pid for e in ledger.pinned.values() if e.kind == "thread" and e.pid is not None
             and set(e.requested) & quiet}
+
+
+def _pids_placed(sample: ThreadsSample, placed: set[int]) -> set[int]:
+    """Processes with a thread of their own whose mask lies within `placed` (app/quiet/moves.py placed)."""
+    if not placed:
+        return set()
+    return {t.pid for t in sample.tasks.values() if placed_there(t, placed)}
 
 
 def _comm(root: SysRoot, pid: int) -> str:

@@ -128,11 +128,12 @@ class PinOps:
         """An isolate's or include's preview on this machine, kept (the last few) for `quiet_apply`."""
         action, cpus = req.param("action", str), req.param("cpus", list)
         pm_qos = req.param("pm_qos", bool, False)
+        options = {k: req.param(k, bool, False) for k in ("move_pinned", "keep_pins")}
         if action not in ACTIONS or not cpus or not all(type(c) is int for c in cpus):
             raise CoremapError("quiet_preview: action must be isolate or include, cpus a list of CPU numbers")
         m = self._machine()
         with m.lock:
-            preview = LocalQuiet(m.service).preview(action, cpus, pm_qos=pm_qos)
+            preview = LocalQuiet(m.service).preview(action, cpus, pm_qos=pm_qos, **options)
         self._preview_ids += 1
         self._previews[self._preview_ids] = preview
         while len(self._previews) > KEPT_PREVIEWS:

@@ -180,14 +180,16 @@ class QuietController(QObject):
             self.pins.show_message("this machine's CPUs cannot be made quiet from here", ok=False)
         return quiet
 
-    def _open_preview(self, action: str, cpus, pm_qos: bool = False) -> None:
+    def _open_preview(self, action: str, cpus, options: dict | None = None) -> None:
         """Work the preview out in the pin worker (it reads every thread and IRQ), then show it; a newer
-        preview supersedes one still being worked out."""
+        preview supersedes one still being worked out. `options`: the preview dialog's tick boxes
+        (pm_qos, move_pinned, keep_pins: app/quiet/service.py QuietService.preview)."""
         service = self._service()
         if service is None:
             return
+        options = dict(options or {})
         self.pins.show_message("working out what to move…")
-        self.pins.worker.submit("preview", lambda _p: service.preview(action, cpus, pm_qos=pm_qos), key="quiet-preview",
+        self.pins.worker.submit("preview", lambda _p: service.preview(action, cpus, **options), key="quiet-preview",
                                 on_done=self._show_preview,
                                 on_failed=lambda message: self.pins.show_message(message, ok=False))
 
@@ -198,7 +200,7 @@ class QuietController(QObject):
             self.dialog.deleteLater()
         self.dialog = QuietPreviewDialog(preview, self.grid.window())
         self.dialog.accepted.connect(lambda p=preview: self.apply(p))
-        self.dialog.pm_qos_toggled.connect(lambda on, p=preview: self._open_preview(p.action, p.cpus, on))
+        self.dialog.options_changed.connect(lambda options, p=preview: self._open_preview(p.action, p.cpus, options))
         self.dialog.open()
         self.preview_shown.emit(self.dialog)
 

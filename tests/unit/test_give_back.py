@@ -1,0 +1,141 @@
+"""Give back is one action that returns the machine, and Make quiet leaves alone what the user placed
+there (issue 28), live on this VM as root (cgroup v1's cpuset is mounted here):
+
+- after `coremap isolate -c 1` and a thread pinned onto CPU 1 (into /coremap-pinned), ONE `coremap
+  include -c 1` leaves every IRQ mask, task mask, task cpuset, coremap cpuset and kernel knob as it was
+  before the isolate; `coremap restore` then has nothing to do;
+- the guard reports nothing while coremap isolates, pins and gives back (it once called the give-back a
+  change "by someone coremap cannot tell", and the isolate's own move of process 1 a pin onto CPU 1);
+- `taskset -c 1 sleep` stays on CPU 1 in the root cpuset through `isolate -c 1`, listed as left there,
+  and `--move-pinned` moves it.
+
+Every check reads /proc and /sys, not coremap's output.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli.main import main
+from app.pinning.journal import Journal
+from app.pinning.service import AffinityService
+from app.quiet.guard import Guard
+from app.sysroot import SysRoot
+from tests.live import fingerprint_diff, live_test, machine_fingerprint, restore_quiet
+
+CPUSET = Path("/sys/fs/cgroup/cpuset")
+THREADS = ("import threading, time, os\n"
+           "for _ in range(3): threading.Thread(target=time.sleep, args=(300,), daemon=True).start()\n"
+           "print(os.getpid(), flush=True); time.sleep(300)")
+needs_v1 = pytest.mark.skipif(not (CPUSET / "cpuset.cpus").exists(), reason="cgroup v1's cpuset is not mounted here")
+
+
+def _status_cpus(folder: Path) -> str:
+    line = next(ln for ln in (folder / "status").read_text().splitlines() if ln.startswith("Cpus_allowed_list"))
+    return line.split(":", 1)[1].strip()
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
+    svc = AffinityService(SysRoot("/"), Journal(tmp_path / "state" / "journal.jsonl"))
+    yield svc
+    restore_quiet(svc)
+    svc.journal.close()
+
+
+def _no_alarm(guard: Guard) -> None:
+    events = guard.tick().events
+    assert events == [], [(e.kind, e.target_id, e.label, e.expected, e.found, e.who) for e in events]
+
+
+@needs_v1
+@live_test
+def test_one_give_back_after_isolate_and_pin_returns_the_machine(state, capsys):
+    proc = subprocess.Popen([sys.executable, "-c", THREADS], stdout=subprocess.PIPE, text=True)
+    proc.stdout.readline()
+    try:
+        tid = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))[1]
+        before = machine_fingerprint()
+        guard = Guard(state)
+        assert main(["isolate", "--cpus", "1"]) == 0
+        _no_alarm(guard)                    # the isolate's own moves are not someone else's
+        assert main(["pin", "--tid", str(tid), "--cpus", "1"]) == 0
+        assert _status_cpus(Path(f"/proc/{proc.pid}/task/{tid}")) == "1"
+        assert Path(f"/proc/{proc.pid}/task/{tid}/cpuset").read_text().strip() == "/coremap-pinned"
+        _no_alarm(guard)
+        capsys.readouterr()
+        assert main(["include", "--cpus", "1", "--dry-run"]) == 0
+        dry = capsys.readouterr().out
+        assert f"thread {tid} (python): 1 -> 0-1" in dry and "into the shield" not in dry, dry
+        assert "back to every CPU" in dry, dry
+        assert main(["include", "--cpus", "1"]) == 0
+        _no_alarm(guard)                    # nor is the give-back
+        assert fingerprint_diff(before, machine_fingerprint()) == []
+        assert not (CPUSET / "coremap-system").exists() and not (CPUSET / "coremap-pinned").exists()
+        assert state.ledger().unrestored == () and state.ledger().pinned == {}
+        capsys.readouterr()
+        assert main(["restore"]) == 0
+        assert capsys.readouterr().out.startswith("nothing to restore"), "a give-back leaves nothing to restore"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@needs_v1
+@live_test
+def test_keep_pins_keeps_the_pin_and_the_guard_stays_quiet(state, capsys):
+    proc = subprocess.Popen([sys.executable, "-c", THREADS], stdout=subprocess.PIPE, text=True)
+    proc.stdout.readline()
+    try:
+        tid = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))[1]
+        folder = Path(f"/proc/{proc.pid}/task/{tid}")
+        guard = Guard(state)
+        assert main(["isolate", "--cpus", "1"]) == 0
+        assert main(["pin", "--tid", str(tid), "--cpus", "1"]) == 0
+        assert main(["include", "--cpus", "1", "--keep-pins"]) == 0
+        assert _status_cpus(folder) == "1" and (folder / "cpuset").read_text().strip() == "/"
+        _no_alarm(guard)                    # the pinned thread left /coremap-pinned by coremap's own batch
+        capsys.readouterr()
+        assert main(["restore"]) == 0       # the kept pin is what restore puts back, and nothing else
+        out = capsys.readouterr().out
+        assert f"thread {tid} (python): 1 -> 0-1 ok" in out and "cpuset" not in out, out
+        assert _status_cpus(folder) == "0-1"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@needs_v1
+@live_test
+def test_make_quiet_leaves_a_task_the_user_pinned_there(state, capsys):
+    sleeper = subprocess.Popen(["taskset", "-c", "1", "sleep", "300"])
+    folder = Path(f"/proc/{sleeper.pid}")
+    try:
+        for _ in range(100):                # taskset execs sleep: wait until it is sleep
+            if (folder / "comm").read_text().strip() == "sleep":
+                break
+            subprocess.run(["sleep", "0.02"])
+        assert main(["isolate", "-c", "1", "--dry-run", "--json"]) == 0
+        preview = json.loads(capsys.readouterr().out)["preview"]
+        assert not [m for m in preview["moves"] if m["target"]["id"] == sleeper.pid], "the user's task is moved"
+        [left] = [s for s in preview["stays"] if s["target"]["id"] == sleeper.pid]
+        assert left["code"] == "placed" and "pinned there by you" in left["reason"]
+        assert main(["isolate", "-c", "1"]) == 0
+        assert _status_cpus(folder) == "1" and (folder / "cpuset").read_text().strip() == "/"
+        assert main(["include", "-c", "1"]) == 0
+        assert main(["isolate", "-c", "1", "--dry-run", "--move-pinned"]) == 0
+        out = capsys.readouterr().out
+        assert f"process {sleeper.pid} (sleep) cpuset: / -> /coremap-system" in out, out
+        assert main(["isolate", "-c", "1", "--move-pinned"]) == 0
+        assert _status_cpus(folder) == "0" and (folder / "cpuset").read_text().strip() == "/coremap-system"
+        assert main(["include", "-c", "1"]) == 0
+        assert _status_cpus(folder) == "1" and (folder / "cpuset").read_text().strip() == "/"   # its mask kept
+    finally:
+        sleeper.kill()
+        sleeper.wait()
