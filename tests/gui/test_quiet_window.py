@@ -235,3 +235,38 @@ def test_verify_runs_live_and_lands_in_the_session_and_the_report(qtbot, tmp_pat
     finally:
         restore_quiet(service)
         journal.close()
+
+
+def cut_cells(d) -> list[str]:
+    """The preview's cells whose text does not fit its column: laid out with word wrap in the column's
+    width (less the style's margins), it must fit the cell's width and height (issue 28 showed
+    "/ -> /coremap-…" and "(PF_NO_SETAFFINITY…")."""
+    from PySide6.QtCore import QRect, Qt
+    tree = d.tree
+    tree.expandAll()
+    fm = tree.fontMetrics()
+    margin = 2 * (tree.style().pixelMetric(tree.style().PixelMetric.PM_FocusFrameHMargin, None, tree) + 1)
+    out = []
+    for i in range(tree.topLevelItemCount()):
+        top = tree.topLevelItem(i)
+        for j in range(top.childCount()):
+            item = top.child(j)
+            for c in range(tree.columnCount()):
+                text = item.text(c)
+                rect = tree.visualRect(tree.indexFromItem(item, c))
+                room = rect.width() - margin
+                need = fm.boundingRect(QRect(0, 0, max(1, room), 100000), int(Qt.TextFlag.TextWordWrap), text)
+                if text and (need.width() > room or need.height() > rect.height()):
+                    out.append(f"{text!r} needs {need.width()}x{need.height()} in {room}x{rect.height()}")
+    return out
+
+
+def test_the_preview_columns_fit_or_wrap(sno, qtbot):
+    w, service, root = sno
+    w.topology_view.select_cpus([1, 2])
+    d = _open(w, "isolate")
+    qtbot.waitExposed(d)
+    assert d.row_texts() and cut_cells(d) == []
+    d.resize(640, 480)                      # a smaller dialog wraps its reasons, it never cuts them
+    qtbot.waitUntil(lambda: d.width() <= 640)
+    assert cut_cells(d) == []

@@ -1,26 +1,32 @@
 """QuietPreviewDialog: what "Make quiet…" (or "Give back…") would write, per target, before anything
 is written (app/quiet/isolate.py QuietPreview): the moves grouped as IRQs, threads, kernel threads and masks,
-each with its mask before -> after, then what cannot be moved and why. Apply writes it as one batch;
-Cancel writes nothing."""
+each with its mask before -> after, then what is left where the user pinned it, and what cannot be
+moved and why. Apply writes it as one batch; Cancel writes nothing.
+
+The Target and CPUs columns take the width of their longest text, and Why wraps in what is left, so no
+cell is cut short ("/ -> /coremap-…", "(PF_NO_SETAFFINITY…" in issue 28)."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QLabel, QLayout, QTreeWidget, QTreeWidgetItem,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QHeaderView, QLabel, QLayout, QTreeWidget,
+                               QTreeWidgetItem, QVBoxLayout, QWidget)
 
 from app.format import cpus_word, format_change, format_cpus
 from app.quiet.isolate import GROUPS, METHODS, STAY_WORDS, QuietPreview
+from app.quiet.preview import group_title
 from widgets.theme import status_color
 
 
 class QuietPreviewDialog(QDialog):
     """The preview of an isolate or include; `accepted` when Apply is pressed (nothing written here).
-    An isolate's preview names the method that keeps the CPUs quiet and offers PM QoS; `pm_qos_toggled(on)`
-    asks the controller for the preview again with or without it."""
+    An isolate's preview names the method that keeps the CPUs quiet and offers PM QoS and moving the
+    tasks the user pinned there; a give-back's offers keeping the pins made while quiet.
+    `options_changed(dict)` asks the controller for the preview again with the tick boxes' options
+    (pm_qos, move_pinned, keep_pins)."""
 
     COLUMNS = ("Target", "CPUs", "Why")
-    pm_qos_toggled = Signal(bool)
+    options_changed = Signal(object)
 
     def __init__(self, preview: QuietPreview, parent: QWidget | None = None):
         super().__init__(parent)
@@ -38,12 +44,25 @@ class QuietPreviewDialog(QDialog):
                                 "faster and use more power)", self)
         self.pm_qos.setChecked(any(m.target.kind == "pmqos" for m in preview.moves))
         self.pm_qos.setVisible(isolate)
-        self.pm_qos.toggled.connect(self.pm_qos_toggled)
+        self.move_pinned = QCheckBox("Also move tasks you pinned onto these CPUs yourself (taskset); they are "
+                                     "left there otherwise", self)
+        self.move_pinned.setChecked("move_pinned" in preview.options)
+        self.move_pinned.setVisible(isolate)
+        self.keep_pins = QCheckBox("Keep the pins made onto these CPUs while they were quiet (they are undone with "
+                                   "the rest otherwise)", self)
+        self.keep_pins.setChecked("keep_pins" in preview.options)
+        self.keep_pins.setVisible(not isolate)
+        for box in (self.pm_qos, self.move_pinned, self.keep_pins):
+            box.toggled.connect(self._on_option_toggled)
         self.tree = QTreeWidget(self)
         self.tree.setHeaderLabels(list(self.COLUMNS))
-        self.tree.setUniformRowHeights(True)
-        for col, w in enumerate((300, 110)):
-            self.tree.setColumnWidth(col, w)
+        self.tree.setWordWrap(True)
+        self.tree.setTextElideMode(Qt.TextElideMode.ElideNone)
+        header = self.tree.header()
+        header.setStretchLastSection(False)
+        for col, mode in enumerate((QHeaderView.ResizeMode.ResizeToContents, QHeaderView.ResizeMode.ResizeToContents,
+                                    QHeaderView.ResizeMode.Stretch)):
+            header.setSectionResizeMode(col, mode)
         self._fill()
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Apply | QDialogButtonBox.StandardButton.Cancel,
                                         self)
@@ -54,6 +73,8 @@ class QuietPreviewDialog(QDialog):
         lay.addWidget(self.summary)
         lay.addWidget(self.method)
         lay.addWidget(self.pm_qos)
+        lay.addWidget(self.move_pinned)
+        lay.addWidget(self.keep_pins)
         lay.addWidget(self.tree, 1)
         lay.addWidget(self.buttons)
         if QGuiApplication.platformName() == "offscreen":
@@ -61,44 +82,60 @@ class QuietPreviewDialog(QDialog):
             lay.setSizeConstraint(QLayout.SizeConstraint.SetNoConstraint)
         self.apply_button.clicked.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
-        self.resize(720, 520)
+        self.resize(960, 560)
+
+    def _on_option_toggled(self, _on: bool) -> None:
+        self.options_changed.emit({"pm_qos": self.pm_qos.isChecked(), "move_pinned": self.move_pinned.isChecked(),
+                                   "keep_pins": self.keep_pins.isChecked()})
 
     def _summary(self) -> str:
         p = self.preview
         counts = p.counts()
-        moved = ", ".join(f"{counts[g]} {title}" for g, title in GROUPS if counts[g]) or "nothing"
+        moved = ", ".join(f"{counts[g]} {group_title(g, p.action)}" for g, _ in GROUPS if counts[g]) or "nothing"
         s = (f"Moves {moved} off {cpus_word(p.cpus)}, onto the housekeeping {cpus_word(p.housekeeping)}."
-             if p.action == "isolate" else f"Gives {cpus_word(p.cpus)} back to {moved}.")
-        if p.stays:
-            s += f" {len(p.stays)} cannot be moved (below). Nothing is written until you press the button; " \
-                 "Edit → Undo reverts it all."
+             if p.action == "isolate" else f"Gives {cpus_word(p.cpus)} back: {moved}.")
+        placed = sum(1 for x in p.stays if x.code == "placed")
+        if placed:
+            s += f" {placed} you pinned there stay{'s' if placed == 1 else ''} (below)."
+        if len(p.stays) > placed:
+            s += f" {len(p.stays) - placed} cannot be moved (below)."
+        s += " Nothing is written until you press the button; Edit → Undo reverts it all."
         notes = " ".join(p.notes)
         return s + (f"\n{notes}" if notes else "")
 
     def _fill(self) -> None:
         p = self.preview
         counts = p.counts()
-        for group, title in GROUPS:
+        for group, _ in GROUPS:
             rows = [m for m in p.moves if m.group == group]
             if not rows:
                 continue
-            top = QTreeWidgetItem([f"Move {counts[group]} {title}", "", ""])
+            verb = "Undo" if group == "pin" else "Move"
+            top = QTreeWidgetItem([f"{verb} {counts[group]} {group_title(group, p.action)}", "", ""])
             top.addChildren([QTreeWidgetItem([m.target.describe(), format_change(m.before, m.after, m.target.kind), m.note])
                              for m in rows])
             self.tree.addTopLevelItem(top)
-        if p.stays:
-            top = QTreeWidgetItem([f"Cannot move {len(p.stays)}", "", ""])
-            for s in p.stays:
+            top.setFirstColumnSpanned(True)          # (only once in a tree)
+        placed = [x for x in p.stays if x.code == "placed"]
+        for title, stays, warn in ((f"Left where you pinned them: {len(placed)}", placed, False),
+                                   (f"Cannot move {len(p.stays) - len(placed)}", [x for x in p.stays if x.code != "placed"],
+                                    True)):
+            if not stays:
+                continue
+            top = QTreeWidgetItem([title, "", ""])
+            for s in stays:
                 where = format_cpus(s.cpus) if s.cpus is not None else STAY_WORDS.get(s.code, (s.code,))[0]
                 item = QTreeWidgetItem([s.what or s.target.describe(), where, s.reason])
                 item.setToolTip(2, s.reason)
-                for c in range(len(self.COLUMNS)):
-                    item.setForeground(c, status_color("warn", self))
+                if warn:
+                    for c in range(len(self.COLUMNS)):
+                        item.setForeground(c, status_color("warn", self))
                 top.addChild(item)
             self.tree.addTopLevelItem(top)
+            top.setFirstColumnSpanned(True)
         for i in range(self.tree.topLevelItemCount()):
             top = self.tree.topLevelItem(i)
-            top.setExpanded(top.childCount() <= 12 or top.text(0).startswith("Cannot"))
+            top.setExpanded(top.childCount() <= 12 or top.text(0).startswith(("Cannot", "Left", "Undo")))
 
     def row_texts(self) -> list[tuple[str, ...]]:
         """Every row (groups and their children, in order), for tests."""
