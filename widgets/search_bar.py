@@ -4,7 +4,11 @@ at once, as htop's F3 and lstopo's keys do (issue 23: nothing searched across th
 The text goes to the IRQ table's and the thread tree's own filters (their boxes show it, and their
 rules decide what matches: IRQ, device, queue and "cpu:N" words; thread, process and command-line
 names and ids), and the grid selects the CPUs the matches are on: where each matching IRQ may or does
-land, where each matching thread last ran, and the CPUs named with "cpu:N". The bar counts them.
+land, where each matching thread last ran, and the CPUs named with "cpu:N". The bar counts them, and
+keeps counting what the tables show as they change: a process that matched when the search was made
+may be gone a tick later (issue 28: the bar said "2 threads" while the tree showed one; the other was
+the short-lived program that typed the name, whose command line held it). The grid's selection is the
+search's, made once, so a CPU the user selects after it stays selected.
 Esc (or its ×) closes it and clears what it put into the filters.
 """
 from __future__ import annotations
@@ -55,6 +59,15 @@ class SearchBar(QFrame):
         self.field.textChanged.connect(lambda _text: self._timer.start())
         close.clicked.connect(self.close_search)
         self._put = ""               # the text this bar put into the table filters
+        self._cpus: list[int] = []   # the CPUs the search selected
+        # Recount once the tables settle: a tick adds and removes rows one range at a time.
+        self._recount = QTimer(self)
+        self._recount.setSingleShot(True)
+        self._recount.setInterval(0)
+        self._recount.timeout.connect(self.recount)
+        for proxy in (irqs.proxy, threads.proxy):
+            for signal in (proxy.rowsInserted, proxy.rowsRemoved, proxy.modelReset, proxy.layoutChanged):
+                signal.connect(self._on_proxy_rows_changed)
         self.hide()
 
     def open(self) -> None:
@@ -78,6 +91,7 @@ class SearchBar(QFrame):
         if self._put:
             self._grid.select_cpus([])
         self._put = ""
+        self._cpus = []
         self.field.clear()
         self.hide()
 
@@ -91,18 +105,38 @@ class SearchBar(QFrame):
         self._threads.set_filter(text)
         if not text:
             self._grid.select_cpus([])
+            self._cpus = []
             self.count_label.setText("")
             return 0, 0, []
         n_irqs, irq_cpus = self._irq_matches()
         n_threads, thread_cpus = self._thread_matches()
-        cpus = sorted(irq_cpus | thread_cpus | parse_filter(text)[1])
+        self._cpus = cpus = sorted(irq_cpus | thread_cpus | parse_filter(text)[1])
         self._grid.select_cpus(cpus)
+        self._show_count(n_irqs, n_threads)
+        return n_irqs, n_threads, cpus
+
+    def recount(self) -> tuple[int, int]:
+        """Count again what the tables show now (they follow every tick); (IRQs, threads). The grid's
+        selection stays the search's."""
+        self._recount.stop()
+        if not self._put or self._timer.isActive():
+            return 0, 0         # no search shown, or a new one is due
+        n_irqs, _ = self._irq_matches()
+        n_threads, _ = self._thread_matches()
+        self._show_count(n_irqs, n_threads)
+        return n_irqs, n_threads
+
+    def _show_count(self, n_irqs: int, n_threads: int) -> None:
+        cpus = self._cpus
         if n_irqs or n_threads or cpus:
             self.count_label.setText(f"{plural(n_irqs, 'IRQ')} · {plural(n_threads, 'thread')}"
                                      + (f" · on {cpus_word(cpus)}" if cpus else ""))
         else:
             self.count_label.setText("nothing matches")
-        return n_irqs, n_threads, cpus
+
+    def _on_proxy_rows_changed(self, *_args) -> None:
+        if self._put:
+            self._recount.start()
 
     def _irq_matches(self) -> tuple[int, set[int]]:
         proxy = self._irqs.proxy
