@@ -23,6 +23,10 @@ from app.sampling.sources import MachineSource
 # After the first tick the second comes sooner than a full interval, so that the first rates are on
 # screen within half a second of opening the window.
 FIRST_RATES_AFTER = 0.5
+# A tick asked for at once (sample_now) comes at least this long after the last: its rates are over
+# this much time, not over the few ms a tick that just ended left, where a thread's CPU % (counted in
+# 10 ms ticks) would read 0 or 100.
+NOW_AFTER = 0.2
 
 
 def stop_at_exit(owner) -> None:
@@ -119,6 +123,13 @@ class SamplerThread(QObject):
     def refresh_topology(self) -> None:
         self._worker.topology_requested.emit()
 
+    def sample_now(self) -> None:
+        """Tick now (NOW_AFTER after the last tick at the earliest) rather than when the interval is
+        up: after coremap's own batch (a pin, an isolate, a give-back, a restore) the window shows
+        what it did at once, not a tick (or, with a slow thread list, seconds) later. Nothing while
+        paused, and nothing for a capture, which does not change."""
+        self._worker.now_requested.emit()
+
     def forget_threads(self, pids=None) -> None:
         """After a pin: the next thread read re-reads these processes (all when None), so their new
         affinity shows at once rather than when their threads next run (app/machine/threads.py)."""
@@ -164,6 +175,7 @@ class _SamplerWorker(QObject):
     track_requested = Signal(list, list)
     topology_requested = Signal()
     forget_requested = Signal(list, bool)   # pids, every process
+    now_requested = Signal()
     stop_requested = Signal()
     start_requested = Signal()
 
@@ -173,6 +185,7 @@ class _SamplerWorker(QObject):
         self._timer: QTimer | None = None
         self._paused = False
         self._ticks = 0
+        self._ticked_at = 0.0       # time.monotonic() at the end of the last tick
         self._lock = threading.Lock()
         self._newest = None         # the newest MachineState not yet taken by the UI thread
         self.interval_requested.connect(self._on_interval_requested)
@@ -180,6 +193,7 @@ class _SamplerWorker(QObject):
         self.track_requested.connect(self._on_track_requested)
         self.topology_requested.connect(self._on_topology_requested)
         self.forget_requested.connect(self._on_forget_requested)
+        self.now_requested.connect(self._on_now_requested)
         self.stop_requested.connect(self._on_stop_requested)
         self.start_requested.connect(self._on_start_requested)
 
@@ -208,6 +222,7 @@ class _SamplerWorker(QObject):
             self.tick_failed.emit(str(e))
             state = None
         self._ticks += 1
+        self._ticked_at = time.monotonic()
         self.tick_seconds.emit(time.perf_counter() - t0)
         if state is not None:
             with self._lock:
@@ -251,6 +266,15 @@ class _SamplerWorker(QObject):
     @Slot(list, bool)
     def _on_forget_requested(self, pids: list, every: bool) -> None:
         self.sampler.forget_threads(None if every else pids)
+
+    @Slot()
+    def _on_now_requested(self) -> None:
+        # An inactive timer: paused, a capture's one state given, or not started; a tick under way
+        # cannot be, as this runs in the worker's thread between ticks.
+        if self._timer is None or self._paused or not self._timer.isActive():
+            return
+        wait = NOW_AFTER - (time.monotonic() - self._ticked_at)
+        self._timer.start(max(0, int(wait * 1000)))
 
     @Slot()
     def _on_topology_requested(self) -> None:
