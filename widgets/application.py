@@ -22,11 +22,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from PySide6.QtCore import QSocketNotifier, Qt
+from PySide6.QtCore import QSocketNotifier, Qt, QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QDockWidget, QMenu
 
+from app.format import cpus_word
 from app.pinning.service import AffinityService
+from app.pinning.targets import PinRequest
 from app.atomic import check_output_path
 from app.errors import CoremapError
 from app.sampling.heap_trim import MemoryTrimmer
@@ -43,6 +45,7 @@ from app.store.session import Session, open_session
 from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from widgets.colors import Metric, parse_metric
+from widgets.autosave import SaveOnQuit
 from widgets.harness import application
 from widgets.help_menu import add_help
 from widgets.main_window import MainWindow
@@ -58,6 +61,7 @@ from widgets.sampler_thread import SamplerThread
 from widgets.search_bar import SearchBar
 from widgets.session_controller import SessionController
 from widgets.settings import WindowSettings
+from widgets.topology.cpu_menu import CpuMenu, CpuMenuActions
 
 DEFAULT_SIZE = (1600, 1000)
 
@@ -184,7 +188,7 @@ def _interactive(sampler: Sampler | RemoteSampler, metric: Metric, size, interva
     # clean mark.
     with _signals_wake_qt():
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, lambda *_: window.close())
+            signal.signal(sig, lambda *_: window.close_now())
         try:
             return int(app.exec())
         finally:
@@ -245,6 +249,8 @@ def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric 
                                   window)
     window.add_top_bar(window.search_bar)
     window.help_menu = add_help(window, file_menu, edit_menu)
+    window.cpu_menu = _add_cpu_menu(window)
+    window.quit_saver = _add_quit_saver(window)
     _attach_machine(window, sampler_thread.sampler if sampler_thread is not None else None)
     # Freed memory goes back to the system every few ticks, so hours of thread churn leave RSS flat.
     trimmer = MemoryTrimmer()
@@ -390,9 +396,20 @@ def _pinned_irqs(pins: PinController) -> dict[str, tuple[int, ...]]:
     return {str(irq): cpus for irq, cpus in service.ledger().pinned_irqs().items()}
 
 
-def _pinned_pids(results) -> list[int]:
-    """The processes whose threads a pin, undo or restore moved (PinResults)."""
-    return sorted({r.target.pid or r.target.id for r in results if r.target.kind in ("thread", "process")})
+# What a batch's result moves: these processes' threads (by the target's pid, else its id), or, for a
+# cpuset's or a systemd slice's CPUs, every process in it (app/pinning/kinds.py).
+_MOVES_PROCESS = ("thread", "process", "cgroup", "cgroupthread")
+_MOVES_EVERY_MEMBER = ("cpuset", "slice")
+
+
+def _pinned_pids(results) -> list[int] | None:
+    """The processes whose threads a pin, isolate, give-back, undo or restore moved (PinResults); None
+    when it changed a cpuset's or a slice's CPUs, which moves every process in it. (An isolate's moves
+    into /coremap-system were left out, and the thread tree showed the old CPUs of a sleeping process
+    until its next check, 15-30 s later: issue 28's stale "0-1" for 20 s.)"""
+    if any(r.target.kind in _MOVES_EVERY_MEMBER for r in results):
+        return None
+    return sorted({r.target.pid or r.target.id for r in results if r.target.kind in _MOVES_PROCESS})
 
 
 def _add_probes(window: MainWindow) -> tuple[ProbePanel, QDockWidget]:
@@ -418,6 +435,7 @@ def _add_sessions(window: MainWindow, menu: QMenu, crash_recovery: bool) -> Sess
         menu, window, thread.sampler.root if thread is not None else None, status=window.show_message,
         probe_runs=window.probe_panel,
         journal_entries=lambda: pins.service.journal.entries() if pins.service is not None else None,
+        ledger=lambda: pins.service.ledger() if pins.service is not None else None,
         verifications=lambda: window.quiet_controller.verifications, crash_recovery=crash_recovery,
         quiet_cpus=lambda: window.topology_view.quiet_cpus)
     window.state_applied.connect(sessions.set_state)
@@ -429,6 +447,50 @@ def _add_sessions(window: MainWindow, menu: QMenu, crash_recovery: bool) -> Sess
     if sessions.crash_bar is not None:
         window.add_top_bar(sessions.crash_bar)
     return sessions
+
+
+def _add_cpu_menu(window: MainWindow) -> CpuMenu:
+    """The grid's context menu (widgets/topology/cpu_menu.py): each item calls its owner, Quiet's
+    previews, the pin controller (the thread tree's selection, judged by the check a drop asks), the
+    probe panel."""
+    pins, quiet, panel = window.pin_controller, window.quiet_controller, window.probe_panel
+
+    def request(cpus) -> PinRequest | None:
+        payload = pins.sources.payload(window.thread_table.view)
+        return PinRequest(payload.targets(), tuple(cpus), origin="menu") if payload is not None else None
+
+    def pin_blocked(cpus) -> str:
+        r = request(cpus)
+        if r is None:
+            return "select a thread or process in the Threads table first"
+        why = pins.check(r)
+        return why[0] if why else ""
+
+    def pin_here(cpus) -> None:
+        r = request(cpus)
+        if r is not None:
+            pins.request(r)
+
+    def probe_here(cpus) -> None:
+        panel.set_cpus(cpus)
+        window.probe_dock.show()
+        window.probe_dock.raise_()
+        # After the menu has closed and given the focus back to the grid.
+        QTimer.singleShot(0, lambda: panel.run_button.setFocus(Qt.FocusReason.OtherFocusReason))
+        window.show_message(f"the probe panel is set to {cpus_word(cpus)}: choose the probe and press Run")
+
+    return CpuMenu(window.topology_view, CpuMenuActions(
+        make_quiet=quiet.open_isolate, give_back=quiet.open_include, quiet_cpus=lambda: window.topology_view.quiet_cpus,
+        pin_blocked=pin_blocked, pin_here=pin_here, probe_here=probe_here, status=window.show_message), window)
+
+
+def _add_quit_saver(window: MainWindow) -> SaveOnQuit:
+    """Unsaved probe runs are saved as a session when the window closes (widgets/autosave.py)."""
+    sessions = window.session_controller
+    saver = SaveOnQuit(lambda: window.probe_panel.runs, sessions.save_session_to_reports, status=window.show_message)
+    sessions.saved.connect(saver.saved)
+    window.close_guard = saver.on_quit
+    return saver
 
 
 def _show_session(window: MainWindow, session: Session) -> None:

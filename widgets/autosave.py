@@ -5,9 +5,18 @@ closing cleanly: never a running window's, and each crash once (claim_crashed).
 
 The Autosaver asks the session controller (widgets/session_controller.py) for what it writes through
 the narrow AutosaveSource protocol, never through its fields.
+
+SaveOnQuit keeps probe runs through a quit (issue 28: Ctrl+Q closed at once with 4 unsaved runs). A
+window closing with runs measured here that no session or report holds yet saves them as a session
+in the reports folder, as File → Save Session does, and says where: on the status line and on stderr,
+which outlive the window for whoever started it from a terminal. It never asks: editors that keep
+unsaved work through a quit (VS Code's and Sublime Text's "hot exit") taught users that quitting loses
+nothing, and coremap's rule is no modal dialog. Only when that save fails is the first quit refused,
+with the reason and what to do; a second quit goes.
 """
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -152,6 +161,61 @@ class Autosaver(QObject):
             self.slot.release()
         except OSError as e:
             self._status(f"could not remove this window's autosave: {e}")
+
+
+class SaveOnQuit:
+    """Keeps a window's unsaved probe runs through its quit (module docstring). Parameters: `runs()`,
+    the probe panel's RunRecords (widgets/probe/runs.py); `save()`, which saves the session to the
+    reports folder and returns its path (SessionController.save_session_to_reports); `status`, the
+    status line. Call `saved()` whenever a session or report took every run shown (the session
+    controller's `saved` signal with a session's or report's path), and `on_quit(may_refuse)` as the
+    window closes: whether it may close."""
+
+    SAVED_BY = (".coremap", ".html", ".pdf")     # what holds the runs: a session, a report
+
+    def __init__(self, runs: Callable[[], list], save: Callable[[], Path], *, status: Callable[[str], None]):
+        self._runs = runs
+        self._save = save
+        self._status = status
+        self._kept: set[int] = set()        # keys of the runs a session or report holds
+        self._refused = False
+
+    def unsaved(self) -> list:
+        """The finished runs made in this window (a probe run, Verify's two sides) that no session or
+        report saved since: what a quit would lose. A run opened from a file or a session is named by
+        its path, and is in that file."""
+        return [r for r in self._runs() if r.finished and r.summary and r.key not in self._kept
+                and (r.measured_here or not Path(r.source).exists())]
+
+    def saved(self, path: str = "") -> None:
+        """A session or report (by `path`'s suffix; none: any) now holds every run shown."""
+        if not path or Path(path).suffix.lower() in self.SAVED_BY:
+            self._kept |= {r.key for r in self._runs() if r.finished}
+
+    def on_quit(self, may_refuse: bool = True) -> bool:
+        """Save the unsaved runs, saying where; False (the window stays) when that failed and this is
+        the first quit that may be refused."""
+        n = len(self.unsaved())
+        if not n:
+            return True
+        runs = plural(n, "unsaved probe run")
+        try:
+            path = self._save()
+        except CoremapError as e:
+            if may_refuse and not self._refused:
+                self._refused = True
+                self._say(f"{runs} could not be saved on quit ({e}); save them with File → Save Session "
+                          "As…, or quit again to leave them")
+                return False
+            self._say(f"{runs} could not be saved on quit and are lost: {e}")
+            return True
+        self.saved()
+        self._say(f"{runs} saved to {path} (File → Open Session… shows {'them' if n > 1 else 'it'} again)")
+        return True
+
+    def _say(self, line: str) -> None:
+        self._status(line)
+        print(f"coremap: {line}", file=sys.stderr, flush=True)
 
 
 class CrashRecoveryBar(NoticeBar):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import html
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -40,6 +41,8 @@ if TYPE_CHECKING:   # only for annotations: the composition root builds and sets
     from widgets.remote.connect import ConnectController
     from widgets.search_bar import SearchBar
     from widgets.session_controller import SessionController
+    from widgets.autosave import SaveOnQuit
+    from widgets.topology.cpu_menu import CpuMenu
 
 STATUS_SECONDS = 15.0       # how long a message stays on the status line
 
@@ -72,6 +75,12 @@ class MainWindow(QMainWindow):
         self.connect_controller: ConnectController | None = None
         self.search_bar: SearchBar | None = None
         self.help_menu: HelpMenu | None = None
+        self.cpu_menu: CpuMenu | None = None
+        self.quit_saver: SaveOnQuit | None = None
+        # May the window close? Called with whether it may say no (widgets/autosave.py SaveOnQuit keeps
+        # unsaved probe runs); a close asked for by a signal (close_now) may not be refused.
+        self.close_guard: Callable[[bool], bool] | None = None
+        self._force_close = False
 
         self._build_centre(metric)
         self._build_docks()
@@ -220,12 +229,14 @@ class MainWindow(QMainWindow):
         gc.collect()
         self._connect_sampler(thread)
 
-    def forget_processes(self, pids: list[int]) -> None:
-        """Affinities changed (a pin, undo or restore): have the sampler re-read these processes now
-        instead of reusing a sleeping process's last read (app/machine/threads.py, REUSE_SECONDS), and
-        the IRQs' affinities (none of `pids` for an IRQ pin)."""
+    def forget_processes(self, pids: list[int] | None) -> None:
+        """Affinities changed (coremap's own batch: a pin, an isolate, a give-back, undo or restore):
+        have the sampler re-read these processes (every one when None) instead of reusing a sleeping
+        process's last read (app/machine/threads.py: checked every 15-30 s), and the IRQs' affinities
+        (none of `pids` for an IRQ pin), and tick at once, so the tables show the batch's effect now."""
         if self.sampler_thread is not None:
-            self.sampler_thread.forget_threads(sorted(pids))
+            self.sampler_thread.forget_threads(None if pids is None else sorted(pids))
+            self.sampler_thread.sample_now()
 
     # -- applying states ---------------------------------------------------------------------------------
     @property
@@ -338,7 +349,15 @@ class MainWindow(QMainWindow):
             self.sampler_thread.track(tids, pids)
         self.residency_plot.set_selection(tids, pids)
 
+    def close_now(self) -> bool:
+        """Close even if the close guard would refuse (SIGTERM, SIGHUP, Ctrl+C in the terminal)."""
+        self._force_close = True
+        return self.close()
+
     def closeEvent(self, event) -> None:
+        if self.close_guard is not None and not self.close_guard(not self._force_close):
+            event.ignore()
+            return
         if self.sampler_thread is not None:
             self.sampler_thread.stop()
         self.closing.emit()

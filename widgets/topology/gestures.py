@@ -8,6 +8,11 @@ Gestures (left button unless said otherwise; issue 5, "drag a CPU cell onto the 
   frame around its cells (the P/E strip of a hybrid core): a CPU drag carrying the box's CPUs.
 - drag from anywhere else (a box's body between its children, the margin): rubber-band selection;
   middle-drag pans; Ctrl+wheel, +, - and 0 zoom.
+- right-click a cell (or a box's header or frame) or press the Menu key: cpu_menu_requested(CPUs, where)
+  for the context menu (widgets/topology/cpu_menu.py). As in a file manager, a right-click on a CPU that
+  is not selected selects it (its box's CPUs on a header or frame; Ctrl adds them to the selection); on
+  a selected one it keeps the selection. It never clears the selection (issue 28: it did, and Make
+  quiet… then said "select CPUs in the grid first").
 A drag starts only once the press has moved QApplication.startDragDistance(); offline CPUs are never
 in a payload (a box or cell with no online CPU starts no drag).
 """
@@ -28,6 +33,7 @@ class CpuGestureView(QGraphicsView):
     docstring. The subclass builds the scene and fills `_cells` (CPU id -> its cell)."""
 
     cpu_selected = Signal(int)
+    cpu_menu_requested = Signal(list, QPoint)     # the CPUs the context menu acts on, global position
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -88,6 +94,14 @@ class CpuGestureView(QGraphicsView):
 
     # -- mouse: click, select, pan, and the start of a CPU drag --------------------------------------------
     def mousePressEvent(self, event) -> None:
+        if event.button() == Qt.MouseButton.RightButton:
+            # Never to the scene: an item ignores a right press and the scene then clears the selection.
+            # The menu opens on the press, as on every Linux desktop (Qt's context menu trigger there).
+            event.accept()
+            cpus = self.select_for_menu(event.position().toPoint(), event.modifiers())
+            if cpus:
+                self.cpu_menu_requested.emit(cpus, event.globalPosition().toPoint())
+            return
         if event.button() == Qt.MouseButton.MiddleButton:
             self._pan_from = event.position()
             self.viewport().setCursor(Qt.CursorShape.ClosedHandCursor)
@@ -132,6 +146,9 @@ class CpuGestureView(QGraphicsView):
         super().mouseMoveEvent(event)
 
     def mouseReleaseEvent(self, event) -> None:
+        if event.button() == Qt.MouseButton.RightButton:
+            event.accept()
+            return
         if event.button() == Qt.MouseButton.MiddleButton and self._pan_from is not None:
             self._pan_from = None
             self.viewport().unsetCursor()
@@ -155,6 +172,40 @@ class CpuGestureView(QGraphicsView):
                 cell = self._cell_at(event.position().toPoint())
                 if cell is not None and cell.online:
                     self.cpu_selected.emit(cell.cpu_id)
+
+    # -- the context menu: what it acts on (the menu itself: widgets/topology/cpu_menu.py) ------------------
+    def select_for_menu(self, pos: QPoint, modifiers=Qt.KeyboardModifier.NoModifier) -> list[int]:
+        """Select what a right-click at viewport point `pos` acts on (module docstring); the CPUs
+        selected after. A click where no online CPU is (the margin, an offline cell) changes nothing."""
+        source = self.drag_source_at(pos)
+        cpus = self.drag_cpus_for(source) if source is not None else ()
+        selected = self.selected_cpus()
+        if cpus and not set(cpus) <= set(selected):
+            extend = bool(modifiers & Qt.KeyboardModifier.ControlModifier)
+            self.select_cpus(sorted(set(cpus) | (set(selected) if extend else set())))
+        return self.selected_cpus()
+
+    def select_cpus(self, cpus) -> None:
+        """Select exactly these (online) CPUs' cells; the scene's selectionChanged comes once, after."""
+        want = set(cpus)
+        self.scene().blockSignals(True)
+        try:
+            for cpu, it in self._cells.items():
+                it.setSelected(cpu in want and it.online)
+        finally:
+            self.scene().blockSignals(False)
+        self.scene().selectionChanged.emit()
+
+    def contextMenuEvent(self, event) -> None:
+        event.accept()
+        if event.reason() == event.Reason.Mouse:
+            return                      # the right press opened it (mousePressEvent)
+        # The Menu key (or Shift+F10): the selection's menu, under its first cell.
+        cpus = self.selected_cpus()
+        if cpus:
+            cell = self._cells[cpus[0]]
+            where = self.viewport().mapToGlobal(self.mapFromScene(cell.sceneBoundingRect().center()))
+            self.cpu_menu_requested.emit(cpus, where)
 
     def _cell_at(self, pos: QPoint) -> CpuCellItem | None:
         for it in self.items(pos):

@@ -85,16 +85,6 @@ class TopologyView(CpuGestureView):
     def core_items(self) -> list[CoreBoxItem]:
         return list(self._cores)
 
-    def select_cpus(self, cpus) -> None:
-        want = set(cpus)
-        self.scene().blockSignals(True)
-        try:
-            for cpu, it in self._cells.items():
-                it.setSelected(cpu in want and it.online)
-        finally:
-            self.scene().blockSignals(False)
-        self._on_scene_selection_changed()
-
     @property
     def color_scale(self) -> ColorScale | None:
         return self._scale
