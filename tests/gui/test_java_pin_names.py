@@ -1,6 +1,7 @@
 """A Java thread pinned from the window is named by its full Java name (issue 28, item 2): the drag
 from the thread tree carries the name the sampler read, so the journal's label, the result line and
-the Pins dock say "market-data-feed-handler-0", never the kernel's "market-data-fee" alone, and the pin
+the Pins dock and `coremap report` say "market-data-feed-handler-0", never the kernel's "market-data-fee"
+alone, and the pin
 is journalled with the follow rule `coremap pin --java` journals (the guard pins a new thread of that
 name in the same JVM).
 
@@ -17,10 +18,12 @@ import re
 import pytest
 from PySide6.QtCore import Qt
 
+from app.cli.main import main
 from app.parse.cpulist import format_cpulist
 from app.pinning.journal import Journal
 from app.pinning.service import AffinityService
 from app.sampling.sampler import Sampler
+from app.store.folders import journal_path
 from app.sysroot import SysRoot
 from tests.gui.pins import settle
 from tests.gui.test_pin_dialog import _ctrl_p, _type
@@ -57,9 +60,10 @@ def jvm(live_machine):
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, jvm):
+def window(qtbot, tmp_path, jvm, monkeypatch):
     """The window fed by its own Sampler until the JVM's full names are in its state, pinning through a
-    service whose journal is the test's own."""
+    service whose journal is the test's own (the one `coremap report` reads, in this test's folder)."""
+    monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
     w = build_window(None)
     qtbot.addWidget(w)
     w.resize(1400, 900)
@@ -73,7 +77,7 @@ def window(qtbot, tmp_path, jvm):
         return state.thread_names.full_name(jvm.pid, jvm.tid(HANDLER), COMM)
     wait_until(named, 30, "the JVM's full names in the window's state")
     w.topology_view.zoom_fit()
-    journal = Journal(tmp_path / "journal.jsonl")
+    journal = Journal(journal_path())
     service = AffinityService(SysRoot("/"), journal)
     w.pin_controller.set_service(service)
     yield w, service
@@ -103,7 +107,7 @@ def _named_everywhere(w, service, tid: int, before, want, origin: str) -> None:
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="pinning needs 2 CPUs to move between")
-def test_a_java_thread_dropped_from_the_tree_is_journalled_and_shown_by_its_full_name(window, jvm, qtbot):
+def test_a_java_thread_dropped_from_the_tree_is_journalled_and_shown_by_its_full_name(window, jvm, qtbot, tmp_path):
     w, service = window
     tid, one = jvm.tid(HANDLER), CPUS[-1]
     before = _aff(tid)
@@ -118,6 +122,11 @@ def test_a_java_thread_dropped_from_the_tree_is_journalled_and_shown_by_its_full
     # Pinned by its Java name, as `coremap pin --java` pins: the guard follows the name in that JVM.
     [rule] = service.journal.follow_rules()
     assert (rule.pid, rule.name, rule.cpus) == (jvm.pid, HANDLER, (one,))
+    # The report's "Pins made" reads the journal's label.
+    out = tmp_path / "report.html"
+    assert main(["report", "--out", str(out), "--since", "0"]) == 0
+    html = out.read_text()
+    assert f"thread {tid} ({HANDLER})" in html and not _alone(html)
     w.pin_controller.undo_action.trigger()
     settle(w)
     assert _aff(tid) == before
