@@ -1,9 +1,8 @@
 """A Java thread pinned from the window is named by its full Java name (issue 28, item 2): the drag
-from the thread tree carries the name the sampler read, so the journal's label, the result line and
-the Pins dock and `coremap report` say "market-data-feed-handler-0", never the kernel's "market-data-fee"
-alone, and the pin
-is journalled with the follow rule `coremap pin --java` journals (the guard pins a new thread of that
-name in the same JVM).
+from the thread tree carries the name the sampler read, so the journal's label, the result line, the
+Pins dock and `coremap report` say "market-data-feed-handler-0", never the kernel's "market-data-fee"
+alone; and the pin is journalled with the follow rule `coremap pin --java` journals (the guard pins a
+new thread of that name in the same JVM). The CPU panel and the residency plot name it so too.
 
 A real JVM (tests/jvms.py MarketData: two threads whose 26-byte names share the comm "market-data-fee";
 each tid read by the thread itself), the real window offscreen fed by its own Sampler, the row chosen
