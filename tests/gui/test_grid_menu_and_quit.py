@@ -288,3 +288,38 @@ def test_the_tree_shows_what_make_quiet_and_give_back_moved_at_the_next_tick(qtb
         journal.close()
         sleeper.kill()
         sleeper.wait()
+
+
+@live_test
+def test_pin_the_selected_thread_here_from_the_menu(qtbot, live_window, tmp_path):
+    """Select a thread's row with the mouse, right-click CPU 1, Pin the selected thread here: the
+    thread's mask in /proc is CPU 1, and the tree says so at the next tick."""
+    sleeper = _sleeper("coremap-pin-me")
+    w = live_window(3.0)
+    journal = Journal(tmp_path / "journal.jsonl")
+    service = AffinityService(SysRoot("/"), journal)
+    w.pin_controller.set_service(service)
+    try:
+        table = w.thread_table
+        qtbot.waitUntil(lambda: table.model.thread_index(sleeper.pid, sleeper.pid).isValid(), timeout=20000)
+        table.set_filter("coremap-pin-me")
+        index = table.proxy.mapFromSource(table.model.thread_index(sleeper.pid, sleeper.pid))
+        table.view.scrollTo(index)
+        QTest.mouseClick(table.view.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                         table.view.visualRect(index).center())
+        assert table.selected() == ([], [sleeper.pid]) or table.selected() == ([sleeper.pid], [])
+        view, menu = w.topology_view, w.cpu_menu
+        _right_click(view, 1)
+        qtbot.waitUntil(menu.menu.isVisible, timeout=2000)
+        assert menu.actions["pin"].isEnabled(), w.statusBar().currentMessage()
+        with qtbot.waitSignal(w.pin_controller.results_shown, timeout=30000):
+            _choose(qtbot, menu.menu, menu.actions["pin"])
+        done = time.monotonic()
+        assert os.sched_getaffinity(sleeper.pid) == {1}
+        qtbot.waitUntil(lambda: _allowed_shown(w, sleeper.pid) == "1", timeout=3000)
+        assert time.monotonic() - done < 1.5
+    finally:
+        restore_quiet(service)
+        journal.close()
+        sleeper.kill()
+        sleeper.wait()
