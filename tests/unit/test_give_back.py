@@ -62,7 +62,7 @@ def test_one_give_back_after_isolate_and_pin_returns_the_machine(state, capsys):
     try:
         tid = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))[1]
         before = machine_fingerprint()
-        guard = Guard(state)
+        guard = Guard(state, budget_s=10.0)     # every thread compared in each tick
         assert main(["isolate", "--cpus", "1"]) == 0
         _no_alarm(guard)                    # the isolate's own moves are not someone else's
         assert main(["pin", "--tid", str(tid), "--cpus", "1"]) == 0
@@ -95,7 +95,7 @@ def test_keep_pins_keeps_the_pin_and_the_guard_stays_quiet(state, capsys):
     try:
         tid = sorted(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))[1]
         folder = Path(f"/proc/{proc.pid}/task/{tid}")
-        guard = Guard(state)
+        guard = Guard(state, budget_s=10.0)     # every thread compared in each tick
         assert main(["isolate", "--cpus", "1"]) == 0
         assert main(["pin", "--tid", str(tid), "--cpus", "1"]) == 0
         assert main(["include", "--cpus", "1", "--keep-pins"]) == 0
