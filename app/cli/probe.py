@@ -179,6 +179,8 @@ def run(args) -> int:
                if o not in ("unbound", "seconds", "command") and rec.takes_option(o) and hasattr(args, o)}
     spec = ProbeSpec(args.name, cpus, unbound=unbound, seconds=getattr(args, "seconds", 1.0),
                      **{**options, "command": tuple(args.command_words)})
+    if start is None and cpus:
+        _warn_busy(cpus)
     own = OwnAffinityGuard()
     own.lent = frozenset(quiet)
     results, runs = [], []
@@ -208,6 +210,17 @@ def run(args) -> int:
         for r in results:
             sys.stdout.write(format_result(r) + "\n")
     return 0
+
+
+def _warn_busy(cpus) -> None:
+    """The window's line before a probe on a CPU another thread keeps busy (app/sampling/intruders.py):
+    the run goes on (a script asked for it), but its lost time is not the CPU's own."""
+    from app.sampling.intruders import busy_line, read_busy
+    from app.sysroot import SysRoot
+    busy, seconds = read_busy(SysRoot("/"), cpus)
+    line = busy_line(busy, seconds)
+    if line:
+        print(f"coremap: warning: {line}", file=sys.stderr)
 
 
 def _quiet_cpus() -> tuple[int, ...]:
