@@ -59,24 +59,24 @@ def test_jitter_run_then_overlay(qtbot, panel):
     if n_gaps:
         assert x[0] >= threshold and len(x) >= 2
         assert round(sum(y) * sampled_ns / H.NS_PER_HOUR) == n_gaps
-    # table: the longest gap first (the loop's own top gaps), gaps per second at 2 and 10 µs as the
+    # figures: the longest gap first (the loop's own top gaps), gaps per second at 2 and 10 µs as the
     # loop counted them, then the gap lengths' percentiles, and the count of gaps
-    cells = [panel.table.item(0, c).text() for c in range(panel.table.columnCount())]
-    assert cells[0] == rec.label
+    assert panel.table.keys == [rec.key]
+    assert panel.table.horizontalHeaderItem(0).text().replace("\n", " ") == rec.label
     top = max((g for l in ivs for _t, g in l["top_gaps"]), default=None)
-    assert cells[1] == format_ns(top)
-    for col, step in ((2, 2000), (3, 10_000)):
+    assert panel.table.cell_text("max", rec.key) == format_ns(top)
+    for figure, step in (("≥ 2 µs", 2000), ("≥ 10 µs", 10_000)):
         n = sum(c for l in ivs for s, c, _lost in l["at_least"] if s == step)
-        assert cells[col].startswith(format_rate(n / (sampled_ns / 1e9)) + " · ")
+        assert panel.table.cell_text(figure, rec.key).startswith(format_rate(n / (sampled_ns / 1e9)) + "\n")
     pct = H.percentiles(H.buckets_to_histogram(gap_rows)) if n_gaps else {"p50": None, "p99": None}
-    assert cells[7] == (format_ns(round(pct["p50"], 1)) if n_gaps else "-")
-    assert cells[-1] == f"{n_gaps:,}"
+    assert panel.table.cell_text("p50", rec.key) == (format_ns(round(pct["p50"], 1)) if n_gaps else "-")
+    assert panel.table.cell_text("count", rec.key) == f"{n_gaps:,}"
     # a second run overlays
     panel.form.unbound_check.setChecked(True)
     _run(qtbot, panel)
     assert len(panel.plots.histogram_plot.keys()) == 2
     assert len(panel.plots.histogram_plot.legend_labels()) == 2
-    assert panel.table.rowCount() == 2
+    assert len(panel.table.keys) == 2
     assert "unbound" in panel.plots.histogram_plot.legend_labels()[1]
     # unticking a run hides its curves; Remove takes it off the plots, the legend and the table
     item = panel.run_store.runs_list.item(0)
@@ -86,7 +86,7 @@ def test_jitter_run_then_overlay(qtbot, panel):
     panel.run_store.runs_list.setCurrentItem(item)
     panel.run_store.remove_button.click()
     assert rec.key not in panel.plots.histogram_plot.keys() and len(panel.plots.histogram_plot.legend_labels()) == 1
-    assert panel.table.rowCount() == 1 and len(panel.runs) == 1
+    assert len(panel.table.keys) == 1 and len(panel.runs) == 1
 
 
 def test_cancel_kills_the_probe(qtbot, panel):

@@ -132,19 +132,21 @@ def test_open_hlog_adds_a_run_and_save_round_trips(qtbot, tmp_path):
     path = tmp_path / "run.hlog"
     H.write_hlog(path, _intervals([BUCKETS, [[8, 16, 5], [5128, 5522, 2]]]), comment="test")
     added = panel.open_result(path)
-    assert len(added) == 1 and panel.plots.histogram_plot.keys() == [added[0].key]
+    # an .hlog's every sample counts (it holds no jitter threshold): drawn on the latency axes
+    assert len(added) == 1 and panel.plots.wakeup_plot.keys() == [added[0].key]
+    assert panel.plots.histogram_plot.keys() == []
     rec = added[0]
     assert sum(c for *_, c in rec.buckets) == 34 + 7
     assert math.isclose(rec.sampled_ns, 0.2e9)
-    x, _y = panel.plots.histogram_plot.curve(rec.key).getOriginalDataset()
-    assert len(x) > 2 and panel.table.rowCount() == 1
-    assert panel.table.item(0, panel.table.columnCount() - 1).text() == "41"     # the samples counted
+    x, _y = panel.plots.wakeup_plot.curve(rec.key).getOriginalDataset()
+    assert len(x) > 2 and panel.table.keys == [rec.key]
+    assert panel.table.cell_text("count", rec.key) == "41"     # the samples counted
     # tagged intervals (one per CPU) become one run each
     tagged = tmp_path / "tagged.hlog"
     H.write_hlog(tagged, [(0, 0.1, H.buckets_to_histogram(BUCKETS), "cpu1"),
                           (0, 0.1, H.buckets_to_histogram(BUCKETS), "cpu3")])
     assert [r.label.split()[-1] for r in panel.open_result(tagged)] == ["cpu1", "cpu3"]
-    assert len(panel.plots.histogram_plot.legend_labels()) == 3
+    assert len(panel.plots.wakeup_plot.legend_labels()) == 3
     # save in each format and read back with probes/histogram.py's own readers
     panel.save_run(rec.key, tmp_path / "out.hlog")
     back = H.read_hlog(tmp_path / "out.hlog").merged()

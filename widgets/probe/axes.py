@@ -65,8 +65,20 @@ class ProbePlot(pg.PlotWidget):
         self.getPlotItem().setTitle(text, color=self.colors.foreground.name())
 
     def add_legend(self, **options) -> pg.LegendItem:
-        self.legend = self.getPlotItem().addLegend(labelTextColor=self.colors.foreground, **options)
-        return self.legend
+        """The runs' legend, in a row of its own above the plot, never over a curve (issue 28: anchored
+        in the plot's corner, it covered the runs' longest gaps). `offset` is accepted and ignored:
+        the legend has its place in the plot's layout, not a corner."""
+        options.pop("offset", None)
+        item = self.getPlotItem()
+        legend = pg.LegendItem(offset=None, labelTextColor=self.colors.foreground,
+                               colCount=options.pop("colCount", 3), **options)
+        item.legend = legend            # PlotItem.addItem adds a named curve to its `legend`
+        # Row 1 is the top axis's, hidden on these plots (none shows it): the legend takes its cell,
+        # above the view and below the title.
+        item.layout.removeItem(item.getAxis("top"))
+        item.layout.addItem(legend, 1, 1)
+        self.legend = legend
+        return legend
 
     def to_paper(self) -> None:
         """Draw on PAPER from now on, whatever the desktop's theme: the plot goes into a report."""

@@ -60,6 +60,11 @@ class ProbeController(QObject):
         return self._run.pid if self._run is not None else None
 
     @property
+    def remote(self) -> bool:
+        """Jobs run on another machine (use_runner): its threads are not this process's."""
+        return self._remote
+
+    @property
     def current_lines(self) -> list[dict]:
         return self._lines
 

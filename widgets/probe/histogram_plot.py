@@ -163,3 +163,14 @@ class HistogramPlot(RunCurves, ProbePlot):
         # GraphicsView.__init__ resizes before our fields exist; PlotWidget.close() after its plot is gone.
         if "empty_hint" in self.__dict__ and self.getPlotItem() is not None:
             self._update_ticks()
+
+
+class WakeupHistogramPlot(HistogramPlot):
+    """Wake-up latencies (and any run whose every sample counts: a late wakeup is a sample in its own
+    right), on axes of their own, never on the gaps' (issue 28: wakeup runs were drawn against "gap
+    length")."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent, x_label=titled("latency", TIME_UNITS),
+                         y_label=titled("wake-ups", "count per CPU-hour"))
+

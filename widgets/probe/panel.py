@@ -14,8 +14,12 @@ It composes the rooms of widgets/probe/:
   Probe Result…" (.hlog, cyclictest --json, oslat --json; probes/files.py) or takes from a session,
   each with a check box (shown or hidden); a finished one can be removed or saved (ResultFiles) as
   .hlog, CSV, cyclictest-style text or JSON.
-- ProbeTabs (tabs.py) and RunTable (run_table.py): the views and the percentile table. A view's
+- ProbeTabs (tabs.py) and RunTable (run_table.py, its Figures tab): the views and the runs' figures. A view's
   selected row names CPUs, which the panel passes on (`cpus_highlighted`) for the grid to select.
+  A click on a run, in the table or the Runs list, selects it and shows its tabs.
+- BusyCheck (busy.py): before a run, whether another thread was busy on the CPUs it measures (issue
+  28: a quiet CPU's run lost 44% to a pinned Java thread at 66%, and nothing said so); if one was, a
+  bar names it and offers "Run anyway".
 An `error` line lands on the status line, never in a dialog.
 """
 from __future__ import annotations
@@ -28,6 +32,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLayout, QMenu, QProgressBar
 from app.errors import CoremapError
 from app.parse.cpulist import format_cpulist
 from app.sampling.machine_state import MachineState
+from widgets.probe.busy import BusyCheck
 from widgets.probe.controller import ProbeController
 from widgets.probe.drop import CpuDrop
 from widgets.probe.form import ProbeForm
@@ -57,8 +62,9 @@ class ProbePanel(QWidget):
         self.form = ProbeForm(self)
         self.run_store = RunStore(self)
         self.plots = ProbeTabs(self)
-        self.table = RunTable(self)
+        self.table: RunTable = self.plots.figures
         self.drop = CpuDrop(self, self.controller.guard)
+        self.busy_check = BusyCheck(self)
         self._build_actions()
         self.live = LiveRuns(self.controller, self.run_store, self.plots, self.table, self.progress, self)
         self.files = ResultFiles(self.run_store, self.plots, self.table, self)
@@ -107,16 +113,12 @@ class ProbePanel(QWidget):
         cl.addWidget(self.form)
         cl.addLayout(buttons)
         cl.addWidget(self.progress)
+        cl.addWidget(self.busy_check.bar)
         cl.addWidget(self.status_label)
         cl.addWidget(self.run_store, 1)
-        right = QSplitter(Qt.Orientation.Vertical, self)
-        right.addWidget(self.plots)
-        right.addWidget(self.table)
-        right.setStretchFactor(0, 4)
-        right.setStretchFactor(1, 1)
         split = QSplitter(Qt.Orientation.Horizontal, self)
         split.addWidget(controls)
-        split.addWidget(right)
+        split.addWidget(self.plots)
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
         # the form needs ~300 px; the plots take whatever the dock has beyond it
@@ -139,6 +141,9 @@ class ProbePanel(QWidget):
                              (self.run_store.remove_button.clicked, self._on_remove_button_clicked),
                              (self.run_store.visibility_changed, self.plots.set_run_visible),
                              (self.run_store.selection_changed, self._on_run_store_selection_changed),
+                             (self.run_store.run_clicked, self._on_run_clicked),
+                             (self.table.run_clicked, self._on_run_clicked),
+                             (self.busy_check.run_anyway, lambda: self.run(anyway=True)),
                              (self.plots.cpus_highlighted, self.cpus_highlighted),
                              (self.drop.cpus_dropped, self._on_drop_cpus_dropped),
                              (self.drop.drop_refused, self._on_drop_drop_refused),
@@ -169,6 +174,7 @@ class ProbePanel(QWidget):
     def set_state(self, state: MachineState) -> None:
         self.plots.set_topology(state.topology)
         self.drop.set_state(state)
+        self.busy_check.set_state(state)
         if state.live != self._live:
             # Probes run on this machine; a capture of another one cannot be probed from here.
             self._live = state.live
@@ -190,8 +196,9 @@ class ProbePanel(QWidget):
     def busy(self) -> bool:
         return self.controller.running
 
-    def run(self) -> bool:
-        """Start the probe the form describes; False (and why on the status line) if it cannot."""
+    def run(self, anyway: bool = False) -> bool:
+        """Start the probe the form describes; False (and why on the status line) if it cannot, or,
+        unless `anyway`, if another thread was busy on its CPUs (the busy bar then offers Run anyway)."""
         if self.controller.running:
             self._status("a probe is already running; cancel it first", error=True)
             return False
@@ -200,7 +207,14 @@ class ProbePanel(QWidget):
                          "machine coremap runs on", error=True)
             return False
         try:
-            self.live.start(self.form.spec().jobs())
+            jobs = self.form.spec().jobs()
+            warning = None if anyway else self.busy_check.warning({c for j in jobs for c in j.cpus},
+                                                                  local=not self.controller.remote)
+            if warning:
+                self._status(warning)
+                return False
+            self.busy_check.dismiss()
+            self.live.start(jobs)
         except CoremapError as e:
             self._status(str(e), error=True)
             return False
@@ -266,6 +280,14 @@ class ProbePanel(QWidget):
         selected = self.run_store.selected()
         if len(selected) == 1:
             self.plots.show_result(selected[0])
+
+    def _on_run_clicked(self, key: int) -> None:
+        """A run clicked in the table or the list: select it (in both) and show its tabs."""
+        self.run_store.select(key)
+        self.table.select(key)
+        rec = self.run_store.get(key)
+        self.plots.show_result(rec)
+        self.plots.show_tab_for(rec.probe, rec)
 
     def _on_remove_button_clicked(self) -> None:
         for rec in self.run_store.selected():

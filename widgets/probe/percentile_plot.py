@@ -78,9 +78,9 @@ def percentile_curve(buckets, points: int = POINTS) -> tuple[np.ndarray, np.ndar
 
 
 class PercentilePlot(RunCurves, ProbePlot):
-    """Latency by percentile, runs overlaid."""
+    """Gap length (or, WakeupPercentilePlot, wake-up latency) by percentile, runs overlaid."""
 
-    def __init__(self, parent=None, *, y_label: str = titled("latency", TIME_UNITS)):
+    def __init__(self, parent=None, *, y_label: str = titled("gap length", TIME_UNITS)):
         super().__init__(parent)
         item = self.getPlotItem()
         item.setLogMode(x=False, y=True)
@@ -120,3 +120,11 @@ class PercentilePlot(RunCurves, ProbePlot):
             return
         item.getAxis("left").setTicks(decade_ticks(min(ys), max(ys), format_ns))
         item.enableAutoRange(axis="y")
+
+
+class WakeupPercentilePlot(PercentilePlot):
+    """Wake-up latencies by percentile, apart from the gaps' (see WakeupHistogramPlot)."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent, y_label=titled("latency", TIME_UNITS))
+

@@ -37,7 +37,8 @@ class ResultFiles(QObject):
         added = [self._add_file_run(run, path) for run in files.load_runs(path)]
         self.status.emit(f"opened {os.path.basename(path)}: {len(added)} run{'s' if len(added) != 1 else ''}",
                          False)
-        self.plots.setCurrentWidget(self.plots.histogram_plot)
+        if added:
+            self.plots.show_tab_for(added[0].probe, added[0])
         return added
 
     def add_result(self, result: dict, source: str) -> RunRecord | None:

@@ -64,6 +64,7 @@ class RunStore(QWidget):
 
     visibility_changed = Signal(int, bool)   # key, shown
     selection_changed = Signal()
+    run_clicked = Signal(int)                # key: a user clicked the run in the list
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -86,6 +87,7 @@ class RunStore(QWidget):
         lay.addLayout(buttons)
         self.runs_list.itemChanged.connect(self._on_runs_list_item_changed)
         self.runs_list.itemSelectionChanged.connect(self._on_runs_list_selection_changed)
+        self.runs_list.itemClicked.connect(self._on_runs_list_item_clicked)
 
     # -- records ---------------------------------------------------------------------------------
     @property
@@ -126,6 +128,15 @@ class RunStore(QWidget):
                 return it
         return None
 
+    def select(self, key: int) -> None:
+        """Make run `key` the one selected (a click on it in the run table), unless it already is among
+        the selected (a multiple selection is kept)."""
+        item = self.item(key)
+        if item is not None and not item.isSelected():
+            self.runs_list.setCurrentItem(item)
+        if item is not None:
+            self.runs_list.scrollToItem(item)
+
     def selected(self) -> list[RunRecord]:
         keys = [it.data(Qt.ItemDataRole.UserRole) for it in self.runs_list.selectedItems()]
         return [self._runs[k] for k in keys if k in self._runs]
@@ -145,6 +156,11 @@ class RunStore(QWidget):
         """Remove for any selection, Save for one finished run (call it when a selected run finishes)."""
         self.remove_button.setEnabled(bool(self.selected()))
         self.save_button.setEnabled(self.can_save)
+
+    def _on_runs_list_item_clicked(self, item: QListWidgetItem) -> None:
+        key = item.data(Qt.ItemDataRole.UserRole)
+        if key in self._runs:
+            self.run_clicked.emit(key)
 
     def _on_runs_list_selection_changed(self) -> None:
         self.update_buttons()

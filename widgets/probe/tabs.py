@@ -1,8 +1,9 @@
-"""ProbeTabs: the probe panel's views of its runs, one tab each: Histogram and Percentiles (the runs
-of every probe whose record says `histogram`, and runs read from files, overlaid, keyed by run), then
-the view each probe's record names (probes/catalog.py: Sweep, Core to core, ... in the catalog's
-order), Summary (the text `coremap probe` prints, probes/text.py) and Gaps (what ran in a jitter
-run's largest gaps).
+"""ProbeTabs: the probe panel's views of its runs, one tab each: Histogram and Percentiles (the gaps
+of runs of read-to-read intervals: jitter, and oslat files, overlaid, keyed by run), Wake-up and
+Wake-up percentiles (the latencies of wakeup runs and cyclictest files: another quantity, never drawn
+on the gaps' axes, issue 28), then the view each probe's record names (probes/catalog.py: Sweep, Core to core, ... in the catalog's
+order), Figures (RunTable: the histogram runs' figures side by side), Summary (the text `coremap
+probe` prints, probes/text.py) and Gaps (what ran in a jitter run's largest gaps).
 
 A record's view takes `show_result(result, order)`, order being the CPUs in the grid's order
 (`set_topology`): siblings of a core side by side, not in id order. A view with `cpus_highlighted`
@@ -23,14 +24,26 @@ from app.machine.topology import Topology, layout
 from probes.catalog import RECORDS
 from probes.text import format_result
 from widgets.probe.gap_attribution import GapAttributionView
+from widgets.probe.run_table import RunTable
 from widgets.probe.runs import RunRecord
 
 # (key, tab title, "module:Class") of each plot tab, in tab order; they come first. The classes are
 # imported when a tab is first built, not at the top: see the module docstring.
 _PLOTS = (("histogram", "Histogram", "widgets.probe.histogram_plot:HistogramPlot"),
           ("percentiles", "Percentiles", "widgets.probe.percentile_plot:PercentilePlot"),
+          ("latency", "Latency", "widgets.probe.histogram_plot:WakeupHistogramPlot"),
+          ("latency-percentiles", "Latency percentiles", "widgets.probe.percentile_plot:WakeupPercentilePlot"),
           *((r.name, r.view.title, r.view.widget) for r in RECORDS.values() if r.view is not None))
 _INDEX = {key: i for i, (key, _title, _path) in enumerate(_PLOTS)}
+# The (histogram, percentiles) tabs of each kind of histogram run (axes_of)
+_PAIRS = {"gaps": ("histogram", "percentiles"), "latency": ("latency", "latency-percentiles")}
+
+
+def axes_of(rec: RunRecord) -> str:
+    """"gaps" for a run of read-to-read intervals (jitter, an oslat or jitter file: it draws only its
+    gaps), "latency" for one of samples that each count (wakeup, a cyclictest file)."""
+    record = RECORDS.get(rec.probe)
+    return "gaps" if rec.gaps_from_ns is not None or (record is not None and record.gaps_from) else "latency"
 
 
 def _build(path: str, parent: QWidget) -> QWidget:
@@ -66,15 +79,24 @@ class ProbeTabs(QTabWidget):
         self.summary_text.setReadOnly(True)
         self.summary_text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.gap_view = GapAttributionView(self)
+        self.figures = RunTable(self)
+        self.addTab(self.figures, "Figures")
         self.addTab(self.summary_text, "Summary")
         self.addTab(self.gap_view, "Gaps")
         self._topology: Topology | None = None
+        self._axes: dict[int, str] = {}          # run key -> the kind of axes it is drawn on
         self._order: list[int] = []
         self.currentChanged.connect(self._on_current_changed)
 
     # -- the plots, built on first use ----------------------------------------------------------
     histogram_plot = property(lambda self: self._plot(_INDEX["histogram"]))
     percentile_plot = property(lambda self: self._plot(_INDEX["percentiles"]))
+    wakeup_plot = property(lambda self: self._plot(_INDEX["latency"]))
+    wakeup_percentile_plot = property(lambda self: self._plot(_INDEX["latency-percentiles"]))
+
+    def plots_of(self, axes: str) -> tuple[QWidget, QWidget]:
+        """The (histogram, percentiles) plots of runs drawn on `axes` ("gaps" or "latency")."""
+        return tuple(self._plot(_INDEX[key]) for key in _PAIRS[axes])
 
     def view(self, probe: str) -> QWidget:
         """The tab that draws `probe`'s runs, as its record names it; KeyError for a probe without one."""
@@ -117,30 +139,49 @@ class ProbeTabs(QTabWidget):
             self._topology = topology
             self._order = topology_order(topology)
 
-    def show_tab_for(self, probe: str) -> None:
-        """The tab a run of `probe` draws on: its record's view, the histogram, or else its Summary."""
+    def tabs_of(self, probe: str, run: RunRecord | None = None) -> list[QWidget]:
+        """The tabs that show a run of `probe` (`run`, when known), the one to go to first: its record's
+        view, its kind's histogram and percentiles, or else its Summary; then its Summary, and the Gaps
+        of a run that was attributed."""
         rec = RECORDS.get(probe)
         if rec is not None and rec.view is not None:
-            self.setCurrentWidget(self.view(probe))
+            tabs = [self.view(probe)]
         elif rec is None or rec.histogram:
-            self.setCurrentWidget(self.histogram_plot)
+            axes = axes_of(run) if run is not None else ("gaps" if rec is not None and rec.gaps_from else "latency")
+            tabs = [*self.plots_of(axes), self.figures]
         else:
-            self.setCurrentWidget(self.summary_text)
+            tabs = []
+        tabs.append(self.summary_text)
+        if run is not None and (run.attribution is not None or "attribution" in (run.summary or {})):
+            tabs.append(self.gap_view)
+        return tabs
+
+    def show_tab_for(self, probe: str, run: RunRecord | None = None) -> None:
+        """Show a tab of a run of `probe`: the one showing now if it draws the run, else its first. The
+        Figures tab, where runs are clicked to be looked at, gives way to the run's first."""
+        tabs = self.tabs_of(probe, run)
+        if self.currentWidget() not in tabs or self.currentWidget() is self.figures:
+            self.setCurrentWidget(tabs[0])
 
     # -- histogram runs --------------------------------------------------------------------------
     def draw_histogram(self, rec: RunRecord) -> None:
         """Create the run's curves or give them its buckets so far."""
         buckets = rec.drawn_buckets
-        self.histogram_plot.set_run(rec.key, rec.label, buckets, rec.sampled_ns)
-        self.percentile_plot.set_run(rec.key, rec.label, buckets)
+        axes = self._axes.setdefault(rec.key, axes_of(rec))
+        histogram, percentiles = self.plots_of(axes)
+        histogram.set_run(rec.key, rec.label, buckets, rec.sampled_ns)
+        percentiles.set_run(rec.key, rec.label, buckets)
 
     def set_run_visible(self, key: int, visible: bool) -> None:
-        self.histogram_plot.set_run_visible(key, visible)
-        self.percentile_plot.set_run_visible(key, visible)
+        if key in self._axes:
+            for plot in self.plots_of(self._axes[key]):
+                plot.set_run_visible(key, visible)
 
     def remove_run(self, key: int) -> None:
-        self.histogram_plot.remove_run(key)
-        self.percentile_plot.remove_run(key)
+        axes = self._axes.pop(key, None)
+        if axes is not None:
+            for plot in self.plots_of(axes):
+                plot.remove_run(key)
 
     # -- a probe's own view, summary and gaps ---------------------------------------------------------
     def draw_result(self, probe: str, summary: dict) -> None:
