@@ -184,7 +184,8 @@ class PinController(QObject):
         when pinning is unavailable."""
         def done(results: list[PinResult]) -> None:
             denied = tuple(r.target for r in results if r.code == "denied")
-            self._retry = PinRequest(denied, request.cpus, origin="retry") if denied else None
+            # The Java name too: a retried pin of a Java thread is followed by that name, as the first try would be.
+            self._retry = PinRequest(denied, request.cpus, origin="retry", java_name=request.java_name) if denied else None
             self._show(results, "", can_retry=bool(denied) and self.service is not None and self.service.live)
         return self.run("pin", lambda s, p: s.apply(request, progress=p), on_done=done, show=False)
 
