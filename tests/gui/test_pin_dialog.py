@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from app.pinning.service import AffinityService
+from app.pinning.service import AffinityService, PinRequest, PinTarget
 from app.pinning.journal import Journal
 from app.machine.topology import read_topology
 from app.parse.cpulist import parse_cpulist
@@ -161,4 +161,31 @@ def test_ctrl_p_on_the_irq_table_and_context_menu(qtbot, tmp_path):
     _ctrl_p(qtbot, w, table.view)
     assert w.pin_controller.sources.dialog is None
     assert w.pin_controller.result_line.text().startswith("nothing to pin in that selection")
+    journal.close()
+
+
+def test_the_dialog_shows_the_pins_own_refusal_before_the_user_confirms(qtbot, tmp_path):
+    """Issue 28: the dialog asks what a drop asks (the pin flow's dry run), as the CPUs are typed, and
+    says why not in its line, OK off: a managed IRQ here, as the pin itself would refuse it."""
+    dst = tmp_path / "sno"
+    shutil.copytree(extract("sno"), dst, symlinks=True)
+    dbg = dst / "sys" / "kernel" / "debug" / "irq" / "irqs"
+    dbg.mkdir(parents=True)
+    (dbg / "33").write_text("dstate:   0x37400200\n            IRQD_AFFINITY_MANAGED\n")
+    root = SysRoot(writable_test_tree(dst))
+    journal = Journal(tmp_path / "journal.jsonl")
+    svc = AffinityService(root, journal)
+    d = PinDialog(PinPayload("irq", (33,)), read_topology(root), check=svc.preflight)
+    qtbot.addWidget(d)
+    d.show()
+    _type(qtbot, d, "0")
+    assert not d.ok_button.isEnabled() and d.cpus() is None
+    [r] = svc.apply(PinRequest((PinTarget("irq", 33),), (0,)))
+    assert d.reason_label.text() == f"cannot pin IRQ 33 to CPU 0: {r.message}" and r.code == "managed"
+    ok = PinDialog(PinPayload("irq", (24,)), read_topology(root), check=svc.preflight)
+    qtbot.addWidget(ok)
+    ok.show()
+    _type(qtbot, ok, "0")
+    assert ok.ok_button.isEnabled() and ok.cpus() == (0,) and ok.reason_label.text() == "1 CPU: 0"
+    assert journal.entries() == []            # typing asked, nothing was written
     journal.close()

@@ -4,7 +4,8 @@ AffinityService or a machine's over ssh), with results on the status bar's PinRe
 Pins journal.
 
 The path of a pin (STYLE.md, "Data flow"): the grid asks its drop policy (PinDropPolicy, whose check
-is `PinController.check`, i.e. the service's preflight) whether a target can take the payload, lights
+is `PinController.check`, i.e. the service's preflight, the pin flow's dry run; the Pin to… dialog asks
+the same) whether a target can take the payload, lights
 it and says why not before the drop; a drop emits `TopologyView.pin_requested(PinRequest)`. The
 controller hands every write to its PinWorker (widgets/pinning/worker.py), which runs the service's
 one pin flow in its own thread: the window keeps painting, the result line shows "N of M" with a
@@ -75,7 +76,7 @@ class PinController(QObject):
         self._partial: frozenset[int] = frozenset()
         self._build_actions(menu)
         self._build_widgets()
-        self.sources = PinSources(grid, self.request, self.show_message, self)
+        self.sources = PinSources(grid, self.request, self.show_message, self, check=self.check)
         for view in sources:
             self.sources.add(view)
         self.pin_action.triggered.connect(self.sources.open_focused)
@@ -167,17 +168,16 @@ class PinController(QObject):
 
     # -- requests -------------------------------------------------------------------------------------------
     def check(self, request: PinRequest) -> list[str]:
-        """Why `request` would be refused (the service's preflight), or [] when a drop may go ahead. A
-        target that has exited is not a reason to refuse the drop: the pin then says so itself."""
+        """Why `request` would not go (the service's preflight: the pin flow's dry run of the same
+        batch), or [] when a drop or the Pin to… dialog may go ahead. A drop onto quiet CPUs behind a
+        shield goes: the batch moves the thread into /coremap-pinned first, as `coremap pin` does."""
         service = self._service()
         if service is None:
             return [self._unavailable]
-        gone = {f"{t.describe()} has exited" for t in request.targets}
         try:
-            reasons = service.preflight(request)
+            return service.preflight(request)
         except CoremapError as e:          # e.g. a proc file that cannot be read: say so, refuse
             return [str(e)]
-        return [r for r in reasons if r not in gone]
 
     def request(self, request: PinRequest) -> PinJob | None:
         """Pin `request` in the worker and show its results as they come; None (with the reason shown)

@@ -1,6 +1,9 @@
-"""The "Pin to…" dialog: the chosen rows pinned to a CPU list typed by hand, checked as it is typed."""
+"""The "Pin to…" dialog: the chosen rows pinned to a CPU list typed by hand, checked as it is typed: its
+syntax and CPUs here, then what a drop asks (the pin flow's dry run, PinController.check), so the
+dialog, the drop and `coremap pin --dry-run` refuse the same targets with the same words."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
@@ -8,9 +11,10 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QLayout, QLineEdit, QVBoxLayout, QWidget
 
 from app.errors import CpuListError
-from app.format import offline_sentence, unknown_cpus_sentence
+from app.format import cpus_word, offline_sentence, unknown_cpus_sentence
 from app.machine.topology import Topology
 from app.parse.cpulist import parse_cpulist
+from app.pinning.targets import PinRequest
 from widgets.theme import status_style
 from widgets.pinning.mime import PinPayload
 
@@ -50,14 +54,29 @@ def check_cpu_text(text: str, topology: Topology | None = None) -> CpuListCheck:
                               f"{' …' if n > 16 else ''}")
 
 
+def check_pin(payload: PinPayload, text: str, topology: Topology | None,
+              check: Callable[[PinRequest], list[str]] | None) -> CpuListCheck:
+    """`check_cpu_text`, then, for a usable list, why the pin would not go (`check`: the drop's)."""
+    typed = check_cpu_text(text, topology)
+    if not typed.ok or check is None:
+        return typed
+    why = check(PinRequest(payload.targets(), typed.cpus, origin="dialog"))
+    if not why:
+        return typed
+    more = f" (and {len(why) - 1} more)" if len(why) > 1 else ""
+    return CpuListCheck(None, f"cannot pin {payload.describe()} to {cpus_word(typed.cpus)}: {why[0]}{more}")
+
+
 class PinDialog(QDialog):
-    """Pin the chosen rows to a typed CPU list, validated as typed (OK is off while it is invalid)."""
+    """Pin the chosen rows to a typed CPU list, validated as typed (OK is off while it is invalid, or
+    while `check` says the pin would not go; the line says why)."""
 
     def __init__(self, payload: PinPayload, topology: Topology | None = None, initial: str = "",
-                 parent: QWidget | None = None):
+                 parent: QWidget | None = None, *, check: Callable[[PinRequest], list[str]] | None = None):
         super().__init__(parent)
         self.payload = payload
         self.topology = topology
+        self._pin_check = check
         self.setWindowTitle("Pin to CPUs")
         self.target_label = QLabel(f"Pin {payload.describe()} to:", self)
         self.target_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -83,14 +102,14 @@ class PinDialog(QDialog):
         self.buttons.accepted.connect(self._on_buttons_accepted)
         self.buttons.rejected.connect(self.reject)
         self.cpu_edit.textChanged.connect(self._on_cpu_edit_text_changed)
-        self.check = check_cpu_text(initial, topology)
+        self.check = check_pin(payload, initial, topology, check)
         self._show_check()
 
     def cpus(self) -> tuple[int, ...] | None:
         return self.check.cpus
 
     def _on_cpu_edit_text_changed(self, text: str) -> None:
-        self.check = check_cpu_text(text, self.topology)
+        self.check = check_pin(self.payload, text, self.topology, self._pin_check)
         self._show_check()
 
     def _show_check(self) -> None:

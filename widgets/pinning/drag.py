@@ -8,12 +8,12 @@ calls `pin_drag(...).exec(...)` from its own startDrag.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QDrag
 from PySide6.QtWidgets import QAbstractItemView, QTableView, QTreeView
 
 from widgets.pinning.mime import PinPayload, decode_pin_mime
-from widgets.topology.drag import drag_pixmap
+from widgets.topology.drag import chip_hotspot, drag_pixmap
 
 
 def chip_text(payload: PinPayload, name: str | None) -> str:
@@ -42,7 +42,7 @@ def pin_drag(view: QAbstractItemView, name_column: int) -> QDrag | None:
     drag.setMimeData(mime)
     drag.setPixmap(drag_pixmap(chip_text(payload, name if isinstance(name, str) else None),
                                view.devicePixelRatioF()))
-    drag.setHotSpot(QPoint(-12, -4))       # the chip sits beside the cursor, not over the target
+    drag.setHotSpot(chip_hotspot(drag.pixmap()))
     return drag
 
 

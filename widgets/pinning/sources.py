@@ -19,14 +19,16 @@ from widgets.topology.view import TopologyView
 
 class PinSources(QObject):
     """Parameters: `grid` (its selected CPUs start the dialog), `pin(request)` (where requests go),
-    `say(text, ok)` (the result line). `topology` is set by the owner as machines change; `dialog`
+    `say(text, ok)` (the result line), `check(request)` (why it would not go: the drop's check, which
+the dialog shows as the CPUs are typed). `topology` is set by the owner as machines change; `dialog`
     is the Pin to… dialog open now (or last)."""
 
     def __init__(self, grid: TopologyView, pin: Callable[[PinRequest], object], say: Callable[[str, bool], None],
-                 parent: QObject | None = None):
+                 parent: QObject | None = None, *, check: Callable[[PinRequest], list[str]] | None = None):
         super().__init__(parent)
         self.grid = grid
         self._pin = pin
+        self._check = check
         self._say = say
         self.topology: Topology | None = None
         self.dialog: PinDialog | None = None
@@ -83,7 +85,8 @@ class PinSources(QObject):
             self.dialog.close()
             self.dialog.deleteLater()
         selected = self.grid.selected_cpus()
-        self.dialog = PinDialog(payload, self.topology, format_cpus(selected) if selected else "", self.grid.window())
+        self.dialog = PinDialog(payload, self.topology, format_cpus(selected) if selected else "", self.grid.window(),
+                                check=self._check)
         self.dialog.accepted.connect(self._on_dialog_accepted)
         self.dialog.open()
         return self.dialog

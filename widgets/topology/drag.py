@@ -86,12 +86,27 @@ def drag_label(source: DragSource, cpus: tuple[int, ...]) -> str:
     return f"CPU {listed}" if len(cpus) == 1 else f"CPUs {listed}"
 
 
+CHIP_MAX_W = 360            # a chip's text, elided in the middle beyond this (device-independent pixels)
+CHIP_PAD_X, CHIP_PAD_Y = 7, 4
+CHIP_GAP = 6                # between the cursor and the chip's bottom edge
+
+
 def drag_pixmap(text: str, device_pixel_ratio: float) -> QPixmap:
-    """A small label for the cursor to carry: `text` on a light chip with the grid's select colour."""
-    fm = QFontMetricsF(BOLD_FONT)
-    text = fm.elidedText(text, Qt.TextElideMode.ElideMiddle, 360)
-    w, h = math.ceil(fm.horizontalAdvance(text)) + 14, math.ceil(fm.height()) + 8
+    """A small label for the cursor to carry: `text` on a light chip with the grid's select colour.
+
+    The text is measured by a painter on a pixmap of the same ratio, the device it is drawn on, and
+    drawn from the left margin: measured without a device, a desktop's hinted glyphs came out wider than
+    measured and a centred name lost its first letters (issue 28: "read 28206 market-data-fe")."""
     dpr = device_pixel_ratio
+    probe = QPixmap(1, 1)
+    probe.setDevicePixelRatio(dpr)
+    p = QPainter(probe)
+    p.setFont(BOLD_FONT)
+    fm = QFontMetricsF(p.fontMetrics())
+    p.end()
+    text = fm.elidedText(text, Qt.TextElideMode.ElideMiddle, CHIP_MAX_W)
+    w = math.ceil(fm.horizontalAdvance(text)) + 2 * CHIP_PAD_X
+    h = math.ceil(fm.height()) + 2 * CHIP_PAD_Y
     pm = QPixmap(round(w * dpr), round(h * dpr))
     pm.setDevicePixelRatio(dpr)
     pm.fill(Qt.GlobalColor.transparent)
@@ -102,9 +117,17 @@ def drag_pixmap(text: str, device_pixel_ratio: float) -> QPixmap:
     p.drawRoundedRect(QRectF(0.5, 0.5, w - 1, h - 1), 4, 4)
     p.setFont(BOLD_FONT)
     p.setPen(QColor(30, 30, 30))
-    p.drawText(QRectF(0, 0, w, h), Qt.AlignmentFlag.AlignCenter, text)
+    p.drawText(QRectF(CHIP_PAD_X, 0, w - CHIP_PAD_X, h), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+               text)
     p.end()
     return pm
+
+
+def chip_hotspot(pm: QPixmap) -> QPoint:
+    """Where the cursor holds a chip: the chip sits above and to the right of it, so it covers neither
+    the target under the cursor nor the grid's drop hint, which is drawn below it
+    (widgets/topology/drop.py HintItem)."""
+    return QPoint(-12, math.ceil(pm.height() / pm.devicePixelRatio()) + CHIP_GAP)
 
 
 def exec_cpu_drag(source: QWidget, cpus: tuple[int, ...], label: str) -> Qt.DropAction:
@@ -116,5 +139,5 @@ def exec_cpu_drag(source: QWidget, cpus: tuple[int, ...], label: str) -> Qt.Drop
     drag = QDrag(source)
     drag.setMimeData(mime)
     drag.setPixmap(drag_pixmap(label, source.devicePixelRatioF()))
-    drag.setHotSpot(QPoint(-12, -4))     # the chip sits beside the cursor, not over the target
+    drag.setHotSpot(chip_hotspot(drag.pixmap()))
     return drag.exec(Qt.DropAction.CopyAction)

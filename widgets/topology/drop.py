@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import shiboken6
-from PySide6.QtCore import QMimeData, QObject, QPoint, QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QMimeData, QObject, QPoint, QPointF, QRect, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsView
 
@@ -61,8 +61,10 @@ class HintItem(QGraphicsItem):
     """A tooltip-like label near the cursor while dragging.
 
     Contract: ignores the view's transformation (always readable, in device pixels); boundingRect
-    covers the text box drawn at (OFFSET, OFFSET) from the item's position; set_text calls
-    prepareGeometryChange because the box size follows the text."""
+    covers the text box, drawn below and to the right of the item's position (the cursor) where
+    `room` lets it, else flipped left or above, never under the drag chip (above and to the right of
+    the cursor, widgets/topology/drag.py chip_hotspot); set_text calls prepareGeometryChange because
+    the box follows the text."""
 
     OFFSET = 14.0
     MAX_W = 420.0
@@ -77,13 +79,33 @@ class HintItem(QGraphicsItem):
         self._font.setPixelSize(12)
         self._rect = QRectF()
 
-    def set_text(self, text: str, ok: bool) -> None:
+    def set_text(self, text: str, ok: bool, room: QRectF | None = None) -> None:
+        """`room`: the visible area, in device pixels from the cursor, that the box must stay within."""
         self.prepareGeometryChange()
         self.text, self.ok = text, ok
+        width = self.MAX_W if room is None else max(120.0, min(self.MAX_W, room.width() - 2 * self.OFFSET))
         fm = QFontMetricsF(self._font)
-        r = fm.boundingRect(QRectF(0, 0, self.MAX_W, 1000), int(Qt.TextFlag.TextWordWrap), text)
-        self._rect = QRectF(self.OFFSET, self.OFFSET, r.width() + 12, r.height() + 8)
+        r = fm.boundingRect(QRectF(0, 0, width, 1000), int(Qt.TextFlag.TextWordWrap), text)
+        self._rect = self._placed(r.width() + 12, r.height() + 8, room)
         self.update()
+
+    def _placed(self, w: float, h: float, room: QRectF | None) -> QRectF:
+        """Below and to the right of the cursor; where that leaves `room`, to the left, and where the
+        bottom is too near, above and to the left (the chip holds above-right); clamped into `room`."""
+        x, y = self.OFFSET, self.OFFSET
+        if room is not None:
+            if y + h > room.bottom():
+                x, y = -self.OFFSET - w, -self.OFFSET - h
+            elif x + w > room.right():
+                x = -self.OFFSET - w
+            x = max(room.left(), min(x, room.right() - w))
+            y = max(room.top(), min(y, room.bottom() - h))
+        return QRectF(x, y, w, h)
+
+    @property
+    def box(self) -> QRectF:
+        """The text box, in device pixels from the item's position."""
+        return QRectF(self._rect)
 
     def boundingRect(self) -> QRectF:
         return self._rect.adjusted(-1, -1, 1, 1)
@@ -241,7 +263,8 @@ class GridDropTarget(QObject):
         if scene_pos is not None:
             self._ensure_items()
             self._hint.setPos(scene_pos)
-            self._hint.set_text(text, ok)
+            at = QPointF(self.view.mapFromScene(scene_pos))
+            self._hint.set_text(text, ok, QRectF(self.view.viewport().rect()).adjusted(2, 2, -2, -2).translated(-at))
         elif self._items_alive():
             self._hint.set_text("", ok)
         if text != self.last_hint:
@@ -260,6 +283,15 @@ class GridDropTarget(QObject):
     def highlight_path(self) -> QPainterPath | None:
         """The lit area in scene coordinates while dragging (None when nothing is lit); for tests."""
         return self._overlay.path() if self._items_alive() else None
+
+    @property
+    def hint_rect(self) -> QRect | None:
+        """The hint's box in viewport coordinates while it says something (None when it does not); for
+        tests."""
+        if not self._items_alive() or not self._hint.text:
+            return None
+        at = self.view.mapFromScene(self._hint.pos())
+        return self._hint.box.translated(QPointF(at)).toAlignedRect()
 
     @property
     def highlight_accepts(self) -> bool | None:
