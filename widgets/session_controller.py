@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import functools
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -25,6 +26,7 @@ from app.atomic import write_atomic
 from app.errors import CoremapError
 from app.format import plural
 from app.store.report import PDF_IMAGE_WIDTH, build_report_html, irqbalance_fact, report_from_root
+from app.store.report_pins import pin_scope
 from app.sampling.sampler import Sampler
 from app.store.session import (ProbeRecord, Session, history_tick, journal_rows, open_session, save_session,
                                session_from_root)
@@ -133,6 +135,9 @@ class SessionController(QObject):
     - `status`: the status sink, one line for the user;
     - `probe_runs`: the probe panel's runs, saved with the session;
     - `journal_entries`: the live pin journal's entries, or None when pins go through no journal;
+    - `ledger`: what that journal adds up to for the machine shown (app/pinning/ledger.py), or None:
+      a report holds this job's pins of it, those in effect and those made since the oldest Make quiet
+      in effect or since the window opened (app/store/report_pins.py);
     - `verifications`: the before / after verifications of quiet CPUs made (or opened) so far;
     - `quiet_cpus`: the CPUs the grid shows quiet, badged so in a report's picture of it.
 
@@ -152,6 +157,7 @@ class SessionController(QObject):
     def __init__(self, menu: QMenu, window: QWidget, root: SysRoot | None, *, status: Callable[[str], None],
                  probe_runs: ProbeRuns, journal_entries: Callable[[], list | None],
                  verifications: Callable[[], list[dict]] = list, quiet_cpus: Callable[[], tuple] = tuple,
+                 ledger: Callable[[], object | None] = lambda: None,
                  autosave_seconds: float = AUTOSAVE_SECONDS, crash_recovery: bool = True):
         super().__init__(window)
         self.menu = menu
@@ -162,6 +168,8 @@ class SessionController(QObject):
         self._journal_entries = journal_entries
         self._verifications = verifications
         self._quiet_cpus = quiet_cpus
+        self._ledger = ledger
+        self._started = time.time()          # a report of the live machine holds the pins made since
         self._state: MachineState | None = None
         self.history: collections.deque = collections.deque(maxlen=HISTORY_TICKS)
         self.screenshots: dict[str, bytes] = {}
@@ -372,11 +380,16 @@ class SessionController(QObject):
 
     def export_report(self, kind: str) -> Path:
         s = self.session()
-        data = report_from_root(s.root, journal=s.journal, probes=[p.result for p in s.probes], notes=s.notes,
+        journal, scope = s.journal, ""
+        ledger = self._ledger() if self._opened is None else None      # an opened session: the pins saved in it
+        if ledger is not None:
+            this_job = pin_scope(ledger, opened=self._started)
+            journal, scope = this_job.rows, this_job.sentence
+        data = report_from_root(s.root, journal=journal, probes=[p.result for p in s.probes], notes=s.notes,
                                 history=s.history, host=s.host or None, live_wait=0,
                                 verifications=s.verifications,
                                 source=_source_name(self._state, self._opened, self._machine_root, s.host),
-                                irqbalance=_live_irqbalance(self._state, self._machine_root))
+                                irqbalance=_live_irqbalance(self._state, self._machine_root), pins_scope=scope)
         pdf = kind == "pdf"
         add_images(data, state=self._state, quiet=self._quiet_cpus())
         html = build_report_html(data, image_width=PDF_IMAGE_WIDTH if pdf else 900)

@@ -1,9 +1,14 @@
 """`coremap report [--session FILE | --root DIR] --out FILE.html|FILE.pdf`: one self-contained report
 (machine summary, the grid coloured by IRQ load, busiest IRQs, pins, probe results, notes).
 
-A machine's report holds what the window's report of it holds: the pins its journal records and its
-quiet CPUs badged in the grid (app/pinning/ledger.py, read as `coremap cpus` reads it); a session's
-holds the pins saved in it.
+A machine's report holds what the window's report of it holds: this job's pins and its quiet CPUs,
+badged in the grid (app/pinning/ledger.py, read as `coremap cpus` reads it). This job's pins are the
+pins still in effect plus every batch written since the oldest Make quiet still in effect; the journal's
+older history (earlier jobs, the "gone" rows of their restores) is left out, and the report says how
+many rows it left (app/store/report_pins.py). `--since TIME` chooses the start instead, read as the
+window's `--at` reads a time (app/sources/replay.py parse_at): an ISO time (2026-11-28T11:00), seconds
+before now (-3600), or seconds after the journal's first row (0: the whole journal). A session's report
+holds the pins saved in it (those since TIME, with --since).
 
 Headless: with no DISPLAY or WAYLAND_DISPLAY, Qt's offscreen platform is chosen before Qt is
 imported; Qt (widgets/) is imported only inside run(), so `coremap --help` stays Qt-free.
@@ -34,6 +39,10 @@ def register(subparsers) -> None:
     p.add_argument("--notes", metavar="FILE.md", help="add these notes (text) to the report")
     p.add_argument("--verify", metavar="FILE.json", action="append", default=[],
                    help="add a before / after verification of quiet CPUs (`coremap verify --out`); repeatable")
+    p.add_argument("--since", metavar="TIME",
+                   help="hold the pins made since TIME (2026-11-28T11:00, -3600 for the last hour, 0 for the "
+                        "whole journal) instead of this job's: the pins in effect and those made since the "
+                        "oldest Make quiet in effect")
     p.set_defaults(func=run)
 
 
@@ -86,7 +95,8 @@ def run(args) -> int:
         ledger = _ledger(root) if session is None else None
         if ledger is not None:
             quiet = ledger.quiet_cpus
-        data = _report_data(args, session, root, ledger)
+        since = _since(args.since, session, ledger) if args.since is not None else None
+        data = _report_data(args, session, root, ledger, since)
         ensure_headless_qt()
         from app.store.report import PDF_IMAGE_WIDTH, build_report_html
         from widgets.report_images import add_images
@@ -116,9 +126,28 @@ def _ledger(root):
         return None
 
 
-def _report_data(args, session, root, ledger):
-    """The report's contents: the session's (its problems noted on stderr) or the machine's with the
-    pins of its `ledger`, with the --probe results, --verify files and --notes added."""
+def _since(text: str, session, ledger) -> float:
+    """--since as epoch seconds: a time of the span from the journal's first row (the session's, or
+    the machine's) to now. OptionError for a time that cannot be read."""
+    import time as _time
+
+    from app.sources.replay import ReplayError, Timeline, parse_at
+    rows = session.journal if session is not None else (ledger.entries if ledger is not None else ())
+    times = [t for t in (r.get("time") if isinstance(r, dict) else r.time for r in rows)
+             if isinstance(t, (int, float))]
+    now = _time.time()
+    span = Timeline()
+    span.times, span.wall, span.label = [min(times, default=now), now], True, "the journal"
+    try:
+        return parse_at(text, span, "--since")
+    except ReplayError as e:
+        raise OptionError(str(e)) from None
+
+
+def _report_data(args, session, root, ledger, since: float | None):
+    """The report's contents: the session's (its problems noted on stderr) or the machine's with this
+    job's pins of its `ledger` (or those `since`), with the --probe results, --verify files and --notes
+    added."""
     # Imported here, not at the top: every `coremap` run imports this module to build its parser, and
     # app.store.results brings the journal and msgspec with it.
     from app.store.results import clean_probe_result, clean_verification
@@ -131,12 +160,13 @@ def _report_data(args, session, root, ledger):
         notes = read_input_text(args.notes, what="--notes", limit=NOTES_LIMIT, hint="give a text file", stream=True)
     from app.store.report import ProbeSection, VerifySection, report_from_root, report_from_session
     if session is None:
-        from app.store.session import journal_rows
-        journal = journal_rows(ledger.entries) if ledger is not None else []
-        return report_from_root(root, journal=journal, probes=probes, notes=notes, verifications=verifications)
+        from app.store.report_pins import pin_scope
+        scope = pin_scope(ledger, since=since) if ledger is not None else None
+        return report_from_root(root, journal=scope.rows if scope else [], probes=probes, notes=notes,
+                                verifications=verifications, pins_scope=scope.sentence if scope else "")
     for n in session.problems:
         print(f"coremap: note: {args.session}: {n}", file=sys.stderr)
-    data = report_from_session(session)
+    data = report_from_session(session, since=since)
     data.probes += [ProbeSection(p) for p in probes]
     data.verifications += [VerifySection(v) for v in verifications]
     if notes:

@@ -54,8 +54,8 @@ class Timeline:
         return f"{t:.1f} s"
 
 
-def parse_at(text: str, tl: Timeline) -> float:
-    """--at as a time of `tl` (module docstring)."""
+def parse_at(text: str, tl: Timeline, option: str = "--at") -> float:
+    """--at (or `option`, read the same way: `coremap report --since`) as a time of `tl` (module docstring)."""
     s = text.strip()
     start, end = tl.times[0], tl.times[-1]
     if s == "end":
@@ -66,10 +66,10 @@ def parse_at(text: str, tl: Timeline) -> float:
     try:
         when = _dt.datetime.fromisoformat(s)
     except ValueError:
-        raise ReplayError(f"--at {excerpt(s)}: give seconds from the start (90), from the end (-30), end, or a "
+        raise ReplayError(f"{option} {excerpt(s)}: give seconds from the start (90), from the end (-30), end, or a "
                           "time such as 2026-11-25T13:40:00") from None
     if not tl.wall:
-        raise ReplayError(f"--at {excerpt(s)}: this history counts seconds from its start; give seconds "
+        raise ReplayError(f"{option} {excerpt(s)}: this history counts seconds from its start; give seconds "
                           f"(0 to {end - start:g})")
     return when.timestamp()
 

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 import app
 from app.format import (cpus_word, format_change, format_count, format_cpus, format_ns, format_rate,
-                        format_ratio, format_share, format_value, plural, target_name)
+                        format_ratio, format_share, format_value, plural)
 from app.errors import CoremapError, SysRootReadError
+from app.store.report_pins import PinLine, format_when, pin_lines
 from app.store.report_probes import attribution_html, probes_html
 from app.store.report_probes import escape as _e
 from app.store.report_probes import img_tag as _img
@@ -56,18 +57,6 @@ class IrqLine:
     top_cpus: tuple[tuple[int, float], ...]   # (cpu, share of this IRQ's count), busiest first
     requested: tuple[int, ...] | None
     effective: tuple[int, ...] | None
-
-
-@dataclass(frozen=True)
-class PinLine:
-    target: str                    # "thread 1234 (java)", "irq 24"
-    before: tuple[int, ...] | None
-    requested: tuple[int, ...]
-    after: tuple[int, ...] | None
-    result: str                    # journal state + code: "done", "failed: denied ..."
-    time: float | None
-    change: str = ""               # said instead of before -> after: what a batch (Make quiet) did
-    kind: str = "thread"           # what the values mean (app/pinning/kinds.py): CPUs, a cpuset, a number
 
 
 @dataclass
@@ -127,6 +116,7 @@ class ReportData:
     irq_load: dict[int, float] = field(default_factory=dict)   # cpu -> device IRQs/s (or count)
     extra_images: list[tuple[str, Image]] = field(default_factory=list)   # session screenshots
     verifications: list[VerifySection] = field(default_factory=list)
+    pins_scope: str = ""                     # which pins the report holds (app/store/report_pins.py)
 
 
 # -- building ReportData ---------------------------------------------------------------------------
@@ -273,105 +263,15 @@ def _irq_lines(root: SysRoot, figures: dict[str, dict[int, float]], top: int) ->
     return lines[:top], load
 
 
-QUIET_ORIGINS = ("isolate", "include")
-
-
-def _pin_lines(journal: list[dict]) -> list[PinLine]:
-    """A row per write; an isolate or include (hundreds of writes) is one row with its counts."""
-    out = []
-    quiet: dict[object, list[dict]] = {}
-    for e in journal:
-        if isinstance(e, dict) and e.get("origin") in QUIET_ORIGINS:
-            quiet.setdefault(e.get("batch"), []).append(e)
-    seen = set()
-    for e in journal:
-        if not isinstance(e, dict):
-            continue
-        if e.get("origin") in QUIET_ORIGINS:
-            if e.get("batch") not in seen:
-                seen.add(e.get("batch"))
-                out.append(_quiet_line(quiet[e.get("batch")]))
-            continue
-        kind, tid = e.get("kind", "target"), e.get("target_id", e.get("target", "?"))
-        label = e.get("label") or ""
-        target = target_name(str(kind), tid, str(label), e.get("netdev") if isinstance(e.get("netdev"), str) else None)
-        t = e.get("time")
-        out.append(PinLine(target, _tuple(e.get("before")), _tuple(e.get("requested")) or (),
-                           _tuple(e.get("after")), _result(e), float(t) if isinstance(t, (int, float)) else None,
-                           kind=str(kind)))
-    return out
-
-
-def _result(e: dict) -> str:
-    """A write's outcome: "done", "failed: denied — <why>"; a target that had exited is "gone", which
-    is not a failure (app/pinning/targets.py), however the journal marked it."""
-    state = str(e.get("state", "?"))
-    code, msg = e.get("code") or "", e.get("message") or ""
-    if code == "gone":
-        return f"gone: {msg}" if msg else "gone: it had exited"
-    return state + (f": {code}" if code and code != "ok" else "") + (f" — {msg}" if msg and state != "done" else "")
-
-
-# Kinds whose before / after are CPU lists (app/pinning/kinds.py): what tells which CPUs a batch quieted.
-_CPU_KINDS = ("thread", "process", "irq", "irqdefault", "workqueue", "watchdog", "wq", "rps", "xps")
-
-
-def _quiet_line(entries: list[dict]) -> PinLine:
-    """One row for a Make quiet (isolate) or Give back (include): "Make quiet CPU 1 (#12)", with what
-    became of its targets ("86 targets: 63 moved, 20 already off, 3 gone") where a write's before
-    -> after would be, and the housekeeping CPUs it asked for. The CPUs are read off its writes: the
-    ones the targets left (an isolate) or were given back (an include)."""
-    first = entries[0]
-    isolate = first.get("origin") == "isolate"
-    cpus: set[int] = set()
-    moved = unchanged = gone = pending = 0
-    failed: dict[str, int] = {}
-    for e in entries:
-        before, after, state = _tuple(e.get("before")), _tuple(e.get("after")), e.get("state")
-        if e.get("code") == "gone":
-            gone += 1
-        elif state == "failed":
-            failed[str(e.get("code") or "failed")] = failed.get(str(e.get("code") or "failed"), 0) + 1
-        elif state != "done":
-            pending += 1
-        elif before is not None and after is not None and set(before) != set(after):
-            moved += 1
-            if e.get("kind") in _CPU_KINDS:
-                cpus |= set(before) - set(after) if isolate else set(after) - set(before)
-        else:
-            unchanged += 1
-    counts = [f"{moved} {'moved' if isolate else 'given back'}"]
-    counts += [f"{unchanged} already {'off them' if isolate else 'on them'}"] if unchanged else []
-    counts += [f"{n} {code}" for code, n in sorted(failed.items(), key=lambda x: -x[1])]
-    counts += [f"{gone} gone (exited)"] if gone else []
-    counts += [f"{pending} not written (cut short)"] if pending else []
-    action = "Make quiet" if isolate else "Give back"
-    what = f"{action} {cpus_word(sorted(cpus))}" if cpus else action
-    asked = {c for e in entries if e.get("kind") in _CPU_KINDS for c in (_tuple(e.get("requested")) or ())}
-    n_failed = sum(failed.values())
-    t = first.get("time")
-    return PinLine(f"{what} (#{first.get('batch')})", None, tuple(sorted(asked)), None,
-                   f"{n_failed} failed" if n_failed else ("done" if not pending else "cut short"),
-                   float(t) if isinstance(t, (int, float)) else None,
-                   change=f"{plural(len(entries), 'target')}: " + ", ".join(counts))
-
-
-def _tuple(v):
-    if v is None:
-        return None
-    try:
-        return tuple(int(x) for x in v)
-    except (TypeError, ValueError):
-        return None
-
-
 def report_from_root(root: SysRoot, *, journal: list[dict] | None = None, probes: list[dict] | None = None,
                      notes: str = "", history: list[dict] | None = None, source: str | None = None,
                      host: str | None = None, top_irqs: int = TOP_IRQS, live_wait: float = 0.5,
-                     verifications: list[dict] | None = None, irqbalance: str | None = None) -> ReportData:
+                     verifications: list[dict] | None = None, irqbalance: str | None = None,
+                     pins_scope: str = "") -> ReportData:
     """ReportData for a machine (live or captured) plus optional pin journal rows and probe results.
     `source` names where the figures came from when `root` is only a snapshot taken for the report
-    (the live machine's), and `irqbalance` says what the window saw (machine_facts)."""
+    (the live machine's), `irqbalance` says what the window saw (machine_facts), and `pins_scope`
+    which of the journal's rows `journal` holds (app/store/report_pins.py pin_scope)."""
     from app.machine.topology import read_topology
     topo = read_topology(root)
     figures, is_totals, note = _irq_figures(root, history, live_wait)
@@ -381,17 +281,26 @@ def report_from_root(root: SysRoot, *, journal: list[dict] | None = None, probes
     return ReportData(
         host=str(host), source=source or ("live" if root.is_live else str(root.root)), created=_now_iso(),
         facts=machine_facts(topo, root, irqbalance), cpu_count=len(topo.online), totals=is_totals, rate_note=note,
-        irqs=irqs, pins=_pin_lines(journal or []), probes=[ProbeSection(dict(p)) for p in (probes or [])],
+        irqs=irqs, pins=pin_lines(journal or []), probes=[ProbeSection(dict(p)) for p in (probes or [])],
         notes=notes, topology=topo, irq_load=load,
-        verifications=[VerifySection(dict(v)) for v in (verifications or [])])
+        verifications=[VerifySection(dict(v)) for v in (verifications or [])], pins_scope=pins_scope)
 
 
-def report_from_session(session) -> ReportData:
-    """ReportData for an opened app.store.session.Session: its machine, history, pins, probes, notes."""
-    data = report_from_root(session.root, journal=session.journal, probes=[p.result for p in session.probes],
+def report_from_session(session, *, since: float | None = None) -> ReportData:
+    """ReportData for an opened app.store.session.Session: its machine, history, pins (those written
+    `since`, epoch seconds, when given), probes, notes."""
+    journal, scope = session.journal, ""
+    if since is not None:
+        journal = [r for r in journal if isinstance(r.get("time"), (int, float)) and r["time"] >= since]
+        scope = f"Pins made since {format_when(since)}"
+        if len(journal) < len(session.journal):
+            scope += f"; {plural(len(session.journal) - len(journal), 'earlier row')} of the session left out"
+        scope += "."
+    data = report_from_root(session.root, journal=journal, probes=[p.result for p in session.probes],
                             notes=session.notes, history=session.history,
                             source=str(session.source) if session.source else None,
-                            host=session.host or None, live_wait=0, verifications=session.verifications)
+                            host=session.host or None, live_wait=0, verifications=session.verifications,
+                            pins_scope=scope)
     for name, blob in sorted(session.screenshots.items()):
         if name.endswith(".png"):
             data.extra_images.append((name, Image(blob, "image/png")))
@@ -426,14 +335,6 @@ def fmt_rate(v: float, totals: bool) -> str:
     return format_count(int(round(v))) if totals else format_rate(v)
 
 
-
-
-def _fmt_time(t: float | None) -> str:
-    if t is None:
-        return ""
-    if t > 1e9:   # wall-clock seconds (the journal's time.time())
-        return _dt.datetime.fromtimestamp(t).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    return f"{t:.1f} s"
 
 
 def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
@@ -507,6 +408,8 @@ def _irqs_html(w, r: ReportData) -> None:
 
 def _pins_html(w, r: ReportData) -> None:
     w("<h2>Pins made</h2>")
+    if r.pins_scope:
+        w(f'<p class="muted">{_e(r.pins_scope)}</p>')
     if not r.pins:
         w('<p class="muted">No pins were made.</p>')
         return
@@ -516,7 +419,7 @@ def _pins_html(w, r: ReportData) -> None:
             f'<td class="mono">{_e(format_change(p.before, p.after, p.kind))}</td>'
         w(f'<tr><td>{_e(p.target)}</td>{change}'
           f'<td class="mono">{_e(format_value(p.kind, p.requested))}</td><td>{_e(p.result)}</td>'
-          f"<td>{_e(_fmt_time(p.time))}</td></tr>")
+          f"<td>{_e(format_when(p.time))}</td></tr>")
     w("</table>")
 
 

@@ -313,7 +313,7 @@ def test_live_failed_results_are_only_the_kernels_refusals(state_dir):
 
 
 def test_an_isolate_in_a_session_and_a_report_is_one_row(tree, service, tmp_path):
-    from app.store.report import _pin_lines
+    from app.store.report_pins import pin_lines
     from app.store.session import Session, journal_rows, open_session, save_session
     results = apply_preview(service, preview_isolate(service, "1-2"))
     path = tmp_path / "s.coremap"
@@ -321,7 +321,7 @@ def test_an_isolate_in_a_session_and_a_report_is_one_row(tree, service, tmp_path
     s = open_session(path)
     try:
         assert len(s.journal) == len(results) and s.problems == []       # mask kinds pass the door
-        [row] = _pin_lines(s.journal)
+        [row] = pin_lines(s.journal)
         assert row.target.startswith("Make quiet CPUs 1-2 (#") and row.change.startswith(f"{len(results)} targets: ")
         assert row.result == "done"
     finally:

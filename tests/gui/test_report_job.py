@@ -1,0 +1,91 @@
+"""`coremap report` and the window's report hold this job's pins, not the journal's whole history
+(issue 28: the CLI report repeated 22 rows, 13 of them "gone" lines of earlier restores). On a copy of
+sno (12 CPUs) whose journal holds an earlier job: an IRQ pinned and restored."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.parse.cpulist import parse_cpulist
+from app.pinning.journal import Journal
+from app.pinning.service import AffinityService, PinRequest, PinTarget
+from app.quiet.isolate import apply_preview, preview_isolate
+from app.sampling.sampler import Sampler
+from app.sysroot import SysRoot
+from tests.machines import extract, writable_test_tree
+from widgets.application import build_window
+from widgets.sampler_thread import SamplerThread
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """(a writable copy of sno, its pin service on the journal coremap reads, two free IRQs), with an
+    earlier job in that journal: IRQ `old` pinned to CPU 2, then everything restored."""
+    copy = tmp_path / "sno"
+    shutil.copytree(extract("sno"), copy, symlinks=True)
+    root = SysRoot(writable_test_tree(copy))
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    monkeypatch.setenv("COREMAP_STATE_DIR", str(state))
+    monkeypatch.setenv("COREMAP_REPORTS_DIR", str(tmp_path / "reports"))
+    old, new = [int(i) for i in sorted(os.listdir(root.proc("irq")), key=lambda s: (len(s), s)) if i.isdigit()
+                and parse_cpulist(root.irq_dir(i, "smp_affinity_list").read_text()) == tuple(range(12))][:2]
+    journal = Journal(state / "journal.jsonl")
+    service = AffinityService(root, journal)
+    [r] = service.apply(PinRequest((PinTarget("irq", old),), (2,)))
+    assert r.ok
+    service.restore_all()
+    yield copy, service, old, new
+    journal.close()
+
+
+def _report(copy: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, "-m", "app", "report", "--root", str(copy), "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=180, env=env)
+
+
+def test_the_cli_report_holds_this_jobs_pins_and_since_chooses(machine, tmp_path):
+    copy, service, old, new = machine
+    apply_preview(service, preview_isolate(service, "1"))
+    [r] = service.apply(PinRequest((PinTarget("irq", new),), (1,)))
+    assert r.ok
+    job = _report(copy, tmp_path / "job.html")
+    assert job.returncode == 0, job.stderr
+    html = (tmp_path / "job.html").read_text()
+    assert f"IRQ {new}" in html and "Make quiet CPU 1" in html and f"IRQ {old}" not in html
+    assert "earlier journal rows left out" in html and "Now CPU 1 quiet" in html
+    whole = _report(copy, tmp_path / "whole.html", "--since", "0")
+    assert whole.returncode == 0, whole.stderr
+    html = (tmp_path / "whole.html").read_text()
+    assert f"IRQ {old}" in html and f"IRQ {new}" in html and "left out" not in html
+    bad = _report(copy, tmp_path / "bad.html", "--since", "yesterday")
+    assert bad.returncode == 2 and not (tmp_path / "bad.html").exists()
+    assert bad.stderr.strip().splitlines() == [
+        "coremap: --since 'yesterday': give seconds from the start (90), from the end (-30), end, or a time such as "
+        "2026-11-25T13:40:00"]
+
+
+def test_the_windows_report_holds_the_pins_made_since_it_opened(qtbot, machine):
+    copy, service, old, new = machine
+    thread = SamplerThread(Sampler(service.root))
+    w = build_window(thread, crash_recovery=False)
+    qtbot.addWidget(w)
+    w.pin_controller.set_service(service)
+    w.show()
+    with qtbot.waitSignal(w.state_applied, timeout=20000):
+        thread.start()
+    [r] = service.apply(PinRequest((PinTarget("irq", new),), (3,)))
+    assert r.ok
+    html = w.session_controller.export_report("html").read_text()
+    assert f"IRQ {new}" in html and f"IRQ {old}" not in html
+    assert "since this window opened" in html and "earlier journal rows left out" in html
+    w.close()
