@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QHeaderView, QLabe
 
 from app.format import format_count, format_cpus, format_rate, format_shares, nonzero_pairs, shares_of
 from app.machine.interrupts import IrqInfo
+from app.sampling.intruders import ManagedIrq, managed_on_quiet
 from app.sampling.rates import Rates
 from app.sampling.machine_state import MachineState
 from widgets.pinning.drag import PinDragTableView
@@ -32,9 +33,11 @@ KEY_ROLE = Qt.ItemDataRole.UserRole + 3       # the IRQ label, e.g. "24" or "LOC
 OUTSIDE_BRUSH = QColor(230, 40, 40, 100)      # delivered on CPUs that were not requested
 MOVING_BRUSH = QColor(255, 170, 0, 110)       # the mask changed here; delivery has not followed yet
 REVERTED_BRUSH = QColor(150, 70, 230, 90)     # coremap pinned it; something changed the mask back
+QUIET_LEAK_BRUSH = QColor(0, 121, 191, 110)   # a managed IRQ a Make quiet could not move off (the quiet band's blue)
 MARKS = ((OUTSIDE_BRUSH, "delivered outside the requested CPUs"),
          (MOVING_BRUSH, "mask changed, delivery not moved yet"),
-         (REVERTED_BRUSH, "a pin was changed back"))
+         (REVERTED_BRUSH, "a pin was changed back"),
+         (QUIET_LEAK_BRUSH, "managed, still on a quiet CPU"))
 
 COL_IRQ, COL_DEVICE, COL_RATE, COL_SPREAD, COL_REQUESTED, COL_EFFECTIVE, COL_NODE = range(7)
 _HEADERS = ("IRQ", "Device / queue", "Rate", "Per-CPU spread", "Requested", "Effective", "Node")
@@ -97,7 +100,13 @@ class IrqTableModel(QAbstractTableModel):
         self._built: dict[str, tuple] = {}     # irq -> (inputs, cells, filter): skip unchanged rows
         self._pins: dict[str, tuple[int, ...]] = {}
         self._first_requested: dict[str, tuple[int, ...] | None] = {}   # irq -> its mask when first seen
+        self._quiet: tuple[int, ...] = ()
         self.generation = -1
+
+    def set_quiet_cpus(self, cpus) -> None:
+        """The CPUs made quiet (the journal's isolate in effect): a managed IRQ still delivered on one is
+        marked, with its rate there. Shown from the next state on."""
+        self._quiet = tuple(cpus)
 
     def set_pins(self, pins: dict[str, tuple[int, ...]]) -> None:
         """IRQ label -> the CPUs coremap pinned it to, for pins still in effect (app.pinning.journal
@@ -115,18 +124,20 @@ class IrqTableModel(QAbstractTableModel):
         new_cells: dict[str, tuple[_Cell, ...]] = {}
         new_filter: dict[str, tuple[str, frozenset]] = {}
         built = {}
+        managed = managed_on_quiet(state.irqs, rates, self._quiet)
         for row in rows:
             irq = row.irq
             row_info = info.get(irq)
             rate = rates.irqs.get(irq) if rates is not None else None
             requested = row_info.requested if row_info is not None else None
             changed = self._first_requested.setdefault(irq, requested) != requested
-            inputs = (row, row_info, cpus, rates is not None, rate, self._pins.get(irq), changed)
+            leak = managed.get(irq)
+            inputs = (row, row_info, cpus, rates is not None, rate, self._pins.get(irq), changed, leak)
             prev = self._built.get(irq)
             if prev is not None and prev[0] == inputs:
                 cells, filt = prev[1], prev[2]
             else:
-                cells, filt = _build_row(row, cpus, row_info, rates, self._pins.get(irq), changed)
+                cells, filt = _build_row(row, cpus, row_info, rates, self._pins.get(irq), changed, leak)
             built[irq] = (inputs, cells, filt)
             new_cells[irq], new_filter[irq] = cells, filt
         self._built = built
@@ -276,7 +287,7 @@ def affinity_mark(requested, effective, pinned=None, mask_changed: bool = False)
 
 
 def _build_row(row, cpus, info: IrqInfo | None, rates: Rates | None, pinned=None,
-               mask_changed: bool = False) -> tuple[tuple[_Cell, ...], tuple[str, frozenset]]:
+               mask_changed: bool = False, leak: ManagedIrq | None = None) -> tuple[tuple[_Cell, ...], tuple[str, frozenset]]:
     irq = row.irq
     dev = device_text(row, info)
     rate = rates.irqs.get(irq) if rates is not None else None
@@ -300,6 +311,11 @@ def _build_row(row, cpus, info: IrqInfo | None, rates: Rates | None, pinned=None
     (brush, tip), (req_brush, req_tip) = affinity_mark(requested, effective, pinned, mask_changed)
     if info is not None and info.managed:
         tip = (tip + "\n" if tip else "") + "kernel-managed: its affinity cannot be changed"
+    if leak is not None:
+        # Marked apart from the other colours: the one row a Make quiet leaves on the quiet CPUs.
+        rate = leak.rate_text()
+        eff_text = f"{eff_text} · quiet" + (f" {rate}" if rate else "")
+        brush, tip = QUIET_LEAK_BRUSH, leak.sentence() + ("\n" + tip if tip else "")
     cells = (
         _Cell((irq, _irq_sort(irq), row.description or None, None)),
         _Cell((dev, dev.lower(), row.description or None, None)),
@@ -428,6 +444,10 @@ class IrqTableWidget(QWidget):
         self.model.set_state(state)
         self.proxy.settle()
         self._update_count()
+
+    def set_quiet_cpus(self, cpus) -> None:
+        """The quiet CPUs (the pin controller's quiet_changed): their managed IRQs are marked."""
+        self.model.set_quiet_cpus(cpus)
 
     def set_filter(self, text: str) -> None:
         self.filter_edit.setText(text)

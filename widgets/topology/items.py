@@ -12,7 +12,10 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
+from app.format import format_compact, plural
 from app.machine.topology import Cpu
+from app.sampling.intruders import ManagedIrq, managed_by_cpu, managed_on_quiet, managed_sentence
+from app.sampling.machine_state import MachineState
 from widgets.colors import LUT, NO_DATA_COLOR, OFFLINE_COLOR, text_color_for
 from widgets.topology.layout import CELL_H, CELL_W, GROUP_PAD, HEADER_H, KIND_STRIP
 
@@ -21,6 +24,7 @@ MIN_READABLE_PX = 6.5             # a label painted smaller than this on screen 
 ISO_COLOR = QColor(232, 89, 12)       # outside viridis's hues: an isolated CPU never looks "hot"
 NOHZ_COLOR = QColor(214, 51, 108)
 QUIET_COLOR = QColor(0, 121, 191)     # made quiet at run time by coremap (isolate), apart from isolcpus
+LEAK_COLOR = QColor(200, 30, 30)      # a managed IRQ still delivered on a quiet CPU: the quiet is not whole
 SELECT_COLOR = QColor(0, 0, 0)
 P_TINT = QColor(222, 232, 247)
 E_TINT = QColor(226, 242, 226)
@@ -42,6 +46,8 @@ BOLD_FONT = QFont(LABEL_FONT)
 BOLD_FONT.setBold(True)
 SMALL_FONT = QFont()
 SMALL_FONT.setPixelSize(9)
+TINY_FONT = QFont()
+TINY_FONT.setPixelSize(7)
 HEADER_FONT = QFont()
 HEADER_FONT.setPixelSize(12)
 HEADER_FONT.setBold(True)
@@ -67,9 +73,10 @@ class CpuCellItem(QGraphicsItem):
 
     Contract: boundingRect is the cell rectangle (0, 0, CELL_W, CELL_H) grown by the widest border
     (the selection outline, 2.5 units) so no outline pixel is left behind. Everything painted depends
-    on `color_index`, `figure`, the flags (online / isolated / nohz_full / quiet) and selection;
-    `recolor()` calls update() only when index or figure changed, which is the whole per-tick cost, and
-    `set_quiet()` only when the quiet flag changed.
+    on `color_index`, `figure`, the flags (online / isolated / nohz_full / quiet), the managed-IRQ
+    mark and selection; `recolor()` calls update() only when index or figure changed, which is the
+    whole per-tick cost, `set_quiet()` only when the quiet flag changed, `set_managed()` only when the
+    mark's text changed.
     """
 
     _MARGIN = 2.5
@@ -85,6 +92,8 @@ class CpuCellItem(QGraphicsItem):
         self.partial = False               # ... by one a crash cut short (badged "partial")
         self.color_index: int | None = None
         self.figure = ""
+        self.managed_mark = ""             # "IRQ 36 9.4k/s": managed IRQs still delivered here while quiet
+        self.managed_tip = ""              # why, for the tooltip
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, self.online)
         self.setAcceptHoverEvents(False)   # tooltips come from the view (figures change every tick)
 
@@ -108,6 +117,20 @@ class CpuCellItem(QGraphicsItem):
     def set_quiet(self, quiet: bool, partial: bool = False) -> None:
         if (quiet, partial) != (self.quiet, self.partial):
             self.quiet, self.partial = quiet, partial
+            self.update()
+
+    def set_managed(self, irqs: list[ManagedIrq]) -> None:
+        """The managed IRQs still delivered on this quiet CPU (app/sampling/intruders.py), marked with
+        their rate here."""
+        if not irqs:
+            mark, tip = "", ""
+        else:
+            rates = [v for m in irqs for v in (m.per_s.get(self.cpu_id),) if v is not None]
+            rate = f" {format_compact(sum(rates))}/s" if rates else ""
+            mark = (f"IRQ {irqs[0].irq}" if len(irqs) == 1 else plural(len(irqs), "IRQ")) + rate
+            tip = managed_sentence(irqs, self.cpu_id)
+        if (mark, tip) != (self.managed_mark, self.managed_tip):
+            self.managed_mark, self.managed_tip = mark, tip
             self.update()
 
     def paint(self, painter: QPainter, option, widget=None) -> None:
@@ -170,8 +193,18 @@ class CpuCellItem(QGraphicsItem):
             return
         if self.figure:
             painter.setFont(LABEL_FONT)
-            painter.drawText(QRectF(4, 18, CELL_W - 8, 14),
+            # up a little over a managed-IRQ mark, which takes the cell's bottom
+            painter.drawText(QRectF(4, 15 if self.managed_mark else 18, CELL_W - 8, 14),
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self.figure)
+        if self.managed_mark and 7 * lod >= MIN_READABLE_PX:
+            # Over the quiet band, in red, below the figure: what spoils the quiet. The cell has no
+            # other free row (number and badges, figure, band).
+            painter.setFont(TINY_FONT)
+            chip = QRectF(0, CELL_H - 8, CELL_W, 8)
+            painter.fillRect(chip, LEAK_COLOR)
+            painter.setPen(QColor(255, 255, 255))
+            text = QFontMetricsF(TINY_FONT).elidedText(self.managed_mark, Qt.TextElideMode.ElideRight, CELL_W - 2)
+            painter.drawText(chip, Qt.AlignmentFlag.AlignCenter, text)
         if 9 * lod >= MIN_READABLE_PX and (self.isolated or self.nohz_full or self.quiet):
             painter.setFont(SMALL_FONT)
             badges = []
@@ -266,3 +299,13 @@ class GroupBoxItem(_BoxItem):
         tr = QRectF(self.rect.x() + GROUP_PAD, self.rect.y(), self.rect.width() - 2 * GROUP_PAD, HEADER_H)
         text = QFontMetricsF(HEADER_FONT).elidedText(self.label, Qt.TextElideMode.ElideRight, tr.width())
         painter.drawText(tr, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
+
+
+def mark_managed_irqs(cells: dict[int, CpuCellItem], state: MachineState) -> None:
+    """Give each quiet cell the managed IRQs still delivered on it (none to the others): the grid's
+    per-state call, after recolouring."""
+    quiet = [cpu for cpu, cell in cells.items() if cell.quiet]
+    by_cpu = managed_by_cpu(managed_on_quiet(state.irqs, state.rates, quiet)) if quiet else {}
+    for cpu, cell in cells.items():
+        cell.set_managed(by_cpu.get(cpu, []))
+

@@ -6,16 +6,17 @@ import html
 from app.machine.topology import Topology
 from app.sampling.machine_state import MachineState
 from widgets.colors import MetricValues, format_value
-from widgets.topology.items import CoreBoxItem
+from widgets.topology.items import LEAK_COLOR, CoreBoxItem, CpuCellItem
 from widgets.topology.layout import cpu_map
 
 KIND_NAMES = {"P": "performance core", "E": "efficient core"}
 
 
 def cpu_tooltip(cpu_id: int, topology: Topology | None, core: CoreBoxItem | None, state: MachineState | None,
-                values: MetricValues | None) -> str:
-    """Rich text: CPU identity, flags, current figures, top IRQs and threads on it. `core` is the
-    box the CPU's cell sits in; `values` the metric the grid shows (for a one-capture state)."""
+                values: MetricValues | None, cell: CpuCellItem | None = None) -> str:
+    """Rich text: CPU identity, flags, current figures, top IRQs and threads on it, and the managed
+    IRQs still delivered on it while quiet (`cell`'s mark, and why). `core` is the box the CPU's cell
+    sits in; `values` the metric the grid shows (for a one-capture state)."""
     c = cpu_map(topology).get(cpu_id) if topology is not None else None
     lines = [f"<b>CPU {cpu_id}</b>"]
     if c is not None:
@@ -50,6 +51,8 @@ def cpu_tooltip(cpu_id: int, topology: Topology | None, core: CoreBoxItem | None
         v = values.values.get(cpu_id)
         if v is not None:
             lines.append(f"{values.label}: {format_value(v, values.unit)} (totals, not rates)")
+    if cell is not None and cell.managed_tip:
+        lines.append(f'<span style="color:{LEAK_COLOR.name()}">{html.escape(cell.managed_tip)}</span>')
     return "<br>".join(lines)
 
 

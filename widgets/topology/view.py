@@ -22,7 +22,7 @@ from app.sampling.machine_state import MachineState
 from widgets.colors import ColorScale, Metric, MetricValues, format_value, metric_values, parse_metric, scale_for
 from widgets.topology.drop import DropPolicy, GridDropTarget
 from widgets.topology.gestures import CpuGestureView
-from widgets.topology.items import CoreBoxItem, CpuCellItem, GroupBoxItem, header_width
+from widgets.topology.items import CoreBoxItem, CpuCellItem, GroupBoxItem, header_width, mark_managed_irqs
 from widgets.topology.layout import LayoutNode, arrange, cell_offset, cpu_map, tree_from_group
 from widgets.topology.legend import ColorLegend
 from widgets.topology.tooltip import cpu_tooltip
@@ -133,6 +133,7 @@ class TopologyView(CpuGestureView):
             self.set_topology(state.topology)
         self._state = state
         self._recolor(state)
+        mark_managed_irqs(self._cells, state)
 
     def _recolor(self, state: MachineState) -> int:
         """Recolour cells from `state`; returns how many cells changed."""
@@ -265,7 +266,8 @@ class TopologyView(CpuGestureView):
 
     def tooltip_for(self, cpu_id: int) -> str:
         """Rich text: CPU identity, flags, current figures, top IRQs and threads on it."""
-        return cpu_tooltip(cpu_id, self._topology, self._core_of(cpu_id), self._state, self._values)
+        return cpu_tooltip(cpu_id, self._topology, self._core_of(cpu_id), self._state, self._values,
+                           self._cells.get(cpu_id))
 
     def _core_of(self, cpu_id: int) -> CoreBoxItem | None:
         cell = self._cells.get(cpu_id)
