@@ -176,3 +176,27 @@ def pytest_sessionfinish(session, exitstatus):
             reporter.write_line("coremap: the run changed files outside its temporary folders: "
                                 + ", ".join(changed[:10]), red=True)
         session.exitstatus = 1
+
+
+# -- the real engines, started once per run (issue 31: four modules started their own) ------------------
+@pytest.fixture(scope="session")
+def prometheus_stack():
+    """One prometheus-node-exporter on this machine, one on the captured "sno" (named "sno" in a UTS
+    namespace of its own where this is root and unshare exists: `stack.named`), and Prometheus scraping
+    both (tests/engines.py): shared by every module that reads from Prometheus. A module that writes into
+    the textfile folder takes its own file name there."""
+    import shutil as _shutil
+    from tests.engines import prometheus_engines
+    from tests.machines import extract
+    named = os.geteuid() == 0 and _shutil.which("unshare") is not None
+    with prometheus_engines(extract("sno"), fixture_hostname="sno" if named else None) as e:
+        e.named = named
+        yield e
+
+
+@pytest.fixture(scope="session")
+def pcp_stack():
+    """Two pmcd and one pmproxy (tests/engines.py), shared by every module that reads from PCP."""
+    from tests.engines import pcp_engines
+    with pcp_engines() as e:
+        yield e

@@ -57,14 +57,28 @@ class Engines:
     folder: Path
     procs: list = field(default_factory=list)
     urls: dict = field(default_factory=dict)
+    specs: list = field(default_factory=list)       # (name, argv, port, env) of each of procs
 
     def start(self, name: str, argv: list[str], port: int, env: dict | None = None) -> subprocess.Popen:
+        self.specs.append((name, argv, port, env))
+        self.procs.append(None)
+        return self._run(len(self.procs) - 1)
+
+    def _run(self, i: int) -> subprocess.Popen:
+        name, argv, port, env = self.specs[i]
         log = self.folder / f"{name}.out"
-        proc = subprocess.Popen(argv, stdout=open(log, "wb"), stderr=subprocess.STDOUT, cwd=self.folder,
+        proc = subprocess.Popen(argv, stdout=open(log, "ab"), stderr=subprocess.STDOUT, cwd=self.folder,
                                 env=dict(os.environ, **(env or {})), start_new_session=True)
-        self.procs.append(proc)
+        self.procs[i] = proc
         _wait_port(port, proc, log, name)
         return proc
+
+    def restart(self, i: int) -> subprocess.Popen:
+        """Start engine `i` again, as it was started, after a test stopped it: the stack is shared by
+        every module of the run (tests/conftest.py), so a test that stops one puts it back."""
+        if self.procs[i].poll() is None:
+            return self.procs[i]
+        return self._run(i)
 
     def stop(self) -> None:
         for p in reversed(self.procs):
@@ -158,16 +172,17 @@ def prometheus_engines(fixture_root: Path | None = None, *, textfile_dir: Path |
                 port)
         e.urls = {"prometheus": f"http://127.0.0.1:{port}", "here": targets[0],
                   "fixture": targets[1] if fixture is not None else None}
-        _wait_scrapes(e.urls["prometheus"], len(targets))
+        wait_scrapes(e.urls["prometheus"], len(targets))
         yield e
     finally:
         e.stop()
 
 
-def _wait_scrapes(url: str, n: int, scrapes: int = 3) -> None:
-    """Until every target was scraped `scrapes` times (irate needs two samples)."""
+def wait_scrapes(url: str, n: int, scrapes: int = 3) -> None:
+    """Until every target was scraped `scrapes` times with success in the last few seconds (irate needs
+    two samples; a target started again after a test stopped it counts only its new scrapes)."""
     import json
-    q = urllib.request.quote(f"count_over_time(up[1m]) >= {scrapes}")
+    q = urllib.request.quote(f"sum_over_time(up[{scrapes + 2}s]) >= {scrapes}")
     deadline = time.monotonic() + START_WAIT
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError, ValueError):

@@ -13,16 +13,14 @@ from app.sources.live import host_opener
 from app.sources.prometheus import Prometheus
 from app.sources.stream import FleetStream, prometheus_rounds
 from app.sysroot import SysRoot
-from tests.engines import prometheus_engines
 from tests.machines import extract
 from widgets.fleet.window import FleetWindow
 from widgets.main_window import MainWindow
 
 
 @pytest.fixture(scope="module")
-def prom():
-    with prometheus_engines(extract("sno")) as e:
-        yield e
+def prom(prometheus_stack):
+    return prometheus_stack
 
 
 def test_a_double_click_on_a_tile_opens_that_host_live_in_a_main_window(qtbot, prom):

@@ -7,15 +7,13 @@ import pytest
 
 from app.sources.prometheus import Prometheus
 from app.sources.stream import FleetStream, prometheus_rounds
-from tests.engines import prometheus_engines
-from tests.machines import extract
+from tests.engines import wait_scrapes
 from widgets.fleet.window import FleetWindow
 
 
 @pytest.fixture(scope="module")
-def prom():
-    with prometheus_engines(extract("sno")) as e:
-        yield e
+def prom(prometheus_stack):
+    return prometheus_stack
 
 
 def test_tiles_stream_in_keep_updating_sort_and_show_when_a_host_was_last_seen(qtbot, prom):
@@ -36,6 +34,14 @@ def test_tiles_stream_in_keep_updating_sort_and_show_when_a_host_was_last_seen(q
     assert [t.row.host for t in w.grids.tiles] == sorted([here, there])
     prom.procs[1].terminate()                                                   # the capture's exporter stops
     prom.procs[1].wait(10)
+    try:
+        _the_stopped_host_fades(qtbot, w, there)
+    finally:
+        prom.restart(1)                         # the stack is the run's (tests/conftest.py): others read it
+        wait_scrapes(prom.urls["prometheus"], 2)
+
+
+def _the_stopped_host_fades(qtbot, w, there) -> None:
     tile = w.grids.by_host[there]
     qtbot.waitUntil(lambda: bool(tile.row.stale), timeout=30000)
     assert tile.why.isVisible() and tile.why.text().startswith("no answer since ")

@@ -21,7 +21,6 @@ from app.sources.live import prometheus_sampler
 from app.sources.prometheus import Prometheus
 from app.store.capture import take_snapshot
 from app.sysroot import SysRoot
-from tests.engines import prometheus_engines
 from tests.machines import extract
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,9 +34,10 @@ def coremap(*args, timeout=120):
 
 
 @pytest.fixture(scope="module")
-def prom():
-    with prometheus_engines(extract(FIXTURE), fixture_hostname=FIXTURE) as e:
-        yield e
+def prom(prometheus_stack):
+    if not prometheus_stack.named:
+        pytest.skip("naming the captured machine's exporter host needs unshare --uts, as root")
+    return prometheus_stack
 
 
 def _snapshot_as(machine: str, host: str, folder: Path, out: Path) -> Path:

@@ -18,7 +18,7 @@ from app.sources.pcp import Pmproxy
 from app.sources.prometheus import Prometheus
 from app.sources.stream import FleetStream, prometheus_rounds
 from app.sysroot import SysRoot
-from tests.engines import pcp_engines, prometheus_engines
+from tests.engines import wait_scrapes
 from tests.machines import extract
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,15 +32,13 @@ def coremap(*args, timeout=120):
 
 
 @pytest.fixture(scope="module")
-def pcp():
-    with pcp_engines() as e:
-        yield e
+def pcp(pcp_stack):
+    return pcp_stack
 
 
 @pytest.fixture(scope="module")
-def prom():
-    with prometheus_engines(extract(FIXTURE)) as e:
-        yield e
+def prom(prometheus_stack):
+    return prometheus_stack
 
 
 def _proc_irqs() -> set[str]:
@@ -138,6 +136,14 @@ def test_the_stream_keeps_a_host_that_stopped_answering_with_when_it_was_last_se
     exporter = prom.procs[1]                            # the captured machine's node_exporter
     exporter.terminate()
     exporter.wait(10)
+    try:
+        _the_stopped_host_stays_stale(prom, stream)
+    finally:
+        prom.restart(1)                                 # the stack is the run's: others read this host
+        wait_scrapes(prom.urls["prometheus"], 2)
+
+
+def _the_stopped_host_stays_stale(prom, stream) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         stream.run_round()
@@ -156,7 +162,15 @@ def test_what_coremap_exports_reaches_prometheus_through_node_exporter_and_comes
     quiet = max(read_topology(SysRoot("/")).online)
     exported.quiet = (quiet,)
     exported.gaps = {0: (123.0, 1e-6)}
-    write(prom.folder / "textfile" / "coremap.prom", exported)
+    textfile = prom.folder / "textfile" / "coremap.prom"
+    write(textfile, exported)
+    try:
+        _exported_comes_back(prom, exported, quiet)
+    finally:
+        textfile.unlink()               # the stack is the run's: the next module's "here" has no quiet CPU
+
+
+def _exported_comes_back(prom, exported, quiet: int) -> None:
     p = Prometheus(prom.urls["prometheus"])
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
