@@ -32,6 +32,7 @@ MAX_ITEMS = 1 << 16          # a 100 ms chunk's histogram has ~35 buckets; HDR's
 MAX_RUN_VALUES = 8 << 20     # ~350 MB of Python values at worst; two hours of jitter intervals (~110 values each)
 MAX_NS = 1 << 62
 STDERR_KEPT = 200
+CANCEL_WAIT_S = 10.0         # how long a cancel waits for the agent to say its child ended
 PROBE_GRACE_S = 120.0        # past its --seconds: building the probe there, its last lines, the link
 MAX_PROBE_S = 86400.0        # a probe that names no duration (it ends with its rounds) ends within a day
 
@@ -211,7 +212,7 @@ class RemoteProbeRun(ProbeLines):
         """Stop the probe on the server (the agent ends its child as a local cancel does)."""
         self._pending.cancel()
         try:
-            self._pending.wait(10.0, give_up=False)
+            self._pending.wait(CANCEL_WAIT_S, give_up=False)
         except (TimeoutError, CoremapError):
             pass        # the link is gone or slow: the agent ends the child with the connection
         return self._finish() if self._pending.done else 143

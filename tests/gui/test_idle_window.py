@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.machines import extract
+from tests.processes import settle
 
 REPO = Path(__file__).resolve().parents[2]
-SETTLE_S = 4.0          # first state, first paint, docks laid out
 WATCH_S = 3.0
 
 
@@ -24,26 +24,6 @@ def _switches(pid: int) -> int:
     wake-up). The involuntary ones are other processes preempting it while it runs: a busy machine's."""
     with open(f"/proc/{pid}/task/{pid}/status") as f:
         return sum(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
-
-
-def _cpu_ticks(pid: int) -> int:
-    """The main thread's user + system time in clock ticks (proc(5): stat fields 14 and 15)."""
-    with open(f"/proc/{pid}/task/{pid}/stat") as f:
-        rest = f.read().rsplit(")", 1)[1].split()
-    return int(rest[11]) + int(rest[12])
-
-
-def _settle(win: subprocess.Popen, quiet_s: float = 1.0, limit_s: float = 120.0) -> None:
-    """Wait until the window's main thread used no CPU for `quiet_s` (first state painted, docks laid
-    out), however long a busy machine takes it to get there."""
-    end = time.monotonic() + limit_s
-    last = _cpu_ticks(win.pid)
-    while time.monotonic() < end and win.poll() is None:
-        time.sleep(quiet_s)
-        now = _cpu_ticks(win.pid)
-        if now == last:
-            return
-        last = now
 
 
 def _window(tmp_path) -> subprocess.Popen:
@@ -56,7 +36,7 @@ def _window(tmp_path) -> subprocess.Popen:
 def test_an_idle_window_does_not_wake(tmp_path):
     win = _window(tmp_path)
     try:
-        _settle(win)
+        settle(win)
         assert win.poll() is None, win.stderr.read()[-800:]
         before = _switches(win.pid)
         time.sleep(WATCH_S)
@@ -72,7 +52,7 @@ def test_an_idle_window_does_not_wake(tmp_path):
 def test_a_signal_closes_an_idle_window_at_once(tmp_path, sig):
     win = _window(tmp_path)
     try:
-        time.sleep(SETTLE_S)
+        settle(win, quiet_s=0.5)           # up, painted and idle: the event, not a fixed wait (issue 31)
         assert win.poll() is None, win.stderr.read()[-800:]
         os.kill(win.pid, sig)
         # Closes at all: without a wake-up it never would. That it needs no timer of its own to notice is

@@ -115,13 +115,13 @@ def test_the_window_saves_its_settings_when_sigterm_closes_it(tmp_path):
     import signal
     import subprocess
     import sys
-    import time
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path / "config"),
                COREMAP_STATE_DIR=str(tmp_path / "state"), COREMAP_REPORTS_DIR=str(tmp_path / "reports"))
     p = subprocess.Popen([sys.executable, "-m", "app", "--root", str(extract("sno")), "--color-by", "busy"],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(6)                       # started and showing (a busy machine takes its time)
+        from tests.processes import settle
+        settle(p, quiet_s=0.5)             # started, painted and idle, however long a busy machine takes
         assert p.poll() is None, p.stderr.read()
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=60)

@@ -95,6 +95,7 @@ def test_the_window_removes_its_session_folder_on_a_signal(tmp_path, sig):
     from app.store.session import save_session, session_from_root
     from app.sysroot import SysRoot
     from tests.machines import extract
+    from tests.processes import settle
     path = tmp_path / "sno.coremap"
     save_session(path, session_from_root(SysRoot(extract("sno"))))
     tmp = tmp_path / "tmp"
@@ -106,7 +107,7 @@ def test_the_window_removes_its_session_folder_on_a_signal(tmp_path, sig):
     try:
         folders = _wait_for(lambda: [p for p in tmp.iterdir() if p.name.startswith("coremap-")], 30)
         assert folders, "the session was not extracted"
-        time.sleep(1.0)                         # the window is up and idle
+        settle(win, quiet_s=0.5)               # the window is up and idle
         os.kill(win.pid, sig)
         win.wait(20)
         left = [p.name for p in tmp.iterdir() if p.name.startswith("coremap-")]

@@ -111,13 +111,21 @@ def test_the_ssh_fleet_streams_rows_as_hosts_answer_round_after_round():
     from app.sources.stream import FleetStream, ssh_rounds
     probes: list[str] = []
     gone: set[str] = set()
+    answered: set[str] = set()
+    others_in = threading.Event()           # the slow host answers once the others' rows are out
 
     def connect(host, connect_timeout=None, handshake_timeout=None):
         if host.host in gone:
             raise HostRefused(f"{host}: the connection was refused on its ssh port")
         if host.host == "slow":
-            time.sleep(1.0)
+            assert others_in.wait(10), "the other hosts' rows waited for the slow one"
         return FakeAgent(host)
+
+    def on_rows(rows):
+        batches.append([r.host for r in rows])
+        answered.update(r.host for r in rows)
+        if {"a", "b"} <= answered:
+            others_in.set()
 
     def probe(client):
         probes.append(client.host.host)
@@ -126,7 +134,7 @@ def test_the_ssh_fleet_streams_rows_as_hosts_answer_round_after_round():
     hosts = [parse_host(n) for n in ("slow", "a", "b")]
     batches: list[list[str]] = []
     stream = FleetStream(ssh_rounds(hosts, parallel=3, timeout=5.0, probe=probe, connect=connect), interval=0.1,
-                         on_rows=lambda rows: batches.append([r.host for r in rows]))
+                         on_rows=on_rows)
     stream.run_round()
     assert batches[-1] == ["slow"] and sorted(h for b in batches for h in b) == ["a", "b", "slow"]
     assert all(len(b) == 1 for b in batches)                          # each row as its host answered
