@@ -15,7 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QHelpEvent
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication
 
 from app.machine.interrupts import read_irqs
 from app.machine.sample import read_sample
@@ -486,12 +489,25 @@ def test_a_runtimes_processes_are_told_apart_by_their_command(qtbot):
         child.wait()
 
 
-def test_a_process_tooltip_names_its_user_and_memory_on_hover(qtbot):
+def test_a_process_tooltip_names_its_user_and_memory_on_hover(qtbot, monkeypatch):
     import pwd
+    import widgets.tables.threads as threads_module
+    shown: list[str] = []
+    # What the hover shows, taken where it is shown: the offscreen platform cannot raise a tooltip window.
+    monkeypatch.setattr(threads_module.QToolTip, "showText", lambda _pos, text, *_a: shown.append(text))
     widget = ThreadTableWidget()
     qtbot.addWidget(widget)
+    widget.resize(900, 600)
     widget.set_state(Sampler(SysRoot("/")).tick())
-    tip = widget.process_tooltip(os.getpid())
+    # The mouse rests on this process's row: the viewport gets the ToolTip event a hover sends.
+    index = widget.proxy.mapFromSource(widget.model.process_index(os.getpid()))
+    widget.view.scrollTo(index)
+    pos = widget.view.visualRect(index).center()
+    QTest.mouseMove(widget.view.viewport(), pos)
+    QApplication.sendEvent(widget.view.viewport(),
+                           QHelpEvent(QEvent.Type.ToolTip, pos, widget.view.viewport().mapToGlobal(pos)))
+    assert len(shown) == 1
+    tip = shown[0]
     assert tip.startswith(widget.model.process_index(os.getpid()).data(Qt.ItemDataRole.ToolTipRole))
     assert f"user {pwd.getpwuid(os.getuid()).pw_name} · " in tip and tip.endswith(" resident")
 
