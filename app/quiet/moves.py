@@ -102,7 +102,7 @@ def threads(root, service, state, quiet, hk, moves, stays, sample: ThreadsSample
             continue
         if placed_there(t, placed):
             stays.append(QuietStay(target, "placed", f"left: pinned there by you (its mask allows only "
-                                   f"{cpus_word(t.allowed)}); move pinned tasks too (--move-pinned) to move it",
+                                   f"{cpus_word(t.allowed)}); --move-pinned, or the preview's tick box, moves it",
                                    cpus=t.allowed))
             continue
         new, note = _new_mask(t.allowed, quiet, hk)

@@ -7,15 +7,34 @@ The Target and CPUs columns take the width of their longest text, and Why wraps 
 cell is cut short ("/ -> /coremap-…", "(PF_NO_SETAFFINITY…" in issue 28)."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QRect, QSize, QTimer, Qt, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QHeaderView, QLabel, QLayout, QTreeWidget,
-                               QTreeWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QHeaderView, QLabel, QLayout,
+                               QStyledItemDelegate, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
 from app.format import cpus_word, format_change, format_cpus
 from app.quiet.isolate import GROUPS, METHODS, STAY_WORDS, QuietPreview
 from app.quiet.preview import group_title
 from widgets.theme import status_color
+
+
+class _WrappingDelegate(QStyledItemDelegate):
+    """The Why column's rows as tall as their text wrapped in the column's width: QTreeView asks a
+    delegate for a row's height without the column's width, so the stock one answers one line."""
+
+    def __init__(self, tree: QTreeWidget):
+        super().__init__(tree)
+        self._tree = tree
+
+    def sizeHint(self, option, index) -> QSize:
+        hint = super().sizeHint(option, index)
+        text = index.data() or ""
+        margin = 2 * (self._tree.style().pixelMetric(self._tree.style().PixelMetric.PM_FocusFrameHMargin, None,
+                                                     self._tree) + 1)
+        room = max(1, self._tree.header().sectionSize(index.column()) - margin)
+        fm = option.fontMetrics
+        lines = fm.boundingRect(QRect(0, 0, room, 1 << 20), int(Qt.TextFlag.TextWordWrap), text).height()
+        return QSize(hint.width(), max(hint.height(), lines + 2))
 
 
 class QuietPreviewDialog(QDialog):
@@ -63,6 +82,14 @@ class QuietPreviewDialog(QDialog):
         for col, mode in enumerate((QHeaderView.ResizeMode.ResizeToContents, QHeaderView.ResizeMode.ResizeToContents,
                                     QHeaderView.ResizeMode.Stretch)):
             header.setSectionResizeMode(col, mode)
+        # QTreeView keeps a row's height from its first layout: when Why gets narrower or wider (the
+        # dialog resized, Target sized to its contents) the rows are laid out again, once per burst.
+        self._relayout = QTimer(self)
+        self._relayout.setSingleShot(True)
+        self._relayout.setInterval(0)
+        self._relayout.timeout.connect(self.tree.doItemsLayout)
+        self.tree.setItemDelegateForColumn(len(self.COLUMNS) - 1, _WrappingDelegate(self.tree))
+        header.sectionResized.connect(self._on_header_section_resized)
         self._fill()
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Apply | QDialogButtonBox.StandardButton.Cancel,
                                         self)
@@ -83,6 +110,10 @@ class QuietPreviewDialog(QDialog):
         self.apply_button.clicked.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         self.resize(960, 560)
+
+    def _on_header_section_resized(self, column: int, _old: int, _new: int) -> None:
+        if column == len(self.COLUMNS) - 1:
+            self._relayout.start()
 
     def _on_option_toggled(self, _on: bool) -> None:
         self.options_changed.emit({"pm_qos": self.pm_qos.isChecked(), "move_pinned": self.move_pinned.isChecked(),
