@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QToolButto
 from app.format import cpus_word, plural
 from app.sampling.machine_state import MachineState
 from widgets.tables.irqs import FILTER_ROLE, IrqTableWidget, parse_filter
-from widgets.tables.threads import ID_ROLE, ThreadTableWidget
+from widgets.tables.threads import ThreadTableWidget
 from widgets.topology.view import TopologyView
 
 DEBOUNCE_MS = 150           # a search per pause in typing, not per key, on a machine with 2,000 threads
@@ -148,20 +148,10 @@ class SearchBar(QFrame):
         return proxy.rowCount(), cpus
 
     def _thread_matches(self) -> tuple[int, set[int]]:
-        """Threads whose rows the filter kept, and the CPUs they last ran on."""
+        """Threads whose rows the filter kept (ThreadTableWidget.shown_threads), and the CPUs they
+        last ran on."""
         state = self._state()
         tasks = state.sample.tasks.tasks if state is not None and state.sample.tasks is not None else {}
-        proxy = self._threads.proxy
-        tids: set[int] = set()
-        for r in range(proxy.rowCount()):
-            process = proxy.index(r, 0)
-            children = proxy.rowCount(process)
-            for c in range(children):
-                kind, key = proxy.index(c, 0, process).data(ID_ROLE)
-                if kind == "thread":
-                    tids.add(key)
-            if not children:
-                kind, key = process.data(ID_ROLE)
-                tids.add(key)            # a process shown without its threads: its main thread
+        tids = self._threads.shown_threads()
         cpus = {tasks[t].last_cpu for t in tids if t in tasks and tasks[t].last_cpu is not None}
         return len(tids), cpus

@@ -200,12 +200,13 @@ def test_find_counts_the_threads_the_tree_shows_as_it_changes(qtbot, live_window
         QTest.keyClicks(bar.field, word)
         view = w.thread_table.view
         qtbot.waitUntil(lambda: "2 threads" in bar.count_label.text(), timeout=5000)
-        assert _shown_threads(view) == 2
+        assert _shown_threads(view) == 2 and w.thread_table.count_label.text().startswith("2 of ")
         typist.kill()
         typist.wait()
         qtbot.waitUntil(lambda: typist.pid not in w.thread_table.model.pids(), timeout=10000)
         qtbot.waitUntil(lambda: "1 thread " in bar.count_label.text() + " ", timeout=2000)
         assert _shown_threads(view) == 1 and bar.field.text() == word
+        assert w.thread_table.count_label.text().startswith("1 of ")     # the tree's own line agrees
     finally:
         for p in (typist, kept):
             p.kill()

@@ -467,7 +467,26 @@ class ThreadTableWidget(QWidget):
             self.count_label.setText(line)
             return
         n_threads = sum(len(self.model.tids_of(p)) for p in self.model.pids())
+        if self.proxy.active:
+            # What the filter keeps, as Find counts it (widgets/search_bar.py): one count for both.
+            self.count_label.setText(f"{len(self.shown_threads()):,} of {plural(n_threads, 'thread')} shown")
+            return
         self.count_label.setText(f"{plural(len(self.model.pids()), 'process', 'processes')}, {plural(n_threads, 'thread')}")
+
+    def shown_threads(self) -> list[int]:
+        """The threads whose rows the filter keeps; a process kept without thread rows stands for its
+        main thread. The tree's count line and Find (widgets/search_bar.py) both count these."""
+        proxy, tids = self.proxy, []
+        for r in range(proxy.rowCount()):
+            process = proxy.index(r, 0)
+            children = proxy.rowCount(process)
+            if not children:
+                tids.append(process.data(ID_ROLE)[1])
+            for c in range(children):
+                kind, key = proxy.index(c, 0, process).data(ID_ROLE)
+                if kind == "thread":
+                    tids.append(key)
+        return tids
 
     def set_filter(self, text: str) -> None:
         self.filter_edit.setText(text)
