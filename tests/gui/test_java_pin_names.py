@@ -99,10 +99,14 @@ def _named_everywhere(w, service, tid: int, before, want, origin: str) -> None:
     assert line == f"thread {tid} ({HANDLER}): {format_cpulist(before)} -> {format_cpulist(want)} ok"
     e = service.journal.entries()[-1]
     assert (e.target_id, e.label, e.origin, e.state) == (tid, HANDLER, origin, "done")
-    top = w.pin_controller.journal_widget.row_texts()[0]
+    dock = w.pin_controller.journal_widget
+    top = dock.row_texts()[0]
     assert top[2] == f"thread {tid} ({HANDLER})"
-    dock = "\n".join(" ".join(r) for r in w.pin_controller.journal_widget.row_texts())
-    assert not _alone(line) and not _alone(dock), (line, dock)
+    # shown whole: its end ("-0") is what tells it from its comm twin
+    assert dock.tree.columnWidth(2) >= dock.tree.fontMetrics().horizontalAdvance(top[2])
+    assert dock.model.index(0, 2).data(Qt.ItemDataRole.ToolTipRole) == top[2]
+    rows = "\n".join(" ".join(r) for r in dock.row_texts())
+    assert not _alone(line) and not _alone(rows), (line, rows)
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="pinning needs 2 CPUs to move between")

@@ -22,6 +22,9 @@ from app.quiet.guard import event_line
 from widgets.theme import status_color
 
 COLUMNS = ("Time", "Action", "Target", "CPUs", "Result", "#", "Guard")
+TARGET = COLUMNS.index("Target")
+TARGET_WIDTH_MAX = 480      # pixels the Target column grows to for long names (a Java thread's full name)
+FIT_ROWS = 500              # the newest rows whose targets the column is fitted to
 _DONE = {"reapplied": "re-applied", "reported": "reported", "limited": "re-apply limited", "failed": "re-apply failed"}
 
 
@@ -75,7 +78,8 @@ class JournalModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return texts[col] if col < len(texts) else self.guard_text(batch)
         if role == Qt.ItemDataRole.ToolTipRole:
-            return tip or None
+            # The whole target where the column is too narrow for it, else the row's message.
+            return texts[TARGET] if col == TARGET and not tip else tip or None
         if role == Qt.ItemDataRole.ForegroundRole and colour is not None and (col == 4 or colour != "fail"):
             return status_color(colour)
         if role == Qt.ItemDataRole.UserRole:
@@ -165,6 +169,9 @@ class PinJournalWidget(QWidget):
         self.tree.customContextMenuRequested.connect(self._on_tree_context_menu)
         for col, w in enumerate((70, 60, 220, 110, 260, 50)):
             self.tree.setColumnWidth(col, w)
+        # A target's end is what tells it apart ("market-data-feed-handler-0" from "-1"): the column
+        # grows to the targets shown (_fit_targets), and what is still too long loses its middle.
+        self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.buttons = QHBoxLayout()
         self.buttons.setContentsMargins(0, 0, 0, 0)
         lay = QVBoxLayout(self)
@@ -185,7 +192,21 @@ class PinJournalWidget(QWidget):
         """Show `entries` and the guard's `events` (any order); `policies` (batch -> re-apply) and the
         batches `in_effect` (the user's batch ids whose pins are guarded) fill the Guard column. False
         when nothing changed since the last call."""
-        return self.model.set_entries(entries, events, policies, in_effect)
+        changed = self.model.set_entries(entries, events, policies, in_effect)
+        if changed:
+            self._fit_targets()
+        return changed
+
+    def _fit_targets(self) -> None:
+        """Widen the Target column to the newest rows' targets, up to TARGET_WIDTH_MAX; never narrower
+        than it is (the user may have widened it)."""
+        fm = self.tree.fontMetrics()
+        n = min(self.model.rowCount(), FIT_ROWS)
+        widest = max((fm.horizontalAdvance(self.model.data(self.model.index(r, TARGET)) or "") for r in range(n)),
+                     default=0)
+        want = min(TARGET_WIDTH_MAX, widest + 2 * fm.averageCharWidth())
+        if want > self.tree.columnWidth(TARGET):
+            self.tree.setColumnWidth(TARGET, want)
 
     def policy_menu(self, batch: int) -> QMenu:
         """The context menu of a row of batch `batch`: re-apply its pins when changed, or only report."""
