@@ -8,7 +8,8 @@ code the window runs), and probe plots draw the result objects they are given.
 
 A probe whose record names a picture (probes/catalog.py) is pictured by that plot, the one its panel
 tab shows (render_result_plot), given the result object. Histogram probes' plots: gap length (µs,
-log) against gaps per CPU-hour (log), drawn with pyqtgraph's
+log) against gaps per CPU-hour (log), or a wakeup run's latency against wake-ups per CPU-hour (never
+on the gaps' axes), drawn with pyqtgraph's
 stepMode="center" curves, which honour log axes (BarGraphItem does not). A histogram row with no
 gap is not drawn at all: log10(0) has no place on the axis, and inventing a floor would draw a
 count that was never measured. So each run of non-empty rows is its own stepped curve.
@@ -174,8 +175,22 @@ def _runs(rows):
     return runs
 
 
-def build_probe_plot(results: list[dict], labels: list[str] | None = None):
-    """A pyqtgraph PlotWidget with one stepped curve set per result (not shown)."""
+# What a histogram run is drawn against, by the kind of its samples (axes_of): (x, y, empty plot's words).
+AXES = {"gaps": ("gap length", "gaps per CPU-hour", "no gap above the threshold was measured"),
+        "latency": ("latency", "wake-ups per CPU-hour", "no wake-up was measured")}
+
+
+def axes_of(result: dict) -> str:
+    """"gaps" for a result of read-to-read intervals (jitter: its record names where gaps start, or an
+    unknown probe's result that counts gaps), "latency" for one whose every sample counts (a wakeup
+    run): the panel draws each on axes of its own (widgets/probe/tabs.py), and so does a report;
+    issue 28: wakeup runs were drawn against "gap length"."""
+    record = RECORDS.get(result.get("probe"))
+    return "gaps" if (record.gaps_from if record is not None else "gaps" in result) else "latency"
+
+
+def build_probe_plot(results: list[dict], labels: list[str] | None = None, axes: str = "gaps"):
+    """A pyqtgraph PlotWidget with one stepped curve set per result (not shown), on `axes` (AXES)."""
     # Imported here, not at the top: the window imports this module at start, and pyqtgraph with
     # numpy is ~0.3 s and ~30 MB that only a picture of a probe plot needs (issue 12).
     import numpy as np
@@ -183,8 +198,9 @@ def build_probe_plot(results: list[dict], labels: list[str] | None = None):
     w = pg.PlotWidget()
     item = w.getPlotItem()
     item.setLogMode(x=True, y=True)
-    item.setLabel("bottom", "gap length")
-    item.setLabel("left", "gaps per CPU-hour")
+    x_label, y_label, nothing = AXES[axes]
+    item.setLabel("bottom", x_label)
+    item.setLabel("left", y_label)
     # On paper: this picture goes into reports (widgets/theme.py, PAPER), whatever the desktop's theme.
     style_plot(w, PAPER)
     item.showGrid(x=True, y=True, alpha=PAPER.grid_alpha)
@@ -220,7 +236,7 @@ def build_probe_plot(results: list[dict], labels: list[str] | None = None):
         # A little room past the end decades, or pyqtgraph drops their labels as clipped.
         item.setYRange(floor - 0.06, y_hi + 0.06, padding=0)
     else:
-        text = pg.TextItem("no gap above the threshold was measured", color=PAPER.foreground, anchor=(0.5, 0.5))
+        text = pg.TextItem(nothing, color=PAPER.foreground, anchor=(0.5, 0.5))
         item.setLogMode(x=False, y=False)
         item.addItem(text)
         text.setPos(0.5, 0.5)
@@ -231,10 +247,11 @@ def build_probe_plot(results: list[dict], labels: list[str] | None = None):
 
 def render_probe_plot(results: list[dict] | dict, *, fmt: str = "png", size=PLOT_SIZE,
                       labels: list[str] | None = None) -> bytes:
-    """Gap lengths per CPU-hour for one probe result or several side by side, as PNG or SVG bytes."""
+    """Gap lengths (or wake-up latencies) per CPU-hour for one probe result or several side by side,
+    on the first one's axes (axes_of), as PNG or SVG bytes."""
     if isinstance(results, dict):
         results = [results]
-    with offscreen(lambda: build_probe_plot(list(results), labels), size) as plot:
+    with offscreen(lambda: build_probe_plot(list(results), labels, axes_of(results[0])), size) as plot:
         return picture_bytes(plot, fmt, title="coremap probe")
 
 

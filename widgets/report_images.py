@@ -15,16 +15,17 @@ from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from probes.catalog import RECORDS
 from probes.text import format_result, lead_figures
-from widgets.pictures import GRID_SIZE, render_grid, render_probe_plot, render_result_plot, state_for
+from widgets.pictures import AXES, GRID_SIZE, axes_of, render_grid, render_probe_plot, render_result_plot, state_for
 
-GAP_CAPTION = "gap lengths, count per CPU-hour"
+CAPTIONS = {"gaps": "gap lengths, count per CPU-hour", "latency": "wake-up latencies, count per CPU-hour"}
 
 
 def add_images(report: ReportData, *, state: MachineState | None = None, root: SysRoot | None = None,
                grid_size=GRID_SIZE, quiet=()) -> ReportData:
     """Fill the report's pictures: the grid coloured by IRQ load (from `state`, else sampled from
     `root`) with the `quiet` CPUs badged as the window shows them, a section per probe result and,
-    with several histogram runs, one plot of all of them."""
+    with several histogram runs, one plot of those drawn on the same axes (the jitter runs', the
+    wakeup runs')."""
     if state is None and root is not None:
         state = state_for(root)
     if state is not None:
@@ -32,9 +33,11 @@ def add_images(report: ReportData, *, state: MachineState | None = None, root: S
         report.topology_image = Image(png, "image/png", *_png_size(png))
     compared = [(i, p) for i, p in enumerate(report.probes, 1) if _fill_section(p)]
     if len(compared) > 1:
-        png = render_probe_plot([p.result for _, p in compared],
-                                labels=[f"{i}. {p.title}" for i, p in compared])
-        report.comparison_plot = Image(png, "image/png", *_png_size(png))
+        for axes in AXES:           # jitter runs compared on the gaps' axes, wakeup runs on their own
+            alike = [(i, p) for i, p in compared if axes_of(p.result) == axes]
+            if len(alike) > 1:
+                png = render_probe_plot([p.result for _, p in alike], labels=[f"{i}. {p.title}" for i, p in alike])
+                report.comparison_plots.append(Image(png, "image/png", *_png_size(png)))
     for v in report.verifications:
         sides = [v.result["before"], v.result["after"]]
         png = render_probe_plot(sides, labels=[s.get("label", "") for s in sides])
@@ -49,7 +52,7 @@ def _fill_section(p: ProbeSection) -> bool:
     record = RECORDS.get(p.result.get("probe"))
     if record is None or record.histogram:
         png = render_probe_plot(p.result)
-        p.plot, p.caption = Image(png, "image/png", *_png_size(png)), GAP_CAPTION
+        p.plot, p.caption = Image(png, "image/png", *_png_size(png)), CAPTIONS[axes_of(p.result)]
         p.figures, p.percentiles_of = lead_figures(p.result)
         return True
     p.text = format_result(p.result, verdict=False)       # the report prints the verdict above

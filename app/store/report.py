@@ -111,7 +111,7 @@ class ReportData:
     probes: list[ProbeSection] = field(default_factory=list)
     notes: str = ""
     topology_image: Image | None = None
-    comparison_plot: Image | None = None
+    comparison_plots: list[Image] = field(default_factory=list)   # the runs of each kind of axes compared
     topology: object = None                  # app.machine.topology.Topology, for renderers
     irq_load: dict[int, float] = field(default_factory=dict)   # cpu -> device IRQs/s (or count)
     extra_images: list[tuple[str, Image]] = field(default_factory=list)   # session screenshots
@@ -353,7 +353,7 @@ def build_report_html(report: ReportData, *, image_width: int = 900) -> str:
     _topology_html(w, r, image_width)
     _irqs_html(w, r)
     _pins_html(w, r)
-    probes_html(w, r.probes, r.comparison_plot, image_width)
+    probes_html(w, r.probes, r.comparison_plots, image_width)
     for v in r.verifications:
         _verify_html(w, v, image_width)
     if r.extra_images:

@@ -40,24 +40,25 @@ def _fit(image, image_width: int) -> int:
     return min(image_width, image.width or image_width)
 
 
-def probes_html(w, probes: list, comparison_plot, image_width: int) -> None:
+def probes_html(w, probes: list, comparison_plots: list, image_width: int) -> None:
     """The runs side by side (when more than one has figures), then each run with its plot and gaps.
-    `probes`: app.store.report.ProbeSection, in the report's order."""
+    `probes`: app.store.report.ProbeSection, in the report's order; `comparison_plots`: a picture of the
+    runs of each kind of axes (jitter's gaps, wakeup's latencies)."""
     w("<h2>Probes</h2>")
     if not probes:
         w('<p class="muted">No probe was run.</p>')
         return
     compared = [(i, p) for i, p in enumerate(probes, 1) if not p.text]    # a section with text shows it instead
     if len(compared) > 1:
-        _side_by_side(w, compared, comparison_plot, image_width)
+        _side_by_side(w, compared, comparison_plots, image_width)
     for i, p in enumerate(probes, 1):
         _probe_run_html(w, i, p, image_width)
 
 
-def _side_by_side(w, compared, comparison_plot, image_width: int) -> None:
+def _side_by_side(w, compared, comparison_plots: list, image_width: int) -> None:
     w("<h3>Runs side by side</h3>")
-    if comparison_plot is not None:
-        w(f"<p>{img_tag(comparison_plot, 'probe runs compared', _fit(comparison_plot, image_width))}</p>")
+    for plot in comparison_plots:
+        w(f"<p>{img_tag(plot, 'probe runs compared', _fit(plot, image_width))}</p>")
     # every figure heading any run has, in the order they first come; then the percentiles
     heads = list(dict.fromkeys(h for _, p in compared for h, *_ in p.figures))
     keys = [k for k in PERCENTILE_KEYS if k not in heads and k != "p90"]     # the table fits an A4 page

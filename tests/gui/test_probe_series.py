@@ -201,7 +201,7 @@ def test_session_round_trip_panel_and_report(qtbot, tmp_path):
     sections = report.probes
     assert [s.title for s in sections] == [r["title"] for r in results]
     assert all(s.plot is not None and s.text == format_result(r, verdict=False) for s, r in zip(sections, results))
-    assert report.comparison_plot is None               # none of these is a histogram to compare
+    assert report.comparison_plots == []                # none of these is a histogram to compare
     for r in results:
         assert r["verdict"].replace(">", "&gt;") in html
     assert html.count("data:image/png;base64,") == 1 + len(results)      # the grid and one plot each

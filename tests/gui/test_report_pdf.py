@@ -89,9 +89,10 @@ def test_the_pdf_holds_every_section_of_the_html(qapp, tmp_path, root, report, p
         assert found >= 0, f"{h!r} is not in the PDF after {flat[max(0, at - 80):at]!r}"
         at = found + len(h)
     headings = set(headings)
-    # every picture (the grid, the runs compared, one per run) and both runs' attribution; QTextDocument
-    # prints a line at a page's foot onto the next page too (clipped away, but pdftotext reads it)
-    assert images == html.count("<img ") == 6
+    # every picture (the grid, the jitter runs compared, the wakeup runs compared, one per run) and both
+    # runs' attribution; QTextDocument prints a line at a page's foot onto the next page too (clipped
+    # away, but pdftotext reads it)
+    assert images == html.count("<img ") == 7
     assert flat.count("What ran in the 320 largest gaps") >= html.count("What ran in the 320 largest gaps") == 2
     assert "sh/9561" in flat
     assert _squash(NOTES) in flat
@@ -116,3 +117,19 @@ def test_what_follows_a_row_moved_to_the_next_page_is_printed(qapp, tmp_path):
     flat = _squash(text)
     assert all(f"END{i}" in flat for i in range(12))
     assert all(f"Section {i}" in flat for i in range(20)) and "THE END" in flat
+
+
+def test_wakeup_runs_are_drawn_on_their_own_axes(qapp, report):
+    """A wakeup run's picture is latency against wake-ups per CPU-hour, never "gap length", and the
+    runs compared side by side are compared with their own kind (issue 28 item 5, in the report)."""
+    from widgets.pictures import axes_of, build_probe_plot
+    jitter, _, wakeup, _ = (p.result for p in report.probes)
+    assert (axes_of(jitter), axes_of(wakeup)) == ("gaps", "latency")
+    for result, bottom, left in ((jitter, "gap length", "gaps per CPU-hour"), (wakeup, "latency", "wake-ups per CPU-hour")):
+        plot = build_probe_plot([result], axes=axes_of(result))
+        item = plot.getPlotItem()
+        assert (item.getAxis("bottom").labelText, item.getAxis("left").labelText) == (bottom, left)
+        plot.deleteLater()
+    assert [p.caption for p in report.probes] == ["gap lengths, count per CPU-hour"] * 2 + \
+        ["wake-up latencies, count per CPU-hour"] * 2
+    assert len(report.comparison_plots) == 2

@@ -73,7 +73,7 @@ def test_master_report_html_and_pdf(tmp_path, probe_result):
                             journal=[{"kind": "irq", "target_id": 720, "label": "ahci", "before": [60],
                                       "requested": [2], "after": [2], "state": "done", "time": 1.7e9}])
     add_images(data, root=root)
-    assert data.topology_image is not None and data.comparison_plot is not None
+    assert data.topology_image is not None and len(data.comparison_plots) == 1
     html = build_report_html(data)
     (tmp_path / "r.html").write_text(html)
     assert 'width="900"' in html
@@ -113,7 +113,7 @@ def test_a_probe_without_a_histogram_is_reported_as_its_text(probe_result):
     first, counted, second = data.probes
     assert counted.text == format_result(counters, verdict=False) and counted.plot is None
     assert first.text == second.text == "" and first.plot is not None and first.caption
-    assert data.comparison_plot is not None
+    assert len(data.comparison_plots) == 1
     html = build_report_html(data)
     assert html.count('class="probe-text"') == 1 and html.count("data:image/png;base64,") == 3
     assert "<h3>Runs side by side</h3>" in html and "2. counters on CPU" not in html.split("<h3>1.")[0]
