@@ -40,6 +40,7 @@ from app.machine.thread_names import is_cut
 from app.sysroot import SysRoot
 
 TOLERANCE_NS = 2_000
+NAME_CHARS = 256            # of a task's full name in the record (named_spans)
 HARDWARE = "hardware / hypervisor"
 
 
@@ -186,7 +187,9 @@ def named_spans(all_spans: list[Span], names) -> list[Span]:
     full name ("market-data-feed-handler-0/28206", not "market-data-fee/28206"), so the record and every
     report made from it carry it. Asked once, for the tasks whose comm may be cut."""
     tasks = {(s.tid, s.comm) for s in all_spans if s.kind == "task" and is_cut(s.comm)}
-    full = names(sorted(tasks)) if tasks else {}
+    # At most as much of a name as the journal keeps of a label: a stored result's texts are bounded
+    # (app/store/result_shapes.py), and a gap's verdict joins three names.
+    full = {tid: name[:NAME_CHARS] for tid, name in (names(sorted(tasks)) if tasks else {}).items()}
     return [_task_span((s.start_ns, s.tid, s.comm), s.end_ns, full.get(s.tid)) if s.tid in full else s
             for s in all_spans]
 
