@@ -114,6 +114,7 @@ def _own_thread():
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
+@pytest.mark.usefixtures("live_machine")     # reads its own thread's cpuset: no Make quiet may stand meanwhile
 def test_a_thread_sees_the_cpuset_an_earlier_step_moves_it_into():
     root = SysRoot("/")
     th, ev = _own_thread()
@@ -135,6 +136,7 @@ def test_a_thread_sees_the_cpuset_an_earlier_step_moves_it_into():
 
 @pytest.mark.skipif(len(CPUS) < 2 or not read_cpuset_layout(SysRoot("/")).usable or os.geteuid() != 0,
                     reason="needs two CPUs, root and a cpuset hierarchy coremap can use")
+@pytest.mark.usefixtures("live_machine")
 def test_the_flow_carries_a_planned_cpuset_forward_without_making_it(tmp_path):
     root = SysRoot("/")
     layout = read_cpuset_layout(root)
