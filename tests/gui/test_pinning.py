@@ -566,7 +566,7 @@ def test_live_window_opens_its_own_journal_and_offers_restore_on_start(qtbot, tm
 @needs_two_cpus
 def test_a_pin_has_the_sampler_re_read_the_pinned_process(live, qtbot, parked_thread):
     """The sampler reuses a sleeping process's last read for up to REUSE_SECONDS; a pin must make it
-    re-read that process at once, so the new allowed CPUs show on the next tick."""
+    re-read that process, and tick at once, so the new allowed CPUs show now."""
     w, _ = live
     forgotten = []
 
@@ -574,14 +574,17 @@ def test_a_pin_has_the_sampler_re_read_the_pinned_process(live, qtbot, parked_th
         def forget_threads(self, pids=None):
             forgotten.append(pids)
 
+        def sample_now(self):
+            forgotten.append("now")
+
     w.sampler_thread = Recorder()
     try:
         tid = parked_thread.native_id
         _drag_drop(qtbot, w.topology_view, w.topology_view.cell_item(CPUS[0]), _mime("thread", [tid], os.getpid()))
-        assert forgotten == [[os.getpid()]]
+        assert forgotten == [[os.getpid()], "now"]
         w.pin_controller.undo_action.trigger()
         settle(w.pin_controller)
-        assert forgotten[-1] == [os.getpid()]
+        assert forgotten[-2:] == [[os.getpid()], "now"]
     finally:
         w.sampler_thread = None
 
