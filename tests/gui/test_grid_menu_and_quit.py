@@ -82,13 +82,14 @@ def test_right_click_opens_the_cpu_menu_and_keeps_the_selection(sno, qtbot):
     assert view.selected_cpus() == [1]                   # an unselected CPU: selected, with no left-click first
     qtbot.waitUntil(menu.menu.isVisible, timeout=2000)
     texts = [a.text() for a in menu.menu.actions() if not a.isSeparator()]
-    assert texts == ["Make quiet…", "Give back… (CPU 1 is not quiet)", "Pin the selected thread here",
-                     "Run a probe here", "Copy the CPU list (1)"]
+    assert texts == ["Make quiet…", "Give back…", "Pin the selected thread here", "Run a probe here",
+                     "Copy the CPU list"]
     a = menu.actions
-    assert a["quiet"].isEnabled() and not a["give_back"].isEnabled()
-    # No thread is selected in the tree: the pin item is disabled, and the status line says why.
-    assert not a["pin"].isEnabled()
-    assert "select a thread or process in the Threads table first" in w.statusBar().currentMessage()
+    # CPU 1 is not quiet, and no thread is selected in the tree: those items are disabled, and the
+    # status line says why.
+    assert a["quiet"].isEnabled() and not a["give_back"].isEnabled() and not a["pin"].isEnabled()
+    assert w.statusBar().currentMessage() == ("Give back…: CPU 1 is not quiet; Pin the selected thread here: "
+                                              "select a thread or process in the Threads table first")
     _choose(qtbot, menu.menu, a["copy"])
     assert QGuiApplication.clipboard().text() == "1"
     assert not menu.menu.isVisible()
@@ -117,7 +118,7 @@ def test_right_click_opens_the_cpu_menu_and_keeps_the_selection(sno, qtbot):
     menu.menu.hide()
 
 
-def test_make_quiet_from_the_menu_previews_the_right_clicked_cpu(sno, qtbot):
+def test_make_quiet_and_give_back_from_the_menu_preview_the_right_clicked_cpu(sno, qtbot):
     w = sno
     view, menu = w.topology_view, w.cpu_menu
     assert view.selected_cpus() == []
@@ -127,7 +128,22 @@ def test_make_quiet_from_the_menu_previews_the_right_clicked_cpu(sno, qtbot):
     dialog = shown.args[0]
     assert dialog.preview.action == "isolate" and tuple(dialog.preview.cpus) == (2,)
     assert view.selected_cpus() == [2]
-    dialog.reject()
+    dialog.accept()
+    settle(w)
+    assert view.quiet_cpus == (2,)
+    # Quiet now: the menu offers Give back… and says why not Make quiet…; Give back previews CPU 2.
+    view.select_cpus([])
+    _right_click(view, 2)
+    qtbot.waitUntil(menu.menu.isVisible, timeout=2000)
+    assert not menu.actions["quiet"].isEnabled() and menu.actions["give_back"].isEnabled()
+    assert w.statusBar().currentMessage().startswith("Make quiet…: CPU 2 is quiet already")
+    with qtbot.waitSignal(w.quiet_controller.preview_shown, timeout=60000) as shown:
+        _choose(qtbot, menu.menu, menu.actions["give_back"])
+    dialog = shown.args[0]
+    assert dialog.preview.action == "include" and tuple(dialog.preview.cpus) == (2,)
+    dialog.accept()
+    settle(w)
+    assert view.quiet_cpus == ()
 
 
 def test_run_a_probe_here_sets_the_probe_panel(sno, qtbot):

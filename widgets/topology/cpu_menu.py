@@ -51,42 +51,40 @@ class CpuMenu(QObject):
         self.menu = QMenu(grid)
         self.menu.setObjectName("cpu-context-menu")
         self.actions: dict[str, QAction] = {}
-        for name, slot in (("quiet", self._on_quiet_triggered), ("give_back", self._on_give_back_triggered),
-                           (None, None),
-                           ("pin", self._on_pin_triggered), ("probe", self._on_probe_triggered),
-                           (None, None),
-                           ("copy", self._on_copy_triggered)):
+        for name, text, slot in (("quiet", "Make quiet…", self._on_quiet_triggered),
+                                 ("give_back", "Give back…", self._on_give_back_triggered),
+                                 (None, "", None),
+                                 ("pin", "Pin the selected thread here", self._on_pin_triggered),
+                                 ("probe", "Run a probe here", self._on_probe_triggered),
+                                 (None, "", None),
+                                 ("copy", "Copy the CPU list", self._on_copy_triggered)):
             if name is None:
                 self.menu.addSeparator()
                 continue
-            a = self.menu.addAction(name)
+            a = self.menu.addAction(text)
             a.triggered.connect(slot)
             self.actions[name] = a
         grid.cpu_menu_requested.connect(self._on_grid_cpu_menu_requested)
 
     def prepare(self, cpus) -> list[str]:
-        """Word and enable the items for `cpus` (the names stay those of the module docstring: a
-        disabled one says why after it); the reasons of the disabled ones."""
+        """Enable the items for `cpus`; the reasons of the disabled ones ("item: why"), which are also
+        their status tips. The items keep the names of the module docstring whatever the CPUs."""
         self.cpus = cpus = tuple(sorted(cpus))
         word = cpus_word(cpus)
         quiet = set(self._do.quiet_cpus())
-        a = self.actions
-        why: list[str] = []
-        loud = [c for c in cpus if c not in quiet]
-        a["quiet"].setText("Make quiet…" if loud else f"Make quiet… ({word} already quiet)")
-        a["quiet"].setEnabled(bool(loud))
-        quiet_here = [c for c in cpus if c in quiet]
-        a["give_back"].setText("Give back…" if quiet_here
-                               else f"Give back… ({word} {'is' if len(cpus) == 1 else 'are'} not quiet)")
-        a["give_back"].setEnabled(bool(quiet_here))
-        blocked = self._do.pin_blocked(cpus)
-        a["pin"].setText("Pin the selected thread here")
-        a["pin"].setEnabled(not blocked)
-        a["pin"].setStatusTip(blocked)
-        if blocked:
-            why.append(f"Pin the selected thread here: {blocked}")
-        a["probe"].setText("Run a probe here")
-        a["copy"].setText(f"Copy the CPU list ({format_cpus(cpus)})")
+        reasons = {
+            "quiet": f"{word} {'is' if len(cpus) == 1 else 'are'} quiet already" if set(cpus) <= quiet else "",
+            "give_back": "" if quiet & set(cpus) else f"{word} {'is' if len(cpus) == 1 else 'are'} not quiet",
+            "pin": self._do.pin_blocked(cpus),
+        }
+        why = []
+        for name, a in self.actions.items():
+            reason = reasons.get(name, "")
+            a.setEnabled(not reason)
+            a.setStatusTip(reason)
+            if reason:
+                why.append(f"{a.text()}: {reason}")
+        self.actions["copy"].setStatusTip(format_cpus(cpus))
         return why
 
     def popup(self, cpus, where: QPoint) -> QMenu:
