@@ -86,6 +86,18 @@ def busy_line(busy: list[BusyThread], seconds: float) -> str | None:
             + ". The probe shares the CPU with it and counts its time as lost: move it off first for the CPU's own figures")
 
 
+def busy_brief(busy: list[BusyThread]) -> str | None:
+    """busy_line's few words, for a bar beside a form: "CPU 1 is busy: market-data-feed-handler-0
+    (thread 28206) at 66%, which may run only there"."""
+    if not busy:
+        return None
+    named = ", ".join(f"{b.name} (thread {b.tid}) at {format_percent(b.pct)}"
+                      + (", which may run only there" if b.confined else "") for b in busy[:SHOWN])
+    more = f", and {plural(len(busy) - SHOWN, 'more thread')}" if len(busy) > SHOWN else ""
+    cpus = sorted({b.cpu for b in busy})
+    return f"{cpus_word(cpus)} {'is' if len(cpus) == 1 else 'are'} busy: {named}{more}. The probe would count its time as lost."
+
+
 def read_busy(root: SysRoot, cpus, seconds: float = CLI_WINDOW_S, *, skip_pids=None,
               sleep=time.sleep) -> tuple[list[BusyThread], float]:
     """Who runs on `cpus` now: two thread reads `seconds` apart, full Java names read for the busy

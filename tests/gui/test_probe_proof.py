@@ -45,13 +45,20 @@ def test_a_thread_busy_on_the_probed_cpu_is_named_and_run_anyway_runs(qtbot, spi
     panel.set_state(sampler.tick())
     panel.set_cpus([spinner.cpu])
     panel.form.seconds_spin.setValue(0.2)
+    said = []
+    panel.status_changed.connect(said.append)
     _click(panel.run_button, panel.run_button.rect().center())
     assert not panel.busy and panel.runs == []           # nothing ran: the user is asked first
     bar = panel.busy_check.bar
     assert bar.isVisible()
     text = bar.label.text()
-    assert f"thread {spinner.pid} market-data-fee (process {spinner.pid}) used" in text
-    assert f"may run only on CPU {spinner.cpu}" in text and text == panel.status_text
+    assert text.startswith(f"CPU {spinner.cpu} is busy: ")
+    assert f"market-data-fee (thread {spinner.pid}) at " in text and "which may run only there" in text
+    line = bar.toolTip()
+    assert f"thread {spinner.pid} market-data-fee (process {spinner.pid}) used" in line
+    assert f"may run only on CPU {spinner.cpu}" in line
+    assert panel.status_text == "not started: another thread is busy there (see above)"
+    assert said[-1] == line                               # the whole sentence on the window's status line
     _click(panel.busy_check.run_button, panel.busy_check.run_button.rect().center())
     assert panel.busy and not bar.isVisible()
     qtbot.waitUntil(lambda: not panel.busy, timeout=20000)

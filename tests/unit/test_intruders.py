@@ -115,7 +115,7 @@ def test_a_thread_busy_on_the_cpu_is_named_by_its_full_name(spinner):
     time.sleep(1.0)
     later = reader.sample()
     shares = thread_shares(earlier, later, 1.0)
-    assert shares[spinner.pid] > 50            # a spin on its own CPU
+    assert shares[spinner.pid] >= BUSY_PCT      # a spin (sharing its CPU with whatever else runs there)
     # the full name as the JVM's reader gives it (app/sampling/java_names.py)
     names = ThreadNames({spinner.pid: {spinner.pid: "market-data-feed-handler-0"}})
     busy = busy_on([spinner.cpu], later, shares, names)

@@ -112,8 +112,8 @@ class ProbePanel(QWidget):
         cl.setContentsMargins(0, 0, 0, 0)
         cl.addWidget(self.form)
         cl.addLayout(buttons)
-        cl.addWidget(self.progress)
         cl.addWidget(self.busy_check.bar)
+        cl.addWidget(self.progress)
         cl.addWidget(self.status_label)
         cl.addWidget(self.run_store, 1)
         split = QSplitter(Qt.Orientation.Horizontal, self)
@@ -211,7 +211,9 @@ class ProbePanel(QWidget):
             warning = None if anyway else self.busy_check.warning({c for j in jobs for c in j.cpus},
                                                                   local=not self.controller.remote)
             if warning:
-                self._status(warning)
+                # the whole sentence on the window's status line; the bar over this label has its words
+                self._status("not started: another thread is busy there (see above)")
+                self.status_changed.emit(warning)
                 return False
             self.busy_check.dismiss()
             self.live.start(jobs)

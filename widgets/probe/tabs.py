@@ -1,9 +1,10 @@
 """ProbeTabs: the probe panel's views of its runs, one tab each: Histogram and Percentiles (the gaps
-of runs of read-to-read intervals: jitter, and oslat files, overlaid, keyed by run), Wake-up and
-Wake-up percentiles (the latencies of wakeup runs and cyclictest files: another quantity, never drawn
-on the gaps' axes, issue 28), then the view each probe's record names (probes/catalog.py: Sweep, Core to core, ... in the catalog's
-order), Figures (RunTable: the histogram runs' figures side by side), Summary (the text `coremap
-probe` prints, probes/text.py) and Gaps (what ran in a jitter run's largest gaps).
+of runs of read-to-read intervals: jitter, and oslat files, overlaid, keyed by run), Latency and
+Latency percentiles (runs whose every sample counts: wakeup runs, cyclictest files, .hlog files that
+are not a jitter run's; another quantity, never drawn on the gaps' axes, issue 28), Figures (RunTable:
+the histogram runs' figures side by side), then the view each probe's record names (probes/catalog.py:
+Sweep, Core to core, ... in the catalog's order), Summary (the text `coremap probe` prints,
+probes/text.py) and Gaps (what ran in a jitter run's largest gaps).
 
 A record's view takes `show_result(result, order)`, order being the CPUs in the grid's order
 (`set_topology`): siblings of a core side by side, not in id order. A view with `cpus_highlighted`
@@ -24,7 +25,6 @@ from app.machine.topology import Topology, layout
 from probes.catalog import RECORDS
 from probes.text import format_result
 from widgets.probe.gap_attribution import GapAttributionView
-from widgets.probe.run_table import RunTable
 from widgets.probe.runs import RunRecord
 
 # (key, tab title, "module:Class") of each plot tab, in tab order; they come first. The classes are
@@ -33,6 +33,7 @@ _PLOTS = (("histogram", "Histogram", "widgets.probe.histogram_plot:HistogramPlot
           ("percentiles", "Percentiles", "widgets.probe.percentile_plot:PercentilePlot"),
           ("latency", "Latency", "widgets.probe.histogram_plot:WakeupHistogramPlot"),
           ("latency-percentiles", "Latency percentiles", "widgets.probe.percentile_plot:WakeupPercentilePlot"),
+          ("figures", "Figures", "widgets.probe.run_table:RunTable"),
           *((r.name, r.view.title, r.view.widget) for r in RECORDS.values() if r.view is not None))
 _INDEX = {key: i for i, (key, _title, _path) in enumerate(_PLOTS)}
 # The (histogram, percentiles) tabs of each kind of histogram run (axes_of)
@@ -79,8 +80,6 @@ class ProbeTabs(QTabWidget):
         self.summary_text.setReadOnly(True)
         self.summary_text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.gap_view = GapAttributionView(self)
-        self.figures = RunTable(self)
-        self.addTab(self.figures, "Figures")
         self.addTab(self.summary_text, "Summary")
         self.addTab(self.gap_view, "Gaps")
         self._topology: Topology | None = None
@@ -92,6 +91,8 @@ class ProbeTabs(QTabWidget):
     histogram_plot = property(lambda self: self._plot(_INDEX["histogram"]))
     percentile_plot = property(lambda self: self._plot(_INDEX["percentiles"]))
     wakeup_plot = property(lambda self: self._plot(_INDEX["latency"]))
+    # no plot, so no pyqtgraph: built with the panel, which connects to it
+    figures = property(lambda self: self._plot(_INDEX["figures"]))
     wakeup_percentile_plot = property(lambda self: self._plot(_INDEX["latency-percentiles"]))
 
     def plots_of(self, axes: str) -> tuple[QWidget, QWidget]:
