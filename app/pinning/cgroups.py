@@ -37,6 +37,7 @@ from app.sysroot import SysRoot
 
 SYSTEM, PINNED = 1, 2           # indexes into CPUSET_NAMES
 SYSTEMCTL_TIMEOUT = 20.0
+DRAIN_ROUNDS = 5                # reads of a cpuset's tasks before it is removed (see CpusetWriter.write)
 
 
 class _Cgroups:
@@ -91,7 +92,11 @@ class CpusetWriter(_Cgroups):
     def write(self, target: PinTarget, cpus) -> None:
         folder = self.dir(target.id)
         if not cpus:
-            self._drain(folder)
+            # A process forked in it while it drains (another user's shell) is born there after the
+            # lists were read, and rmdir then fails with EBUSY: drain again until a round finds none.
+            for _ in range(DRAIN_ROUNDS):
+                if not self._drain(folder):
+                    break
             if self.root.is_dir(folder):
                 self.root.remove_dir(folder)
             return
@@ -102,16 +107,18 @@ class CpusetWriter(_Cgroups):
                 self.write_line(folder / "cpuset.mems", format_cpulist(self.layout.mems))
         self.write_line(folder / "cpuset.cpus", format_cpulist(cpus))
 
-    def _drain(self, folder) -> None:
+    def _drain(self, folder) -> int:
         """Every task still in `folder` back to the root: those moved there one by one, and those born
-        there while it stood (a process started from a shell in the shield)."""
+        there while it stood (a process started from a shell in the shield). How many it found."""
         top = self.dir(0)
         files = ("cgroup.procs", "tasks") if self.layout.kind == "v1" else ("cgroup.procs",)
+        found = 0
         for name in files:
             try:
                 text = self.root.read_optional(folder / name, limit=1 << 22) or ""
             except SysRootReadError:
                 continue
+            found += len(text.split())
             for word in text.split():
                 try:
                     self.write_line(top / name, word)
@@ -120,6 +127,7 @@ class CpusetWriter(_Cgroups):
                 except OSError as e:
                     if e.errno != errno.ESRCH:
                         raise
+        return found
 
     def forecast(self, target: PinTarget, cpus, sight: Foresight) -> None:
         """A dry run: later steps see the CPUs this cpuset will allow."""

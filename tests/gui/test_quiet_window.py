@@ -273,3 +273,65 @@ def test_the_preview_columns_fit_or_wrap(sno, qtbot):
     qtbot.waitUntil(lambda: cut_cells(d) == [], timeout=2000)
     assert max(d.tree.visualRect(d.tree.indexFromItem(d.tree.topLevelItem(0).child(j), 2)).height()
                for j in range(d.tree.topLevelItem(0).childCount())) > tall, "nothing wrapped: the test tests nothing"
+
+
+@live
+def test_give_back_in_the_window_undoes_the_pin_and_returns_the_machine(qtbot, tmp_path):
+    """Make quiet and Give back by their preview dialogs' buttons, a thread pinned onto the quiet CPU in
+    between: the give-back's preview lists the pin (its tick box keeps it, off by default) and says where
+    the processes go; one Give back leaves the machine's fingerprint as before; the guard reports nothing
+    of coremap's own batches; every cell of the live previews fits or wraps."""
+    from PySide6.QtCore import Qt
+    from tests.live import fingerprint_diff, machine_fingerprint
+    sampler = Sampler(SysRoot("/"))
+    w = _window(qtbot, sampler)
+    journal = Journal(tmp_path / "journal.jsonl")
+    service = AffinityService(SysRoot("/"), journal)
+    w.pin_controller.set_service(service)
+    assert w.set_state(sampler.tick())
+    proc = subprocess.Popen([sys.executable, "-c", "import threading, time, os\n"
+                             "threading.Thread(target=time.sleep, args=(300,), daemon=True).start()\n"
+                             "print(os.getpid(), flush=True); time.sleep(300)"], stdout=subprocess.PIPE, text=True)
+    proc.stdout.readline()
+    tid = max(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))
+    before = machine_fingerprint()
+
+    def through_dialog(which: str):
+        with qtbot.waitSignal(w.quiet_controller.preview_shown, timeout=60000) as shown:
+            getattr(w.quiet_controller, f"open_{which}")()
+        d = shown.args[0]
+        qtbot.waitExposed(d)
+        return d
+
+    def press(d):
+        with qtbot.waitSignal(w.pin_controller.results_shown, timeout=60000):
+            qtbot.mouseClick(d.apply_button, Qt.MouseButton.LeftButton)
+
+    try:
+        w.topology_view.select_cpus([1])
+        d = through_dialog("isolate")
+        assert cut_cells(d) == []
+        press(d)
+        with qtbot.waitSignal(w.pin_controller.results_shown, timeout=30000):
+            w.pin_controller.request(PinRequest((PinTarget("thread", tid, proc.pid),), (1,)))
+        assert Path(f"/proc/{proc.pid}/task/{tid}/cpuset").read_text().strip() == "/coremap-pinned"
+        give = through_dialog("include")
+        rows = give.row_texts()
+        assert ("Undo 2 pins made while quiet", "", "") in rows, rows
+        assert any(r[0] == f"thread {tid} (python)" and r[1] == "1 -> 0-1" for r in rows), rows
+        assert any("back to every CPU" in r[0] for r in rows) and not any("into the shield" in r[0] for r in rows)
+        assert give.keep_pins.isVisible() and not give.keep_pins.isChecked() and cut_cells(give) == []
+        press(give)
+        assert fingerprint_diff(before, machine_fingerprint()) == []
+        seen = w.guard_thread.last_tick
+        qtbot.waitUntil(lambda: w.guard_thread.last_tick is not seen, timeout=10000)   # a look after it
+        journal.refresh()
+        assert journal.guard_events() == []
+        changed = [r for r in w.pin_controller.journal_widget.row_texts() if r[1] == "changed"]
+        assert changed == [] and "cannot tell" not in w.statusBar().currentMessage()
+        assert service.ledger().unrestored == ()
+    finally:
+        proc.kill()
+        proc.wait()
+        restore_quiet(service)
+        journal.close()
