@@ -37,9 +37,11 @@ class InputFileError(CoremapError):
 
 
 def open_input(path: str | os.PathLike, *, what: str, limit: int, hint: str = "", stream: bool = False,
-               no_links: bool = False) -> BinaryIO:
+               no_links: bool = False, trusted: bool = False) -> BinaryIO:
     """`path` opened for reading as a binary file (seekable unless a stream) after the checks of the
-    module docstring; InputFileError naming `what` otherwise. The caller closes it."""
+    module docstring; InputFileError naming `what` otherwise. The caller closes it.
+    `trusted`: the file says what coremap may read or send (sources.ini, a token file), so it must be
+    this user's or root's and writable by no one else (not_trusted), checked on the file opened."""
     name, tail = _name(path, what), f"; {hint}" if hint else ""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (os.O_NOFOLLOW if no_links else 0)
     try:
@@ -60,6 +62,10 @@ def open_input(path: str | os.PathLike, *, what: str, limit: int, hint: str = ""
             kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a pipe" if stat.S_ISFIFO(st.st_mode)
                     else "a device or socket")
             raise InputFileError(f"{name}: is {kind}, not a file{tail}")
+        why = not_trusted(st) if trusted else ""
+        if why:
+            raise InputFileError(f"{name}: is refused: {why}; make it yours and writable by you alone "
+                                 "(chown, chmod go-w)")
         if st.st_size > limit:
             raise InputFileError(f"{name}: is {st.st_size:,} bytes, more than the {_mib(limit)} it may hold{tail}")
         # Regular files never block; reads of them ignore O_NONBLOCK. Cleared all the same, so a
@@ -72,11 +78,12 @@ def open_input(path: str | os.PathLike, *, what: str, limit: int, hint: str = ""
 
 
 def read_input(path: str | os.PathLike, *, what: str, limit: int, hint: str = "", stream: bool = False,
-               no_links: bool = False) -> bytes:
+               no_links: bool = False, trusted: bool = False) -> bytes:
     """The bytes of `path`, at most `limit`; InputFileError naming `what` (e.g. "--notes") otherwise.
     `stream`: a FIFO is read as it comes (each wait for data at most STREAM_IDLE_S)."""
     name, tail = _name(path, what), f"; {hint}" if hint else ""
-    with open_input(path, what=what, limit=limit, hint=hint, stream=stream, no_links=no_links) as f:
+    with open_input(path, what=what, limit=limit, hint=hint, stream=stream, no_links=no_links,
+                    trusted=trusted) as f:
         fd = f.fileno()
         fifo = stat.S_ISFIFO(os.fstat(fd).st_mode)
         chunks, n = [], 0
@@ -98,10 +105,10 @@ def read_input(path: str | os.PathLike, *, what: str, limit: int, hint: str = ""
 
 
 def read_input_text(path, *, what: str, limit: int, hint: str = "", stream: bool = False,
-                    no_links: bool = False) -> str:
+                    no_links: bool = False, trusted: bool = False) -> str:
     """read_input as text; invalid UTF-8 is replaced (U+FFFD), never an error."""
-    return read_input(path, what=what, limit=limit, hint=hint, stream=stream,
-                      no_links=no_links).decode("utf-8", errors="replace")
+    return read_input(path, what=what, limit=limit, hint=hint, stream=stream, no_links=no_links,
+                      trusted=trusted).decode("utf-8", errors="replace")
 
 
 def not_private(st: os.stat_result) -> str:
@@ -111,6 +118,18 @@ def not_private(st: os.stat_result) -> str:
     and restores (issue 24)."""
     if st.st_uid != os.geteuid():
         return f"it belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"others may write it (mode {stat.S_IMODE(st.st_mode):04o})"
+    return ""
+
+
+def not_trusted(st: os.stat_result) -> str:
+    """Why a file that decides what coremap reads or sends (sources.ini, a token or CA file) cannot be
+    believed: "" when it is this user's or root's and no one else may write it. As root above all: a
+    sources.ini another user can write would have root read a root-only file and send it as a token
+    (issue 32)."""
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"it belongs to uid {st.st_uid}, neither this user (uid {os.geteuid()}) nor root"
     if st.st_mode & 0o022:
         return f"others may write it (mode {stat.S_IMODE(st.st_mode):04o})"
     return ""

@@ -29,6 +29,7 @@ import sys
 from app.atomic import check_output_path
 from app.cli.common import add_command, add_cpus_argument, add_json_arguments, bounded, ensure_headless_qt
 from app.errors import CoremapError
+from app.parse.url import url_argument
 from app.remote.hosts import MAX_FLEET, PARALLEL, TIMEOUT, HostError, parse_host, read_hosts_file
 
 
@@ -45,8 +46,10 @@ def register(subparsers) -> None:
     p.add_argument("--timeout", dest="fleet_timeout", type=bounded(1, 600), default=TIMEOUT, metavar="S",
                    help=f"seconds each host may take, connecting included (default {TIMEOUT:g})")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--prometheus", metavar="URL", help="read the fleet from this Prometheus (node_exporter)")
-    src.add_argument("--pcp", metavar="URL", help="read the HOSTs (pmcd hostspecs) through this pmproxy")
+    src.add_argument("--prometheus", metavar="URL", type=url_argument("--prometheus"),
+                     help="read the fleet from this Prometheus (node_exporter)")
+    src.add_argument("--pcp", metavar="URL", type=url_argument("--pcp"),
+                     help="read the HOSTs (pmcd hostspecs) through this pmproxy")
     p.add_argument("--match", default="", metavar="MATCHERS",
                    help='with --prometheus: label matchers every host\'s series have, e.g. job="node"')
     p.add_argument("--source-config", metavar="FILE",

@@ -20,6 +20,7 @@ import app.cli
 from app.cli.common import OneLineParser, bounded, pixel_size, subcommands, take_notes, terminal_text
 from app.cli.reference import epilog
 from app.errors import CoremapError
+from app.parse.url import url_argument
 from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
 
 # Each subcommand and the module of app/cli that registers it (the others: main, common, desktop,
@@ -63,10 +64,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                    help="another machine over ssh: the window live on it, or any command run there "
                         "(coremap --host node7 irqs --interval 1)")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--pcp", metavar="URL", help="with --host NAME: that host's pmcd through this pmproxy, live in "
-                                                  "the window (read-only)")
-    src.add_argument("--prometheus", metavar="URL", help="with --host INSTANCE: that host from this Prometheus, live "
-                                                         "in the window (read-only)")
+    src.add_argument("--pcp", metavar="URL", type=url_argument("--pcp"),
+                     help="with --host NAME: that host's pmcd through this pmproxy, live in the window (read-only)")
+    src.add_argument("--prometheus", metavar="URL", type=url_argument("--prometheus"),
+                     help="with --host INSTANCE: that host from this Prometheus, live in the window (read-only)")
     p.add_argument("--captures", metavar="DIR", help="with --pcp or --prometheus: a folder of coremap snapshots; "
                                                      "the host's capture completes the topology the source gives")
     p.add_argument("--pcp-archive", metavar="ARCHIVE", help="replay a pmlogger archive in the window (with --at)")

@@ -17,11 +17,11 @@ so a broken exporter colours nothing and hides nothing else.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from app.machine.sample import MachineSample
 from app.machine.topology import Core, Cpu, NumaNode, Package, Topology
+from app.parse.number import NumberError, parse_float, parse_int
 from app.parse.interrupts import InterruptRow, InterruptTable, SoftirqTable
 from app.parse.stat import CpuTimes, StatSample
 from app.sampling.rates import CpuRates, IrqRate, Rates
@@ -29,6 +29,7 @@ from app.sampling.rates import CpuRates, IrqRate, Rates
 USER_HZ = 100               # /proc/stat's unit (CpuTimes); the engines give seconds or milliseconds
 MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 MAX_CPUS = 8192             # per host: more is not a machine, it is a broken source
+MAX_VALUE = float(2 ** 64)  # a counter or rate past a 64-bit counter is a broken source
 ABSENT = "absent from this source: caches, IRQ affinity (requested and effective), NIC queues"
 
 
@@ -79,26 +80,25 @@ class Cleaner:
         self.host, self.bad = host, 0
 
     def value(self, raw) -> float | None:
+        """`raw` (an engine's text, or a JSON number) through the one number parser: finite, 0 to
+        MAX_VALUE (a 64-bit counter), else None and counted. 1e308 passed float() and overflowed as
+        infinity in a sum or int() later (issue 32)."""
+        if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
+            self.bad += 1
+            return None
+        text = raw if isinstance(raw, str) else repr(raw)
         try:
-            v = float(raw)
-        except (TypeError, ValueError):
+            return parse_float(text, what="value", lo=0.0, hi=MAX_VALUE)
+        except NumberError:
             self.bad += 1
             return None
-        if not math.isfinite(v) or v < 0:
-            self.bad += 1
-            return None
-        return v
 
     def cpu(self, raw) -> int | None:
         try:
-            c = int(str(raw), 10)
-        except ValueError:
+            return parse_int(str(raw), what="cpu", lo=0, hi=MAX_CPUS - 1)
+        except NumberError:
             self.bad += 1
             return None
-        if not 0 <= c < MAX_CPUS:
-            self.bad += 1
-            return None
-        return c
 
     def note(self) -> str:
         if not self.bad:

@@ -21,8 +21,9 @@ import time
 from app.errors import CoremapError, excerpt
 from app.sampling.machine_state import MachineState
 from app.sampling.rates import rates
-from app.sources.host import Cleaner, CpuFacts, HostCounters, HostFacts, sample_of, topology_of
-from app.sources.http import JsonClient, SourceAuth, SourceError
+from app.parse.number import NumberError, parse_float
+from app.sources.host import MAX_CPUS, Cleaner, CpuFacts, HostCounters, HostFacts, sample_of, topology_of
+from app.sources.http import JsonClient, SourceAuth, SourceError, host_budget
 
 POLLTIMEOUT = 60
 RATE_WAIT = 0.5
@@ -33,9 +34,29 @@ CPU_MODES = {"user": "kernel.percpu.cpu.user", "nice": "kernel.percpu.cpu.nice",
 COUNTERS = ("kernel.percpu.interrupts", "kernel.percpu.softirqs", *CPU_MODES.values())
 FACTS = ("hinv.map.cpu_node", "hinv.cpu.model_name", "kernel.uname.nodename", "kernel.uname.release",
          "kernel.uname.machine")
+PER_CPU = frozenset((*CPU_MODES.values(), "hinv.map.cpu_node"))      # one instance per CPU
 _CPU = re.compile(r"^cpu([0-9]{1,5})$")
 _PAIR = re.compile(r"^([^:]{1,40})::cpu([0-9]{1,5})$")
 _HOSTSPEC = re.compile(r"^[A-Za-z0-9_.:\[\]@,/-]{1,255}$")
+
+
+MAX_TIME = 253402300799.0   # 9999-12-31T23:59:59Z: the latest time coremap writes or reads
+
+
+def _timestamp(ts) -> float | None:
+    """pmproxy's fetch time in seconds: a number, or older pmproxy's {"s": ..., "us": ...}; each part
+    through the one number parser (a string or 1e308 there stopped coremap with a traceback, issue 32)."""
+    try:
+        if isinstance(ts, dict):
+            s, us = ts.get("s", 0), ts.get("us", 0)
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (s, us)):
+                return None
+            return parse_float(repr(s), what="s", lo=0, hi=MAX_TIME) + parse_float(repr(us), what="us", lo=0, hi=1e6) / 1e6
+        if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+            return parse_float(repr(ts), what="timestamp", lo=0, hi=MAX_TIME)
+    except NumberError:
+        return None
+    return None
 
 
 class Pmproxy:
@@ -91,16 +112,19 @@ class PcpHost:
             self._context = None        # pmproxy forgot it (polltimeout passed): open it again, once
             self._names.clear()
             doc = self.proxy.call("/pmapi/fetch", {"context": self._ctx(), **params})
-        ts = doc.get("timestamp")
-        if isinstance(ts, dict):        # older pmproxy: {"s": ..., "us": ...}
-            ts = float(ts.get("s", 0)) + float(ts.get("us", 0)) / 1e6
-        if not isinstance(ts, (int, float)):
-            raise SourceError(f"pmproxy at {self.proxy.url} sent a fetch without a timestamp for {self.hostspec}")
+        ts = _timestamp(doc.get("timestamp"))
+        if ts is None:
+            raise SourceError(f"pmproxy at {self.proxy.url} sent a fetch without a valid timestamp for "
+                              f"{self.hostspec} (seconds since 1970, a number)")
         out: dict[str, list] = {}
         for v in doc.get("values") or []:
             if isinstance(v, dict) and isinstance(v.get("name"), str) and isinstance(v.get("instances"), list):
+                if v["name"] in PER_CPU and len(v["instances"]) > MAX_CPUS:
+                    # A capture past its CPU bound is refused at once; so is a pmcd (issue 32: 43 s, 1.2 GB).
+                    raise SourceError(f"{self.hostspec}: pmcd names {len(v['instances']):,} CPUs in {v['name']}, "
+                                      f"more than coremap draws ({MAX_CPUS:,}); check that host's pmdalinux")
                 out[v["name"]] = v["instances"][:100_000]
-        return float(ts), out
+        return ts, out
 
     def _instance_names(self, metric: str, ids) -> dict[int, str]:
         known = self._names.get(metric, {})
@@ -137,8 +161,9 @@ class PcpHost:
         nodes = {}
         for name, v in self._per_instance(values, "hinv.map.cpu_node", cl).items():
             m = _CPU.match(name)
-            if m:
-                nodes[int(m.group(1))] = int(v)
+            cpu = cl.cpu(m.group(1)) if m else None
+            if cpu is not None and v < MAX_CPUS:
+                nodes[cpu] = int(v)
         models = values.get("hinv.cpu.model_name") or []
         model = next((str(r["value"])[:120] for r in models if isinstance(r, dict) and isinstance(r.get("value"), str)), None)
         self._facts = HostFacts(self.hostspec, one("kernel.uname.nodename"), model, one("kernel.uname.release"),
@@ -151,19 +176,22 @@ class PcpHost:
         irqs: dict = {}
         for name, v in self._per_instance(values, "kernel.percpu.interrupts", cl).items():
             m = _PAIR.match(name)
-            if m:
-                irqs.setdefault(m.group(1), ("", {}))[1][int(m.group(2))] = v
+            cpu = cl.cpu(m.group(2)) if m else None
+            if cpu is not None:
+                irqs.setdefault(m.group(1), ("", {}))[1][cpu] = v
         soft: dict = {}
         for name, v in self._per_instance(values, "kernel.percpu.softirqs", cl).items():
             m = _PAIR.match(name)
-            if m:
-                soft.setdefault(m.group(1), {})[int(m.group(2))] = v
+            cpu = cl.cpu(m.group(2)) if m else None
+            if cpu is not None:
+                soft.setdefault(m.group(1), {})[cpu] = v
         secs: dict = {}
         for mode, metric in CPU_MODES.items():
             for name, v in self._per_instance(values, metric, cl).items():
                 m = _CPU.match(name)
-                if m:
-                    secs.setdefault(int(m.group(1)), {})[mode] = v / 1000.0     # milliseconds
+                cpu = cl.cpu(m.group(1)) if m else None
+                if cpu is not None:
+                    secs.setdefault(cpu, {})[mode] = v / 1000.0     # milliseconds
         cpus = tuple(sorted(secs))
         if not cpus:
             raise SourceError(f"{self.hostspec}: pmcd answered no kernel.percpu.cpu values; is pmdalinux installed "
@@ -171,8 +199,10 @@ class PcpHost:
         return HostCounters(ts, cpus, irqs, soft, secs), cl
 
     def state(self, generation: int) -> MachineState:
-        """The next state; the first call reads twice, RATE_WAIT apart, so it has rates."""
-        with self._lock:
+        """The next state; the first call reads twice, RATE_WAIT apart, so it has rates. Every request
+        for it shares one deadline (the client's): a slow pmproxy costs a host --timeout, not that for
+        each of its requests."""
+        with self._lock, host_budget(self.proxy.http.deadline):
             facts = self.facts()
             if self._last is None:
                 first, _ = self.counters()

@@ -32,10 +32,11 @@ from app.format import format_rate
 from app.sampling.machine_state import MachineState
 from app.sources.host import (Cleaner, CpuFacts, HostCounters, HostFacts, RateFigures, rates_of, sample_of,
                               topology_of)
-from app.sources.http import JsonClient, SourceAuth, SourceError
+from app.sources.http import JsonClient, SourceAuth, SourceError, host_budget
 from app.sources.rows import failed_row, source_row
 
-MAX_SERIES = 200_000
+MAX_SERIES = 200_000        # one answer of a batch of up to 200 hosts
+MAX_HOST_SERIES = 65_535    # one host's IRQ rows by CPU: the bound a capture's CPUs have
 WINDOW = "1m"               # irate's look-back: two scrapes of any interval up to 30 s
 FACT_NAMES = "node_cpu_info|node_uname_info|node_cpu_isolated|coremap_cpu_quiet|coremap_jitter_gaps_per_second"
 _MATCH = re.compile(r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*'
@@ -80,7 +81,8 @@ class Prometheus:
         self._facts: dict[str, tuple[HostFacts, bool, dict]] = {}
 
     # -- the HTTP API ------------------------------------------------------------------------------------
-    def _data(self, doc, expect: str):
+    def _data(self, doc, expect: str, most: int | None = None):
+        most = self.max_series if most is None else most
         if not isinstance(doc, dict) or doc.get("status") not in ("success", "error"):
             raise SourceError(f"{self.url} answered JSON that is not Prometheus' HTTP API; give the address of a "
                               "Prometheus server (http://server:9090)")
@@ -89,9 +91,9 @@ class Prometheus:
         data = doc.get("data")
         if not isinstance(data, dict) or data.get("resultType") != expect or not isinstance(data.get("result"), list):
             raise SourceError(f"Prometheus at {self.url} answered a {excerpt(str(data)[:40])} where a {expect} was asked")
-        if len(data["result"]) > self.max_series:
+        if len(data["result"]) > most:
             raise SourceError(f"Prometheus at {self.url} answered {len(data['result']):,} series, more than coremap "
-                              f"reads at once ({self.max_series:,}); narrow it with --match")
+                              f"reads at once ({most:,}); narrow it with --match")
         return data["result"]
 
     def check(self) -> str:
@@ -102,12 +104,12 @@ class Prometheus:
                               "address of Prometheus' HTTP API, e.g. http://server:9090")
         return str(doc["data"].get("version", "?"))[:40]
 
-    def query(self, expr: str, at: float | None = None) -> list[tuple[dict, object]]:
+    def query(self, expr: str, at: float | None = None, most: int | None = None) -> list[tuple[dict, object]]:
         params = {"query": expr}
         if at is not None:
             params["time"] = f"{at:.3f}"
         out = []
-        for s in self._data(self.http.post("/api/v1/query", params), "vector"):
+        for s in self._data(self.http.post("/api/v1/query", params), "vector", most):
             if isinstance(s, dict) and isinstance(s.get("metric"), dict) and isinstance(s.get("value"), list) \
                     and len(s["value"]) == 2:
                 out.append((s["metric"], s["value"][1]))
@@ -149,6 +151,10 @@ class Prometheus:
     def read_batch(self, instances: list[str], at: float | None = None) -> list:
         """FleetRows of these hosts, one round of queries for them all; a host none of whose series came
         back is a row that says so."""
+        with host_budget(self.http.deadline):
+            return self._read_batch(instances, at)
+
+    def _read_batch(self, instances: list[str], at: float | None) -> list:
         t0 = time.monotonic()
         sel = self._sel(instances)
         w = self.window
@@ -165,7 +171,8 @@ class Prometheus:
              most: int = 200) -> Iterator[list]:
         """Every host's row (or those `only` names), batch by batch (growing from `first` to `most` hosts),
         as each batch is answered. A host named in `only` that Prometheus does not know is a row saying so."""
-        known = self.instances(at)
+        with host_budget(self.http.deadline):
+            known = self.instances(at)
         hosts = sorted(known) if only is None else [h for h in only if h in known]
         if only is not None:
             missing = [h for h in only if h not in known]
@@ -186,7 +193,12 @@ class Prometheus:
             size = min(most, size * 2)
 
     def host_state(self, instance: str, generation: int, at: float | None = None) -> MachineState:
-        """One host in full (every IRQ row), as the window draws it."""
+        """One host in full (every IRQ row), as the window draws it: its requests share one deadline, and
+        at most MAX_HOST_SERIES series (a capture's CPU bound; 200,000 took the window 100 s and 2.2 GB)."""
+        with host_budget(self.http.deadline):
+            return self._host_state(instance, generation, at)
+
+    def _host_state(self, instance: str, generation: int, at: float | None) -> MachineState:
         row = self.read_batch([instance], at)[0]
         if not row.ok:
             raise SourceError(row.error)
@@ -195,7 +207,7 @@ class Prometheus:
         online = row.state.rates.cpus
         per_irq: dict = defaultdict(dict)
         desc: dict = {}
-        for labels, v in self.query(f"irate(node_interrupts_total{sel}[{self.window}])", at):
+        for labels, v in self.query(f"irate(node_interrupts_total{sel}[{self.window}])", at, MAX_HOST_SERIES):
             col, val = cleaner.cpu(labels.get("cpu")), cleaner.value(v)
             if col is None or val is None:
                 continue
@@ -203,7 +215,7 @@ class Prometheus:
             desc[irq] = " ".join(str(labels.get(k, "")) for k in ("info", "devices")).strip()[:200]
             per_irq[irq][col] = val
         counts: dict = defaultdict(dict)
-        for labels, v in self.query(f"node_interrupts_total{sel}", at):
+        for labels, v in self.query(f"node_interrupts_total{sel}", at, MAX_HOST_SERIES):
             col, val = cleaner.cpu(labels.get("cpu")), cleaner.value(v)
             if col is not None and val is not None:
                 counts[str(labels.get("type", "?"))[:40]][col] = val

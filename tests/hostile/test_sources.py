@@ -24,7 +24,7 @@ def _vector(series: list[tuple[dict, str]]) -> bytes:
 class Server:
     """A ThreadingHTTPServer whose answer to each path is given by `routes` (path -> callable(handler))."""
 
-    def __init__(self, routes):
+    def __init__(self, routes, host: str = "127.0.0.1"):
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,9 +42,9 @@ class Server:
 
             do_GET = do_POST = _serve
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
         self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.url = f"http://{host}:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
         outer.stopping = threading.Event()
@@ -59,8 +59,8 @@ class Server:
 def serve():
     servers = []
 
-    def start(routes):
-        s = Server(routes)
+    def start(routes, host="127.0.0.1"):
+        s = Server(routes, host)
         servers.append(s)
         return s
     yield start
