@@ -85,11 +85,13 @@ class QuietPreview:
         return Counter(m.group for m in self.moves)
 
 
-def group_title(group: str, action: str) -> str:
-    """How a group of moves is called in an isolate's preview, or in a give-back's."""
+def group_title(group: str, action: str, n: int = 2) -> str:
+    """How `n` moves of a group are called in an isolate's preview, or in a give-back's."""
     if action == "include" and group in GIVE_BACK_TITLES:
-        return GIVE_BACK_TITLES[group]
-    return dict(GROUPS)[group]
+        title = GIVE_BACK_TITLES[group]
+    else:
+        title = dict(GROUPS)[group]
+    return "pin" + title[4:] if group == "pin" and n == 1 else title
 
 
 def failed_results(results: list[PinResult]) -> list[PinResult]:
@@ -151,7 +153,7 @@ def preview_text(preview: QuietPreview, *, limit: int = 0) -> str:
         if not rows:
             continue
         verb = "set" if group in ("cpuset", "setting", "irqbalance") else "undo" if group == "pin" else "move"
-        out.append(f"  {verb} {counts[group]} {group_title(group, preview.action)}:")
+        out.append(f"  {verb} {counts[group]} {group_title(group, preview.action, counts[group])}:")
         shown = rows[:limit] if limit else rows
         out += [f"    {m.line()}" for m in shown]
         if len(shown) < len(rows):

@@ -122,7 +122,7 @@ class QuietPreviewDialog(QDialog):
     def _summary(self) -> str:
         p = self.preview
         counts = p.counts()
-        moved = ", ".join(f"{counts[g]} {group_title(g, p.action)}" for g, _ in GROUPS if counts[g]) or "nothing"
+        moved = ", ".join(f"{counts[g]} {group_title(g, p.action, counts[g])}" for g, _ in GROUPS if counts[g]) or "nothing"
         s = (f"Moves {moved} off {cpus_word(p.cpus)}, onto the housekeeping {cpus_word(p.housekeeping)}."
              if p.action == "isolate" else f"Gives {cpus_word(p.cpus)} back: {moved}.")
         placed = sum(1 for x in p.stays if x.code == "placed")
@@ -142,7 +142,7 @@ class QuietPreviewDialog(QDialog):
             if not rows:
                 continue
             verb = "Undo" if group == "pin" else "Move"
-            top = QTreeWidgetItem([f"{verb} {counts[group]} {group_title(group, p.action)}", "", ""])
+            top = QTreeWidgetItem([f"{verb} {counts[group]} {group_title(group, p.action, counts[group])}", "", ""])
             top.addChildren([QTreeWidgetItem([m.target.describe(), format_change(m.before, m.after, m.target.kind), m.note])
                              for m in rows])
             self.tree.addTopLevelItem(top)
