@@ -139,3 +139,38 @@ def test_make_quiet_leaves_a_task_the_user_pinned_there(state, capsys):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_with_a_cgroup_v2_shield_a_placed_process_stays_in_the_root(tmp_path):
+    """The shield's part of an isolate on a cgroup-v2 tree (this VM has v1): a process whose thread the
+    user put on the quiet CPU stays in the root cgroup, which allows its CPUs; a process allowed
+    everywhere moves into /coremap-system; a kernel thread on that CPU alone is no choice of the
+    user's. With the tick box (placed empty) both processes move."""
+    from app.machine.cgroups import read_cpuset_layout
+    from app.machine.threads import ProcessInfo, TaskSample, ThreadsSample
+    from app.parse.task_stat import PF_KTHREAD
+    from app.pinning.ledger import Ledger
+    from app.quiet.shield import isolate_steps
+    files = {"proc/stat": "cpu  1 0 0 0 0 0 0 0 0 0\n", "proc/1/comm": "init\n",
+             "sys/fs/cgroup/cgroup.controllers": "cpuset cpu\n", "sys/fs/cgroup/cgroup.subtree_control": "cpu\n",
+             "sys/fs/cgroup/cpuset.cpus.effective": "0-1\n"}
+    for pid in (100, 200, 300):
+        files[f"proc/{pid}/cpuset"] = "/\n"
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    root = SysRoot(tmp_path)
+    layout = read_cpuset_layout(root)
+    assert layout.kind == "v2" and layout.usable
+
+    def task(pid, comm, allowed, flags=0):
+        return TaskSample(pid, pid, comm, "S", 0, 0, 0, flags, 1, allowed=allowed)
+    tasks = {100: task(100, "sleep", (1,)), 200: task(200, "bash", (0, 1)), 300: task(300, "kworker/1", (1,), PF_KTHREAD)}
+    sample = ThreadsSample(tasks, {p: ProcessInfo(p, t.comm, "", (p,)) for p, t in tasks.items()})
+    notes: list[str] = []
+    moves, whole = isolate_steps(root, layout, Ledger(), {1}, (0,), sample, notes, placed={1})
+    moved = {m.target.id for m in moves if m.target.kind == "cgroup"}
+    assert moved == {200} and whole == {200}
+    assert any("stay out of the shield" in n for n in notes)
+    moves, whole = isolate_steps(root, layout, Ledger(), {1}, (0,), sample, [], placed=set())
+    assert {m.target.id for m in moves if m.target.kind == "cgroup"} == {100, 200}
