@@ -89,7 +89,8 @@ class QuietController(QObject):
         self.isolate_action = add("Make quiet…", "Move every movable IRQ, thread and mask off the selected CPUs "
                                   "(a preview first; Edit → Undo reverts it)", self.open_isolate)
         self.include_action = add("Give back…", "Give the selected quiet CPUs (all, when none is selected) back "
-                                  "to what was moved off them", self.open_include)
+                                  "to what was moved off them, and undo the pins made onto them while they were quiet "
+                                  "(a preview first)", self.open_include)
         menu.addSeparator()
         self.verify_action = add("Verify", f"Jitter on the selected (or quiet) CPUs, not quiet and quiet, "
                                  f"{VERIFY_PAIRS} alternated pairs of {VERIFY_SECONDS:g} s", self.verify)
