@@ -22,14 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def probe_result():
-    """A real 0.3 s jitter run on an allowed CPU, summarised as `coremap probe --json` does."""
-    from probes import jitter
-    cpu = min(os.sched_getaffinity(0))
-    p = subprocess.run([sys.executable, "-m", "probes", "jitter", "--cpu", str(cpu), "--seconds", "0.3"],
-                       capture_output=True, text=True, timeout=60, cwd=ROOT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert p.returncode == 0, p.stderr
-    return jitter.summarize([json.loads(l) for l in p.stdout.splitlines() if l.strip()])
+    """A real jitter run with known gaps (3,258 of at least 1 µs on CPU 1, a busy shell beside it), as
+    `coremap probe --json` printed it (tests/fixtures/results/SOURCE). A short live run on a quiet
+    machine may see no gap, and the plot test then checked nothing (issue 31)."""
+    stored = json.loads((ROOT / "tests" / "fixtures" / "results" / "kvm-6.18-jitter-attributed.json").read_text())
+    return next(r for r in stored["results"] if r["cpu"] == 1)
 
 
 def _ink(img: QImage) -> float:
@@ -55,8 +52,7 @@ def test_probe_plot_curves_follow_the_result(qtbot, probe_result):
     qtbot.addWidget(w)
     curves = w.getPlotItem().listDataItems()
     nonzero = [r for r in rows if r[2] > 0]
-    if not nonzero:
-        pytest.skip("this run saw no gap above the threshold")
+    assert nonzero
     drawn = sum(len(c.yData) for c in curves)
     assert drawn == len(nonzero)                        # one step per non-empty row, no invented floor
     for c in curves:
