@@ -281,7 +281,7 @@ def test_give_back_in_the_window_undoes_the_pin_and_returns_the_machine(qtbot, t
     between: the give-back's preview lists the pin (its tick box keeps it, off by default) and says where
     the processes go; one Give back leaves the machine's fingerprint as before; the guard reports nothing
     of coremap's own batches; every cell of the live previews fits or wraps."""
-    from PySide6.QtCore import Qt
+    from PySide6.QtCore import QPoint, Qt
     from tests.live import fingerprint_diff, machine_fingerprint
     sampler = Sampler(SysRoot("/"))
     w = _window(qtbot, sampler)
@@ -294,6 +294,9 @@ def test_give_back_in_the_window_undoes_the_pin_and_returns_the_machine(qtbot, t
                              "print(os.getpid(), flush=True); time.sleep(300)"], stdout=subprocess.PIPE, text=True)
     proc.stdout.readline()
     tid = max(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))
+    placed = subprocess.Popen([sys.executable, "-c", "import os, time; os.sched_setaffinity(0, {1}); "
+                               "print(os.getpid(), flush=True); time.sleep(300)"], stdout=subprocess.PIPE, text=True)
+    placed.stdout.readline()                # the user's own pin onto CPU 1, as taskset -c 1 makes it
     before = machine_fingerprint()
 
     def through_dialog(which: str):
@@ -311,7 +314,22 @@ def test_give_back_in_the_window_undoes_the_pin_and_returns_the_machine(qtbot, t
         w.topology_view.select_cpus([1])
         d = through_dialog("isolate")
         assert cut_cells(d) == []
+        mine = f"thread {placed.pid} (python)"
+        assert any(r[0] == mine and r[2].startswith("left: pinned there by you") for r in d.row_texts())
+        move = f"process {placed.pid} (python) cpuset"
+        assert not any(r[0] == move for r in d.row_texts())
+        for want in (True, False):          # its tick box moves it, and unticked leaves it again
+            with qtbot.waitSignal(w.quiet_controller.preview_shown, timeout=60000) as shown:
+                qtbot.mouseClick(d.move_pinned, Qt.MouseButton.LeftButton,
+                                 pos=d.move_pinned.rect().topLeft() + QPoint(8, d.move_pinned.height() // 2))
+            d = shown.args[0]
+            qtbot.waitExposed(d)
+            assert d.move_pinned.isChecked() is want
+            assert any(r[0] == move and r[1] == "/ -> /coremap-system" for r in d.row_texts()) is want
         press(d)
+        assert Path(f"/proc/{placed.pid}/cpuset").read_text().strip() == "/"
+        assert os.sched_getaffinity(placed.pid) == {1}
+        assert w.pin_controller.result_line.warning_label.isHidden()    # nothing of its own reads as a warning
         with qtbot.waitSignal(w.pin_controller.results_shown, timeout=30000):
             w.pin_controller.request(PinRequest((PinTarget("thread", tid, proc.pid),), (1,)))
         assert Path(f"/proc/{proc.pid}/task/{tid}/cpuset").read_text().strip() == "/coremap-pinned"
@@ -331,7 +349,8 @@ def test_give_back_in_the_window_undoes_the_pin_and_returns_the_machine(qtbot, t
         assert changed == [] and "cannot tell" not in w.statusBar().currentMessage()
         assert service.ledger().unrestored == ()
     finally:
-        proc.kill()
-        proc.wait()
+        for p in (proc, placed):
+            p.kill()
+            p.wait()
         restore_quiet(service)
         journal.close()
