@@ -52,6 +52,9 @@ def test_make_quiet_over_ssh_previews_there_streams_results_and_undoes(remote_en
         after = _irqs(tree)
         assert all(not {1, 2} & set(m) for n, m in after.items() if set(before[n]) - {1, 2})
         assert pins.ledger().quiet_cpus == (1, 2)                    # the view came back with the batch
+        # The preview's tick boxes reach the server: it works the preview out with them.
+        assert quiet.preview("include", [1, 2], keep_pins=True).options == ("keep_pins",)
+        assert quiet.preview("isolate", [3], move_pinned=True).options == ("move_pinned",)
         with pytest.raises(Exception, match="no longer kept|not made on this connection"):
             quiet.apply(type(preview)(**{**preview.__dict__}))         # only a preview the server made
         undone = pins.undo()
