@@ -1,4 +1,10 @@
-"""Atomic file writes: a reader (or a crash) sees the old file or the new one, never half of one.
+"""The one writer of every file coremap writes (settings, sessions, autosaves, reports, screenshots,
+`export --textfile`, --out files): a reader (or a crash) sees the old file or the new one, never half of one.
+
+What it refuses, so a hostile path costs one line (issue 32): a target that exists and is not a regular
+file (a link is never followed, a device, FIFO or folder never replaced: as root, renaming over
+/dev/zero made it a regular file); any folder under /dev, /proc or /sys, however it is reached. A file
+replaced keeps its mode and, when root replaces another user's file, its owner.
 
 The recipe is the one ext4's and XFS's authors give (see the "data=ordered" discussion around
 Documentation/admin-guide/ext4.rst `auto_da_alloc`, and rename(2)): write a temporary file in the
@@ -40,6 +46,13 @@ def _fsync_dir(folder: Path) -> None:
 
 
 NAME_MAX = 255            # bytes in one file name on ext4, XFS, btrfs, tmpfs (and most others)
+SYSTEM_TREES = ("/dev", "/proc", "/sys")       # the kernel's and devices': nothing there is ever replaced
+
+
+def _system_tree(folder: Path) -> str | None:
+    """The tree of SYSTEM_TREES `folder` is in once every link is resolved, or None."""
+    real = os.path.realpath(folder)
+    return next((t for t in SYSTEM_TREES if real == t or real.startswith(t + "/")), None)
 
 
 def check_output_path(path: str | os.PathLike, what: str = "") -> Path:
@@ -69,6 +82,10 @@ def check_output_path(path: str | os.PathLike, what: str = "") -> Path:
         raise AtomicWriteError(f"{name} is {kind}, not a regular file; {hint}")
     if not folder.is_dir():
         raise AtomicWriteError(f"{name}: folder {folder} does not exist; create it or choose another path")
+    tree = _system_tree(folder)
+    if tree is not None:
+        raise AtomicWriteError(f"{name}: is in {tree}, where coremap never writes; choose a path in your "
+                               "own folders")
     if not os.access(folder, os.W_OK):
         raise AtomicWriteError(f"{name}: folder {folder} is not writable; choose another path")
     return target
@@ -80,7 +97,9 @@ def atomic_writer(path: str | os.PathLike, mode: int | None = None) -> Iterator[
     renames it over `p` only when the block ends without an exception. On an exception the
     temporary file is removed and `p` (if it existed) is left exactly as it was.
 
-    `mode` defaults to the replaced file's mode, else 0o644 less the umask (mkstemp makes 0o600).
+    A replaced file keeps its mode (and, as root, its owner and group: `export --textfile` as root
+    turned another user's file into root's, issue 32); `mode` is a new file's, by default 0o644 less the
+    umask (mkstemp makes 0o600).
     """
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
@@ -94,19 +113,24 @@ def atomic_writer(path: str | os.PathLike, mode: int | None = None) -> Iterator[
         raise AtomicWriteError(f"{target}: cannot create a file in {folder} ({os.strerror(e.errno or 0)}); "
                                "choose a writable folder") from None
     tmp = Path(tmp_name)
-    if mode is None:
-        try:
-            mode = target.stat().st_mode & 0o7777
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o644 & ~umask
+    try:
+        old = os.lstat(target)
+    except FileNotFoundError:
+        old = None
+    if old is not None:
+        mode = old.st_mode & 0o7777
+    elif mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o644 & ~umask
     done = False
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
+        if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()) and os.geteuid() == 0:
+            os.chown(tmp, old.st_uid, old.st_gid)
         os.chmod(tmp, mode)
         os.replace(tmp, target)
         done = True

@@ -123,6 +123,14 @@ def not_private(st: os.stat_result) -> str:
     return ""
 
 
+def child_operand(path: str | os.PathLike) -> str:
+    """A file name as an operand of a child program, never one of its options: a name that starts with
+    "-" gets "./" (issue 32: `--pcp-archive=-Dall` reached pmdumplog as its debug option, which wrote a
+    dump file outside the working folder). "./" rather than "--": every program reads it alike."""
+    p = os.fspath(path)
+    return "./" + p if p.startswith("-") else p
+
+
 def not_trusted(st: os.stat_result) -> str:
     """Why a file that decides what coremap reads or sends (sources.ini, a token or CA file) cannot be
     believed: "" when it is this user's or root's and no one else may write it. As root above all: a

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import QDockWidget, QMenu
 from app.format import cpus_word
 from app.pinning.service import AffinityService
 from app.pinning.targets import PinRequest
-from app.atomic import check_output_path
+from app.atomic import check_output_path, write_atomic
 from app.errors import CoremapError
 from app.sampling.heap_trim import MemoryTrimmer
 from app.resources import APP_ID, ICON, resource_path
@@ -160,9 +160,8 @@ def _screenshot(sampler: Sampler, metric: Metric, size, interval: float, out: Pa
     # Sample before the window exists: a slow or failing read is reported without Qt in the way.
     state = first_state(sampler, min(interval, RATE_WINDOW))
     with _shown_window(state, size, metric, interval) as window:
-        ok = window.grab().save(str(out))
-    if not ok:
-        raise BadArgument(f"--screenshot {out}: could not write the image; check the folder's permissions")
+        picture = picture_bytes(window, "png", title="")
+    write_atomic(out, picture)          # the one writer (app/atomic.py): never through a link or into a device
     return 0
 
 

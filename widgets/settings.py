@@ -1,6 +1,13 @@
 """WindowSettings: what the window remembers between runs, in an INI file in the XDG config folder
-(app/store/folders.py, settings_path: ~/.config/coremap/settings.ini), through QSettings (issue 23:
+(app/store/folders.py, settings_path: ~/.config/coremap/settings.ini), in QSettings' format (issue 23:
 nothing was remembered).
+
+QSettings never touches settings.ini itself (issue 32): it opened a FIFO and waited, read a 2 GB sparse
+file until the window aborted, and wrote through a link, replacing /dev/zero with a regular file when
+run as root. The file is read through the confined reader (app/inputs.py: a regular file, not a link,
+bounded, this user's) into a private copy QSettings works on, and that copy is written back through the
+one writer (app/atomic.py: a temporary file beside the target, renamed; never through a link, never
+into a device). A settings.ini refused is a note on the status line, and the window opens with defaults.
 
 Remembered: the window's geometry, where its docks and toolbar are (QMainWindow.saveState), the IRQ
 table's and the thread tree's columns (widths, order, hidden ones) and sort (QHeaderView.saveState),
@@ -10,20 +17,27 @@ what is remembered (`--color-by`, `--size`).
 
 A value that cannot be restored (a file from another version, edited by hand) is skipped: Qt's
 restore* functions refuse bad bytes themselves, and each probe field is set only when its probe,
-option and type still exist.
+option and type still exist and its number is finite and within the field's range.
 """
 from __future__ import annotations
 
 import json
+import math
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
 
+from app.atomic import AtomicWriteError, write_atomic
+from app.inputs import InputFileError, read_input
 from app.parse.json_text import JsonInputError, load_json
-from app.store.folders import settings_path
+from app.store.folders import foreign_folder, settings_path
 from widgets.colors import UnknownMetric, parse_metric
 
+MAX_BYTES = 1 << 20         # a settings.ini is a few KiB; a docks' state is the largest value
 FORMAT = 1                  # raised when a remembered value changes meaning; older ones are then ignored
 STATE_VERSION = 1           # QMainWindow.saveState's version: dock layouts of another version are refused
 # The probe form's own fields, by attribute of widgets/probe/form.ProbeForm; each probe's options are
@@ -37,7 +51,22 @@ class WindowSettings:
 
     def __init__(self, path: Path | None = None):
         self.path = Path(path) if path is not None else settings_path()
-        self._q = QSettings(str(self.path), QSettings.Format.IniFormat)
+        self.notes: list[str] = []          # why settings.ini was not read or not written, for the status line
+        self._private = Path(tempfile.mkdtemp(prefix="coremap-settings-"))      # 0700, this process's
+        copy = self._private / "settings.ini"
+        try:
+            foreign = foreign_folder(self.path)
+            if foreign:
+                raise InputFileError(f"settings {self.path}: is refused: {foreign}")
+            write_atomic(copy, read_input(self.path, what="settings", limit=MAX_BYTES, no_links=True, trusted=True,
+                                          hint="the window opens with its defaults; remove it to start afresh"))
+        except InputFileError as e:
+            if os.path.lexists(self.path):
+                self.notes.append(str(e))
+        self._q = QSettings(str(copy), QSettings.Format.IniFormat)
+
+    def __del__(self):
+        shutil.rmtree(getattr(self, "_private", None) or "/nonexistent", ignore_errors=True)
 
     def save(self, window) -> None:
         q = self._q
@@ -50,10 +79,30 @@ class WindowSettings:
         if window.probe_panel is not None:
             q.setValue("probes/form", json.dumps(form_values(window.probe_panel.form)))
         q.sync()
+        self._write(window)
+
+    def _write(self, window) -> None:
+        """The private copy QSettings wrote, put in place by the one writer; a note when it cannot be."""
+        try:
+            why = foreign_folder(self.path)
+            if why:
+                raise AtomicWriteError(f"{self.path}: {why}")
+            data = read_input(self._private / "settings.ini", what="settings", limit=4 * MAX_BYTES)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            write_atomic(self.path, data)
+        except (AtomicWriteError, InputFileError, OSError) as e:
+            why = f"{self.path}: {e.strerror}" if isinstance(e, OSError) else str(e)
+            self.notes.append(f"settings not saved: {why}")
+            if hasattr(window, "show_message"):
+                window.show_message(self.notes[-1])
 
     def restore(self, window, *, metric: bool = True, geometry: bool = True) -> list[str]:
         """Apply what was saved; `metric` / `geometry` False where the command line chose them.
-        Returns the names of the settings restored (for the tests and the status line)."""
+        Returns the names of the settings restored (for the tests and the status line); why settings.ini
+        was refused, if it was, goes to the window's status line."""
+        for note in self.notes:
+            if hasattr(window, "show_message"):
+                window.show_message(note)
         q = self._q
         if _int(q.value("format")) != FORMAT:
             return []
@@ -132,14 +181,16 @@ def _set(w: QWidget, value) -> bool:
         if isinstance(value, bool) and w.isEnabled():
             w.setChecked(value)
         return isinstance(value, bool)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False            # nan and inf stopped the window with a ValueError (issue 32)
     if isinstance(w, QSpinBox):
-        if value != int(value):
+        if value != int(value) or not w.minimum() <= value <= w.maximum():
             return False
         w.setValue(int(value))
         return True
     if isinstance(w, QDoubleSpinBox):
+        if not w.minimum() <= value <= w.maximum():
+            return False
         w.setValue(float(value))
         return True
     if hasattr(w, "set_field_value"):

@@ -174,6 +174,18 @@ def display_problem(env: Mapping[str, str] | None = None) -> str | None:
     return f"no display is reachable: {'; '.join(why)}; {_NO_DISPLAY_WAYS}"
 
 
+def require_display(args=None) -> None:
+    """The one check before any path opens a window (the window, --session/--at, --pcp/--prometheus --host,
+    the fleet): without a display Qt aborts the process (SIGABRT, issue 32: `--session F --at T`), so
+    here it is one line ("no display is reachable: ...") and exit status 2. A --screenshot renders
+    offscreen and needs none."""
+    if args is not None and getattr(args, "screenshot", None):
+        return
+    problem = display_problem() or xcb_libraries_problem()
+    if problem is not None:
+        raise CoremapError(problem)
+
+
 def xcb_libraries_problem(env: Mapping[str, str] | None = None) -> str | None:
     """Which system libraries Qt's xcb plugin needs and lacks (app/syslibs.py reads the installed
     PySide6's own), as one sentence with the line that installs them; None when none is missing or

@@ -108,6 +108,9 @@ def run(args) -> int:
     headless = args.csv or args.json
     if not headless and getattr(args, "screenshot", None):
         check_output_path(args.screenshot, "--screenshot")      # before a minute of capturing
+    if not headless:
+        from app.cli.desktop import require_display
+        require_display(args)
     probe = _jitter(args.cpus, args.jitter_seconds) if args.cpus is not None else None
     if not headless and not getattr(args, "screenshot", None):
         # The window streams: it opens at once, each host's tile appears as it answers and is read again

@@ -107,6 +107,9 @@ def run_sources(args) -> int:
     headless = args.csv or args.json
     if not headless and getattr(args, "screenshot", None):
         check_output_path(args.screenshot, "--screenshot")
+    if not headless:
+        from app.cli.desktop import require_display
+        require_display(args)
     captures = captures_of(args)
     stream = make_stream(args, captures)
     if not headless and not getattr(args, "screenshot", None):
@@ -138,6 +141,8 @@ def run_host_window(args) -> int:
                                 "for --prometheus); `coremap fleet` shows them all")
     if getattr(args, "screenshot", None):
         check_output_path(args.screenshot, "--screenshot")
+    from app.cli.desktop import require_display
+    require_display(args)
     url = args.pcp or args.prometheus
     auth = auth_for(url, getattr(args, "source_config", None))
     captures = captures_of(args)

@@ -237,13 +237,10 @@ def _never_crash_on_encoding() -> None:
 
 
 def _gui(args) -> int:
-    if not getattr(args, "screenshot", None):
-        # Before Qt starts: without a display its xcb plugin aborts the process with a misleading
-        # "xcb-cursor0 … is needed" (issue 23); one line here says what is wrong instead.
-        from app.cli.desktop import display_problem, xcb_libraries_problem
-        problem = display_problem() or xcb_libraries_problem()
-        if problem is not None:
-            raise CoremapError(problem)
+    # Before Qt starts: without a display its xcb plugin aborts the process with a misleading
+    # "xcb-cursor0 … is needed" (issue 23); one line here says what is wrong instead.
+    from app.cli.desktop import require_display
+    require_display(args)
     # Imported here, not at the top: the window (and Qt) is loaded only when it is asked for.
     try:
         from widgets.application import run_gui

@@ -55,6 +55,8 @@ def run_replay(args) -> int:
         raise ReplayOptionError("--at opens the window as of a moment; give no command with it")
     if getattr(args, "screenshot", None):
         check_output_path(args.screenshot, "--screenshot")
+    from app.cli.desktop import require_display
+    require_display(args)           # before the history is read: without a display Qt aborted (issue 32)
     tl = timeline_of(args)
     try:
         at = parse_at(args.at or "end", tl)

@@ -120,8 +120,9 @@ def _add_result(e: Exported, path: str) -> None:
         gaps, secs = raw.get("gaps"), r.get("sampled_seconds")
         count = gaps.get("count") if isinstance(gaps, dict) else None
         thr = gaps.get("from_ns") if isinstance(gaps, dict) else None
-        if not (type(count) is int and count >= 0 and type(thr) in (int, float) and 0 < thr < 1e12
-                and type(secs) is float and secs > 0):
+        # count below 2**63 (a probe's counter): a 400-digit count overflowed count / secs (issue 32)
+        if not (type(count) is int and 0 <= count < 2 ** 63 and type(thr) in (int, float) and 0 < thr < 1e12
+                and type(secs) is float and 0 < secs < 1e9):
             e.notes.append(f"{path}: result {i + 1} (CPU {r['cpu']}) has no gap count and sampled time; left out")
             continue
         e.gaps[r["cpu"]] = (count / secs, thr / 1e9)

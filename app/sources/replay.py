@@ -23,11 +23,14 @@ import subprocess
 from dataclasses import replace
 
 from app.errors import CoremapError, excerpt
+from app.inputs import child_operand
+from app.parse.number import is_ascii_int
 from app.sampling.machine_state import MachineState
 from app.sampling.rates import CpuRates, IrqRate, Rates, rates
-from app.sources.host import CpuFacts, HostCounters, HostFacts, sample_of, topology_of
+from app.sources.host import MAX_CPUS, CpuFacts, HostCounters, HostFacts, sample_of, topology_of
 
-PMINFO_TIMEOUT = 30.0
+PMINFO_TIMEOUT = 15.0
+MAX_TIME = 253402300799.0   # 9999-12-31T23:59:59Z
 PMINFO_MAX_BYTES = 64 * 1024 ** 2
 
 
@@ -71,7 +74,16 @@ def parse_at(text: str, tl: Timeline, option: str = "--at") -> float:
     if not tl.wall:
         raise ReplayError(f"{option} {excerpt(s)}: this history counts seconds from its start; give seconds "
                           f"(0 to {end - start:g})")
-    return when.timestamp()
+    # Years 1970-9999 after the time zone is applied: 0001-01-01T00:00+01:00 and 9999-12-31T23:59-12:00
+    # left datetime's range and stopped coremap with a traceback (issue 32).
+    try:
+        t = when.timestamp()
+        _dt.datetime.fromtimestamp(t)       # as describe() will show it
+    except (OverflowError, ValueError, OSError):
+        t = -1.0
+    if not 0 <= t <= MAX_TIME:
+        raise ReplayError(f"{option} {excerpt(s)}: out of range; give a time from 1970 to 9999")
+    return t
 
 
 def _cpu_rates(cpu: int, m: dict) -> CpuRates:
@@ -138,7 +150,7 @@ class PcpArchiveTimeline(Timeline):
         if shutil.which("pminfo") is None or shutil.which("pmdumplog") is None:
             raise ReplayError("reading a PCP archive needs PCP's pminfo and pmdumplog: apt-get install pcp")
         self.archive = archive
-        label = _run(["pmdumplog", "-L", archive], archive)
+        label = _run(["pmdumplog", "-L", child_operand(archive)], archive)
         start, end, self.step = _archive_span(label, archive)
         self.step = step or self.step
         n = max(1, int((end - start) // self.step))
@@ -149,7 +161,8 @@ class PcpArchiveTimeline(Timeline):
     def _fetch(self, t: float, names) -> dict:
         # PCP's own time syntax (PCPIntro(1), "TIME WINDOW SPECIFICATION"): ctime's, with a fraction.
         when = _dt.datetime.fromtimestamp(t).strftime("@%a %b %d %H:%M:%S.%f %Y")
-        return parse_pminfo(_run(["pminfo", "-a", self.archive, "-O", when, "-f", *names], self.archive))
+        return parse_pminfo(_run(["pminfo", "-a", child_operand(self.archive), "-O", when, "-f", *names],
+                                 self.archive))
 
     def facts(self) -> HostFacts:
         """The host's facts, logged once at the archive's start (pmlogger's `log mandatory on once`)."""
@@ -240,18 +253,20 @@ def counters_of(values: dict, t: float) -> HostCounters:
         for name, v in values.get(metric, {}).items():
             m = _PAIR.match(name or "")
             val = cl.value(v)
-            if m and val is not None:
+            cpu = cl.cpu(m.group(2)) if m else None
+            if cpu is not None and val is not None:
                 if into is irqs:
-                    irqs.setdefault(m.group(1), ("", {}))[1][int(m.group(2))] = val
+                    irqs.setdefault(m.group(1), ("", {}))[1][cpu] = val
                 else:
-                    soft.setdefault(m.group(1), {})[int(m.group(2))] = val
+                    soft.setdefault(m.group(1), {})[cpu] = val
     secs: dict = {}
     for mode, metric in CPU_MODES.items():
         for name, v in values.get(metric, {}).items():
             m = _CPU.match(name or "")
             val = cl.value(v)
-            if m and val is not None:
-                secs.setdefault(int(m.group(1)), {})[mode] = val / 1000.0
+            cpu = cl.cpu(m.group(1)) if m else None
+            if cpu is not None and val is not None:
+                secs.setdefault(cpu, {})[mode] = val / 1000.0
     return HostCounters(t, tuple(sorted(secs)), irqs, soft, secs)
 
 
@@ -262,7 +277,7 @@ def facts_of(values: dict, what: str) -> HostFacts:
     nodes = {}
     for name, v in values.get("hinv.map.cpu_node", {}).items():
         m = re.match(r"^cpu([0-9]{1,5})$", name or "")
-        if m and v.isdigit():
+        if m and is_ascii_int(v) and not v.startswith("-") and len(v) < 6 and int(m.group(1)) < MAX_CPUS:
             nodes[int(m.group(1))] = int(v)
     model = next(iter(values.get("hinv.cpu.model_name", {}).values()), None)
     return HostFacts(what, one("kernel.uname.nodename"), model.strip('"')[:120] if model else None,

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from app.errors import CoremapError
-from app.inputs import not_private
+from app.inputs import not_private, not_trusted
 
 
 class StateDirError(CoremapError):
@@ -94,6 +94,26 @@ def settings_path() -> Path:
     """The window's settings (widgets/settings.py): $XDG_CONFIG_HOME/coremap/settings.ini, else
     ~/.config/coremap/settings.ini (the XDG Base Directory Specification's "config" files)."""
     return _config_home() / "coremap" / "settings.ini"
+
+
+def foreign_folder(path: Path) -> str:
+    """Why the folder of a file coremap keeps for the user (settings.ini) is not theirs to write: "" when
+    it is. A link on the way that another user owns, or a folder (its links resolved) another user owns
+    or may write, would have coremap write where that user chose: as root with a user's $HOME, a
+    ~/.config/coremap linked into /etc (issue 32)."""
+    folder = Path(os.path.abspath(path.parent))
+    for p in (folder, *folder.parents):
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue            # not made yet: the writer makes it, as this user
+        if os.path.islink(p) and st.st_uid not in (os.geteuid(), 0):
+            return f"{p} is a link of uid {st.st_uid}, not this user's"
+    try:
+        why = not_trusted(os.stat(folder))
+    except OSError:
+        return ""
+    return f"its folder {os.path.realpath(folder)}: {why}" if why else ""
 
 
 def reports_dir(create: bool = True) -> Path:

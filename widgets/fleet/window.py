@@ -17,19 +17,19 @@ from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
 
 from PySide6.QtCore import QThread, QTimer, Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QComboBox, QHeaderView, QLabel, QLayout, QMainWindow, QSplitter, QTableView, QToolBar
 
-from app.errors import CoremapError
+from app.atomic import write_atomic
 from app.remote.fleet import SORTS, FleetRow, sort_rows
 from widgets.application import DEFAULT_SIZE, parse_size
 from widgets.colors import Metric, parse_metric
 from widgets.fleet.grids import OPEN_TEXT, FleetGrids
 from widgets.fleet.opener import HostOpener
 from widgets.fleet.table import FleetTableModel
+from widgets.export import png_bytes
 from widgets.harness import application
 from widgets.pictures import offscreen, settle
 
@@ -200,8 +200,7 @@ def run_fleet_window(rows: list[FleetRow], args, stream=None, samplers=None, ssh
         with offscreen(lambda: FleetWindow(rows, metric, sort=sort, stream=None), size) as window:
             window.grids.fit()
             settle()
-            if not window.grab().save(str(Path(out))):
-                raise CoremapError(f"--screenshot {out}: could not write the image; check the folder's permissions")
+            write_atomic(out, png_bytes(window))     # the one writer (app/atomic.py)
         print(f"{out}: fleet of {len(rows)} hosts")
         return 0
     app = application()
