@@ -29,7 +29,9 @@ from typing import BinaryIO
 from app.errors import CoremapError
 
 MiB = 1 << 20
-STREAM_IDLE_S = 60.0        # longest wait for the next byte of a FIFO (a pipe from a command)
+# Longest wait for the next byte of a FIFO (a pipe from a command): within the 15 s a user waits for any
+# answer (issue 32: `irqs --file FIFO` with no writer waited 60 s).
+STREAM_IDLE_S = 10.0
 
 
 class InputFileError(CoremapError):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import io
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -47,6 +48,10 @@ from app.sysroot import SysRoot
 from app.sysroot.confined import ConfinedRoot
 
 MAX_ENTRIES = 5000          # captures looked at in one folder; past it, a note says the rest were not
+# The whole index's budget (issue 32: 12 gzip bombs, or 200 sparse 255 MiB tarballs, took 23-99 s): past
+# either, the rest of the folder is not looked at, and a note says so.
+INDEX_SECONDS = 10.0
+INDEX_BYTES = 1024 * 1024 ** 2
 TARBALL_SUFFIXES = (".tar.gz", ".tgz")
 STILL_ABSENT = "absent from the source and the capture: IRQ affinity (requested and effective), NIC queues"
 
@@ -97,6 +102,7 @@ class CaptureShelf:
         self._lock = threading.Lock()
         self._index: list[Capture] | None = None
         self._topologies: dict[str, Topology | str] = {}      # entry -> its topology, or why it cannot be read
+        self._bytes_left = INDEX_BYTES
         self.notes: list[str] = []
 
     # -- the index -----------------------------------------------------------------------------------------
@@ -115,7 +121,14 @@ class CaptureShelf:
             self.notes.append(f"--captures {self.folder}: {len(entries):,} entries; only the first "
                               f"{MAX_ENTRIES:,} were looked at")
         out = []
-        for name in entries[:MAX_ENTRIES]:
+        deadline, self._bytes_left = time.monotonic() + INDEX_SECONDS, INDEX_BYTES
+        for i, name in enumerate(entries[:MAX_ENTRIES]):
+            if time.monotonic() > deadline or self._bytes_left <= 0:
+                spent = f"{INDEX_SECONDS:g} s" if self._bytes_left > 0 else f"{INDEX_BYTES // 1024 ** 2:,} MiB of tarballs"
+                self.notes.append(f"--captures {self.folder}: indexing stopped after {spent}; "
+                                  f"{plural(len(entries[:MAX_ENTRIES]) - i, 'entry', 'entries')} not looked at; keep "
+                                  "only this fleet's snapshots there")
+                break
             cap = self._tarball(name) if name.endswith(TARBALL_SUFFIXES) else self._tree(name)
             if cap is not None:
                 out.append(cap)
@@ -123,7 +136,8 @@ class CaptureShelf:
 
     def _tarball(self, name: str) -> Capture | None:
         try:
-            data = self.root.read_bytes(self.folder / name, limit=MAX_TARBALL)
+            data = self.root.read_bytes(self.folder / name, limit=min(MAX_TARBALL, max(self._bytes_left, 1)))
+            self._bytes_left -= len(data)
             meta = check_tarball(io.BytesIO(data), str(self.folder / name)).meta
         except CoremapError as e:
             self.notes.append(str(e))

@@ -1,0 +1,35 @@
+"""Giving up in bounded time (issue 32, "Slow to give up"): a --captures folder of sparse tarballs is
+indexed within a total budget, and a FIFO given as `irqs --file` with no writer is one line within the
+15 s a user waits, not 60."""
+from __future__ import annotations
+
+import os
+import time
+
+from app.sources.captures import INDEX_BYTES, CaptureShelf
+from tests.hostile.conftest import run_cli
+
+
+def test_a_captures_folder_of_sparse_tarballs_is_indexed_within_its_budget(tmp_path):
+    n = 40
+    for i in range(n):
+        with open(tmp_path / f"node{i}.tar.gz", "wb") as f:
+            f.truncate(255 * 1024 ** 2)         # 255 MiB of holes: cheap on disk, not to read
+    shelf = CaptureShelf(tmp_path)
+    t0 = time.monotonic()
+    assert shelf.captures() == []
+    spent = time.monotonic() - t0
+    # The first 4 are read (1 GiB, the index's budget); every later one is refused by its size at once.
+    refused = [n for n in shelf.notes if "more than the" in n and "MiB such a file can hold" in n]
+    assert len(refused) >= n - INDEX_BYTES // (255 * 1024 ** 2) - 1, shelf.notes[-3:]
+    assert spent < 20, spent
+
+
+def test_irqs_file_fifo_without_a_writer_is_one_line_within_15_s(tmp_path):
+    fifo = tmp_path / "interrupts"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    p = run_cli("irqs", "--file", fifo, timeout=90)
+    spent = time.monotonic() - t0
+    assert p.returncode == 2 and "sent nothing for" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert spent < 15, spent
