@@ -2,7 +2,9 @@
 over it (widgets/topology/drop.py, DropPolicy).
 
 A drag is ours when it carries PIN_MIME; each target under the cursor is checked (`check`, the
-controller's AffinityService.preflight) and the hint says what a drop there does or why not.
+controller's service's preflight: the pin flow's dry run of the very batch a drop would write, so a
+thread dropped onto a quiet CPU is judged as moved into /coremap-pinned first) and the hint says what
+a drop there does or why not.
 Verdicts are cached per (payload, CPUs) for one drag, since dragMove comes with every mouse move
 and a check reads /proc.
 """
