@@ -210,7 +210,7 @@ WAKEUP = ProbeRecord(
     fields=(
         Field("interval_us", "interval", "int", "the period of the timer", default=1000, low=10, high=10 ** 7,
               unit="µs", suffix=" µs", metavar="US"),
-        Field("no_dma_latency", "let the CPUs sleep deep (do not hold /dev/cpu_dma_latency at 0)", "flag",
+        Field("no_dma_latency", "let the CPUs sleep deep", "flag",
               "do not hold /dev/cpu_dma_latency at 0 while it runs; by default it is held, as cyclictest holds it, "
               "which keeps the CPUs out of deep C-states whose exit latency would be measured as late wakeups",
               tag=lambda v: "deep sleep allowed" if v else ""),

@@ -120,3 +120,21 @@ def test_wakeup_and_jitter_runs_on_their_own_axes_every_figure_in_view_a_click_s
     legend = plot.legend.mapRectToScene(plot.legend.boundingRect())
     vb = plot.getPlotItem().vb.mapRectToScene(plot.getPlotItem().vb.boundingRect())
     assert legend.bottom() <= vb.top() + 1 and len(plot.legend_labels()) == 1
+
+
+@pytest.mark.parametrize("probe", ["jitter", "wakeup", "sweep", "messaging"])
+def test_the_plots_get_the_docked_panels_width_whatever_the_probe(qtbot, probe):
+    """Docked beside the IRQ table the panel is ~600 px wide: the form asked for 466 px of it (the combo's
+    longest entry, and the widest of every probe's option pages), leaving the histogram 136 px whose
+    axis labels ran into each other (issue 28, seen walking the job under Xvfb)."""
+    from PySide6.QtWidgets import QSplitter
+    panel = ProbePanel()
+    qtbot.addWidget(panel)
+    panel.resize(610, 400)
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.form.probe_combo.setCurrentIndex(panel.form.probe_combo.findData(probe))
+    QApplication.processEvents()
+    split = panel.findChild(QSplitter)
+    form, plots = split.sizes()
+    assert plots >= form and plots >= 280, (probe, form, plots)

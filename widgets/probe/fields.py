@@ -125,6 +125,17 @@ class FlagEditor(QCheckBox):
         self.setChecked(bool(value))
 
 
+def compact(combo: QComboBox, chars: int = 10) -> QComboBox:
+    """A combo box that asks for room for `chars` characters, not for its longest entry, so the probe
+    form leaves the docked panel's width to the plots (issue 28: at 610 px the form took 466 and the
+    histogram 136); its list still opens wide enough for every entry."""
+    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(chars)
+    view = combo.view()
+    view.setMinimumWidth(view.sizeHintForColumn(0) + 2 * view.frameWidth() + 8)
+    return combo
+
+
 class PresetEditor(QWidget):
     """The field's presets in a combo box; its "not given" entry (None) stands for the custom number
     beside it, which is enabled only then."""
@@ -135,6 +146,7 @@ class PresetEditor(QWidget):
         self.combo = QComboBox(self)
         for value, text in field.choices:
             self.combo.addItem(text, value)
+        compact(self.combo, 8)
         self.spin = QDoubleSpinBox(self)
         self.spin.setRange(field.low, field.high)
         self.spin.setValue(field.custom if field.custom is not None else field.low)

@@ -14,13 +14,13 @@ import re
 
 from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QLineEdit, QPushButton,
-                               QSpinBox, QStackedWidget, QVBoxLayout, QWidget)
+                               QSizePolicy, QSpinBox, QStackedWidget, QVBoxLayout, QWidget)
 
 from app.errors import CpuListError
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from probes.catalog import RECORDS, SECONDS_MEAN
 from probes.spec import PROBE_NAMES, ProbeSpec, ProbeSpecError, applies, record
-from widgets.probe.fields import editor, row
+from widgets.probe.fields import compact, editor, row
 from widgets.theme import status_style
 
 
@@ -91,6 +91,7 @@ class ProbeForm(QWidget):
         self.probe_combo = QComboBox(self)
         for r in RECORDS.values():
             self.probe_combo.addItem(r.title, r.name)
+        compact(self.probe_combo)
         self.cpu_edit = QLineEdit(self)
         self.cpu_edit.setPlaceholderText("e.g. 1 or 2-3,5 — or drop a CPU here")
         self.cpu_edit.setValidator(CpuListValidator(self.cpu_edit))
@@ -196,7 +197,15 @@ class ProbeForm(QWidget):
     # -- handlers --------------------------------------------------------------------------------
     def _on_probe_combo_changed(self, _index: int) -> None:
         probe = self.probe
-        self.options_stack.setCurrentIndex(PROBE_NAMES.index(probe))
+        shown = PROBE_NAMES.index(probe)
+        self.options_stack.setCurrentIndex(shown)
+        # Only the shown probe's options ask for room: a stacked widget is as wide as its widest page
+        # otherwise, and wakeup's long tick box kept every probe's form 466 px wide (issue 28: the docked
+        # panel's histogram got 136 px).
+        for i in range(self.options_stack.count()):
+            policy = QSizePolicy.Policy.Preferred if i == shown else QSizePolicy.Policy.Ignored
+            self.options_stack.widget(i).setSizePolicy(policy, policy)
+        self.options_stack.updateGeometry()
         self.sched_row.setEnabled(applies("policy", probe))
         self.slack_spin.setEnabled(applies("slack_ns", probe))
         self.unbound_check.setEnabled(applies("unbound", probe))
