@@ -93,6 +93,13 @@ def test_right_click_opens_the_cpu_menu_and_keeps_the_selection(sno, qtbot):
     _choose(qtbot, menu.menu, a["copy"])
     assert QGuiApplication.clipboard().text() == "1"
     assert not menu.menu.isVisible()
+    # The reasons go with the menu: left on the status line they hid what the chosen item did.
+    assert w.statusBar().currentMessage() == "copied 1 to the clipboard"
+    _right_click(view, 1)
+    qtbot.waitUntil(menu.menu.isVisible, timeout=2000)
+    assert "CPU 1 is not quiet" in w.statusBar().currentMessage()
+    menu.menu.hide()
+    assert w.statusBar().currentMessage() == ""
 
     # A selection of several CPUs: a right-click on one of them keeps them all, Ctrl+right-click on
     # another adds it, a right-click on the margin or an offline spot changes nothing.

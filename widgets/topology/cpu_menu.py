@@ -64,6 +64,8 @@ class CpuMenu(QObject):
             a = self.menu.addAction(text)
             a.triggered.connect(slot)
             self.actions[name] = a
+        self._said = False
+        self.menu.aboutToHide.connect(self._on_menu_about_to_hide)
         grid.cpu_menu_requested.connect(self._on_grid_cpu_menu_requested)
 
     def prepare(self, cpus) -> list[str]:
@@ -90,6 +92,7 @@ class CpuMenu(QObject):
     def popup(self, cpus, where: QPoint) -> QMenu:
         """Open the menu for `cpus` at global point `where` (not modal: it returns at once)."""
         why = self.prepare(cpus)
+        self._said = bool(why)
         if why:
             self._do.status("; ".join(why))
         self.menu.popup(where)
@@ -98,6 +101,14 @@ class CpuMenu(QObject):
     # -- handlers ----------------------------------------------------------------------------------------
     def _on_grid_cpu_menu_requested(self, cpus: list, where: QPoint) -> None:
         self.popup(cpus, where)
+
+    def _on_menu_about_to_hide(self) -> None:
+        # Why an item was disabled holds only while the menu is open: left on the status line it hid the
+        # result line of the Make quiet or Give back chosen from it for 15 s, and then read wrong
+        # ("Make quiet…: CPU 1 is quiet already" after CPU 1 was given back; issue 28, found walking it).
+        if self._said:
+            self._said = False
+            self._do.status("")
 
     def _on_quiet_triggered(self) -> None:
         self._do.make_quiet()
