@@ -63,7 +63,7 @@ def busy_on(cpus, later: ThreadsSample, shares: dict[int, float], names: ThreadN
         t = later.tasks.get(tid)
         if t is None or t.pid in skip or t.last_cpu not in probed or pct < BUSY_PCT:
             continue
-        name = names.full_name(t.pid, tid, t.comm) or t.comm
+        name = names.name(t.pid, tid, t.comm)
         confined = t.allowed is not None and bool(t.allowed) and set(t.allowed) <= probed
         out.append(BusyThread(t.last_cpu, t.pid, tid, name, pct, confined))
     out.sort(key=lambda b: (-b.pct, b.tid))

@@ -23,6 +23,10 @@ def test_chip_text_names_one_target_and_counts_several():
     assert chip_text(PinPayload("thread", (22877,), 22870), "python3") == "thread 22877 python3"
     assert chip_text(PinPayload("irq", (42,)), "virtio3-tx") == "IRQ 42 virtio3-tx"
     assert chip_text(PinPayload("thread", (1, 2, 3), 77), "ignored") == "3 threads of process 77"
+    # A Java thread: the full name it will be pinned by, not the tree's "full (comm)" cell.
+    java = PinPayload("thread", (28206,), 28190, ((28206, "market-data-feed-handler-0"),))
+    assert chip_text(java, "market-data-feed-handler-0 (market-data-fee)") == \
+        "thread 28206 market-data-feed-handler-0"
 
 
 def test_an_irq_row_drags_as_a_chip(qtbot):

@@ -20,8 +20,13 @@ def chip_text(payload: PinPayload, name: str | None) -> str:
     """"thread 22877 python3", "IRQ 42 virtio3-tx", "process 77 java"; for several targets what
     PinPayload.describe says ("3 threads of process 77")."""
     text = payload.describe()
-    if len(payload.ids) == 1 and name:
-        text += f" {name}"
+    if len(payload.ids) == 1:
+        # A Java thread by the full name its payload carries, the name its pin is journalled by; the
+        # tree's cell adds the cut kernel name, which made the chip long enough to be elided in the
+        # middle ("market-data-f…andler-0 (market-data-fee)", issue 28).
+        full = dict(payload.names).get(payload.ids[0])
+        if full or name:
+            text += f" {full or name}"
     return text
 
 
