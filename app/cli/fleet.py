@@ -27,7 +27,8 @@ import argparse
 import sys
 
 from app.atomic import check_output_path
-from app.cli.common import add_command, add_cpus_argument, add_json_arguments, bounded, ensure_headless_qt
+from app.cli.common import (add_command, add_cpus_argument, add_json_arguments, bounded, ensure_headless_qt,
+                             pixel_size)
 from app.errors import CoremapError
 from app.parse.url import url_argument
 from app.remote.hosts import MAX_FLEET, PARALLEL, TIMEOUT, HostError, parse_host, read_hosts_file
@@ -69,7 +70,8 @@ def register(subparsers) -> None:
     # SUPPRESS: the top-level --screenshot/--size/--color-by keep their values when given first.
     p.add_argument("--screenshot", metavar="OUT.png", default=argparse.SUPPRESS,
                    help="render the fleet window offscreen, save it, and exit")
-    p.add_argument("--size", metavar="WxH", default=argparse.SUPPRESS, help="window size, e.g. 1600x1000")
+    p.add_argument("--size", metavar="WxH", type=pixel_size, default=argparse.SUPPRESS,
+                   help="window size, e.g. 1600x1000")
     p.add_argument("--color-by", metavar="METRIC", default=argparse.SUPPRESS,
                    help="what colours the grids: irq (default), softirq[:KIND], irqtime, busy")
     p.set_defaults(func=run)
