@@ -173,7 +173,11 @@ def _kept_until(doc: QTextDocument, intro: QTextBlock) -> float:
             return max(end, _row_span(doc, table, min(1, table.rows() - 1))[1])
         rect = lay.blockBoundingRect(block)
         lines = block.layout().lineCount()
-        lead_in = lines <= 1 and not _has_image(block) and block.next().isValid() and lead_ins < LEAD_INS
+        # A line or two of lead-in ("loop 15 ns · sampled 2 s"), or a short paragraph between a heading
+        # and its table ("Pins in effect and those made since ... Now CPU 1 quiet", issue 28: "Pins made"
+        # and it ended a page, the table began the next).
+        short = lines <= 1 or (lines <= MAX_INTRO_LINES and _table_of(block.next()) is not None)
+        lead_in = short and not _has_image(block) and block.next().isValid() and lead_ins < LEAD_INS
         if _introduces(block) or lead_in:
             end, lead_ins = rect.bottom(), lead_ins + (not _introduces(block))
             block = block.next()

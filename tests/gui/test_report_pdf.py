@@ -105,6 +105,7 @@ def test_the_pdf_holds_every_section_of_the_html(qapp, tmp_path, root, report, p
         if lines:
             assert lines[-1] not in headings - pictured, f"a page ends with the heading {lines[-1]!r}"
             assert not lines[-1].endswith(":"), f"a page ends with {lines[-1]!r}"
+    # "Pins made", the paragraph that says which pins, and the table's first row share a page.
 
 
 def test_what_follows_a_row_moved_to_the_next_page_is_printed(qapp, tmp_path):
@@ -118,6 +119,21 @@ def test_what_follows_a_row_moved_to_the_next_page_is_printed(qapp, tmp_path):
     flat = _squash(text)
     assert all(f"END{i}" in flat for i in range(12))
     assert all(f"Section {i}" in flat for i in range(20)) and "THE END" in flat
+
+
+def test_a_heading_its_paragraph_and_its_table_share_a_page(qapp, tmp_path):
+    """"Pins made", the two lines that say which pins, then the table: the heading and its paragraph
+    ended page 1 and the table began page 2 (issue 28, seen in the walk's report). Each line of filler
+    moves them a line down the first page, past its foot, whatever the fonts."""
+    rows = "".join(f"<tr><td>thread {i}</td><td>0-1 -> 1</td><td>done</td></tr>" for i in range(6))
+    for filler in range(80):
+        html = (f"<html><body><h1>report</h1>{'<p>filler line</p>' * filler}<h2>Pins made</h2>"
+                f"<p>{'Pins in effect and those made since this window opened. ' * 3}Now CPU 1 quiet.</p>"
+                f"<table border='1'><tr><th>Target</th><th>Before → after</th><th>Result</th></tr>{rows}</table>"
+                f"{'<p>after</p>' * 40}</body></html>")
+        text, _images = _pdf_text(pdf_bytes(html), tmp_path)
+        page = next(p for p in text.split("\f") if "Pins made" in p)
+        assert "thread 0" in page.split("Pins made", 1)[1], (filler, page[-300:])
 
 
 def test_wakeup_runs_are_drawn_on_their_own_axes(qapp, report):
