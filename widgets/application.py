@@ -323,6 +323,7 @@ def _add_pinning(window: MainWindow, menu: QMenu) -> PinController:
     pins.results_shown.connect(lambda results: window.forget_processes(_pinned_pids(results)))
     window.state_applied.connect(lambda _state: window.irq_table.model.set_pins(_pinned_irqs(pins)))
     pins.quiet_changed.connect(window.irq_table.set_quiet_cpus)     # its managed IRQs still there are marked
+    pins.managed_refused.connect(window.irq_table.set_refused_managed)
     window.closing.connect(pins.close)
     window.pins_dock = window.add_dock("Pins", "pins-dock", pins.journal_widget,
                                        Qt.DockWidgetArea.BottomDockWidgetArea, tab_with=window.thread_dock)

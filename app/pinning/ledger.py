@@ -103,6 +103,20 @@ class Ledger:
         """{user's batch: the batch now holding its writes} for every batch whose writes are in place."""
         return {self.origin_of(b): b for b in self.undo}
 
+    def refused_managed(self) -> frozenset[int]:
+        """IRQs a Make quiet in effect could not move because the kernel manages them (its write refused
+        with the code "managed"). Where debugfs is not mounted nothing else says an IRQ is managed, and the
+        window marks these where they are still delivered on a quiet CPU (issue 28: the disk's IRQ 36 stayed
+        on quiet CPU 1, unmarked)."""
+        effect = self.in_effect()
+        out = set()
+        for q in self.quiet_events.values():
+            if q.action != "isolate" or q.id not in effect:
+                continue
+            out |= {e.target_id for e in self.batches.get(q.id, ())
+                    if e.kind == "irq" and e.state == "failed" and e.code == "managed"}
+        return frozenset(out)
+
     def pinned_irqs(self) -> dict[int, tuple[int, ...]]:
         """IRQ -> the CPUs coremap last wrote to it, for IRQs a pin still holds: the window compares
         them with the kernel's mask to show a pin changed back."""

@@ -138,15 +138,17 @@ class ManagedIrq:
                 + f": {MANAGED_WHY}")
 
 
-def managed_on_quiet(irqs: IrqTable | None, rates_: Rates | None, quiet) -> dict[str, ManagedIrq]:
-    """The managed IRQs delivered on a quiet CPU (its effective affinity, or a rate there), by label."""
+def managed_on_quiet(irqs: IrqTable | None, rates_: Rates | None, quiet, refused=frozenset()) -> dict[str, ManagedIrq]:
+    """The managed IRQs delivered on a quiet CPU (its effective affinity, or a rate there), by label.
+    Managed as debugfs says, or, where it cannot say (not mounted), as the kernel said by refusing a Make
+    quiet's move of it (`refused`: IRQ numbers, app/pinning/ledger.py Ledger.refused_managed)."""
     quiet = set(quiet)
     if irqs is None or not quiet:
         return {}
     cols = {c: i for i, c in enumerate(rates_.cpus)} if rates_ is not None else {}
     out = {}
     for irq, info in irqs.info.items():
-        if not info.managed:
+        if not (info.managed or (info.managed is None and irq.isdigit() and int(irq) in refused)):
             continue
         r = rates_.irqs.get(irq) if rates_ is not None else None
         per_s: dict[int, float | None] = {}

@@ -162,6 +162,11 @@ def test_the_job_by_mouse_leaves_the_machine_as_it_was(window, jvm, qtbot, tmp_p
     settle(w)
     qtbot.waitUntil(lambda: view.quiet_cpus == (CPU,), timeout=10000)
     assert _warnings(w) == [], _warnings(w)
+    # A managed IRQ the kernel would not move (this VM's disk queue) stays, and the quiet cell says so.
+    for irq in w.pin_controller.service.ledger().refused_managed():
+        effective = Path(f"/proc/irq/{irq}/effective_affinity_list").read_text().strip()
+        if str(CPU) in effective.replace("-", ",").split(","):
+            qtbot.waitUntil(lambda irq=irq: f"IRQ {irq}" in view.cell_item(CPU).managed_mark, timeout=10000)
 
     # 2. Find the Java thread by its full name and drag its row onto CPU 1.
     w.activateWindow()                      # the preview dialog had the focus

@@ -78,3 +78,46 @@ def test_the_grid_marks_the_quiet_cell_with_the_irq_and_says_why_in_its_tooltip(
 
 def _near(a: QColor, b: QColor) -> bool:
     return abs(a.red() - b.red()) + abs(a.green() - b.green()) + abs(a.blue() - b.blue()) < 60
+
+
+def test_without_debugfs_the_make_quiets_own_refusal_says_which_irq_is_managed(qtbot, tmp_path):
+    """Where debugfs is not mounted (this VM: the disk's IRQ 36 stayed on quiet CPU 1, unmarked), the
+    kernel says an IRQ is managed only by refusing the Make quiet's move of it: that refusal, journalled,
+    marks it in the IRQ table and on the quiet cell as debugfs would."""
+    import shutil
+    from app.pinning.journal import Journal
+    from app.pinning.service import AffinityService
+    from tests.machines import writable_test_tree
+    from widgets.application import build_window
+    tree = managed_tree(tmp_path)
+    shutil.rmtree(tree / "sys" / "kernel" / "debug")
+    root = SysRoot(writable_test_tree(tree))
+    sampler = Sampler(root)
+    state = sampler.tick()
+    assert state.irqs.info[MANAGED_IRQ].managed is None                      # nothing else can say
+    journal = Journal(tmp_path / "journal.jsonl")
+    service = AffinityService(root, journal)
+    batch = journal.quiet("isolate", (MANAGED_CPU,), service.root_key, planned=2)
+    jid = journal.record(kind="irq", target_id=int(MANAGED_IRQ), requested=(0,), before=(MANAGED_CPU,),
+                         root=service.root_key, origin="isolate", batch=batch)
+    journal.mark(jid, "failed", None, None, code="managed", message=f"IRQ {MANAGED_IRQ} cannot be moved")
+    moved = journal.record(kind="irqdefault", target_id=0, requested=(0,), before=(0, MANAGED_CPU),
+                           root=service.root_key, origin="isolate", batch=batch)     # what the isolate did move
+    journal.mark(moved, "done", (0,), None)
+    w = build_window(None)
+    qtbot.addWidget(w)
+    w.resize(1400, 900)
+    w.show()
+    qtbot.waitExposed(w)
+    w.pin_controller.set_service(service)
+    assert w.set_state(state)                         # the journal read: CPU 3 quiet, IRQ 57 refused
+    assert w.topology_view.quiet_cpus == (MANAGED_CPU,)
+    assert w.set_state(sampler.tick())                # marked from the next state on
+    marks = {cpu: c.managed_mark for cpu, c in w.topology_view.cells().items() if c.managed_mark}
+    assert marks == {MANAGED_CPU: f"IRQ {MANAGED_IRQ} 9.4k/s"}
+    model = w.irq_table.model
+    cell = model.index(model.row_of(MANAGED_IRQ), COL_EFFECTIVE)
+    assert cell.data() == f"{MANAGED_CPU} · quiet {EXTRA:,}/s"
+    assert "isolcpus=managed_irq" in cell.data(Qt.ItemDataRole.ToolTipRole)
+    w.close()
+    journal.close()

@@ -57,6 +57,8 @@ class PinController(QObject):
 
     results_shown = Signal(list)       # the PinResults just shown in the result line
     quiet_changed = Signal(tuple)      # the CPUs an isolate in effect made quiet, when they change
+    # IRQs a Make quiet in effect could not move, the kernel managing them (Ledger.refused_managed)
+    managed_refused = Signal(frozenset)
 
     def __init__(self, grid: TopologyView, sources: Iterable[QAbstractItemView], menu: QMenu,
                  status_bar: QStatusBar, state_applied: SignalInstance, parent: QObject | None = None):
@@ -235,6 +237,7 @@ class PinController(QObject):
             self._journal_token = None
             self.journal_widget.set_entries([])
             self._set_quiet(())
+            self._set_refused(frozenset())
             for a in (self.undo_action, self.redo_action, self.restore_action):
                 a.setEnabled(False)
             return
@@ -248,6 +251,7 @@ class PinController(QObject):
         self.journal_widget.set_entries(list(ledger.entries), events, s.journal.policies(), ledger.in_effect().keys())
         self._enable_history()
         self._set_quiet(ledger.quiet_cpus, [c for cut in ledger.cut_short for c in cut.cpus])
+        self._set_refused(ledger.refused_managed())
 
     def _enable_history(self) -> None:
         """Undo, redo and restore as the ledger allows, and never while a batch runs (they would queue
@@ -267,6 +271,11 @@ class PinController(QObject):
             self._partial = frozenset(partial)
             self.grid.set_quiet_cpus(cpus, partial)
             self.quiet_changed.emit(tuple(cpus))
+
+    def _set_refused(self, irqs: frozenset) -> None:
+        if irqs != self.grid.refused_managed:
+            self.grid.set_refused_managed(irqs)
+            self.managed_refused.emit(irqs)
 
     def _on_journal_widget_policy_requested(self, batch: int, reapply: bool) -> None:
         s = self.service

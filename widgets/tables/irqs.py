@@ -101,12 +101,18 @@ class IrqTableModel(QAbstractTableModel):
         self._pins: dict[str, tuple[int, ...]] = {}
         self._first_requested: dict[str, tuple[int, ...] | None] = {}   # irq -> its mask when first seen
         self._quiet: tuple[int, ...] = ()
+        self._refused: frozenset[int] = frozenset()
         self.generation = -1
 
     def set_quiet_cpus(self, cpus) -> None:
         """The CPUs made quiet (the journal's isolate in effect): a managed IRQ still delivered on one is
         marked, with its rate there. Shown from the next state on."""
         self._quiet = tuple(cpus)
+
+    def set_refused_managed(self, irqs) -> None:
+        """IRQs a Make quiet could not move, the kernel managing them (app/sampling/intruders.py
+        managed_on_quiet). Shown from the next state on."""
+        self._refused = frozenset(irqs)
 
     def set_pins(self, pins: dict[str, tuple[int, ...]]) -> None:
         """IRQ label -> the CPUs coremap pinned it to, for pins still in effect (app.pinning.journal
@@ -124,7 +130,7 @@ class IrqTableModel(QAbstractTableModel):
         new_cells: dict[str, tuple[_Cell, ...]] = {}
         new_filter: dict[str, tuple[str, frozenset]] = {}
         built = {}
-        managed = managed_on_quiet(state.irqs, rates, self._quiet)
+        managed = managed_on_quiet(state.irqs, rates, self._quiet, self._refused)
         for row in rows:
             irq = row.irq
             row_info = info.get(irq)
@@ -448,6 +454,10 @@ class IrqTableWidget(QWidget):
     def set_quiet_cpus(self, cpus) -> None:
         """The quiet CPUs (the pin controller's quiet_changed): their managed IRQs are marked."""
         self.model.set_quiet_cpus(cpus)
+
+    def set_refused_managed(self, irqs) -> None:
+        """The pin controller's managed_refused: IRQs known managed where debugfs cannot say."""
+        self.model.set_refused_managed(irqs)
 
     def set_filter(self, text: str) -> None:
         self.filter_edit.setText(text)

@@ -301,11 +301,11 @@ class GroupBoxItem(_BoxItem):
         painter.drawText(tr, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
 
 
-def mark_managed_irqs(cells: dict[int, CpuCellItem], state: MachineState) -> None:
+def mark_managed_irqs(cells: dict[int, CpuCellItem], state: MachineState, refused=frozenset()) -> None:
     """Give each quiet cell the managed IRQs still delivered on it (none to the others): the grid's
-    per-state call, after recolouring."""
+    per-state call, after recolouring. `refused`: app/sampling/intruders.py managed_on_quiet."""
     quiet = [cpu for cpu, cell in cells.items() if cell.quiet]
-    by_cpu = managed_by_cpu(managed_on_quiet(state.irqs, state.rates, quiet)) if quiet else {}
+    by_cpu = managed_by_cpu(managed_on_quiet(state.irqs, state.rates, quiet, refused)) if quiet else {}
     for cpu, cell in cells.items():
         cell.set_managed(by_cpu.get(cpu, []))
 

@@ -52,6 +52,7 @@ class TopologyView(CpuGestureView):
         self._state: MachineState | None = None
         self._quiet: frozenset[int] = frozenset()
         self._partial: frozenset[int] = frozenset()
+        self.refused_managed: frozenset[int] = frozenset()   # set_refused_managed
         self._cores: list[CoreBoxItem] = []
         self._groups: dict[tuple[str, object], GroupBoxItem] = {}
         self._root: LayoutNode | None = None
@@ -101,6 +102,11 @@ class TopologyView(CpuGestureView):
     def quiet_cpus(self) -> tuple[int, ...]:
         return tuple(sorted(self._quiet))
 
+    def set_refused_managed(self, irqs) -> None:
+        """IRQs a Make quiet could not move, the kernel managing them: marked on the quiet cells they are
+        still delivered on where debugfs cannot say which IRQs are managed. Shown from the next state on."""
+        self.refused_managed = frozenset(irqs)
+
     def set_metric(self, metric: Metric | str) -> None:
         m = metric if isinstance(metric, Metric) else parse_metric(metric)
         if m == self.color_metric:
@@ -133,7 +139,7 @@ class TopologyView(CpuGestureView):
             self.set_topology(state.topology)
         self._state = state
         self._recolor(state)
-        mark_managed_irqs(self._cells, state)
+        mark_managed_irqs(self._cells, state, self.refused_managed)
 
     def _recolor(self, state: MachineState) -> int:
         """Recolour cells from `state`; returns how many cells changed."""
