@@ -23,7 +23,7 @@ from app.sampling.machine_state import MachineState
 from app.sampling.rates import rates
 from app.parse.number import NumberError, parse_float
 from app.sources.host import MAX_CPUS, Cleaner, CpuFacts, HostCounters, HostFacts, sample_of, topology_of
-from app.sources.http import JsonClient, SourceAuth, SourceError, host_budget
+from app.sources.http import DEADLINE, TIMEOUT, JsonClient, SourceAuth, SourceError, host_budget
 
 POLLTIMEOUT = 60
 RATE_WAIT = 0.5
@@ -62,7 +62,7 @@ def _timestamp(ts) -> float | None:
 class Pmproxy:
     """One pmproxy; `host(hostspec)` reads a host's pmcd through it."""
 
-    def __init__(self, url: str, *, auth: SourceAuth | None = None, timeout: float = 10.0, deadline: float = 30.0):
+    def __init__(self, url: str, *, auth: SourceAuth | None = None, timeout: float = TIMEOUT, deadline: float = DEADLINE):
         self.http = JsonClient(url, what="pmproxy", auth=auth, timeout=timeout, deadline=deadline)
         self.url = self.http.base
 

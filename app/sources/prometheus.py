@@ -32,7 +32,7 @@ from app.format import format_rate
 from app.sampling.machine_state import MachineState
 from app.sources.host import (Cleaner, CpuFacts, HostCounters, HostFacts, RateFigures, rates_of, sample_of,
                               topology_of)
-from app.sources.http import JsonClient, SourceAuth, SourceError, host_budget
+from app.sources.http import DEADLINE, TIMEOUT, JsonClient, SourceAuth, SourceError, host_budget
 from app.sources.rows import failed_row, source_row
 
 MAX_SERIES = 200_000        # one answer of a batch of up to 200 hosts
@@ -68,8 +68,8 @@ def _str_quote(text: str) -> str:
 class Prometheus:
     """One Prometheus server. `match`: label matchers every series must have (`job="node"`)."""
 
-    def __init__(self, url: str, *, match: str = "", auth: SourceAuth | None = None, timeout: float = 10.0,
-                 deadline: float = 30.0, window: str = WINDOW, max_series: int = MAX_SERIES):
+    def __init__(self, url: str, *, match: str = "", auth: SourceAuth | None = None, timeout: float = TIMEOUT,
+                 deadline: float = DEADLINE, window: str = WINDOW, max_series: int = MAX_SERIES):
         if match and not _MATCH.match(match):
             raise SourceError(f"--match {excerpt(match, 60)}: give label matchers such as job=\"node\" or "
                               "job=\"node\",env=~\"prod.*\"")

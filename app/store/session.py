@@ -162,6 +162,9 @@ def _symlink_info(name: str, target: str) -> zipfile.ZipInfo:
     return zi
 
 
+MAX_DEPTH = 64              # folders below a capture's root; /sys's deepest are about 20
+
+
 def _add_machine(zf: zipfile.ZipFile, folder: Path, contents: list[str]) -> None:
     if not folder.is_dir():
         raise SessionError(f"{folder}: the machine snapshot folder is missing; capture the machine again")
@@ -171,6 +174,9 @@ def _add_machine(zf: zipfile.ZipFile, folder: Path, contents: list[str]) -> None
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
         dirnames.sort()
         rel_dir = Path(dirpath).relative_to(folder)
+        if len(rel_dir.parts) > MAX_DEPTH:
+            # os.walk recurses: 1,500 levels stopped the save with a RecursionError (issue 32)
+            raise SessionError(f"{folder}: its folders nest more than {MAX_DEPTH} deep; not a machine capture")
         for name in sorted(filenames) + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
             full = Path(dirpath, name)
             arc = MACHINE + (rel_dir / name).as_posix()

@@ -135,3 +135,43 @@ def test_no_file_is_written_by_qt_itself():
             if m and (rel, m.group(0)) not in _QT_ALLOWED:
                 bad.append(f"{rel}:{n}: {line.strip()}")
     assert bad == [], "write these through app/atomic.py (bytes from widgets/export.py):\n" + "\n".join(bad)
+
+
+def test_saving_a_session_of_a_folder_tree_1500_deep_is_one_line(tmp_path):
+    import shutil
+
+    from app.errors import CoremapError
+    from app.store.session import save_session, session_from_root
+    from app.sysroot import SysRoot
+    from tests.machines import extract
+    capture = tmp_path / "capture"
+    shutil.copytree(extract("sno"), capture, symlinks=True)
+    deep = capture / "sys" / "x"
+    deep.mkdir()
+    os.chdir(deep)
+    try:
+        for _ in range(1500):           # relative steps: the whole path is past PATH_MAX
+            os.mkdir("d")
+            os.chdir("d")
+    finally:
+        os.chdir(REPO)
+    try:
+        with pytest.raises(CoremapError) as e:
+            save_session(tmp_path / "s.coremap", session_from_root(SysRoot(capture)))
+        assert "nest more than 64 deep" in str(e.value) and "\n" not in str(e.value)
+        assert not (tmp_path / "s.coremap").exists()
+    finally:
+        _remove_chain(deep, 1500)
+
+
+def _remove_chain(top, depth: int) -> None:
+    """Remove top/d/d/.../d bottom-up without recursion (rmtree, recursive, stops at ~1,000 levels)."""
+    os.chdir(top)
+    try:
+        for _ in range(depth):
+            os.chdir("d")
+        for _ in range(depth):
+            os.chdir("..")
+            os.rmdir("d")
+    finally:
+        os.chdir(REPO)
