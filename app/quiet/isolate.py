@@ -170,11 +170,12 @@ def finish(service: AffinityService, cut, *, progress=None) -> tuple[QuietPrevie
 def set_quiet(service: AffinityService, cpus, quiet: bool) -> tuple[str, list[PinResult]] | None:
     """Make `cpus` quiet (an isolate) or give them back (an include) unless they already are so;
     (outcome sentence, results) of what was done, None when nothing was needed. Verify toggles the
-    quiet state between its runs with this."""
+    quiet state between its runs with this: its give-back is for a run, not the end of the quiet job,
+    so the pins made onto the CPUs stay."""
     now, want = set(service.ledger().quiet_cpus), set(cpus)
     if (quiet and want <= now) or (not quiet and not want & now):
         return None
-    preview = preview_isolate(service, cpus) if quiet else preview_include(service, cpus)
+    preview = preview_isolate(service, cpus) if quiet else preview_include(service, cpus, keep_pins=True)
     results = apply_preview(service, preview)
     return outcome_sentence(preview, results), results
 
