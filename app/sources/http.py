@@ -204,6 +204,8 @@ class JsonClient:
         budget = _BUDGET.get()
         deadline = self.deadline if budget is None else min(self.deadline, budget.left())
         where = f"{self.what} at {self.base}"
+        # What a cut-off answer is said to have overrun: the host's whole budget when that is what ran out.
+        allowed = self.deadline if budget is None or deadline >= self.deadline else budget.seconds
         if deadline <= 0:
             raise SourceError(f"{where}: no answer within the {budget.seconds:g} s given to one host (--timeout); "
                               "check the server's load")
@@ -230,11 +232,11 @@ class JsonClient:
         try:
             conn.request(method, u.path + path, body=body, headers=headers)
             resp = conn.getresponse()
-            data = self._body(resp, t0, deadline, budget, where)
+            data = self._body(resp, t0, deadline, budget, where, allowed)
             ctype, status = resp.getheader("Content-Type", ""), resp.status
         except (OSError, ssl.SSLError, http.client.HTTPException, SourceError) as e:
             if expired.is_set():
-                raise SourceError(_cut_off(where, deadline)) from None
+                raise SourceError(_cut_off(where, allowed)) from None
             if isinstance(e, SourceError):
                 raise
             if isinstance(e, TimeoutError) or "timed out" in str(e):
@@ -246,20 +248,21 @@ class JsonClient:
             watchdog.cancel()
             conn.close()
         if expired.is_set():
-            raise SourceError(_cut_off(where, deadline))
+            raise SourceError(_cut_off(where, allowed))
         if status in (401, 403):
             raise SourceError(f"{where} refused coremap (HTTP {status}); give a bearer_token_file for it in "
                               f"{config_path()}")
         return self._decode(data, ctype or "", status, where)
 
-    def _body(self, resp, t0: float, deadline: float, budget: "Budget | None", where: str) -> bytes:
+    def _body(self, resp, t0: float, deadline: float, budget: "Budget | None", where: str,
+              allowed: float) -> bytes:
         chunks: list[bytes] = []
         got = [0]
         most = self.max_bytes if budget is None else min(self.max_bytes, budget.bytes_left)
 
         def keep(chunk: bytes) -> None:
             if time.monotonic() - t0 > deadline:
-                raise SourceError(_cut_off(where, deadline))
+                raise SourceError(_cut_off(where, allowed))
             got[0] += len(chunk)
             if budget is not None:
                 budget.bytes_left -= len(chunk)
