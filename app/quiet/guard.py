@@ -371,7 +371,8 @@ class Guard:
             self._follows.remove(f)              # the pid now names another process
             return
         for tid in self._named(f, new):
-            r = self.service.pin_new_thread(PinTarget("thread", tid, pid), f.rule.cpus, join=f.holder,
+            # A thread the rule found by its Java name is journalled by that name, as the pin was.
+            r = self.service.pin_new_thread(PinTarget("thread", tid, pid, f.rule.name), f.rule.cpus, join=f.holder,
                                             inherited=f.inherited)
             f.pinned.add(tid)
             out.followed.append(r)

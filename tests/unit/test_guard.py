@@ -400,6 +400,9 @@ def test_live_a_java_thread_pinned_by_name_gets_its_namesakes_not_its_comm_twins
         assert len(same) == 3
         [new] = [r.target.id for r in pinned]
         assert new not in (first,) and os.sched_getaffinity(new) == {1}
+        # journalled by the Java name it was found by, as the pin itself was (issue 28)
+        assert [r.target.label for r in pinned] == [NAME]
+        assert [e.label for e in live_service.journal.entries() if e.target_id == new] == [NAME]
         twin = [t for t in same if t not in (first, new)]
         assert twin and os.sched_getaffinity(twin[0]) == {0, 1}
     finally:
