@@ -85,13 +85,21 @@ class QuietPreview:
         return Counter(m.group for m in self.moves)
 
 
+# One move of a group ("Move 1 cpuset", not "1 cpusets": seen walking the job under Xvfb).
+_ONE = {"cpusets": "cpuset", "processes into the shield": "process into the shield", "pins": "pin",
+        "IRQs": "IRQ", "threads": "thread", "kernel threads": "kernel thread", "masks": "mask",
+        "kernel settings": "kernel setting",
+        "processes out of the shield, back to every CPU": "process out of the shield, back to every CPU",
+        "pins made while quiet": "pin made while quiet"}
+
+
 def group_title(group: str, action: str, n: int = 2) -> str:
     """How `n` moves of a group are called in an isolate's preview, or in a give-back's."""
     if action == "include" and group in GIVE_BACK_TITLES:
         title = GIVE_BACK_TITLES[group]
     else:
         title = dict(GROUPS)[group]
-    return "pin" + title[4:] if group == "pin" and n == 1 else title
+    return _ONE.get(title, title) if n == 1 else title
 
 
 def failed_results(results: list[PinResult]) -> list[PinResult]:

@@ -91,3 +91,14 @@ def test_the_isolates_own_move_of_a_process_is_no_pin_onto_a_quiet_cpu(tmp_path)
     ledger = job.ledger()
     assert ledger.quiet_warning(PinTarget("cgroup", 50), (1,)) == ""
     assert "moved off quiet CPU 1" in ledger.quiet_warning(PinTarget("irq", 24), (1,))
+
+
+def test_one_move_of_a_group_is_named_in_the_singular():
+    from app.quiet.preview import GROUPS, group_title
+    assert group_title("cpuset", "isolate", 1) == "cpuset" and group_title("cpuset", "isolate", 2) == "cpusets"
+    assert group_title("process", "include", 1) == "process out of the shield, back to every CPU"
+    assert group_title("pin", "include", 1) == "pin made while quiet"
+    for group, _ in GROUPS:
+        for action in ("isolate", "include"):
+            one, many = group_title(group, action, 1), group_title(group, action, 2)
+            assert group == "irqbalance" or one != many, (group, action)
