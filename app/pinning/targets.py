@@ -27,6 +27,7 @@ from app.pinning.kinds import KINDS as WRITE_KINDS
 KINDS = ("thread", "process", "irq")      # what a drag or a pin request names
 GUARD_ORIGIN = "guard"                   # a pin written back by the guard: not an undo step
 CHANGED_CODES = ("ok", "moving", "trimmed")   # the write happened (journal state "done")
+PLACEMENT_KINDS = ("cpuset", "cgroup", "cgroupthread", "subtree", "slice")   # where a task may run, not its mask
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,11 @@ def summarize(results: list[PinResult], what: str = "") -> str:
     if not results:
         return prefix + "nothing to do"
     if len(results) <= 3:
-        return prefix + "; ".join(r.line(warning=False) for r in results)
+        # What was asked first: a pin onto a quiet CPU moves its thread into /coremap-pinned before its
+        # own write, and the line read "cpuset /coremap-pinned: absent -> 0-1 ok; ..." with the thread's
+        # "0-1 -> 1" cut off the status bar (issue 28, seen walking the job under Xvfb).
+        shown = sorted(results, key=lambda r: r.target.kind in PLACEMENT_KINDS)
+        return prefix + "; ".join(r.line(warning=False) for r in shown)
     bad = [r for r in results if r.failed]
     gone = sum(1 for r in results if r.code == "gone")
     cancelled = sum(1 for r in results if r.code == "cancelled")

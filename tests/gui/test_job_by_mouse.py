@@ -181,6 +181,8 @@ def test_the_job_by_mouse_leaves_the_machine_as_it_was(window, jvm, qtbot, tmp_p
     assert _allowed(jvm.pid, tid) == str(CPU)
     line = w.pin_controller.result_line.text()
     assert HANDLER in line and f"({COMM})" not in line, line
+    first = line.split(";")[0]                          # what was asked first, then the cpuset it needed
+    assert first.startswith(f"thread {tid} ({HANDLER}): ") and first.endswith("-> 1 ok"), line
     assert _warnings(w) == [], _warnings(w)
     journal = w.pin_controller.service.journal
     assert any(e.label == HANDLER for e in journal.entries() if e.kind == "thread" and e.target_id == tid)
