@@ -264,7 +264,7 @@ class SessionController(QObject):
         return self._machine_root
 
     def probe_records(self) -> list[ProbeRecord]:
-        return [ProbeRecord(dict(rec.summary), _hlog_bytes(rec) if rec.has_histogram and rec.buckets else None)
+        return [ProbeRecord(dict(rec.stored or rec.summary), _hlog_bytes(rec) if rec.has_histogram and rec.buckets else None)
                 for rec in self._probe_runs.runs if rec.finished and rec.summary]
 
     def journal(self) -> list[dict]:

@@ -89,3 +89,33 @@ def test_the_windows_report_holds_the_pins_made_since_it_opened(qtbot, machine):
     assert f"IRQ {new}" in html and f"IRQ {old}" not in html
     assert "since this window opened" in html and "earlier journal rows left out" in html
     w.close()
+
+
+def test_a_reopened_sessions_runs_stay_their_probes_runs_in_its_report(qtbot, tmp_path, monkeypatch):
+    """A session's stored jitter and wakeup runs, opened in the window, are reported as they were
+    measured ("1. jitter on CPU 1" with its gap attribution), not as "1. file" runs without a CPU (issue
+    28: found by the report engineer)."""
+    import json
+    from pathlib import Path
+    from app.store.results import results_in
+    from app.sysroot import SysRoot as _Root
+    from tests.machines import extract
+    monkeypatch.setenv("COREMAP_REPORTS_DIR", str(tmp_path / "reports"))
+    results = Path(__file__).resolve().parents[1] / "fixtures" / "results"
+    runs = [r for name in ("kvm-6.18-jitter-attributed.json", "kvm-6.18-wakeup.json")
+            for r in results_in(json.loads((results / name).read_text()))]
+    thread = SamplerThread(Sampler(_Root(extract("sno"))))
+    w = build_window(thread, crash_recovery=False)
+    qtbot.addWidget(w)
+    w.show()
+    with qtbot.waitSignal(w.state_applied, timeout=20000):
+        thread.start()
+    for r in runs:
+        assert w.probe_panel.add_result(r, "kvm-6.18.coremap") is not None
+    assert sorted((rec.stored["probe"], rec.cpus) for rec in w.probe_panel.runs) == \
+        [("jitter", (0,)), ("jitter", (1,)), ("wakeup", (0,)), ("wakeup", (1,))]
+    html = w.session_controller.export_report("html").read_text()
+    for heading in ("jitter on CPU 1", "jitter on CPU 0", "wakeup on CPU 1", "wakeup on CPU 0"):
+        assert heading in html
+    assert ". file" not in html and "sh/9561" in html         # the attribution came along
+    w.close()

@@ -54,7 +54,14 @@ class ResultFiles(QObject):
             self.plots.show_result(rec)
             return rec
         run = files.result_run(result)
-        return self._add_file_run(run, source) if run is not None else None
+        if run is None:
+            return None
+        rec = self._add_file_run(run, source)
+        if record is not None:
+            # Its probe's result whole, for a report: a session reopened was reported as "1. file" runs
+            # without their CPU or gap attribution (issue 28, found by the report engineer).
+            rec.stored = dict(result)
+        return rec
 
     def save_run(self, key: int, path) -> None:
         """Write a finished run: .hlog, .csv, .txt (cyclictest-style histogram) or .json (any probe)."""

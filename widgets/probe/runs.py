@@ -39,6 +39,9 @@ class RunRecord:
     # draw only gaps (probes/histogram.py gap_buckets): every read would put the loop's own period
     # at 100G per CPU-hour on the histogram and at every percentile.
     gaps_from_ns: int | None = None
+    # A stored result opened (a session's run): the result as its probe wrote it, which a report holds
+    # whole; `summary` is what the panel's views read of it.
+    stored: dict | None = None
 
     @property
     def has_histogram(self) -> bool:
