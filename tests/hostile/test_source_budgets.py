@@ -33,3 +33,16 @@ def test_irqs_file_fifo_without_a_writer_is_one_line_within_15_s(tmp_path):
     spent = time.monotonic() - t0
     assert p.returncode == 2 and "sent nothing for" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert spent < 15, spent
+
+
+def test_every_default_wait_is_at_most_15_s():
+    # What a user waits for by default before one line says why: a host of the fleet, a source's answer,
+    # a FIFO's next byte, a PCP archive's reader (issue 32: 30 s and 60 s).
+    from app.inputs import STREAM_IDLE_S
+    from app.remote.hosts import TIMEOUT
+    from app.sources.http import DEADLINE
+    from app.sources.http import TIMEOUT as HTTP_TIMEOUT
+    from app.sources.replay import PMINFO_TIMEOUT
+    waits = {"fleet --timeout": TIMEOUT, "source deadline": DEADLINE, "source socket": HTTP_TIMEOUT,
+             "FIFO idle": STREAM_IDLE_S, "pminfo": PMINFO_TIMEOUT}
+    assert {k: v for k, v in waits.items() if v > 15} == {}
