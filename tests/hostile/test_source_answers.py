@@ -143,3 +143,23 @@ def test_a_slow_prometheus_costs_a_batch_its_timeout(serve):
     with pytest.raises(SourceError):
         prom.read_batch(["a", "b"])         # 5 queries of 0.7 s each
     assert time.monotonic() - t0 < 3
+
+
+def test_one_host_with_more_irq_series_than_a_capture_holds_cpus_is_refused_at_once(serve):
+    routes = _fleet_routes({"0": "1", "1": "1"})
+    inner = routes["/api/v1/query"]
+    many = _vector([({"instance": "a", "cpu": str(i % 64), "type": f"I{i}"}, "1") for i in range(70_000)])
+
+    def query(h):
+        q = parse_qs(h.body).get("query", [""])[0]
+        if q.startswith("irate(node_interrupts_total"):
+            send(h, many)
+        else:
+            inner(h)
+    routes["/api/v1/query"] = query
+    s = serve(routes)
+    before = _rss_mib()
+    t0 = time.monotonic()
+    with pytest.raises(SourceError, match=r"answered 70,000 series, more than coremap reads at once \(65,535\)"):
+        Prometheus(s.url).host_state("a", 1)
+    assert time.monotonic() - t0 < 10 and _rss_mib() - before < 500
