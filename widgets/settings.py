@@ -58,7 +58,9 @@ class WindowSettings:
             foreign = foreign_folder(self.path)
             if foreign:
                 raise InputFileError(f"settings {self.path}: is refused: {foreign}")
-            write_atomic(copy, read_input(self.path, what="settings", limit=MAX_BYTES, no_links=True, trusted=True,
+            # Not `trusted`: what it holds is the window's layout, and with umask 002 every file is
+            # group-writable; whose folder it is in is checked above.
+            write_atomic(copy, read_input(self.path, what="settings", limit=MAX_BYTES, no_links=True,
                                           hint="the window opens with its defaults; remove it to start afresh"))
         except InputFileError as e:
             if os.path.lexists(self.path):

@@ -110,9 +110,11 @@ def foreign_folder(path: Path) -> str:
         if os.path.islink(p) and st.st_uid not in (os.geteuid(), 0):
             return f"{p} is a link of uid {st.st_uid}, not this user's"
     try:
-        why = not_trusted(os.stat(folder))
+        st = os.stat(folder)
     except OSError:
         return ""
+    # Group-writable is left alone: with umask 002 (a private group per user) every folder is.
+    why = not_trusted(st) if st.st_uid not in (os.geteuid(), 0) or st.st_mode & 0o002 else ""
     return f"its folder {os.path.realpath(folder)}: {why}" if why else ""
 
 

@@ -111,14 +111,17 @@ def test_a_config_folder_linked_by_another_user_is_refused(window, tmp_path):
     assert any(f"is a link of uid {NOBODY}" in n for n in s.notes)
 
 
-def test_a_settings_ini_others_may_write_is_not_believed(window):
+def test_a_settings_folder_others_may_write_is_not_believed(window):
     path = settings_path()
     path.write_text("[General]\nformat=1\n[grid]\nmetric=softirq\n")
-    path.chmod(0o666)
+    path.parent.chmod(0o777)
     before = window.topology_view.color_metric.key
     s, _ = _opened(window)
     assert window.topology_view.color_metric.key == before
-    assert any("others may write it" in n for n in s.notes)
+    assert any("others may write it (mode 0777)" in n for n in s.notes)
+    path.parent.chmod(0o775)            # umask 002's folder: the user's private group may write it
+    s, _ = _opened(window)
+    assert window.topology_view.color_metric.key == "softirq" and not s.notes
 
 
 @pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity", "1e999", "1e300", "-5"])
