@@ -162,8 +162,10 @@ def test_the_report_pictures_what_passes_the_door(real, tmp_path):
     """The report's pictures (widgets/report_images.py) of every real result, and a report written."""
     from app.store.report import build_report_html, report_from_root
     from widgets.report_images import add_images
-    data = report_from_root(SysRoot(extract("sno")), probes=list(real.values()), live_wait=0)
-    add_images(data)
+    root = SysRoot(extract("sno"))
+    data = report_from_root(root, probes=list(real.values()), live_wait=0)
+    add_images(data, root=root)
+    assert data.topology_image is not None
     html = build_report_html(data)
     from probes.catalog import RECORDS
     pictured = [r for r in real.values() if RECORDS[r["probe"]].picture or RECORDS[r["probe"]].histogram]
