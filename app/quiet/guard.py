@@ -276,7 +276,7 @@ class Guard:
             w = fresh
         if tuple(sorted(found)) in {tuple(v) for v in self._in_flight.get(key, ()) if v is not None}:
             return          # coremap's own write, under way or cut short (a crash): not someone else's
-        if w.target.kind == "thread" and not self._same_thread(w):
+        if w.target.kind == "thread" and not _same_thread(self.service.root, w):
             # It exited and its tid names another thread now: nothing of ours to guard there.
             self._set_threads([x for x in self._threads if x is not w])
             return
@@ -331,14 +331,6 @@ class Guard:
             return "move the process to a cpuset that allows those CPUs"
         return "find what changes it (tuned, a startup script, the program itself)"
 
-    def _same_thread(self, w: _Watch) -> bool:
-        pid = w.target.pid if w.target.pid is not None else w.target.id
-        try:
-            task = read_task(self.service.root, pid, w.target.id, detail="fast")
-        except TaskGone:
-            return False
-        return w.starttime is None or task.starttime == w.starttime
-
     def _who(self, w: _Watch, found) -> str:
         t = w.target
         if t.kind == "irq":
@@ -367,7 +359,7 @@ class Guard:
         new = [int(n) for n in root.listdir(root.task_dir(pid, None, "task")) if n.isdigit() and int(n) not in f.pinned]
         if not new:
             return
-        if f.rule.starttime is not None and not self._same_process(pid, f.rule.starttime):
+        if f.rule.starttime is not None and not _same_process(self.service.root, pid, f.rule.starttime):
             self._follows.remove(f)              # the pid now names another process
             return
         for tid in self._named(f, new):
@@ -394,12 +386,23 @@ class Guard:
             return []
         return hits if full is None else [t for t in hits if t in full]
 
-    def _same_process(self, pid: int, starttime: int) -> bool:
-        try:
-            return read_task(self.service.root, pid, pid, detail="fast").starttime == starttime
-        except TaskGone:
-            # The leader exited while its threads run on: the task folder is still this process's.
-            return True
+
+def _same_thread(root, w: _Watch) -> bool:
+    """Whether the watched thread is still the one journalled (not exited, its tid not reused)."""
+    pid = w.target.pid if w.target.pid is not None else w.target.id
+    try:
+        task = read_task(root, pid, w.target.id, detail="fast")
+    except TaskGone:
+        return False
+    return w.starttime is None or task.starttime == w.starttime
+
+
+def _same_process(root, pid: int, starttime: int) -> bool:
+    try:
+        return read_task(root, pid, pid, detail="fast").starttime == starttime
+    except TaskGone:
+        # The leader exited while its threads run on: the task folder is still this process's.
+        return True
 
 
 def _given_back(history, batch: int) -> bool:

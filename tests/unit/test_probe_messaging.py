@@ -219,9 +219,15 @@ def test_paced_senders_keep_to_their_pace_and_lose_nothing_over_shm():
         assert [x["label"] for x in p["paces"]] == ["2k/s", "20k/s", "max"]
         slow, fast, sat = p["paces"]
         for x, rate in ((slow, 2000), (fast, 20_000)):
-            # a paced sender never runs ahead of its pace: at most one message per period, per window
+            # a paced sender never runs ahead of its pace: by the end of each window, at most one message
+            # per period since the start. Windows count what the receiver took in, so one window may
+            # hold what a stalled receiver took late (a busy machine failed the old per-window bound).
             wins = [w for w in _windows(lines, s["placements"].index(p)) if w["pace"] == p["paces"].index(x)]
-            assert all(w["messages"] <= rate * 0.1 + 1 for w in wins)
+            runs: dict = {}
+            for w in sorted(wins, key=lambda w: (w["round"], w["segment"], w["window"])):
+                runs.setdefault((w["round"], w["segment"]), []).append(w["messages"])
+            for counts in runs.values():
+                assert all(sum(counts[:k + 1]) <= rate * 0.1 * (k + 1) + 1 for k in range(len(counts))), counts
             assert x["latency"]["p50"] <= x["latency"]["p99"] <= x["latency"]["max"]
         # the median and CV are of the saturation windows only
         sat_rates = [w["rate"] for w in _windows(lines, s["placements"].index(p)) if w["pace"] == 2]
