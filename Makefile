@@ -18,9 +18,9 @@ WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 2 ] && n=2; echo
 test: syslibs-test $(VENV)/.installed-test
 	$(VENV)/bin/lint-imports --no-cache
 	@start=$$(date +%s); \
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not live" -n $(WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not live" -n $(WORKERS) --dist loadfile --durations=10 $(PYTEST_ARGS); rc=$$?; \
 	mid=$$(date +%s); \
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m live $(PYTEST_ARGS); rc2=$$?; \
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m live --durations=10 $(PYTEST_ARGS); rc2=$$?; \
 	end=$$(date +%s); \
 	echo "coremap: tests not live: $$((mid - start)) s in parallel ($(WORKERS) workers); live set: $$((end - mid)) s serially"; \
 	[ $$rc -eq 0 ] && [ $$rc2 -eq 0 ]
