@@ -3,6 +3,7 @@
 into a folder every user may read, and started with any JVM options, as any user."""
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import struct
@@ -30,6 +31,7 @@ def classes() -> Path:
     global _classes
     if _classes is None:
         out = Path(tempfile.mkdtemp(prefix="coremap-java-"))
+        atexit.register(shutil.rmtree, out, True)           # a run left one folder behind each time
         subprocess.run(["javac", "-d", str(out), str(SRC)], check=True, capture_output=True, timeout=120)
         for p in [out, *out.iterdir()]:
             p.chmod(0o755 if p.is_dir() else 0o644)
