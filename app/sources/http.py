@@ -235,11 +235,15 @@ class JsonClient:
             data = self._body(resp, t0, deadline, budget, where, allowed)
             ctype, status = resp.getheader("Content-Type", ""), resp.status
         except (OSError, ssl.SSLError, http.client.HTTPException, SourceError) as e:
-            if expired.is_set():
+            timed_out = isinstance(e, TimeoutError) or "timed out" in str(e)
+            # The socket's timeout is the deadline's when the deadline is the nearer: whichever of it and
+            # the watchdog fires first, the deadline ran out (a loaded machine said "no answer within
+            # 0.594984 s" where the host's budget was meant).
+            if expired.is_set() or (timed_out and timeout < self.timeout):
                 raise SourceError(_cut_off(where, allowed)) from None
             if isinstance(e, SourceError):
                 raise
-            if isinstance(e, TimeoutError) or "timed out" in str(e):
+            if timed_out:
                 raise SourceError(f"{where}: no answer within {timeout:g} s; check that the server is up "
                                   "and reachable") from None
             raise SourceError(f"{where} cannot be reached ({_reason(e)}); check the URL and that the "

@@ -163,3 +163,21 @@ def test_one_host_with_more_irq_series_than_a_capture_holds_cpus_is_refused_at_o
     with pytest.raises(SourceError, match=r"answered 70,000 series, more than coremap reads at once \(65,535\)"):
         Prometheus(s.url).host_state("a", 1)
     assert time.monotonic() - t0 < 10 and _rss_mib() - before < 500
+
+
+def test_a_deadline_nearer_than_the_timeout_is_said_as_the_deadline_whichever_timer_fires(serve, monkeypatch):
+    """The socket's timeout is then the deadline's too, and races the watchdog: on a loaded machine the
+    socket's won and the line read "no answer within 0.594984 s" (seen on a CI run of a fresh clone).
+    Here the watchdog never fires, as when it lost that race."""
+    import threading
+    from app.sources import http as http_mod
+
+    class Late(threading.Timer):
+        def start(self):
+            pass                            # the socket's timeout fires first
+    monkeypatch.setattr(http_mod.threading, "Timer", Late)
+    clock = iter(range(1795614000, 1795615000))
+    s = serve(_pmproxy(lambda: next(clock), 5, delay=1.0))
+    with pytest.raises(SourceError) as e:
+        Pmproxy(s.url, timeout=5, deadline=0.3).host("node1").state(1)
+    assert "cut off" in str(e.value), str(e.value)
