@@ -96,10 +96,12 @@ def summarize(lines) -> dict:
     run = histogram.LatencyRun.of(lines)
     n = run.total("iterations")
     if n:
-        # the loop knows the exact max; the histogram only knows the bucket's midpoint, which can lie
-        # above it: no percentile reads later than the latest wakeup
+        # the loop knows the exact min and max; the histogram only knows a bucket's value, which can lie
+        # outside them: no percentile reads later than the latest wakeup or earlier than the earliest (a
+        # narrow run printed min 69.9 µs above its p50 of 69.7 µs)
         mx = max(iv["max_ns"] for iv in run.intervals)
-        run.percentiles = {k: min(v, mx) for k, v in run.percentiles.items()} | {"max": mx}
+        mn = min((iv["min_ns"] for iv in run.intervals if iv["iterations"]), default=0)
+        run.percentiles = {k: max(min(v, mx), mn) for k, v in run.percentiles.items()} | {"max": mx}
     h = run.hello
     policy = h.get("policy")
     dma = h.get("dma_latency")
