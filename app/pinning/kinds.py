@@ -28,6 +28,8 @@ NAMED_KINDS = ("rps", "xps", "wq")
 CPU_KINDS = ("thread", "irq", *MASK_KINDS, "cpuset", "slice")
 SCALAR_KINDS = ("sysctl", "pmqos")
 MEMBER_KINDS = ("cgroup", "cgroupthread")
+# Where a task may run (a cpuset, which one it is in, the controller, a systemd slice), not its own mask.
+PLACEMENT_KINDS = ("cpuset", *MEMBER_KINDS, "subtree", "slice")
 BALANCER_KINDS = ("irqbalancecpu", "irqbalanceirq")
 FLAG_KINDS = ("subtree", *BALANCER_KINDS)
 KINDS = (*CPU_KINDS, *SCALAR_KINDS, *MEMBER_KINDS, *FLAG_KINDS)

@@ -22,12 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.format import format_change, format_cpus, target_name
-from app.pinning.kinds import KINDS as WRITE_KINDS
+from app.pinning.kinds import KINDS as WRITE_KINDS, PLACEMENT_KINDS
 
 KINDS = ("thread", "process", "irq")      # what a drag or a pin request names
 GUARD_ORIGIN = "guard"                   # a pin written back by the guard: not an undo step
 CHANGED_CODES = ("ok", "moving", "trimmed")   # the write happened (journal state "done")
-PLACEMENT_KINDS = ("cpuset", "cgroup", "cgroupthread", "subtree", "slice")   # where a task may run, not its mask
 
 
 @dataclass(frozen=True)

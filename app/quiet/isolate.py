@@ -27,7 +27,7 @@ from app.format import cpus_word, format_value, offline_sentence, unknown_cpus_s
 from app.machine.threads import read_tasks
 from app.machine.topology import read_cpu_ids, read_online_cpus, read_topology
 from app.parse.cpulist import parse_cpulist
-from app.pinning.kinds import CPU_KINDS, SCALAR_KINDS
+from app.pinning.kinds import CPU_KINDS, PLACEMENT_KINDS, SCALAR_KINDS
 from app.pinning.service import AffinityService, PinResult
 from app.quiet import moves as M
 from app.quiet.preview import (GROUPS, METHODS, STAY_WORDS, UNMOVABLE_CODES, QuietMove, QuietPreview,  # noqa: F401
@@ -36,7 +36,6 @@ from app.quiet.pins_back import pins_back
 from app.quiet.shield import giveback_steps, isolate_steps, method_of
 from app.sysroot import SysRoot
 
-_SHIELD_KINDS = ("cpuset", "cgroup", "cgroupthread", "subtree", "slice")
 
 
 class QuietError(CoremapError):
@@ -113,7 +112,7 @@ def _give_back(service: AffinityService, m, back: set[int], remaining: set[int],
                notes: list) -> QuietMove | None:
     """One target an isolate in effect changed, given back as far as `back` allows (None: nothing)."""
     kind = m.target.kind
-    if kind in _SHIELD_KINDS:
+    if kind in PLACEMENT_KINDS:
         return None                         # the shield's own steps (giveback_steps)
     if M.reused(service, m):
         return None                         # exited, or its id now names another: nothing to give back
@@ -130,7 +129,7 @@ def _give_back(service: AffinityService, m, back: set[int], remaining: set[int],
         give = m.removed & back
         if not give:
             return None
-        after = tuple(sorted((set(now) - m.added) | give))
+        after = M.given_back(now, m, back)
         return QuietMove(m.target, now, after, M.group_of(m.target, service)) if after != now else None
     if kind in SCALAR_KINDS or kind == "irqbalancecpu":
         last = not remaining if kind == "sysctl" else m.target.id in back

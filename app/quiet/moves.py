@@ -37,6 +37,13 @@ def _new_mask(mask, quiet: set[int], hk) -> tuple[tuple[int, ...], str]:
     return tuple(hk), "had only quiet CPUs: gets the housekeeping CPUs"
 
 
+def given_back(mask, m, back: set[int]) -> tuple[int, ...]:
+    """A mask after a give-back of `back`, for a target an isolate moved (`m`, Ledger.moved): its mask now,
+    minus what the isolate added, plus what it had among the CPUs given back, so a change made since
+    stays (app/quiet/isolate.py, app/quiet/pins_back.py)."""
+    return tuple(sorted((set(mask) - m.added) | (m.removed & back)))
+
+
 def _kept_pin(state: Ledger, key, quiet: set[int], now) -> str:
     """Why a target stays where a coremap pin in effect put it on quiet CPUs, or ""."""
     e = state.pinned.get(key)

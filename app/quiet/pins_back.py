@@ -50,7 +50,7 @@ def pins_back(service: AffinityService, state: Ledger, back: set[int], remaining
         want = tuple(e.before)
         m = state.moved.get(t.key)
         if m is not None and e.kind in CPU_KINDS:
-            want = tuple(sorted((set(want) - m.added) | (m.removed & back)))
+            want = M.given_back(want, m, back)
         if e.kind == "thread" and remaining and set(want) - remaining:
             # Back in the shield, which allows only what is not quiet: its mask from the pinned cpuset
             # (every CPU) less the CPUs that stay quiet, which the kernel would refuse or trim.
