@@ -457,8 +457,9 @@ def _add_cpu_menu(window: MainWindow) -> CpuMenu:
     pins, quiet, panel = window.pin_controller, window.quiet_controller, window.probe_panel
 
     def request(cpus) -> PinRequest | None:
+        # The payload's own request, as a drop's: one Java thread is pinned by its full name there too.
         payload = pins.sources.payload(window.thread_table.view)
-        return PinRequest(payload.targets(), tuple(cpus), origin="menu") if payload is not None else None
+        return payload.request(cpus, "menu") if payload is not None else None
 
     def pin_blocked(cpus) -> str:
         r = request(cpus)
