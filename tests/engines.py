@@ -121,6 +121,8 @@ def pcp_engines():
                             "-s", str(e.folder / "pmproxy.sock"), "-l", str(e.folder / "pmproxy.log")], proxy,
                 env={"PMCD_PORT": hosts[0].split(":")[1]})
         e.urls = {"pmproxy": f"http://127.0.0.1:{proxy}", "hosts": hosts}
+        for h in hosts:
+            _wait_percpu(e.urls["pmproxy"], h)
         yield e
     finally:
         e.stop()
@@ -176,6 +178,21 @@ def prometheus_engines(fixture_root: Path | None = None, *, textfile_dir: Path |
         yield e
     finally:
         e.stop()
+
+
+def _wait_percpu(pmproxy: str, host: str) -> None:
+    """Until pmproxy fetches `host`'s per-CPU counters with their instances: a listening port is not a
+    pmcd whose PMDAs answer (a fleet read on a busy machine once found no CPU of a host, issue 31)."""
+    import json
+    url = f"{pmproxy}/pmapi/fetch?hostspec={host}&names=kernel.percpu.cpu.user"
+    deadline = time.monotonic() + START_WAIT
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if any(v.get("instances") for v in json.load(r).get("values", ())):
+                    return
+        time.sleep(0.2)
+    raise RuntimeError(f"pmproxy {pmproxy} did not fetch {host}'s per-CPU counters within {START_WAIT:g} s")
 
 
 def wait_scrapes(url: str, n: int, scrapes: int = 3) -> None:
