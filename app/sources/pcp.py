@@ -2,8 +2,12 @@
 
 - `/pmapi/context?hostspec=H&polltimeout=S` opens a context on host H's pmcd (kept by pmproxy while it is
   used at least every S seconds; opened again when pmproxy forgot it);
-- `/pmapi/fetch?context=C&names=...` answers `{"timestamp", "values": [{"name", "instances": [{"instance",
-  "value"}]}]}`; `/pmapi/indom?context=C&name=M` names the instances (instance ids are pmcd's own).
+- `/pmapi/_fetch?context=C&names=...` answers `{"timestamp": {"s", "us"}, "values": [{"name", "instances":
+  [{"instance", "value"}]}]}`; `/pmapi/indom?context=C&name=M` names the instances (instance ids are pmcd's
+  own). The compatible `_fetch`, not `fetch`: `fetch` writes its time as seconds "." nanoseconds with the
+  nanoseconds unpadded (pmproxy 6.0's webapi.c `%I.%I`), so 0.022159340 s past a second reads as
+  .22159340, up to a second late: one fetch in ten, and a rate between two fetches 0.5 s apart then had
+  no interval (issue 31's flaky PCP test). `_fetch` writes seconds and microseconds apart.
 
 Metrics (pmdalinux): `kernel.percpu.interrupts` (instances "IRQ::cpuN"; the agent names each column by the
 CPU id of /proc/interrupts' header, so offline CPUs need no remapping here), `kernel.percpu.softirqs`
@@ -26,6 +30,7 @@ from app.sources.host import MAX_CPUS, Cleaner, CpuFacts, HostCounters, HostFact
 from app.sources.http import DEADLINE, TIMEOUT, JsonClient, SourceAuth, SourceError, host_budget
 
 POLLTIMEOUT = 60
+FETCH = "/pmapi/_fetch"         # seconds and microseconds apart (see above)
 RATE_WAIT = 0.5
 CPU_MODES = {"user": "kernel.percpu.cpu.user", "nice": "kernel.percpu.cpu.nice", "system": "kernel.percpu.cpu.sys",
              "idle": "kernel.percpu.cpu.idle", "iowait": "kernel.percpu.cpu.wait.total",
@@ -68,7 +73,7 @@ class Pmproxy:
 
     def call(self, path: str, params: dict) -> dict:
         doc = self.http.get(path, params)
-        if not isinstance(doc, dict) or not ("context" in doc or "success" in doc):
+        if not isinstance(doc, dict) or not ("context" in doc or "success" in doc or "timestamp" in doc):
             raise SourceError(f"{self.url} answered JSON that is not pmproxy's REST API; give the address of a "
                               "pmproxy (http://server:44322)")
         if doc.get("success") is False:
@@ -105,13 +110,13 @@ class PcpHost:
     def _fetch(self, names) -> tuple[float, dict[str, list]]:
         params = {"names": ",".join(names)}
         try:
-            doc = self.proxy.call("/pmapi/fetch", {"context": self._ctx(), **params})
+            doc = self.proxy.call(FETCH, {"context": self._ctx(), **params})
         except SourceError as e:
             if "context" not in str(e).lower():
                 raise
             self._context = None        # pmproxy forgot it (polltimeout passed): open it again, once
             self._names.clear()
-            doc = self.proxy.call("/pmapi/fetch", {"context": self._ctx(), **params})
+            doc = self.proxy.call(FETCH, {"context": self._ctx(), **params})
         ts = _timestamp(doc.get("timestamp"))
         if ts is None:
             raise SourceError(f"pmproxy at {self.proxy.url} sent a fetch without a valid timestamp for "

@@ -65,6 +65,20 @@ def test_fleet_from_pmproxy_reads_each_host_and_says_why_one_cannot_be(pcp):
     assert "pmproxy at" in rows["127.0.0.1:1"]["status"]
 
 
+def test_pcp_times_lie_between_the_clock_before_and_after_each_fetch(pcp):
+    # pmproxy's /pmapi/fetch writes nanoseconds unpadded: 0.022 s past a second read as 0.22, so one
+    # fetch in ten was up to a second late and a rate 0.5 s later had no interval (a CI run failed on it).
+    # Forty reads meet such a time with 98 % odds; pmcd runs here, on this clock.
+    host = Pmproxy(pcp.urls["pmproxy"]).host(pcp.urls["hosts"][0])
+    host.counters()
+    for _ in range(40):
+        before = time.time()
+        counters, _ = host.counters()
+        after = time.time()
+        assert before - 0.002 <= counters.time <= after + 0.002, (before, counters.time, after)
+        time.sleep(0.011)
+
+
 def test_a_pcp_host_state_holds_this_machines_irqs_and_a_counter_reset_gives_zero_and_a_note(pcp):
     host = Pmproxy(pcp.urls["pmproxy"]).host(pcp.urls["hosts"][0])
     state = host.state(1)
