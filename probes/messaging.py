@@ -52,6 +52,7 @@ DEFAULT_RATES = RECORD.field("rates").default
 MAX_RATE = 100_000_000      # msgs/s: a paced sender faster than this is saturation anyway
 _SUFFIX = {"": 1, "k": 1_000, "m": 1_000_000}
 WINDOW_NS = 100_000_000
+STRETCH_S = 2.0             # how far a short run may stretch so that each segment has its window
 NEAR = 0.95     # medians within 5% of the highest count as equally fast; the steadiest of them is best
 # The kinds of placement, in the order `auto` tries them, with their names.
 KINDS = (("same-cpu", "same CPU"), ("smt", "SMT siblings"), ("l3", "same L3"),
@@ -181,6 +182,14 @@ def run(args, emit) -> int:
     if args.rounds < 1:
         raise ProbeError(f"--rounds {args.rounds}: at least 1")
     rates = parse_rates(args.rates)
+    segments = args.rounds * len(rates)
+    if segments * WINDOW_NS > max(args.seconds * 1.5, STRETCH_S) * 1e9:
+        # Each segment takes at least one window: 300 paces "in 0.2 s" ran 300 x 2 x 100 ms (issue 32). A
+        # short run may stretch to STRETCH_S for that (the default 4 paces x 2 rounds: 0.8 s), no further.
+        need = segments * WINDOW_NS / 1e9
+        raise ProbeError(f"--seconds {args.seconds:g} is too short for {len(rates)} pace(s) x {args.rounds} "
+                         f"round(s): each takes at least one {WINDOW_NS // 1_000_000} ms window, {need:g} s in "
+                         "all; give fewer --rates or --rounds, or more --seconds")
     root = SysRoot("/")
     placements, missing = parse_placements(args.placement, read_topology(root), allowed_cpus(root), args.cpu_ids)
     windows = max(1, round(args.seconds * 1e9 / WINDOW_NS / args.rounds / len(rates)))

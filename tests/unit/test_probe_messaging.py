@@ -177,6 +177,15 @@ def test_a_cpu_outside_the_affinity_is_one_error_line():
     assert f"CPU {max(CPUS) + 100} is not available" in lines[0]["message"]
 
 
+def test_more_paces_than_the_seconds_hold_are_refused_in_one_line_at_once():
+    # 300 paces x 2 rounds ran 300 x 2 x 100 ms windows for a --seconds 0.2 run: 31 s (issue 32).
+    paces = ",".join(str(1000 + i) for i in range(300))
+    rc, lines, _ = run_to_end("messaging", ["--rates", paces, "--seconds", "0.2"], timeout=10)
+    assert rc == 2 and [l["type"] for l in lines] == ["error"]
+    assert lines[0]["message"].startswith("--seconds 0.2 is too short for 300 pace(s) x 2 round(s)")
+    assert "60 s in all" in lines[0]["message"]
+
+
 @pytest.mark.usefixtures("live_machine")
 def test_cli_json(capsys):
     from app.cli.main import main
