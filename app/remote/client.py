@@ -31,9 +31,10 @@ from app.remote.ship import agent_mode, agent_zip, boot_line, remote_command, re
 from app.remote.transport import CONNECT_TIMEOUT, Disconnected, LinkError, SshProcess, SshTransport
 
 HANDSHAKE_S = 60.0          # after ssh's own connect timeout: shipping the agent, Python starting there
-FIRST_LINE_S = 20.0         # after ssh's connect timeout: the login shell and Python there say anything
+FIRST_LINE_S = 5.0          # after ssh's connect timeout: the login shell and Python there say anything;
+                            # with ssh's 10 s, a silent server is said within 15 s (issue 32: it took 30)
 MAX_BOOT_LINES = 16         # the bootstrap says two or three things before the hello
-CALL_TIMEOUT = 30.0
+CALL_TIMEOUT = 15.0         # a call without its own time (pins, probes and quiet have theirs): issue 32's 15 s
 SILENCE_S = 60.0            # a wait with no end asks the agent whether it still answers after this long
 MAX_MESSAGE = 1000          # characters of an error sentence from the agent that are shown
 _EOF = object()
@@ -316,8 +317,8 @@ def _write(proc: SshProcess, data: bytes) -> None:
 def _handshake(host: HostSpec, proc: SshProcess, reader: _Reader, agent: bytes, deadline: float,
                limit: float, first_limit: float) -> dict:
     """Boot lines until the hello; the shipped agent sent when asked; the hello checked. The first
-    line is due within ssh's connect timeout and FIRST_LINE_S (a silent server says so in half a
-    minute, not at the end of the whole handshake's time); the hello within the handshake's."""
+    line is due within ssh's connect timeout and FIRST_LINE_S (a silent server says so within 15 s,
+    not at the end of the whole handshake's time); the hello within the handshake's."""
     start = time.monotonic()
     first = min(deadline, start + first_limit)
     said = False

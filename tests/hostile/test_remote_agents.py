@@ -244,6 +244,15 @@ def test_a_silent_server_is_said_within_its_first_line_time(monkeypatch):
     assert time.monotonic() - t0 < 10
 
 
+def test_a_silent_host_is_said_within_15_s_by_default():
+    # Issue 32: a silent server, or an agent silent after its hello, was said after 30 s. The path that says
+    # it is tested above with short times; these are the defaults that path runs with.
+    from app.remote import client as client_mod
+    from app.remote.transport import CONNECT_TIMEOUT
+    assert CONNECT_TIMEOUT + client_mod.FIRST_LINE_S <= 15
+    assert client_mod.CALL_TIMEOUT <= 15
+
+
 def test_endless_boot_lines_end_the_connection():
     flood = "import sys\nsys.stdin.buffer.readline()\nwhile True:\n    sys.stdout.buffer.write(b'{\"type\": \"boot\"}\\n')\n"
     t0 = time.monotonic()
