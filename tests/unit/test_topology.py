@@ -2,7 +2,9 @@
 layout tree, and the pure parsers (examples + hypothesis)."""
 from __future__ import annotations
 
+import collections
 import functools
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -22,7 +24,7 @@ from app.parse.topology import (
     parse_topology_id,
 )
 from app.sysroot import SysRoot
-from tests.machines import all_machines, extract
+from tests.machines import MACHINES_DIR, all_machines, extract, machine
 
 MACHINES = all_machines()
 NAMES = [m.name for m in MACHINES]
@@ -298,6 +300,46 @@ def test_layout_opteron_nodes_inside_packages():
     pk = [g for g in tree.children if g.kind == "package"]
     assert len(pk) == 4
     assert all([k.kind for k in p.children] == ["node", "node"] for p in pk)
+
+
+# -- caches against hwloc ---------------------------------------------------------------------------
+
+def _hwloc_cache_counts(m) -> collections.Counter | None:
+    """{"L2": 32, ...}: the caches lstopo printed for the machine (its .console, or the .xml where that
+    is what upstream kept), or None when it kept neither."""
+    base = MACHINES_DIR / "hwloc" / m.name
+    console, xml = base.with_suffix(base.suffix + ".console"), base.with_suffix(base.suffix + ".xml")
+    if console.exists():
+        return collections.Counter(x.group(1) for x in re.finditer(r"^\s*(L\d[di]?)Cache L#\d+",
+                                                                       console.read_text(), re.M))
+    if xml.exists():
+        # hwloc 2 XML: L1Cache with cache_type 1 is L1d, L1iCache is the instruction cache.
+        kinds = re.findall(r'type="(L\d)(i?)Cache"[^>]*cache_type="(\d)"', xml.read_text())
+        return collections.Counter(f"{lvl}{'i' if i else 'd' if t == '1' else ''}" for lvl, i, t in kinds)
+    return None
+
+
+@pytest.mark.parametrize("name", [m.name for m in MACHINES if m.source == "hwloc"])
+def test_cache_counts_match_hwloc(name):
+    want = _hwloc_cache_counts(machine(name))
+    if want is None:
+        pytest.fail(f"{name}: hwloc left neither a .console nor an .xml to compare with")
+    assert collections.Counter(k.name for k in topo(name).caches) == want
+
+
+def test_opteron_caches_follow_the_map_where_the_list_disagrees(capsys):
+    # shared_cpu_list says 0, shared_cpu_map says 0-1 for the L1i and L2 of each two-core compute unit.
+    t = topo("64amd64-4s2n4ca2co")
+    l2 = [k for k in t.caches if k.name == "L2"]
+    assert len(l2) == 32 and l2[0].cpus == (0, 1)
+    assert any("shared_cpu_list and shared_cpu_map disagree" in n and "cpu0/cache/index1: list 0, map 0-1" in n
+               for n in t.notes)
+    from app.cli.main import main
+    assert main(["topology", "--root", str(extract("64amd64-4s2n4ca2co"))]) == 0
+    out = capsys.readouterr().out
+    assert "L2 cache:            64 MiB (32 instances of 2 MiB)" in out
+    assert "Note: cache shared_cpu_list and shared_cpu_map disagree" in out
+    assert not any("shared_cpu" in n for n in topo("worker1.internal").notes), "no note where they agree"
 
 
 # -- parsers -----------------------------------------------------------------------------------------

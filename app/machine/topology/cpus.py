@@ -46,12 +46,20 @@ class RawCpu:
     caches: list = field(default_factory=list)
 
 
-def _read_raw_cpu(root: SysRoot, n: int, *, caches_seen: dict[str, set[int]] | None) -> RawCpu:
-    """One cpuN folder. `caches_seen` (None: read no caches) maps cache/indexK to the CPUs that an
-    earlier CPU's indexK listed in shared_cpu_list: the kernel gives every CPU that shares a cache
+@dataclass
+class CacheWalk:
+    """What reading the caches of every CPU carries from one CPU to the next. `seen` maps cache/indexK
+    to the CPUs that an earlier CPU's indexK shared: the kernel gives every CPU that shares a cache
     the same index for it (drivers/base/cacheinfo.c), so theirs is the cache already read and is
     skipped. On an 8,192-CPU machine that halves the files read (an L3 is read once, not 56 times).
-    Per-core files are not shared the same way: a Bulldozer compute unit's two threads are
+    `disagree`: (cpuN/cache/indexK, its list, its map) where shared_cpu_list and shared_cpu_map differ."""
+    seen: dict[str, set[int]] = field(default_factory=dict)
+    disagree: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)
+
+
+def _read_raw_cpu(root: SysRoot, n: int, *, caches: CacheWalk | None) -> RawCpu:
+    """One cpuN folder; its caches too unless `caches` is None (offline CPUs have none).
+    Per-core files are not shared the way caches are: a Bulldozer compute unit's two threads are
     thread_siblings with different core_ids (fixture 64amd64-4s2n4ca2co)."""
     d = f"{root.cpu_dir()}/cpu{n}"
     r = RawCpu(n)
@@ -66,14 +74,14 @@ def _read_raw_cpu(root: SysRoot, n: int, *, caches_seen: dict[str, set[int]] | N
         r.fmax = read_int(root, f"{d}/cpufreq/cpuinfo_max_freq")
         r.base_khz = read_int(root, f"{d}/cpufreq/base_frequency")
     r.node_links = tuple(sorted(int(m.group(1)) for m in map(NODE_DIR.match, entries) if m))
-    if caches_seen is not None and "cache" in entries:
+    if caches is not None and "cache" in entries:
         for name in root.listdir(f"{d}/cache"):
             if not _INDEX_DIR.match(name):
                 continue
-            seen = caches_seen.setdefault(name, set())
+            seen = caches.seen.setdefault(name, set())
             if n in seen:
                 continue
-            cache = _read_cache(root, f"{d}/cache/{name}", n)
+            cache = _read_cache(root, f"{d}/cache/{name}", n, caches.disagree)
             if cache is not None:
                 r.caches.append(cache)
                 seen.update(cache.cpus)
@@ -94,18 +102,26 @@ def _read_cpu_topology(root: SysRoot, t: str, r: RawCpu) -> None:
         r.cluster_cpus = read_ids_file(root, t, "cluster_cpus")
 
 
-def _read_cache(root: SysRoot, i: str, n: int) -> Cache | None:
-    """cpuN/cache/indexK (Documentation/ABI/testing/sysfs-devices-system-cpu); None without a level."""
+def _read_cache(root: SysRoot, i: str, n: int, disagree: list) -> Cache | None:
+    """cpuN/cache/indexK (Documentation/ABI/testing/sysfs-devices-system-cpu); None without a level.
+    Its CPUs are shared_cpu_map's where that and shared_cpu_list differ, as hwloc and lscpu (which
+    read only the map) take them: the Opteron 6276 capture's kernel lists "0" under a map of 3 for the
+    L1i and L2 that each two-core compute unit shares, and the list would count 64 L2s where there are
+    32 (issue 30). Each such file goes into `disagree`, for the topology's note."""
     level = read_int(root, f"{i}/level")
     ctype = read_line(root, f"{i}/type")
     size_text = read_text(root, f"{i}/size")
     size = parse_cache_size(size_text, what=f"{i}/size") if size_text is not None else None
-    cpus = None
-    for fname, mask in (("shared_cpu_list", False), ("shared_cpu_map", True)):
-        text = read_text(root, f"{i}/{fname}")
-        if text is not None:
-            cpus = parse_ids(text, mask=mask, path=f"{i}/{fname}")
-            break
+    listed = mapped = None
+    text = read_text(root, f"{i}/shared_cpu_list")
+    if text is not None:
+        listed = parse_ids(text, mask=False, path=f"{i}/shared_cpu_list")
+    text = read_text(root, f"{i}/shared_cpu_map")
+    if text is not None:
+        mapped = parse_ids(text, mask=True, path=f"{i}/shared_cpu_map")
+    if listed is not None and mapped and listed != mapped:
+        disagree.append((i, listed, mapped))
+    cpus = mapped or listed
     cid = read_int(root, f"{i}/id")
     if level is None:
         return None
@@ -145,12 +161,24 @@ def read_cpu_sets(root: SysRoot, notes: list) -> CpuSets:
                     tuple(c for c in known if c not in online_set))
 
 
-def read_raw_cpus(root: SysRoot, sets: CpuSets) -> dict[int, RawCpu]:
+def read_raw_cpus(root: SysRoot, sets: CpuSets, notes: list) -> dict[int, RawCpu]:
     """Every known CPU's raw files; caches only for online CPUs (offline ones have none)."""
     dir_set, online_set = set(sets.dirs), set(sets.online)
-    caches_seen: dict[str, set[int]] = {}
-    return {n: _read_raw_cpu(root, n, caches_seen=caches_seen if n in online_set else None)
-            if n in dir_set else RawCpu(n) for n in sets.known}
+    walk = CacheWalk()
+    raw = {n: _read_raw_cpu(root, n, caches=walk if n in online_set else None)
+           if n in dir_set else RawCpu(n) for n in sets.known}
+    if walk.disagree:
+        notes.append(cache_disagreement_note(walk.disagree))
+    return raw
+
+
+def cache_disagreement_note(disagree: list[tuple[str, tuple[int, ...], tuple[int, ...]]]) -> str:
+    """One note for every cache whose shared_cpu_list and shared_cpu_map differ, with the first as the example."""
+    path, listed, mapped = disagree[0]
+    where = "/".join(path.rsplit("/", 3)[-3:])       # cpu0/cache/index2
+    more = f"; {len(disagree) - 1} more caches likewise" if len(disagree) > 1 else ""
+    return (f"cache shared_cpu_list and shared_cpu_map disagree ({where}: list {format_cpulist(listed)}, map "
+            f"{format_cpulist(mapped)}{more}): the map is taken, as hwloc and lscpu take it")
 
 
 def cores_from_siblings(raw: dict[int, RawCpu], online: tuple[int, ...], notes: list) -> tuple[tuple[int, ...], ...]:

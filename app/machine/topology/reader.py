@@ -72,7 +72,7 @@ def read_topology(root: SysRoot) -> Topology:
     notes: list[str] = []
     sets = read_cpu_sets(root, notes)
     online = sets.online
-    raw = read_raw_cpus(root, sets)
+    raw = read_raw_cpus(root, sets, notes)
     iso = read_isolation(root, notes)
     nodes, cpu_node = read_nodes(root, raw, notes)
     core_cpu_lists = cores_from_siblings(raw, online, notes)
