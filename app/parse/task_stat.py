@@ -3,7 +3,9 @@
 stat: Documentation/filesystems/proc.rst, Table 1-4; fs/proc/array.c do_task_stat. comm is in
 parentheses and may itself hold spaces, '(' , ')' and even a newline (do_task_stat prints it with
 proc_task_name(..., escape=false)): split at the LAST ')'. Field 39 (1-based) is `processor`, the CPU
-the task last ran on; field 9 is `flags` (PF_*).
+the task last ran on; field 9 is `flags` (PF_*); fields 40 and 41 are `rt_priority` (1-99 under
+SCHED_FIFO and SCHED_RR, 0 otherwise) and `policy` (SCHED_* of include/uapi/linux/sched.h, without
+SCHED_RESET_ON_FORK, which stat does not print).
 
 status: Documentation/filesystems/proc.rst, Table 1-2; fs/proc/array.c proc_pid_status. "Key:\\tvalue"
 lines; Name is escaped there (escape=true), unlike stat.
@@ -28,10 +30,30 @@ PF_NO_SETAFFINITY = 0x04000000   # include/linux/sched.h: "Userland is not allow
 _MIN_FIELDS_AFTER_COMM = 41 - 2
 
 
+# include/uapi/linux/sched.h. 4 (SCHED_ISO) is reserved and never set; the names are chrt's and tuna's.
+SCHED_POLICIES = {0: "other", 1: "fifo", 2: "rr", 3: "batch", 5: "idle", 6: "deadline"}
+RT_POLICIES = (1, 2)       # the policies whose tasks have an RT priority (sched(7))
+
+
+def policy_name(policy: int) -> str:
+    """The name of a SCHED_* number ("fifo"); "policy N" for one this kernel header does not name."""
+    return SCHED_POLICIES.get(policy) or f"policy {policy}"
+
+
+def sched_label(policy: int, rt_priority: int) -> str:
+    """A task's policy as chrt and tuna show it: "fifo 80", "rr 1", or the name alone where the
+    policy has no RT priority ("other", "batch")."""
+    name = policy_name(policy)
+    return f"{name} {rt_priority}" if policy in RT_POLICIES else name
+
+
 class TaskFlags:
-    """What a task's PF_* flags (stat field 9) say, for any value with a `flags` field."""
+    """What a task's PF_* flags (stat field 9) and policy (field 41) say, for any value with `flags`,
+    `policy` and `rt_priority` fields."""
     __slots__ = ()
     flags: int
+    policy: int
+    rt_priority: int
 
     @property
     def kthread(self) -> bool:
@@ -40,6 +62,14 @@ class TaskFlags:
     @property
     def no_setaffinity(self) -> bool:
         return bool(self.flags & PF_NO_SETAFFINITY)
+
+    @property
+    def policy_name(self) -> str:
+        return policy_name(self.policy)
+
+    @property
+    def sched_label(self) -> str:
+        return sched_label(self.policy, self.rt_priority)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from app.errors import ParseError
 from app.parse.task_stat import (PF_KTHREAD, PF_NO_SETAFFINITY, parse_sched, parse_status, sched_counts,
-                                 parse_task_stat)
+                                 parse_task_stat, policy_name, sched_label)
 from tests.machines import INTERRUPTS_DIR, procfs_composite
 
 TASK_DIR = INTERRUPTS_DIR / "prometheus-procfs" / "proc-27079-task"
@@ -107,6 +107,32 @@ def test_live_own_thread():
     assert s.tid == tid
     assert s.processor in os.sched_getaffinity(0)
     assert s.state == "R"
+
+
+def test_policy_names_are_chrts():
+    assert [policy_name(p) for p in (0, 1, 2, 3, 5, 6)] == ["other", "fifo", "rr", "batch", "idle", "deadline"]
+    assert policy_name(4) == "policy 4"         # SCHED_ISO: reserved, no kernel sets it
+    assert sched_label(1, 80) == "fifo 80" and sched_label(2, 1) == "rr 1"
+    assert sched_label(0, 0) == "other" and sched_label(6, 0) == "deadline"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_FIFO needs root (CAP_SYS_NICE)")
+@pytest.mark.usefixtures("live_machine")
+def test_live_fifo_thread_reads_its_policy_and_priority():
+    """Fields 40 and 41 of a real SCHED_FIFO 80 task, as the kernel wrote them (sched_setscheduler on a
+    child of this test only; it is killed at the end)."""
+    import subprocess
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        os.sched_setscheduler(child.pid, os.SCHED_FIFO, os.sched_param(80))
+        s = parse_task_stat(Path(f"/proc/{child.pid}/task/{child.pid}/stat").read_bytes())
+        assert (s.policy, s.rt_priority, s.sched_label) == (os.SCHED_FIFO, 80, "fifo 80")
+        os.sched_setscheduler(child.pid, os.SCHED_BATCH, os.sched_param(0))
+        s = parse_task_stat(Path(f"/proc/{child.pid}/task/{child.pid}/stat").read_bytes())
+        assert (s.policy_name, s.rt_priority, s.sched_label) == ("batch", 0, "batch")
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.mark.usefixtures("live_machine")

@@ -248,3 +248,29 @@ def test_detail_tids_get_switches_in_fast_mode():
     finally:
         ev.set()
         th.join()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_FIFO needs root (CAP_SYS_NICE)")
+@pytest.mark.usefixtures("live_machine")
+def test_policy_and_priority_read_by_every_path_and_a_change_seen_while_asleep():
+    """A sleeping child set to SCHED_FIFO 80 reads so through the fast path, the full path and
+    read_task; changed back while it sleeps, the reader's kept copy is caught by the check (policy and
+    RT priority are among what it compares), not shown stale until the next full read."""
+    import subprocess
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        os.sched_setscheduler(child.pid, os.SCHED_FIFO, os.sched_param(80))
+        now = [0.0]
+        reader = TaskReader(LIVE, clock=lambda: now[0])
+        t = reader.sample([child.pid]).tasks[child.pid]
+        assert (t.policy, t.rt_priority, t.sched_label) == (os.SCHED_FIFO, 80, "fifo 80")
+        full = read_tasks(LIVE, detail="full", pids=[child.pid]).tasks[child.pid]
+        assert (full.policy_name, full.rt_priority) == ("fifo", 80)
+        assert read_task(LIVE, child.pid, child.pid).sched_label == "fifo 80"
+        os.sched_setscheduler(child.pid, os.SCHED_OTHER, os.sched_param(0))
+        now[0] = 40.0          # past the check (15-30 s), before the re-read (60-120 s)
+        t = reader.sample([child.pid]).tasks[child.pid]
+        assert (t.policy_name, t.rt_priority) == ("other", 0)
+    finally:
+        child.kill()
+        child.wait()
