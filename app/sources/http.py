@@ -342,14 +342,14 @@ _BUDGET: contextvars.ContextVar[Budget | None] = contextvars.ContextVar("coremap
 
 
 @contextlib.contextmanager
-def host_budget(seconds: float, max_bytes: int = MAX_HOST_BYTES):
+def host_budget(seconds: float, max_bytes: int = MAX_HOST_BYTES, *, going_on: Budget | None = None):
     """Every request made inside the block (in this thread) shares one Budget; nested blocks keep the outer,
-    tighter one."""
+    tighter one. `going_on`: a Budget an earlier block began, spent on here rather than a new one."""
     outer = _BUDGET.get()
     if outer is not None and outer.left() <= seconds:
         yield outer
         return
-    token = _BUDGET.set(Budget(seconds, max_bytes))
+    token = _BUDGET.set(going_on or Budget(seconds, max_bytes))
     try:
         yield _BUDGET.get()
     finally:

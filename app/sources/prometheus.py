@@ -32,7 +32,7 @@ from app.format import format_rate
 from app.sampling.machine_state import MachineState
 from app.sources.host import (Cleaner, CpuFacts, HostCounters, HostFacts, RateFigures, rates_of, sample_of,
                               topology_of)
-from app.sources.http import DEADLINE, TIMEOUT, JsonClient, SourceAuth, SourceError, host_budget
+from app.sources.http import DEADLINE, TIMEOUT, Budget, JsonClient, SourceAuth, SourceError, host_budget
 from app.sources.rows import failed_row, source_row
 
 MAX_SERIES = 200_000        # one answer of a batch of up to 200 hosts
@@ -76,6 +76,7 @@ class Prometheus:
         if not re.fullmatch(r"[0-9]+[smh]", window):
             raise SourceError(f"window {excerpt(window)}: give a Prometheus duration such as 30s or 1m")
         self.http = JsonClient(url, what="Prometheus server", auth=auth, timeout=timeout, deadline=deadline)
+        self._opening: Budget | None = None      # check()'s, spent on by the first rows() (see check)
         self.url = self.http.base
         self.match, self.window, self.max_series = match.strip(), window, max_series
         self._facts: dict[str, tuple[HostFacts, bool, dict]] = {}
@@ -98,7 +99,11 @@ class Prometheus:
 
     def check(self) -> str:
         """The server's version; SourceError when the URL is not a Prometheus server."""
-        doc = self.http.get("/api/v1/status/buildinfo")
+        with host_budget(self.http.deadline) as opening:
+            doc = self.http.get("/api/v1/status/buildinfo")
+        # The check, the list of hosts and the first batch share one --timeout: each had its own, so a slow
+        # server's first rows came after three times the time the user gave (issue 32).
+        self._opening = opening
         if not isinstance(doc, dict) or doc.get("status") != "success" or not isinstance(doc.get("data"), dict):
             raise SourceError(f"{self.url} is not a Prometheus server (no /api/v1/status/buildinfo); give the "
                               "address of Prometheus' HTTP API, e.g. http://server:9090")
@@ -148,10 +153,10 @@ class Prometheus:
                 continue
         return out
 
-    def read_batch(self, instances: list[str], at: float | None = None) -> list:
+    def read_batch(self, instances: list[str], at: float | None = None, *, going_on: Budget | None = None) -> list:
         """FleetRows of these hosts, one round of queries for them all; a host none of whose series came
-        back is a row that says so."""
-        with host_budget(self.http.deadline):
+        back is a row that says so. `going_on`: the opening's Budget (check), when this is the first batch."""
+        with host_budget(self.http.deadline, going_on=going_on):
             return self._read_batch(instances, at)
 
     def _read_batch(self, instances: list[str], at: float | None) -> list:
@@ -171,7 +176,10 @@ class Prometheus:
              most: int = 200) -> Iterator[list]:
         """Every host's row (or those `only` names), batch by batch (growing from `first` to `most` hosts),
         as each batch is answered. A host named in `only` that Prometheus does not know is a row saying so."""
-        with host_budget(self.http.deadline):
+        opening, self._opening = self._opening, None
+        if opening is not None and opening.left() <= 0:
+            opening = None      # rows asked for long after the check (a window opened later): a time of their own
+        with host_budget(self.http.deadline, going_on=opening):
             known = self.instances(at)
         hosts = sorted(known) if only is None else [h for h in only if h in known]
         if only is not None:
@@ -188,7 +196,7 @@ class Prometheus:
                               + "; check that it scrapes node_exporter")
         i, size = 0, first
         while i < len(hosts):
-            yield self.read_batch(hosts[i:i + size], at)
+            yield self.read_batch(hosts[i:i + size], at, going_on=opening if i == 0 else None)
             i += size
             size = min(most, size * 2)
 

@@ -145,6 +145,27 @@ def test_a_slow_prometheus_costs_a_batch_its_timeout(serve):
     assert time.monotonic() - t0 < 3
 
 
+def test_a_slow_prometheus_says_so_within_the_timeout_from_its_check_on(serve):
+    # The check, the list of hosts and the first batch each had their own --timeout: a slow server's first
+    # row came after three times the time given (issue 32).
+    routes = _fleet_routes({"0": "1", "1": "1"})
+    inner_query, inner_info = routes["/api/v1/query"], routes["/api/v1/status/buildinfo"]
+
+    def slow(inner):
+        def answer(h):
+            time.sleep(0.7)
+            inner(h)
+        return answer
+    routes["/api/v1/query"], routes["/api/v1/status/buildinfo"] = slow(inner_query), slow(inner_info)
+    s = serve(routes)
+    prom = Prometheus(s.url, timeout=2, deadline=2)
+    t0 = time.monotonic()
+    prom.check()
+    with pytest.raises(SourceError, match="given to one host|cut off"):
+        next(prom.rows())                   # 0.7 s check, 0.7 s the hosts, then 5 queries of 0.7 s each
+    assert time.monotonic() - t0 < 2.6
+
+
 def test_one_host_with_more_irq_series_than_a_capture_holds_cpus_is_refused_at_once(serve):
     routes = _fleet_routes({"0": "1", "1": "1"})
     inner = routes["/api/v1/query"]
