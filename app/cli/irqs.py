@@ -80,7 +80,8 @@ def _row_json(r: InterruptRow, info: IrqInfo | None, from_root: bool) -> dict:
     if from_root and info is not None:
         d["requested"] = _cpus_or_none(info.requested)
         d["effective"] = _cpus_or_none(info.effective)
-        d["node"] = info.node
+        d["node"] = info.node                    # /proc/irq/N/node
+        d["device_node"] = info.device_node      # the device's NUMA node: the one the NODE column shows
         d["managed"] = info.managed
         dev = info.device
         d["device"] = None if dev is None else {
@@ -121,7 +122,7 @@ def _print_counts(rows, cpus, info: dict[str, IrqInfo], *, with_affinity: bool) 
         if with_affinity:
             line += ["-" if i is None or i.requested is None else format_cpulist(i.requested) or "none",
                      "-" if i is None or i.effective is None else format_cpulist(i.effective) or "none",
-                     "-" if i is None or i.node is None else str(i.node)]
+                     "-" if i is None else i.node_text() or "-"]
         name = i.device.description if i is not None and i.device is not None else ""
         if r.name and r.name not in name:
             name = f"{r.name}  [{name}]" if name else r.name

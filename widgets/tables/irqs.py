@@ -312,7 +312,6 @@ def _build_row(row, cpus, info: IrqInfo | None, rates: Rates | None, pinned=None
                          "\n".join(f"CPU {c}: {f * 100:.1f}%" for c, f in shares[:16]) or None, None))
     requested = info.requested if info is not None else None
     effective = info.effective if info is not None else None
-    node = info.node if info is not None else None
     req_text, eff_text = format_cpus(requested), format_cpus(effective)
     (brush, tip), (req_brush, req_tip) = affinity_mark(requested, effective, pinned, mask_changed)
     if info is not None and info.managed:
@@ -329,8 +328,7 @@ def _build_row(row, cpus, info: IrqInfo | None, rates: Rates | None, pinned=None
         spread_cell,
         _Cell((req_text, _cpus_sort(requested), req_tip, req_brush)),
         _Cell((eff_text, _cpus_sort(effective), tip, brush)),
-        _Cell(("" if node is None or node < 0 else str(node), float(node if node is not None else -1),
-               "no NUMA node (-1)" if node is not None and node < 0 else None, None)),
+        _node_cell(irq, info),
     )
     # Where it lands: CPUs with a non-zero rate (or, in a one-capture snapshot, a non-zero count
     # since boot), and the CPUs the kernel currently delivers it on.
@@ -338,6 +336,27 @@ def _build_row(row, cpus, info: IrqInfo | None, rates: Rates | None, pinned=None
     landing.update(effective or ())
     haystack = " ".join(x for x in (irq, dev, row.name, row.description, row.chip or "") if x).lower()
     return cells, (haystack, frozenset(landing))
+
+
+def _node_cell(irq: str, info: IrqInfo | None) -> _Cell:
+    """The device's NUMA node, and the IRQ's own where it differs (IrqInfo.node_text); sorted by the
+    device's node, then the IRQ's."""
+    if info is None:
+        return _Cell(("", -1.0, None, None))
+    dev, own = info.device_node, info.node
+    key = dev if dev is not None else own
+    differs = own is not None and own != key
+    sort = -1.0 if key is None else key + ((own + 1) / 10_000 if differs else 0.0)
+    if dev is not None and differs:
+        tip = (f"the device {info.device.pci_address} is on NUMA node {dev}; the IRQ's own node "
+               f"(/proc/irq/{irq}/node, where the kernel allocated its descriptor) is {own}")
+    elif dev is not None:
+        tip = f"the device {info.device.pci_address} is on NUMA node {dev}"
+    elif own is not None:
+        tip = f"the IRQ's own node (/proc/irq/{irq}/node): no device node is known"
+    else:
+        tip = None
+    return _Cell((info.node_text(), sort, tip, None))
 
 
 def parse_filter(text: str) -> tuple[list[str], set[int]]:
