@@ -110,8 +110,15 @@ class WindowSettings:
             return []
         done = []
         blob = _bytes(q.value("window/geometry"))
-        if geometry and blob is not None and window.restoreGeometry(blob):
-            done.append("geometry")
+        if geometry and blob is not None:
+            before = window.geometry()
+            if window.restoreGeometry(blob) and _usable(window):
+                done.append("geometry")
+            else:
+                window.setGeometry(before)
+                if hasattr(window, "show_message"):
+                    window.show_message(f"{self.path}: the saved window size does not fit this screen; "
+                                        "the window opens at its default size")
         blob = _bytes(q.value("window/state"))
         if blob is not None and window.restore_layout(blob, STATE_VERSION):
             done.append("docks")
@@ -139,6 +146,16 @@ class WindowSettings:
             if isinstance(values, dict) and set_form_values(window.probe_panel.form, values):
                 done.append("probe form")
         return done
+
+
+def _usable(window) -> bool:
+    """Whether a restored geometry can be used: Qt keeps a window on a screen, but not at a usable size
+    (settings.ini held a 24 x 12 window and Qt opened it so; issue 32). Usable: as large as the window's
+    own minimum size hint, or half its screen, whichever is less."""
+    screen = window.screen().availableGeometry()
+    hint = window.minimumSizeHint()
+    return (window.width() >= min(hint.width(), screen.width() // 2)
+            and window.height() >= min(hint.height(), screen.height() // 2))
 
 
 def _int(v) -> int | None:
