@@ -11,12 +11,16 @@ from __future__ import annotations
 import argparse
 import os
 import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from app.cli.main import build_parser
 from app.errors import CoremapError
-from tests.hostile.conftest import run_cli
+from tests.hostile.conftest import REPO
 
 # -- the table: every option (by its long name; a positional by "command:dest") and its kind -------------
 TABLE = {
@@ -194,28 +198,60 @@ def _hostile(tmp_path, case, suffix=""):
     return str(p)
 
 
-def _file_runs():
+def _file_runs(fifo: bool):
+    """Every (command, option, argv, case) run; `fifo`: the FIFO cases only, or every other case."""
     runs = []
     for (command, key), argv in sorted(REACH.items()):
         kind = TABLE[key]
-        runs.extend((command, key, argv, case) for case in CASES[kind])
+        runs.extend((command, key, argv, case) for case in CASES[kind] if (case == "fifo") == fifo)
     return runs
 
 
-@pytest.mark.parametrize("command, key, argv, case", _file_runs(), ids=lambda v: v if isinstance(v, str) else None)
-def test_a_hostile_file_is_refused_in_one_line_within_20_s(tmp_path, command, key, argv, case):
+def _start(tmp_path, command, key, argv, case):
+    """The run of `command` on a hostile file of `case` for option `key`, started: (process, path, lstat)."""
     from tests.machines import extract
     suffix = SUFFIX_OF.get((command, key), SUFFIX.get(key, "")) if TABLE[key] == "output" else ""
-    v = _hostile(tmp_path, case, suffix)
-    args = [a.replace("{v}", v).replace("{tmp}", str(tmp_path)).replace("{sno}", str(extract("sno"))) for a in argv]
-    before = os.lstat(v)
-    p = run_cli(*args, timeout=20, env={"COREMAP_STATE_DIR": str(tmp_path / "state"),
-                                        "XDG_CONFIG_HOME": str(tmp_path / "config")})
-    assert "Traceback" not in p.stderr, p.stderr[-800:]
-    assert p.returncode != 0, (args, p.stdout[-300:])
-    assert "hostile-" in p.stderr, (args, p.stderr[-400:])      # refused naming the file, not for another reason
-    assert len(p.stderr.strip().splitlines()) <= 2, p.stderr[-800:]
+    folder = tmp_path / f"{command}{key}"
+    folder.mkdir(exist_ok=True)
+    v = _hostile(folder, case, suffix)
+    args = [a.replace("{v}", v).replace("{tmp}", str(folder)).replace("{sno}", str(extract("sno"))) for a in argv]
+    env = dict(os.environ, PYTHONPATH=str(REPO), QT_QPA_PLATFORM="offscreen",
+               COREMAP_STATE_DIR=str(folder / "state"), XDG_CONFIG_HOME=str(folder / "config"))
+    proc = subprocess.Popen([sys.executable, "-m", "app", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env=env)
+    return proc, args, v, os.lstat(v)
+
+
+def _check(started, case, deadline: float):
+    """The run refused its file in one line, before `deadline`, and left the file as it was."""
+    proc, args, v, before = started
+    try:
+        out, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"{args}: still running after 20 s") from None
+    assert "Traceback" not in err, err[-800:]
+    assert proc.returncode != 0, (args, out[-300:])
+    assert "hostile-" in err, (args, err[-400:])      # refused naming the file, not for another reason
+    assert len(err.strip().splitlines()) <= 2, err[-800:]
     after = os.lstat(v)
     assert (stat.S_IFMT(after.st_mode), after.st_ino) == (stat.S_IFMT(before.st_mode), before.st_ino)
     if case == "link":
-        assert (tmp_path / "victim").read_text() == "keep me"
+        assert (Path(v).parent / "victim").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("command, key, argv, case", _file_runs(fifo=False),
+                         ids=lambda v: v if isinstance(v, str) else None)
+def test_a_hostile_file_is_refused_in_one_line_within_20_s(tmp_path, command, key, argv, case):
+    _check(_start(tmp_path, command, key, argv, case), case, time.monotonic() + 20)
+
+
+def test_every_fifo_without_a_writer_is_refused_in_one_line_within_20_s(tmp_path):
+    # A FIFO is waited on for a writer (10 s), so these run all at once: one after the other they slept
+    # 50 s of the suite (issue 31).
+    runs = _file_runs(fifo=True)
+    started = [(_start(tmp_path, command, key, argv, case), case, time.monotonic()) for command, key, argv, case in runs]
+    for one, case, t0 in started:
+        _check(one, case, t0 + 20)
+    assert len(started) >= 5
