@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 class NoThreads(CoremapError):
-    """A root that holds no proc/PID/task folders (snapshots and most fixtures)."""
+    """A root that holds no proc/PID/task folders (most fixtures, older snapshots)."""
 
 
 def register(subparsers) -> None:
@@ -74,8 +74,8 @@ def run(args) -> int:
     if not sample.tasks:
         if args.pid:
             raise TaskGone(args.pid[0], None, live=root.is_live)
-        raise NoThreads(f"{root.root} holds no proc/PID/task/ folders (snapshots do not capture "
-                        "threads); run on the live machine")
+        raise NoThreads(f"{root.root} holds no proc/PID/task/ folders (a capture taken with --no-threads, "
+                        "by coremap before issue 30 or by another tool); run on the live machine")
     # Full Java names: read from each verified JVM with cut names (app/machine/java.py), live only.
     names = thread_names_of(sample, root)
     tasks = find_threads_by_name(sample, args.name, names) if args.name else \

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from app.errors import CoremapError, ParseError, SysRootReadError
 from app.format import printable
 from app.machine.jvm_attach import AttachError, Target, open_pidfd, request
-from app.machine.thread_names import COMM_LEN, ThreadNames, comm_of, is_cut
+from app.machine.thread_names import COMM_LEN, ThreadNames, comm_of, is_cut, read_captured_names
 from app.machine.threads import read_tgid
 from app.parse.jvm import ProcessIds, attach_enabled, dump_thread, parse_perfdata, parse_process_ids
 from app.parse.jvm import parse_thread_dump  # noqa: F401  (re-exported: the tests and callers know it here)
@@ -321,7 +321,7 @@ def claims_java(pid: int, root: SysRoot, comm: str) -> bool:
 
 def thread_names_of(threads, root: SysRoot) -> ThreadNames:
     """The full names of every thread with a cut comm in a JVM among `threads` (a ThreadsSample),
-    read now, one JVM after another: for `coremap threads`. Empty for a capture."""
+    read now, one JVM after another: for `coremap threads`. A capture's are those it stores."""
     return full_thread_names(((t.pid, t.tid, t.comm) for t in threads.tasks.values()), root,
                              {pid: info.comm for pid, info in threads.processes.items()})
 
@@ -340,9 +340,9 @@ def full_thread_names(threads, root: SysRoot, process_comms=None) -> ThreadNames
     after another: what names a thread where the window's sampler does not (`coremap pin --tid`,
     `coremap threads`, a jitter run's gap attribution). Only threads whose comm is cut, in a process
     that presents itself as a JVM, cost a read; `process_comms` (pid -> comm) spares a read of each
-    process's name. Empty for a capture."""
+    process's name. For a capture: the names read when it was taken, which it stores."""
     if not root.is_live:
-        return ThreadNames()
+        return read_captured_names(root)
     by_pid: dict[int, list[int]] = {}
     for pid, tid, comm in threads:
         if is_cut(comm):

@@ -7,13 +7,39 @@ from a JVM it has verified; this value carries them to the window (MachineState.
 crosses ssh like the rest of the state), to `coremap threads` and to the one name matcher
 (app/machine/threads.py name_matcher). Only threads whose comm is exactly 15 bytes can have been cut,
 so only those get a full name.
+
+A capture (`coremap snapshot`) cannot ask a JVM, so the names read when it was taken are stored in it
+as data, `.coremap/thread_names.json`: names_document writes it, read_captured_names reads it back
+(through the capture's confined reader, decoded to the bounds of _Captured), so a capture's threads
+are named as they were on their machine.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Literal
+
+try:
+    import msgspec
+    from msgspec import Meta
+except ImportError:
+    # The agent shipped to a server runs on the standard library alone (app/remote/ship.py); it only
+    # writes this file (names_document), never reads one.
+    msgspec = None
+
+if TYPE_CHECKING:
+    from app.sysroot import SysRoot
 
 COMM_LEN = 15
+CAPTURED_NAMES = "thread_names.json"     # in a snapshot's .coremap/ folder
+CAPTURED_FORMAT = 1
+MAX_CAPTURED_NAMES = 16 << 20            # bytes: 100,000 names of 150 bytes
+_PID_LIMIT = 1 << 22                     # PID_MAX_LIMIT on 64-bit (include/linux/threads.h)
+_NAME_LIMIT = 4096                       # a Java thread's name is any string; none real is this long
+if msgspec is not None:
+    _Id = Annotated[int, Meta(ge=1, le=_PID_LIMIT)]
+    _Text = Annotated[str, Meta(max_length=_NAME_LIMIT)]
 
 
 def is_cut(comm: str) -> bool:
@@ -80,3 +106,40 @@ def shown_thread_name(full: str | None, comm: str) -> str:
     """A thread's name as coremap shows it: the full name, with the kernel's where the two differ
     ("market-data-feed-handler-0 (market-data-fee)"), else comm."""
     return f"{full} ({comm})" if full else comm
+
+
+def names_document(names: ThreadNames) -> bytes:
+    """`names` as a capture stores them (CAPTURED_NAMES; read back by read_captured_names)."""
+    doc = {"format": CAPTURED_FORMAT,
+           "names": {str(pid): {str(tid): n for tid, n in sorted(of.items())} for pid, of in sorted(names.names.items())},
+           "unavailable": {str(pid): why for pid, why in sorted(names.unavailable.items())},
+           "read_at": {str(pid): at for pid, at in sorted(names.read_at.items())}}
+    return (json.dumps(doc, indent=None, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+if msgspec is not None:
+    class _Captured(msgspec.Struct, forbid_unknown_fields=True):
+        """The one definition of CAPTURED_NAMES's content, with its bounds."""
+        format: Literal[1]
+        names: dict[_Id, dict[_Id, _Text]]
+        unavailable: dict[_Id, _Text] = {}
+        read_at: dict[_Id, Annotated[float, Meta(ge=0, le=1e11)]] = {}
+
+
+def read_captured_names(root: SysRoot) -> ThreadNames:
+    """The Java names a capture stored (none for a capture without the file: taken before threads were
+    captured, or by another tool). A file that is not what names_document writes is noted on the root
+    (main() prints its notes), and its threads show their kernel names."""
+    from app.errors import SysRootReadError
+    from app.parse.json_text import JsonInputError, load_json
+    from app.sysroot import SNAPSHOT_META_DIR
+    path = root.path(SNAPSHOT_META_DIR, CAPTURED_NAMES)
+    try:
+        text = root.read_optional(path, limit=MAX_CAPTURED_NAMES)
+        if text is None:
+            return NO_THREAD_NAMES
+        doc = msgspec.convert(load_json(text, what=str(path), limit=MAX_CAPTURED_NAMES), _Captured, strict=False)
+    except (SysRootReadError, JsonInputError, msgspec.ValidationError) as e:
+        root._note(path, f"is not the Java names coremap stores ({str(e)[:120]}); threads show their kernel names")
+        return NO_THREAD_NAMES
+    return ThreadNames(doc.names, doc.unavailable, doc.read_at)

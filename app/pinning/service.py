@@ -34,6 +34,7 @@ from app.pinning.targets import GUARD_ORIGIN, KINDS, PinRequest, PinResult, PinT
 from app.pinning.cgroups import cgroup_writers
 from app.pinning.kinds import BALANCER_KINDS, CPU_KINDS, MASK_KINDS, SCALAR_KINDS
 from app.pinning.settings import ScalarWriter
+from app.pinning.spread import queue_steps
 from app.pinning.writers import UNKNOWN_START, IrqWriter, MaskWriter, Step, ThreadWriter
 from app.sysroot import SysRoot
 
@@ -97,10 +98,10 @@ class AffinityService:
         written = self._flow.run(b.steps, origin=request.origin or "pin", online=b.online, progress=progress)
         batch = self._batch_of(written)
         if batch is not None:
-            for target, expanded in b.follows:
+            for target, expanded, cpus in b.follows:
                 ids = {t.id for t in expanded}
                 mine = [r for r in written if r.target.kind == "thread" and r.target.id in ids]
-                self._record_follow(target, request, mine, b.cpus, batch)
+                self._record_follow(target, request, mine, cpus, batch)
         return self._advised(b.results + written)
 
     def plan(self, request: PinRequest) -> Plan:
@@ -219,14 +220,20 @@ class AffinityService:
         if refusal is not None:
             return _PinBatch(cpus, online, None, [refused(t, refusal[0], refusal[1], cpus) for t in request.targets])
         steps, results, follows = [], [], []
-        for target in request.targets:
-            expanded = self._expand(target, cpus, results)
-            steps += placement_steps(self.root, target, cpus, expanded, online)
+        for target, mine in zip(request.targets, request.cpus_of()):
+            mine = tuple(sorted(set(int(c) for c in mine)))       # a spread's one CPU, else `cpus`
+            expanded = self._expand(target, mine, results)
+            steps += placement_steps(self.root, target, mine, expanded, online)
             if target.kind == "irq":
                 # irqbalance told to leave the IRQs alone first, so its next pass does not move them back.
                 steps += ban_steps(self.root, "irqbalanceirq", [t.id for t in expanded])
-            steps += [Step(t, cpus) for t in expanded]
-            follows.append((target, expanded))
+            steps += [Step(t, mine) for t in expanded]
+            follows.append((target, expanded, mine))
+        if request.rps:
+            queues, why = queue_steps(self.root, request)
+            if why:         # said once, of the first target: the whole pin is refused
+                return _PinBatch(cpus, online, None, [refused(request.targets[0], "invalid", why, cpus)])
+            steps += queues
         return _PinBatch(cpus, online, steps, results, follows)
 
     def _expand(self, target: PinTarget, cpus, results: list) -> list[PinTarget]:

@@ -9,6 +9,9 @@ Layout of the tarball (every member under one top folder, so `tar xf` gives DIR/
     <host>-<...>/sys/bus/pci/devices/*  (symlinks, as in sysfs) and the devices they point to
     <host>-<...>/sys/class/net/*        (symlinks)
     <host>-<...>/proc/{interrupts,softirqs,stat,cpuinfo,cmdline,version}, proc/sys/kernel/*, proc/irq/N/*
+    <host>-<...>/proc/PID/{comm,cmdline,...}, proc/PID/task/TID/{stat,status,...}   threads (capture_threads.py)
+    <host>-<...>/sys/fs/cgroup/.../cpuset.*    the cpusets the threads are in
+    <host>-<...>/.coremap/thread_names.json     the full Java names of the threads whose comm is cut
     <host>-<...>/.coremap/t1/proc/{interrupts,softirqs,stat}   the counters again, `interval` s later
     <host>-<...>/.coremap/meta.json
 
@@ -44,6 +47,7 @@ from app.atomic import AtomicWriteError, atomic_writer, check_output_path
 from app.errors import CoremapError, SysRootReadError
 from app.inputs import MiB
 from app.parse.json_text import JsonInputError, load_json
+from app.store.capture_threads import CapturedThreads, capture_threads
 from app.sysroot import SNAPSHOT_META_DIR, SysRoot
 
 FORMAT = 1
@@ -68,6 +72,15 @@ IRQ_FILES = ("smp_affinity", "smp_affinity_list", "effective_affinity", "effecti
              "node", "affinity_hint")
 PCI_FILES = ("vendor", "device", "class", "numa_node", "local_cpulist", "local_cpus", "irq")
 HYBRID_PMUS = ("cpu_core", "cpu_atom")    # Intel hybrid: sys/devices/cpu_core/cpus lists the P-cores
+# The kernel's knobs and masks a tuning changes (tuned's cpu-partitioning and latency profiles, coremap's
+# isolate), kept so that a diff of two captures says which differ (app/store/diff.py names them).
+KNOB_FILES = ("proc/sys/kernel/sched_rt_runtime_us", "proc/sys/kernel/sched_rt_period_us",
+              "proc/sys/kernel/numa_balancing", "proc/sys/kernel/hung_task_timeout_secs",
+              "proc/sys/kernel/watchdog", "proc/sys/kernel/nmi_watchdog", "proc/sys/kernel/watchdog_cpumask",
+              "proc/sys/kernel/timer_migration", "proc/sys/vm/stat_interval",
+              "sys/kernel/mm/transparent_hugepage/enabled", "sys/kernel/mm/transparent_hugepage/defrag",
+              "sys/kernel/mm/ksm/run", "sys/devices/virtual/workqueue/cpumask",
+              "sys/devices/system/clocksource/clocksource0/current_clocksource")
 
 _CPU_DIR = re.compile(r"^cpu[0-9]{1,5}$", re.ASCII)
 _NODE_DIR = re.compile(r"^node[0-9]{1,5}$", re.ASCII)
@@ -88,6 +101,8 @@ class SnapshotResult:
     links: int
     interval: float | None           # seconds between the two counter captures; None without one
     skipped: list[str] = field(default_factory=list)
+    threads: int | None = None       # threads captured; None when not asked for
+    threads_cut: str | None = None   # why not every thread was captured
 
 
 class _Capture:
@@ -184,6 +199,8 @@ def _capture_static(c: _Capture) -> None:
         if name not in COUNTERS:         # read first, by take_snapshot, to time the interval
             c.file(f"proc/{name}")
     c.file("proc/irq/default_smp_affinity")
+    for name in KNOB_FILES:
+        c.file(name)
     for irq in c.listdir("proc/irq"):
         if irq.isdigit():
             for name in IRQ_FILES:
@@ -199,6 +216,17 @@ def _capture_static(c: _Capture) -> None:
         c.link(f"{target}/driver")
     for iface in c.listdir("sys/class/net"):
         c.link(f"sys/class/net/{iface}")
+
+
+def _capture_threads(c: _Capture) -> CapturedThreads:
+    """Every thread's files into `c`, counted against its budget (its own bounds: capture_threads)."""
+    kept = capture_threads(c.root)
+    c.budget[0] -= sum(len(v) for v in kept.files.values())
+    if c.budget[0] < 0:
+        raise SnapshotError(f"{c.root.root}: its files hold more than the {MAX_CAPTURED // MiB} MiB a "
+                            "machine's capture does; capture it with --no-threads")
+    c.files.update(kept.files)
+    return kept
 
 
 def _host_of(c: _Capture) -> str:
@@ -223,13 +251,13 @@ def _safe_name(text: str) -> str:
 
 
 def take_snapshot(out: str | os.PathLike, root: SysRoot | None = None, *, interval: float = 1.0,
-                  second: bool = True, sleep=time.sleep) -> SnapshotResult:
+                  second: bool = True, threads: bool = True, sleep=time.sleep) -> SnapshotResult:
     """Capture `root` (default: this machine) into the tarball `out`, written atomically.
 
     With `second`, the counters (interrupts, softirqs, stat) are read again `interval` seconds after
     the first read, so rates can be shown for the captured machine. For a capture root (not the live
     machine) the counters cannot move: its own second capture, if it holds one, is carried over;
-    otherwise the snapshot has none.
+    otherwise the snapshot has none. With `threads`, every thread's files too (app/store/capture_threads.py).
     """
     root = root or SysRoot("/")
     try:
@@ -250,6 +278,7 @@ def take_snapshot(out: str | os.PathLike, root: SysRoot | None = None, *, interv
     if not c.files:
         raise SnapshotError(f"{root.root}: nothing to capture (no sys/devices/system/cpu, no proc/); "
                             "point --root at a folder that holds sys/ and proc/")
+    kept = _capture_threads(c) if threads else None
     t1_files: dict[str, bytes] = {}
     measured: float | None = None
     if second and live:
@@ -276,12 +305,14 @@ def take_snapshot(out: str | os.PathLike, root: SysRoot | None = None, *, interv
     top = f"{_safe_name(host)}-{when:%Y%m%dT%H%M%S}"
     meta = {"format": FORMAT, "coremap": app.__version__, "host": host,
             "time": when.isoformat(timespec="seconds"), "interval": measured if t1_files else None,
-            "kernel": _kernel_of(c), "live": live, "skipped": c.skipped}
+            "kernel": _kernel_of(c), "live": live, "skipped": c.skipped,
+            "threads": None if kept is None else {"processes": kept.processes, "tasks": kept.tasks, "cut": kept.cut}}
     files = dict(c.files)
     files.update(t1_files)
     files[f"{SNAPSHOT_META_DIR}/meta.json"] = (json.dumps(meta, indent=1) + "\n").encode()
     _write_tar(out, top, files, c.links, when.timestamp())
-    return SnapshotResult(out, top, len(files), len(c.links), meta["interval"], c.skipped)
+    return SnapshotResult(out, top, len(files), len(c.links), meta["interval"], c.skipped,
+                          kept.tasks if kept else None, kept.cut if kept else None)
 
 
 def _write_tar(out: Path, top: str, files: dict[str, bytes], links: dict[str, str], mtime: float) -> None:
@@ -325,9 +356,11 @@ class Tarball:
     meta: dict
 
 
-def check_tarball(f: BinaryIO, who: str) -> Tarball:
+def check_tarball(f: BinaryIO, who: str, *, one_top: bool = True) -> Tarball:
     """What the snapshot tarball in `f` holds, when it is one coremap may extract (the module
-    docstring); SnapshotError starting with `who` ("node7 sent a snapshot", "/tmp/x.tar.gz") otherwise."""
+    docstring); SnapshotError starting with `who` ("node7 sent a snapshot", "/tmp/x.tar.gz") otherwise.
+    `one_top=False` takes a capture by another tool, with several top entries (a must-gather's
+    sysinfo.tgz: proc/, sys/, machineinfo.json), under every other bound; its `top` is then ""."""
     top, total, n, files, links, meta = None, 0, 0, 0, 0, {}
     try:
         with tarfile.open(fileobj=f, mode="r:gz") as tf:
@@ -343,28 +376,38 @@ def check_tarball(f: BinaryIO, who: str) -> Tarball:
                 if name.startswith("/") or ".." in parts or not (m.isfile() or m.isdir() or m.issym()):
                     raise SnapshotError(f"{who} holding {name[:60]!r}, which no coremap snapshot holds (an "
                                         "absolute path, '..', or a device)")
-                if m.issym() and (m.linkname.startswith("/") or not posixpath.normpath(
-                        posixpath.join(posixpath.dirname(name), m.linkname)).startswith(parts[0] + "/")):
+                if m.issym() and (m.linkname.startswith("/") or not _inside(
+                        posixpath.normpath(posixpath.join(posixpath.dirname(name), m.linkname)), parts[0], one_top)):
                     raise SnapshotError(f"{who} whose link {name[:60]!r} leaves it")
                 if top is None:
                     top = parts[0]
                 elif parts[0] != top:
-                    raise SnapshotError(f"{who} with more than one top folder")
+                    if one_top:
+                        raise SnapshotError(f"{who} with more than one top folder")
+                    top = "."
                 files += m.isfile()
                 links += m.issym()
                 if m.isfile() and parts[1:] == [SNAPSHOT_META_DIR, "meta.json"] and m.size <= MAX_META:
                     meta = _meta(tf.extractfile(m).read(MAX_META), who)
     except (tarfile.TarError, EOFError, OSError, ValueError) as e:
         raise SnapshotError(f"{who} that is not a gzip'ed tar ({str(e)[:80]})") from None
-    if top is None or top in ("", ".", ".."):
+    if top is None or top in ("", "..") or (top == "." and one_top):
         raise SnapshotError(f"{who} that is empty")
-    return Tarball(top, files, links, meta)
+    return Tarball("" if top == "." else top, files, links, meta)
 
 
-def extract_tarball(f: BinaryIO, dest: Path, who: str) -> Path:
+def _inside(target: str, top: str, one_top: bool) -> bool:
+    """Whether a link's normalised target stays in the tarball: in its own top folder, or (several top
+    entries) anywhere in it."""
+    if one_top:
+        return target.startswith(top + "/")
+    return target not in ("..", ".") and not target.startswith("../")
+
+
+def extract_tarball(f: BinaryIO, dest: Path, who: str, *, one_top: bool = True) -> Path:
     """Extract the snapshot tarball in `f` (checked first: check_tarball) into the folder `dest`, with
-    tarfile's "data" filter; the extracted top folder."""
-    top = check_tarball(f, who).top
+    tarfile's "data" filter; the extracted top folder (`dest` itself for several, `one_top=False`)."""
+    top = check_tarball(f, who, one_top=one_top).top
     f.seek(0)
     try:
         with tarfile.open(fileobj=f, mode="r:gz") as tf:
