@@ -1,7 +1,8 @@
 """`coremap pin | undo | redo | restore | journal`: pin threads, processes, Java threads and IRQs to
 CPUs, through AffinityService (so the journal and undo stack are the window's too).
 
-  coremap pin (--tid T | --pid P | --irq N | --java NAME --pid P) -c/--cpus LIST [--dry-run] [--root DIR]
+  coremap pin (--tid T | --pid P | --java NAME --pid P | --irq N|LIST|PATTERN... --device NAME...)
+              -c/--cpus LIST [--spread] [--rps] [--dry-run] [--root DIR]
   coremap undo | redo | restore [--root DIR]
   coremap journal [--json]
 
@@ -11,12 +12,13 @@ sysroot).
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
 from typing import TYPE_CHECKING
 
-from app.cli.common import (IRQ_MAX, PID_MAX, add_cpus_argument, add_json_arguments, add_root_argument, root_of, whole,
+from app.cli.common import (PID_MAX, add_cpus_argument, add_json_arguments, add_root_argument, root_of, whole,
                              write_json)
 from app.errors import CoremapError
 from app.format import cpus_word, format_change, format_cpus, printable
@@ -26,7 +28,7 @@ from app.sysroot import SysRoot
 
 if TYPE_CHECKING:
     from app.pinning.service import AffinityService
-    from app.pinning.targets import PinResult, PinTarget
+    from app.pinning.targets import PinRequest, PinResult, PinTarget
 
 
 class PinInputError(CoremapError):
@@ -42,7 +44,19 @@ def register(subparsers) -> None:
     p.add_argument("--tid", type=whole(1, PID_MAX, "(a thread id)"), metavar="T", help="one thread")
     p.add_argument("--pid", type=whole(1, PID_MAX, "(a process id)"), metavar="P",
                    help="every thread of a process (or the JVM for --java)")
-    p.add_argument("--irq", type=whole(0, IRQ_MAX, "(an IRQ number)"), metavar="N", help="an interrupt (/proc/irq/N)")
+    p.add_argument("--irq", type=_irq_word, action="append", default=[], metavar="N|LIST|PATTERN",
+                   help="interrupts: a number (/proc/irq/N), a list (24,25,30-33) or a handler name pattern "
+                        "('i40e-eno1-TxRx-*', the names `coremap irqs --json` lists); may be given again, and "
+                        "every IRQ selected is pinned, as one batch")
+    p.add_argument("--device", type=_device_word, action="append", default=[], metavar="NAME",
+                   help="every interrupt of a device: a network interface (eno1), a disk (nvme0) or a PCI "
+                        "address (0000:19:00.0); may be given again")
+    p.add_argument("--spread", action="store_true",
+                   help="with --irq/--device: one IRQ per CPU over --cpus, each on its device's NUMA node's CPUs "
+                        "first, round robin when there are more IRQs than CPUs (as perftune.py and tuna -x do)")
+    p.add_argument("--rps", action="store_true",
+                   help="with --irq/--device: each network queue's RPS (rx-N/rps_cpus) and XPS (tx-N/xps_cpus) "
+                        "follow its IRQ's CPUs, in the same batch")
     p.add_argument("--java", metavar="NAME", help="the Java thread of this full name in JVM --pid "
                    "(found through jcmd/jstack's thread dump)")
     add_cpus_argument(p, "the CPUs to allow, e.g. 2-5,8", required=True)
@@ -85,34 +99,81 @@ def affinity_service(args, *, dry_run: bool = False) -> AffinityService:
     return AffinityService(root, journal, writer)
 
 
-def _target(args, root: SysRoot) -> PinTarget:
+def _irq_word(text: str) -> str:
+    return _word(text, "--irq")
+
+
+def _device_word(text: str) -> str:
+    return _word(text, "--device")
+
+
+def _word(text: str, what: str) -> str:
+    from app.pinning.irq_select import IrqSelectionError, check_word
+    try:
+        return check_word(text, what)
+    except IrqSelectionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _targets(args, root: SysRoot, irqs) -> tuple[PinTarget, ...]:
+    """What the options name: one thread, a process, a Java thread, or every IRQ --irq and --device
+    select (`irqs()`: the machine's IRQ table, read once and only for names and devices)."""
     from app.pinning.targets import PinTarget        # affinity_service() imported its package already
-    given = [n for n in ("tid", "irq") if getattr(args, n) is not None]
+    given = [n for n in ("tid",) if getattr(args, n) is not None]
+    if args.irq or args.device:
+        given.append("irq")
+    if (args.spread or args.rps) and given != ["irq"]:
+        raise PinInputError("--spread and --rps place IRQs: give them with --irq or --device")
     if args.java is not None:
         if args.pid is None:
             raise PinInputError("--java NAME needs --pid P, the JVM's process id (see `jcmd -l`)")
         if given:
-            raise PinInputError("give one of --tid, --pid, --irq or --java NAME --pid P")
+            raise PinInputError("give one of --tid, --pid, --irq/--device or --java NAME --pid P")
         from app.machine.java import find_java_thread
         tid = find_java_thread(args.pid, args.java, root)
-        return PinTarget("thread", tid, args.pid, args.java)
+        return (PinTarget("thread", tid, args.pid, args.java),)
     if args.pid is not None:
         given.append("pid")
     if len(given) != 1:
-        raise PinInputError("give exactly one of --tid T, --pid P, --irq N or --java NAME --pid P")
-    if args.irq is not None:
-        if args.irq < 0 or not root.exists(root.irq_dir(args.irq)):
-            raise PinInputError(f"IRQ {args.irq} does not exist on {'this machine' if root.is_live else root.root}; "
-                                "see `coremap irqs`")
-        return PinTarget("irq", args.irq)
+        raise PinInputError("give exactly one of --tid T, --pid P, --irq/--device or --java NAME --pid P")
+    if given == ["irq"]:
+        from app.pinning.irq_select import select_irqs
+        where = "this machine" if root.is_live else str(root.root)
+        return tuple(PinTarget("irq", n) for n in select_irqs(
+            args.irq, args.device, exists=lambda n: root.exists(root.irq_dir(n)), table=irqs, where=where))
     if args.pid is not None:
         if args.pid <= 0 or not root.exists(root.task_dir(args.pid, None, "task")):
             raise PinInputError(f"process {args.pid} does not exist; see `coremap threads`")
-        return PinTarget("process", args.pid)
+        return (PinTarget("process", args.pid),)
     if args.tid <= 0 or not root.exists(root.proc(args.tid, "status")):
         raise PinInputError(f"thread {args.tid} does not exist; see `coremap threads`")
     from app.pinning.names import named_thread      # by its full Java name where its comm is cut
-    return named_thread(root, args.tid)
+    return (named_thread(root, args.tid),)
+
+
+def _request(args, root: SysRoot, cpus) -> PinRequest:
+    """The pin the options ask for: its targets, and with --spread each IRQ's own CPU."""
+    from app.pinning.targets import PinRequest, PinTarget
+    table = []
+
+    def irqs():
+        if not table:
+            from app.machine.interrupts import read_irqs
+            table.append(read_irqs(root))
+        return table[0]
+    targets = _targets(args, root, irqs)
+    each = ()
+    if args.spread:
+        from app.machine.topology import read_topology
+        from app.pinning.spread import spread_irqs
+        each = spread_irqs([t.id for t in targets], cpus, irqs(), read_topology(root))
+    if table:
+        # Named as `coremap irqs` names them, where the table was read (a capture has no action folders
+        # under /proc/irq/N to name them by).
+        rows = {r.irq: r for r in table[0].rows}
+        targets = tuple(PinTarget("irq", t.id, None, ",".join(rows[str(t.id)].actions)[:256])
+                        if t.kind == "irq" and str(t.id) in rows else t for t in targets)
+    return PinRequest(targets, cpus, origin="cli", java_name=args.java or "", each=each, rps=args.rps)
 
 
 def _report(results: list[PinResult], nothing: str, *, named: bool = False) -> int:
@@ -138,9 +199,10 @@ def run_pin(args) -> int:
     if not cpus:
         raise PinInputError("--cpus is empty; write CPUs like 2-5,8")
     service = affinity_service(args, dry_run=args.dry_run)
-    target = _target(args, service.root)
-    from app.pinning.targets import PinRequest       # affinity_service() imported its package already
-    request = PinRequest((target,), cpus, origin="cli", java_name=args.java or "")
+    request = _request(args, service.root, cpus)
+    if request.each:
+        print(f"spread {len(request.targets)} IRQ{'s' if len(request.targets) > 1 else ''} over "
+              f"{cpus_word(cpus)}: one per CPU, each device's NUMA node first")
     if args.dry_run:
         return _report_plan(service.plan(request))
     return _report(service.apply(request), "nothing to pin", named=True)

@@ -59,6 +59,20 @@ class PinRequest:
     # The full Java thread name the targets were found by (`coremap pin --java NAME`): a new thread of
     # that name in the same JVM gets the same pin while the guard runs (app/quiet/guard.py).
     java_name: str = ""
+    # Each target's own CPUs, in the order of `targets`, where they differ (a spread of IRQs,
+    # app/pinning/spread.py: one CPU each, among `cpus`); () gives every target `cpus`.
+    each: tuple[tuple[int, ...], ...] = ()
+    # Each IRQ's network queue steers its packets where the IRQ goes (RPS and XPS, app/pinning/spread.py).
+    rps: bool = False
+
+    def __post_init__(self):
+        if self.each and (len(self.each) != len(self.targets)
+                          or not all(c and set(c) <= set(self.cpus) for c in self.each)):
+            raise ValueError("a pin request's per-target CPUs: one non-empty list per target, each among its CPUs")
+
+    def cpus_of(self) -> tuple[tuple[int, ...], ...]:
+        """Each target's CPUs, in the order of `targets`."""
+        return self.each or (tuple(self.cpus),) * len(self.targets)
 
 
 @dataclass(frozen=True)

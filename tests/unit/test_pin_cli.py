@@ -75,7 +75,7 @@ def test_bad_input_exits_2_and_writes_nothing(sno, capsys, tmp_path):
     assert "--java NAME needs --pid" in capsys.readouterr().err
     assert main(["pin", "--tid", "1", "--irq", "24", "--cpus", "1", "--root", str(sno)]) == 2
     with pytest.raises(SystemExit) as e:
-        main(["pin", "--irq", "twenty", "--cpus", "1"])
+        main(["pin", "--irq", "\x1b[31m", "--cpus", "1"])       # not an IRQ number, list or name pattern
     assert e.value.code == 2
     assert _smp(sno, 24) == before
     assert main(["journal"]) == 0

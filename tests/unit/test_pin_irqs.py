@@ -1,0 +1,201 @@
+"""`coremap pin` of several IRQs (issue 30): --irq given again, lists, handler name patterns, --device,
+--spread over the CPUs given (the device's NUMA node first) and --rps, each pinned as ONE batch that one
+undo reverts; on copies of the sno and worker1 captures (worker1: 4 i40e ports of 80 queues each, all on
+node 0)."""
+import json
+import shutil
+
+import pytest
+
+from app.cli.main import main
+from app.parse.cpulist import parse_cpulist
+from app.pinning.spread import queue_targets, spread
+from app.machine.interrupts import IrqDevice
+from tests.machines import extract, writable_test_tree
+
+
+@pytest.fixture(autouse=True)
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
+
+
+@pytest.fixture
+def sno(tmp_path):
+    src = extract("sno")
+    dst = tmp_path / "sno"
+    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
+    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
+                    ignore=shutil.ignore_patterns("cache"))
+    return writable_test_tree(dst)
+
+
+def _copy_worker1(dst):
+    """What a pin of worker1's IRQs reads and writes: its IRQ folders and /proc/interrupts, its CPUs and
+    nodes, its PCI devices (their numa_node); copied, so it may be written."""
+    src = extract("worker1.internal")
+    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
+    shutil.copy(src / "proc" / "interrupts", dst / "proc" / "interrupts")
+    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
+                    ignore=shutil.ignore_patterns("cache"))
+    nodes = src / "sys" / "devices" / "system" / "node"
+    for n in ("node0", "node1"):
+        (dst / "sys/devices/system/node" / n).mkdir(parents=True)
+        shutil.copy(nodes / n / "cpulist", dst / "sys/devices/system/node" / n / "cpulist")
+    shutil.copy(nodes / "online", dst / "sys/devices/system/node/online")
+    shutil.copytree(src / "sys" / "bus" / "pci", dst / "sys" / "bus" / "pci", symlinks=True)
+    for bus in (src / "sys" / "devices").glob("pci*"):        # where bus/pci/devices/* link to
+        shutil.copytree(bus, dst / "sys" / "devices" / bus.name, symlinks=True)
+    return writable_test_tree(dst)
+
+
+@pytest.fixture(scope="module")
+def worker1(tmp_path_factory):
+    """A copy the dry runs share (a dry run writes nothing; each test checks that it did not)."""
+    return _copy_worker1(tmp_path_factory.mktemp("dry") / "worker1")
+
+
+@pytest.fixture
+def worker1_own(tmp_path):
+    return _copy_worker1(tmp_path / "worker1")
+
+
+def _smp(root, n):
+    return (root / "proc" / "irq" / str(n) / "smp_affinity_list").read_text().strip()
+
+
+def _eno1_queues(root):
+    """IRQ number -> queue of every i40e-eno1-TxRx-N line of the capture's /proc/interrupts."""
+    out = {}
+    for line in (root / "proc" / "interrupts").read_text().splitlines():
+        words = line.split()
+        if words and words[-1].startswith("i40e-eno1-TxRx-"):
+            out[int(words[0].rstrip(":"))] = int(words[-1].rsplit("-", 1)[1])
+    return out
+
+
+def test_irq_given_twice_pins_both_as_one_batch(sno, capsys):
+    # Wrong answer 7: argparse kept the last --irq, so IRQ 24 was silently left where it was.
+    before = (_smp(sno, 24), _smp(sno, 25))
+    assert main(["pin", "--irq", "24", "--irq", "25", "--cpus", "3", "--root", str(sno)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"IRQ 24: {before[0]} -> 3 ok (effective 1)",
+                                                    f"IRQ 25: {before[1]} -> 3 ok (effective 2)"]
+    assert (_smp(sno, 24), _smp(sno, 25)) == ("3", "3")
+    assert main(["undo", "--root", str(sno)]) == 0       # one undo: both back
+    assert (_smp(sno, 24), _smp(sno, 25)) == before
+    capsys.readouterr()
+    assert main(["journal", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)["entries"]
+    assert {e["batch"] for e in entries if e["origin"] == "cli"} == {entries[0]["id"]}
+
+
+def test_a_list_and_a_number_again_select_each_irq_once(sno, capsys):
+    assert main(["pin", "--irq", "24,25-26", "--irq", "25", "--cpus", "0-1", "--root", str(sno)]) == 0
+    assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines()] == ["IRQ 24", "IRQ 25", "IRQ 26"]
+    assert {_smp(sno, n) for n in (24, 25, 26)} == {"0-1"}
+
+
+def test_a_word_that_selects_nothing_refuses_the_whole_pin(sno, worker1, capsys):
+    before = _smp(sno, 24), _smp(worker1, 253)
+    for root, args, said in ((sno, ["--irq", "24", "--irq", "999"], "IRQ 999 does not exist"),
+                             (sno, ["--irq", "24,30-2"], "is not an IRQ number or range"),
+                             (worker1, ["--irq", "253", "--irq", "nothing-like-this-*"], "no IRQ handler on"),
+                             (worker1, ["--device", "eno9"], "no IRQ of that device"),
+                             (worker1, ["--tid", "1", "--device", "eno1"], "exactly one of"),
+                             (worker1, ["--irq", "252", "--rps"], "IRQ 252: not a network queue's")):
+        code = main(["pin", *args, "--cpus", "1", "--root", str(root)])
+        out, err = capsys.readouterr()
+        assert code == 2 and (out + err).count("\n") == 1 and said in out + err, (args, out, err)
+    assert (_smp(sno, 24), _smp(worker1, 253)) == before
+    assert main(["journal"]) == 0
+    assert "is empty" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:            # not a word at all: argparse's own one line
+        main(["pin", "--irq", "\x1b[31m", "--cpus", "1"])
+    assert e.value.code == 2
+
+
+def test_a_pattern_selects_every_queue_by_its_handler_name(worker1, capsys):
+    queues = _eno1_queues(worker1)
+    assert len(queues) == 80
+    assert main(["pin", "--irq", "i40e-eno1-TxRx-*", "--cpus", "5", "--dry-run", "--root", str(worker1)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "dry run: it would go; nothing was written"
+    named = [line.split(":")[0] for line in lines[:-1]]
+    assert named == [f"IRQ {n} (i40e-eno1-TxRx-{q})" for n, q in sorted(queues.items())]
+
+
+def test_a_device_selects_every_vector_of_its_pci_function(worker1, capsys):
+    # eno1 is 0000:19:00.0: its 80 queues, its misc vector and its flow director's, as its chip names them.
+    on_function = [int(line.split(":")[0]) for line in (worker1 / "proc/interrupts").read_text().splitlines()
+                   if "PCI-MSIX-0000:19:00.0 " in line]
+    assert main(["pin", "--device", "eno1", "--cpus", "5", "--dry-run", "--root", str(worker1)]) == 0
+    lines = capsys.readouterr().out.splitlines()[:-1]
+    assert [int(line.split()[1]) for line in lines] == sorted(on_function) and len(on_function) == 82
+    assert main(["pin", "--device", "0000:19:00.0", "--cpus", "5", "--dry-run", "--root", str(worker1)]) == 0
+    assert capsys.readouterr().out.splitlines()[:-1] == lines
+
+
+def test_spread_of_worker1s_eno1_queues_over_node0_is_previewed_one_per_cpu(worker1, capsys):
+    # The issue's done-when: 80 queues over node 0's 40 CPUs, a dry run on a writable copy.
+    node0 = parse_cpulist((worker1 / "sys/devices/system/node/node0/cpulist").read_text())
+    assert (worker1 / "sys/bus/pci/devices/0000:19:00.0/numa_node").read_text().strip() == "0"
+    queues = _eno1_queues(worker1)
+    before = {n: _smp(worker1, n) for n in queues}
+    assert main(["pin", "--irq", "i40e-eno1-TxRx-*", "--cpus", ",".join(map(str, node0)), "--spread",
+                 "--dry-run", "--root", str(worker1)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("spread 80 IRQs over CPUs 0,2,4,") and out[-1].startswith("dry run: it would go")
+    placed = {}
+    for line in out[1:-1]:
+        irq = int(line.split()[1])
+        assert line.endswith(" would be written") and f"(i40e-eno1-TxRx-{queues[irq]}): {before[irq]} -> " in line
+        placed[irq] = int(line.split(" -> ")[1].split()[0])
+    # Queue q on the q-th CPU of the node, round robin: each CPU takes two of the 80.
+    assert placed == {n: node0[q % len(node0)] for n, q in queues.items()}
+    assert {n: _smp(worker1, n) for n in queues} == before          # nothing written
+
+
+def test_spread_over_both_nodes_fills_the_devices_node_first_and_undoes_as_one(worker1_own, capsys):
+    worker1 = worker1_own
+    node0 = set(parse_cpulist((worker1 / "sys/devices/system/node/node0/cpulist").read_text()))
+    queues = _eno1_queues(worker1)
+    before = {n: _smp(worker1, n) for n in queues}
+    assert main(["pin", "--irq", "i40e-eno1-TxRx-*", "--cpus", "0-79", "--spread", "--root", str(worker1)]) == 0
+    capsys.readouterr()
+    placed = {n: int(_smp(worker1, n)) for n in queues}
+    by_queue = [placed[n] for n in sorted(queues, key=queues.get)]
+    assert set(by_queue[:40]) == node0 and set(by_queue[40:]) == set(range(80)) - node0
+    assert main(["undo", "--root", str(worker1)]) == 0
+    assert {n: _smp(worker1, n) for n in queues} == before
+    assert main(["undo", "--root", str(worker1)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "nothing to undo"
+
+
+def test_rps_is_refused_whole_where_its_queue_files_are_not(worker1, capsys):
+    # The capture holds no sys/class/net: moving the IRQs without their queues is not what was asked,
+    # so nothing is written, dry run or not.
+    before = _smp(worker1, 253), _smp(worker1, 254)
+    for dry in (["--dry-run"], []):
+        assert main(["pin", "--irq", "i40e-eno1-TxRx-0", "--irq", "i40e-eno1-TxRx-1", "--cpus", "2,4", "--spread",
+                     "--rps", *dry, "--root", str(worker1)]) == 2
+        out = capsys.readouterr().out.splitlines()
+        assert out[1:] == ["IRQ 253 (i40e-eno1-TxRx-0): RPS eno1 rx-0 does not exist on this machine (no "
+                           "sys/class/net/eno1/queues); nothing was written, drop --rps"]
+    assert (_smp(worker1, 253), _smp(worker1, 254)) == before
+
+
+def test_spread_rule():
+    nodes = {c: c % 2 for c in range(6)}            # worker1's shape: even CPUs node 0, odd node 1
+    assert spread([10, 11, 12, 13], [0, 1, 2, 3], {10: 1, 11: 1, 12: 1, 13: 1}, nodes) == ((1,), (3,), (0,), (2,))
+    assert spread([10, 11, 12], [4], {}, nodes) == ((4,), (4,), (4,))            # more IRQs than CPUs
+    assert spread([1, 2, 3], [0, 1, 2], {1: None, 2: 0, 3: 0}, nodes) == ((0,), (2,), (1,))
+    with pytest.raises(ValueError):
+        spread([1], [], {}, nodes)
+
+
+def test_queue_targets_by_direction():
+    def q(queue, netdev="eth0"):
+        return [(t.kind, t.id, t.netdev) for t in queue_targets(IrqDevice(None, None, netdev, queue, ""))]
+    assert q("TxRx-3") == [("rps", 3, "eth0"), ("xps", 3, "eth0")]
+    assert q("input.0") == [("rps", 0, "eth0")] and q("output.0") == [("xps", 0, "eth0")]
+    assert q("rx-2") == [("rps", 2, "eth0")] and q("tx-5") == [("xps", 5, "eth0")]
+    assert q("misc") == [] and q("TxRx-1", netdev=None) == []
