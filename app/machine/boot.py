@@ -223,3 +223,31 @@ def _read_bytes_quietly(root: SysRoot, path) -> bytes | None:
         return root.read_bytes(path, limit=8 * MiB)
     except SysRootReadError:
         return None
+
+
+# -- the running command line and the clocksource (for the plan's merge and its tsc=reliable) -----------
+@dataclass(frozen=True)
+class Clocksource:
+    current: str | None            # "tsc", "kvm-clock", "hpet", ...; None when not read
+    available: tuple[str, ...]     # the others the kernel could switch to
+
+
+_CLOCKSOURCE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def read_cmdline(root: SysRoot) -> str:
+    """The kernel command line `root`'s kernel booted with (/proc/cmdline, NULs as spaces), "" when
+    it cannot be read (a capture without it)."""
+    return (_read_quietly(root, root.proc("cmdline")) or "").replace("\0", " ").strip()
+
+
+def read_clocksource(root: SysRoot) -> Clocksource:
+    """The clocksource in use and the ones available, from
+    /sys/devices/system/clocksource/clocksource0/{current,available}_clocksource (kernel/time/
+    clocksource.c, current_clocksource_show and available_clocksource_show); a name that is not one
+    word (a damaged capture) counts as not read."""
+    folder = ("devices", "system", "clocksource", "clocksource0")
+    current = (_read_quietly(root, root.sys(*folder, "current_clocksource")) or "").strip()
+    available = (_read_quietly(root, root.sys(*folder, "available_clocksource")) or "").split()
+    return Clocksource(current if _CLOCKSOURCE_NAME.match(current) else None,
+                       tuple(n for n in available if _CLOCKSOURCE_NAME.match(n)))

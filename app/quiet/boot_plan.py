@@ -6,6 +6,14 @@ drop-in. Every piece carries the exact commands that apply it and that undo it
 (app/quiet/boot_plan_pieces.py). Written, never applied: the user reviews it, and the machine is read
 to say what is already in place and how it keeps its command line (app/machine/boot.py).
 
+The running command line is read first (issue 30, wrong answer 1): the CPUs it isolates stay isolated
+and its CPU lists are merged with the plan's (isolcpus=managed_irq,0-4,11-79 and CPUs 6-9 give
+isolcpus=managed_irq,domain,0-4,6-9,11-79), unless the user asks to replace them (`plan --replace`);
+every word of it that works against the plan is named with why, and the words that would put work
+back on the quiet CPUs (systemd.cpu_affinity=, which wins over systemd's CPUAffinity= file, and
+tuned.non_isolcpus=) are changed with the rest (app/quiet/boot_plan_words.py). The by-hand route also
+adds the boot words tuned's profiles add (nohz=on, skew_tick=1, ...), each with why.
+
 Sources for the syntax and the kernel versions that honour each piece:
 - Documentation/admin-guide/kernel-parameters.txt: `isolcpus=[flag-list,]<cpu-list>` with the flags
   `nohz`, `domain` and `managed_irq` (flags since Linux 4.15, commit 150dfee95feb; `managed_irq` since
@@ -24,16 +32,19 @@ from dataclasses import dataclass, field
 
 from app.errors import CoremapError, CpuListError, NotASysRoot
 from app.format import cpus_word, format_cpus
-from app.machine.boot import BootFacts, read_boot_facts, unknown_facts
+from app.machine.boot import BootFacts, Clocksource, read_boot_facts, read_clocksource, unknown_facts
 from app.machine.irqbalance import config_path, read_config_text
 from app.machine.topology import Topology
 from app.parse.cpulist import parse_cpulist
-from app.parse.topology import parse_cmdline_isolation
 from app.quiet import boot_plan_pieces as pieces
+from app.quiet import boot_plan_words as words
 from app.quiet.boot_plan_pieces import Change, Piece
+from app.quiet.boot_plan_words import KernelParam, LeftOut, running_value
 from app.sysroot import SysRoot
 
-ISOLCPUS_FLAGS = ("managed_irq", "domain")
+# The words the tuned route says must be taken out where they were set: tuned neither sets nor removes
+# isolcpus=, irqaffinity= or systemd.cpu_affinity=, nor nohz_full=/rcu_nocbs= it did not add itself.
+SET_OUTSIDE_TUNED = ("isolcpus", "nohz_full", "rcu_nocbs", "irqaffinity", "systemd.cpu_affinity")
 SERVICE_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:-_.@\\")
 # Debian's own amd64 kernels, checked in its linux-config-6.1 and linux-config-6.12 packages
 # (bookworm): config.amd64_none_amd64, _none_cloud-amd64 and _rt_amd64 all have CONFIG_NO_HZ_FULL=y.
@@ -43,22 +54,6 @@ NO_HZ_FULL_KERNELS = ("such as Debian's linux-image-amd64, linux-image-cloud-amd
 
 class PlanError(CoremapError):
     """A quiet set that cannot be planned (offline CPUs, no housekeeping CPU left, a bad name)."""
-
-
-@dataclass(frozen=True)
-class KernelParam:
-    name: str                  # "isolcpus"
-    value: str                 # "managed_irq,domain,2-3"
-    why: str                   # what it does for a quiet CPU
-    since: str                 # the kernel that honours it
-    in_place: bool             # the running kernel already has this (spelt the same or not)
-    running: str | None        # the running command line's value, exactly as written, or None
-    needs: str | None = None   # the build option it needs ("CONFIG_NO_HZ_FULL")
-    ignored: bool = False      # the running kernel is known to be built without `needs`
-
-    @property
-    def word(self) -> str:
-        return f"{self.name}={self.value}"
 
 
 @dataclass(frozen=True)
@@ -72,14 +67,27 @@ class Route:
 
 @dataclass(frozen=True)
 class QuietPlan:
-    quiet: tuple[int, ...]
+    quiet: tuple[int, ...]             # the CPUs the user asked for
     housekeeping: tuple[int, ...]
-    tick_cpus: tuple[int, ...]         # quiet less the boot CPU: nohz_full= and rcu_nocbs=
+    tick_cpus: tuple[int, ...]         # every isolated CPU less the boot CPU: nohz_full= and rcu_nocbs=
     params: tuple[KernelParam, ...]    # the by-hand route's kernel command line
     facts: BootFacts
     routes: tuple[Route, ...]
     common: tuple[Piece, ...]          # for either route: the guard unit, the service's drop-in
     notes: tuple[str, ...] = field(default_factory=tuple)
+    kept: tuple[int, ...] = ()         # CPUs the running command line isolates, kept (none with --replace)
+    left_out: tuple[LeftOut, ...] = ()     # words tuned's profiles add that this plan leaves out here
+    replace: bool = False              # the running command line's CPU lists are replaced, not merged
+
+    @property
+    def isolated(self) -> tuple[int, ...]:
+        """Every CPU the plan leaves isolated: those asked for and those kept."""
+        return tuple(sorted({*self.quiet, *self.kept}))
+
+    @property
+    def conflicts(self) -> tuple[KernelParam, ...]:
+        """The running command line's words that work against the plan, each with why."""
+        return tuple(p for p in self.params if p.conflict)
 
     @property
     def cmdline_fragment(self) -> str:
@@ -99,14 +107,12 @@ class QuietPlan:
 
 
 def make_plan(topology: Topology, quiet_text: str, *, service: str | None = None,
-              root: SysRoot | None = None) -> QuietPlan:
+              root: SysRoot | None = None, replace: bool = False, intel_pstate: bool = False) -> QuietPlan:
     """The plan for making `quiet_text` (a CPU list) quiet on the machine `topology` describes;
-    `root`, that machine's files, tells how it boots (without it, both usual ways are shown)."""
+    `root`, that machine's files, tells how it boots (without it, both usual ways are shown). The
+    CPUs the running command line isolates stay isolated and its CPU lists are merged with the plan's,
+    unless `replace`; `intel_pstate`: route A adds intel_pstate=disable too."""
     quiet = _quiet_set(topology, quiet_text)
-    housekeeping = tuple(sorted(set(topology.online) - set(quiet)))
-    if not housekeeping:
-        raise PlanError(f"--cpus {format_cpus(quiet)} leaves no CPU for the kernel's own work and every other "
-                        "task; keep at least one (CPU 0 is the usual choice)")
     if service is not None and (not service or set(service) - SERVICE_NAME_CHARS or len(service) > 200):
         raise PlanError(f"--service {service[:40]!r}: a systemd unit name is letters, digits and :-_.@\\ only")
     unit = None if not service else (service if "." in service else f"{service}.service")
@@ -117,16 +123,30 @@ def make_plan(topology: Topology, quiet_text: str, *, service: str | None = None
         replaces = (irqbalance_path, pieces.TUNED_VARIABLES, pieces.HOUSEKEEPING_DROPIN, pieces.GRUB_DROPIN,
                     pieces.GUARD_UNIT_PATH, *([f"/etc/systemd/system/{unit}.d/coremap-cpuaffinity.conf"] if unit else []))
         facts = read_boot_facts(root, topology.kernel_release, replaces=replaces)
-    tick = tuple(c for c in quiet if c != facts.boot_cpu)
-    params = _params(quiet, tick, housekeeping, topology.cmdline or "", facts)
-    by_hand = _by_hand(params, quiet, housekeeping, facts, irqbalance_path, _irqbalance_text(root))
-    tuned = _tuned(quiet, tick, housekeeping, facts, [f"{p.name}={p.running}" for p in params if p.running])
+    cmdline = topology.cmdline or ""
+    kept = () if replace else tuple(c for c in words.kept_cpus(cmdline, facts.boot_cpu, topology.online)
+                                    if c not in quiet)
+    isolated = tuple(sorted({*quiet, *kept}))
+    housekeeping = tuple(sorted(set(topology.online) - set(isolated)))
+    if not housekeeping:
+        with_kept = (f" with {cpus_word(kept)}, which the running command line isolates already "
+                     "(--replace isolates only the CPUs asked for)" if kept else "")
+        raise PlanError(f"--cpus {format_cpus(quiet)}{with_kept} leaves no CPU for the kernel's own work and every "
+                        "other task; keep at least one (CPU 0 is the usual choice)")
+    tick = tuple(c for c in isolated if c != facts.boot_cpu)
+    clock = read_clocksource(root) if root is not None else Clocksource(None, ())
+    params, left_out = _params(quiet, isolated, tick, housekeeping, cmdline, facts, replace=replace, clock=clock,
+                               intel_pstate=intel_pstate)
+    affinity = next((p for p in params if p.name == "systemd.cpu_affinity"), None)
+    by_hand = _by_hand(params, isolated, housekeeping, facts, irqbalance_path, _irqbalance_text(root), affinity)
+    set_outside = [p.running_word for p in params if p.running is not None and p.name in SET_OUTSIDE_TUNED]
+    tuned = _tuned(isolated, tick, housekeeping, facts, set_outside)
     common = [pieces.guard_piece(facts.exists(pieces.GUARD_UNIT_PATH))]
     if unit:
         common.append(pieces.service_piece(unit, quiet, facts.exists(
             f"/etc/systemd/system/{unit}.d/coremap-cpuaffinity.conf")))
     return QuietPlan(quiet, housekeeping, tick, params, facts, (by_hand, tuned), tuple(common),
-                     tuple(_notes(topology, quiet, tick, facts)))
+                     tuple(_notes(topology, quiet, isolated, tick, facts)), kept, tuple(left_out), replace)
 
 
 def machine_root(source: str | None) -> SysRoot | None:
@@ -164,44 +184,60 @@ def _irqbalance_text(root: SysRoot | None) -> str | None:
         return None            # unreadable: the piece says which line to set instead of the whole file
 
 
-def _params(quiet, tick, housekeeping, cmdline: str, facts: BootFacts) -> tuple[KernelParam, ...]:
-    running = parse_cmdline_isolation(cmdline)
-    q, t, hk = format_cpus(quiet), format_cpus(tick), format_cpus(housekeeping)
-    boot = facts.boot_cpu
-    out = [KernelParam("isolcpus", ",".join([*ISOLCPUS_FLAGS, q]),
-                       "domain: the scheduler never balances tasks onto these CPUs (only tasks pinned there run "
-                       "there); managed_irq: drivers that spread their own queue IRQs (NVMe, many NICs) keep them "
-                       "off these CPUs where the queue also has a housekeeping CPU",
-                       "flags since Linux 4.15; managed_irq since 5.6",
-                       running.isolcpus is not None and tuple(running.isolcpus) == tuple(quiet)
-                       and set(ISOLCPUS_FLAGS) <= set(running.isolcpus_flags), _word(cmdline, "isolcpus"))]
+def _params(quiet, isolated, tick, housekeeping, cmdline: str, facts: BootFacts, *, replace: bool,
+            clock: Clocksource, intel_pstate: bool) -> tuple[tuple[KernelParam, ...], list[LeftOut]]:
+    merge, boot = not replace, facts.boot_cpu
+    out = [words.isolcpus_param(isolated, quiet, cmdline, merge=merge)]
     if tick:
-        # The kernel drops the boot CPU from nohz_full= itself, so a running list that has it is in place.
-        nohz_now = None if running.nohz_full is None else tuple(c for c in running.nohz_full if c != boot)
-        out += [KernelParam("nohz_full", t, f"stop the scheduler tick on a CPU that runs one task; never on the "
-                                            f"boot CPU ({boot}), which keeps it for timekeeping", "Linux 3.10",
-                            nohz_now == tuple(tick), _word(cmdline, "nohz_full"), "CONFIG_NO_HZ_FULL",
-                            facts.kernel.no_hz_full is False),
-                KernelParam("rcu_nocbs", t, "run RCU callbacks of these CPUs in kthreads on the housekeeping CPUs",
-                            "Linux 3.7", running.rcu_nocbs is not None and tuple(running.rcu_nocbs) == tuple(tick),
-                            _word(cmdline, "rcu_nocbs"), "CONFIG_RCU_NOCB_CPU", facts.kernel.rcu_nocb_cpu is False)]
-    irqaff = _word(cmdline, "irqaffinity")
-    out.append(KernelParam("irqaffinity", hk,
-                           "every IRQ starts on the housekeeping CPUs (the default mask), so none lands on a quiet "
-                           "CPU before irqbalance or coremap move it", "kernel commit fbf198030e0b",
-                           irqaff is not None and _same_list(irqaff, housekeeping), irqaff))
-    return tuple(out)
+        out += [words.quiet_list_param(
+                    "nohz_full", tick, quiet, cmdline, merge=merge, boot_cpu=boot,
+                    why=f"stop the scheduler tick on a CPU that runs one task; never on the boot CPU ({boot}), which "
+                        "keeps it for timekeeping", since="Linux 3.10", needs="CONFIG_NO_HZ_FULL",
+                    ignored=facts.kernel.no_hz_full is False),
+                words.quiet_list_param(
+                    "rcu_nocbs", tick, quiet, cmdline, merge=merge, boot_cpu=None,
+                    why="run RCU callbacks of these CPUs in kthreads on the housekeeping CPUs", since="Linux 3.7",
+                    needs="CONFIG_RCU_NOCB_CPU", ignored=facts.kernel.rcu_nocb_cpu is False)]
+    out.append(words.housekeeping_param(
+        "irqaffinity", housekeeping, isolated, cmdline, merge=merge,
+        why="every IRQ starts on the housekeeping CPUs (the default mask), so none lands on a quiet CPU before "
+            "irqbalance or coremap move it", since="kernel commit fbf198030e0b",
+        overlap_says="new IRQs start on CPUs {now}, {overlap} among them"))
+    # Words the running line has that would put work back on the quiet CPUs: changed, never left behind.
+    if running_value(cmdline, "systemd.cpu_affinity") is not None:
+        out.append(words.housekeeping_param(
+            "systemd.cpu_affinity", housekeeping, isolated, cmdline, merge=merge,
+            why="systemd's own CPUs and every service's default; on the kernel command line it wins over "
+                "CPUAffinity= in system.conf (kernel-command-line(7)), so the word changes, not only the file",
+            since="systemd 245",
+            overlap_says="systemd starts every service on CPUs {now}, {overlap} among them, and this word wins "
+                         "over CPUAffinity= in /etc/systemd/system.conf and its drop-ins (kernel-command-line(7)), "
+                         "so the file alone would change nothing"))
+    if running_value(cmdline, "tuned.non_isolcpus") is not None:
+        out.append(words.housekeeping_param(
+            "tuned.non_isolcpus", housekeeping, isolated, cmdline, merge=merge,
+            why="tuned's boot hook (cpu-partitioning's 00-tuned-pre-udev.sh, also in RHCOS) writes this mask to "
+                "/sys/devices/virtual/workqueue/cpumask: unbound kernel work runs only there", since="tuned 2.8",
+            overlap_says="tuned's boot hook keeps unbound workqueues on CPUs {now}, {overlap} among them; tuned "
+                         "writes this word from isolated_cores=, so where tuned manages the machine change that "
+                         "(route B) or tuned puts the word back"))
+    tuned, left_out = words.tuned_params(cmdline, clock, intel_pstate=intel_pstate)
+    return tuple(out + tuned), left_out
 
 
-def _by_hand(params, quiet, housekeeping, facts: BootFacts, irqbalance_path: str, irqbalance_now) -> Route:
+def _by_hand(params, quiet, housekeeping, facts: BootFacts, irqbalance_path: str, irqbalance_now,
+             affinity: KernelParam | None) -> Route:
     changes = [Change(p.name, p.value, p.running) for p in params]
+    # systemd's file says what the command line's word says: where both are set, the word wins.
+    services = parse_cpulist(affinity.value) if affinity else housekeeping
     kernel = pieces.kernel_pieces(changes, facts, format_cpus(quiet))
     return Route("by-hand", "By hand: the kernel command line, irqbalance and systemd",
                  "every word and file written out here; the kernel command line has isolcpus= with domain and "
                  "managed_irq, and irqaffinity=, which tuned's profile does not set",
                  (*kernel, pieces.irqbalance_piece(quiet, irqbalance_path, irqbalance_now,
                                                    facts.exists(irqbalance_path)),
-                  pieces.housekeeping_piece(housekeeping, facts.exists(pieces.HOUSEKEEPING_DROPIN))))
+                  pieces.housekeeping_piece(services, facts.exists(pieces.HOUSEKEEPING_DROPIN),
+                                            word=affinity.word if affinity else None)))
 
 
 def _tuned(quiet, tick, housekeeping, facts: BootFacts, running_words: list[str]) -> Route:
@@ -240,7 +276,7 @@ def kernel_config_line(facts: BootFacts) -> str:
             "/boot/config-RELEASE, /proc/config.gz or /sys/devices/system/cpu/nohz_full could be read.")
 
 
-def _notes(topology: Topology, quiet, tick, facts: BootFacts) -> list[str]:
+def _notes(topology: Topology, quiet, isolated, tick, facts: BootFacts) -> list[str]:
     notes = []
     if facts.boot_cpu in quiet:
         notes.append(f"CPU {facts.boot_cpu} is the boot CPU ({facts.boot_cpu_why}): it stays out of nohz_full= and "
@@ -249,26 +285,10 @@ def _notes(topology: Topology, quiet, tick, facts: BootFacts) -> list[str]:
     if facts.kernel.rcu_nocb_cpu is False and tick:
         notes.append(f"this kernel lacks CONFIG_RCU_NOCB_CPU ({facts.kernel.source}): rcu_nocbs= will be ignored")
     cores = {c: k for k in topology.cores for c in k.cpus}
-    split = sorted({c for c in quiet if c in cores for s in cores[c].cpus if s not in quiet})
+    split = sorted({c for c in isolated if c in cores for s in cores[c].cpus if s not in isolated})
     if split:
         notes.append(f"{cpus_word(split)}: each shares a core with a housekeeping CPU, whose work slows its "
                      "hyperthread sibling down; quiet whole cores")
-    if topology.isolated and set(topology.isolated) != set(quiet):
+    if set(topology.isolated) - set(isolated):
         notes.append(f"the running kernel already isolates CPUs {format_cpus(topology.isolated)}")
     return notes
-
-
-def _word(cmdline: str, key: str) -> str | None:
-    value = None
-    for word in cmdline.split():
-        k, sep, v = word.partition("=")
-        if sep and k == key:
-            value = v               # the last occurrence wins, as for __setup() parameters
-    return value
-
-
-def _same_list(text: str, cpus) -> bool:
-    try:
-        return parse_cpulist(text) == tuple(cpus)
-    except CpuListError:
-        return False

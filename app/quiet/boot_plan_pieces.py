@@ -68,11 +68,11 @@ class Change:
 
     @property
     def word(self) -> str:
-        return f"{self.name}={self.value}"
+        return f"{self.name}={self.value}" if self.value else self.name     # "nosoftlockup" has no value
 
     @property
     def old_word(self) -> str:
-        return f"{self.name}={self.running}"
+        return f"{self.name}={self.running}" if self.running else self.name
 
 
 def placed_file(path: str, name: str, exists: bool | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -178,11 +178,16 @@ def irqbalance_piece(quiet, path: str, now: str | None, exists: bool | None) -> 
     return Piece("irqbalance", why, path, "irqbalance", text, apply + (restart,), rollback + (restart,))
 
 
-def housekeeping_piece(housekeeping, exists: bool | None) -> Piece:
+def housekeeping_piece(housekeeping, exists: bool | None, word: str | None = None) -> Piece:
+    """systemd's CPUAffinity= for every service; `word`: the kernel command line's
+    systemd.cpu_affinity= the plan writes, which wins over this file (kernel-command-line(7))."""
     hk = format_cpus(housekeeping)
     apply, rollback = placed_file(HOUSEKEEPING_DROPIN, "coremap-housekeeping.conf", exists)
-    return Piece("systemd: every service on the housekeeping CPUs",
-                 "every service systemd starts, and its children, starts off the quiet CPUs (from the next boot)",
+    why = "every service systemd starts, and its children, starts off the quiet CPUs (from the next boot)"
+    if word:
+        why += (f"; the kernel command line's systemd.cpu_affinity= wins over this file, so the command line "
+                f"gets {word} too (the kernel command line piece) and the two say the same")
+    return Piece("systemd: every service on the housekeeping CPUs", why,
                  HOUSEKEEPING_DROPIN, "coremap-housekeeping.conf",
                  f"# coremap plan: services systemd starts run on the housekeeping CPUs\n[Manager]\n"
                  f"CPUAffinity={hk.replace(',', ' ')}\n", apply, rollback)

@@ -35,15 +35,39 @@ def plan_text(plan: QuietPlan) -> str:
 def header_lines(plan: QuietPlan) -> list[str]:
     """What the plan is for, that nothing is applied, which route to take, and the machine's facts."""
     first, second = intro_sentences(plan)
-    return [first, *_wrap(second, "", ""), "", "This machine:",
-            *(line for s in machine_sentences(plan)
-              for line in (["  " + s] if s == kernel_config_line(plan.facts) else _wrap(s, "  ", "      ")))]
+    out = [*_wrap(first, "", "      "), *_wrap(second, "", ""), "", "This machine:",
+           *(line for s in machine_sentences(plan)
+             for line in (["  " + s] if s == kernel_config_line(plan.facts) else _wrap(s, "  ", "      ")))]
+    if plan.conflicts:
+        out += ["", *conflict_lines(plan)]
+    return out
+
+
+def conflicts_heading(plan: QuietPlan) -> str:
+    how = ("CPU lists replaced, as --replace asks" if plan.replace else
+           "CPU lists merged, not replaced; --replace writes the CPUs asked for alone")
+    return f"The running kernel command line, where it works against this plan ({how}):"
+
+
+def conflict_sentences(plan: QuietPlan) -> list[tuple[str, str]]:
+    """(the running word and what the plan makes of it, why) for every word of the running command
+    line that works against the plan."""
+    return [(f"{p.running_word} -> {p.word}", p.conflict) for p in plan.conflicts]
+
+
+def conflict_lines(plan: QuietPlan) -> list[str]:
+    out = _wrap(conflicts_heading(plan), "", "")
+    for words, why in conflict_sentences(plan):
+        out += [f"  {words}", *_wrap(why, "      ", "      ")]
+    return out
 
 
 def intro_sentences(plan: QuietPlan) -> list[str]:
     choose = (" Take ONE of the two routes below, never both: each sets the kernel command line its own way, "
               "and words set by both would be there twice." if sum(r.offered for r in plan.routes) > 1 else "")
-    return [f"Plan: {cpus_word(plan.quiet)} quiet, {cpus_word(plan.housekeeping)} for housekeeping.",
+    kept = (f", with {cpus_word(plan.kept)} the running command line isolates already ({format_cpus(plan.isolated)} "
+            f"in all)" if plan.kept else "")
+    return [f"Plan: {cpus_word(plan.quiet)} quiet{kept}, {cpus_word(plan.housekeeping)} for housekeeping.",
             f"Nothing is applied: review it, then apply it piece by piece.{choose}"]
 
 
@@ -87,6 +111,8 @@ def kernel_word_lines(plan: QuietPlan) -> list[str]:
     for p in plan.params:
         out += [f"  {p.word}", *_wrap(p.why, "      ", "      "),
                 *_wrap(f"honoured by: {p.since}; {_state(p)}", "      ", "      ")]
+    for left in plan.left_out:
+        out += [f"  left out: {left.word}", *_wrap(left.why, "      ", "      ")]
     return out
 
 

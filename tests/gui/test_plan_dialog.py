@@ -50,7 +50,7 @@ def test_the_boot_cpu_alone_leaves_tuned_not_offered_and_says_why(qtbot, tmp_pat
     assert d.tabs.tabText(1) == "B. With tuned (not offered)" and d.tabs.isTabEnabled(1)
     assert "the only quiet CPU is the boot CPU (0)" in " ".join(d.tabs.widget(1).toPlainText().split())
     words = d.text.toPlainText().split("the words:\n")[1].split("\n")[0]
-    assert words.strip() == "isolcpus=managed_irq,domain,0 irqaffinity=1-11"
+    assert words.strip().startswith("isolcpus=managed_irq,domain,0 irqaffinity=1-11 nohz=on")
     d.tabs.setCurrentIndex(1)
     d.copy_button.click()
     assert "nothing to roll back" in d.status.text()
@@ -62,3 +62,28 @@ def test_the_window_reads_the_machine_it_shows_and_no_remote_one(tmp_path):
     assert machine_root("") is None                            # a remote host's window
     assert machine_root(str(tmp_path / "s.coremap")) is None   # a session file
     assert machine_root(str(extract("sno"))) is not None
+
+
+def test_the_dialog_names_the_running_words_that_work_against_the_plan(qtbot):
+    # worker1's capture, as the window shows it: its kernel booted with systemd.cpu_affinity=5,6,7,8,9,10
+    # and tuned.non_isolcpus=000007e0, which would keep putting work on 6-9 (issue 30, wrong answer 1).
+    root = machine_root(str(extract("worker1.internal")))
+    d = _dialog(qtbot, root, "6-9")
+    d.show()
+    qtbot.waitExposed(d)
+    texts = [label.text() for label in d.conflicts]
+    assert d.conflicts_heading.isVisible() and all(label.isVisible() for label in d.conflicts)
+    assert "CPU lists merged, not replaced" in d.conflicts_heading.text()
+    assert any(t.startswith("systemd.cpu_affinity=5,6,7,8,9,10 -> systemd.cpu_affinity=5,10: ") for t in texts)
+    assert any(t.startswith("tuned.non_isolcpus=000007e0 -> tuned.non_isolcpus=00000420: ") for t in texts)
+    assert any(t.startswith("isolcpus=managed_irq,0-4,11-79 -> isolcpus=managed_irq,domain,0-4,6-9,11-79: ")
+               for t in texts)
+    # The by-hand route's words are the merged ones, 0-4,11-79 kept.
+    words = d.text.toPlainText().split("the words:\n")[1].split("\n")[0].split()
+    assert "isolcpus=managed_irq,domain,0-4,6-9,11-79" in words and "systemd.cpu_affinity=5,10" in words
+    assert d.summary.text().startswith("Plan: CPUs 6-9 quiet, with CPUs 0-4,11-79 the running command line")
+
+
+def test_no_conflict_no_heading(qtbot, tmp_path):
+    d = _dialog(qtbot, machine_tree(tmp_path, {"proc/cmdline": "ro quiet\n"}), "2-3")
+    assert d.conflicts_heading is None and d.conflicts == []

@@ -28,10 +28,10 @@ TABLE = {
     "--json": "flag", "--keep-pins": "flag", "--man": "flag", "--move-pinned": "flag", "--no-dma-latency": "flag",
     "--no-second": "flag", "--pm-qos": "flag", "--pretty": "flag", "--reapply": "flag", "--unbound": "flag",
     "--version": "flag",
-    "--spread": "flag", "--rps": "flag", "--irq": "text", "--device": "text",      # pin's IRQ selection (issue 30)
+    "--replace": "flag", "--intel-pstate-disable": "flag",
     "--completion": "choice", "--like": "choice", "--sort": "choice", "--thp": "choice", "--transport": "choice",
     "--what": "choice", "--work": "choice",
-    "--duty": "number", "--every": "number", "--interval": "number", "--interval-us": "number",
+    "--duty": "number", "--every": "number", "--interval": "number", "--interval-us": "number", "--irq": "number",
     "--jitter-cpu": "number", "--jitter-seconds": "number", "--node": "number", "--parallel": "number",
     "--pid": "number", "--priority": "number", "--rounds": "number", "--seconds": "number", "--slack-ns": "number",
     "--threads": "number", "--threshold-ns": "number", "--ticks": "number", "--tid": "number", "--timeout": "number",

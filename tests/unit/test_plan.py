@@ -31,8 +31,11 @@ from tests.machines import extract
 REPO = Path(__file__).resolve().parents[2]
 # Documentation/admin-guide/kernel-parameters.txt: isolcpus= [flag-list,]<cpu-list>, the flags nohz,
 # domain and managed_irq; nohz_full=, rcu_nocbs=, irqaffinity= take a <cpu-list>.
+# The words tuned's profiles add are spelt as kernel-parameters.txt has them.
 WORD = re.compile(r"(isolcpus)=((?:(?:nohz|domain|managed_irq),)*)([0-9,\-]+)$|"
-                  r"(nohz_full|rcu_nocbs|irqaffinity)=([0-9,\-]+)$")
+                  r"(nohz_full|rcu_nocbs|irqaffinity)=([0-9,\-]+)$|"
+                  r"(nohz=on|skew_tick=1|rcupdate\.rcu_normal_after_boot=1|tsc=reliable|nosoftlockup|"
+                  r"intel_pstate=disable)$")
 RELEASE = "6.1.0-18-amd64"
 
 
@@ -97,7 +100,7 @@ def test_fragment_follows_the_kernel_syntax_and_reads_back(master):
     back = parse_cmdline_isolation(plan.cmdline_fragment)
     assert back.isolcpus == plan.quiet and set(back.isolcpus_flags) == {"managed_irq", "domain"}
     assert back.nohz_full == plan.quiet and back.rcu_nocbs == plan.quiet
-    irqaff = dict(w.split("=", 1) for w in plan.cmdline_fragment.split())["irqaffinity"]
+    irqaff = dict(w.split("=", 1) for w in plan.cmdline_fragment.split() if "=" in w)["irqaffinity"]
     assert parse_cpulist(irqaff) == plan.housekeeping
     assert set(plan.quiet) | set(plan.housekeeping) == set(master.online)
     assert not set(plan.quiet) & set(plan.housekeeping)
@@ -106,8 +109,9 @@ def test_fragment_follows_the_kernel_syntax_and_reads_back(master):
 def test_says_what_the_running_kernel_already_has(worker1):
     # worker1 booted with isolcpus=managed_irq,0-4,11-79 nohz_full=0-4,11-79 rcu_nocbs=0-4,11-79, no
     # irqaffinity. The kernel drops the boot CPU (0) from nohz_full= itself: that one is in place; the
-    # plan's rcu_nocbs= leaves CPU 0 out, so it is not.
-    plan = make_plan(worker1, "0-4,11-79")
+    # plan's rcu_nocbs= leaves CPU 0 out, so with --replace it is not (merged, the running 0 is kept).
+    assert {p.name: p for p in make_plan(worker1, "0-4,11-79").params}["rcu_nocbs"].in_place
+    plan = make_plan(worker1, "0-4,11-79", replace=True)
     by = {p.name: p for p in plan.params}
     assert by["nohz_full"].value == by["rcu_nocbs"].value == "1-4,11-79"
     assert by["nohz_full"].in_place and by["nohz_full"].running == "0-4,11-79"
@@ -122,7 +126,7 @@ def test_the_boot_cpu_is_never_nohz_full_nor_rcu_nocbs(tmp_path):
     plan = plan_on(root, "0")
     assert parse_cmdline_isolation(plan.cmdline_fragment).nohz_full is None
     assert "nohz_full" not in plan.cmdline_fragment and "rcu_nocbs" not in plan.cmdline_fragment
-    assert plan.cmdline_fragment == "isolcpus=managed_irq,domain,0 irqaffinity=1-11"
+    assert plan.cmdline_fragment.startswith("isolcpus=managed_irq,domain,0 irqaffinity=1-11 nohz=on")
     assert not plan.route("tuned").offered and "boot CPU (0)" in plan.route("tuned").why
     text = plan_text(plan)
     assert "no nohz_full= or rcu_nocbs= for CPU 0: it is the boot CPU" in text
@@ -206,10 +210,11 @@ def test_a_bls_tree_uses_grubby_and_puts_back_what_was_there(tmp_path):
     plan = plan_on(root, "2-3")
     [kernel] = [p for p in pieces(plan, "by-hand") if p.title.startswith("Kernel command line")]
     assert kernel.title == "Kernel command line, with grubby" and "/boot/loader/entries holds 1 boot entry" in kernel.why
+    tuned_words = "nohz=on skew_tick=1 rcupdate.rcu_normal_after_boot=1 nosoftlockup"
     assert kernel.apply == ('grubby --update-kernel=ALL --args="isolcpus=managed_irq,domain,2-3 nohz_full=2-3 '
-                            'rcu_nocbs=2-3 irqaffinity=0-1,4-11"',)
-    assert kernel.rollback == ('grubby --update-kernel=ALL --remove-args="nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1,4-11"',
-                               'grubby --update-kernel=ALL --args="isolcpus=managed_irq,2-3"')
+                            f'rcu_nocbs=2-3 irqaffinity=0-1,4-11 {tuned_words}"',)
+    assert kernel.rollback == ('grubby --update-kernel=ALL --remove-args="nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1,4-11 '
+                               f'{tuned_words}"', 'grubby --update-kernel=ALL --args="isolcpus=managed_irq,2-3"')
     assert "boot loader: grubby (/boot/loader/entries holds 1 boot entry" in plan_text(plan)
     assert not any("/etc/default/grub" in line for p in pieces(plan, "by-hand") for line in p.apply)
 
@@ -281,9 +286,13 @@ def test_without_the_machines_files_both_ways_are_shown(master):
 
 # -- tuned, apart ---------------------------------------------------------------------------------------
 def test_the_tuned_route_says_which_words_set_outside_tuned_must_go_first(worker1):
-    why = " ".join(make_plan(worker1, "5-10").route("tuned").why.split())
+    why = " ".join(make_plan(worker1, "5-10", replace=True).route("tuned").why.split())
     assert ("the running command line already has isolcpus=managed_irq,0-4,11-79 nohz_full=0-4,11-79 "
-            "rcu_nocbs=0-4,11-79, set outside tuned") in why
+            "rcu_nocbs=0-4,11-79 systemd.cpu_affinity=5,6,7,8,9,10, set outside tuned") in why
+    # Added to the 74 CPUs worker1 isolates already, 5-10 would leave none for housekeeping.
+    with pytest.raises(PlanError, match=r"with CPUs 0-4,11-79, which the running command line isolates already "
+                                        r"\(--replace isolates only the CPUs asked for\) leaves no CPU"):
+        make_plan(worker1, "5-10")
 
 
 def test_the_tuned_route_says_what_tuned_adds_and_never_mixes_with_the_hand_written_one(tmp_path):

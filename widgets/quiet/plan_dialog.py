@@ -25,8 +25,8 @@ from app.errors import CoremapError
 from app.format import cpus_word
 from app.machine.irqbalance import banned_line, config_path, read_config_text, read_irqbalance, with_banned_cpus
 from app.quiet.boot_plan import QuietPlan, kernel_config_line
-from app.quiet.boot_plan_text import (common_lines, intro_sentences, machine_sentences, rollback_script, route_lines,
-                                     write_plan_folder)
+from app.quiet.boot_plan_text import (common_lines, conflict_sentences, conflicts_heading, intro_sentences,
+                                     machine_sentences, rollback_script, route_lines, write_plan_folder)
 from app.store.folders import reports_dir
 from app.sysroot import SysRoot
 from widgets.theme import status_style
@@ -60,7 +60,9 @@ class PlanDialog(QDialog):
     writes its files, "Copy roll back" the open route's rollback script.
 
     Attributes: `plan`; `machine`, a label per fact found on the machine, `kernel_line` the one that
-    says whether the kernel has CONFIG_NO_HZ_FULL; `tabs`, one page per route (`route_keys[i]` is page
+    says whether the kernel has CONFIG_NO_HZ_FULL; `conflicts`, a label per word of the running kernel
+    command line that works against the plan (under the heading `conflicts_heading`, both absent when
+    none does); `tabs`, one page per route (`route_keys[i]` is page
     i's route); `text`, the by-hand route's page (its kernel command line); `status`, the result line."""
 
     saved = Signal(str)
@@ -75,6 +77,11 @@ class PlanDialog(QDialog):
         self.kernel_line = next(label for label in self.machine if label.text() == kernel_config_line(plan.facts))
         if plan.facts.kernel.no_hz_full is False:
             self.kernel_line.setStyleSheet(status_style("warn", self, "font-weight: bold;"))
+        # Above the routes, as in the CLI's text: what the plan changes of the running command line, and why.
+        self.conflicts_heading = _label(self, conflicts_heading(plan)) if plan.conflicts else None
+        self.conflicts = [_label(self, f"{words}: {why}") for words, why in conflict_sentences(plan)]
+        for label in self.conflicts:
+            label.setStyleSheet(status_style("warn", self))
         self.tabs = QTabWidget(self)
         self.route_keys: list[str] = []
         self.text: QPlainTextEdit | None = None
@@ -102,6 +109,8 @@ class PlanDialog(QDialog):
         lay = QVBoxLayout(self)
         lay.addWidget(self.summary)
         for label in self.machine:
+            lay.addWidget(label)
+        for label in ([self.conflicts_heading] if self.conflicts_heading else []) + self.conflicts:
             lay.addWidget(label)
         lay.addWidget(self.tabs, 1)
         lay.addLayout(row)
