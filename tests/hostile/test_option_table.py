@@ -29,9 +29,10 @@ TABLE = {
     "--no-second": "flag", "--pm-qos": "flag", "--pretty": "flag", "--reapply": "flag", "--unbound": "flag",
     "--version": "flag",
     "--replace": "flag", "--intel-pstate-disable": "flag",
+    "--spread": "flag", "--rps": "flag", "--irq": "text", "--device": "text",      # pin's IRQ selection (issue 30)
     "--completion": "choice", "--like": "choice", "--sort": "choice", "--thp": "choice", "--transport": "choice",
     "--what": "choice", "--work": "choice",
-    "--duty": "number", "--every": "number", "--interval": "number", "--interval-us": "number", "--irq": "number",
+    "--duty": "number", "--every": "number", "--interval": "number", "--interval-us": "number",
     "--jitter-cpu": "number", "--jitter-seconds": "number", "--node": "number", "--parallel": "number",
     "--pid": "number", "--priority": "number", "--rounds": "number", "--seconds": "number", "--slack-ns": "number",
     "--threads": "number", "--threshold-ns": "number", "--ticks": "number", "--tid": "number", "--timeout": "number",
