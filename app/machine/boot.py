@@ -225,7 +225,7 @@ def _read_bytes_quietly(root: SysRoot, path) -> bytes | None:
         return None
 
 
-# -- the running command line and the clocksource (for the plan's merge and its tsc=reliable) -----------
+# -- the clocksource (whether the plan offers tsc=reliable) ----------------------------------------------
 @dataclass(frozen=True)
 class Clocksource:
     current: str | None            # "tsc", "kvm-clock", "hpet", ...; None when not read
@@ -233,12 +233,6 @@ class Clocksource:
 
 
 _CLOCKSOURCE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-def read_cmdline(root: SysRoot) -> str:
-    """The kernel command line `root`'s kernel booted with (/proc/cmdline, NULs as spaces), "" when
-    it cannot be read (a capture without it)."""
-    return (_read_quietly(root, root.proc("cmdline")) or "").replace("\0", " ").strip()
 
 
 def read_clocksource(root: SysRoot) -> Clocksource:

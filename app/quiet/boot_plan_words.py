@@ -134,6 +134,10 @@ def quiet_list_param(name: str, cpus, asked, cmdline: str, *, merge: bool, boot_
     `boot_cpu`: the CPU the kernel drops from this list itself (nohz_full=), so one that has it or
     not is the same list; the plan never writes it there."""
     running, now = running_value(cmdline, name), running_cpus(cmdline, name)
+    if running == "" and name == "rcu_nocbs":
+        # A bare rcu_nocbs offloads every CPU (kernel-parameters.txt, 5.17 and later): kept as it is.
+        return KernelParam(name, "", why + "; the running bare rcu_nocbs offloads every CPU, kept", since, True,
+                           running, needs, ignored)
     drop = {boot_cpu} if boot_cpu is not None else set()
     value = (set(cpus) | (set(now) if merge and now else set())) - drop
     in_place = now is not None and set(now) - drop == value - drop

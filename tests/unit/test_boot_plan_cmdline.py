@@ -124,6 +124,10 @@ def test_merged_flags_and_lists_on_a_machine_with_its_own_words(tmp_path):
     assert p["nohz"].word == "nohz=on" and p["nohz"].conflict == "the plan writes nohz=on in its place"
     assert p["skew_tick"].running == "0" and not p["skew_tick"].in_place
     assert "systemd.cpu_affinity" not in p and "tuned.non_isolcpus" not in p    # not on this command line
+    # A bare rcu_nocbs offloads every CPU already: kept as it is, not narrowed to the quiet ones.
+    bare = machine_tree(tmp_path / "bare", {"proc/cmdline": "ro rcu_nocbs\n"})
+    rcu = by_name(make_plan(read_topology(bare), "2-3", root=bare))["rcu_nocbs"]
+    assert rcu.word == "rcu_nocbs" and rcu.in_place and rcu.conflict is None
     # A machine whose command line has nothing to merge gets the plan's own lists.
     plain = machine_tree(tmp_path / "plain", {"proc/cmdline": "ro quiet\n"})
     plan = make_plan(read_topology(plain), "2-3", root=plain)
