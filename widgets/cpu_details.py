@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWid
                                QVBoxLayout, QWidget)
 
 from app.format import cpus_word, format_count, format_cpus, format_percent, format_rate, per_cpu_pairs
+from app.machine.topology import isolation_label
 from app.sampling.machine_state import MachineState
 from widgets.pinning.drag import pin_drag
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
@@ -246,7 +247,7 @@ def _caption(what: str, n: int) -> str:
 
 
 def position_text(topology, cpu: int) -> str:
-    """'core 3 (CPUs 3,59) · package 0 · die 0 · node 0 · P-core · isolated · nohz_full', or why not."""
+    """'core 3 (CPUs 3,59) · package 0 · die 0 · node 0 · P-core · isolated (domain, nohz_full)', or why not."""
     if topology is None:
         return ""
     by_id = {c.id: c for c in topology.cpus}
@@ -271,8 +272,7 @@ def position_text(topology, cpu: int) -> str:
         parts.append(f"{c.kind}-core")
     if c.capacity is not None:
         parts.append(f"capacity {c.capacity}")
-    if c.isolated:
-        parts.append("isolated (isolcpus)")
-    if c.nohz_full:
-        parts.append("nohz_full")
+    flags = topology.isolation_of(c.id)
+    if flags:
+        parts.append(isolation_label(flags))
     return " · ".join(parts)

@@ -1,6 +1,7 @@
 """SummaryBar: one line that says what machine this is and how it is being watched.
 
-Model, sockets x cores x threads, NUMA nodes, kernel, isolated / nohz_full CPUs, whether irqbalance
+Model, sockets x cores x threads, NUMA nodes, kernel, each set of isolation flags (domain, managed_irq,
+nohz, nohz_full) with its CPUs, whether irqbalance
 runs (it would undo manual IRQ pinning), the source (live or a snapshot path), the sampling interval
 and "paused". Text is rebuilt only when one of those facts changes, not on every tick.
 """
@@ -12,6 +13,7 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from app.format import format_cpus, plural
+from app.machine.topology import isolation_label
 from app.sampling.machine_state import MachineState
 from widgets.theme import alert_color
 
@@ -118,10 +120,10 @@ class SummaryBar(QWidget):
         self._key = key
         t = self._topology
         parts = [html.escape(f) for f in machine_facts(t)]
-        if t.isolated:
-            parts.append(f"<b>isolated</b> {format_cpus(t.isolated)}")
-        if t.nohz_full:
-            parts.append(f"<b>nohz_full</b> {format_cpus(t.nohz_full)}")
+        # Each set of isolation flags with its CPUs: "isolated (domain, nohz_full) 2-3", or
+        # "managed_irq, nohz_full 0-4,11-79" where isolcpus= leaves the scheduler balancing onto them.
+        for flags, cpus in t.isolation_groups():
+            parts.append(f"<b>{html.escape(isolation_label(flags))}</b> {format_cpus(cpus)}")
         if self._irqbalance is True:
             parts.append("<b>irqbalance running</b> (it moves IRQs you pin)")
         elif self._irqbalance is False:

@@ -81,10 +81,15 @@ def measure(root, seconds: float) -> dict:
 
 
 def quiet_kinds(root, topo) -> dict[int, str]:
-    """{cpu: why it is quiet}: coremap made it quiet (the journal of this machine says), the kernel
-    isolates it (isolcpus), or runs it nohz_full."""
-    out = {c: "nohz_full" for c in topo.nohz_full}
-    out.update({c: "isolated" for c in topo.isolated})
+    """{cpu: why it is quiet}: coremap made it quiet (the journal of this machine says), or the kernel
+    keeps the scheduler off it (isolcpus with domain) or runs it nohz_full, named by every isolation
+    flag that applies ("managed_irq, nohz_full"; Topology.isolation_of)."""
+    from app.machine.topology import isolation_label     # measure's read_topology imported it already
+    out = {}
+    for c in topo.online:
+        flags = topo.isolation_of(c)
+        if "domain" in flags or "nohz_full" in flags:
+            out[c] = isolation_label(flags)
     if root.is_live:
         out.update({c: "coremap" for c in _coremap_quiet(root)})
     return out

@@ -84,7 +84,9 @@ def to_json(topo: Topology) -> dict:
         "hostname": topo.hostname, "cmdline": topo.cmdline,
         "online": list(topo.online), "offline": list(topo.offline), "possible": list(topo.possible),
         "present": list(topo.present), "isolated": list(topo.isolated),
-        "isolcpus_flags": list(topo.isolcpus_flags), "nohz_full": list(topo.nohz_full),
+        "isolcpus": list(topo.isolcpus), "isolcpus_flags": list(topo.isolcpus_flags),
+        "nohz_full": list(topo.nohz_full),
+        "isolation": [{"cpus": list(cpus), "flags": list(flags)} for flags, cpus in topo.isolation_groups()],
         "smt_active": topo.smt_active, "hybrid": topo.hybrid, "kind_source": topo.kind_source,
         "packages": [{
             "id": p.id, "index": p.index, "cpus": list(p.cpus), "dies": list(p.dies),
@@ -114,6 +116,7 @@ def _counts(values) -> str:
 
 
 def format_summary(topo: Topology) -> str:
+    from app.machine.topology import isolation_label     # read_topology (in load) imported it already
     rows: list[tuple[str, str]] = []
     add = lambda k, v: rows.append((k, v))  # noqa: E731
     add("Architecture", topo.arch or "unknown")
@@ -157,8 +160,12 @@ def format_summary(topo: Topology) -> str:
     for n in topo.nodes:
         mem = f"  {n.memory_kb // 1024} MiB" if n.memory_kb else ""
         add(f"NUMA node{n.id} CPU(s)", (format_cpulist(n.cpus) or "(none)") + mem)
+    # Isolated: what the scheduler leaves alone (the domain flag); then each set of flags that applies.
     add("Isolated CPU(s)", format_cpulist(topo.isolated) or "(none)")
     add("nohz_full CPU(s)", format_cpulist(topo.nohz_full) or "(none)")
+    groups = topo.isolation_groups()
+    if groups:
+        add("Isolation flags", "; ".join(f"{format_cpulist(cpus)}: {isolation_label(flags)}" for flags, cpus in groups))
     by_name: dict[str, list] = {}
     for k in topo.caches:
         by_name.setdefault(k.name, []).append(k)

@@ -95,6 +95,17 @@ class CmdlineIsolation:
     nohz_full: tuple[int, ...] | None
     rcu_nocbs: tuple[int, ...] | None
 
+    @property
+    def scheduler_isolated(self) -> tuple[int, ...]:
+        """The CPUs isolcpus= takes out of the scheduler's load balancing: its list when it has the
+        domain flag, or no flag at all (kernel/sched/isolation.c housekeeping_isolcpus_setup gives a
+        bare list HK_FLAG_DOMAIN); none for managed_irq or nohz alone, which leave the scheduler
+        balancing onto them (issue 30: worker1's isolcpus=managed_irq,0-4,11-79 isolates nothing
+        from it)."""
+        if self.isolcpus is None or (self.isolcpus_flags and "domain" not in self.isolcpus_flags):
+            return ()
+        return self.isolcpus
+
 
 def parse_cmdline_isolation(text: str) -> CmdlineIsolation:
     """isolcpus=, nohz_full= and rcu_nocbs= from a kernel command line. The last occurrence wins,

@@ -460,7 +460,7 @@ def _cpus(v) -> str:
 _RANGES = {
     **{(c, f): _cpu_ids for c, fs in {
         "Cpu": ("id", "siblings"), "Core": ("cpus",), "Cache": ("cpus",), "NumaNode": ("cpus",),
-        "Package": ("cpus",), "Topology": ("online", "offline", "possible", "present", "isolated", "nohz_full"),
+        "Package": ("cpus",), "Topology": ("online", "offline", "possible", "present", "isolated", "nohz_full", "isolcpus"),
         "InterruptTable": ("cpus",), "IrqTable": ("cpus",), "SoftirqTable": ("cpus",), "Rates": ("cpus", "per_cpu"),
         "CpuRates": ("cpu",), "TaskRate": ("last_cpu",), "TaskSample": ("last_cpu", "allowed"),
         "IrqInfo": ("requested", "effective", "hint"), "StatSample": ("cpus",), "CpuPower": ("idle", "mhz"),

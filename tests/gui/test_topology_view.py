@@ -76,7 +76,7 @@ def test_offline_cpus_are_drawn_hatched_and_not_selectable(view):
 def test_isolated_and_nohz_full_cells_are_marked(view):
     topo = _topology("worker1.internal")
     view.set_topology(topo)
-    assert topo.isolated and topo.nohz_full
+    assert topo.isolcpus and not topo.isolated and topo.nohz_full    # isolcpus=managed_irq: not isolated
     for cpu, cell in view.cells().items():
         assert cell.isolated == (cpu in topo.isolated)
         assert cell.nohz_full == (cpu in topo.nohz_full)

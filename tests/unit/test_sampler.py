@@ -110,7 +110,7 @@ def test_one_capture_fixture_has_totals_only_and_says_so():
     assert b.sample is a.sample                     # a capture is read once
     assert a.sample.interrupts is not None and len(a.sample.interrupts.cpus) == 80
     assert a.irqs is not None
-    assert a.topology.isolated                      # worker1 boots with isolcpus=...
+    assert a.topology.isolcpus                      # worker1 boots with isolcpus=managed_irq,...
 
 
 def _bump_loc(text: str, col: int, by: int) -> str:

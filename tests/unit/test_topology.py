@@ -182,12 +182,15 @@ def test_kunpeng_package_ids_and_clusters():
 
 
 def test_worker1_isolation_from_the_kernel_command_line():
+    # isolcpus=managed_irq,0-4,11-79 without domain: the scheduler still balances onto them (issue 30).
     t = topo("worker1.internal")
-    assert format_cpulist(t.isolated) == "0-4,11-79"
+    assert t.isolated == () and format_cpulist(t.isolcpus) == "0-4,11-79"
     assert format_cpulist(t.nohz_full) == "0-4,11-79"
     assert t.isolcpus_flags == ("managed_irq",)
-    assert not t.cpu(5).isolated and t.cpu(11).isolated
-    assert any("isolcpus=" in n for n in t.notes)
+    assert not t.cpu(5).isolated and not t.cpu(11).isolated
+    assert t.isolation_of(11) == ("managed_irq", "nohz_full") and t.isolation_of(5) == ()
+    assert any("isolcpus=managed_irq,0-4,11-79" in n and "the scheduler still balances onto them" in n
+               for n in t.notes)
 
 
 def test_bitmask_only_machine_with_offline_cpus():

@@ -78,8 +78,9 @@ def test_json_has_packages_with_cores_and_every_field(capsys):
     cores = [c for p in d["packages"] for c in p["cores"]]
     assert len(cores) == 40 and all(len(c["cpus"]) == 2 for c in cores)
     assert sorted(x for c in cores for x in c["cpus"]) == d["online"] == list(range(80))
-    assert d["isolated"] == list(parse_cpulist("0-4,11-79"))
-    assert d["nohz_full"] == d["isolated"]
+    assert d["isolated"] == []              # isolcpus=managed_irq without domain (issue 30)
+    assert d["isolcpus"] == d["nohz_full"] == list(parse_cpulist("0-4,11-79"))
+    assert d["isolation"] == [{"cpus": d["isolcpus"], "flags": ["managed_irq", "nohz_full"]}]
     assert d["nodes"][0]["distances"] == {"0": 10, "1": 21}
     assert {c["name"] for c in d["caches"]} == {"L1d", "L1i", "L2", "L3"}
     cpu0 = d["cpus"][0]

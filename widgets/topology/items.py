@@ -181,6 +181,19 @@ class CpuCellItem(QGraphicsItem):
             painter.setPen(QPen(SELECT_COLOR, 2.5))
             painter.drawRect(r.adjusted(-2, -2, 2, 2))
 
+    def badges(self) -> list[tuple[str, QColor]]:
+        """The badges the cell shows, in order, with their colours: "quiet" (or "partial"), "iso" for
+        a CPU the scheduler leaves alone (Cpu.isolated: isolcpus= with domain, not managed_irq alone,
+        issue 30) and "nohz" for nohz_full."""
+        badges = []
+        if self.quiet:
+            badges.append(("partial" if self.partial else "quiet", QUIET_COLOR))
+        if self.isolated:
+            badges.append(("iso", ISO_COLOR))
+        if self.nohz_full:
+            badges.append(("nohz", NOHZ_COLOR))
+        return badges
+
     def _paint_text(self, painter: QPainter, lod: float, fg: QColor) -> None:
         """The CPU number, its figure (or "off"), and the iso / nohz badges."""
         painter.setPen(fg)
@@ -205,15 +218,9 @@ class CpuCellItem(QGraphicsItem):
             painter.setPen(QColor(255, 255, 255))
             text = QFontMetricsF(TINY_FONT).elidedText(self.managed_mark, Qt.TextElideMode.ElideRight, CELL_W - 2)
             painter.drawText(chip, Qt.AlignmentFlag.AlignCenter, text)
-        if 9 * lod >= MIN_READABLE_PX and (self.isolated or self.nohz_full or self.quiet):
+        badges = self.badges()
+        if 9 * lod >= MIN_READABLE_PX and badges:
             painter.setFont(SMALL_FONT)
-            badges = []
-            if self.quiet:
-                badges.append(("partial" if self.partial else "quiet", QUIET_COLOR))
-            if self.isolated:
-                badges.append(("iso", ISO_COLOR))
-            if self.nohz_full:
-                badges.append(("nohz", NOHZ_COLOR))
             # Badges sit at the right edge on a white chip so they read on any cell colour.
             # Below the nohz corner flag; with three badges the first moves left of the flag instead,
             # so the third still ends inside the cell.

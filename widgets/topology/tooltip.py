@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import html
 
-from app.machine.topology import Topology
+from app.machine.topology import Topology, isolation_label
 from app.sampling.machine_state import MachineState
 from widgets.colors import MetricValues, format_value
 from widgets.topology.items import LEAK_COLOR, CoreBoxItem, CpuCellItem
@@ -29,10 +29,13 @@ def cpu_tooltip(cpu_id: int, topology: Topology | None, core: CoreBoxItem | None
         if c.kind:
             ident.append(KIND_NAMES.get(c.kind, c.kind))
         lines.append(", ".join(ident))
-        flags = [f for f, on in (("offline", not c.online), ("isolated", c.isolated),
-                                 ("nohz_full", c.nohz_full)) if on]
+        iso = topology.isolation_of(cpu_id)
+        flags = [f for f, on in (("offline", not c.online), (isolation_label(iso), bool(iso))) if on]
         if flags:
             lines.append("<i>" + ", ".join(flags) + "</i>")
+        if cpu_id in topology.isolcpus and "domain" not in iso:
+            # isolcpus= without its domain flag: what the flags do, and that they do not isolate.
+            lines.append("not isolated: the scheduler still balances onto it (isolcpus= without domain)")
     st = state
     if st is not None and st.rates is not None:
         r = st.rates.per_cpu.get(cpu_id)

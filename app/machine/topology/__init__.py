@@ -23,9 +23,10 @@ Documentation/ABI/testing/sysfs-devices-system-cpu, Documentation/ABI/stable/sys
 Every value that could not be known is None, and `Topology.notes` says why.
 """
 from app.machine.topology.files import read_cpu_ids, read_online_cpus
+from app.machine.topology.isolation import isolation_label
 from app.machine.topology.layout import Group, layout
 from app.machine.topology.model import Cache, Core, Cpu, NumaNode, Package, Topology
 from app.machine.topology.reader import read_topology
 
-__all__ = ["Cache", "Core", "Cpu", "Group", "NumaNode", "Package", "Topology", "layout",
+__all__ = ["Cache", "Core", "Cpu", "Group", "NumaNode", "Package", "Topology", "isolation_label", "layout",
            "read_cpu_ids", "read_online_cpus", "read_topology"]

@@ -95,6 +95,7 @@ class Topology:
     smt_active: bool | None
     hybrid: bool
     isolcpus_flags: tuple[str, ...] = ()
+    isolcpus: tuple[int, ...] = ()  # the CPUs isolcpus= names, whatever its flags; `isolated`: the scheduler's
     kind_source: str | None = None  # where P/E came from: cpu_core/cpu_atom, cpu_capacity, ...
     notes: tuple[str, ...] = ()
 
@@ -105,6 +106,7 @@ class Topology:
             for c in core.cpus:
                 core_of[c] = core
         object.__setattr__(self, "_core_of", core_of)
+        object.__setattr__(self, "_isolcpus", frozenset(self.isolcpus))
 
     def cpu(self, cpu_id: int) -> Cpu:
         try:
@@ -149,6 +151,30 @@ class Topology:
         if kind == "kind":
             return tuple(c for c in on if self._by_id[c].kind == id)
         raise ValueError(f"unknown group kind {kind!r}")
+
+    def isolation_of(self, cpu_id: int) -> tuple[str, ...]:
+        """The isolation that applies to one CPU, in the kernel's words and this order: "domain" (the
+        scheduler leaves it alone: `isolated`), the other isolcpus= flags it is named under
+        ("managed_irq", "nohz"), and "nohz_full". () for a CPU with none, or not on this machine."""
+        c = self._by_id.get(cpu_id)
+        if c is None:
+            return ()
+        flags = ["domain"] if c.isolated else []
+        if cpu_id in self._isolcpus:
+            flags += [f for f in self.isolcpus_flags if f != "domain" and f not in flags]
+        if c.nohz_full:
+            flags.append("nohz_full")
+        return tuple(flags)
+
+    def isolation_groups(self) -> tuple[tuple[tuple[str, ...], tuple[int, ...]], ...]:
+        """((flags, CPUs), ...): the online CPUs with some isolation, grouped by the flags that apply
+        (isolation_of), in the order of each group's first CPU."""
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for c in self.online:
+            flags = self.isolation_of(c)
+            if flags:
+                groups.setdefault(flags, []).append(c)
+        return tuple((flags, tuple(cpus)) for flags, cpus in groups.items())
 
     @property
     def threads_per_core(self) -> tuple[int, ...]:

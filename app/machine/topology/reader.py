@@ -101,7 +101,7 @@ def read_topology(root: SysRoot) -> Topology:
         present=sets.present, isolated=iso.isolated, nohz_full=iso.nohz_full, cmdline=iso.cmdline,
         nodes=nodes, packages=packages, cores=tuple(cores), caches=groups.caches,
         l3_groups=groups.l3_groups, clusters=groups.clusters, smt_active=_read_smt_active(root, core_cpu_lists),
-        hybrid=len({k for k in kinds.values() if k}) > 1, isolcpus_flags=iso.isolcpus_flags,
+        hybrid=len({k for k in kinds.values() if k}) > 1, isolcpus_flags=iso.isolcpus_flags, isolcpus=iso.isolcpus,
         kind_source=kind_source, notes=tuple(notes))
 
 
