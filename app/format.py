@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from app.parse.cpulist import format_cpulist
+from app.parse.task_stat import sched_label
 
 UNKNOWN = "–"                  # a figure that is not known (never "0", which is a figure)
 ARROW = "->"                   # before -> after: pin lines, the journal, reports (ASCII: greppable)
@@ -174,6 +175,8 @@ def target_name(kind: str, ident: int, label: str = "", netdev: str | None = Non
         return f"{SLICE_NAMES[ident] if 0 <= ident < len(SLICE_NAMES) else ident} AllowedCPUs"
     if kind in ("irqbalancecpu", "irqbalanceirq"):
         return f"irqbalance for {'CPU' if kind == 'irqbalancecpu' else 'IRQ'} {ident}"
+    if kind == "sched":
+        return f"thread {ident}" + (f" ({printable(label)})" if label else "") + " scheduling"
     if kind in ("cgroup", "cgroupthread"):
         word = "process" if kind == "cgroup" else "thread"
         return f"{word} {ident}" + (f" ({printable(label)})" if label else "") + " cpuset"
@@ -189,6 +192,8 @@ def format_value(kind: str, value) -> str:
     value = tuple(value)
     if kind in ("sysctl", "pmqos"):
         return str(value[0]) if value else "n/a"
+    if kind == "sched":
+        return sched_label(*value) if len(value) == 2 else "?"
     if kind in ("cgroup", "cgroupthread"):
         return CPUSET_NAMES[value[0]] if len(value) == 1 and 0 <= value[0] < len(CPUSET_NAMES) else "?"
     if kind == "subtree":

@@ -189,7 +189,20 @@ def run_lines(lines) -> tuple[dict, list[dict]]:
 def host_facts(hello_line: dict) -> dict:
     """What a result object keeps of the machine a run measured (from its hello line)."""
     return {k: hello_line.get(k) for k in ("kernel", "clocksource", "tsc_hz", "tsc_usable", "timer_slack_ns",
-                                           "policy", "priority", "isolated", "pid", "mlocked")}
+                                           "policy", "priority", "isolated", "pid", "mlocked",
+                                           "hostname", "machine_id", "cpu_model")}
+
+
+def _identity(root: SysRoot) -> dict:
+    """Which machine the run measures (app/machine/identity.py): what a report or an export of
+    another machine checks a stored result against (issue 30)."""
+    from app.machine.identity import read_identity
+    try:
+        return read_identity(root).as_record()
+    except CoremapError as e:
+        # a machine whose topology cannot be read still runs the probe: its result says host unknown
+        log(f"host not recorded: {e}")
+        return {}
 
 
 _POLICY_NAMES = {os.SCHED_OTHER: "other", os.SCHED_FIFO: "fifo", os.SCHED_RR: "rr",
@@ -210,7 +223,7 @@ def hello(probe: str, cpu, extra: dict | None = None, root: SysRoot | None = Non
          "timer_slack_ns": _native.get_timer_slack(), "policy": _POLICY_NAMES.get(pol, str(pol)),
          "priority": os.sched_getparam(0).sched_priority, "cpu": cpu,
          "isolated": list(parse_cpulist(isolated, what="isolated CPUs")) if isolated else [],
-         "pid": os.getpid()}
+         "pid": os.getpid(), **_identity(root)}
     if extra:
         d.update(extra)
     return d

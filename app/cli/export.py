@@ -20,6 +20,9 @@ def register(subparsers) -> None:
                    help="the file to write, in node_exporter's --collector.textfile.directory")
     p.add_argument("--jitter", action="append", default=[], metavar="RESULT.json",
                    help="a `coremap probe jitter --json` result (repeat for more CPUs; the last per CPU wins)")
+    p.add_argument("--any-host", action="store_true",
+                   help="export --jitter results measured on another machine too; without it such a result is "
+                        "refused (its series would be scraped as this machine's)")
     p.set_defaults(func=run)
 
 
@@ -32,9 +35,9 @@ def run(args) -> int:
     path = journal_path(create=False)
     if path.exists():
         with Journal(path, readonly=True) as journal:
-            exported = gather(root, journal=journal, results=args.jitter)
+            exported = gather(root, journal=journal, results=args.jitter, any_host=args.any_host)
     else:
-        exported = gather(root, results=args.jitter)
+        exported = gather(root, results=args.jitter, any_host=args.any_host)
     write(args.textfile, exported)
     for note in exported.notes:
         print(f"coremap: note: {note}", file=sys.stderr)

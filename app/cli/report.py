@@ -36,6 +36,9 @@ def register(subparsers) -> None:
     p.add_argument("--out", metavar="FILE.html|FILE.pdf", required=True, help="the report to write")
     p.add_argument("--probe", metavar="RESULT.json", action="append", default=[],
                    help="add a probe result (the JSON object `coremap probe --json` prints); repeatable")
+    p.add_argument("--any-host", action="store_true",
+                   help="include --probe results measured on another machine (shown under that machine's name); "
+                        "without it such a result is refused")
     p.add_argument("--notes", metavar="FILE.md", help="add these notes (text) to the report")
     p.add_argument("--verify", metavar="FILE.json", action="append", default=[],
                    help="add a before / after verification of quiet CPUs (`coremap verify --out`); repeatable")
@@ -46,10 +49,12 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _read_results(paths: list[str], option: str, hint: str, clean, refusal: str, *, many: bool) -> list[dict]:
+def _read_results(paths: list[str], option: str, hint: str, clean, refusal: str, *, many: bool,
+                  check=None) -> list[dict]:
     """The stored results in the files of `option` (a --probe or --verify), each as app.store.results'
     `clean` keeps it, its notes on stderr. OptionError naming the file, with `hint`, for a file that is
-    not JSON or a value that is not such a result (`refusal`)."""
+    not JSON or a value that is not such a result (`refusal`). `check(result, path)`: raises OptionError
+    for a result the report must not hold."""
     out = []
     for p in paths:
         text = read_input_text(p, what=option, limit=RESULT_LIMIT, hint=hint, stream=True)
@@ -64,8 +69,35 @@ def _read_results(paths: list[str], option: str, hint: str, clean, refusal: str,
                 raise OptionError(f"{why}; {hint}")
             for n in notes:
                 print(f"coremap: note: {n}", file=sys.stderr)
+            if check is not None:
+                check(kept, p)
             out.append(kept)
     return out
+
+
+def _host_check(machine, any_host: bool):
+    """The --probe check: a result measured on another machine than `machine` is refused unless
+    --any-host (app/store/result_host.py says why); one of unknown host is included, with a note."""
+    from app.store.result_host import OTHER, UNKNOWN, check_host
+    noted: set[str] = set()         # one note per file (a run on several CPUs is several results)
+
+    def check(result: dict, path: str) -> None:
+        c = check_host(result, machine)
+        if c.kind == OTHER and not any_host:
+            raise OptionError(c.refusal(f"--probe {path}"))
+        note = c.note(f"--probe {path}") if c.kind in (OTHER, UNKNOWN) else ""
+        if note and note not in noted:
+            noted.add(note)
+            print(f"coremap: note: {note}; included", file=sys.stderr)
+    return check
+
+
+def _machine(session, root):
+    """The report's machine, as its probe results are checked against it (app/machine/identity.py)."""
+    from app.machine.identity import read_identity
+    if session is not None:
+        return read_identity(session.root, name=session.host or None)
+    return read_identity(root)
 
 
 def _json_values(text: str, *, many: bool, what: str) -> list | None:
@@ -152,13 +184,14 @@ def _report_data(args, session, root, ledger, since: float | None):
     # app.store.results brings the journal and msgspec with it.
     from app.store.results import clean_probe_result, clean_verification
     probes = _read_results(args.probe, "--probe", "give the output of `coremap probe --json`", clean_probe_result,
-                           'not a probe result (no "probe" field)', many=True)
+                           'not a probe result (no "probe" field)', many=True,
+                           check=_host_check(_machine(session, root), args.any_host) if args.probe else None)
     verifications = _read_results(args.verify, "--verify", "give the file `coremap verify --out` wrote",
                                   clean_verification, "not a verification of quiet CPUs", many=False)
     notes = ""
     if args.notes:
         notes = read_input_text(args.notes, what="--notes", limit=NOTES_LIMIT, hint="give a text file", stream=True)
-    from app.store.report import ProbeSection, VerifySection, report_from_root, report_from_session
+    from app.store.report import VerifySection, probe_sections, report_from_root, report_from_session
     if session is None:
         from app.store.report_pins import pin_scope
         scope = pin_scope(ledger, since=since) if ledger is not None else None
@@ -167,7 +200,7 @@ def _report_data(args, session, root, ledger, since: float | None):
     for n in session.problems:
         print(f"coremap: note: {args.session}: {n}", file=sys.stderr)
     data = report_from_session(session, since=since)
-    data.probes += [ProbeSection(p) for p in probes]
+    data.probes += probe_sections(probes, data.machine)
     data.verifications += [VerifySection(v) for v in verifications]
     if notes:
         data.notes = (data.notes + "\n\n" + notes) if data.notes.strip() else notes

@@ -10,6 +10,7 @@ from app.format import CPUSET_NAMES, format_cpus, format_value, offline_sentence
 from app.machine.topology import read_cpu_ids
 from app.parse.cpulist import MAX_CPU
 from app.pinning.kinds import CPU_KINDS, MEMBER_KINDS, SCALAR_KINDS
+from app.pinning.sched import sched_refusal
 from app.sysroot import SysRoot
 
 MAX_SCALAR = 65535          # what a journal line holds (app/pinning/kinds.py)
@@ -41,6 +42,9 @@ def value_refusal(root: SysRoot, kind: str, value, online) -> tuple[str, str] | 
         if kind in ("cpuset", "slice") and not value:
             return None             # a cpuset removed, a unit's AllowedCPUs= unset: every CPU
         return cpus_refusal(root, value, online)
+    if kind == "sched":
+        why = sched_refusal(value)
+        return None if why is None else ("invalid", why)
     if kind in SCALAR_KINDS:
         ok = len(value) <= 1 and all(0 <= v <= MAX_SCALAR for v in value)
     elif kind in MEMBER_KINDS:

@@ -13,6 +13,8 @@ keeps one shape of line for all of them; what the integers mean is the kind's:
               whether a running irqbalance leaves a CPU (irqbalancecpu, id = the CPU) or an IRQ
               (irqbalanceirq, id = the IRQ) alone (app/pinning/balancer.py; pid = that irqbalance)
 
+A thread's scheduling (sched, id = the tid: app/pinning/sched.py) is (SCHED_* number, RT priority 0-99).
+
 Named kinds carry a name in the journal's `netdev` field: a network device (rps, xps) or a workqueue
 (wq), checked by `valid_name` before any path is built from it.
 """
@@ -32,7 +34,10 @@ MEMBER_KINDS = ("cgroup", "cgroupthread")
 PLACEMENT_KINDS = ("cpuset", *MEMBER_KINDS, "subtree", "slice")
 BALANCER_KINDS = ("irqbalancecpu", "irqbalanceirq")
 FLAG_KINDS = ("subtree", *BALANCER_KINDS)
-KINDS = (*CPU_KINDS, *SCALAR_KINDS, *MEMBER_KINDS, *FLAG_KINDS)
+KINDS = (*CPU_KINDS, *SCALAR_KINDS, *MEMBER_KINDS, *FLAG_KINDS, "sched")
+# Kinds whose target is a task: its journal line holds the task's start time, and an undo or restore
+# leaves alone whatever has reused the id since.
+TASK_KINDS = ("thread", "sched", "cgroup", "cgroupthread")
 # The kinds an isolate changes besides threads and IRQs ("masks" in its preview).
 SETTING_KINDS = (*MASK_KINDS, *SCALAR_KINDS, "cpuset", "slice", "subtree", *BALANCER_KINDS)
 

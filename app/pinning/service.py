@@ -8,6 +8,7 @@ read before, journal, write, read back, journal), then decides the batch's warni
   undo, redo   the newest batch on the undo (redo) stack, written back from what its writes found
   restore_all  every target still changed, back to its first journalled `before`
   plan         apply's dry run: the same steps, read as the flow would take them, nothing written
+  schedule     threads' scheduling policy and RT priority (app/pinning/sched.py); plan_schedule its dry run
   preflight    the plan's reasons not to go: what a drag shows before the drop
 
 Every method that writes takes an optional Progress (report each result; cancel between steps) and
@@ -32,7 +33,8 @@ from app.pinning.placement import placement_steps
 from app.pinning.refusals import PinWriteError
 from app.pinning.targets import GUARD_ORIGIN, KINDS, PinRequest, PinResult, PinTarget, refused, summarize
 from app.pinning.cgroups import cgroup_writers
-from app.pinning.kinds import BALANCER_KINDS, CPU_KINDS, MASK_KINDS, SCALAR_KINDS
+from app.pinning.kinds import BALANCER_KINDS, CPU_KINDS, MASK_KINDS, SCALAR_KINDS, TASK_KINDS
+from app.pinning.sched import SchedWriter, sched_target
 from app.pinning.settings import ScalarWriter
 from app.pinning.spread import queue_steps
 from app.pinning.writers import UNKNOWN_START, IrqWriter, MaskWriter, Step, ThreadWriter
@@ -152,6 +154,24 @@ class AffinityService:
                              batch=join)
         return r
 
+    def schedule(self, targets, value, *, origin: str = "sched", progress: Progress | None = None) -> BatchResults:
+        """Set the scheduling policy and RT priority (`value`: app/pinning/sched.py) of each thread of
+        `targets` (threads, processes: each of their threads), as one batch that one undo puts back."""
+        self._check_writable()
+        steps, results, online = self._sched_batch(targets, value)
+        if steps:
+            results += self._flow.run(steps, origin=origin, online=online, progress=progress)
+        return BatchResults(results)
+
+    def plan_schedule(self, targets, value) -> Plan:
+        """`schedule`'s dry run: each thread's change as the flow would take it, nothing written."""
+        self._check_writable()
+        steps, results, online = self._sched_batch(targets, value)
+        planned = Plan(PlannedStep.of(r) for r in results)
+        if steps:
+            planned += self._flow.plan(steps, online)
+        return planned
+
     def undo(self, *, progress: Progress | None = None) -> BatchResults:
         """Put back what the last pin (or redo) changed; empty when there is nothing to undo."""
         return self._replay_newest("undo", progress)
@@ -194,7 +214,7 @@ class AffinityService:
         bar, app/pinning/ledger.py CutShort) gives them back."""
         return [e for e in self.ledger().unrestored
                 if e.session != self.journal.session_id and e.origin != "isolate"
-                and (e.kind != "thread" or self._same_thread(e))]
+                and (e.kind not in ("thread", "sched") or self._same_thread(e))]
 
     def preflight(self, request: PinRequest) -> list[str]:
         """Why `request` would not go, from its plan ([] = it would): what a drag shows before the drop."""
@@ -235,6 +255,17 @@ class AffinityService:
                 return _PinBatch(cpus, online, None, [refused(request.targets[0], "invalid", why, cpus)])
             steps += queues
         return _PinBatch(cpus, online, steps, results, follows)
+
+    def _sched_batch(self, targets, value) -> tuple[list[Step] | None, list[PinResult], tuple[int, ...]]:
+        """The steps of a `schedule`: a value sched_setscheduler cannot take refuses every target."""
+        value = tuple(int(v) for v in value)
+        online = read_online_cpus(self.root)
+        refusal = value_refusal(self.root, "sched", value, online)
+        if refusal is not None:
+            return None, [refused(t, refusal[0], refusal[1], value) for t in targets], online
+        results: list[PinResult] = []
+        steps = [Step(sched_target(u.id, u.pid, u.label), value) for t in targets for u in self._expand(t, value, results)]
+        return steps, results, online
 
     def _expand(self, target: PinTarget, cpus, results: list) -> list[PinTarget]:
         """A process as each of its threads ([] and a "gone" result when it has exited)."""
@@ -290,7 +321,7 @@ class AffinityService:
     def _replay(self, entries: list[JournalEntry], origin: str, progress: Progress | None) -> BatchResults:
         steps = [Step(PinTarget(e.kind, e.target_id, e.pid, e.label, e.netdev), tuple(e.before),
                       expect_starttime=(UNKNOWN_START if e.starttime is None else e.starttime)
-                      if e.kind in ("thread", "cgroup", "cgroupthread") else None)
+                      if e.kind in TASK_KINDS else None)
                  for e in entries if e.before is not None]
         return BatchResults(self._flow.run(steps, origin=origin, online=read_online_cpus(self.root),
                                            progress=progress))
@@ -324,7 +355,7 @@ def _value(kind: str, value) -> tuple[int, ...]:
 def writers_for(root: SysRoot) -> dict[str, object]:
     """kind -> its writer, for every kind the journal records (app/pinning/kinds.py)."""
     mask, scalar, balancer = MaskWriter(root), ScalarWriter(root), BalancerWriter(root)
-    return {"thread": ThreadWriter(root), "irq": IrqWriter(root), **{k: mask for k in MASK_KINDS},
+    return {"thread": ThreadWriter(root), "irq": IrqWriter(root), "sched": SchedWriter(root), **{k: mask for k in MASK_KINDS},
             **{k: scalar for k in SCALAR_KINDS}, **{k: balancer for k in BALANCER_KINDS}, **cgroup_writers(root)}
 
 

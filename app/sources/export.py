@@ -28,6 +28,7 @@ from app.format import format_cpus
 from app.inputs import read_input
 from app.parse.cpulist import format_cpulist
 from app.parse.json_text import JsonInputError, load_json
+from app.store.result_host import OTHER, UNKNOWN, check_host
 from app.store.results import clean_probe_result, results_in
 
 MAX_RESULT_BYTES = 64 * 1024 ** 2
@@ -83,8 +84,10 @@ def render(e: Exported, now: float | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def gather(root, *, journal=None, results: list[str] = ()) -> Exported:
-    """What `root` (a SysRoot) and the pin journal say, and the jitter results given."""
+def gather(root, *, journal=None, results: list[str] = (), any_host: bool = False) -> Exported:
+    """What `root` (a SysRoot) and the pin journal say, and the jitter results given: ExportError for
+    one measured on another machine, unless `any_host` (app/store/result_host.py: a series carries no
+    machine's name, and would be scraped as this one's)."""
     from app.machine.interrupts import read_irqs
     e = Exported()
     table = read_irqs(root)
@@ -98,12 +101,15 @@ def gather(root, *, journal=None, results: list[str] = ()) -> Exported:
         for entry in ledger.pinned.values():
             target = f"{entry.kind} {entry.target_id}" + (f" ({entry.netdev})" if entry.netdev else "")
             e.pins.append((entry.kind, target, entry.label[:120], tuple(entry.after or entry.requested)))
-    for path in results:
-        _add_result(e, path)
+    if results:
+        from app.machine.identity import read_identity
+        machine = read_identity(root)
+        for path in results:
+            _add_result(e, path, machine, any_host)
     return e
 
 
-def _add_result(e: Exported, path: str) -> None:
+def _add_result(e: Exported, path: str, machine, any_host: bool) -> None:
     data = read_input(path, what="jitter result", limit=MAX_RESULT_BYTES,
                       hint="give the file `coremap probe jitter --json` wrote")
     try:
@@ -125,6 +131,12 @@ def _add_result(e: Exported, path: str) -> None:
                 and type(secs) is float and 0 < secs < 1e9):
             e.notes.append(f"{path}: result {i + 1} (CPU {r['cpu']}) has no gap count and sampled time; left out")
             continue
+        host = check_host(r, machine)
+        if host.kind == OTHER and not any_host:
+            raise ExportError(host.refusal(f"--jitter {path}", "export it on that machine"))
+        if host.kind in (OTHER, UNKNOWN):
+            what = f"{path} result {i + 1} (CPU {r['cpu']})"
+            e.notes.append(f"{host.note(what)}; included")
         e.gaps[r["cpu"]] = (count / secs, thr / 1e9)
 
 

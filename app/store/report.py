@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import re
 import time
 from dataclasses import dataclass, field
 
@@ -24,11 +23,13 @@ import app
 from app.format import (cpus_word, format_change, format_count, format_cpus, format_ns, format_rate,
                         format_ratio, format_share, format_value, plural)
 from app.errors import CoremapError, SysRootReadError
+from app.machine.identity import kernel_of_cmdline, read_identity
 from app.store.report_pins import PinLine, format_when, pin_lines
 from app.store.report_probes import attribution_html, probes_html
 from app.store.report_probes import escape as _e
 from app.store.report_probes import img_tag as _img
 from app.store.report_probes import seconds_text as _secs
+from app.store.result_host import check_host
 from app.sysroot import SysRoot
 
 TOP_IRQS = 15
@@ -76,6 +77,9 @@ class ProbeSection:
     # percentiles are of (app/store/report_probes.py).
     figures: tuple[tuple[str, str, str], ...] = ()
     percentiles_of: str = ""
+    # where the run was measured, when not simply on the report's machine (app/store/result_host.py):
+    # another machine's name, host unknown, or another kernel
+    host_note: str = ""
 
     @property
     def title(self) -> str:
@@ -117,6 +121,7 @@ class ReportData:
     extra_images: list[tuple[str, Image]] = field(default_factory=list)   # session screenshots
     verifications: list[VerifySection] = field(default_factory=list)
     pins_scope: str = ""                     # which pins the report holds (app/store/report_pins.py)
+    machine: object = None                   # app.machine.identity.HostIdentity: what its probe runs are checked against
 
 
 # -- building ReportData ---------------------------------------------------------------------------
@@ -165,11 +170,10 @@ def machine_facts(topology, root: SysRoot, irqbalance: str | None = None) -> lis
 
 
 def _kernel_from_cmdline(cmdline: str | None) -> str | None:
-    """A capture without proc/version or osrelease often still names its kernel image:
-    BOOT_IMAGE=.../vmlinuz-5.14.0-427.el9.x86_64 (set by GRUB, Documentation/admin-guide/kernel-parameters.rst
-    passes unknown parameters on to init). Said so, since it is the image booted, read off a path."""
-    m = re.search(r"(?:^|\s)BOOT_IMAGE=\S*?vmlinuz-(\S+)", cmdline or "")
-    return f"{m.group(1)} (from BOOT_IMAGE on the command line)" if m else None
+    """A capture without proc/version or osrelease often still names its kernel image (read by
+    app/machine/identity.py kernel_of_cmdline). Said so, since it is the image booted, read off a path."""
+    release = kernel_of_cmdline(cmdline)
+    return f"{release} (from BOOT_IMAGE on the command line)" if release else None
 
 
 def irqbalance_fact(root: SysRoot) -> str:
@@ -276,14 +280,21 @@ def report_from_root(root: SysRoot, *, journal: list[dict] | None = None, probes
     topo = read_topology(root)
     figures, is_totals, note = _irq_figures(root, history, live_wait)
     irqs, load = _irq_lines(root, figures, top_irqs)
-    meta = root.snapshot_meta() or {}
-    host = host or meta.get("host") or topo.hostname or root.root.name or "machine"
+    machine = read_identity(root, topo, name=host)
     return ReportData(
-        host=str(host), source=source or ("live" if root.is_live else str(root.root)), created=_now_iso(),
+        host=machine.name, source=source or ("live" if root.is_live else str(root.root)), created=_now_iso(),
         facts=machine_facts(topo, root, irqbalance), cpu_count=len(topo.online), totals=is_totals, rate_note=note,
-        irqs=irqs, pins=pin_lines(journal or []), probes=[ProbeSection(dict(p)) for p in (probes or [])],
+        irqs=irqs, pins=pin_lines(journal or []), probes=probe_sections(probes or [], machine),
         notes=notes, topology=topo, irq_load=load,
-        verifications=[VerifySection(dict(v)) for v in (verifications or [])], pins_scope=pins_scope)
+        verifications=[VerifySection(dict(v)) for v in (verifications or [])], pins_scope=pins_scope,
+        machine=machine)
+
+
+def probe_sections(results: list[dict], machine) -> list[ProbeSection]:
+    """A section per probe result, each saying where it was measured when that was not simply on
+    `machine` (app/store/result_host.py check_host: a run of another machine is shown under its own
+    name; a door that refuses such runs, the CLI's, has refused them before this)."""
+    return [ProbeSection(dict(p), host_note=check_host(p, machine).note()) for p in results]
 
 
 def report_from_session(session, *, since: float | None = None) -> ReportData:

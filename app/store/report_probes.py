@@ -71,6 +71,9 @@ def _side_by_side(w, compared, comparison_plots: list, image_width: int) -> None
           + "".join(f'<td class="num">{escape(format_ns(pct.get(k)))}</td>' for k in keys)
           + f'<td class="num">{escape(seconds_text(p.result.get("sampled_seconds")))}</td></tr>')
     w("</table>")
+    for i, p in compared:
+        if p.host_note:         # a run of another machine, or of no known one, beside this one's
+            w(f'<p class="warn">Run {i}: {escape(p.host_note)}.</p>')
     of = {p.percentiles_of for _, p in compared if p.percentiles_of}
     if of:
         w(f'<p class="muted">Percentiles are of the {escape(" or ".join(sorted(of)))}.</p>')
@@ -79,6 +82,9 @@ def _side_by_side(w, compared, comparison_plots: list, image_width: int) -> None
 def _probe_run_html(w, i: int, p, image_width: int) -> None:
     res = p.result
     w(f"<h3>{i}. {escape(p.title)}</h3>")
+    if p.host_note:
+        # the run under its own machine (app/store/result_host.py): "Measured on vm (Xeon, 6.18.44), not on ..."
+        w(f'<p class="warn">{escape(p.host_note[:1].upper() + p.host_note[1:])}.</p>')
     bits = []
     if res.get("loop_ns") is not None:
         bits.append(f"loop {float(res['loop_ns']):.1f} ns")

@@ -123,9 +123,19 @@ ATTRIBUTION = nullable(Obj({                            # null: a run without --
         "causes": ListOf(Obj({"name": Text(), "ns": NS}, required=("name", "ns"))),
     }, required=("t_ns", "gap_ns", "unexplained_ns", "causes")), 1024),
 }, required=("available",)))
+# The machine a run measured (probes/common.py host_facts): what a report or an export of another
+# machine checks it against (app/store/result_host.py). Absent before coremap recorded it, and each
+# field null where the machine did not say; a record out of shape is left out: the host is unknown.
+HOST = Obj({
+    "hostname": nullable(Text(255)),                    # HOST_NAME_MAX (64) is Linux's; DNS names reach 253
+    "machine_id": nullable(Text(64)),
+    "kernel": nullable(Text(256)),
+    "cpu_model": nullable(Text(256)),
+})
 # Checked one by one in every result, whatever its probe: one out of shape is left out with a note, the
 # rest of the run still shows (app/store/results.py).
-FIELDS = {"sampled_seconds": SAMPLED, "gaps_per_cpu_hour": GAP_ROWS, "gaps": GAPS, "attribution": ATTRIBUTION}
+FIELDS = {"sampled_seconds": SAMPLED, "gaps_per_cpu_hour": GAP_ROWS, "gaps": GAPS, "attribution": ATTRIBUTION,
+          "host": HOST}
 
 JITTER = Obj({
     "cpu": nullable(CPU),                               # null: an --unbound run

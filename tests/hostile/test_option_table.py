@@ -28,6 +28,7 @@ TABLE = {
     "--json": "flag", "--keep-pins": "flag", "--man": "flag", "--move-pinned": "flag", "--no-dma-latency": "flag",
     "--no-second": "flag", "--pm-qos": "flag", "--pretty": "flag", "--reapply": "flag", "--unbound": "flag",
     "--version": "flag",
+    "--any-host": "flag",                                   # report, export: another machine's results (issue 30)
     "--replace": "flag", "--intel-pstate-disable": "flag",
     "--spread": "flag", "--rps": "flag", "--irq": "text", "--device": "text",      # pin's IRQ selection (issue 30)
     "--completion": "choice", "--like": "choice", "--sort": "choice", "--thp": "choice", "--transport": "choice",
