@@ -160,9 +160,14 @@ def machine_facts(topology, root: SysRoot, irqbalance: str | None = None) -> lis
                   if nodes else "none reported"))
     facts.append(("Kernel", t.kernel_release or _kernel_from_cmdline(t.cmdline) or "unknown"))
     facts.append(("Command line", t.cmdline or "unknown (not captured)"))
-    iso = format_cpus(t.isolated) if t.isolated else "none"
-    if t.isolated and t.isolcpus_flags:
+    # What isolcpus= names (the file's list where the command line was not read), and whether the
+    # scheduler still balances onto them (Topology.isolated holds only what it leaves alone).
+    named = t.isolcpus or t.isolated
+    iso = format_cpus(named) if named else "none"
+    if named and t.isolcpus_flags:
         iso += f" (flags: {', '.join(t.isolcpus_flags)})"
+    if named and not t.isolated:
+        iso += ", not isolated from the scheduler (no domain flag)"
     facts.append(("isolcpus", iso))
     facts.append(("nohz_full", format_cpus(t.nohz_full) if t.nohz_full else "none"))
     facts.append(("irqbalance", irqbalance or irqbalance_fact(root)))
