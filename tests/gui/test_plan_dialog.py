@@ -5,6 +5,7 @@ script on the clipboard; "Save to folder…" writes the rollback scripts too. Th
 hands the plan the machine it shows, so a BLS machine gets grubby there as in the CLI."""
 from __future__ import annotations
 
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication
 
 from app.machine.topology import read_topology
@@ -68,22 +69,54 @@ def test_the_dialog_names_the_running_words_that_work_against_the_plan(qtbot):
     # worker1's capture, as the window shows it: its kernel booted with systemd.cpu_affinity=5,6,7,8,9,10
     # and tuned.non_isolcpus=000007e0, which would keep putting work on 6-9 (issue 30, wrong answer 1).
     root = machine_root(str(extract("worker1.internal")))
-    d = _dialog(qtbot, root, "6-9")
+    topology = read_topology(root)
+    d = PlanDialog(make_plan(topology, "6-9", root=root), replan=lambda replace, pstate: make_plan(
+        topology, "6-9", root=root, replace=replace, intel_pstate=pstate))
+    qtbot.addWidget(d)
     d.show()
     qtbot.waitExposed(d)
-    texts = [label.text() for label in d.conflicts]
-    assert d.conflicts_heading.isVisible() and all(label.isVisible() for label in d.conflicts)
-    assert "CPU lists merged, not replaced" in d.conflicts_heading.text()
-    assert any(t.startswith("systemd.cpu_affinity=5,6,7,8,9,10 -> systemd.cpu_affinity=5,10: ") for t in texts)
-    assert any(t.startswith("tuned.non_isolcpus=000007e0 -> tuned.non_isolcpus=00000420: ") for t in texts)
+    text = d.conflicts.text()
+    assert d.conflicts.isVisible() and text.startswith("The running kernel command line, where it works against "
+                                                       "this plan (CPU lists merged, not replaced")
+    lines = [line.removeprefix("• ") for line in text.split("\n")[1:]]
+    assert len(lines) == 5
+    assert any(t.startswith("systemd.cpu_affinity=5,6,7,8,9,10 -> systemd.cpu_affinity=5,10: ") for t in lines)
+    assert any(t.startswith("tuned.non_isolcpus=000007e0 -> tuned.non_isolcpus=00000420: ") for t in lines)
     assert any(t.startswith("isolcpus=managed_irq,0-4,11-79 -> isolcpus=managed_irq,domain,0-4,6-9,11-79: ")
-               for t in texts)
+               for t in lines)
     # The by-hand route's words are the merged ones, 0-4,11-79 kept.
     words = d.text.toPlainText().split("the words:\n")[1].split("\n")[0].split()
     assert "isolcpus=managed_irq,domain,0-4,6-9,11-79" in words and "systemd.cpu_affinity=5,10" in words
     assert d.summary.text().startswith("Plan: CPUs 6-9 quiet, with CPUs 0-4,11-79 the running command line")
+    # Ticking "Replace" plans again as `plan --replace` does: 6-9 alone, and what that ends said first.
+    d.tabs.setCurrentIndex(1)
+    qtbot.mouseClick(d.replace_box, Qt.MouseButton.LeftButton, pos=QPoint(8, d.replace_box.height() // 2))
+    assert d.replace_box.isChecked() and d.plan.replace and d.tabs.currentIndex() == 1
+    words = d.text.toPlainText().split("the words:\n")[1].split("\n")[0].split()
+    assert "isolcpus=managed_irq,domain,6-9" in words and "intel_pstate=disable" not in words
+    assert "ends the isolation of CPUs 0-4,11-79" in d.conflicts.text() and "replaced" in d.status.text()
+    qtbot.mouseClick(d.pstate_box, Qt.MouseButton.LeftButton, pos=QPoint(8, d.pstate_box.height() // 2))
+    assert "intel_pstate=disable" in d.text.toPlainText().split("the words:\n")[1].split("\n")[0].split()
 
 
-def test_no_conflict_no_heading(qtbot, tmp_path):
+def test_a_choice_that_cannot_be_planned_says_why_and_keeps_the_plan_shown(qtbot):
+    # 5-10 with the 74 CPUs worker1 isolates already leaves none for housekeeping: only --replace plans it.
+    root = machine_root(str(extract("worker1.internal")))
+    topology = read_topology(root)
+    d = PlanDialog(make_plan(topology, "5-10", root=root, replace=True), replan=lambda replace, pstate: make_plan(
+        topology, "5-10", root=root, replace=replace, intel_pstate=pstate))
+    qtbot.addWidget(d)
+    d.show()
+    qtbot.waitExposed(d)
+    before = d.text.toPlainText()
+    qtbot.mouseClick(d.replace_box, Qt.MouseButton.LeftButton, pos=QPoint(8, d.replace_box.height() // 2))
+    assert d.status.text().startswith("not planned again: --cpus 5-10 with CPUs 0-4,11-79")
+    assert d.replace_box.isChecked() and d.plan.replace and d.text.toPlainText() == before
+
+
+def test_no_conflict_no_heading_and_no_choice_without_replan(qtbot, tmp_path):
     d = _dialog(qtbot, machine_tree(tmp_path, {"proc/cmdline": "ro quiet\n"}), "2-3")
-    assert d.conflicts_heading is None and d.conflicts == []
+    d.show()
+    qtbot.waitExposed(d)
+    assert not d.conflicts.isVisible() and d.conflicts.text() == ""
+    assert not d.replace_box.isVisible() and not d.pstate_box.isVisible()

@@ -276,12 +276,17 @@ class QuietController(QObject):
         if not cpus or self._topology is None:
             self.pins.show_message("select the CPUs to keep quiet in the grid first", ok=False)
             return None
+        topology, text, root = self._topology, ",".join(map(str, cpus)), machine_root(self._source)
+
+        def replan(replace: bool, intel_pstate: bool):
+            # The dialog's tick boxes: `plan --replace` and `--intel-pstate-disable` on the same CPUs.
+            return make_plan(topology, text, root=root, replace=replace, intel_pstate=intel_pstate)
         try:
-            plan = make_plan(self._topology, ",".join(map(str, cpus)), root=machine_root(self._source))
+            plan = replan(False, False)
         except CoremapError as e:
             self.pins.show_message(str(e), ok=False)
             return None
-        self.plan_dialog = PlanDialog(plan, self.grid.window())
+        self.plan_dialog = PlanDialog(plan, self.grid.window(), replan=replan)
         self.plan_dialog.saved.connect(lambda folder: self._status(f"plan written to {folder}"))
         self.plan_dialog.open()
         return self.plan_dialog

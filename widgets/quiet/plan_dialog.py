@@ -5,7 +5,9 @@
   has CONFIG_NO_HZ_FULL, the boot CPU), then one tab per route, by hand or with tuned, each with every
   piece's file, apply and roll-back lines and the pieces of either route, so the two are never read as
   one. "Save to folder…" writes the same files `--out` does, rollback scripts included; "Copy roll
-  back" puts the open route's rollback script on the clipboard. Nothing is applied.
+  back" puts the open route's rollback script on the clipboard. Above the tabs, the words of the
+  running kernel command line that work against the plan, and two tick boxes that plan again as
+  `plan --replace` and `--intel-pstate-disable` do. Nothing is applied.
 - IrqbalanceFixDialog, "Keep irqbalance off the quiet CPUs…": the IRQBALANCE_BANNED_CPULIST line for
   irqbalance's configuration file, shown with the file's path and what the file holds now; "Write
   it" sends it to coremap-helper (app/pinning/helper.py irqbalance_ban_cpus), the only code that may write
@@ -18,8 +20,8 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont, QGuiApplication
-from PySide6.QtWidgets import (QDialog, QFileDialog, QHBoxLayout, QLabel, QLayout, QPlainTextEdit, QPushButton,
-                               QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QDialog, QFileDialog, QHBoxLayout, QLabel, QLayout, QPlainTextEdit,
+                               QPushButton, QTabWidget, QVBoxLayout, QWidget)
 
 from app.errors import CoremapError
 from app.format import cpus_word
@@ -60,31 +62,90 @@ class PlanDialog(QDialog):
     writes its files, "Copy roll back" the open route's rollback script.
 
     Attributes: `plan`; `machine`, a label per fact found on the machine, `kernel_line` the one that
-    says whether the kernel has CONFIG_NO_HZ_FULL; `conflicts`, a label per word of the running kernel
-    command line that works against the plan (under the heading `conflicts_heading`, both absent when
-    none does); `tabs`, one page per route (`route_keys[i]` is page
-    i's route); `text`, the by-hand route's page (its kernel command line); `status`, the result line."""
+    says whether the kernel has CONFIG_NO_HZ_FULL; `conflicts`, the words of the running kernel command
+    line that work against the plan, each with why (hidden when none does); `replace_box` and
+    `pstate_box`, `plan --replace` and `--intel-pstate-disable` (shown when the dialog can re-plan);
+    `tabs`, one page per route (`route_keys[i]` is page i's route); `text`, the by-hand route's page
+    (its kernel command line); `status`, the result line."""
 
     saved = Signal(str)
 
-    def __init__(self, plan: QuietPlan, parent: QWidget | None = None):
+    def __init__(self, plan: QuietPlan, parent: QWidget | None = None,
+                 replan: Callable[[bool, bool], QuietPlan] | None = None):
+        """`replan(replace, intel_pstate)`: the same CPUs planned again with those choices."""
         super().__init__(parent)
-        self.plan = plan
+        self._replan = replan
         self.setWindowTitle(f"Make {cpus_word(plan.quiet)} quiet after a reboot")
-        self.summary = _label(self, " ".join(intro_sentences(plan)))
+        self.summary = _label(self, "")
         # One line per fact; the kernel's stands out when nohz_full= would be ignored.
         self.machine = [_label(self, line) for line in machine_sentences(plan)]
         self.kernel_line = next(label for label in self.machine if label.text() == kernel_config_line(plan.facts))
         if plan.facts.kernel.no_hz_full is False:
             self.kernel_line.setStyleSheet(status_style("warn", self, "font-weight: bold;"))
         # Above the routes, as in the CLI's text: what the plan changes of the running command line, and why.
-        self.conflicts_heading = _label(self, conflicts_heading(plan)) if plan.conflicts else None
-        self.conflicts = [_label(self, f"{words}: {why}") for words, why in conflict_sentences(plan)]
-        for label in self.conflicts:
-            label.setStyleSheet(status_style("warn", self))
+        self.conflicts = _label(self, "")
+        self.conflicts.setStyleSheet(status_style("warn", self))
+        self.replace_box = QCheckBox("Replace the running command line's CPU lists (--replace)", self)
+        self.replace_box.setToolTip("write only the CPUs chosen, ending the isolation of the CPUs the running "
+                                    "command line isolates; unticked, they are kept and the lists merged")
+        self.pstate_box = QCheckBox("Add intel_pstate=disable (--intel-pstate-disable)", self)
+        self.pstate_box.setToolTip("acpi-cpufreq instead of the CPU's own frequency control, as tuned's "
+                                   "cpu-partitioning profile sets it")
         self.tabs = QTabWidget(self)
         self.route_keys: list[str] = []
         self.text: QPlainTextEdit | None = None
+        self.status = _label(self, "Nothing is applied: take one route, apply each piece where it says.")
+        self.save_button = QPushButton("Save to folder…", self)
+        self.copy_button = QPushButton("Copy roll back", self)
+        self.copy_button.setToolTip("the open route's rollback script, every piece's undo, last applied first")
+        self.close_button = QPushButton("Close", self)
+        self._lay_out()
+        self.show_plan(plan)
+        self.replace_box.toggled.connect(self._on_choice_toggled)
+        self.pstate_box.toggled.connect(self._on_choice_toggled)
+        self.save_button.clicked.connect(self._on_save_button_clicked)
+        self.copy_button.clicked.connect(self._on_copy_button_clicked)
+        self.close_button.clicked.connect(self.accept)
+        self.resize(900, 680)
+
+    def _lay_out(self) -> None:
+        choices = QHBoxLayout()
+        for box in (self.replace_box, self.pstate_box):
+            box.setVisible(self._replan is not None)
+            choices.addWidget(box)
+        choices.addStretch(1)
+        row = QHBoxLayout()
+        row.addWidget(self.status, 1)
+        for button in (self.copy_button, self.save_button, self.close_button):
+            row.addWidget(button)
+        lay = QVBoxLayout(self)
+        lay.addWidget(self.summary)
+        for label in self.machine:
+            lay.addWidget(label)
+        lay.addWidget(self.conflicts)
+        lay.addLayout(choices)
+        lay.addWidget(self.tabs, 1)
+        lay.addLayout(row)
+        _fit_offscreen(lay)
+
+    def show_plan(self, plan: QuietPlan) -> None:
+        """Show `plan` (the machine's facts stay: a re-plan reads the same machine)."""
+        self.plan = plan
+        self.summary.setText(" ".join(intro_sentences(plan)))
+        lines = [f"• {words}: {why}" for words, why in conflict_sentences(plan)]
+        self.conflicts.setText("\n".join([conflicts_heading(plan), *lines]) if lines else "")
+        self.conflicts.setVisible(bool(lines))
+        for box, on in ((self.replace_box, plan.replace),
+                        (self.pstate_box, any(p.name == "intel_pstate" for p in plan.params))):
+            box.blockSignals(True)
+            box.setChecked(on)
+            box.blockSignals(False)
+        current = self.tabs.currentIndex()
+        while self.tabs.count():
+            page = self.tabs.widget(0)
+            self.tabs.removeTab(0)
+            page.deleteLater()
+        self.route_keys, self.text = [], None
         for letter, route in zip("AB", plan.routes):
             lines = route_lines(plan, route)
             if route.offered:
@@ -97,28 +158,19 @@ class PlanDialog(QDialog):
             self.route_keys.append(route.key)
             if route.key == "by-hand":
                 self.text = page
-        self.status = _label(self, "Nothing is applied: take one route, apply each piece where it says.")
-        self.save_button = QPushButton("Save to folder…", self)
-        self.copy_button = QPushButton("Copy roll back", self)
-        self.copy_button.setToolTip("the open route's rollback script, every piece's undo, last applied first")
-        self.close_button = QPushButton("Close", self)
-        row = QHBoxLayout()
-        row.addWidget(self.status, 1)
-        for button in (self.copy_button, self.save_button, self.close_button):
-            row.addWidget(button)
-        lay = QVBoxLayout(self)
-        lay.addWidget(self.summary)
-        for label in self.machine:
-            lay.addWidget(label)
-        for label in ([self.conflicts_heading] if self.conflicts_heading else []) + self.conflicts:
-            lay.addWidget(label)
-        lay.addWidget(self.tabs, 1)
-        lay.addLayout(row)
-        _fit_offscreen(lay)
-        self.save_button.clicked.connect(self._on_save_button_clicked)
-        self.copy_button.clicked.connect(self._on_copy_button_clicked)
-        self.close_button.clicked.connect(self.accept)
-        self.resize(900, 680)
+        self.tabs.setCurrentIndex(max(current, 0))
+
+    def _on_choice_toggled(self, _on: bool) -> None:
+        try:
+            plan = self._replan(self.replace_box.isChecked(), self.pstate_box.isChecked())
+        except CoremapError as e:
+            self._say(f"not planned again: {e}", ok=False)
+            self.show_plan(self.plan)          # the boxes go back to what the plan shown was made with
+            return
+        self.show_plan(plan)
+        self._say("planned again: " + ("the running CPU lists replaced" if plan.replace else
+                                       "the running CPU lists merged") +
+                  (", intel_pstate=disable added" if self.pstate_box.isChecked() else ""), ok=True)
 
     def rollback_text(self) -> str:
         """The rollback script of the route whose tab is open ("" for a route not offered)."""
