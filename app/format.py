@@ -150,6 +150,36 @@ _MASK_NAMES = {"irqdefault": "default IRQ affinity", "workqueue": "workqueue cpu
 CPUSET_NAMES = ("/", "/coremap-system", "/coremap-pinned")
 # The systemd units whose AllowedCPUs= keeps quiet CPUs free under systemd, by index.
 SLICE_NAMES = ("system.slice", "user.slice", "init.scope")
+# Transparent huge pages' modes (sys/kernel/mm/transparent_hugepage/enabled) and the cpufreq governors
+# coremap can give back, by the index a journal records (kinds thp and governor, app/pinning/settings.py).
+THP_MODES = ("always", "madvise", "never")
+GOVERNORS = ("performance", "powersave", "schedutil", "ondemand", "conservative", "userspace")
+# A journal value holds integers 0-65535; a number outside that (sched_rt_runtime_us: 950000, or -1) is
+# kept as (sign, high 16 bits, low 16 bits), so every knob's value from before goes back exactly.
+_DIGIT = 1 << 16
+WIDE_LIMIT = 1 << 32
+
+
+def number_value(n: int) -> tuple[int, ...]:
+    """A setting's number as a journal value: (n,) for 0-65535, else (sign, high, low); ValueError
+    beyond 32 bits (no knob coremap sets holds more)."""
+    if 0 <= n < _DIGIT:
+        return (n,)
+    if abs(n) >= WIDE_LIMIT:
+        raise ValueError(f"{n} is beyond the 32-bit numbers coremap journals")
+    return (1 if n < 0 else 0, abs(n) // _DIGIT, abs(n) % _DIGIT)
+
+
+def value_number(value) -> int | None:
+    """number_value's inverse: the number a journal value holds; None for () ("n/a") or a value of
+    another shape."""
+    value = tuple(value)
+    if len(value) == 1:
+        return value[0]
+    if len(value) == 3 and value[0] in (0, 1) and all(0 <= v < _DIGIT for v in value[1:]):
+        n = value[1] * _DIGIT + value[2]
+        return -n if value[0] else n
+    return None
 
 
 def target_name(kind: str, ident: int, label: str = "", netdev: str | None = None) -> str:
@@ -169,6 +199,14 @@ def target_name(kind: str, ident: int, label: str = "", netdev: str | None = Non
         return printable(label) if label else f"sysctl #{ident}"
     if kind == "pmqos":
         return f"CPU {ident} PM QoS resume latency"
+    if kind == "governor":
+        return f"CPU {ident} cpufreq governor"
+    if kind == "epb":
+        return f"CPU {ident} energy_perf_bias"
+    if kind == "thp":
+        return "transparent huge pages"
+    if kind == "dmalatency":
+        return "/dev/cpu_dma_latency"
     if kind == "cpuset":
         return f"cpuset {CPUSET_NAMES[ident] if 0 <= ident < len(CPUSET_NAMES) else ident}"
     if kind == "slice":
@@ -190,8 +228,14 @@ def format_value(kind: str, value) -> str:
     if value is None:
         return "?"
     value = tuple(value)
-    if kind in ("sysctl", "pmqos"):
-        return str(value[0]) if value else "n/a"
+    if kind in ("sysctl", "pmqos", "epb"):
+        n = value_number(value)
+        return "n/a" if not value else str(n) if n is not None else "?"
+    if kind in ("thp", "governor"):
+        words = THP_MODES if kind == "thp" else GOVERNORS
+        return words[value[0]] if len(value) == 1 and 0 <= value[0] < len(words) else "?"
+    if kind == "dmalatency":
+        return f"held at {value[0]} µs" if len(value) == 1 else "not held" if not value else "?"
     if kind == "sched":
         return sched_label(*value) if len(value) == 2 else "?"
     if kind in ("cgroup", "cgroupthread"):

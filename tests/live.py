@@ -237,7 +237,11 @@ def live_test(test):
 
 # -- the whole machine's placement, for "given back exactly as it was" (issue 28) ---------------------------
 _KNOBS = [PROC / "sys" / "kernel" / "timer_migration", PROC / "sys" / "vm" / "stat_interval",
-          PROC / "sys" / "kernel" / "watchdog_cpumask", DEFAULT_IRQ, WORKQUEUE]
+          PROC / "sys" / "kernel" / "watchdog_cpumask", DEFAULT_IRQ, WORKQUEUE,
+          # tuned's knobs an isolate sets where asked (app/quiet/knobs.py, issue 30)
+          PROC / "sys" / "kernel" / "hung_task_timeout_secs", PROC / "sys" / "kernel" / "numa_balancing",
+          PROC / "sys" / "kernel" / "sched_rt_runtime_us", Path("/sys/kernel/mm/ksm/run"),
+          Path("/sys/kernel/mm/transparent_hugepage/enabled")]
 _CPUSET_ROOTS = [Path("/sys/fs/cgroup/cpuset"), Path("/sys/fs/cgroup")]
 
 
@@ -251,7 +255,7 @@ def _text(path: Path) -> str | None:
 def machine_fingerprint() -> dict[str, object]:
     """Every IRQ's requested mask, every thread's mask and cpuset (by tid and start time), coremap's
     cpuset folders, the masks and knobs an isolate sets (the workqueues', RPS/XPS, PM QoS, the sysctls
-    tuned's cpu-partitioning sets): read from /proc and /sys directly, never through coremap, so it is
+    tuned's cpu-partitioning sets, and tuned's knobs the user may tick: app/quiet/knobs.py): read from /proc and /sys directly, never through coremap, so it is
     an independent oracle of "the machine is as it was". Compare two with `fingerprint_diff`, which
     leaves out threads that were born or exited between them."""
     a = read_affinities()
@@ -274,6 +278,9 @@ def machine_fingerprint() -> dict[str, object]:
         fp[str(f)] = _text(f)
     for f in sorted(Path("/sys/devices/system/cpu").glob("cpu[0-9]*/power/pm_qos_resume_latency_us")):
         fp[str(f)] = _text(f)
+    for pattern in ("cpu[0-9]*/cpufreq/scaling_governor", "cpu[0-9]*/power/energy_perf_bias"):
+        for f in sorted(Path("/sys/devices/system/cpu").glob(pattern)):
+            fp[str(f)] = _text(f)
     return fp
 
 

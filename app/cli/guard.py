@@ -54,7 +54,7 @@ def _policies(texts: list[str]) -> list[tuple[int, bool]]:
 
 def run(args) -> int:
     # imported here: only `coremap guard` needs the guard (and its Java and quiet-state imports)
-    from app.quiet.guard import Guard, event_line
+    from app.quiet.guard import Guard
     policies = _policies(args.policy)
     service = affinity_service(args)
     for batch, reapply in policies:
@@ -65,10 +65,21 @@ def run(args) -> int:
     print(f"guarding {guard.guarded} targets every {args.interval:g} s; changed pins are "
           f"{'re-applied' if args.reapply else 'reported'} (per-batch policies in the journal win)", flush=True,
           file=_said(args))
+    try:
+        _ticks(args, guard)
+    finally:
+        guard.close()           # /dev/cpu_dma_latency let go (an isolate's force_latency)
+    return 0
+
+
+def _ticks(args, guard) -> None:
+    from app.quiet.guard import event_line
     n = 0
     while args.ticks is None or n < args.ticks:
         started = time.monotonic()
         tick = guard.tick()
+        for note in tick.notes:
+            print(printable(note), file=_said(args), flush=True)
         for ev in tick.events:
             _say(args, {"type": "guard", "line": printable(event_line(ev)), "target": ev.kind, "id": ev.target_id,
                         "expected": ev.expected, "found": ev.found, "who": ev.who, "action": ev.action,
@@ -80,7 +91,6 @@ def run(args) -> int:
         if args.ticks is not None and n >= args.ticks:
             break
         time.sleep(max(0.0, args.interval - (time.monotonic() - started)))
-    return 0
 
 
 def _said(args):

@@ -22,7 +22,10 @@ ISOLATE = """Make CPUs quiet (the window's Quiet → Make quiet…): keep every 
 or systemd's AllowedCPUs=; otherwise every thread is moved), move every movable IRQ, kernel thread and
 mask off them, and set the kernel's noise knobs (timer migration, vmstat interval, the watchdog's CPUs).
 A task you pinned onto those CPUs yourself (its mask lies within them) is left there (--move-pinned
-moves it too).
+moves it too). tuned's other knobs are set only where asked, each one step of the same batch, named in
+the preview with tuned's reason and given back with the rest: --hung-task, --no-numa-balancing,
+--no-ksm, --thp, --performance, --force-latency, --no-rt-throttling. A knob this machine lacks is
+named in a note and nothing is written.
 The method used is named in the output. One batch, journalled first: `coremap undo` reverts all of it,
 `coremap include` gives the CPUs back."""
 INCLUDE = """Give quiet CPUs back (the window's Quiet → Give back…): every target an isolate in effect changed gets back what it had on those CPUs
@@ -48,6 +51,7 @@ def register(subparsers) -> None:
                            help="also keep the quiet CPUs out of deep idle states (their PM QoS resume latency 0)")
             p.add_argument("--move-pinned", action="store_true",
                            help="also move tasks you pinned onto these CPUs yourself (taskset); left there by default")
+            _add_knob_options(p)
         else:
             p.add_argument("--keep-pins", action="store_true",
                            help="keep the pins made onto these CPUs while they were quiet; undone with the rest by "
@@ -57,13 +61,42 @@ def register(subparsers) -> None:
         p.set_defaults(func=run, action=name)
 
 
+# option -> the knob word it asks for (app/quiet/knobs.py KNOBS); --thp takes the mode.
+_KNOB_OPTIONS = (("--hung-task", "hung_task", "also set kernel.hung_task_timeout_secs 600 (tuned's network-latency)"),
+                 ("--no-numa-balancing", "numa_balancing", "also set kernel.numa_balancing 0 (tuned's network-latency)"),
+                 ("--no-ksm", "ksm", "also turn KSM off: /sys/kernel/mm/ksm/run 0 (tuned's realtime)"),
+                 ("--performance", "performance", "also set the quiet CPUs' cpufreq governor and "
+                                                  "energy_perf_bias to performance (tuned's latency-performance)"),
+                 ("--force-latency", "force_latency", "also hold /dev/cpu_dma_latency at 0 µs while coremap guard runs "
+                                                      "(tuned's force_latency; released when the guard stops)"),
+                 ("--no-rt-throttling", "rt_runtime", "also set kernel.sched_rt_runtime_us -1: a SCHED_FIFO task may use "
+                                                      "the whole CPU (tuned's realtime)"))
+
+
+def _add_knob_options(p) -> None:
+    for option, _word, text in _KNOB_OPTIONS:
+        p.add_argument(option, action="store_true", help=text)
+    p.add_argument("--thp", choices=("never", "madvise"),
+                   help="also set transparent huge pages to never (tuned's network-latency) or madvise")
+
+
+def knobs_asked(args) -> tuple[str, ...]:
+    from app.quiet.knobs import WORDS
+    """The knob words of the options given, in KNOBS' order (the window's)."""
+    words = {w for o, w, _ in _KNOB_OPTIONS if getattr(args, o[2:].replace("-", "_"))}
+    if args.thp:
+        words.add(f"thp_{args.thp}")
+    return tuple(w for w in WORDS if w in words)
+
+
 def run(args) -> int:
     # imported here: the quiet model reads every thread and IRQ, and every command registers this one
     from app.quiet.isolate import (apply_preview, failed_results, outcome_sentence, preview_include, preview_isolate,
                            preview_text)
     service = affinity_service(args)
     if args.action == "isolate":
-        preview = preview_isolate(service, args.cpus, pm_qos=args.pm_qos, move_pinned=args.move_pinned)
+        preview = preview_isolate(service, args.cpus, pm_qos=args.pm_qos, move_pinned=args.move_pinned,
+                                  knobs=knobs_asked(args))
     else:
         preview = preview_include(service, args.cpus, keep_pins=args.keep_pins)
     if args.dry_run:

@@ -10,10 +10,9 @@ from app.format import CPUSET_NAMES, format_cpus, format_value, offline_sentence
 from app.machine.topology import read_cpu_ids
 from app.parse.cpulist import MAX_CPU
 from app.pinning.kinds import CPU_KINDS, MEMBER_KINDS, SCALAR_KINDS
+from app.pinning.settings import valid_scalar
 from app.pinning.sched import sched_refusal
 from app.sysroot import SysRoot
-
-MAX_SCALAR = 65535          # what a journal line holds (app/pinning/kinds.py)
 
 
 def cpus_refusal(root: SysRoot, cpus, online) -> tuple[str, str] | None:
@@ -35,7 +34,7 @@ def cpus_refusal(root: SysRoot, cpus, online) -> tuple[str, str] | None:
     return None
 
 
-def value_refusal(root: SysRoot, kind: str, value, online) -> tuple[str, str] | None:
+def value_refusal(root: SysRoot, kind: str, value, online, ident: int = 0) -> tuple[str, str] | None:
     """cpus_refusal for a CPU set, and the kind's own range for the other kinds (app/pinning/kinds.py)."""
     value = tuple(value)
     if kind in CPU_KINDS:
@@ -46,7 +45,7 @@ def value_refusal(root: SysRoot, kind: str, value, online) -> tuple[str, str] | 
         why = sched_refusal(value)
         return None if why is None else ("invalid", why)
     if kind in SCALAR_KINDS:
-        ok = len(value) <= 1 and all(0 <= v <= MAX_SCALAR for v in value)
+        ok = valid_scalar(kind, ident, value)
     elif kind in MEMBER_KINDS:
         ok = len(value) == 1 and 0 <= value[0] < len(CPUSET_NAMES)
     else:

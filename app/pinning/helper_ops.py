@@ -6,8 +6,10 @@ file is built by SysRoot or a writer of the pin flow from a checked kind, an int
   set_irq_affinity     irq, cpus             proc/irq/N/smp_affinity_list
   set_mask             kind, netdev, queue,  a mask an isolate moves (app/pinning/masks.py)
                        cpus
-  set_setting          kind, id, value       a sysctl of app/pinning/settings.py SYSTCLS by index, or a
-                                             CPU's PM QoS resume latency; value [] (n/a) or [n]; or
+  set_setting          kind, id, value       a sysctl of app/pinning/settings.py SYSCTLS by index, THP's
+                                             mode, or a CPU's PM QoS resume latency, cpufreq governor or
+                                             energy_perf_bias; value as the journal keeps it
+                                             (settings.valid_scalar says which); or
                                              whether the running irqbalance leaves CPU or IRQ `id`
                                              alone (app/pinning/balancer.py), value [0] or [1]
   set_cpuset           index, cpus           one of coremap's cpusets (1, 2): its CPUs, "" to remove it
@@ -24,7 +26,7 @@ import os
 
 from app.atomic import write_atomic
 from app.errors import CoremapError, CpuListError, SysRootReadError
-from app.format import CPUSET_NAMES, SLICE_NAMES, offline_sentence, target_name
+from app.format import CPUSET_NAMES, SLICE_NAMES, format_value, offline_sentence, target_name
 from app.machine.irqbalance import config_path, with_banned_cpus
 from app.machine.topology import read_online_cpus
 from app.parse.cpulist import format_cpulist, parse_cpulist
@@ -33,7 +35,8 @@ from app.pinning.cgroups import CpusetWriter, MemberWriter, SliceWriter, Subtree
 from app.pinning.kinds import MASK_KINDS, NAMED_KINDS, valid_name
 from app.pinning.masks import mask_path, write_mask
 from app.pinning.refusals import PinWriteError
-from app.pinning.settings import SYSCTLS, ScalarWriter
+from app.pinning.kinds import CPU_SCALAR_KINDS
+from app.pinning.settings import SYSCTLS, ScalarWriter, valid_scalar
 from app.pinning.targets import PinTarget
 from app.sysroot import SysRoot
 
@@ -142,17 +145,20 @@ def set_setting(root: SysRoot, req: dict) -> dict:
         return _balancer(root, kind, req["id"], value)
     if kind == "sysctl":
         ident = int_field(req["id"], "id", 0, len(SYSCTLS) - 1)
-    elif kind == "pmqos":
+    elif kind == "thp":
+        ident = int_field(req["id"], "id", 0, 0)
+    elif kind in CPU_SCALAR_KINDS:
         ident = int_field(req["id"], "id", 0, 65535)
         if ident not in read_online_cpus(root):
             raise Refused(f"CPU {ident} is not online")
     else:
-        raise Refused("kind must be sysctl, pmqos, irqbalancecpu or irqbalanceirq")
-    if type(value) is not list or len(value) > 1:
-        raise Refused("value must be [] (n/a) or [a number]")
+        raise Refused(f"kind must be sysctl, thp, {', '.join(CPU_SCALAR_KINDS)}, irqbalancecpu or irqbalanceirq")
+    if type(value) is not list or len(value) > 3:
+        raise Refused("value must be a list of at most 3 numbers")
     value = tuple(int_field(v, "value", 0, MAX_VALUE) for v in value)
-    if kind == "sysctl" and not value:
-        raise Refused("a sysctl takes a number")
+    if not valid_scalar(kind, ident, value):
+        what = SYSCTLS[ident].name if kind == "sysctl" else target_name(kind, ident)
+        raise Refused(f"{format_value(kind, value)} is not a value for {what}")
     _live(root, "settings")
     t = PinTarget(kind, ident)
     try:

@@ -5,8 +5,13 @@ keeps one shape of line for all of them; what the integers mean is the kind's:
   cpus        a CPU set: thread, irq, the masks an isolate moves (irqdefault, workqueue, rps, xps, wq),
               the watchdog's cpumask, a coremap cpuset's CPUs (cpuset; () = the cpuset is absent) and a
               systemd slice's AllowedCPUs (slice; () = unset, every CPU)
-  scalar      one number, () for "not set" (n/a): a sysctl (its id picks it from app/pinning/settings.py
-              SYSCTLS) and a CPU's PM QoS resume latency (pmqos, id = the CPU)
+  scalar      one setting (app/pinning/settings.py): a machine-wide number (sysctl: its id picks it from
+              SYSCTLS, sysctls and /sys/kernel/mm knobs; a number beyond 0-65535 in app/format.py
+              number_value's three integers), transparent huge pages' mode (thp, id 0, an index into
+              app/format.py THP_MODES), the latency coremap's guard holds /dev/cpu_dma_latency at
+              (dmalatency, id 0; () = not held); per CPU (id = the CPU, CPU_SCALAR_KINDS): PM QoS
+              resume latency (pmqos, () = n/a), cpufreq governor (governor, an index into GOVERNORS),
+              energy_perf_bias (epb, 0-15)
   member      the cpuset cgroup a process (cgroup, id = pid) or a thread (cgroupthread, id = tid) is in,
               as an index into app/format.py CPUSET_NAMES
   flag        (0,) or (1,): cgroup v2's cpuset controller in the root's subtree_control (subtree);
@@ -28,7 +33,10 @@ MASK_KINDS = ("irqdefault", "workqueue", "rps", "xps", "wq", "watchdog")
 NET_KINDS = ("rps", "xps")
 NAMED_KINDS = ("rps", "xps", "wq")
 CPU_KINDS = ("thread", "irq", *MASK_KINDS, "cpuset", "slice")
-SCALAR_KINDS = ("sysctl", "pmqos")
+SCALAR_KINDS = ("sysctl", "pmqos", "thp", "governor", "epb", "dmalatency")
+# Scalar kinds whose id is a CPU: a give-back of that CPU gives them back; the others are the
+# machine's and go back with the last quiet CPU.
+CPU_SCALAR_KINDS = ("pmqos", "governor", "epb")
 MEMBER_KINDS = ("cgroup", "cgroupthread")
 # Where a task may run (a cpuset, which one it is in, the controller, a systemd slice), not its own mask.
 PLACEMENT_KINDS = ("cpuset", *MEMBER_KINDS, "subtree", "slice")

@@ -35,7 +35,7 @@ from app.pinning.targets import GUARD_ORIGIN, KINDS, PinRequest, PinResult, PinT
 from app.pinning.cgroups import cgroup_writers
 from app.pinning.kinds import BALANCER_KINDS, CPU_KINDS, MASK_KINDS, SCALAR_KINDS, TASK_KINDS
 from app.pinning.sched import SchedWriter, sched_target
-from app.pinning.settings import ScalarWriter
+from app.pinning.settings import DmaLatencyWriter, ScalarWriter
 from app.pinning.spread import queue_steps
 from app.pinning.writers import UNKNOWN_START, IrqWriter, MaskWriter, Step, ThreadWriter
 from app.sysroot import SysRoot
@@ -69,7 +69,7 @@ class AffinityService:
         self.journal = journal
         self._writer = writer
         self.root_key = str(root.root.resolve())
-        self._flow = PinFlow(journal, self.root_key, writers_for(root), writer)
+        self._flow = PinFlow(journal, self.root_key, writers_for(root, lambda: self.ledger().entries), writer)
         self._ledger: tuple[object, Ledger] | None = None
 
     @property
@@ -126,7 +126,7 @@ class AffinityService:
         pairs = [(t, _value(t.kind, cpus)) for t, cpus in pairs]
         online = read_online_cpus(self.root)
         for t, cpus in pairs:
-            refusal = value_refusal(self.root, t.kind, cpus, online)
+            refusal = value_refusal(self.root, t.kind, cpus, online, t.id)
             if refusal is not None:
                 code, why = refusal
                 return BatchResults(refused(u, code, f"{t.describe()}: {why}" if u is t else
@@ -352,11 +352,13 @@ def _value(kind: str, value) -> tuple[int, ...]:
     return tuple(sorted(set(int(c) for c in value))) if kind in CPU_KINDS else tuple(int(v) for v in value)
 
 
-def writers_for(root: SysRoot) -> dict[str, object]:
-    """kind -> its writer, for every kind the journal records (app/pinning/kinds.py)."""
+def writers_for(root: SysRoot, entries=None) -> dict[str, object]:
+    """kind -> its writer, for every kind the journal records (app/pinning/kinds.py); `entries()`: the
+    machine's journal entries, where a request is held by the journal itself (dmalatency)."""
     mask, scalar, balancer = MaskWriter(root), ScalarWriter(root), BalancerWriter(root)
     return {"thread": ThreadWriter(root), "irq": IrqWriter(root), "sched": SchedWriter(root), **{k: mask for k in MASK_KINDS},
-            **{k: scalar for k in SCALAR_KINDS}, **{k: balancer for k in BALANCER_KINDS}, **cgroup_writers(root)}
+            **{k: scalar for k in SCALAR_KINDS}, "dmalatency": DmaLatencyWriter(root, entries),
+            **{k: balancer for k in BALANCER_KINDS}, **cgroup_writers(root)}
 
 
 class _NoIrqbalance:

@@ -47,6 +47,8 @@ from app.machine.irqbalance import IrqbalanceStatus, banned_line, config_path, r
 from app.machine.cpusets import read_cpuset_cpus
 from app.machine.java import COMM_LEN, JavaThreadError, comm_of, java_thread_ids
 from app.pinning.journal import FollowRule, GuardEvent, JournalEntry
+from app.pinning.kinds import CPU_KINDS
+from app.quiet.latency_hold import LatencyHold
 from app.machine.threads import TaskGone, read_task
 
 # Who changed an affinity is not recorded by the kernel: no event names the writer of an IRQ's mask or
@@ -64,7 +66,7 @@ _ORDINAL = {1: "1st", 2: "2nd", 3: "3rd"}
 class _Watch:
     """One guarded target: what was set, by which batch."""
     target: PinTarget
-    expected: frozenset[int]
+    expected: frozenset[int] | tuple[int, ...]     # a CPU set, or a setting's value (_as_expected)
     batch: int                       # the user's batch (policies are per user batch)
     starttime: int | None
 
@@ -85,6 +87,7 @@ class GuardTick:
     """What one tick found and did."""
     events: list[GuardEvent] = field(default_factory=list)
     followed: list[PinResult] = field(default_factory=list)     # new threads pinned
+    notes: list[str] = field(default_factory=list)              # /dev/cpu_dma_latency held or let go
     checked: int = 0                 # thread comparisons made
     threads: int = 0                 # threads guarded
     targets: int = 0                 # IRQs and masks guarded
@@ -119,6 +122,8 @@ class Guard:
         self._in_flight: dict[tuple, set] = {}
         self._seen: dict[tuple, float] = {}                   # key -> when last found as set (IRQs, masks)
         self._checked_at: list[float] = []                    # parallel to _tids: when last compared
+        self.latency = LatencyHold(service.root)              # an isolate's force_latency, while we run
+        self._notes: list[str] = []
 
     # -- what is guarded ------------------------------------------------------------------------------
     def refresh(self, force: bool = False) -> bool:
@@ -128,6 +133,9 @@ class Guard:
             return False
         self._token = token
         history = self.service.ledger()
+        said = self.latency.follow(history.entries)
+        if said:
+            self._notes.append(said)
         effect = history.in_effect()
         # Writes journalled and not (yet) marked: coremap's own, under way in another process (an include
         # in the window while `coremap guard` runs) or cut short by a crash. A target found at either
@@ -153,7 +161,8 @@ class Guard:
                 # (probes/own_affinity.py): that is coremap moving itself, not a change to report.
                 continue
             want = e.after if e.after is not None else e.requested
-            w = _Watch(PinTarget(e.kind, e.target_id, e.pid, e.label, e.netdev), frozenset(want), batch, e.starttime)
+            w = _Watch(PinTarget(e.kind, e.target_id, e.pid, e.label, e.netdev), _as_expected(e.kind, want), batch,
+                       e.starttime)
             (threads if e.kind == "thread" else others).append(w)
         threads.sort(key=lambda w: w.target.id)
         self._set_threads(threads)
@@ -179,6 +188,10 @@ class Guard:
                                f.links if f is not None else None, f.listed_at if f is not None else -1e9))
         return out
 
+    def close(self) -> None:
+        """Let go of what the guard holds (/dev/cpu_dma_latency) when it stops."""
+        self.latency.release()
+
     @property
     def guarded(self) -> int:
         return len(self._threads) + len(self._others)
@@ -188,13 +201,14 @@ class Guard:
         t0 = time.perf_counter()
         self.refresh()
         out = GuardTick(threads=len(self._threads), targets=len(self._others))
+        out.notes, self._notes = self._notes, []
         self._irqbalance = None
         now = self._clock()
         for w in self._others:
             found = self.service.read_affinity(w.target)
             if found is None:
                 continue
-            if frozenset(found) != w.expected:
+            if _as_expected(w.target.kind, found) != w.expected:
                 self._changed(w, tuple(found), out, self._seen.get(w.target.key, 0.0))
             else:
                 self._seen[w.target.key] = now
@@ -271,10 +285,10 @@ class Guard:
         if self.refresh():
             # The journal moved on (a pin in another window, the CLI): judge against what it says now.
             fresh = next((x for x in self._threads + self._others if x.target.key == key), None)
-            if fresh is None or frozenset(found) == fresh.expected:
+            if fresh is None or _as_expected(w.target.kind, found) == fresh.expected:
                 return
             w = fresh
-        if tuple(sorted(found)) in {tuple(v) for v in self._in_flight.get(key, ()) if v is not None}:
+        if _plain(_as_expected(w.target.kind, found)) in {tuple(v) for v in self._in_flight.get(key, ()) if v is not None}:
             return          # coremap's own write, under way or cut short (a crash): not someone else's
         if w.target.kind == "thread" and not _same_thread(self.service.root, w):
             # It exited and its tid names another thread now: nothing of ours to guard there.
@@ -290,7 +304,7 @@ class Guard:
             action, message = self._reapply(w, key, who)
         ev = GuardEvent(time=self._clock(), root=self.service.root_key, batch=w.batch, kind=w.target.kind,
                         target_id=w.target.id, netdev=w.target.netdev, pid=w.target.pid, label=w.target.label,
-                        expected=tuple(sorted(w.expected)), found=found, who=who, action=action,
+                        expected=_plain(w.expected), found=found, who=who, action=action,
                         count=self._counts.get(key, 0), message=message, since=since)
         try:
             self.service.journal.guard_event(ev)
@@ -311,7 +325,7 @@ class Guard:
         if self._limited(key):
             return "limited", (f"re-applied {len(recent)} times in {REAPPLY_WINDOW_S:.0f} s; reporting only now: "
                                + self.fix_hint(w.target, who))
-        [r] = self.service.apply_each([(w.target, tuple(sorted(w.expected)))], origin=GUARD_ORIGIN)
+        [r] = self.service.apply_each([(w.target, _plain(w.expected))], origin=GUARD_ORIGIN)
         if not r.changed:
             return "failed", r.line()
         recent.append(self._clock())
@@ -385,6 +399,17 @@ class Guard:
         except JavaThreadError:
             return []
         return hits if full is None else [t for t in hits if t in full]
+
+
+def _as_expected(kind: str, value) -> frozenset[int] | tuple[int, ...]:
+    """A value as the guard compares it: a CPU set as a set (the kernel lists it in its own order), any
+    other kind's value as it is (a setting's number is several integers in order: app/format.py
+    number_value, and {0, 1} would be both -1 and 65536 as a set)."""
+    return frozenset(value) if kind in CPU_KINDS else tuple(value)
+
+
+def _plain(expected) -> tuple[int, ...]:
+    return tuple(sorted(expected)) if isinstance(expected, frozenset) else tuple(expected)
 
 
 def _same_thread(root, w: _Watch) -> bool:

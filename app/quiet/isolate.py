@@ -27,9 +27,10 @@ from app.format import cpus_word, format_value, offline_sentence, unknown_cpus_s
 from app.machine.threads import read_tasks
 from app.machine.topology import read_cpu_ids, read_online_cpus, read_topology
 from app.parse.cpulist import parse_cpulist
-from app.pinning.kinds import CPU_KINDS, PLACEMENT_KINDS, SCALAR_KINDS
+from app.pinning.kinds import CPU_KINDS, CPU_SCALAR_KINDS, PLACEMENT_KINDS, SCALAR_KINDS
 from app.pinning.service import AffinityService, PinResult
 from app.quiet import moves as M
+from app.quiet.knobs import knob_refusal
 from app.quiet.preview import (GROUPS, METHODS, STAY_WORDS, UNMOVABLE_CODES, QuietMove, QuietPreview,  # noqa: F401
                                QuietStay, failed_results, order, outcome_sentence, preview_text)
 from app.quiet.pins_back import pins_back
@@ -42,13 +43,19 @@ class QuietError(CoremapError):
     """A quiet set that cannot be made (no such CPU, offline, nothing left for housekeeping)."""
 
 
-def preview_isolate(service: AffinityService, cpus, *, pm_qos: bool = False, move_pinned: bool = False) -> QuietPreview:
+def preview_isolate(service: AffinityService, cpus, *, pm_qos: bool = False, move_pinned: bool = False,
+                    knobs=()) -> QuietPreview:
     """What `coremap isolate --cpus CPUS` would write, per target; nothing is written. `pm_qos`: also
-    keep the quiet CPUs out of deep idle states. A task whose mask already lies within the quiet CPUs
+    keep the quiet CPUs out of deep idle states; `knobs`: tuned's knobs the user ticked (words of
+    app/quiet/knobs.py KNOBS; QuietError for a word it has not). A task whose mask already lies within the quiet CPUs
     was put there by the user (taskset, or the program itself: tuned's cpu-partitioning keeps such
     tasks in its ps_blacklist): it is left there, its process out of the shield, and listed as
     "placed"; `move_pinned` (`--move-pinned`, the preview's tick box) moves it like the rest."""
     root = service.root
+    knobs = tuple(dict.fromkeys(knobs))
+    why = knob_refusal(knobs)
+    if why:
+        raise QuietError(why)
     state = service.ledger()
     quiet = check_cpus(root, cpus)
     hk = _housekeeping(root, set(quiet) | set(state.quiet_cpus))
@@ -68,13 +75,13 @@ def preview_isolate(service: AffinityService, cpus, *, pm_qos: bool = False, mov
     if sample is not None:
         M.threads(root, service, state, set(quiet), hk, single, stays, sample, skip_pids=whole, placed=placed)
     M.masks(root, set(quiet), hk, single, stays, notes)
-    M.settings(root, quiet, pm_qos=pm_qos, moves=single, notes=notes)
+    M.settings(root, quiet, pm_qos=pm_qos, moves=single, notes=notes, knobs=knobs, entries=lambda: state.entries)
     single.sort(key=order)
     already = sorted(set(quiet) & set(state.quiet_cpus))
     if already:
         notes.append(f"{cpus_word(already)} already quiet: what has come back since is moved again")
     return QuietPreview("isolate", quiet, hk, tuple(shield + single), tuple(stays), tuple(notes), method,
-                        ("move_pinned",) if move_pinned else ())
+                        (("move_pinned",) if move_pinned else ()) + knobs)
 
 
 def preview_include(service: AffinityService, cpus, *, keep_pins: bool = False) -> QuietPreview:
@@ -132,7 +139,7 @@ def _give_back(service: AffinityService, m, back: set[int], remaining: set[int],
         after = M.given_back(now, m, back)
         return QuietMove(m.target, now, after, M.group_of(m.target, service)) if after != now else None
     if kind in SCALAR_KINDS or kind == "irqbalancecpu":
-        last = not remaining if kind == "sysctl" else m.target.id in back
+        last = m.target.id in back if kind in (*CPU_SCALAR_KINDS, "irqbalancecpu") else not remaining
         if not last or now == m.before:
             return None
         if now != m.after:

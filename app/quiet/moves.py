@@ -21,12 +21,13 @@ from app.machine.interrupts import irq_is_managed, read_irq_cpus
 from app.machine.threads import TaskGone, TaskSample, ThreadsSample, read_task, read_tasks
 from app.machine.topology import read_online_cpus
 from app.pinning.balancer import ban_steps, running_irqbalance
-from app.pinning.kinds import BALANCER_KINDS, valid_name
+from app.pinning.kinds import BALANCER_KINDS, SCALAR_KINDS, valid_name
 from app.pinning.ledger import Ledger
 from app.pinning.masks import mask_path, read_mask
 from app.pinning.service import AffinityService
 from app.pinning.settings import QUIET_SYSCTLS, ScalarWriter, pmqos_target, sysctl_target
 from app.pinning.targets import PinTarget
+from app.quiet.knobs import knob_moves
 from app.quiet.preview import QuietMove, QuietStay
 from app.sysroot import SysRoot, valid_netdev
 
@@ -200,7 +201,7 @@ def exited(service: AffinityService, t: PinTarget, starttime: int | None) -> boo
 def group_of(t: PinTarget, service: AffinityService) -> str:
     if t.kind == "irq":
         return "irq"
-    if t.kind in ("sysctl", "pmqos"):
+    if t.kind in SCALAR_KINDS:
         return "setting"
     if t.kind in BALANCER_KINDS:
         return "irqbalance"
@@ -219,14 +220,23 @@ def group_of(t: PinTarget, service: AffinityService) -> str:
 
 
 
-def settings(root: SysRoot, quiet, *, pm_qos: bool, moves, notes) -> None:
-    """tuned's cpu-partitioning sysctls at the values it gives them (app/pinning/settings.py), and with
-    `pm_qos` the quiet CPUs' resume latency at 0 (no deep idle state)."""
+# One line each on why, as the knobs the user ticks have (app/quiet/knobs.py).
+_SETTING_WHY = {"kernel.timer_migration": "tuned's cpu-partitioning: a timer stays on the CPU that armed it, none is "
+                                          "pulled onto a quiet one",
+                "vm.stat_interval": "tuned's cpu-partitioning: the per-CPU vmstat update every 10 s, not every second",
+                "pmqos": "kept out of deep idle states: it wakes faster and uses more power"}
+
+
+def settings(root: SysRoot, quiet, *, pm_qos: bool, moves, notes, knobs=(), entries=None) -> None:
+    """tuned's cpu-partitioning sysctls at the values it gives them (app/pinning/settings.py), with
+    `pm_qos` the quiet CPUs' resume latency at 0 (no deep idle state), and the `knobs` the user ticked
+    (app/quiet/knobs.py; `entries()`: the journal's, for what the guard holds now)."""
     writer = ScalarWriter(root)
     targets = [(sysctl_target(i), (v,)) for i, v in QUIET_SYSCTLS.items()]
     if pm_qos:
         targets += [(pmqos_target(c), (0,)) for c in sorted(quiet)]
     for t, want in targets:
+        why = _SETTING_WHY.get(t.label or t.kind, "")
         try:
             now = writer.read(t)
         except SysRootReadError as e:
@@ -235,7 +245,8 @@ def settings(root: SysRoot, quiet, *, pm_qos: bool, moves, notes) -> None:
         if now is None:
             continue            # this kernel has no such setting (a kernel without NO_HZ has no timer_migration)
         if now != want:
-            moves.append(QuietMove(t, now, want, "setting"))
+            moves.append(QuietMove(t, now, want, "setting", why))
+    knob_moves(root, quiet, knobs, moves, notes, entries=entries)
 
 
 def irqbalance(root: SysRoot, quiet, moves, notes) -> None:

@@ -19,7 +19,7 @@ ACTIONS = ("isolate", "include")
 @runtime_checkable
 class QuietService(Protocol):
     def preview(self, action: str, cpus, *, pm_qos: bool = False, move_pinned: bool = False,
-                keep_pins: bool = False) -> QuietPreview: ...
+                keep_pins: bool = False, knobs=()) -> QuietPreview: ...
 
     def apply(self, preview: QuietPreview, *, progress: Progress | None = None) -> list[PinResult]: ...
 
@@ -35,14 +35,15 @@ class LocalQuiet:
         self.pins = pins
 
     def preview(self, action: str, cpus, *, pm_qos: bool = False, move_pinned: bool = False,
-                keep_pins: bool = False) -> QuietPreview:
+                keep_pins: bool = False, knobs=()) -> QuietPreview:
         """`pm_qos` (an isolate): also keep the quiet CPUs out of deep idle states; `move_pinned` (an
-        isolate): move the tasks the user pinned onto those CPUs too; `keep_pins` (an include): leave
-        the pins made onto them while they were quiet."""
+        isolate): move the tasks the user pinned onto those CPUs too; `knobs` (an isolate): tuned's
+        knobs the user ticked (app/quiet/knobs.py); `keep_pins` (an include): leave the pins made onto
+        them while they were quiet."""
         if action not in ACTIONS:
             raise ValueError(f"quiet action {action!r}: expected one of {', '.join(ACTIONS)}")
         if action == "isolate":
-            return preview_isolate(self.pins, cpus, pm_qos=pm_qos, move_pinned=move_pinned)
+            return preview_isolate(self.pins, cpus, pm_qos=pm_qos, move_pinned=move_pinned, knobs=knobs)
         return preview_include(self.pins, cpus, keep_pins=keep_pins)
 
     def apply(self, preview: QuietPreview, *, progress: Progress | None = None) -> list[PinResult]:

@@ -129,8 +129,13 @@ class PinOps:
         action, cpus = req.param("action", str), req.param("cpus", list)
         pm_qos = req.param("pm_qos", bool, False)
         options = {k: req.param(k, bool, False) for k in ("move_pinned", "keep_pins")}
+        knobs = req.param("knobs", list, [])
         if action not in ACTIONS or not cpus or not all(type(c) is int for c in cpus):
             raise CoremapError("quiet_preview: action must be isolate or include, cpus a list of CPU numbers")
+        if not all(type(k) is str for k in knobs):
+            raise CoremapError("quiet_preview: knobs must be a list of knob names")
+        if knobs:
+            options["knobs"] = tuple(knobs)         # checked by the preview (app/quiet/knobs.py knob_refusal)
         m = self._machine()
         with m.lock:
             preview = LocalQuiet(m.service).preview(action, cpus, pm_qos=pm_qos, **options)

@@ -27,11 +27,13 @@ class RemoteQuiet:
         self._ids: list[tuple[QuietPreview, int]] = []
 
     def preview(self, action: str, cpus, *, pm_qos: bool = False, move_pinned: bool = False,
-                keep_pins: bool = False) -> QuietPreview:
+                keep_pins: bool = False, knobs=()) -> QuietPreview:
         if action not in ACTIONS:
             raise ValueError(f"quiet action {action!r}: expected one of {', '.join(ACTIONS)}")
+        # sent only when asked: a request without them is the one an agent from before them answers
+        extra = {"knobs": [str(k) for k in knobs]} if knobs else {}
         reply = self.pins.call("quiet_preview", timeout=PREVIEW_TIMEOUT, action=action, cpus=[int(c) for c in cpus],
-                               pm_qos=bool(pm_qos), move_pinned=bool(move_pinned), keep_pins=bool(keep_pins))
+                               pm_qos=bool(pm_qos), move_pinned=bool(move_pinned), keep_pins=bool(keep_pins), **extra)
         if not isinstance(reply, dict) or type(reply.get("id")) is not int:
             raise DecodeError("a preview answer without its id")
         preview = self._previews.decode(reply.get("preview"))

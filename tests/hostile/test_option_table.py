@@ -28,6 +28,8 @@ TABLE = {
     "--json": "flag", "--keep-pins": "flag", "--man": "flag", "--move-pinned": "flag", "--no-dma-latency": "flag",
     "--no-second": "flag", "--pm-qos": "flag", "--pretty": "flag", "--reapply": "flag", "--unbound": "flag",
     "--version": "flag",
+    "--hung-task": "flag", "--no-numa-balancing": "flag", "--no-ksm": "flag", "--performance": "flag",  # isolate's
+    "--force-latency": "flag", "--no-rt-throttling": "flag",                          # tuned knobs (issue 30)
     "--any-host": "flag",                                   # report, export: another machine's results (issue 30)
     "--replace": "flag", "--intel-pstate-disable": "flag",
     "--spread": "flag", "--rps": "flag", "--irq": "text", "--device": "text",      # pin's IRQ selection (issue 30)

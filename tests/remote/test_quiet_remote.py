@@ -55,6 +55,14 @@ def test_make_quiet_over_ssh_previews_there_streams_results_and_undoes(remote_en
         # The preview's tick boxes reach the server: it works the preview out with them.
         assert quiet.preview("include", [1, 2], keep_pins=True).options == ("keep_pins",)
         assert quiet.preview("isolate", [3], move_pinned=True).options == ("move_pinned",)
+        hung = tree / "proc" / "sys" / "kernel" / "hung_task_timeout_secs"       # tuned's knobs too (issue 30)
+        hung.parent.mkdir(parents=True, exist_ok=True)
+        hung.write_text("120\n")
+        knobbed = quiet.preview("isolate", [3], knobs=("hung_task",))
+        assert knobbed.options == ("hung_task",)
+        assert any(m.line().startswith("kernel.hung_task_timeout_secs: 120 -> 600 (tuned's") for m in knobbed.moves)
+        with pytest.raises(Exception, match="unknown knob 'swap_off'"):
+            quiet.preview("isolate", [3], knobs=("swap_off",))
         with pytest.raises(Exception, match="no longer kept|not made on this connection"):
             quiet.apply(type(preview)(**{**preview.__dict__}))         # only a preview the server made
         undone = pins.undo()

@@ -34,11 +34,11 @@ def _ask(h: Helper, **req) -> dict:
 
 
 @pytest.mark.parametrize("req, why", [
-    ({"op": "set_setting", "kind": "sysctl", "id": 9, "value": [0]}, "id must be an integer in 0..1"),
-    ({"op": "set_setting", "kind": "sysctl", "id": 0, "value": []}, "a sysctl takes a number"),
+    ({"op": "set_setting", "kind": "sysctl", "id": 9, "value": [0]}, "id must be an integer in 0..5"),
+    ({"op": "set_setting", "kind": "sysctl", "id": 0, "value": []}, "n/a is not a value for kernel.timer_migration"),
     ({"op": "set_setting", "kind": "sysctl", "id": 0, "value": [70000]}, "value must be an integer in 0..65535"),
     ({"op": "set_setting", "kind": "sysctl", "id": 0, "value": [True]}, "value must be an integer"),
-    ({"op": "set_setting", "kind": "path", "id": 0, "value": [1]}, "kind must be sysctl, pmqos, irqbalancecpu or irqbalanceirq"),
+    ({"op": "set_setting", "kind": "path", "id": 0, "value": [1]}, "kind must be sysctl, thp, pmqos, governor, epb, irqbalancecpu or irqbalanceirq"),
     ({"op": "set_setting", "kind": "pmqos", "id": 99, "value": [0]}, "CPU 99 is not online"),
     ({"op": "set_cpuset", "index": 0, "cpus": "0"}, "index must be an integer in 1..2"),
     ({"op": "set_cpuset", "index": 1, "cpus": "0-x"}, "2-5,8"),

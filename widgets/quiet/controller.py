@@ -184,7 +184,7 @@ class QuietController(QObject):
     def _open_preview(self, action: str, cpus, options: dict | None = None) -> None:
         """Work the preview out in the pin worker (it reads every thread and IRQ), then show it; a newer
         preview supersedes one still being worked out. `options`: the preview dialog's tick boxes
-        (pm_qos, move_pinned, keep_pins: app/quiet/service.py QuietService.preview)."""
+        (pm_qos, move_pinned, keep_pins, knobs: app/quiet/service.py QuietService.preview)."""
         service = self._service()
         if service is None:
             return

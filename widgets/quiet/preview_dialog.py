@@ -1,7 +1,9 @@
 """QuietPreviewDialog: what "Make quiet…" (or "Give back…") would write, per target, before anything
 is written (app/quiet/isolate.py QuietPreview): the moves grouped as IRQs, threads, kernel threads and masks,
 each with its mask before -> after, then what is left where the user pinned it, and what cannot be
-moved and why. Apply writes it as one batch; Cancel writes nothing.
+moved and why. Apply writes it as one batch; Cancel writes nothing. An isolate's preview offers
+tuned's knobs as tick boxes (app/quiet/knobs.py KNOBS); each one ticked is a row of the kernel
+settings, with tuned's reason.
 
 The Target and CPUs columns take the width of their longest text, and Why wraps in what is left, so no
 cell is cut short ("/ -> /coremap-…", "(PF_NO_SETAFFINITY…" in issue 28)."""
@@ -9,11 +11,12 @@ from __future__ import annotations
 
 from PySide6.QtCore import QRect, QSize, QTimer, Qt, Signal
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QHeaderView, QLabel, QLayout,
-                               QStyledItemDelegate, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QGridLayout, QGroupBox, QHeaderView, QLabel,
+                               QLayout, QStyledItemDelegate, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
 from app.format import cpus_word, format_change, format_cpus
 from app.quiet.isolate import GROUPS, METHODS, STAY_WORDS, QuietPreview
+from app.quiet.knobs import KNOBS
 from app.quiet.preview import group_title
 from widgets.theme import status_color
 
@@ -42,7 +45,7 @@ class QuietPreviewDialog(QDialog):
     An isolate's preview names the method that keeps the CPUs quiet and offers PM QoS and moving the
     tasks the user pinned there; a give-back's offers keeping the pins made while quiet.
     `options_changed(dict)` asks the controller for the preview again with the tick boxes' options
-    (pm_qos, move_pinned, keep_pins)."""
+    (pm_qos, move_pinned, keep_pins, knobs: the ticked words of app/quiet/knobs.py KNOBS)."""
 
     COLUMNS = ("Target", "CPUs", "Why")
     options_changed = Signal(object)
@@ -71,7 +74,8 @@ class QuietPreviewDialog(QDialog):
                                    "the rest otherwise)", self)
         self.keep_pins.setChecked("keep_pins" in preview.options)
         self.keep_pins.setVisible(not isolate)
-        for box in (self.pm_qos, self.move_pinned, self.keep_pins):
+        self.knobs = self._knob_boxes(preview)
+        for box in (self.pm_qos, self.move_pinned, self.keep_pins, *self.knob_boxes.values()):
             box.toggled.connect(self._on_option_toggled)
         self.tree = QTreeWidget(self)
         self.tree.setHeaderLabels(list(self.COLUMNS))
@@ -102,6 +106,7 @@ class QuietPreviewDialog(QDialog):
         lay.addWidget(self.pm_qos)
         lay.addWidget(self.move_pinned)
         lay.addWidget(self.keep_pins)
+        lay.addWidget(self.knobs)
         lay.addWidget(self.tree, 1)
         lay.addWidget(self.buttons)
         if QGuiApplication.platformName() == "offscreen":
@@ -115,9 +120,32 @@ class QuietPreviewDialog(QDialog):
         if column == len(self.COLUMNS) - 1:
             self._relayout.start()
 
-    def _on_option_toggled(self, _on: bool) -> None:
+    def _knob_boxes(self, preview: QuietPreview) -> QGroupBox:
+        """tuned's knobs, two columns of tick boxes, each ticked as the preview was asked."""
+        group = QGroupBox("Also set tuned's knobs (each one a step of the batch, given back with it)", self)
+        grid = QGridLayout(group)
+        self.knob_boxes: dict[str, QCheckBox] = {}
+        for i, knob in enumerate(KNOBS):
+            box = QCheckBox(knob.label, group)
+            box.setToolTip(knob.why)
+            box.setChecked(knob.word in preview.options)
+            grid.addWidget(box, i // 2, i % 2)
+            self.knob_boxes[knob.word] = box
+        group.setVisible(preview.action == "isolate")
+        return group
+
+    def _on_option_toggled(self, on: bool) -> None:
+        thp = {"thp_never": "thp_madvise", "thp_madvise": "thp_never"}
+        sender = self.sender()
+        for word, other in thp.items():
+            if on and sender is self.knob_boxes[word]:
+                # never or madvise, not both: ticking one unticks the other (one preview, not two)
+                self.knob_boxes[other].blockSignals(True)
+                self.knob_boxes[other].setChecked(False)
+                self.knob_boxes[other].blockSignals(False)
         self.options_changed.emit({"pm_qos": self.pm_qos.isChecked(), "move_pinned": self.move_pinned.isChecked(),
-                                   "keep_pins": self.keep_pins.isChecked()})
+                                   "keep_pins": self.keep_pins.isChecked(),
+                                   "knobs": tuple(w for w, box in self.knob_boxes.items() if box.isChecked())})
 
     def _summary(self) -> str:
         p = self.preview
@@ -131,7 +159,7 @@ class QuietPreviewDialog(QDialog):
         if len(p.stays) > placed:
             s += f" {len(p.stays) - placed} cannot be moved (below)."
         s += " Nothing is written until you press the button; Edit → Undo reverts it all."
-        notes = " ".join(p.notes)
+        notes = "\n".join(p.notes)          # one a line: several knobs' notes run together otherwise
         return s + (f"\n{notes}" if notes else "")
 
     def _fill(self) -> None:
