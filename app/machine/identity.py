@@ -47,6 +47,16 @@ def machine_id_of(text: str | None) -> str | None:
     return line if _MACHINE_ID.fullmatch(line) else None
 
 
+def read_machine_id(root: SysRoot) -> str | None:
+    """`root`'s machine id: its etc/machine-id (the live machine's, or a capture's that holds one), else
+    the one a coremap snapshot recorded of the machine it captured (app/store/capture.py)."""
+    mid = machine_id_of(root.read_optional(root.path("etc", "machine-id"), limit=4096))
+    if mid is None and not root.is_live:
+        meta = root.snapshot_meta() or {}
+        mid = machine_id_of(meta.get("machine_id") if isinstance(meta.get("machine_id"), str) else None)
+    return mid
+
+
 def kernel_of_cmdline(cmdline: str | None) -> str | None:
     """The kernel release in a command line's BOOT_IMAGE (grub's vmlinuz-RELEASE), None without one."""
     m = _BOOT_IMAGE.search(cmdline or "")
@@ -60,11 +70,8 @@ def read_identity(root: SysRoot, topology=None, *, name: str | None = None) -> H
     if topology is None:
         from app.machine.topology import read_topology
         topology = read_topology(root)
-    mid = machine_id_of(root.read_optional(root.path("etc", "machine-id"), limit=4096))
     meta = (root.snapshot_meta() or {}) if not root.is_live else {}
-    if mid is None:
-        mid = machine_id_of(meta.get("machine_id") if isinstance(meta.get("machine_id"), str) else None)
     meta_host = meta.get("host") if isinstance(meta.get("host"), str) else None
     label = name or meta_host or topology.hostname or root.root.name or "machine"
-    return HostIdentity(str(label), topology.hostname or None, mid,
+    return HostIdentity(str(label), topology.hostname or None, read_machine_id(root),
                         topology.kernel_release or kernel_of_cmdline(topology.cmdline), topology.model_name)

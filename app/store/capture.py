@@ -46,6 +46,7 @@ import app
 from app.atomic import AtomicWriteError, atomic_writer, check_output_path
 from app.errors import CoremapError, SysRootReadError
 from app.inputs import MiB
+from app.machine.identity import read_machine_id
 from app.parse.json_text import JsonInputError, load_json
 from app.store.capture_threads import CapturedThreads, capture_threads
 from app.sysroot import SNAPSHOT_META_DIR, SysRoot
@@ -306,6 +307,7 @@ def take_snapshot(out: str | os.PathLike, root: SysRoot | None = None, *, interv
     meta = {"format": FORMAT, "coremap": app.__version__, "host": host,
             "time": when.isoformat(timespec="seconds"), "interval": measured if t1_files else None,
             "kernel": _kernel_of(c), "live": live, "skipped": c.skipped,
+            "machine_id": read_machine_id(root),    # what a probe result is checked against (issue 30)
             "threads": None if kept is None else {"processes": kept.processes, "tasks": kept.tasks, "cut": kept.cut}}
     files = dict(c.files)
     files.update(t1_files)

@@ -123,6 +123,22 @@ def test_the_report_shows_each_run_under_its_own_machine(worker1):
     assert html.count('class="warn">Run 1: measured on vm') == 1            # and beside the other run
 
 
+def test_a_snapshot_keeps_the_machine_id_a_result_is_checked_against(tmp_path, worker1):
+    import tarfile
+    from app.machine.identity import machine_id_of
+    from app.store.capture import take_snapshot
+    res = take_snapshot(tmp_path / "here.tar.gz", SysRoot("/"), second=False, threads=False)
+    with tarfile.open(tmp_path / "here.tar.gz") as tf:
+        tf.extractall(tmp_path / "x", filter="data")
+    capture = read_identity(SysRoot(tmp_path / "x" / res.top))
+    etc = Path("/etc/machine-id")
+    assert capture.machine_id == (machine_id_of(etc.read_text()) if etc.exists() else None)
+    # what this machine's probe writes in its hello line (probes/common.py), checked against its capture
+    here = {"probe": "jitter", "host": {**read_identity(SysRoot("/")).as_record(), "kernel": os.uname().release}}
+    assert check_host(here, capture).kind == SAME
+    assert check_host(here, read_identity(worker1)).kind == OTHER
+
+
 @pytest.mark.usefixtures("live_machine")
 def test_a_run_here_names_this_machine_and_is_reported_with_it(tmp_path, capsys):
     out = tmp_path / "j.json"
