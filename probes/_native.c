@@ -398,18 +398,49 @@ fail:
 
 /* ---------------------------------------------------------------- wakeup */
 
-static PyObject *py_wakeup_chunk(PyObject *self, PyObject *args)
+/* The latest wakeups of a chunk, kept as cyclictest's histogram cannot keep them: each with the
+ * time it was due, so the caller can say what ran on the CPU between due and woken (timerlat -a). */
+static void keep_late(struct gap *top, int *ntop, int top_n, uint64_t due, uint64_t lat)
 {
+    if (top_n == 0)
+        return;
+    if (*ntop < top_n) {
+        top[*ntop].at = due;
+        top[*ntop].len = lat;
+        (*ntop)++;
+        return;
+    }
+    int m = 0;
+    for (int i = 1; i < *ntop; i++)
+        if (top[i].len < top[m].len)
+            m = i;
+    if (lat > top[m].len) {
+        top[m].at = due;
+        top[m].len = lat;
+    }
+}
+
+static PyObject *py_wakeup_chunk(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"chunk_ns", "interval_ns", "top_n", NULL};
     unsigned long long chunk_ns, interval_ns;
-    if (!PyArg_ParseTuple(args, "KK", &chunk_ns, &interval_ns))
+    int top_n = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KK|i", kwlist, &chunk_ns, &interval_ns, &top_n))
         return NULL;
     if (interval_ns < 1000) {
         PyErr_SetString(PyExc_ValueError, "interval must be at least 1 us");
         return NULL;
     }
+    if (top_n < 0 || top_n > MAX_TOP) {
+        PyErr_Format(PyExc_ValueError, "top_n must be 0..%d", MAX_TOP);
+        return NULL;
+    }
     uint64_t *counts = calloc(LP_NBUCKETS, sizeof *counts);
     if (!counts)
         return PyErr_NoMemory();
+    struct gap top[MAX_TOP];
+    int ntop = 0;
+    uint64_t at_least[NSTEP] = {0}, lost[NSTEP] = {0};
     uint64_t n = 0, max = 0, min = UINT64_MAX, sum = 0, t0, wall;
     Py_BEGIN_ALLOW_THREADS
     t0 = mono_ns(CLOCK_MONOTONIC);
@@ -427,6 +458,14 @@ static PyObject *py_wakeup_chunk(PyObject *self, PyObject *args)
             max = lat;
         if (lat < min)
             min = lat;
+        /* the same exact steps as the jitter loop counts (STEP_NS), for the per-CPU figures */
+        for (int k = 0; k < NSTEP; k++) {
+            int hit = lat >= STEP_NS[k];
+            at_least[k] += hit;
+            lost[k] += hit ? lat : 0;
+        }
+        if (lat >= STEP_NS[0])
+            keep_late(top, &ntop, top_n, target, lat);
         target += interval_ns;
         /* A wakeup later than a whole interval skips the missed periods, as cyclictest does
          * (its "-i" loop re-arms from the next period), rather than firing a burst. */
@@ -437,12 +476,31 @@ static PyObject *py_wakeup_chunk(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     PyObject *buckets = lp_buckets_list(counts, 1.0);
     free(counts);
-    if (!buckets)
+    PyObject *late = PyList_New(0), *steps = PyList_New(0);
+    for (int i = 0; late && i < ntop; i++) {
+        /* [due, latency]: CLOCK_MONOTONIC ns, as the jitter loop's [gap start, length] */
+        PyObject *row = Py_BuildValue("[KK]", (unsigned long long)top[i].at, (unsigned long long)top[i].len);
+        if (!row || PyList_Append(late, row) < 0)
+            Py_CLEAR(late);
+        Py_XDECREF(row);
+    }
+    for (int k = 0; steps && k < NSTEP; k++) {
+        PyObject *row = Py_BuildValue("[KKK]", (unsigned long long)STEP_NS[k], (unsigned long long)at_least[k],
+                                      (unsigned long long)lost[k]);
+        if (!row || PyList_Append(steps, row) < 0)
+            Py_CLEAR(steps);
+        Py_XDECREF(row);
+    }
+    if (!buckets || !late || !steps) {
+        Py_XDECREF(buckets);
+        Py_XDECREF(late);
+        Py_XDECREF(steps);
         return NULL;
-    return Py_BuildValue("{s:K,s:K,s:N,s:K,s:K,s:K}", "elapsed_ns", (unsigned long long)wall,
+    }
+    return Py_BuildValue("{s:K,s:K,s:N,s:K,s:K,s:K,s:N,s:N}", "elapsed_ns", (unsigned long long)wall,
                          "wakeups", (unsigned long long)n, "buckets", buckets,
                          "min_ns", (unsigned long long)(n ? min : 0), "max_ns", (unsigned long long)max,
-                         "sum_ns", (unsigned long long)sum);
+                         "sum_ns", (unsigned long long)sum, "late", late, "at_least", steps);
 }
 
 static PyObject *py_set_timer_slack(PyObject *self, PyObject *args)
@@ -813,9 +871,10 @@ static PyMethodDef methods[] = {
      "the clock for chunk_ns (on_ns sampling / off_ns asleep; on_ns=0 means always on); every gap "
      "goes into log buckets, gaps >= threshold_ns compete for the top_n list; at_least: [[step_ns, gaps, "
      "ns lost]] counted exactly for the steps 2, 10, 100 us and 1 ms at or above threshold_ns."},
-    {"wakeup_chunk", py_wakeup_chunk, METH_VARARGS,
-     "wakeup_chunk(chunk_ns, interval_ns) -> dict: clock_nanosleep(TIMER_ABSTIME) every interval; "
-     "latency = wake - target in log buckets."},
+    {"wakeup_chunk", (PyCFunction)(void (*)(void))py_wakeup_chunk, METH_VARARGS | METH_KEYWORDS,
+     "wakeup_chunk(chunk_ns, interval_ns, top_n=0) -> dict: clock_nanosleep(TIMER_ABSTIME) every interval; "
+     "latency = wake - target in log buckets; late: the top_n latest of at least 2 us as [due_ns, latency_ns]; "
+     "at_least: [[step_ns, wakeups >= it, ns late in them], ...]."},
     {"lock_memory", py_lock_memory, METH_NOARGS,
      "lock_memory(): mlockall(MCL_CURRENT | MCL_FUTURE) and prefault 64 KiB of stack; OSError if refused."},
     {"set_timer_slack", py_set_timer_slack, METH_VARARGS, "prctl(PR_SET_TIMERSLACK, ns)"},

@@ -100,7 +100,10 @@ class View:
 class ProbeRecord:
     """Everything about one probe that is not its measuring (see the module docstring).
 
-    per_cpu: one child per CPU of the list (else one child for the whole list). timed: it measures
+    per_cpu: one child per CPU of the list (else one child for the whole list). parallel: those
+    children run at once, each pinned to its CPU, as oslat -c and cyclictest -t -a run one thread per
+    CPU (issue 30: 74 isolated CPUs one after another took 74 minutes for 60 s each); a probe whose
+    children would disturb each other (sweep, counters) leaves it off. timed: it measures
     for `seconds` per CPU (Job.seconds). cpus_optional: the front ends need no CPUs from the user.
     histogram: its interval lines carry latency buckets: its runs overlay on the Histogram and
     Percentiles tabs, they can be saved as .hlog, and a report draws their gaps and compares their
@@ -118,6 +121,7 @@ class ProbeRecord:
     fields: tuple[Field, ...] = ()
     takes: tuple[str, ...] = ()            # of COMMON
     per_cpu: bool = False
+    parallel: bool = False
     timed: bool = False
     cpus_optional: bool = False
     cpus_means: str = ""                   # what -c/--cpus means where it is not "the CPUs to measure"
@@ -188,8 +192,21 @@ def _c2c_steps(spec) -> int:
 
 # -- the records ---------------------------------------------------------------------------------------
 
+def _attribute(what: str, when: str) -> Field:
+    """--attribute of a probe whose worst samples the CPU's tracefs events explain (jitter, wakeup)."""
+    return Field("attribute", f"attribute {what} (tracefs)", "flag",
+                 "record interrupts, softirqs, NMIs and task switches on the probed CPU while it runs and say "
+                 f"what ran {when} (root, tracefs); tracing adds a little work to every interrupt on that CPU",
+                 default=True, unavailable=_attribution_unavailable, asks=_attribution_asks)
+
+
+# A long run of a per-CPU timed probe reports as it goes (probes/periods.py), as oslat and cyclictest do.
+EVERY = Field("every", "report every", "int", "report each period of this many seconds as it ends (the longest, and "
+              "how many reached 10 µs, per CPU): for a long run", low=1, high=86400, unit="s", suffix=" s",
+              special="at the end only", metavar="S")
+
 JITTER = ProbeRecord(
-    "jitter", "Jitter (gaps in a busy loop)", takes=COMMON, per_cpu=True, timed=True, histogram=True,
+    "jitter", "Jitter (gaps in a busy loop)", takes=COMMON, per_cpu=True, parallel=True, timed=True, histogram=True,
     progress="seconds", gaps_from="threshold_ns",
     fields=(
         Field("duty", "duty cycle", "preset", "percent of time sampling", default=100.0, low=0.1, high=100.0,
@@ -198,14 +215,12 @@ JITTER = ProbeRecord(
         Field("threshold_ns", "threshold", "int", "the shortest read-to-read interval that counts as a gap "
               "(finely binned, in the gap figures and percentiles)", default=1000, low=1, high=10 ** 9,
               unit="ns", metavar="NS", in_form=False),
-        Field("attribute", "attribute gaps (tracefs)", "flag",
-              "record interrupts, softirqs, NMIs and task switches on the probed CPU while it runs and say "
-              "what ran during each large gap (root, tracefs); tracing adds a little work to every interrupt "
-              "on that CPU", default=True, unavailable=_attribution_unavailable, asks=_attribution_asks),
+        _attribute("gaps", "during each large gap"),
+        EVERY,
     ))
 
 WAKEUP = ProbeRecord(
-    "wakeup", "Wakeup latency (timer sleep)", takes=COMMON, per_cpu=True, timed=True, histogram=True,
+    "wakeup", "Wakeup latency (timer sleep)", takes=COMMON, per_cpu=True, parallel=True, timed=True, histogram=True,
     progress="seconds",
     fields=(
         Field("interval_us", "interval", "int", "the period of the timer", default=1000, low=10, high=10 ** 7,
@@ -214,6 +229,8 @@ WAKEUP = ProbeRecord(
               "do not hold /dev/cpu_dma_latency at 0 while it runs; by default it is held, as cyclictest holds it, "
               "which keeps the CPUs out of deep C-states whose exit latency would be measured as late wakeups",
               tag=lambda v: "deep sleep allowed" if v else ""),
+        _attribute("late wakeups", "between each of the latest wakeups' due time and its wakeup (as timerlat -a)"),
+        EVERY,
     ),
     presets=(Preset("like cyclictest", "what `cyclictest -p 80 -i 1000` measures: SCHED_FIFO 80, a 1 ms timer, "
                     "/dev/cpu_dma_latency held at 0",

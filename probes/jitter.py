@@ -12,6 +12,7 @@ from app.parse.number import bounded
 from probes import trace
 from probes.catalog import RECORDS
 from probes.common import ProbeArgumentParser, add_common_args, apply_sched, duty_split, hello, lock_memory
+from probes.periods import Periods, add_every_argument
 from probes.text import format_attribution, gap_lines
 
 NAME = "jitter"
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--attribute", action="store_true",
                    help="record interrupts, softirqs, NMIs and task switches on the CPU (tracefs, root) "
                         "and say what ran during each large gap")
+    add_every_argument(p)
     return p
 
 
@@ -38,15 +40,7 @@ def run(args, emit) -> int:
     on_ns, off_ns = duty_split(args.duty)
     apply_sched(args)
     locked = lock_memory()
-    tracer, why_not = None, None
-    if args.attribute:
-        if args.cpu_id is None or args.unbound:
-            why_not = "gaps are attributed on a pinned run only: the events of one CPU are recorded"
-        else:
-            try:
-                tracer = trace.TraceSession(args.cpu_id, args.seconds)
-            except trace.TraceUnavailable as e:
-                why_not = str(e)
+    tracer, why_not = trace.session_for(args, args.seconds)
     try:
         return _measure(args, emit, on_ns, off_ns, locked, tracer, why_not)
     finally:
@@ -64,6 +58,7 @@ def _measure(args, emit, on_ns, off_ns, locked, tracer, why_not) -> int:
     t0 = time.monotonic_ns()
     sampled = iterations = 0
     all_gaps: list[tuple[int, int]] = []
+    periods = Periods(args.every, args.cpu_id)
     while True:
         elapsed = time.monotonic_ns() - t0
         if elapsed >= total_ns:
@@ -74,32 +69,28 @@ def _measure(args, emit, on_ns, off_ns, locked, tracer, why_not) -> int:
             all_gaps.extend((t, g) for t, g in r["top_gaps"])
         sampled += r["sampled_ns"]
         iterations += r["iterations"]
-        emit({"type": "interval", "elapsed_ns": time.monotonic_ns() - t0, "chunk_ns": r["elapsed_ns"],
-              "sampled_ns": r["sampled_ns"], "iterations": r["iterations"], "loop_ns": r["loop_ns"],
-              "tsc": r["tsc"], "buckets": r["buckets"], "at_least": r["at_least"],
-              "top_gaps": sorted([[t - t0, g] for t, g in r["top_gaps"]])})
+        line = {"type": "interval", "elapsed_ns": time.monotonic_ns() - t0, "chunk_ns": r["elapsed_ns"],
+                "sampled_ns": r["sampled_ns"], "iterations": r["iterations"], "loop_ns": r["loop_ns"],
+                "tsc": r["tsc"], "buckets": r["buckets"], "at_least": r["at_least"],
+                "top_gaps": sorted([[t - t0, g] for t, g in r["top_gaps"]])}
+        emit(line)
+        _emit_some(emit, periods.add(line))
+    _emit_some(emit, periods.end(time.monotonic_ns() - t0))
     done = {"type": "done", "elapsed_ns": time.monotonic_ns() - t0, "sampled_ns": sampled,
             "iterations": iterations, "loop_ns": sampled / iterations if iterations else None}
     if tracer is not None:
         text, stats = tracer.stop()
         emit(trace.attribute_run(text, stats, all_gaps, probe_pid=os.getpid(),
-                                 started_ns=tracer.started_ns, t0_ns=t0, names=_thread_names))
+                                 started_ns=tracer.started_ns, t0_ns=t0, names=trace.thread_names))
     elif args.attribute:
         emit({"type": "attribution", "available": False, "reason": why_not})
     emit(done)
     return 0
 
 
-def _thread_names(threads) -> dict[int, str]:
-    """{tid: name} of the tasks that ran in the gaps, (tid, comm) each, named now, after the run: a Java
-    thread by its full name, read from its JVM (app/machine/java.py; never while the loop measures)."""
-    from app.errors import CoremapError
-    from app.machine.java import names_by_tid
-    from app.sysroot import SysRoot
-    try:
-        return names_by_tid(threads, SysRoot("/"))
-    except (CoremapError, OSError):
-        return {}       # a process that went away mid-read: its tasks keep the comm the trace holds
+def _emit_some(emit, line: dict | None) -> None:
+    if line is not None:
+        emit(line)
 
 
 def summarize(lines) -> dict:
@@ -122,7 +113,7 @@ def summarize(lines) -> dict:
                       elapsed_seconds=elapsed / 1e9, achieved_duty=sampled / elapsed if elapsed else None,
                       requested_duty=run.hello.get("duty"), iterations=iters, threshold_ns=threshold,
                       gaps=gaps, gaps_per_cpu_hour=rows, lost_share=gaps["lost_share"],
-                      top_gaps=[{"t_ns": t, "gap_ns": g} for t, g in top], attribution=_attribution(lines))
+                      top_gaps=[{"t_ns": t, "gap_ns": g} for t, g in top], attribution=trace.attribution_of(lines))
 
 
 def _exact_steps(intervals) -> dict:
@@ -164,11 +155,3 @@ def text_lines(r: dict) -> list[str]:
             lines.append(f"    {rng:<16}{row['count']:>8}{row['per_hour']:>16,.0f}")
     lines.extend(format_attribution(r.get("attribution")))
     return lines
-
-
-def _attribution(lines) -> dict | None:
-    a = next((l for l in lines if l.get("type") == "attribution"), None)
-    if a is None:
-        return None
-    return {k: v for k, v in a.items() if k != "type"}
-

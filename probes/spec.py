@@ -72,6 +72,7 @@ class Job:
     it runs); () for an unbound run, which measures wherever the scheduler puts it. `seconds` is how
     long it measures (None for a probe that is not timed: it runs its rounds, pairs or pages);
     `steps` is how many interval lines make the whole run (its record's steps; 1 for the others).
+    `parallel`: it runs at once with the jobs of its spec beside it (its record's parallel; batches()).
     """
     probe: str
     args: tuple[str, ...]
@@ -79,6 +80,7 @@ class Job:
     label: str
     seconds: float | None
     steps: int = 1
+    parallel: bool = False
 
     def summarize(self, lines) -> dict:
         """The result object of the job's JSON lines (probes/<probe>.py summarize). Lines that do not
@@ -145,8 +147,9 @@ class ProbeSpec:
         groups = [(c,) for c in self.cpus] if rec.per_cpu and self.cpus else [self.cpus]
         seconds = self.seconds if rec.timed else None
         steps = rec.steps(self) if rec.steps is not None else 1
-        return [Job(self.probe, tuple(self.child_args(g)), self._measured_cpus(g), self.label(g), seconds, steps)
-                for g in groups]
+        together = rec.parallel and len(groups) > 1
+        return [Job(self.probe, tuple(self.child_args(g)), self._measured_cpus(g), self.label(g), seconds, steps,
+                    together) for g in groups]
 
     def _measured_cpus(self, cpus: tuple[int, ...]) -> tuple[int, ...]:
         """The CPUs a job measures (Job.cpus): the CPUs it runs on, or what the function its record
@@ -195,6 +198,19 @@ class ProbeSpec:
         if self.policy == "fifo":
             parts.append("fifo" + (f" {self.priority}" if self.priority is not None else ""))
         return " ".join(parts)
+
+
+def batches(jobs) -> list[list[Job]]:
+    """`jobs` in the order they run: each list starts at once and ends before the next starts. The
+    parallel jobs of one spec (one pinned child per CPU, as oslat -c) make one list; every other job
+    is a list of its own. Both front ends run jobs by this (app/cli/probe.py, widgets/probe/controller.py)."""
+    out: list[list[Job]] = []
+    for job in jobs:
+        if job.parallel and out and out[-1][-1].parallel and out[-1][-1].probe == job.probe:
+            out[-1].append(job)
+        else:
+            out.append([job])
+    return out
 
 
 def _is_flag(option: str) -> bool:

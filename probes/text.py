@@ -98,20 +98,21 @@ def share_text(share) -> str:
     return format_percent(100 * share) if share is not None else "-"
 
 
-def format_attribution(a: dict | None, *, longest: int = 10) -> list[str]:
-    """What ran during the largest gaps of a jitter run (probes/trace.py attribute_run)."""
+def format_attribution(a: dict | None, *, longest: int = 10, what: str = "gaps") -> list[str]:
+    """What ran during the largest gaps of a jitter run, or the latest wakeups of a wakeup run (`what`
+    names them; probes/trace.py attribute_run)."""
     if a is None:
         return []
     if not a.get("available"):
-        return [f"  gaps not attributed: {a.get('reason')}"]
-    out = [f"  what ran in the {a['attributed_gaps']} largest gaps ({format_count(a['cpu_events'])} events traced"
-           + (f", {a['untraced_gaps']} gaps before the trace buffer's oldest event" if a["untraced_gaps"] else "")
+        return [f"  {what} not attributed: {a.get('reason')}"]
+    out = [f"  what ran in the {a['attributed_gaps']} largest {what} ({format_count(a['cpu_events'])} events traced"
+           + (f", {a['untraced_gaps']} {what} before the trace buffer's oldest event" if a["untraced_gaps"] else "")
            + "):"]
     rows = a["by_cause"][:12]
     # As wide as the longest cause: a thread is named by its full name ("market-data-feed-handler-0/
     # 28206"), whose end is what tells it from its namesakes, so it is never cut.
     width = max([39] + [len(row["cause"]) for row in rows]) + 1
-    out.append(f"    {'cause':<{width}}{'gaps':>6}{'time':>12}")
+    out.append(f"    {'cause':<{width}}{what.split()[-1]:>6}{'time':>12}")
     for row in rows:
         out.append(f"    {row['cause']:<{width}}{row['gaps']:>6}{format_ns(row['ns']):>12}")
     out.append(f"  the {min(longest, len(a['gaps']))} longest:")

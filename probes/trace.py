@@ -366,6 +366,38 @@ class TraceSession:
         return False
 
 
+def session_for(args, seconds: float) -> tuple[TraceSession | None, str | None]:
+    """(the trace of the probe's CPU, or None; why not) for a probe child asked to `--attribute`: a
+    jitter run's gaps or a wakeup run's late wakeups. Where it cannot trace (tracefs unmounted, not
+    root and no helper) the run goes on without it, and the reason goes in its attribution line."""
+    if not getattr(args, "attribute", False):
+        return None, None
+    if args.cpu_id is None or args.unbound:
+        return None, "attributed on a pinned run only: the events of one CPU are recorded"
+    try:
+        return TraceSession(args.cpu_id, seconds), None
+    except TraceUnavailable as e:
+        return None, str(e)
+
+
+def attribution_of(lines) -> dict | None:
+    """A run's `attribution` line without its type, as the result object holds it (None: not asked)."""
+    a = next((l for l in lines if l.get("type") == "attribution"), None)
+    return None if a is None else {k: v for k, v in a.items() if k != "type"}
+
+
+def thread_names(threads) -> dict[int, str]:
+    """{tid: name} of the tasks that ran in the gaps, (tid, comm) each, named now, after the run: a Java
+    thread by its full name, read from its JVM (app/machine/java.py; never while the loop measures)."""
+    from app.errors import CoremapError
+    from app.machine.java import names_by_tid
+    from app.sysroot import SysRoot
+    try:
+        return names_by_tid(threads, SysRoot("/"))
+    except (CoremapError, OSError):
+        return {}       # a process that went away mid-read: its tasks keep the comm the trace holds
+
+
 DETAIL_GAPS = 64
 
 

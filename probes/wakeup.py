@@ -3,6 +3,10 @@ interval and measure how late the wakeup was (actual - target), as cyclictest do
 it holds /dev/cpu_dma_latency at 0 while it runs unless told not to (--no-dma-latency), and its text
 and result say how it ran: policy, priority, timer slack, and whether the hold was in force.
 
+Several CPUs are measured at once, one child pinned to each (cyclictest -t -a). With --attribute, the
+latest wakeups are attributed as timerlat -a attributes its: the tracefs events of the CPU between a
+wakeup's due time and when it woke (probes/trace.py, the events jitter's gaps are attributed from).
+
 Buckets are log-spaced, 8 per power of two (at most 12.5% wide; exact below 8 ns), in ns."""
 from __future__ import annotations
 
@@ -14,9 +18,11 @@ import time
 
 from app.format import format_count, format_ns
 from app.parse.number import bounded
+from probes import trace
 from probes.catalog import RECORDS
 from probes.common import ProbeArgumentParser, ProbeError, add_common_args, apply_sched, hello, lock_memory, log
-from probes.text import percentiles_lines
+from probes.periods import Periods, add_every_argument
+from probes.text import format_attribution, percentiles_lines
 
 NAME = "wakeup"
 RECORD = RECORDS[NAME]
@@ -31,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-dma-latency", action="store_true",
                    help="do not hold /dev/cpu_dma_latency at 0 (by default it is held while the probe runs, "
                         "as cyclictest holds it: the CPUs stay out of deep C-states)")
+    p.add_argument("--attribute", action="store_true",
+                   help="record interrupts, softirqs, NMIs and task switches on the CPU (tracefs, root) and say "
+                        "what ran between each of the latest wakeups' due time and its wakeup (as timerlat -a)")
+    add_every_argument(p)
     return p
 
 
@@ -56,8 +66,10 @@ def hold_dma_latency() -> tuple[int | None, dict]:
     return fd, {"held": True, "asked": True, "value_us": 0, "in_force_us": in_force}
 
 
+TOP_LATE = 16          # the latest wakeups of each chunk kept to attribute, as the jitter loop's top gaps
+
+
 def run(args, emit) -> int:
-    from probes import _native
     if args.interval_us < 1:
         raise ProbeError(f"--interval-us {args.interval_us}: must be at least 1")
     apply_sched(args)
@@ -66,25 +78,55 @@ def run(args, emit) -> int:
         dma_fd, dma = None, {"held": False, "asked": False, "why": "--no-dma-latency"}
     else:
         dma_fd, dma = hold_dma_latency()
+    tracer, why_not = trace.session_for(args, args.seconds)
     try:
         emit(hello(NAME, args.cpu_id, {"interval_ns": args.interval_us * 1000, "dma_latency": dma,
-                                        "mlocked": locked}))
-        chunk_ns = max(int(args.chunk_ms * 1e6), args.interval_us * 1000)
-        total_ns = int(args.seconds * 1e9)
-        t0 = time.monotonic_ns()
-        n = 0
-        while time.monotonic_ns() - t0 < total_ns:
-            left = total_ns - (time.monotonic_ns() - t0)
-            r = _native.wakeup_chunk(max(min(chunk_ns, left), args.interval_us * 1000), args.interval_us * 1000)
-            n += r["wakeups"]
-            emit({"type": "interval", "elapsed_ns": time.monotonic_ns() - t0, "chunk_ns": r["elapsed_ns"],
-                  "sampled_ns": r["elapsed_ns"], "iterations": r["wakeups"], "buckets": r["buckets"],
-                  "min_ns": r["min_ns"], "max_ns": r["max_ns"], "sum_ns": r["sum_ns"], "top_gaps": []})
-        emit({"type": "done", "elapsed_ns": time.monotonic_ns() - t0, "wakeups": n})
+                                        "mlocked": locked, "attribute": bool(args.attribute)}))
+        late = _measure(args, emit, tracer is not None)
+        if tracer is not None:
+            text, stats = tracer.stop()
+            emit(trace.attribute_run(text, stats, late[1], probe_pid=os.getpid(), started_ns=tracer.started_ns,
+                                     t0_ns=late[0], names=trace.thread_names))
+        elif args.attribute:
+            emit({"type": "attribution", "available": False, "reason": why_not})
+        emit({"type": "done", "elapsed_ns": late[3], "wakeups": late[2]})
     finally:
+        if tracer is not None:
+            tracer.close()
         if dma_fd is not None:
             os.close(dma_fd)
     return 0
+
+
+def _measure(args, emit, keep_late: bool) -> tuple[int, list, int, int]:
+    """Sleep and wake for --seconds, a line per chunk (and per --every period); (t0, the late wakeups
+    kept as (due, latency) in CLOCK_MONOTONIC ns, how many wakeups, ns measured)."""
+    from probes import _native
+    chunk_ns = max(int(args.chunk_ms * 1e6), args.interval_us * 1000)
+    total_ns = int(args.seconds * 1e9)
+    periods = Periods(args.every, args.cpu_id)
+    late: list[tuple[int, int]] = []
+    t0 = time.monotonic_ns()
+    n = 0
+    while time.monotonic_ns() - t0 < total_ns:
+        left = total_ns - (time.monotonic_ns() - t0)
+        r = _native.wakeup_chunk(max(min(chunk_ns, left), args.interval_us * 1000), args.interval_us * 1000,
+                                 top_n=TOP_LATE if keep_late else 0)
+        n += r["wakeups"]
+        late.extend((due, lat) for due, lat in r["late"])
+        line = {"type": "interval", "elapsed_ns": time.monotonic_ns() - t0, "chunk_ns": r["elapsed_ns"],
+                "sampled_ns": r["elapsed_ns"], "iterations": r["wakeups"], "buckets": r["buckets"],
+                "min_ns": r["min_ns"], "max_ns": r["max_ns"], "sum_ns": r["sum_ns"], "at_least": r["at_least"],
+                "top_gaps": []}
+        emit(line)
+        period = periods.add(line)
+        if period is not None:
+            emit(period)
+    elapsed = time.monotonic_ns() - t0
+    period = periods.end(elapsed)
+    if period is not None:
+        emit(period)
+    return t0, late, n, elapsed
 
 
 def summarize(lines) -> dict:
@@ -115,7 +157,7 @@ def summarize(lines) -> dict:
                       policy=policy, priority=h.get("priority"), timer_slack_ns=h.get("timer_slack_ns"),
                       # hrtimer: a real-time task's sleeps get no slack (kernel/time/hrtimer.c, rt_task)
                       effective_slack_ns=0 if policy in ("fifo", "rr") else h.get("timer_slack_ns"),
-                      dma_latency=dma)
+                      dma_latency=dma, attribution=trace.attribution_of(lines))
 
 
 def setup_text(r: dict) -> str:
@@ -138,4 +180,5 @@ def text_lines(r: dict) -> list[str]:
     """The result as `coremap probe` prints it (probes/text.py adds the verdict)."""
     return [f"wakeup on CPU {r['cpu']}: {format_count(r['wakeups'])} wakeups every {format_ns(r['interval_ns'])}, "
             f"mean latency {format_ns(r['mean_ns'])}, min {format_ns(r['min_ns'])}",
-            f"  {setup_text(r)}", *percentiles_lines(r)]
+            f"  {setup_text(r)}", *percentiles_lines(r),
+            *format_attribution(r.get("attribution"), what="late wakeups")]

@@ -1,10 +1,13 @@
 """`coremap probe PROBE [options] [-- COMMAND]`: run a probe headless.
 
 The same engine as the window: the options become a ProbeSpec (probes/spec.py), whose jobs are
-`python -m probes ...` children (probes/runner.py), one CPU at a time for a per-CPU probe, else one
-for the whole list. Each probe is a subcommand of its own (`coremap probe jitter --help` lists its
-options alone), built from its record (probes/catalog.py): the options it takes, their bounds,
-defaults and help, so this parser and the window's form offer the same. The results print as each
+`python -m probes ...` children (probes/runner.py): one per CPU for a per-CPU probe, all at once where
+its record says `parallel` (jitter, wakeup: as oslat -c and cyclictest -t -a) and else one after
+another; one for the whole list otherwise. `--every S` prints each CPU's figures every S seconds as
+they come (with --json, a JSON line each), before the results. Each probe is a subcommand of its own
+(`coremap probe jitter --help` lists its options alone), built from its record (probes/catalog.py):
+the options it takes, their bounds, defaults and help, so this parser and the window's form offer the
+same. The results print as each
 probe lays them out (probes/text.py).
 
 "-- COMMAND" (counters, first-touch, scaling) is cut off the arguments before argparse sees them
@@ -15,7 +18,11 @@ positionals (`coremap probe counters -c 1 true`).
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import sys
+import threading
+import time
 
 from app.cli.common import (OneLineParser, add_cpus_argument, add_json_arguments, bounded, bounded_size, journal_ledger,
                              write_json)
@@ -23,7 +30,7 @@ from app.errors import CoremapError
 from app.format import format_size
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from probes.catalog import RECORDS, SECONDS_MEAN, ProbeRecord
-from probes.spec import APPLIES, PROBE_NAMES, ProbeSpec, applies, record
+from probes.spec import APPLIES, PROBE_NAMES, ProbeSpec, applies, batches, record
 
 DESCRIPTION = """Run a probe headless, with the engine of the window's Probes panel: a separate process
 measures on each CPU given, and the result prints as the probe lays it out (--json: one document).
@@ -66,7 +73,8 @@ def _examples() -> str:
 
 
 def _description(r: ProbeRecord) -> str:
-    runs = "one run per CPU of -c/--cpus, one after another" if r.per_cpu else "one run over the CPUs of -c/--cpus"
+    runs = ("one run over the CPUs of -c/--cpus" if not r.per_cpu else "one run per CPU of -c/--cpus, all at once, "
+            "each pinned to its CPU" if r.parallel else "one run per CPU of -c/--cpus, one after another")
     return f"{r.title}: {runs}. The window's Probes panel runs the same."
 
 
@@ -151,7 +159,7 @@ def run(args) -> int:
     from probes.common import allowed_cpus, check_cpus
     from probes.files import check_result_path, write_runs_hlog
     from probes.own_affinity import OwnAffinityGuard
-    from probes.runner import ProbeRun, ProbeStarter, RunningProbe
+    from probes.runner import ProbeStarter
     from probes.text import format_result
 
     rec = record(args.name)
@@ -184,32 +192,73 @@ def run(args) -> int:
     own = OwnAffinityGuard()
     own.lent = frozenset(quiet)
     results, runs = [], []
-    for job in spec.jobs():
-        run_: RunningProbe
-        if start is not None:
-            run_ = start(job.probe, job.args)
-        else:
-            with own.spawning(job.cpus):
-                run_ = ProbeRun.start(job.probe, job.args)
-        try:
-            run_.wait()
-        except (KeyboardInterrupt, SystemExit):      # Ctrl+C, or SIGTERM/SIGHUP (app/cli/main.py)
-            run_.cancel()
-            raise
-        failure = run_.failure(job.label)
-        if failure:
-            raise CoremapError(failure)
-        results.append(job.summarize(run_.lines))
-        runs.append(run_.lines)
+    every = _every_printer(args) if getattr(args, "every", None) else None
+    for batch in batches(spec.jobs()):
+        for job, lines in _run_batch(batch, start, own, every):
+            results.append(job.summarize(lines))
+            runs.append(lines)
 
     if hlog:
         write_runs_hlog(hlog, runs)
     if args.json:
-        write_json(results[0] if len(results) == 1 else results, args, items="results")
+        # after --every's JSON lines, the result is one line too (no --pretty): a reader takes lines
+        write_json(results[0] if len(results) == 1 else results, None if every else args, items="results")
     else:
         for r in results:
             sys.stdout.write(format_result(r) + "\n")
     return 0
+
+
+BATCH_POLL_S = 0.05
+
+
+def _run_batch(batch, start, own, on_line) -> list[tuple]:
+    """Start the jobs of one batch together (each child pins itself to its CPU), wait for them all;
+    [(job, its lines)]. A job that fails stops the others and raises CoremapError saying why."""
+    from probes.runner import ProbeRun
+    started: list = []
+    try:
+        for job in batch:
+            on = None if on_line is None else functools.partial(on_line, job)
+            if start is not None:
+                started.append((job, start(job.probe, job.args, on_line=on)))
+            else:
+                with own.spawning(job.cpus):
+                    started.append((job, ProbeRun.start(job.probe, job.args, on_line=on)))
+        while True:
+            # the first to fail ends the batch at once, not when the jobs started before it end
+            for job, run_ in started:
+                if not run_.running:
+                    run_.wait()
+                    failure = run_.failure(job.label)
+                    if failure:
+                        raise CoremapError(failure)
+            if not any(run_.running for _job, run_ in started):
+                break
+            time.sleep(BATCH_POLL_S)
+    finally:
+        # Ctrl+C, SIGTERM/SIGHUP (app/cli/main.py) or a failed job: none of the batch outlives it
+        for _job, run_ in started:
+            if run_.running:
+                run_.cancel()
+    return [(job, run_.lines) for job, run_ in started]
+
+
+def _every_printer(args):
+    """on_line(job, line) for --every: each `period` line as it comes, a JSON line with --json, else
+    a sentence (probes/periods.py). Called from the runs' reader threads, hence the lock."""
+    from probes.periods import period_text
+    lock = threading.Lock()
+
+    def on_line(job, line: dict) -> None:
+        if line.get("type") != "period":
+            return
+        text = (json.dumps({"probe": job.probe, **line}, separators=(",", ":")) if args.json
+                else period_text(job.probe, line))
+        with lock:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+    return on_line
 
 
 def _warn_busy(cpus) -> None:

@@ -298,7 +298,7 @@ def test_attribute_box_says_why_where_tracing_is_impossible(qtbot):
     p = ProbePanel()
     qtbot.addWidget(p)
     why = trace.attribution_unavailable()
-    box = p.form.field("attribute")
+    box = p.form.field("attribute", "jitter")
     assert box.isEnabled() == (why is None)
     if why is not None:
         assert box.toolTip() == why
@@ -317,7 +317,7 @@ def test_attributed_jitter_run_fills_the_gaps_tab(qtbot, tracefs):
     qtbot.addWidget(panel)
     panel.set_cpus([max(os.sched_getaffinity(0))])
     panel.form.seconds_spin.setValue(0.3)
-    assert panel.form.field("attribute").isEnabled() and panel.form.field("attribute").isChecked()
+    assert panel.form.field("attribute", "jitter").isEnabled() and panel.form.field("attribute", "jitter").isChecked()
     _run(qtbot, panel)
     (rec,) = panel.runs
     a = rec.summary["attribution"]
@@ -326,7 +326,7 @@ def test_attributed_jitter_run_fills_the_gaps_tab(qtbot, tracefs):
     assert panel.plots.gap_view.cause_model.rowCount() == len(a["by_cause"])
     assert rec.label in panel.plots.gap_view.status.text()
     # unticked: the run asks for no tracing and the tab says how to get it
-    panel.form.field("attribute").setChecked(False)
+    panel.form.field("attribute", "jitter").setChecked(False)
     _run(qtbot, panel)
     assert panel.runs[-1].summary["attribution"] is None
     assert "attribute gaps" in panel.plots.gap_view.status.text()

@@ -1,6 +1,7 @@
 """ProbeController: runs probe jobs (probes/spec.py Job; probes/runner.py ProbeRun, one
-`python -m probes` child each) one after another without ever blocking the UI thread, and keeps
-coremap's own threads off the probed CPUs while each job runs (probes/own_affinity.py).
+`python -m probes` child each) batch after batch (probes/spec.py batches: the per-CPU children of a
+jitter or wakeup run all at once, as oslat -c; any other job alone) without ever blocking the UI
+thread, and keeps coremap's own threads off the probed CPUs while a batch runs (probes/own_affinity.py).
 
 The child's stdout is read by ProbeRun's reader thread; a QTimer in the UI thread collects what it
 read (`ProbeRun.poll()`, which never blocks) every POLL_MS and re-emits each line. A job ends when its
@@ -16,7 +17,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.errors import CoremapError
 from probes.own_affinity import OwnAffinityGuard
 from probes.runner import ProbeRun, ProbeStarter, RunningProbe
-from probes.spec import Job, ProbeSpecError
+from probes.spec import Job, ProbeSpecError, batches
 
 # The probes stream a line per ~100 ms chunk; polling faster only wakes the window (next to the
 # probed CPU) for nothing: bench_window_jitter counted 160-560 context switches/s at 40 ms.
@@ -24,13 +25,40 @@ POLL_MS = 100
 DRAIN_S = 1.0
 
 
+class _Running:
+    """One job of the batch running now: its run, its lines so far, and how far its end is seen."""
+
+    def __init__(self, job: Job, run: RunningProbe):
+        self.job, self.run = job, run
+        self.lines: list[dict] = []
+        self.ended_at: float | None = None
+        self.saw_end = False
+
+    def take_lines(self):
+        """The lines that arrived, each added to `lines` just before it is handed out (a handler reads
+        the lines so far, its own the last)."""
+        for line in self.run.poll():
+            self.lines.append(line)
+            self.saw_end = self.saw_end or line.get("type") in ("done", "error")
+            yield line
+
+    def over(self) -> bool:
+        """The child exited and its last line is in (or DRAIN_S passed since, for one that sent none)."""
+        if self.run.returncode is None:
+            return False
+        if self.ended_at is None:
+            self.ended_at = time.monotonic()
+        return self.saw_end or time.monotonic() - self.ended_at >= DRAIN_S
+
+
 class ProbeController(QObject):
-    """Runs jobs in turn. `current_lines` is the running job's lines so far (the list the panel's
-    run record keeps); `guard.active` says whether coremap's threads are kept off its CPUs now."""
+    """Runs jobs, a batch at a time. `current_lines` is the lines so far of the job a signal was last
+    emitted for (the list the panel's run record keeps); `guard.active` says whether coremap's threads
+    are kept off the batch's CPUs now; `active_jobs` are the jobs running."""
 
     job_started = Signal(object)            # Job
     line_received = Signal(object, object)  # Job, line dict
-    job_finished = Signal(object)           # Job (its lines: current_lines until the next job starts)
+    job_finished = Signal(object)           # Job (its lines: current_lines, or lines_of(job) until the next batch)
     job_failed = Signal(object, str)        # Job, message (the probe's `error` line or exit status)
     finished = Signal(str)                  # all jobs over: "done", "failed" or "cancelled"
     affinity_note = Signal(str)
@@ -41,23 +69,31 @@ class ProbeController(QObject):
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
         self._timer.timeout.connect(self._on_timer_timeout)
-        self._queue: list[Job] = []
-        self._job: Job | None = None
+        self._queue: list[list[Job]] = []
+        self._running: list[_Running] = []
+        self._ended: list[_Running] = []       # the batch's jobs that ended, their lines kept till the next
         self._lines: list[dict] = []
-        self._run: RunningProbe | None = None
-        self._ended_at: float | None = None
-        self._saw_end = False
+        self._starting: Job | None = None      # the job whose child is being started
         self._start_run: ProbeStarter = ProbeRun.start
         self._remote = False
 
     # -- state ------------------------------------------------------------------------------------
     @property
     def running(self) -> bool:
-        return self._run is not None
+        return bool(self._running)
 
     @property
     def pid(self) -> int | None:
-        return self._run.pid if self._run is not None else None
+        """The first running child's pid (pids: all of them)."""
+        return self._running[0].run.pid if self._running else None
+
+    @property
+    def pids(self) -> list[int]:
+        return [r.run.pid for r in self._running]
+
+    @property
+    def active_jobs(self) -> list[Job]:
+        return [r.job for r in self._running]
 
     @property
     def remote(self) -> bool:
@@ -67,6 +103,10 @@ class ProbeController(QObject):
     @property
     def current_lines(self) -> list[dict]:
         return self._lines
+
+    def lines_of(self, job: Job) -> list[dict]:
+        """The lines of a job of the batch running or just ended; [] for another."""
+        return next((r.lines for r in self._running + self._ended if r.job == job), [])
 
     # -- control ----------------------------------------------------------------------------------
     def use_runner(self, start: ProbeStarter | None = None) -> None:
@@ -81,74 +121,94 @@ class ProbeController(QObject):
             raise ProbeSpecError("a probe is already running; cancel it or wait for it to end")
         if not jobs:
             raise ProbeSpecError("nothing to run: choose a probe and CPUs")
-        self._queue = list(jobs)
+        self._queue = batches(jobs)
         self._start_next()
 
     def cancel(self) -> None:
-        """Stop the running child now (SIGTERM, then SIGKILL after ProbeRun.TERM_GRACE_S) and drop the
+        """Stop the running children now (SIGTERM, then SIGKILL after ProbeRun.TERM_GRACE_S) and drop the
         jobs still queued."""
-        if self._run is None:
+        if not self._running:
             return
         self._queue.clear()
-        run = self._run
-        run.cancel()
-        self._lines.extend(run.poll())
-        self._end_job()
+        for r in self._running:
+            r.run.cancel()
+            r.lines.extend(r.run.poll())
+        self._end_batch()
         self.finished.emit("cancelled")
 
     # -- internals --------------------------------------------------------------------------------
     def _start_next(self) -> None:
-        job = self._queue.pop(0)
-        self._job = job
-        self._lines = []
-        self._saw_end = False
-        self._ended_at = None
-        with self.guard.spawning(job.cpus):
-            self._run = self._start_run(job.probe, job.args)
-        if job.cpus and not self._remote:
-            note = self.guard.exclude(job.cpus)
+        """Start the next batch's children, then keep coremap's threads off all their CPUs. A child
+        that cannot start (another machine's link down) stops those already started."""
+        batch = self._queue.pop(0)
+        self._ended = []
+        try:
+            for job in batch:
+                self._starting = job
+                with self.guard.spawning(job.cpus):
+                    self._running.append(_Running(job, self._start_run(job.probe, job.args)))
+        except CoremapError:
+            for r in self._running:
+                r.run.cancel()
+            self._running = []
+            raise
+        cpus = {c for job in batch for c in job.cpus}
+        if cpus and not self._remote:
+            note = self.guard.exclude(cpus)
             if note:
                 self.affinity_note.emit(note)
         self._timer.start()
-        self.job_started.emit(job)
+        for r in list(self._running):
+            self._lines = r.lines
+            self.job_started.emit(r.job)
 
-    def _end_job(self) -> None:
+    def _end_batch(self) -> None:
         self._timer.stop()
         self.guard.restore()
-        self._run = None
-        self._job = None
+        self._ended += self._running
+        self._running = []
 
     def _on_timer_timeout(self) -> None:
-        run, job = self._run, self._job
-        if run is None:
+        if not self._running:
             self._timer.stop()
             return
-        for line in run.poll():
-            self._lines.append(line)
-            if line.get("type") in ("done", "error"):
-                self._saw_end = True
-            self.line_received.emit(job, line)
-        if run.returncode is None:
-            return
-        if self._ended_at is None:
-            self._ended_at = time.monotonic()
-        if not self._saw_end and time.monotonic() - self._ended_at < DRAIN_S:
-            return
-        message = run.failure(job.label)
-        self._end_job()
-        if message is not None:
-            self._queue.clear()
-            self.job_failed.emit(job, message)
-            self.finished.emit("failed")
-            return
-        self.job_finished.emit(job)
+        for r in list(self._running):
+            for line in r.take_lines():
+                self._lines = r.lines
+                self.line_received.emit(r.job, line)
+            if not r.over():
+                continue
+            message = r.run.failure(r.job.label)
+            if message is not None:
+                self._fail(r, message)
+                return
+            self._running.remove(r)
+            self._ended.append(r)
+            self._lines = r.lines
+            if not self._running:
+                self._end_batch()
+            self.job_finished.emit(r.job)
+        if not self._running:
+            self._next_batch()
+
+    def _fail(self, failed: _Running, message: str) -> None:
+        """One job of the batch failed: the others stop with it, and nothing queued runs."""
+        self._queue.clear()
+        for r in self._running:
+            if r is not failed:
+                r.run.cancel()
+        self._end_batch()
+        self._lines = failed.lines
+        self.job_failed.emit(failed.job, message)
+        self.finished.emit("failed")
+
+    def _next_batch(self) -> None:
         if not self._queue:
             self.finished.emit("done")
             return
         try:
             self._start_next()
-        except CoremapError as e:           # another machine's link went down between two jobs
-            failed, self._job = self._job, None
+        except CoremapError as e:           # another machine's link went down between two batches
             self._queue.clear()
-            self.job_failed.emit(failed, str(e))
+            self.job_failed.emit(self._starting, str(e))
             self.finished.emit("failed")

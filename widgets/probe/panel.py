@@ -243,7 +243,7 @@ class ProbePanel(QWidget):
         self.files.save_run(key, path)
 
     def remove_run(self, key: int) -> None:
-        if self.live.current is not None and self.live.current.key == key:
+        if any(rec.key == key for rec in self.live.measuring.values()):
             self._status("that run is still going; cancel it before removing it", error=True)
             return
         self.live.discard(key)

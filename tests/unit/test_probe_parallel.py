@@ -1,0 +1,153 @@
+"""Every CPU measured at once (issue 30): `coremap probe jitter -c 0-1` runs one pinned child per CPU
+in parallel, as oslat -c does, not one after the other; `--every S` reports each CPU's figures every S
+seconds as JSON lines; wakeup runs on several CPUs at once and attributes its latest wakeups from the
+CPU's tracefs events, or says why not where tracefs is unmounted.
+
+Oracles: the wall clock of a one-CPU run against a two-CPU run of the same --seconds; the children's
+own `at_least` counters and top gaps (a period's figures must add up to the run's); the pids each
+child reports in its hello line, alive together; a mount namespace where tracefs is unmounted."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from app.cli.main import main
+from probes import histogram as H
+from probes.jitter import summarize
+from probes.periods import HEAT_STEP_NS, figures
+from probes.runner import ProbeRun
+from probes.spec import ProbeSpec, batches
+
+CPUS = sorted(os.sched_getaffinity(0))
+two_cpus = pytest.mark.skipif(len(CPUS) < 2, reason="needs a second CPU")
+PAIR = ",".join(map(str, CPUS[:2]))
+
+
+def _cli(capsys, *argv) -> tuple[float, str]:
+    t0 = time.monotonic()
+    assert main(list(argv)) == 0
+    return time.monotonic() - t0, capsys.readouterr().out
+
+
+def test_the_cpus_of_a_jitter_or_wakeup_run_are_one_batch():
+    jobs = ProbeSpec("jitter", (0, 1, 2), seconds=1).jobs()
+    assert [len(b) for b in batches(jobs)] == [3] and all(j.parallel for j in jobs)
+    assert [len(b) for b in batches(ProbeSpec("wakeup", (0, 1), seconds=1).jobs())] == [2]
+    # a sweep's CPUs would measure each other: one after another; one CPU is a batch of its own
+    assert [len(b) for b in batches(ProbeSpec("sweep", (0, 1)).jobs())] == [1]
+    assert [len(b) for b in batches(ProbeSpec("counters", (0, 1), seconds=1).jobs())] == [1, 1]
+    assert not ProbeSpec("jitter", (1,), seconds=1).jobs()[0].parallel
+
+
+@two_cpus
+@pytest.mark.usefixtures("live_machine")
+def test_two_cpus_take_the_time_of_one(capsys):
+    """One after the other, two CPUs took twice one's --seconds (74 CPUs x 60 s: 74 minutes)."""
+    one, out1 = _cli(capsys, "probe", "jitter", "-c", str(CPUS[1]), "--seconds", "1.5", "--json")
+    two, out2 = _cli(capsys, "probe", "jitter", "-c", PAIR, "--seconds", "1.5", "--json")
+    assert json.loads(out1)["cpu"] == CPUS[1]
+    results = json.loads(out2)["results"]
+    assert [r["cpu"] for r in results] == CPUS[:2]
+    assert all(r["sampled_seconds"] > 1.4 for r in results)        # each measured the whole --seconds
+    assert two < 1.5 * one, f"two CPUs took {two:.2f} s, one took {one:.2f} s"
+
+
+@two_cpus
+@pytest.mark.usefixtures("live_machine")
+def test_the_children_of_a_batch_run_together():
+    """Both children are alive while either measures: each pinned to its CPU (its hello line)."""
+    batch = batches(ProbeSpec("jitter", tuple(CPUS[:2]), seconds=1.0).jobs())[0]
+    runs = [ProbeRun.start(j.probe, j.args) for j in batch]
+    try:
+        deadline = time.monotonic() + 30
+        while not all(any(l.get("type") == "interval" for l in r.lines) for r in runs):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert all(r.running for r in runs)
+        for r, cpu in zip(runs, CPUS[:2]):
+            hello = r.lines[0]
+            assert hello["type"] == "hello" and hello["cpu"] == cpu
+            assert os.sched_getaffinity(hello["pid"]) == {cpu}
+    finally:
+        for r in runs:
+            r.cancel()
+
+
+@two_cpus
+@pytest.mark.usefixtures("live_machine")
+def test_every_prints_a_json_line_per_cpu_per_period_then_the_result(capsys):
+    _, out = _cli(capsys, "probe", "jitter", "-c", PAIR, "--seconds", "2.2", "--every", "1", "--json")
+    lines = [json.loads(l) for l in out.splitlines()]
+    *periods, result = lines
+    assert result["schema_version"] and len(result["results"]) == 2
+    for r in result["results"]:
+        mine = [p for p in periods if p["cpu"] == r["cpu"]]
+        assert len(mine) == 3 and all(p["type"] == "period" and p["probe"] == "jitter" for p in mine)
+        assert mine[0]["from_s"] == 0 and all(a["to_s"] == b["from_s"] for a, b in zip(mine, mine[1:]))
+        assert 0.9 < mine[0]["to_s"] < 1.3 and mine[-1]["to_s"] >= 2.2
+        # the periods add up to the run, as the loop counted it
+        step = H.step_row(r["gaps"], HEAT_STEP_NS)
+        assert sum(p["count"] for p in mine) == step["count"]
+        assert max(p["max_ns"] or 0 for p in mine) == (r["gaps"]["max_ns"] or 0)
+        assert sum(p["sampled_s"] for p in mine) == pytest.approx(r["sampled_seconds"], rel=1e-6)
+
+
+@pytest.mark.usefixtures("live_machine")
+def test_every_as_text_names_each_period(capsys):
+    _, out = _cli(capsys, "probe", "wakeup", "-c", str(CPUS[-1]), "--seconds", "1.2", "--every", "1")
+    first, second = [l for l in out.splitlines() if l.startswith("wakeup CPU")][:2]
+    assert first.startswith(f"wakeup CPU {CPUS[-1]}, 0.0-1.") and "longest wakeup" in first
+    assert "1.2 s:" in second and "of at least 10 µs" in second
+
+
+@pytest.mark.usefixtures("live_machine")
+def test_the_heat_reads_the_loops_counts_and_the_buckets_alike():
+    """figures() counts 10 µs exactly from the loop's counters; where a line has none (a threshold above
+    10 µs, an older run), from the buckets by the one rule of probes/histogram.py gap_figures."""
+    run = ProbeRun.start("jitter", ["--cpu", str(CPUS[-1]), "--seconds", "0.5"])
+    assert run.wait(60) == 0, run.stderr_lines
+    r = summarize(run.lines)
+    f = figures(run.lines)
+    assert f["exact"] and f["count"] == H.step_row(r["gaps"], HEAT_STEP_NS)["count"]
+    assert f["max_ns"] == r["gaps"]["max_ns"] and f["sampled_s"] == pytest.approx(r["sampled_seconds"])
+    bare = [{k: v for k, v in l.items() if k != "at_least"} for l in run.lines]
+    by_buckets = H.gap_figures(H.LatencyRun.of(bare).buckets, r["sampled_seconds"] * 1e9, from_ns=r["threshold_ns"])
+    g = figures(bare)
+    assert not g["exact"] and g["count"] == H.step_row(by_buckets, HEAT_STEP_NS)["count"]
+
+
+@two_cpus
+@pytest.mark.usefixtures("live_machine", "tracefs")
+def test_wakeup_on_two_cpus_attributes_its_latest_wakeups(capsys):
+    if os.geteuid() != 0:
+        pytest.skip("tracing needs root")
+    _, out = _cli(capsys, "probe", "wakeup", "-c", PAIR, "--seconds", "0.8", "--attribute", "--json")
+    for r in json.loads(out)["results"]:
+        a = r["attribution"]
+        assert a["available"], a
+        late = [g for g in a["gaps"]]
+        # each attributed wakeup is one the loop measured: no later than the run's latest
+        assert late and max(g["gap_ns"] for g in late) == r["percentiles"]["max"]
+        assert all(g["verdict"] for g in late)
+    _, text = _cli(capsys, "probe", "wakeup", "-c", str(CPUS[-1]), "--seconds", "0.3", "--attribute")
+    assert "what ran in the" in text and "largest late wakeups" in text
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare(1)")
+@pytest.mark.usefixtures("live_machine")
+def test_wakeup_where_tracefs_is_unmounted_says_so_and_measures():
+    """In a mount namespace of its own with tracefs unmounted (the machine's mount untouched)."""
+    cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+           'umount /sys/kernel/tracing 2>/dev/null; umount /sys/kernel/debug/tracing 2>/dev/null; exec "$@"', "sh",
+           sys.executable, "-m", "app", "probe", "wakeup", "-c", str(CPUS[-1]), "--seconds", "0.3", "--attribute"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))))
+    assert r.returncode == 0, r.stderr
+    assert "late wakeups not attributed: tracefs is not mounted" in r.stdout
+    assert "wakeups every 1 ms" in r.stdout
