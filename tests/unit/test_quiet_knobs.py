@@ -7,6 +7,7 @@ of CPU 1 with the hung-task, NUMA balancing and THP knobs, given back, leaves th
 (tests/live.py, the knobs included) as it was."""
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 
@@ -273,5 +274,31 @@ def test_live_isolate_with_knobs_and_give_back_leaves_the_machine_as_it_was(tmp_
         assert main(["include", "-c", "1"]) in (0, 1)
         assert fingerprint_diff(before, machine_fingerprint()) == []
     finally:
+        restore_quiet(svc)
+        svc.journal.close()
+
+
+def _dma_latency() -> int:
+    with open("/dev/cpu_dma_latency", "rb") as f:
+        return struct.unpack("i", f.read(4))[0]
+
+
+@live_test
+def test_live_force_latency_is_held_by_the_guard_and_let_go_by_the_give_back(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
+    svc = AffinityService(SysRoot("/"), Journal(tmp_path / "state" / "journal.jsonl"))
+    guard = Guard(svc)
+    try:
+        assert main(["isolate", "-c", "1", "--force-latency"]) == 0
+        assert "/dev/cpu_dma_latency is held by `coremap guard`" in capsys.readouterr().out
+        assert guard.tick().notes == ["/dev/cpu_dma_latency held at 0 µs while the guard runs"]
+        fd = guard.latency.fd
+        assert os.readlink(f"/proc/self/fd/{fd}") == "/dev/cpu_dma_latency" and _dma_latency() == 0
+        assert main(["include", "-c", "1"]) in (0, 1)
+        assert guard.tick().notes == ["/dev/cpu_dma_latency released (was held at 0 µs)"]
+        assert guard.latency.fd is None
+        assert not os.path.exists(f"/proc/self/fd/{fd}") or os.readlink(f"/proc/self/fd/{fd}") != "/dev/cpu_dma_latency"
+    finally:
+        guard.close()
         restore_quiet(svc)
         svc.journal.close()
