@@ -28,7 +28,7 @@ from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
 # imports `inspect`; and a run registers only its own command's module when the command can be told
 # from the arguments, since importing and registering all of them was a tenth of `coremap journal
 # --json` (tests/unit/test_cli_imports.py checks this table against what the modules register).
-COMMANDS = {"agent": "agent", "cpus": "cpus", "export": "export", "fleet": "fleet", "guard": "guard", "irqs": "irqs", "pin": "pin",
+COMMANDS = {"agent": "agent", "cpus": "cpus", "diff": "diff", "export": "export", "fleet": "fleet", "guard": "guard", "irqs": "irqs", "pin": "pin",
             "undo": "pin", "redo": "pin", "restore": "pin", "journal": "pin", "plan": "plan", "probe": "probe", "sched": "sched",
             "isolate": "quiet", "include": "quiet", "report": "report", "screenshot": "screenshot",
             "snapshot": "snapshot", "threads": "threads", "topology": "topology", "verify": "verify"}

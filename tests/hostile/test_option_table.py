@@ -28,8 +28,7 @@ TABLE = {
     "--json": "flag", "--keep-pins": "flag", "--man": "flag", "--move-pinned": "flag", "--no-dma-latency": "flag",
     "--no-second": "flag", "--pm-qos": "flag", "--pretty": "flag", "--reapply": "flag", "--unbound": "flag",
     "--version": "flag",
-    "--hung-task": "flag", "--no-numa-balancing": "flag", "--no-ksm": "flag", "--performance": "flag",  # isolate's
-    "--force-latency": "flag", "--no-rt-throttling": "flag",                          # tuned knobs (issue 30)
+    "--no-threads": "flag", "diff:a": "input", "diff:b": "input",                  # snapshot, diff (issue 30)
     "--any-host": "flag",                                   # report, export: another machine's results (issue 30)
     "--replace": "flag", "--intel-pstate-disable": "flag",
     "--spread": "flag", "--rps": "flag", "--irq": "text", "--device": "text",      # pin's IRQ selection (issue 30)
@@ -101,6 +100,8 @@ REACH = {
     ("", "--captures"): ["--prometheus", "http://127.0.0.1:1", "--host", "a", "--captures", "{v}"],
     ("", "--root"): ["topology", "--root", "{v}"],
     ("", "--screenshot"): ["--root", "{sno}", "--screenshot", "{v}"],
+    ("diff", "diff:a"): ["diff", "{v}", "{sno}"],
+    ("diff", "diff:b"): ["diff", "{sno}", "{v}"],
     ("export", "--jitter"): ["export", "--textfile", "{tmp}/x.prom", "--jitter", "{v}"],
     ("export", "--textfile"): ["export", "--textfile", "{v}"],
     ("fleet", "--file"): ["fleet", "--json", "--file", "{v}"],
