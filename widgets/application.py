@@ -351,6 +351,8 @@ def _add_guard(window: MainWindow, menu: QMenu, interval: float) -> GuardThread:
             guard.start(s.root, s.journal.path)
 
     def on_ticked(tick) -> None:
+        for note in tick.notes:           # /dev/cpu_dma_latency held or let go (an isolate's force_latency)
+            window.show_message(note)
         for ev in tick.events:
             window.show_message(event_line(ev) + ("; Quiet → Keep irqbalance off…" if ev.who.startswith("irqbalance")
                                                   else ""))
@@ -423,6 +425,7 @@ def _add_probes(window: MainWindow) -> tuple[ProbePanel, QDockWidget]:
     window.menuBar().addMenu(panel.menu)
     window.topology_view.cpu_selected.connect(panel.set_cpu)
     panel.cpus_highlighted.connect(window.topology_view.select_cpus)      # a placement's pair, a width's CPUs
+    panel.heat_changed.connect(window.topology_view.probe_heat.show)     # each CPU's gaps, as a run goes
     window.pin_controller.quiet_changed.connect(panel.set_quiet_cpus)
     window.state_applied.connect(panel.set_state)
     window.closing.connect(panel.cancel)

@@ -5,6 +5,7 @@ copy of "sno" (openshift-nto) with the knob files it lacks added with the kernel
 from __future__ import annotations
 
 import shutil
+import struct
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
@@ -28,6 +29,8 @@ def sno(qtbot, tmp_path):
     for rel, text in KNOB_FILES.items():
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
         (dst / rel).write_text(text)
+    (dst / "dev").mkdir()
+    (dst / "dev" / "cpu_dma_latency").write_bytes(struct.pack("i", 2000000000))     # the kernel's default
     root = SysRoot(writable_test_tree(dst))
     sampler = Sampler(root)
     w = build_window(None)
@@ -92,3 +95,23 @@ def test_a_give_back_preview_offers_no_knobs(sno, qtbot):
     settle(w)
     d = w.quiet_controller.dialog
     assert d.preview.action == "include" and not d.knobs.isVisible()
+
+
+def test_the_windows_guard_holds_dma_latency_and_says_so(sno, qtbot):
+    """The window runs the guard: it holds /dev/cpu_dma_latency (here the copy's file) once the isolate
+    that asked for it is written, says so on the status line, and lets go at Undo."""
+    w, root = sno
+    w.topology_view.select_cpus([1])
+    w.quiet_controller.open_isolate()
+    settle(w)
+    d = _click(qtbot, w, w.quiet_controller.dialog.knob_boxes["force_latency"])
+    assert ("/dev/cpu_dma_latency", "not held -> held at 0 µs") == next(
+        r for r in d.row_texts() if r[0] == "/dev/cpu_dma_latency")[:2]
+    qtbot.mouseClick(d.apply_button, Qt.MouseButton.LeftButton)
+    settle(w)
+    held = f"{root.root}/dev/cpu_dma_latency held at 0 µs while the guard runs"
+    qtbot.waitUntil(lambda: w.statusBar().currentMessage() == held, timeout=10000)
+    assert (root.root / "dev" / "cpu_dma_latency").read_bytes() == struct.pack("i", 0)
+    w.pin_controller.undo_action.trigger()
+    settle(w.pin_controller)
+    qtbot.waitUntil(lambda: w.statusBar().currentMessage().endswith("released (was held at 0 µs)"), timeout=10000)

@@ -31,7 +31,7 @@ class GuardThread(QObject):
     found a change or pinned a new thread; `failed(str)` when the guard cannot work (the journal
     cannot be opened); `last_tick` is the newest tick (its cost, how many threads it compared)."""
 
-    ticked = Signal(object)            # GuardTick with events or followed threads
+    ticked = Signal(object)            # GuardTick with events, followed threads or notes
     failed = Signal(str)
 
     def __init__(self, parent=None, *, interval: float = 1.0):
@@ -144,10 +144,10 @@ class _GuardWorker(QObject):
             self.failed.emit(f"pin guard: {e}")
             return
         self.last_tick = tick
-        if tick.events or tick.followed:
+        if tick.events or tick.followed or tick.notes:
             with self._lock:
                 self._found.append(tick)
-            self.posted.emit(len(tick.events) + len(tick.followed))
+            self.posted.emit(len(tick.events) + len(tick.followed) + len(tick.notes))
 
     @Slot(float)
     def _on_interval_requested(self, seconds: float) -> None:
