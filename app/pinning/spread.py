@@ -31,9 +31,12 @@ _RX, _TX = ("rx", "Rx", "input"), ("tx", "Tx", "output")
 
 
 def device_node(table: IrqTable | None, irq: int) -> int | None:
-    """The NUMA node of IRQ `irq`'s device as `table` read it (None: unknown, no preference)."""
+    """The NUMA node of IRQ `irq`'s device as `table` read it (its PCI numa_node, IrqInfo.device_node),
+    else the IRQ's own /proc/irq/N/node; None: unknown, no preference."""
     info = table.info.get(str(irq)) if table is not None else None
-    return info.node if info is not None else None
+    if info is None:
+        return None
+    return info.device_node if info.device_node is not None else info.node
 
 
 def spread(irqs: Sequence[int], cpus: Sequence[int], irq_node: Mapping[int, int | None],

@@ -199,3 +199,19 @@ def test_queue_targets_by_direction():
     assert q("input.0") == [("rps", 0, "eth0")] and q("output.0") == [("xps", 0, "eth0")]
     assert q("rx-2") == [("rps", 2, "eth0")] and q("tx-5") == [("xps", 5, "eth0")]
     assert q("misc") == [] and q("TxRx-1", netdev=None) == []
+
+
+def test_spread_goes_by_the_devices_node_not_the_irqs_own():
+    # master.internal: nvme0q0's /proc/irq/N/node says 0, its drive (PCI numa_node) is on node 1
+    # (issue 30, wrong answer 4). Offered CPU 0 (node 0) and CPU 1 (node 1), it goes to CPU 1.
+    from app.machine.interrupts import read_irqs
+    from app.machine.topology import read_topology
+    from app.pinning.spread import spread_irqs
+    from app.sysroot import SysRoot
+    root = SysRoot(extract("master.internal"))
+    table, topology = read_irqs(root), read_topology(root)
+    [irq] = [int(r.irq) for r in table.rows if r.actions == ("nvme0q0",)]
+    info = table.info[str(irq)]
+    assert (info.node, info.device_node) == (0, 1)
+    assert {c.id: c.node for c in topology.cpus if c.id < 2} == {0: 0, 1: 1}
+    assert spread_irqs([irq], [0, 1], table, topology) == ((1,),)

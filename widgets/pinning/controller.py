@@ -27,6 +27,7 @@ from app.pinning.flow import Progress
 from app.pinning.helper import HelperClient
 from app.pinning.journal import Journal
 from app.pinning.service import AffinityService
+from app.pinning.spread import spread_irqs
 from app.pinning.targets import PinRequest, PinResult
 from app.sampling.machine_state import MachineState
 from app.store.folders import journal_path
@@ -71,6 +72,7 @@ class PinController(QObject):
         self._state_seen = False
         self._live = False
         self._topology = None
+        self._irqs = None            # the IRQ table last shown: where a spread finds each IRQ's device node
         self._unavailable = "no machine shown yet"
         self._retry: PinRequest | None = None
         self._journal_token: tuple | None = None
@@ -78,11 +80,11 @@ class PinController(QObject):
         self._partial: frozenset[int] = frozenset()
         self._build_actions(menu)
         self._build_widgets()
-        self.sources = PinSources(grid, self.request, self.show_message, self, check=self.check)
+        self.sources = PinSources(grid, self.request, self.show_message, self, check=self.check, spread=self.spread)
         for view in sources:
             self.sources.add(view)
         self.pin_action.triggered.connect(self.sources.open_focused)
-        grid.set_drop_policy(PinDropPolicy(self.check))
+        grid.set_drop_policy(PinDropPolicy(self.check, self.spread))
         grid.pin_requested.connect(self._on_grid_pin_requested)
         grid.drop_hint.connect(self._on_grid_drop_hint)
         state_applied.connect(self._on_state_applied)
@@ -137,6 +139,8 @@ class PinController(QObject):
     def _on_state_applied(self, state: MachineState) -> None:
         first = not self._state_seen or state.topology is not self._topology
         self._topology = self.sources.topology = state.topology
+        if state.irqs is not None or first:
+            self._irqs = state.irqs
         self._live = bool(state.live)
         self._state_seen = True
         if not self._injected:
@@ -169,6 +173,11 @@ class PinController(QObject):
         return service
 
     # -- requests -------------------------------------------------------------------------------------------
+    def spread(self, irqs, cpus) -> tuple[tuple[int, ...], ...]:
+        """Several IRQs dropped together: one per CPU of `cpus`, each device's NUMA node first, from the
+        machine shown (app/pinning/spread.py: the rule `coremap pin --spread` follows)."""
+        return spread_irqs(irqs, cpus, self._irqs, self._topology)
+
     def check(self, request: PinRequest) -> list[str]:
         """Why `request` would not go (the service's preflight: the pin flow's dry run of the same
         batch), or [] when a drop or the Pin to… dialog may go ahead. A drop onto quiet CPUs behind a
@@ -186,8 +195,12 @@ class PinController(QObject):
         when pinning is unavailable."""
         def done(results: list[PinResult]) -> None:
             denied = tuple(r.target for r in results if r.code == "denied")
-            # The Java name too: a retried pin of a Java thread is followed by that name, as the first try would be.
-            self._retry = PinRequest(denied, request.cpus, origin="retry", java_name=request.java_name) if denied else None
+            # The Java name too: a retried pin of a Java thread is followed by that name, as the first try would be;
+            # and a spread's own CPU for each IRQ it retries.
+            own = {(t.kind, t.id): c for t, c in zip(request.targets, request.cpus_of())}
+            each = tuple(own.get((t.kind, t.id), tuple(request.cpus)) for t in denied) if request.each else ()
+            self._retry = PinRequest(denied, request.cpus, origin="retry", java_name=request.java_name,
+                                     each=each) if denied else None
             self._show(results, "", can_retry=bool(denied) and self.service is not None and self.service.live)
         return self.run("pin", lambda s, p: s.apply(request, progress=p), on_done=done, show=False)
 

@@ -14,9 +14,10 @@ from app.errors import CpuListError
 from app.format import cpus_word, offline_sentence, unknown_cpus_sentence
 from app.machine.topology import Topology
 from app.parse.cpulist import parse_cpulist
+from app.pinning.spread import spread_summary
 from app.pinning.targets import PinRequest
 from widgets.theme import status_style
-from widgets.pinning.mime import PinPayload
+from widgets.pinning.mime import PinPayload, Spread
 
 
 @dataclass(frozen=True)
@@ -55,13 +56,18 @@ def check_cpu_text(text: str, topology: Topology | None = None) -> CpuListCheck:
 
 
 def check_pin(payload: PinPayload, text: str, topology: Topology | None,
-              check: Callable[[PinRequest], list[str]] | None) -> CpuListCheck:
-    """`check_cpu_text`, then, for a usable list, why the pin would not go (`check`: the drop's)."""
+              check: Callable[[PinRequest], list[str]] | None, spread: Spread | None = None) -> CpuListCheck:
+    """`check_cpu_text`, then, for a usable list, why the pin would not go (`check`: the drop's); where
+    several IRQs spread over the CPUs, the line says where each goes."""
     typed = check_cpu_text(text, topology)
     if not typed.ok or check is None:
         return typed
-    why = check(PinRequest(payload.targets(), typed.cpus, origin="dialog"))
+    request = payload.request(typed.cpus, "dialog", spread)
+    why = check(request)
     if not why:
+        if request.each:
+            return CpuListCheck(typed.cpus, f"spread over {cpus_word(typed.cpus)}: "
+                                            f"{spread_summary(request.targets, request.each)}")
         return typed
     more = f" (and {len(why) - 1} more)" if len(why) > 1 else ""
     return CpuListCheck(None, f"cannot pin {payload.describe()} to {cpus_word(typed.cpus)}: {why[0]}{more}")
@@ -72,11 +78,13 @@ class PinDialog(QDialog):
     while `check` says the pin would not go; the line says why)."""
 
     def __init__(self, payload: PinPayload, topology: Topology | None = None, initial: str = "",
-                 parent: QWidget | None = None, *, check: Callable[[PinRequest], list[str]] | None = None):
+                 parent: QWidget | None = None, *, check: Callable[[PinRequest], list[str]] | None = None,
+                 spread: Spread | None = None):
         super().__init__(parent)
         self.payload = payload
         self.topology = topology
         self._pin_check = check
+        self.spread = spread
         self.setWindowTitle("Pin to CPUs")
         self.target_label = QLabel(f"Pin {payload.describe()} to:", self)
         self.target_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -102,14 +110,19 @@ class PinDialog(QDialog):
         self.buttons.accepted.connect(self._on_buttons_accepted)
         self.buttons.rejected.connect(self.reject)
         self.cpu_edit.textChanged.connect(self._on_cpu_edit_text_changed)
-        self.check = check_pin(payload, initial, topology, check)
+        self.check = check_pin(payload, initial, topology, check, spread)
         self._show_check()
 
     def cpus(self) -> tuple[int, ...] | None:
         return self.check.cpus
 
+    def request(self) -> PinRequest | None:
+        """The pin the typed CPUs make (several IRQs spread as the line said); None while they cannot."""
+        cpus = self.cpus()
+        return self.payload.request(cpus, "dialog", self.spread) if cpus is not None else None
+
     def _on_cpu_edit_text_changed(self, text: str) -> None:
-        self.check = check_pin(self.payload, text, self.topology, self._pin_check)
+        self.check = check_pin(self.payload, text, self.topology, self._pin_check, self.spread)
         self._show_check()
 
     def _show_check(self) -> None:

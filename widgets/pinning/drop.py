@@ -15,17 +15,20 @@ from collections.abc import Callable
 from PySide6.QtCore import QMimeData
 
 from app.pinning.service import PinRequest
-from widgets.pinning.mime import PinPayload, PinPayloadError, decode_pin_mime
+from app.pinning.spread import spread_summary
+from widgets.pinning.mime import PinPayload, PinPayloadError, Spread, decode_pin_mime
 from widgets.topology.drop import DropTarget, DropVerdict
 
 Check = Callable[[PinRequest], list[str]]     # a request -> why it would be refused ([] = fine)
 
 
 class PinDropPolicy:
-    """Judges pin drags over the grid: `PinDropPolicy(check)`."""
+    """Judges pin drags over the grid: `PinDropPolicy(check, spread)`; `spread` places several IRQs one
+    per CPU (PinPayload.request), and the hint says where each goes before the drop."""
 
-    def __init__(self, check: Check):
+    def __init__(self, check: Check, spread: Spread | None = None):
         self._check = check
+        self._spread = spread
         self._cache: dict[tuple, list[str]] = {}
 
     def begin(self) -> None:
@@ -45,7 +48,11 @@ class PinDropPolicy:
         if why:
             more = f" (and {len(why) - 1} more)" if len(why) > 1 else ""
             return DropVerdict(True, f"cannot pin {what} to {target.what}: {why[0]}{more}")
-        return DropVerdict(True, f"pin {what} to {target.what}", self._request(payload, target))
+        request = self._request(payload, target)
+        if request.each:
+            return DropVerdict(True, f"spread {what} over {target.what}: "
+                               f"{spread_summary(request.targets, request.each)}", request)
+        return DropVerdict(True, f"pin {what} to {target.what}", request)
 
     def reasons(self, payload: PinPayload, target: DropTarget) -> list[str]:
         """Why `target` cannot take `payload` ([] = it can)."""
@@ -56,6 +63,5 @@ class PinDropPolicy:
             self._cache[key] = list(self._check(self._request(payload, target)))
         return self._cache[key]
 
-    @staticmethod
-    def _request(payload: PinPayload, target: DropTarget) -> PinRequest:
-        return payload.request(target.cpus, origin="drop")
+    def _request(self, payload: PinPayload, target: DropTarget) -> PinRequest:
+        return payload.request(target.cpus, origin="drop", spread=self._spread)

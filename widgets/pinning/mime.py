@@ -15,7 +15,7 @@ result line, the Pins dock, the guard and reports name "market-data-feed-handler
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QMimeData
@@ -29,6 +29,8 @@ PIN_MIME = "application/x-coremap-pin+json"
 MAX_PAYLOAD_IDS = 65536
 MAX_PAYLOAD_BYTES = 1 << 20
 MAX_NAME_CHARS = 256        # what the journal keeps of a label (app/pinning/journal.py)
+# irqs, cpus -> each IRQ's own CPUs: a spread (app/pinning/spread.py), on the machine the window shows
+Spread = Callable[[Sequence[int], Sequence[int]], tuple[tuple[int, ...], ...]]
 
 
 class PinPayloadError(CoremapError):
@@ -48,11 +50,18 @@ class PinPayload:
         return tuple(PinTarget(self.kind, i, self.pid if self.kind == "thread" else None, names.get(i, ""))
                      for i in self.ids)
 
-    def request(self, cpus, origin: str) -> PinRequest:
+    def request(self, cpus, origin: str, spread: Spread | None = None) -> PinRequest:
         """The pin of these targets onto `cpus`: a drop's, a Pin to… dialog's. One Java thread by its
-        full name is pinned by that name, as `coremap pin --java` pins it."""
+        full name is pinned by that name, as `coremap pin --java` pins it. Several IRQs are spread over
+        the CPUs by `spread` (one per CPU, each device's node first), as `coremap pin --spread` does."""
         java = self.names[0][1] if self.kind == "thread" and len(self.ids) == 1 and self.names else ""
-        return PinRequest(self.targets(), tuple(cpus), origin=origin, java_name=java)
+        each = spread(self.ids, tuple(cpus)) if spread is not None and self.spreads else ()
+        return PinRequest(self.targets(), tuple(cpus), origin=origin, java_name=java, each=each)
+
+    @property
+    def spreads(self) -> bool:
+        """Whether a pin of this payload spreads its targets: several IRQs, each to its own CPU."""
+        return self.kind == "irq" and len(self.ids) > 1
 
     def describe(self) -> str:
         """"thread 1234", "3 threads of process 77", "IRQ 24", "2 processes"."""

@@ -13,22 +13,24 @@ from app.format import format_cpus
 from app.machine.topology import Topology
 from app.pinning.targets import PinRequest
 from widgets.pinning.dialog import PinDialog
-from widgets.pinning.mime import PinPayload, PinPayloadError, decode_pin_mime
+from widgets.pinning.mime import PinPayload, PinPayloadError, Spread, decode_pin_mime
 from widgets.topology.view import TopologyView
 
 
 class PinSources(QObject):
     """Parameters: `grid` (its selected CPUs start the dialog), `pin(request)` (where requests go),
     `say(text, ok)` (the result line), `check(request)` (why it would not go: the drop's check, which
-the dialog shows as the CPUs are typed). `topology` is set by the owner as machines change; `dialog`
+the dialog shows as the CPUs are typed), `spread(irqs, cpus)` (where several IRQs go, as a drop spreads them). `topology` is set by the owner as machines change; `dialog`
     is the Pin to… dialog open now (or last)."""
 
     def __init__(self, grid: TopologyView, pin: Callable[[PinRequest], object], say: Callable[[str, bool], None],
-                 parent: QObject | None = None, *, check: Callable[[PinRequest], list[str]] | None = None):
+                 parent: QObject | None = None, *, check: Callable[[PinRequest], list[str]] | None = None,
+                 spread: Spread | None = None):
         super().__init__(parent)
         self.grid = grid
         self._pin = pin
         self._check = check
+        self._spread = spread
         self._say = say
         self.topology: Topology | None = None
         self.dialog: PinDialog | None = None
@@ -86,15 +88,15 @@ the dialog shows as the CPUs are typed). `topology` is set by the owner as machi
             self.dialog.deleteLater()
         selected = self.grid.selected_cpus()
         self.dialog = PinDialog(payload, self.topology, format_cpus(selected) if selected else "", self.grid.window(),
-                                check=self._check)
+                                check=self._check, spread=self._spread)
         self.dialog.accepted.connect(self._on_dialog_accepted)
         self.dialog.open()
         return self.dialog
 
     def _on_dialog_accepted(self) -> None:
         d = self.sender()
-        if isinstance(d, PinDialog) and d.cpus() is not None:
-            self._pin(d.payload.request(d.cpus(), origin="dialog"))
+        if isinstance(d, PinDialog) and d.request() is not None:
+            self._pin(d.request())
 
     def _on_view_context_menu(self, view: QAbstractItemView, pos) -> None:
         self._last = view

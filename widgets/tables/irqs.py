@@ -437,7 +437,9 @@ class IrqTableWidget(QWidget):
         # Busiest first: what a user opens the table for.
         self.view.sortByColumn(COL_RATE, Qt.SortOrder.DescendingOrder)
         self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        # Several IRQs at once (Shift/Ctrl+click, or Ctrl+A over a filter such as "eno1"): dropped on the grid
+        # or pinned with Pin to…, they spread one per CPU (issue 30).
+        self.view.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.view.verticalHeader().setVisible(False)
         self.view.verticalHeader().setDefaultSectionSize(self.view.fontMetrics().height() + 6)
         header = self.view.horizontalHeader()
