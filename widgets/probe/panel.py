@@ -53,6 +53,7 @@ class ProbePanel(QWidget):
     busy_changed = Signal(bool)
     status_changed = Signal(str)
     cpus_highlighted = Signal(object)   # tuple of CPU ids a series view's selected row ran on
+    heat_changed = Signal(str, object)  # probe, {cpu: figures}: the grid's per-CPU heat (live.py)
 
     def __init__(self, parent=None, *, controller: ProbeController | None = None):
         super().__init__(parent)
@@ -148,6 +149,7 @@ class ProbePanel(QWidget):
                              (self.drop.cpus_dropped, self._on_drop_cpus_dropped),
                              (self.drop.drop_refused, self._on_drop_drop_refused),
                              (self.live.status, self._status), (self.files.status, self._status),
+                             (self.live.heat_changed, self.heat_changed),
                              (self.live.run_finished, self._on_live_run_finished),
                              (self.controller.finished, self._on_controller_finished),
                              (self.controller.affinity_note, self._status)):

@@ -25,6 +25,7 @@ from widgets.topology.gestures import CpuGestureView
 from widgets.topology.items import CoreBoxItem, CpuCellItem, GroupBoxItem, header_width, mark_managed_irqs
 from widgets.topology.layout import LayoutNode, arrange, cell_offset, cpu_map, tree_from_group
 from widgets.topology.legend import ColorLegend
+from widgets.topology.probe_heat import ProbeHeat
 from widgets.topology.tooltip import cpu_tooltip
 
 SCENE_MARGIN = 8.0
@@ -52,6 +53,7 @@ class TopologyView(CpuGestureView):
         self._state: MachineState | None = None
         self._quiet: frozenset[int] = frozenset()
         self._partial: frozenset[int] = frozenset()
+        self._compared: dict[int, str] = {}                  # set_compared
         self.refused_managed: frozenset[int] = frozenset()   # set_refused_managed
         self._cores: list[CoreBoxItem] = []
         self._groups: dict[tuple[str, object], GroupBoxItem] = {}
@@ -65,6 +67,7 @@ class TopologyView(CpuGestureView):
         self.setAcceptDrops(True)
         self.pin_drops = GridDropTarget(self)
         self.pin_drops.hint_changed.connect(self.drop_hint)
+        self.probe_heat = ProbeHeat(lambda: self._cells)     # the last jitter/wakeup run's per-CPU heat
 
     def set_drop_policy(self, policy: DropPolicy | None) -> None:
         """Who judges what is dragged over the grid (None: every drag is refused)."""
@@ -102,6 +105,17 @@ class TopologyView(CpuGestureView):
     def quiet_cpus(self) -> tuple[int, ...]:
         return tuple(sorted(self._quiet))
 
+    def set_compared(self, marks: dict[int, str]) -> None:
+        """Mark the CPUs whose IRQ load or placement differs on a compared machine (CPU -> how, from
+        app/store/diff.py); {} clears the marks. Kept across a rebuilt scene."""
+        self._compared = dict(marks)
+        for cpu, cell in self._cells.items():
+            cell.set_compared(self._compared.get(cpu, ""))
+
+    @property
+    def compared_cpus(self) -> tuple[int, ...]:
+        return tuple(sorted(c for c, cell in self._cells.items() if cell.compared_tip))
+
     def set_refused_managed(self, irqs) -> None:
         """IRQs a Make quiet could not move, the kernel managing them: marked on the quiet cells they are
         still delivered on where debugfs cannot say which IRQs are managed. Shown from the next state on."""
@@ -129,6 +143,7 @@ class TopologyView(CpuGestureView):
         self._topology = topology
         self._root = tree_from_group(layout(topology), topology)
         self._build_items()
+        self.probe_heat.reattach()
         self._relayout(force=True)
         self._fitted = False
         if self.isVisible():
@@ -188,6 +203,7 @@ class TopologyView(CpuGestureView):
                     self._cells[cpu] = CpuCellItem(cpu, cpus.get(cpu), item)
                     self._cells[cpu].quiet = cpu in self._quiet
                     self._cells[cpu].partial = cpu in self._partial
+                    self._cells[cpu].compared_tip = self._compared.get(cpu, "")
             else:
                 item = GroupBoxItem(n.kind, n.gid, n.label, n.cpus, parent_item)
                 self._groups.setdefault((n.kind, n.gid), item)
@@ -272,8 +288,9 @@ class TopologyView(CpuGestureView):
 
     def tooltip_for(self, cpu_id: int) -> str:
         """Rich text: CPU identity, flags, current figures, top IRQs and threads on it."""
+        heat = self.probe_heat.tooltip(cpu_id)
         return cpu_tooltip(cpu_id, self._topology, self._core_of(cpu_id), self._state, self._values,
-                           self._cells.get(cpu_id))
+                           self._cells.get(cpu_id)) + (f"<br>{heat}" if heat else "")
 
     def _core_of(self, cpu_id: int) -> CoreBoxItem | None:
         cell = self._cells.get(cpu_id)

@@ -1,0 +1,93 @@
+"""The grid's per-CPU probe heat (issue 30, "every CPU measured at once"): a jitter run on two CPUs,
+started with a real click on the panel's Run, measures both at once and leaves on each CPU's cell a
+band coloured by its longest gap and a tooltip line with its figures. Tooltips are read where the view
+shows them, from a hover's ToolTip event.
+
+Oracles: each run's own result (probes/jitter.py summarize: the loop's exact longest gap and its
+count of gaps of at least 10 µs), and the band's colour rule (probe_heat.level) on the fixture."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QHelpEvent
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication
+
+import widgets.topology.view as view_module
+from app.format import format_ns
+from app.sampling.sampler import Sampler
+from app.sysroot import SysRoot
+from probes.histogram import step_row
+from tests.machines import extract
+from widgets.topology.probe_heat import LEVELS, level
+from widgets.topology.view import TopologyView
+
+pytestmark = pytest.mark.qt_log_level_fail("WARNING")
+CPUS = sorted(os.sched_getaffinity(0))
+
+
+def _hover_tooltip(view, cpu: int, monkeypatch) -> str:
+    shown: list[str] = []
+    monkeypatch.setattr(view_module.QToolTip, "showText", lambda _pos, text, *_a: shown.append(text))
+    view.centerOn(view.cell_item(cpu))
+    pos = view.mapFromScene(view.cell_item(cpu).sceneBoundingRect().center())
+    QTest.mouseMove(view.viewport(), pos)
+    QApplication.sendEvent(view.viewport(), QHelpEvent(QEvent.Type.ToolTip, pos, view.viewport().mapToGlobal(pos)))
+    assert len(shown) == 1
+    return shown[0]
+
+
+def test_the_band_follows_the_longest_and_leaves_with_the_next_run(qtbot, monkeypatch):
+    state = Sampler(SysRoot(extract("master.internal"))).tick()
+    view = TopologyView()
+    qtbot.addWidget(view)
+    view.resize(1000, 700)
+    view.show()
+    view.set_state(state)
+    f = {"sampled_s": 2.0, "at_least_ns": 10_000, "count": 9, "per_s": 4.5, "exact": True}
+    view.probe_heat.show("jitter", {3: {**f, "max_ns": 9_999}, 60: {**f, "max_ns": 100_000}, 7: {**f, "max_ns": None}})
+    assert view.probe_heat.cpus == (3, 60)               # nothing measured on 7: no band
+    assert view.probe_heat.item(3).color == LEVELS[0][1] and view.probe_heat.item(60).color == LEVELS[2][1]
+    assert view.probe_heat.item(3).parentItem() is view.cell_item(3)
+    tip = _hover_tooltip(view, 60, monkeypatch)
+    assert "jitter: longest gap 100 µs (under 1 ms), 4.50/s of at least 10 µs over 2.00 s measured" in tip
+    assert "jitter" not in _hover_tooltip(view, 4, monkeypatch)
+    # the next run's CPUs replace the last's; a rebuilt scene keeps the bands
+    view.probe_heat.show("wakeup", {60: {**f, "max_ns": 2_000_000}})
+    assert view.probe_heat.cpus == (60,) and view.probe_heat.item(60).color == LEVELS[3][1]
+    view.set_topology(state.topology)
+    assert view.probe_heat.item(60).parentItem() is view.cell_item(60)
+    assert "wakeup: longest wakeup 2 ms (1 ms or more)" in _hover_tooltip(view, 60, monkeypatch)
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs a second CPU")
+@pytest.mark.usefixtures("live_machine")
+def test_run_on_two_cpus_heats_both_cells(qtbot, monkeypatch):
+    from widgets.application import build_window
+    w = build_window(None)
+    qtbot.addWidget(w)
+    w.set_state(Sampler(SysRoot("/")).tick())
+    w.show()
+    panel, view = w.probe_panel, w.topology_view
+    panel.set_probe("jitter")
+    panel.set_cpus(CPUS[:2])
+    panel.form.seconds_spin.setValue(0.6)
+    panel.form.field("attribute", "jitter").setChecked(False)
+    statuses: list[str] = []
+    panel.status_changed.connect(statuses.append)
+    QTest.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    assert panel.busy, panel.status_text
+    qtbot.waitUntil(lambda: not panel.busy, timeout=30_000)
+    assert panel.status_text.startswith("done"), panel.status_text
+    assert any("at once" in s for s in statuses), statuses          # both children measured together
+    runs = {r.cpus: r for r in panel.runs}
+    assert set(runs) == {(CPUS[0],), (CPUS[1],)}
+    for cpu in CPUS[:2]:
+        gaps = runs[(cpu,)].summary["gaps"]
+        assert view.probe_heat.item(cpu).color == level(gaps["max_ns"])[0]
+        tip = _hover_tooltip(view, cpu, monkeypatch)
+        row = step_row(gaps, 10_000)
+        assert f"jitter: longest gap {format_ns(gaps['max_ns'])}" in tip
+        assert f"{row['per_second']:.2f}/s of at least 10 µs" in tip
