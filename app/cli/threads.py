@@ -1,5 +1,6 @@
 """`coremap threads [--root DIR] [--pid P] [--name SUBSTR] [--interval S] [--json]`: every thread
-with its process, name, state, last CPU, allowed CPUs and kernel-thread / no-setaffinity flags.
+with its process, name, state, last CPU, allowed CPUs, scheduling policy and RT priority (as chrt and
+ps's cls/rtprio show them) and kernel-thread / no-setaffinity flags.
 
 --name finds threads by their own names, which is how Java, Go and database threads are told apart
 ("GC Thread#0", "market-data-feed-handler-0"): every word of it must occur, any case, in the thread's
@@ -19,6 +20,7 @@ from app.cli.common import PID_MAX, add_command, add_json_arguments, bounded, ro
 from app.errors import CoremapError
 from app.format import printable
 from app.parse.cpulist import format_cpulist
+from app.parse.task_stat import RT_POLICIES
 
 if TYPE_CHECKING:
     from app.machine.sample import MachineSample
@@ -31,9 +33,9 @@ class NoThreads(CoremapError):
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "threads", "list threads: process, name, state, last CPU, allowed CPUs",
+    p = add_command(subparsers, "threads", "list threads: process, name, state, last CPU, allowed CPUs, policy",
                     "List every thread (or those of --pid, or whose name contains --name) with its "
-                    "last CPU, allowed CPUs and flags (K = kernel thread, N = affinity cannot be "
+                    "last CPU, allowed CPUs, scheduling policy and RT priority, and flags (K = kernel thread, N = affinity cannot be "
                     "changed, PF_NO_SETAFFINITY). On this machine, threads of verified JVMs show their "
                     "full Java names.",
                     root="a captured machine (folder holding proc/PID/task/) instead of this one")
@@ -116,7 +118,7 @@ def _as_json(t: TaskSample, s: ThreadsSample, cpu_pct, names: ThreadNames) -> di
          "cmdline": p.cmdline if p else None, "state": t.state, "last_cpu": t.last_cpu,
          "allowed": list(t.allowed) if t.allowed is not None else None,
          "kthread": t.kthread, "no_setaffinity": t.no_setaffinity, "nice": t.nice,
-         "rt_priority": t.rt_priority, "policy": t.policy,
+         "rt_priority": t.rt_priority, "policy": t.policy, "policy_name": t.policy_name,
          "utime_s": t.utime / s.clk_tck, "stime_s": t.stime / s.clk_tck,
          "voluntary_switches": t.voluntary_switches, "involuntary_switches": t.involuntary_switches,
          "migrations": t.migrations}
@@ -128,19 +130,20 @@ def _as_json(t: TaskSample, s: ThreadsSample, cpu_pct, names: ThreadNames) -> di
 def format_table(tasks: list[TaskSample], s: ThreadsSample, cpu_pct=None, names: ThreadNames | None = None) -> str:
     from app.machine.thread_names import NO_THREAD_NAMES, shown_thread_name
     names = names or NO_THREAD_NAMES
-    head = ["PID", "TID", "NAME", "S", "CPU", "ALLOWED", "FLAGS"] + (["CPU%"] if cpu_pct is not None else [])
+    head = ["PID", "TID", "NAME", "S", "CPU", "ALLOWED", "POLICY", "PRIO", "FLAGS"] + (["CPU%"] if cpu_pct is not None else [])
     rows = []
     for t in tasks:
         name = shown_thread_name(names.full_name(t.pid, t.tid, t.comm), t.comm)
         row = [str(t.pid), str(t.tid), name, t.state, str(t.last_cpu),
-               format_cpulist(t.allowed) if t.allowed is not None else "?", _flags(t)]
+               format_cpulist(t.allowed) if t.allowed is not None else "?", t.policy_name,
+               str(t.rt_priority) if t.policy in RT_POLICIES else "-", _flags(t)]
         if cpu_pct is not None:
             v = cpu_pct.get(t.tid)
             row.append(f"{v:.1f}" if v is not None else "-")     # new thread: no baseline
         # printable(): a thread names itself (prctl PR_SET_NAME), escapes and newlines included.
         rows.append([printable(c) for c in row])
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
-    right = {0, 1, 4, 7}
+    right = {0, 1, 4, 7, 9}
     lines = ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
              .rstrip() for r in [head] + rows]
     return "\n".join(lines) + "\n"

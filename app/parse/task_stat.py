@@ -33,6 +33,7 @@ _MIN_FIELDS_AFTER_COMM = 41 - 2
 # include/uapi/linux/sched.h. 4 (SCHED_ISO) is reserved and never set; the names are chrt's and tuna's.
 SCHED_POLICIES = {0: "other", 1: "fifo", 2: "rr", 3: "batch", 5: "idle", 6: "deadline"}
 RT_POLICIES = (1, 2)       # the policies whose tasks have an RT priority (sched(7))
+RT_PRIORITY = (1, 99)      # sched_get_priority_min/max(SCHED_FIFO and SCHED_RR) on Linux
 
 
 def policy_name(policy: int) -> str:
