@@ -9,7 +9,9 @@ writes it plans (a batch a crash cut short is told by that count). One undo reve
 An isolate keeps the quiet CPUs free with a cpuset where the machine has one (app/quiet/shield.py: a
 shield, or systemd's AllowedCPUs=), so that what starts later stays off them too, and moves one by one
 what no cpuset holds (app/quiet/moves.py: kernel threads, IRQs, masks) and sets tuned's
-cpu-partitioning knobs. The method used is named in the preview and on the status line.
+cpu-partitioning knobs, and those of tuned's other knobs the user ticked (app/quiet/knobs.py: hung-task
+timeout, NUMA balancing, KSM, THP, governor and energy_perf_bias, force_latency, RT throttling). The
+method used is named in the preview and on the status line.
 
 An include gives each target an isolate in effect changed what it had: a mask gets back the quiet
 CPUs it lost (its mask now, minus what the isolate added, plus what it had among the CPUs given back,

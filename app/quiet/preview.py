@@ -4,7 +4,8 @@ status line after.
 
 Groups, in the order they are shown: the cpusets that keep the quiet CPUs free (and the processes put
 in them), IRQs, threads and kernel threads moved one by one, masks (the default IRQ affinity,
-workqueues, RPS/XPS, the watchdog) and kernel settings (timer migration, vmstat interval, PM QoS).
+workqueues, RPS/XPS, the watchdog) and kernel settings (timer migration, vmstat interval, PM QoS, and
+tuned's knobs the user ticked: app/quiet/knobs.py), each with one line on why.
 """
 from __future__ import annotations
 
