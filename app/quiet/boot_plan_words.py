@@ -69,6 +69,8 @@ def running_value(cmdline: str, key: str) -> str | None:
     """The value of `key` on the command line (its last occurrence), "" for a bare word, or None."""
     value = None
     for word in cmdline.split():
+        if word == "--":
+            break               # what follows is init's arguments, not the kernel's (init/main.c)
         k, sep, v = word.partition("=")
         if k == key:
             value = v if sep else ""

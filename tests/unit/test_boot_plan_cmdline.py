@@ -124,6 +124,11 @@ def test_merged_flags_and_lists_on_a_machine_with_its_own_words(tmp_path):
     assert p["nohz"].word == "nohz=on" and p["nohz"].conflict == "the plan writes nohz=on in its place"
     assert p["skew_tick"].running == "0" and not p["skew_tick"].in_place
     assert "systemd.cpu_affinity" not in p and "tuned.non_isolcpus" not in p    # not on this command line
+    # After "--" the words are init's (this Firecracker VM's own line has "-- --firecracker-init ..."):
+    init = machine_tree(tmp_path / "init", {"proc/cmdline": "ro quiet -- nosoftlockup=x systemd.cpu_affinity=2\n"})
+    plan = make_plan(read_topology(init), "2-3", root=init)
+    assert not plan.conflicts and "systemd.cpu_affinity" not in by_name(plan)
+    assert by_name(plan)["nosoftlockup"].running is None
     # A bare rcu_nocbs offloads every CPU already: kept as it is, not narrowed to the quiet ones.
     bare = machine_tree(tmp_path / "bare", {"proc/cmdline": "ro rcu_nocbs\n"})
     rcu = by_name(make_plan(read_topology(bare), "2-3", root=bare))["rcu_nocbs"]
