@@ -19,7 +19,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from app.machine.interrupts import IrqDevice, IrqTable, read_irqs
-from app.pinning.masks import mask_path
+from app.errors import SysRootReadError
+from app.pinning.masks import mask_path, read_mask
 from app.pinning.targets import PinRequest, PinTarget
 from app.pinning.writers import Step
 from app.sysroot import SysRoot
@@ -92,23 +93,35 @@ def queue_targets(device: IrqDevice | None) -> tuple[PinTarget, ...]:
 def queue_steps(root: SysRoot, request: PinRequest) -> tuple[list[Step], str]:
     """The RPS and XPS writes that make each IRQ's network queue follow it (`request.rps`), after the
     IRQs' own writes: each queue's masks set to its IRQ's CPUs. With them, why they cannot be made ("" when
-    they can): none of the IRQs is a queue's, or a queue's file is not there (a capture without
-    sys/class/net, a device gone); then the pin must not go at all, not leave its IRQs moved without
-    their queues."""
+    they can): none of the IRQs is a queue's, or a queue's file is not there or unreadable (a capture
+    without sys/class/net, a device gone); then the pin must not go at all, not leave its IRQs moved
+    without their queues. XPS is left out for a device with one transmit queue: the kernel has no XPS
+    there (net/core/net-sysfs.c xps_cpus_show: ENOENT unless netif_is_multiqueue), nothing to steer."""
     table = read_irqs(root)
     steps = []
     for target, cpus in zip(request.targets, request.cpus_of()):
         info = table.info.get(str(target.id)) if target.kind == "irq" else None
         for mask in queue_targets(info.device if info is not None else None):
+            if mask.kind == "xps" and _single_tx_queue(root, mask.netdev):
+                continue
             steps.append(Step(mask, tuple(sorted(set(cpus)))))
     if not steps:
         return [], "not a network queue's, nor is any other IRQ of this pin: --rps has no queue to steer; nothing was written"
     for s in steps:
         try:
-            there = root.exists(mask_path(root, s.target.kind, s.target.id, s.target.netdev))
-        except ValueError:
-            there = False       # a device name no path may be built from
+            path = mask_path(root, s.target.kind, s.target.id, s.target.netdev)
+            there = read_mask(root, path, s.target.kind) is not None
+        except (ValueError, SysRootReadError) as e:        # a name no path may be built from; a mask unreadable
+            return [], f"{s.target.describe()} cannot be read ({e}); nothing was written, drop --rps"
         if not there:
             return [], (f"{s.target.describe()} does not exist on this machine (no "
                         f"sys/class/net/{s.target.netdev}/queues); nothing was written, drop --rps")
     return steps, ""
+
+
+def _single_tx_queue(root: SysRoot, netdev: str) -> bool:
+    try:
+        queues = root.listdir(mask_path(root, "xps", 0, netdev).parent.parent)
+    except ValueError:
+        return False        # not a device name: the read above refuses it
+    return sum(1 for q in queues if q.startswith("tx-")) == 1

@@ -3,12 +3,14 @@
 undo reverts; on copies of the sno and worker1 captures (worker1: 4 i40e ports of 80 queues each, all on
 node 0)."""
 import json
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 
 from app.cli.main import main
-from app.parse.cpulist import parse_cpulist
+from app.parse.cpulist import format_cpumask, parse_cpulist
 from app.pinning.spread import queue_targets, spread
 from app.machine.interrupts import IrqDevice
 from tests.machines import extract, writable_test_tree
@@ -215,3 +217,112 @@ def test_spread_goes_by_the_devices_node_not_the_irqs_own():
     assert (info.node, info.device_node) == (0, 1)
     assert {c.id: c.node for c in topology.cpus if c.id < 2} == {0: 0, 1: 1}
     assert spread_irqs([irq], [0, 1], table, topology) == ((1,),)
+
+
+# -- live: this machine's own IRQs, put back ----------------------------------------------------------------
+LIVE_CPUS = tuple(sorted(os.sched_getaffinity(0)))
+IRQ = Path("/proc/irq")
+
+
+def _live_mask(n: int) -> str:
+    return (IRQ / str(n) / "smp_affinity_list").read_text().strip()
+
+
+def _movable_irqs(count: int) -> list[int]:
+    """IRQs whose mask the kernel lets user space write (a managed one answers EIO): each written back
+    as it was, which moves nothing."""
+    found = []
+    for n in sorted((int(d) for d in os.listdir(IRQ) if d.isdigit())):
+        mask = _live_mask(n)
+        try:
+            (IRQ / str(n) / "smp_affinity_list").write_text(mask + "\n")
+        except OSError:
+            continue
+        found.append(n)
+        if len(found) == count:
+            break
+    return found
+
+
+live_two_cpus = pytest.mark.skipif(os.geteuid() != 0 or len(LIVE_CPUS) < 2,
+                                   reason="moving this machine's IRQs needs root and two CPUs")
+
+
+@live_two_cpus
+def test_live_spread_moves_two_real_irqs_and_one_undo_puts_both_back(live_machine, capsys):
+    irqs = _movable_irqs(2)
+    assert len(irqs) == 2, "this machine has no two IRQs whose affinity may be set"
+    before = {n: _live_mask(n) for n in irqs}
+    cpus = LIVE_CPUS[:2]
+    try:
+        assert main(["pin", "--irq", str(irqs[0]), "--irq", str(irqs[1]), "--cpus", ",".join(map(str, cpus)),
+                     "--spread"]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert len(out) == 3 and out[0].startswith("spread 2 IRQs over CPUs"), out
+        assert sorted(_live_mask(n) for n in irqs) == sorted(map(str, cpus))      # one each
+        assert main(["undo"]) == 0
+        assert {n: _live_mask(n) for n in irqs} == before
+    finally:
+        for n, mask in before.items():
+            (IRQ / str(n) / "smp_affinity_list").write_text(mask + "\n")
+
+
+def _live_queue_irqs() -> list[int]:
+    """The IRQs here of one network device's queues that may be moved and whose RPS file is there (a
+    virtio NIC's input.0/output.0, a NIC's TxRx-N)."""
+    from app.machine.interrupts import read_irqs
+    from app.sysroot import SysRoot
+    by_dev: dict[str, list[int]] = {}
+    for irq, info in sorted(read_irqs(SysRoot("/")).info.items(), key=lambda kv: int(kv[0])):
+        masks = queue_targets(info.device)
+        if masks and Path(f"/sys/class/net/{masks[0].netdev}/queues/rx-0/rps_cpus").exists() \
+                and _movable_irqs_one(int(irq)):
+            by_dev.setdefault(masks[0].netdev, []).append(int(irq))
+    return next(iter(by_dev.values()), [])
+
+
+def _movable_irqs_one(n: int) -> bool:
+    try:
+        (IRQ / str(n) / "smp_affinity_list").write_text(_live_mask(n) + "\n")
+    except OSError:
+        return False
+    return True
+
+
+def _steering_file(e) -> Path:
+    return Path(f"/sys/class/net/{e.netdev}/queues/{'rx' if e.kind == 'rps' else 'tx'}-{e.target_id}/{e.kind}_cpus")
+
+
+@live_two_cpus
+def test_live_rps_follows_each_queue_and_undo_puts_it_back(live_machine, capsys):
+    irqs = _live_queue_irqs()[:2]
+    if not irqs:
+        pytest.skip("no network queue IRQ with an rps_cpus file on this machine (a NIC without MSI-X queues)")
+    from app.pinning.journal import Journal
+    from app.store.folders import journal_path
+    before = {n: _live_mask(n) for n in irqs}
+    cpus = LIVE_CPUS[:len(irqs)]
+    written = []
+    try:
+        assert main(["pin", *[a for n in irqs for a in ("--irq", str(n))], "--cpus", ",".join(map(str, cpus)),
+                     "--spread", "--rps"]) == 0, capsys.readouterr()
+        capsys.readouterr()
+        with Journal(journal_path(create=False), readonly=True) as j:
+            entries = j.entries()
+        written = [e for e in entries if e.kind in ("rps", "xps")]
+        assert any(e.kind == "rps" for e in written), [(e.kind, e.target_id) for e in entries]
+        irq_cpu = {e.target_id: e.requested for e in entries if e.kind == "irq"}
+        for e in written:         # each queue's mask is its IRQ's one CPU, as the file reads now
+            assert e.requested in irq_cpu.values() and len(e.requested) == 1
+            assert int(_steering_file(e).read_text().replace(",", ""), 16) == 1 << e.requested[0]
+        assert sorted(_live_mask(n) for n in irqs) == sorted(str(c) for c in cpus)
+        assert main(["undo"]) == 0
+        assert {n: _live_mask(n) for n in irqs} == before
+        for e in written:
+            assert parse_cpulist(",".join(str(c) for c in e.before)) == e.before
+            assert int(_steering_file(e).read_text().replace(",", ""), 16) == sum(1 << c for c in e.before)
+    finally:
+        for n, mask in before.items():
+            (IRQ / str(n) / "smp_affinity_list").write_text(mask + "\n")
+        for e in written:
+            _steering_file(e).write_text(format_cpumask(e.before) + "\n")
