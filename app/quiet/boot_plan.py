@@ -209,7 +209,7 @@ def _params(quiet, isolated, tick, housekeeping, cmdline: str, facts: BootFacts,
             "systemd.cpu_affinity", housekeeping, isolated, cmdline, merge=merge,
             why="systemd's own CPUs and every service's default; on the kernel command line it wins over "
                 "CPUAffinity= in system.conf (kernel-command-line(7)), so the word changes, not only the file",
-            since="systemd 245",
+            since="systemd, which reads it at boot (kernel-command-line(7))",
             overlap_says="systemd starts every service on CPUs {now}, {overlap} among them, and this word wins "
                          "over CPUAffinity= in /etc/systemd/system.conf and its drop-ins (kernel-command-line(7)), "
                          "so the file alone would change nothing"))
@@ -217,7 +217,7 @@ def _params(quiet, isolated, tick, housekeeping, cmdline: str, facts: BootFacts,
         out.append(words.housekeeping_param(
             "tuned.non_isolcpus", housekeeping, isolated, cmdline, merge=merge,
             why="tuned's boot hook (cpu-partitioning's 00-tuned-pre-udev.sh, also in RHCOS) writes this mask to "
-                "/sys/devices/virtual/workqueue/cpumask: unbound kernel work runs only there", since="tuned 2.8",
+                "/sys/devices/virtual/workqueue/cpumask: unbound kernel work runs only there", since="tuned's boot hook, in the initrd",
             overlap_says="tuned's boot hook keeps unbound workqueues on CPUs {now}, {overlap} among them; tuned "
                          "writes this word from isolated_cores=, so where tuned manages the machine change that "
                          "(route B) or tuned puts the word back"))

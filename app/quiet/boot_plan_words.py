@@ -207,7 +207,7 @@ def tuned_params(cmdline: str, clock: Clocksource, *, intel_pstate: bool) -> tup
     else:
         left.append(LeftOut("tsc=reliable", tsc_why))
     words.append(("nosoftlockup", "", "no soft-lockup detector: its hrtimer fires every 4 s on every CPU "
-                                      "nohz_full= does not cover", "Linux 2.6.16"))
+                                      "nohz_full= does not cover", "every kernel with the soft-lockup detector"))
     if intel_pstate:
         words.append(("intel_pstate", "disable", "acpi-cpufreq instead of the CPU choosing its own frequency "
                                                  "(HWP): the performance governor then holds one frequency; "
