@@ -13,6 +13,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
+from app.machine.topology import read_topology
 from app.pinning.journal import Journal
 from app.pinning.service import AffinityService
 from app.sampling.sampler import Sampler
@@ -109,3 +110,30 @@ def test_the_pin_to_dialog_previews_the_spread_and_pins_it(worker1, qtbot):
     w.pin_controller.undo_action.trigger()
     settle(w)
     assert {n: _smp(root, n) for n in irqs} == before
+
+
+def test_a_devices_rows_by_filter_and_select_all_spread_over_its_node(worker1, qtbot):
+    # "eno1" in the filter, Ctrl+A: the device's row group; dropped on package 0 (node 0, eno1's node):
+    # its 80 queues two to each of the node's 40 CPUs, in queue order.
+    w, service, root = worker1
+    queues = _eno1_queues(Path(root.root))
+    table = w.irq_table
+    QTest.keyClicks(table.filter_edit, "eno1")
+    table.view.setFocus()
+    QTest.keyClick(table.view, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    payload = decode_pin_mime(pin_drag(table.view, COL_DEVICE).mimeData())
+    assert payload.ids == tuple(sorted(queues))
+    grid = w.topology_view
+    package = grid.group_item("package", 0)
+    node0 = sorted(c.id for c in read_topology(root).cpus if c.node == 0)
+    assert len(node0) == 40
+    pos = _point_on(grid, package)
+    mime = pin_drag(table.view, COL_DEVICE).mimeData()
+    enter, move = _enter_move(grid, pos, mime)
+    assert enter.isAccepted() and move.isAccepted()
+    assert grid.pin_drops.last_hint.startswith("spread 80 IRQs over package 0"), grid.pin_drops.last_hint
+    with qtbot.waitSignal(grid.pin_requested, timeout=2000):
+        assert _drop(grid, pos, mime).isAccepted()
+    settle(w)
+    assert {n: _smp(root, n) for n in queues} == {n: str(node0[q % 40]) for n, q in queues.items()}
+    assert len({e.batch for e in service.journal.entries()}) == 1
