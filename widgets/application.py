@@ -45,6 +45,7 @@ from app.store.session import Session, open_session
 from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from widgets.colors import Metric, parse_metric
+from widgets.compare import CompareController
 from widgets.autosave import SaveOnQuit
 from widgets.harness import application
 from widgets.help_menu import add_help
@@ -240,6 +241,7 @@ def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric 
     window.probe_panel, window.probe_dock = _add_probes(window)
     window.quiet_controller = _add_quiet(window)
     window.session_controller = _add_sessions(window, file_menu, crash_recovery)
+    window.compare_controller = _add_compare(window, file_menu, window.session_controller.actions["screenshot_window"])
     window.connect_controller = ConnectController(
         file_menu, window, show=lambda sampler: show_machine(window, sampler), status=window.show_message,
         interval=lambda: window.interval_spin.value())
@@ -320,6 +322,8 @@ def _add_pinning(window: MainWindow, menu: QMenu) -> PinController:
     sources = (window.irq_table.view, window.thread_table.view, window.cpu_details.irq_table,
                window.cpu_details.thread_table)
     pins = PinController(window.topology_view, sources, menu, window.statusBar(), window.state_applied, parent=window)
+    for view in (window.thread_table.view, window.cpu_details.thread_table):
+        pins.sources.add_scheduling(view)           # Set scheduling… in their context menus
     pins.results_shown.connect(lambda results: window.forget_processes(_pinned_pids(results)))
     window.state_applied.connect(lambda _state: window.irq_table.model.set_pins(_pinned_irqs(pins)))
     pins.quiet_changed.connect(window.irq_table.set_quiet_cpus)     # its managed IRQs still there are marked
@@ -401,7 +405,7 @@ def _pinned_irqs(pins: PinController) -> dict[str, tuple[int, ...]]:
 
 # What a batch's result moves: these processes' threads (by the target's pid, else its id), or, for a
 # cpuset's or a systemd slice's CPUs, every process in it (app/pinning/kinds.py).
-_MOVES_PROCESS = ("thread", "process", "cgroup", "cgroupthread")
+_MOVES_PROCESS = ("thread", "process", "cgroup", "cgroupthread", "sched")
 _MOVES_EVERY_MEMBER = ("cpuset", "slice")
 
 
@@ -451,6 +455,15 @@ def _add_sessions(window: MainWindow, menu: QMenu, crash_recovery: bool) -> Sess
     if sessions.crash_bar is not None:
         window.add_top_bar(sessions.crash_bar)
     return sessions
+
+
+def _add_compare(window: MainWindow, menu: QMenu, before) -> CompareController:
+    """File → Compare with… (widgets/compare.py): the shown machine, when it is read here, against a capture."""
+    def machine() -> SysRoot | None:
+        root = getattr(window.sampler_thread.sampler, "root", None) if window.sampler_thread is not None else None
+        return root if isinstance(root, SysRoot) else None
+    return CompareController(menu, before, window.topology_view, add_dock=window.add_dock,
+                             status=window.show_message, machine=machine, parent=window)
 
 
 def _add_cpu_menu(window: MainWindow) -> CpuMenu:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:   # only for annotations: the composition root builds and sets
     from widgets.remote.connect import ConnectController
     from widgets.search_bar import SearchBar
     from widgets.session_controller import SessionController
+    from widgets.compare import CompareController
     from widgets.autosave import SaveOnQuit
     from widgets.topology.cpu_menu import CpuMenu
 
@@ -70,6 +71,7 @@ class MainWindow(QMainWindow):
         self.probe_panel: ProbePanel | None = None
         self.probe_dock: QDockWidget | None = None
         self.session_controller: SessionController | None = None
+        self.compare_controller: CompareController | None = None     # File → Compare with…
         self.guard_thread: GuardThread | None = None
         self.quiet_controller: QuietController | None = None
         self.connect_controller: ConnectController | None = None

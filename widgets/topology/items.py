@@ -25,6 +25,7 @@ ISO_COLOR = QColor(232, 89, 12)       # outside viridis's hues: an isolated CPU 
 NOHZ_COLOR = QColor(214, 51, 108)
 QUIET_COLOR = QColor(0, 121, 191)     # made quiet at run time by coremap (isolate), apart from isolcpus
 LEAK_COLOR = QColor(200, 30, 30)      # a managed IRQ still delivered on a quiet CPU: the quiet is not whole
+DIFF_COLOR = QColor(110, 40, 190)     # File → Compare with…: this CPU's IRQs differ on the other machine
 SELECT_COLOR = QColor(0, 0, 0)
 P_TINT = QColor(222, 232, 247)
 E_TINT = QColor(226, 242, 226)
@@ -74,7 +75,7 @@ class CpuCellItem(QGraphicsItem):
     Contract: boundingRect is the cell rectangle (0, 0, CELL_W, CELL_H) grown by the widest border
     (the selection outline, 2.5 units) so no outline pixel is left behind. Everything painted depends
     on `color_index`, `figure`, the flags (online / isolated / nohz_full / quiet), the managed-IRQ
-    mark and selection; `recolor()` calls update() only when index or figure changed, which is the
+    mark, the compared mark and selection; `recolor()` calls update() only when index or figure changed, which is the
     whole per-tick cost, `set_quiet()` only when the quiet flag changed, `set_managed()` only when the
     mark's text changed.
     """
@@ -94,6 +95,7 @@ class CpuCellItem(QGraphicsItem):
         self.figure = ""
         self.managed_mark = ""             # "IRQ 36 9.4k/s": managed IRQs still delivered here while quiet
         self.managed_tip = ""              # why, for the tooltip
+        self.compared_tip = ""             # how its IRQs differ on a compared machine (widgets/compare.py)
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, self.online)
         self.setAcceptHoverEvents(False)   # tooltips come from the view (figures change every tick)
 
@@ -131,6 +133,13 @@ class CpuCellItem(QGraphicsItem):
             tip = managed_sentence(irqs, self.cpu_id)
         if (mark, tip) != (self.managed_mark, self.managed_tip):
             self.managed_mark, self.managed_tip = mark, tip
+            self.update()
+
+    def set_compared(self, tip: str) -> None:
+        """Mark this CPU as one whose IRQ load or placement differs on the compared machine (`tip`: how;
+        "" clears the mark)."""
+        if tip != self.compared_tip:
+            self.compared_tip = tip
             self.update()
 
     def paint(self, painter: QPainter, option, widget=None) -> None:
@@ -173,6 +182,13 @@ class CpuCellItem(QGraphicsItem):
             tri = QPolygonF([QPointF(CELL_W - s, 0), QPointF(CELL_W, 0), QPointF(CELL_W, s)])
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(NOHZ_COLOR)
+            painter.drawPolygon(tri)
+        if self.compared_tip:
+            # The opposite corner from nohz_full's flag, so both read at any zoom.
+            s = 11.0
+            tri = QPolygonF([QPointF(0, CELL_H - s), QPointF(0, CELL_H), QPointF(s, CELL_H)])
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(DIFF_COLOR)
             painter.drawPolygon(tri)
         if self.isSelected():
             painter.setBrush(Qt.BrushStyle.NoBrush)

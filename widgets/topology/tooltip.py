@@ -6,7 +6,7 @@ import html
 from app.machine.topology import Topology, isolation_label
 from app.sampling.machine_state import MachineState
 from widgets.colors import MetricValues, format_value
-from widgets.topology.items import LEAK_COLOR, CoreBoxItem, CpuCellItem
+from widgets.topology.items import DIFF_COLOR, LEAK_COLOR, CoreBoxItem, CpuCellItem
 from widgets.topology.layout import cpu_map
 
 KIND_NAMES = {"P": "performance core", "E": "efficient core"}
@@ -56,6 +56,8 @@ def cpu_tooltip(cpu_id: int, topology: Topology | None, core: CoreBoxItem | None
             lines.append(f"{values.label}: {format_value(v, values.unit)} (totals, not rates)")
     if cell is not None and cell.managed_tip:
         lines.append(f'<span style="color:{LEAK_COLOR.name()}">{html.escape(cell.managed_tip)}</span>')
+    if cell is not None and cell.compared_tip:
+        lines.append(f'<span style="color:{DIFF_COLOR.name()}">compared: {html.escape(cell.compared_tip)}</span>')
     return "<br>".join(lines)
 
 
