@@ -123,8 +123,9 @@ def format_text(f: dict) -> str:
     lines.append(f"frequency: {f['mhz_source']}" if f["mhz_source"] else f"frequency: {f['mhz_why']}")
     deep = [r["cpu"] for r in f["cpus"] if r["sleeps_deep"]]
     if deep:
-        lines.append(f"quiet CPUs {format_cpus(deep)} sleep deep; hold /dev/cpu_dma_latency or limit their idle "
-                     "states (cpuidle stateN/disable) where their wakeups matter")
+        lines.append(f"quiet CPUs {format_cpus(deep)} sleep deep; where their wakeups matter, keep them out of deep "
+                     "idle states (isolate --pm-qos), hold /dev/cpu_dma_latency (isolate --force-latency, held while "
+                     "coremap guard runs) or limit their idle states (cpuidle stateN/disable)")
     return "\n".join(lines) + "\n"
 
 
