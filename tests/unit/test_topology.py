@@ -345,6 +345,18 @@ def test_opteron_caches_follow_the_map_where_the_list_disagrees(capsys):
     assert not any("shared_cpu" in n for n in topo("worker1.internal").notes), "no note where they agree"
 
 
+def test_a_cache_map_that_is_no_mask_is_named(tmp_path):
+    # The map is compared with the list by one int(); text int() cannot read is parsed in full, which
+    # names the file.
+    import shutil
+    root = tmp_path / "m"
+    shutil.copytree(extract("linux-amd64-offlineCPUs"), root, symlinks=True)
+    bad = root / "sys/devices/system/cpu/cpu0/cache/index2/shared_cpu_map"
+    bad.write_text("0000000x\n")
+    with pytest.raises(CoremapError, match="index2/shared_cpu_map"):
+        read_topology(SysRoot(root))
+
+
 # -- parsers -----------------------------------------------------------------------------------------
 
 def test_parse_cache_size():
