@@ -200,14 +200,17 @@ class ProbeSpec:
         return " ".join(parts)
 
 
-def batches(jobs) -> list[list[Job]]:
+def batches(jobs, at_most: int | None = None) -> list[list[Job]]:
     """`jobs` in the order they run: each list starts at once and ends before the next starts. The
-    parallel jobs of one spec (one pinned child per CPU, as oslat -c) make one list; every other job
-    is a list of its own. Both front ends run jobs by this (app/cli/probe.py, widgets/probe/controller.py)."""
+    parallel jobs of one spec (one pinned child per CPU, as oslat -c) make one list, of at most
+    `at_most` (another machine's agent runs a bounded number of streams at once); every other job is a
+    list of its own. Both front ends run jobs by this (app/cli/probe.py, widgets/probe/controller.py)."""
     out: list[list[Job]] = []
     for job in jobs:
-        if job.parallel and out and out[-1][-1].parallel and out[-1][-1].probe == job.probe:
-            out[-1].append(job)
+        last = out[-1] if out else None
+        if (job.parallel and last and last[-1].parallel and last[-1].probe == job.probe
+                and (at_most is None or len(last) < at_most)):
+            last.append(job)
         else:
             out.append([job])
     return out

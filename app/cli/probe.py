@@ -193,7 +193,7 @@ def run(args) -> int:
     own.lent = frozenset(quiet)
     results, runs = [], []
     every = _every_printer(args) if getattr(args, "every", None) else None
-    for batch in batches(spec.jobs()):
+    for batch in batches(spec.jobs(), _at_once(start)):
         for job, lines in _run_batch(batch, start, own, every):
             results.append(job.summarize(lines))
             runs.append(lines)
@@ -210,6 +210,14 @@ def run(args) -> int:
 
 
 BATCH_POLL_S = 0.05
+
+
+def _at_once(start) -> int | None:
+    """How many children of a batch may run at once: all here; on another machine, what its agent serves."""
+    if start is None:
+        return None
+    from app.remote.probe_runs import AT_ONCE
+    return AT_ONCE
 
 
 def _run_batch(batch, start, own, on_line) -> list[tuple]:

@@ -35,6 +35,9 @@ STDERR_KEPT = 200
 CANCEL_WAIT_S = 10.0         # how long a cancel waits for the agent to say its child ended
 PROBE_GRACE_S = 120.0        # past its --seconds: building the probe there, its last lines, the link
 MAX_PROBE_S = 86400.0        # a probe that names no duration (it ends with its rounds) ends within a day
+# Runs started at once on one server (a jitter run's CPUs, probes/spec.py batches): half the streams its
+# agent serves at once (app/remote/agent.py MAX_REQUESTS, 32), the rest left for snapshots and commands.
+AT_ONCE = 16
 
 
 class BadLine(ValueError):

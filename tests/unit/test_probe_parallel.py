@@ -151,3 +151,10 @@ def test_wakeup_where_tracefs_is_unmounted_says_so_and_measures():
     assert r.returncode == 0, r.stderr
     assert "late wakeups not attributed: tracefs is not mounted" in r.stdout
     assert "wakeups every 1 ms" in r.stdout
+
+
+def test_another_machines_batch_is_cut_to_what_its_agent_serves_at_once():
+    from app.remote.probe_runs import AT_ONCE
+    jobs = ProbeSpec("jitter", tuple(range(40)), seconds=1).jobs()
+    assert [len(b) for b in batches(jobs, AT_ONCE)] == [16, 16, 8]
+    assert [len(b) for b in batches(jobs)] == [40]

@@ -76,6 +76,7 @@ class ProbeController(QObject):
         self._starting: Job | None = None      # the job whose child is being started
         self._start_run: ProbeStarter = ProbeRun.start
         self._remote = False
+        self._at_once: int | None = None      # children of a batch at once: all here, AT_ONCE over ssh
 
     # -- state ------------------------------------------------------------------------------------
     @property
@@ -115,13 +116,17 @@ class ProbeController(QObject):
         then coremap's own threads stay where they are."""
         self._start_run = start or ProbeRun.start
         self._remote = start is not None
+        self._at_once = None
+        if start is not None:
+            from app.remote.probe_runs import AT_ONCE     # the remote rooms load when a host is opened
+            self._at_once = AT_ONCE
 
     def start(self, jobs: list[Job]) -> None:
         if self.running:
             raise ProbeSpecError("a probe is already running; cancel it or wait for it to end")
         if not jobs:
             raise ProbeSpecError("nothing to run: choose a probe and CPUs")
-        self._queue = batches(jobs)
+        self._queue = batches(jobs, self._at_once)
         self._start_next()
 
     def cancel(self) -> None:
