@@ -326,3 +326,17 @@ def test_live_rps_follows_each_queue_and_undo_puts_it_back(live_machine, capsys)
             (IRQ / str(n) / "smp_affinity_list").write_text(mask + "\n")
         for e in written:
             _steering_file(e).write_text(format_cpumask(e.before) + "\n")
+
+
+def test_a_spread_crosses_the_wire_whole_and_a_forged_one_is_refused():
+    # The window spreads a machine it shows over ssh too: the request goes to its agent with each IRQ's CPU.
+    from app.pinning.targets import PinRequest, PinTarget
+    from app.remote.codec import Encoder, wire_schema
+    from app.remote.decode import DecodeError, Decoder
+    request = PinRequest((PinTarget("irq", 24), PinTarget("irq", 25)), (1, 2), "drop", each=((2,), (1,)), rps=True)
+    decoder = Decoder(wire_schema(), PinRequest)
+    assert decoder.decode(Encoder().encode(request)) == request
+    forged = Encoder().encode(PinRequest((PinTarget("irq", 24),), (1, 2), "drop"))
+    forged["f"][4] = [[7]]                   # a CPU the pin did not ask for
+    with pytest.raises(DecodeError, match="per-target CPUs"):
+        decoder.decode(forged)
