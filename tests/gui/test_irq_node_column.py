@@ -49,6 +49,9 @@ def test_node_column_shows_the_devices_node_and_the_irqs_own(qtbot):
     assert "0000:b1:00.0 is on NUMA node 1" in tip and "/proc/irq/144/node" in tip and tip.endswith("is 0")
     QToolTip.hideText()
 
+    assert "PCI numa_node" in widget.model.headerData(COL_NODE, Qt.Orientation.Horizontal,
+                                                      Qt.ItemDataRole.ToolTipRole)
+
     # A click on the Node header sorts by the device's node: node 0's devices first, then node 1's.
     widget.filter_edit.clear()
     header = widget.view.horizontalHeader()

@@ -219,6 +219,9 @@ class IrqTableModel(QAbstractTableModel):
                 return ("effective_affinity_list: the CPUs the kernel actually delivers this IRQ on. Red: "
                         "outside the requested CPUs; amber: the mask changed and delivery has not moved "
                         "yet. Delivery on fewer CPUs of the mask (one, on x86) is normal and not coloured.")
+            if section == COL_NODE:
+                return ("The NUMA node of the device that raises the IRQ (its PCI numa_node); in brackets the "
+                        "IRQ's own /proc/irq/N/node where the two differ.")
             if section == COL_REQUESTED:
                 return ("smp_affinity_list: the CPUs requested for this IRQ. Purple: coremap pinned it and "
                         "something (irqbalance?) changed the mask back.")
