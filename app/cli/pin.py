@@ -119,7 +119,7 @@ def _targets(args, root: SysRoot, irqs) -> tuple[PinTarget, ...]:
     """What the options name: one thread, a process, a Java thread, or every IRQ --irq and --device
     select (`irqs()`: the machine's IRQ table, read once and only for names and devices)."""
     from app.pinning.targets import PinTarget        # affinity_service() imported its package already
-    given = [n for n in ("tid",) if getattr(args, n) is not None]
+    given = ["tid"] if args.tid is not None else []
     if args.irq or args.device:
         given.append("irq")
     if (args.spread or args.rps) and given != ["irq"]:
