@@ -40,6 +40,11 @@ def _ask(h: Helper, **req) -> dict:
     ({"op": "set_setting", "kind": "sysctl", "id": 0, "value": [True]}, "value must be an integer"),
     ({"op": "set_setting", "kind": "path", "id": 0, "value": [1]}, "kind must be sysctl, thp, pmqos, governor, epb, irqbalancecpu or irqbalanceirq"),
     ({"op": "set_setting", "kind": "pmqos", "id": 99, "value": [0]}, "CPU 99 is not online"),
+    ({"op": "set_setting", "kind": "sysctl", "id": 4, "value": [1, 0, 2]},
+     "-2 is not a value for kernel.sched_rt_runtime_us"),                  # -1 is the least (issue 30)
+    ({"op": "set_setting", "kind": "thp", "id": 0, "value": [3]}, "? is not a value for transparent huge pages"),
+    ({"op": "set_setting", "kind": "epb", "id": 0, "value": [16]}, "16 is not a value for CPU 0 energy_perf_bias"),
+    ({"op": "set_setting", "kind": "dmalatency", "id": 0, "value": [0]}, "kind must be sysctl, thp, pmqos"),
     ({"op": "set_cpuset", "index": 0, "cpus": "0"}, "index must be an integer in 1..2"),
     ({"op": "set_cpuset", "index": 1, "cpus": "0-x"}, "2-5,8"),
     ({"op": "move_task", "id": 1, "index": 3, "thread": False}, "index must be an integer in 0..2"),
