@@ -80,12 +80,13 @@ def run(args) -> int:
                         "by coremap before issue 30 or by another tool); run on the live machine")
     # Full Java names: read from each verified JVM with cut names (app/machine/java.py), live only.
     names = thread_names_of(sample, root)
+    cpusets = _cpusets(root, sample)
     tasks = find_threads_by_name(sample, args.name, names) if args.name else \
         sorted(sample.tasks.values(), key=lambda t: (t.pid, t.tid))
     if args.json:
-        write_json([_as_json(t, sample, cpu_pct, names) for t in tasks], args, items="threads")
+        write_json([_as_json(t, sample, cpu_pct, names, cpusets) for t in tasks], args, items="threads")
     elif tasks:
-        sys.stdout.write(format_table(tasks, sample, cpu_pct, names))
+        sys.stdout.write(format_table(tasks, sample, cpu_pct, names, cpusets))
     if args.name and not tasks:
         print(f"coremap: no thread name holds {printable(args.name)!r}{_unread(names)}", file=sys.stderr)
         return 1
@@ -107,11 +108,27 @@ def _cpu_pct(prev: MachineSample, cur: MachineSample, seconds: float) -> dict[in
     return {tid: r.cpu_pct for tid, r in rates(prev, cur, seconds).tasks.items()}
 
 
+def _cpusets(root, sample: ThreadsSample) -> dict[int, tuple[str, tuple[int, ...] | None]]:
+    """tid -> (its cpuset cgroup, that cpuset's effective CPUs), each cgroup's CPUs read once; a
+    capture answers from the cgroup files it kept (app/store/capture_threads.py). A thread whose cpuset
+    cannot be read (exited, or a capture without it) is left out."""
+    from app.machine.cpusets import cpuset_cpus_at, read_cpuset_path
+    cpus_at: dict[str, tuple[int, ...] | None] = {}
+    out = {}
+    for t in sample.tasks.values():
+        where = read_cpuset_path(root, t.pid, t.tid)
+        if where is not None:
+            if where not in cpus_at:
+                cpus_at[where] = cpuset_cpus_at(root, where)
+            out[t.tid] = (where, cpus_at[where])
+    return out
+
+
 def _flags(t: TaskSample) -> str:
     return ("K" if t.kthread else "") + ("N" if t.no_setaffinity else "") or "-"
 
 
-def _as_json(t: TaskSample, s: ThreadsSample, cpu_pct, names: ThreadNames) -> dict:
+def _as_json(t: TaskSample, s: ThreadsSample, cpu_pct, names: ThreadNames, cpusets=None) -> dict:
     p = s.processes.get(t.pid)
     d = {"pid": t.pid, "tid": t.tid, "name": names.name(t.pid, t.tid, t.comm),
          "name_unread": names.note(t.pid, t.comm), "comm": t.comm, "process": p.comm if p else None,
@@ -124,18 +141,23 @@ def _as_json(t: TaskSample, s: ThreadsSample, cpu_pct, names: ThreadNames) -> di
          "migrations": t.migrations}
     if cpu_pct is not None:
         d["cpu_pct"] = cpu_pct.get(t.tid)
+    where, cpus = (cpusets or {}).get(t.tid, (None, None))
+    d["cpuset"], d["cpuset_cpus"] = where, list(cpus) if cpus is not None else None
     return d
 
 
-def format_table(tasks: list[TaskSample], s: ThreadsSample, cpu_pct=None, names: ThreadNames | None = None) -> str:
+def format_table(tasks: list[TaskSample], s: ThreadsSample, cpu_pct=None, names: ThreadNames | None = None,
+                 cpusets=None) -> str:
     from app.machine.thread_names import NO_THREAD_NAMES, shown_thread_name
     names = names or NO_THREAD_NAMES
-    head = ["PID", "TID", "NAME", "S", "CPU", "ALLOWED", "POLICY", "PRIO", "FLAGS"] + (["CPU%"] if cpu_pct is not None else [])
+    head = ["PID", "TID", "NAME", "S", "CPU", "ALLOWED", "CPUSET", "POLICY", "PRIO", "FLAGS"] + \
+        (["CPU%"] if cpu_pct is not None else [])
     rows = []
     for t in tasks:
         name = shown_thread_name(names.full_name(t.pid, t.tid, t.comm), t.comm)
         row = [str(t.pid), str(t.tid), name, t.state, str(t.last_cpu),
-               format_cpulist(t.allowed) if t.allowed is not None else "?", t.policy_name,
+               format_cpulist(t.allowed) if t.allowed is not None else "?", _cpuset_cell((cpusets or {}).get(t.tid)),
+               t.policy_name,
                str(t.rt_priority) if t.policy in RT_POLICIES else "-", _flags(t)]
         if cpu_pct is not None:
             v = cpu_pct.get(t.tid)
@@ -143,7 +165,16 @@ def format_table(tasks: list[TaskSample], s: ThreadsSample, cpu_pct=None, names:
         # printable(): a thread names itself (prctl PR_SET_NAME), escapes and newlines included.
         rows.append([printable(c) for c in row])
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
-    right = {0, 1, 4, 7, 9}
+    right = {0, 1, 4, 8, 10}
     lines = ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
              .rstrip() for r in [head] + rows]
     return "\n".join(lines) + "\n"
+
+
+def _cpuset_cell(cpuset) -> str:
+    """A thread's cpuset in the table: its CPUs, and its cgroup where that is not the root one."""
+    if cpuset is None:
+        return "?"
+    where, cpus = cpuset
+    shown = format_cpulist(cpus) if cpus is not None else "?"
+    return shown if where == "/" else f"{shown} {where}"

@@ -8,12 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from app.cli.main import main
 from app.inputs import open_input
+from app.machine.cpusets import read_cpuset_cpus
 from app.machine.thread_names import CAPTURED_NAMES
 from app.machine.threads import read_tasks
 from app.store import capture_threads
@@ -71,9 +73,8 @@ def test_a_snapshot_keeps_a_pinned_thread_and_threads_root_lists_it(live_machine
     assert (t["comm"], t["allowed"], t["last_cpu"], t["policy"]) == ("snap-pinned", [cpu], cpu, os.SCHED_BATCH)
     assert rows[child.pid]["allowed"] == sorted(os.sched_getaffinity(0))     # the process's own thread
     # The cpuset it was in is kept with the cgroup's CPUs (app/machine/cpusets.py reads them back).
-    where = Path(f"/proc/self/cpuset").read_text().strip()
-    assert root.exists(root.path("proc", str(child.pid), "task", str(tid), "cpuset"))
-    assert root.read(root.path("proc", str(child.pid), "cpuset")).strip() == where
+    where, cpus = read_cpuset_cpus(SysRoot("/"), os.getpid(), threading.get_native_id())[::-1]
+    assert (t["cpuset"], t["cpuset_cpus"]) == (where, list(cpus))
     # The table, as people read it.
     capsys.readouterr()
     assert main(["threads", "--root", str(root.root), "--pid", str(child.pid)]) == 0
