@@ -244,7 +244,8 @@ def _isolation(a: Topology, b: Topology) -> Group:
             nocbs = parse_cmdline_isolation(t.cmdline).rcu_nocbs if t.cmdline else None
         except CoremapError:
             nocbs = None
-        return {"isolated CPUs": t.isolated, "nohz_full CPUs": t.nohz_full,
+        # isolated: what the scheduler leaves alone (the domain flag); isolcpus: every CPU it names.
+        return {"isolated CPUs": t.isolated, "isolcpus CPUs": t.isolcpus or None, "nohz_full CPUs": t.nohz_full,
                 "isolcpus flags": ",".join(t.isolcpus_flags) or None, "rcu_nocbs CPUs": nocbs}
     fa, fb = facts(a), facts(b)
     return Group("Isolation", _pairs((k, fa[k], fb[k]) for k in fa))

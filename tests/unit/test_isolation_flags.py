@@ -82,3 +82,10 @@ def test_report_names_what_isolcpus_holds_and_that_it_does_not_isolate():
     from app.store.report import report_from_root
     facts = dict(report_from_root(SysRoot(extract("worker1.internal"))).facts)
     assert facts["isolcpus"] == "0-4,11-79 (flags: managed_irq), not isolated from the scheduler (no domain flag)"
+
+
+def test_diff_tells_the_cpus_isolcpus_names_from_those_it_isolates(capsys):
+    assert main(["diff", str(extract("worker1.internal")), str(extract("worker2.internal"))]) == 1
+    out = capsys.readouterr().out
+    assert "  isolcpus CPUs: 0-4,11-79 -> absent\n" in out
+    assert "isolated CPUs" not in out          # neither has a CPU the scheduler leaves alone
