@@ -1,4 +1,4 @@
-"""`coremap threads [--root DIR] [--pid P] [--name SUBSTR] [--interval S] [--json]`: every thread
+"""`coremap threads [--root DIR] [--pid P] [--name SUBSTR] [--kind KIND] [--interval S] [--json]`: every thread
 with its process, name, state, last CPU, allowed CPUs, scheduling policy and RT priority (as chrt and
 ps's cls/rtprio show them) and kernel-thread / no-setaffinity flags.
 
@@ -20,7 +20,7 @@ from app.cli.common import PID_MAX, add_command, add_json_arguments, bounded, ro
 from app.errors import CoremapError
 from app.format import printable
 from app.parse.cpulist import format_cpulist
-from app.parse.task_stat import RT_POLICIES
+from app.parse.task_stat import RT_POLICIES, THREAD_KINDS
 
 if TYPE_CHECKING:
     from app.machine.sample import MachineSample
@@ -44,6 +44,8 @@ def register(subparsers) -> None:
     p.add_argument("--name", metavar="SUBSTR",
                    help="only threads whose name holds every word of SUBSTR, any case: the full Java "
                         "name in a verified JVM, else the kernel's (cut to 15 bytes)")
+    p.add_argument("--kind", action="append", choices=tuple(THREAD_KINDS), metavar="KIND",
+                   help="only threads of this kind (repeatable): " + "; ".join(f"{k}: {v}" for k, v in THREAD_KINDS.items()))
     # Own dest: the top-level --interval (default 1) is the window's sampling interval.
     p.add_argument("--interval", dest="threads_interval", type=bounded(0.01, 3600, zero=True), default=0.0, metavar="S",
                    help="also show CPU %% over S seconds (live machine only; default 0 = no)")
@@ -83,12 +85,17 @@ def run(args) -> int:
     cpusets = _cpusets(root, sample)
     tasks = find_threads_by_name(sample, args.name, names) if args.name else \
         sorted(sample.tasks.values(), key=lambda t: (t.pid, t.tid))
+    if args.kind:
+        tasks = [t for t in tasks if t.kind in args.kind]
     if args.json:
         write_json([_as_json(t, sample, cpu_pct, names, cpusets) for t in tasks], args, items="threads")
     elif tasks:
         sys.stdout.write(format_table(tasks, sample, cpu_pct, names, cpusets))
     if args.name and not tasks:
         print(f"coremap: no thread name holds {printable(args.name)!r}{_unread(names)}", file=sys.stderr)
+        return 1
+    if args.kind and not tasks:
+        print(f"coremap: no thread is of kind {', '.join(args.kind)}", file=sys.stderr)
         return 1
     return 0
 
@@ -136,6 +143,7 @@ def _as_json(t: TaskSample, s: ThreadsSample, cpu_pct, names: ThreadNames, cpuse
          "allowed": list(t.allowed) if t.allowed is not None else None,
          "kthread": t.kthread, "no_setaffinity": t.no_setaffinity, "nice": t.nice,
          "rt_priority": t.rt_priority, "policy": t.policy, "policy_name": t.policy_name,
+         "kind": t.kind,
          "utime_s": t.utime / s.clk_tck, "stime_s": t.stime / s.clk_tck,
          "voluntary_switches": t.voluntary_switches, "involuntary_switches": t.involuntary_switches,
          "migrations": t.migrations}

@@ -48,10 +48,31 @@ def sched_label(policy: int, rt_priority: int) -> str:
     return f"{name} {rt_priority}" if policy in RT_POLICIES else name
 
 
+# What kind of thread a tuna, tuned or rtla user looks for first (issue 30), by its kernel name: the
+# threaded IRQ handlers (kernel/irq/manage.c setup_irq_thread names them "irq/%d-%s"), the softirq
+# daemons (kernel/softirq.c "ksoftirqd/%u"), RCU's callback and grace-period threads
+# (kernel/rcu/tree.c "rcuc/%u", tree_nocb.h "rcuo%c/%d" and "rcuog/%d", "rcu_preempt"...), workqueue
+# workers ("kworker/..."), the other kernel threads, and user threads.
+THREAD_KINDS = {"irq": "threaded IRQ handlers (irq/N-name)", "softirq": "softirq daemons (ksoftirqd/N)",
+                "rcu": "RCU threads (rcuc, rcuo, rcu_*)", "kworker": "workqueue workers (kworker)",
+                "kernel": "other kernel threads", "user": "user threads"}
+_KIND_PREFIXES = (("irq/", "irq"), ("ksoftirqd/", "softirq"), ("rcuc/", "rcu"), ("rcuo", "rcu"), ("rcu_", "rcu"),
+                  ("rcub/", "rcu"), ("kworker/", "kworker"))
+
+
+def thread_kind(comm: str, kthread: bool) -> str:
+    """One of THREAD_KINDS for a thread by its comm and whether it is a kernel thread (PF_KTHREAD: a
+    user thread may call itself "irq/1-x", which does not make it one)."""
+    if not kthread:
+        return "user"
+    return next((kind for prefix, kind in _KIND_PREFIXES if comm.startswith(prefix)), "kernel")
+
+
 class TaskFlags:
     """What a task's PF_* flags (stat field 9) and policy (field 41) say, for any value with `flags`,
     `policy` and `rt_priority` fields."""
     __slots__ = ()
+    comm: str
     flags: int
     policy: int
     rt_priority: int
@@ -71,6 +92,11 @@ class TaskFlags:
     @property
     def sched_label(self) -> str:
         return sched_label(self.policy, self.rt_priority)
+
+    @property
+    def kind(self) -> str:
+        """One of THREAD_KINDS (thread_kind of its comm and flags)."""
+        return thread_kind(self.comm, self.kthread)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ TABLE = {
     "--any-host": "flag",                                   # report, export: another machine's results (issue 30)
     "--replace": "flag", "--intel-pstate-disable": "flag",
     "--spread": "flag", "--rps": "flag", "--irq": "text", "--device": "text",      # pin's IRQ selection (issue 30)
+    "--kind": "choice",                                                                 # threads' kinds (issue 30)
     "--completion": "choice", "--like": "choice", "--sort": "choice", "--thp": "choice", "--transport": "choice",
     "--what": "choice", "--work": "choice",
     "--duty": "number", "--every": "number", "--interval": "number", "--interval-us": "number",

@@ -35,6 +35,7 @@ from app.sysroot import SysRoot
 from widgets.pinning.drop import PinDropPolicy
 from widgets.pinning.feedback import PinResultLine, RestoreBar
 from widgets.pinning.journal_view import PinJournalWidget
+from widgets.pinning.sched_dialog import SchedulingController
 from widgets.pinning.sources import PinSources
 from widgets.pinning.worker import PinJob, PinWorker
 from widgets.topology.view import TopologyView
@@ -83,6 +84,8 @@ class PinController(QObject):
         self.sources = PinSources(grid, self.request, self.show_message, self, check=self.check, spread=self.spread)
         for view in sources:
             self.sources.add(view)
+        self.scheduling = SchedulingController(self._scheduler, self.run, self.show_message, grid.window(), self)
+        self.sources.open_scheduling = self.scheduling.open
         self.pin_action.triggered.connect(self.sources.open_focused)
         grid.set_drop_policy(PinDropPolicy(self.check, self.spread))
         grid.pin_requested.connect(self._on_grid_pin_requested)
@@ -162,6 +165,17 @@ class PinController(QObject):
                 self._unavailable = str(e)
                 self.result_line.show_message(str(e), ok=False)
         return self.service
+
+    def _scheduler(self) -> AffinityService | str:
+        """The service Set scheduling… writes through, or why there is none: a thread's policy is set on
+        the machine coremap runs on (over ssh, `coremap --host H sched` runs it there)."""
+        service = self._service()
+        if service is None:
+            return self._unavailable
+        if not isinstance(service, AffinityService):
+            return ("scheduling is set by coremap on the machine it runs on: run `coremap --host HOST sched "
+                    "--tid T --policy fifo --priority N` for this one")
+        return service
 
     def live_service(self) -> PinService | None:
         """The service pins go through (opened on first use on the live machine); None where pinning is

@@ -1,6 +1,7 @@
 """PinSources: the table views whose rows can be pinned without a drag: their context menu ("Pin to…"),
 Ctrl+P, and the Pin to… dialog. Each makes the same PinRequest a drop makes and hands it to `pin`
-(PinController.request): one way in for every pin.
+(PinController.request): one way in for every pin. The thread tables' menus also offer "Set
+scheduling…" (widgets/pinning/sched_dialog.py), for the same selection.
 """
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ the dialog shows as the CPUs are typed), `spread(irqs, cpus)` (where several IRQ
         self.dialog: PinDialog | None = None
         self._views: list[QAbstractItemView] = []
         self._last: QAbstractItemView | None = None
+        self._scheduling: list[QAbstractItemView] = []
+        # payload -> the Set scheduling… dialog (SchedulingController.open), set by the owner
+        self.open_scheduling: Callable[[PinPayload], object] | None = None
 
     def add(self, view: QAbstractItemView) -> None:
         """Rows of `view` can be dragged onto the grid (its model's mimeData) and pinned with the
@@ -45,6 +49,10 @@ the dialog shows as the CPUs are typed), `spread(irqs, cpus)` (where several IRQ
         view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         view.customContextMenuRequested.connect(lambda pos, v=view: self._on_view_context_menu(v, pos))
         self._views.append(view)
+
+    def add_scheduling(self, view: QAbstractItemView) -> None:
+        """`view` (a source already) offers "Set scheduling…" for its selected threads or processes."""
+        self._scheduling.append(view)
 
     def payload(self, view: QAbstractItemView) -> PinPayload | None:
         """The pin payload of `view`'s selected rows, built by its model's mimeData (as a drag is)."""
@@ -66,6 +74,11 @@ the dialog shows as the CPUs are typed), `spread(irqs, cpus)` (where several IRQ
         act = menu.addAction("Pin to…\tCtrl+P" if payload else "Pin to… (select threads, processes or numbered IRQs)")
         act.setEnabled(payload is not None)
         act.triggered.connect(lambda _=False, v=view: self.open_dialog(v))
+        if view in self._scheduling and self.open_scheduling is not None:
+            tasks = payload is not None and payload.kind in ("thread", "process")
+            sched = menu.addAction("Set scheduling…" if tasks else "Set scheduling… (select threads or processes)")
+            sched.setEnabled(tasks)
+            sched.triggered.connect(lambda _=False, p=payload: self.open_scheduling(p))
         return menu
 
     def open_focused(self) -> PinDialog | None:

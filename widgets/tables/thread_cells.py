@@ -9,11 +9,11 @@ from PySide6.QtGui import QColor
 from app.format import command_name, format_cpus, format_percent, format_rate
 from app.machine.thread_names import ThreadNames, shown_thread_name
 from app.machine.threads import TaskSample, search_text
-from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY
+from app.parse.task_stat import PF_KTHREAD, PF_NO_SETAFFINITY, RT_POLICIES, TaskFlags
 from app.sampling.rates import TaskRate
 from widgets.tables.sorting import TIE, TIE_ABSOLUTE, near
 
-COL_NAME, COL_ID, COL_CPU, COL_PCT, COL_MIGR, COL_ALLOWED, COL_STATE = range(7)
+COL_NAME, COL_ID, COL_CPU, COL_PCT, COL_MIGR, COL_ALLOWED, COL_STATE, COL_POLICY = range(8)
 _KTHREAD_FG = QColor(128, 128, 128)
 
 # Documentation/filesystems/proc.rst, Table 1-4 (field 3, state), fs/proc/array.c task_state_array.
@@ -77,7 +77,19 @@ def thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None, shown: st
          "PF_NO_SETAFFINITY: the kernel does not let this thread be moved"
          if t.flags & PF_NO_SETAFFINITY else None, fg),
         (state, state, _STATE_NAMES.get(state), fg),
+        policy_cell(t, fg),
     )
+
+
+def policy_cell(t: TaskFlags | None, fg, tip: str = "") -> tuple:
+    """The Policy column: "fifo 80" as chrt shows it; sorted real-time first, by RT priority (a sort
+    descending puts the highest priority on top, as tuna's list does)."""
+    if t is None:
+        return ("", -1, None, fg)
+    rt = t.policy in RT_POLICIES
+    about = (f"SCHED_{t.policy_name.upper()}" + (f", RT priority {t.rt_priority} (1-99, 99 highest)" if rt else "")
+             + (f"\n{tip}" if tip else "") + "\nright-click → Set scheduling… to change it")
+    return (t.sched_label, 1000 + t.rt_priority if rt else t.policy, about, fg)
 
 
 def _name_tip(t: TaskSample, proc_comm: str, full: str | None, unread: str | None) -> str:
@@ -132,6 +144,7 @@ def process_cells(pid, comm, cmdline, threads, rlist, shown: str | None = None, 
         (format_rate(migr), migr if migr is not None else -1.0, None, fg),
         (format_cpus(allowed), cpus_key(allowed), "the main thread's Cpus_allowed_list", fg),
         (state, state, _STATE_NAMES.get(state), fg),
+        policy_cell(leader, fg, "the main thread's" if n > 1 else ""),
     )
 
 

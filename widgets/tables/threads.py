@@ -14,12 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QAbstractItemModel, QEvent, QItemSelection, QModelIndex, Qt, Signal
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLineEdit, QToolTip, QVBoxLayout, QWidget
 
 from app.format import plural
 from app.machine.thread_names import NO_THREAD_NAMES, comm_of, shown_thread_name
 from app.machine.threads import name_matcher, search_text
 from app.machine.usage import process_facts
+from app.parse.task_stat import THREAD_KINDS
 from app.sampling.machine_state import MachineState
 from widgets.pinning.drag import PinDragTreeView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
@@ -42,9 +43,10 @@ from widgets.text_line import TextLine
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 FILTER_ROLE = Qt.ItemDataRole.UserRole + 2    # case-folded text the filter looks in (threads.py search_text)
 ID_ROLE = Qt.ItemDataRole.UserRole + 3        # ("process", pid) or ("thread", tid)
+KIND_ROLE = Qt.ItemDataRole.UserRole + 4      # a thread's kind (app/parse/task_stat.py THREAD_KINDS); None for a process
 
 # In the order of the COL_* numbers (widgets/tables/thread_cells.py), which the cells follow too.
-_HEADERS = ("Name", "PID / TID", "Last CPU", "CPU %", "Migrations/s", "Allowed CPUs", "State")
+_HEADERS = ("Name", "PID / TID", "Last CPU", "CPU %", "Migrations/s", "Allowed CPUs", "State", "Policy")
 _NUMERIC = (COL_ID, COL_CPU, COL_PCT, COL_MIGR)
 
 # Qt calls data(), index(), parent() and flags() thousands of times a tick (the sorting proxy and the
@@ -54,8 +56,8 @@ _DISPLAY = int(Qt.ItemDataRole.DisplayRole)
 _TOOLTIP = int(Qt.ItemDataRole.ToolTipRole)
 _FOREGROUND = int(Qt.ItemDataRole.ForegroundRole)
 _ALIGN = int(Qt.ItemDataRole.TextAlignmentRole)
-_SORT, _FILTER, _ID = int(SORT_ROLE), int(FILTER_ROLE), int(ID_ROLE)
-_SERVED = frozenset((_DISPLAY, _TOOLTIP, _FOREGROUND, _ALIGN, _SORT, _FILTER, _ID))
+_SORT, _FILTER, _ID, _KIND = int(SORT_ROLE), int(FILTER_ROLE), int(ID_ROLE), int(KIND_ROLE)
+_SERVED = frozenset((_DISPLAY, _TOOLTIP, _FOREGROUND, _ALIGN, _SORT, _FILTER, _ID, _KIND))
 _SLOT = {_DISPLAY: 0, _SORT: 1, _TOOLTIP: 2, _FOREGROUND: 3}     # role -> its place in a cell
 _RIGHT = int((Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter).value)
 _ITEM_FLAGS = Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsDragEnabled
@@ -357,6 +359,10 @@ class ThreadTreeModel(QAbstractItemModel):
             if role == _FILTER:
                 return self._tfilter[ident - 1][key] + " " + self._pfilter[ident - 1]
             return "thread", key
+        if role == _KIND and index.internalId() != 0:
+            pid = index.internalId() - 1
+            built = self._built.get(pid, {}).get(self._tids[pid][index.row()])
+            return built[0][0].kind if built is not None else None
         return None
 
 
@@ -364,11 +370,13 @@ class ThreadFilterProxyModel(OneCallProxy):
     """Sorts by SORT_ROLE. A row is kept when app/machine/threads.py name_matcher (the one matcher,
     which `coremap threads --name` uses too) finds the filter in its names: a thread's full Java name
     and comm, its process's comm and cmdline, and the ids; a process is kept when it or any of its
-    threads matches (recursive filtering)."""
+    threads matches (recursive filtering). With a kind (`set_kind`) only threads of that kind are kept,
+    and a process only for them."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self._active = False
+        self._kind: str | None = None
         self._matches = name_matcher("")
         self.setSortRole(SORT_ROLE)
         self.setDynamicSortFilter(True)
@@ -376,7 +384,12 @@ class ThreadFilterProxyModel(OneCallProxy):
 
     @property
     def active(self) -> bool:
-        return self._active
+        return self._active or self._kind is not None
+
+    def set_kind(self, kind: str | None) -> None:
+        self.beginFilterChange()
+        self._kind = kind
+        self.endFilterChange()
 
     def set_filter_text(self, text: str) -> None:
         self.beginFilterChange()
@@ -390,10 +403,13 @@ class ThreadFilterProxyModel(OneCallProxy):
         return _flags(index)
 
     def filterAcceptsRow(self, source_row, source_parent):
-        if not self._active:
+        if not self.active:
             return True
         src = self.sourceModel()
-        return self._matches(src.data(src.index(source_row, 0, source_parent), FILTER_ROLE))
+        index = src.index(source_row, 0, source_parent)
+        if self._kind is not None and index.data(KIND_ROLE) != self._kind:
+            return False                # a process row too: kept for its threads of the kind alone
+        return not self._active or self._matches(src.data(index, FILTER_ROLE))
 
 
 class ThreadTableWidget(QWidget):
@@ -410,6 +426,12 @@ class ThreadTableWidget(QWidget):
         self.filter_edit = QLineEdit(self)
         self.filter_edit.setPlaceholderText("Find a thread: name, process name or command line")
         self.filter_edit.setClearButtonEnabled(True)
+        # The usual targets of a priority change (tuna's, rtla's): threaded IRQ handlers, ksoftirqd, rcuc.
+        self.kind_combo = QComboBox(self)
+        self.kind_combo.addItem("All threads", None)
+        for kind, label in THREAD_KINDS.items():
+            self.kind_combo.addItem(label[0].upper() + label[1:], kind)
+        self.kind_combo.setToolTip("Show only threads of one kind")
         self.count_label = TextLine(self)
         self.view = PinDragTreeView(self, name_column=COL_NAME)
         self.view.setModel(self.proxy)
@@ -423,11 +445,15 @@ class ThreadTableWidget(QWidget):
         self.view.header().resizeSection(COL_NAME, 220)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.filter_edit)
+        row = QHBoxLayout()
+        row.addWidget(self.filter_edit, 1)
+        row.addWidget(self.kind_combo)
+        layout.addLayout(row)
         layout.addWidget(self.view)
         layout.addWidget(self.count_label)
         self._last_selection: tuple[list, list] = ([], [])
         self.filter_edit.textChanged.connect(self._on_filter_text_changed)
+        self.kind_combo.currentIndexChanged.connect(self._on_kind_combo_current_index_changed)
         self.view.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.view.viewport().installEventFilter(self)
         self.proxy.rowsInserted.connect(self._on_proxy_rows_inserted)
@@ -459,7 +485,9 @@ class ThreadTableWidget(QWidget):
         """The line under the tree: how many processes and threads; under a filter that hides every
         row, that nothing matches and, where a JVM's full names could not be read, why (issue 20)."""
         if self.proxy.active and self.proxy.rowCount() == 0 and self.model.pids():
-            line = f"No thread or process matches \u201c{self.filter_edit.text().strip()}\u201d"
+            text, kind = self.filter_edit.text().strip(), self.kind_combo.currentData()
+            line = (f"No thread or process matches \u201c{text}\u201d" if text else "No thread") + \
+                (f" among the {THREAD_KINDS[kind]}" if kind is not None else "")
             unread = self.model.thread_names.unavailable
             if unread:
                 pid, why = min(unread.items())
@@ -531,11 +559,22 @@ class ThreadTableWidget(QWidget):
 
     def _on_filter_text_changed(self, text: str) -> None:
         self.proxy.set_filter_text(text)
+        self._after_filter()
+
+    def _after_filter(self) -> None:
         if self.proxy.active:
             self.view.expandAll()                      # show the matching threads under each process
         else:
             self.view.collapseAll()
         self._show_count()
+
+    def set_kind(self, kind: str | None) -> None:
+        """Show only threads of `kind` (THREAD_KINDS), or every thread for None."""
+        self.kind_combo.setCurrentIndex(self.kind_combo.findData(kind) if kind is not None else 0)
+
+    def _on_kind_combo_current_index_changed(self, _i: int) -> None:
+        self.proxy.set_kind(self.kind_combo.currentData())
+        self._after_filter()
 
     def _on_proxy_rows_inserted(self, parent: QModelIndex, first: int, last: int) -> None:
         # A process that starts matching the filter mid-session opens like the others did.
