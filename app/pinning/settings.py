@@ -210,11 +210,17 @@ class DmaLatencyWriter:
     def __init__(self, root: SysRoot, entries: Callable[[], tuple] | None = None):
         self.root = root
         self._entries = entries or (lambda: ())
+        self._seen: tuple[object, tuple[int, ...]] | None = None
 
     def read(self, target: PinTarget) -> tuple[int, ...] | None:
         if not self.root.exists(latency_path(self.root)):
             return None
-        return held_latency(self._entries())
+        entries = self._entries()
+        # The guard reads it every tick: the entries are worked out again only when the journal grew
+        # (AffinityService.ledger() hands back the same tuple until then), not walked each time.
+        if self._seen is None or self._seen[0] is not entries:
+            self._seen = (entries, held_latency(entries))
+        return self._seen[1]
 
     def prepare(self, step: Step) -> Prepared:
         before = self.read(step.target)
