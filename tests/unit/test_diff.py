@@ -126,3 +126,42 @@ def test_this_machine_against_its_capture_shows_the_thread_that_moved(live_machi
         assert _group(doc, same) == {}, same
     moved = _group(doc, "Threads")[f"{proc} / diff-moved"]
     assert (moved["a"], moved["b"]) == (f"CPUs {a}, other", f"CPUs {b}, other")
+
+
+def _device_shares(root: Path) -> dict[int, float]:
+    """Each CPU's share of the numbered IRQs' counts, read from /proc/interrupts by hand."""
+    lines = (root / "proc" / "interrupts").read_text().splitlines()
+    cpus = [int(c[3:]) for c in lines[0].split()]
+    per = dict.fromkeys(cpus, 0)
+    for ln in lines[1:]:
+        head, _, rest = ln.partition(":")
+        if head.strip().isdigit():
+            for c, n in zip(cpus, rest.split()[:len(cpus)]):
+                per[c] += int(n)
+    total = sum(per.values())
+    return {c: n / total for c, n in per.items()}
+
+
+def _effective_on(root: Path, cpu: int) -> set[str]:
+    out = set()
+    for d in (root / "proc" / "irq").iterdir():
+        f = d / "effective_affinity_list"
+        if d.name.isdigit() and f.exists() and f.read_text().strip() and cpu in parse_cpulist(f.read_text()):
+            out.add(d.name)
+    return out
+
+
+def test_the_marked_cpus_are_where_their_irq_load_or_placement_differs(capsys):
+    w1, w2 = extract("worker1.internal"), extract("worker2.internal")
+    _rc, doc = _diff(capsys, str(w2), str(w1))
+    sa, sb = _device_shares(w2), _device_shares(w1)
+    for cpu in range(32):
+        hi = max(sa[cpu], sb[cpu])
+        loaded = hi >= 0.01 and min(sa[cpu], sb[cpu]) < hi / 2
+        assert ("IRQ load differs" in doc["cpus"].get(str(cpu), "")) == loaded, cpu
+        if loaded:
+            assert f"{sa[cpu]:.1%} of device interrupts in A, {sb[cpu]:.1%} in B" in doc["cpus"][str(cpu)]
+    assert any("IRQ load differs" in why for why in doc["cpus"].values())
+    # CPU 0's IRQs by their effective CPUs: worker2 delivers some there that worker1 does not, and back.
+    on_a, on_b = _effective_on(w2, 0), _effective_on(w1, 0)
+    assert on_a != on_b and "IRQ placement differs" in doc["cpus"]["0"]
