@@ -133,9 +133,7 @@ class Guard:
             return False
         self._token = token
         history = self.service.ledger()
-        said = self.latency.follow(history.entries)
-        if said:
-            self._notes.append(said)
+        self._notes += self.latency.follow(history.entries)
         effect = history.in_effect()
         # Writes journalled and not (yet) marked: coremap's own, under way in another process (an include
         # in the window while `coremap guard` runs) or cut short by a crash. A target found at either

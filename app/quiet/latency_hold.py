@@ -23,26 +23,26 @@ class LatencyHold:
         self.usec: int | None = None          # what is held now (None: nothing)
         self._problem = ""
 
-    def follow(self, entries) -> str:
+    def follow(self, entries) -> list[str]:
         """Hold, move or release to what the journal asks (`entries`: Ledger.entries); a sentence when
-        that changed what is held or could not be done, "" otherwise."""
+        that changed what is held or could not be done (said once), none otherwise."""
         want = held_latency(entries)
         usec = want[0] if want else None
         if usec == self.usec:
-            return ""
+            return []
         was = self.usec
         self.release()
         if usec is None:
-            return f"{latency_path(self.root)} released (was held at {was} µs)"
+            return [f"{latency_path(self.root)} released (was held at {was} µs)"]
         try:
             self.fd = hold_latency(self.root, usec)
         except OSError as e:
             problem = (f"cannot hold {latency_path(self.root)} at {usec} µs ({e.strerror}): the isolate asked for "
                        "force_latency; run the guard as root (only root may open it)")
             said, self._problem = self._problem == problem, problem
-            return "" if said else problem
+            return [] if said else [problem]
         self.usec, self._problem = usec, ""
-        return f"{latency_path(self.root)} held at {usec} µs while the guard runs"
+        return [f"{latency_path(self.root)} held at {usec} µs while the guard runs"]
 
     def release(self) -> None:
         if self.fd is not None:
