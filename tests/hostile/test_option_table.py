@@ -32,6 +32,8 @@ TABLE = {
     "--any-host": "flag",                                   # report, export: another machine's results (issue 30)
     "--replace": "flag", "--intel-pstate-disable": "flag",
     "--spread": "flag", "--rps": "flag", "--irq": "text", "--device": "text",      # pin's IRQ selection (issue 30)
+    "--hung-task": "flag", "--no-numa-balancing": "flag", "--no-ksm": "flag", "--performance": "flag",  # isolate's
+    "--force-latency": "flag", "--no-rt-throttling": "flag",                          # tuned knobs (issue 30)
     "--kind": "choice",                                                                 # threads' kinds (issue 30)
     "--completion": "choice", "--like": "choice", "--sort": "choice", "--thp": "choice", "--transport": "choice",
     "--what": "choice", "--work": "choice",
