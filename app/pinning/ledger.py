@@ -228,10 +228,11 @@ def _stacks(batches: Mapping[int, list[JournalEntry]]) -> tuple[list[int], list[
 
 def _pins_given_back(batches: Mapping[int, list[JournalEntry]], undo: list[int], original: Mapping[int, int],
                      include: int) -> list[int]:
-    """The pin batches on the undo stack that the give-back `include` undid: one of their threads or
-    IRQs is among its writes (see the module docstring). An isolate's batch is never one of them."""
+    """The pin batches on the undo stack that the give-back `include` undid: one of their threads (its CPUs
+    or its scheduling) or IRQs is among its writes (see the module docstring). An isolate's batch is never
+    one of them."""
     wrote = {(e.kind, e.netdev, e.target_id) for e in batches[include]
-             if e.kind in ("thread", "irq") and (e.state != "failed" or e.code == "gone")}
+             if e.kind in ("thread", "irq", "sched") and (e.state != "failed" or e.code == "gone")}
     out = []
     for b in undo:
         if batches[original.get(b, b)][0].origin in ("isolate", "include"):

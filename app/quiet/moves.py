@@ -209,7 +209,7 @@ def group_of(t: PinTarget, service: AffinityService) -> str:
         return "cpuset"
     if t.kind in ("cgroup", "cgroupthread"):
         return "process"
-    if t.kind != "thread":
+    if t.kind not in ("thread", "sched"):
         return "mask"
     try:
         task = read_task(service.root, t.pid if t.pid is not None else t.id, t.id, detail="fast")

@@ -8,6 +8,10 @@ whatever was pinned. The window's user, who dropped the thread there for this jo
 back as it was (the fingerprint of every mask, cpuset and knob before the isolate), with nothing left
 for a second command.
 
+A thread's scheduling (policy and RT priority, app/pinning/sched.py) set while quiet goes back with the
+pin of that thread onto the CPUs given back: the FIFO 80 given to a thread dropped on the quiet CPU is
+part of the same job, and a SCHED_FIFO thread left spinning on a housekeeping CPU would starve it.
+
 Each target of such a pin gets what it had before coremap first pinned it (the first entry in effect),
 and where an isolate had moved it too, what the give-back gives such a target (its mask then, minus
 what the isolate added, plus what it had among the CPUs given back). A thread moved out of the shield
@@ -17,7 +21,7 @@ made before the isolate are the user's from before the quiet job: they stay.
 from __future__ import annotations
 
 from app.errors import CoremapError
-from app.pinning.kinds import CPU_KINDS, MEMBER_KINDS
+from app.pinning.kinds import CPU_KINDS, MEMBER_KINDS, TASK_KINDS
 from app.pinning.ledger import Ledger
 from app.pinning.service import AffinityService
 from app.pinning.targets import PinTarget
@@ -98,12 +102,14 @@ def _pin_entries(state: Ledger, back: set[int]):
             first.setdefault(k, e)
             if onto:
                 chosen.add(k)
+    threads = {k[2] for k in chosen if k[0] == "thread"}
+    chosen |= {k for k in first if k[0] == "sched" and k[2] in threads}     # see the module docstring
     return [first[k] for k in sorted(chosen, key=lambda k: first[k].id)]
 
 
 def _now(service: AffinityService, t: PinTarget, starttime) -> tuple[int, ...] | None:
     """The target's value now; None when it exited, or its id names another task now."""
-    if t.kind in ("thread", "cgroupthread", "cgroup") and M.exited(service, t, starttime):
+    if t.kind in TASK_KINDS and M.exited(service, t, starttime):
         return None
     try:
         return service.read_affinity(t)
