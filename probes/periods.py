@@ -55,6 +55,29 @@ def figures(intervals) -> dict:
     return t.figures()
 
 
+def result_figures(result: dict) -> dict | None:
+    """figures() of a finished run's result object (a session's, a file's): a jitter run's gaps as its
+    loop counted them, a wakeup run's exact max and its buckets by the same rule; None for a run of
+    another probe or one without what it takes."""
+    from probes.histogram import bucket_mid, bucket_rows, step_row
+    seconds = result.get("sampled_seconds")
+    if not seconds:
+        return None
+    gaps = result.get("gaps")
+    if result.get("probe") == "jitter" and isinstance(gaps, dict):
+        row = step_row(gaps, HEAT_STEP_NS)
+        if row is None:
+            return None
+        count, max_ns, exact = int(row["count"]), gaps.get("max_ns"), bool(row.get("exact"))
+    elif result.get("probe") == "wakeup":
+        count = sum(int(c) for lo, hi, c in bucket_rows(result.get("buckets") or ()) if bucket_mid(lo, hi) >= HEAT_STEP_NS)
+        max_ns, exact = (result.get("percentiles") or {}).get("max"), False
+    else:
+        return None
+    return {"sampled_s": float(seconds), "max_ns": max_ns, "at_least_ns": HEAT_STEP_NS, "count": count,
+            "exact": exact, "per_s": count / float(seconds)}
+
+
 def _step_count(interval: dict) -> int | None:
     for step, n, _lost in interval.get("at_least") or ():
         if int(step) == HEAT_STEP_NS:

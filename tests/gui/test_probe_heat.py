@@ -120,3 +120,41 @@ def test_every_reports_each_period_live_and_the_heat_follows_the_run(qtbot):
     assert any(busy and probe == "jitter" and CPUS[-1] in f for busy, probe, f in heats)   # live
     (rec,) = panel.runs
     assert heats[-1][2][CPUS[-1]]["max_ns"] == rec.summary["gaps"]["max_ns"]           # and final
+
+
+def test_runs_selected_in_the_list_show_as_the_heat(qtbot):
+    """A session's runs (here the fixture results of `coremap probe ... -c 1,0 --json`) are read on the
+    grid too: the runs selected in the list, a click and a Ctrl+click, are its heat."""
+    import json
+    from pathlib import Path
+    from probes.periods import result_figures
+    from widgets.probe.panel import ProbePanel
+    results = Path(__file__).parents[1] / "fixtures" / "results"
+    wakeups = json.loads((results / "kvm-6.18-wakeup.json").read_text())["results"]
+    jitter = json.loads((results / "kvm-6.18-jitter-with-host.json").read_text())
+    panel = ProbePanel()
+    qtbot.addWidget(panel)
+    panel.resize(1200, 700)
+    panel.show()
+    recs = [panel.add_result(r, "session.coremap") for r in (*wakeups, jitter)]
+    heats = []
+    panel.heat_changed.connect(lambda probe, figures: heats.append((probe, figures)))
+    lst = panel.run_store.runs_list
+
+    def click(rec, modifier=Qt.KeyboardModifier.NoModifier):
+        item = panel.run_store.item(rec.key)
+        QTest.mouseClick(lst.viewport(), Qt.MouseButton.LeftButton, modifier, lst.visualItemRect(item).center())
+
+    click(recs[0])
+    click(recs[1], Qt.KeyboardModifier.ControlModifier)
+    probe, figures = heats[-1]
+    assert probe == "wakeup" and set(figures) == {0, 1}
+    for r in wakeups:
+        assert figures[r["cpu"]]["max_ns"] == r["percentiles"]["max"]
+        assert figures[r["cpu"]]["sampled_s"] == r["sampled_seconds"]
+    click(recs[2])
+    probe, figures = heats[-1]
+    row = step_row(jitter["gaps"], 10_000)
+    assert probe == "jitter" and figures == {1: result_figures(jitter)}
+    assert figures[1]["max_ns"] == jitter["gaps"]["max_ns"] and figures[1]["count"] == row["count"]
+    assert figures[1]["per_s"] == pytest.approx(row["per_second"]) and figures[1]["exact"] is row["exact"]

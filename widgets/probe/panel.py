@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLayout, QMenu, QProgressBar
 from app.errors import CoremapError
 from app.parse.cpulist import format_cpulist
 from app.sampling.machine_state import MachineState
+from probes.periods import result_figures
 from widgets.probe.busy import BusyCheck
 from widgets.probe.controller import ProbeController
 from widgets.probe.drop import CpuDrop
@@ -142,6 +143,7 @@ class ProbePanel(QWidget):
                              (self.run_store.remove_button.clicked, self._on_remove_button_clicked),
                              (self.run_store.visibility_changed, self.plots.set_run_visible),
                              (self.run_store.selection_changed, self._on_run_store_selection_changed),
+                             (self.run_store.selection_changed, self._show_selected_heat),
                              (self.run_store.run_clicked, self._on_run_clicked),
                              (self.table.run_clicked, self._on_run_clicked),
                              (self.busy_check.run_anyway, lambda: self.run(anyway=True)),
@@ -284,6 +286,19 @@ class ProbePanel(QWidget):
         selected = self.run_store.selected()
         if len(selected) == 1:
             self.plots.show_result(selected[0])
+
+    def _show_selected_heat(self) -> None:
+        """The selected finished runs of one CPU each (jitter or wakeup, measured here or opened from a
+        session or a file) as the grid's heat: a session's 80 CPUs read on the machine's picture."""
+        heat, probe = {}, None
+        for rec in self.run_store.selected():
+            result = rec.stored or rec.summary or {}
+            cpu, name = result.get("cpu"), result.get("probe")
+            f = result_figures(result) if rec.finished and isinstance(cpu, int) and name in ("jitter", "wakeup") else None
+            if f is not None and probe in (None, name):
+                probe, heat[cpu] = name, f
+        if heat:
+            self.heat_changed.emit(probe, heat)
 
     def _on_run_clicked(self, key: int) -> None:
         """A run clicked in the table or the list: select it (in both) and show its tabs."""
