@@ -19,6 +19,7 @@ from app.pinning.sched import SchedWriter, sched_refusal, sched_target, sched_va
 from app.pinning.service import AffinityService
 from app.pinning.targets import PinTarget
 from app.sysroot import SysRoot
+from tests.jvms import HANDLER, OTHER_HANDLER, MarketData, needs_jdk
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="a real-time policy needs root (CAP_SYS_NICE)")
 
@@ -190,3 +191,22 @@ def test_a_capture_refuses_scheduling(tmp_path):
     with pytest.raises(CaptureReadOnly):
         svc.plan_schedule([PinTarget("thread", 1, 1)], (1, 80))
     assert sched_target(5).describe() == "thread 5 scheduling"
+
+
+@needs_jdk
+@ROOT_ONLY
+@pytest.mark.usefixtures("live_machine")
+def test_a_java_thread_by_its_full_name(capsys):
+    """`sched --java NAME --pid P`: the real JVM's "market-data-feed-handler-0" (comm "market-data-fee",
+    which its sibling shares), found by its full name, set to rr 10 and named so in the line and the
+    journal; the sibling is left alone; undo puts it back."""
+    m = MarketData()
+    try:
+        tid, other = m.tid(HANDLER), m.tid(OTHER_HANDLER)
+        assert main(["sched", "--java", HANDLER, "--pid", str(m.pid), "--policy", "rr", "--priority", "10"]) == 0
+        assert capsys.readouterr().out == f"thread {tid} ({HANDLER}) scheduling: other -> rr 10 ok\n"
+        assert _sched(tid) == (os.SCHED_RR, 10) and _sched(other) == (os.SCHED_OTHER, 0)
+        assert [e["label"] for e in _journal(capsys)] == [HANDLER]
+        assert main(["undo"]) == 0 and _sched(tid) == (os.SCHED_OTHER, 0)
+    finally:
+        m.stop()

@@ -1,6 +1,7 @@
 """read_tasks / TaskReader / read_task / read_process on the live machine and the procfs fixture tree."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -274,3 +275,40 @@ def test_policy_and_priority_read_by_every_path_and_a_change_seen_while_asleep()
     finally:
         child.kill()
         child.wait()
+
+
+def test_thread_kinds_by_kernel_name_and_flag():
+    """The kinds the tree's filter and `coremap threads --kind` offer, from comm and PF_KTHREAD: a user
+    thread that names itself like a kernel one stays a user thread."""
+    from app.parse.task_stat import thread_kind
+    assert thread_kind("irq/24-ACPI:Ged", True) == "irq"
+    assert thread_kind("irq/24-ACPI:Ged", False) == "user"
+    assert thread_kind("ksoftirqd/3", True) == "softirq"
+    assert [thread_kind(n, True) for n in ("rcuc/5", "rcuop/5", "rcuog/0", "rcu_preempt", "rcub/0")] == ["rcu"] * 5
+    assert thread_kind("kworker/1:1H-kblockd", True) == "kworker"
+    assert thread_kind("migration/0", True) == thread_kind("kthreadd", True) == "kernel"
+
+
+@pytest.mark.usefixtures("live_machine")
+def test_cli_threads_by_kind_on_the_live_machine(capsys):
+    """ksoftirqd/N runs on every Linux, one per CPU: --kind softirq lists exactly those, and a user
+    thread of this test that calls itself "ksoftirqd/9" is not among them."""
+    from app.cli.main import main
+    ev = threading.Event()
+    th = threading.Thread(target=ev.wait, name="ksoftirqd/9")
+    th.start()
+    try:
+        with open(f"/proc/self/task/{th.native_id}/comm", "w") as f:
+            f.write("ksoftirqd/9")
+        assert main(["threads", "--kind", "softirq", "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["threads"]
+        assert rows and all(r["comm"].startswith("ksoftirqd/") and r["kthread"] and r["kind"] == "softirq" for r in rows)
+        assert th.native_id not in {r["tid"] for r in rows}
+        assert main(["threads", "--pid", str(os.getpid()), "--kind", "user", "--json"]) == 0
+        mine = {r["tid"]: r for r in json.loads(capsys.readouterr().out)["threads"]}
+        assert mine[th.native_id]["comm"] == "ksoftirqd/9" and mine[th.native_id]["kind"] == "user"
+        assert main(["threads", "--pid", str(os.getpid()), "--kind", "irq"]) == 1
+        assert capsys.readouterr().err == "coremap: no thread is of kind irq\n"
+    finally:
+        ev.set()
+        th.join()
