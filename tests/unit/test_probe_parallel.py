@@ -158,3 +158,21 @@ def test_another_machines_batch_is_cut_to_what_its_agent_serves_at_once():
     jobs = ProbeSpec("jitter", tuple(range(40)), seconds=1).jobs()
     assert [len(b) for b in batches(jobs, AT_ONCE)] == [16, 16, 8]
     assert [len(b) for b in batches(jobs)] == [40]
+
+
+@two_cpus
+@pytest.mark.usefixtures("live_machine")
+def test_every_child_of_a_batch_dies_with_the_cli():
+    """SIGTERM to `coremap probe jitter -c A,B`: both children go, not only the one it waited on."""
+    import signal
+    from tests.hostile.test_children import _alive, _children, _start, _wait_for
+    cli = _start("probe", "jitter", "-c", PAIR, "--seconds", "60", "--duty", "10")
+    try:
+        probes = _wait_for(lambda: (lambda c: c if len(c) == 2 else None)(_children(cli.pid)))
+        assert probes, "the two children did not start together"
+        os.kill(cli.pid, signal.SIGTERM)
+        cli.wait(10)
+        assert _wait_for(lambda: not any(_alive(p) for p in probes), 5), f"{probes} outlived the CLI"
+    finally:
+        if cli.poll() is None:
+            cli.kill()
