@@ -154,3 +154,18 @@ def test_stored_names_name_a_captured_thread_whose_comm_is_cut(tmp_path, capsys)
         {"format": 1, "names": {str(t.pid): {str(t.tid): HANDLER}}}))
     rows = _threads_json(capsys, "--root", str(dst), "--name", "feed-handler-0")
     assert [(r["tid"], r["name"]) for r in rows] == [(t.tid, HANDLER)]
+
+
+def test_the_window_sampler_names_a_captured_thread_by_its_stored_java_name(tmp_path):
+    """The window shows a capture through the Sampler: its state carries the names the capture stored."""
+    from app.sampling.sampler import Sampler
+    dst = _composite_copy(tmp_path)
+    t = next(t for t in read_tasks(SysRoot(dst)).tasks.values())
+    stat = dst / "proc" / str(t.pid) / "task" / str(t.tid) / "stat"
+    text = stat.read_text()
+    stat.write_text(text[:text.index("(") + 1] + COMM + text[text.rindex(")"):])
+    (dst / SNAPSHOT_META_DIR).mkdir(exist_ok=True)
+    (dst / SNAPSHOT_META_DIR / CAPTURED_NAMES).write_text(json.dumps(
+        {"format": 1, "names": {str(t.pid): {str(t.tid): HANDLER}}}))
+    state = Sampler(SysRoot(dst)).tick()
+    assert state.thread_names.name(t.pid, t.tid, state.sample.tasks.tasks[t.tid].comm) == HANDLER
