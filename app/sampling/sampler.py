@@ -26,7 +26,7 @@ from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
 from app.sampling.java_names import JavaNameReader
 from app.machine.interrupts import read_irqs, refresh_affinities
 from app.machine.sample import MachineSample, read_sample, read_snapshot_pair
-from app.machine.thread_names import NO_THREAD_NAMES
+from app.machine.thread_names import NO_THREAD_NAMES, read_captured_names
 from app.machine.threads import TaskReader
 from app.machine.topology import Topology, read_topology
 from app.parse.interrupts import RowMemo
@@ -74,7 +74,8 @@ class Sampler:
         quiet = set(self.topology.isolated) | set(self.topology.nohz_full)
         self._power = PowerReader(root, self.topology.online, interval=self.interval, clock=clock,
                                   msr_cpus=[c for c in self.topology.online if c not in quiet])
-        self._thread_names = NO_THREAD_NAMES
+        # A capture's Java names were read when it was taken, and it stores them (app/store/capture_threads.py).
+        self._thread_names = NO_THREAD_NAMES if self.live else read_captured_names(root)
         self._memo = RowMemo() if self.live else None     # unchanged lines of proc/interrupts
         self._previous: MachineSample | None = None
         self._irqs = None
