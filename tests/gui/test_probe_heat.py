@@ -50,6 +50,7 @@ def test_the_band_follows_the_longest_and_leaves_with_the_next_run(qtbot, monkey
     f = {"sampled_s": 2.0, "at_least_ns": 10_000, "count": 9, "per_s": 4.5, "exact": True}
     view.probe_heat.show("jitter", {3: {**f, "max_ns": 9_999}, 60: {**f, "max_ns": 100_000}, 7: {**f, "max_ns": None}})
     assert view.probe_heat.cpus == (3, 60)               # nothing measured on 7: no band
+    assert view.legend.heat == "jitter" and "jitter: longest gap" in view.legend._keys()[0][1]    # keyed
     assert view.probe_heat.item(3).color == LEVELS[0][1] and view.probe_heat.item(60).color == LEVELS[2][1]
     assert view.probe_heat.item(3).parentItem() is view.cell_item(3)
     tip = _hover_tooltip(view, 60, monkeypatch)
@@ -61,6 +62,8 @@ def test_the_band_follows_the_longest_and_leaves_with_the_next_run(qtbot, monkey
     view.set_topology(state.topology)
     assert view.probe_heat.item(60).parentItem() is view.cell_item(60)
     assert "wakeup: longest wakeup 2 ms (1 ms or more)" in _hover_tooltip(view, 60, monkeypatch)
+    view.probe_heat.show("jitter", {})
+    assert view.probe_heat.cpus == () and view.legend.heat == "" and view.probe_heat.tooltip(60) == ""
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs a second CPU")

@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from widgets.colors import LUT, ColorScale, format_value
 from widgets.topology.items import E_TINT, ISO_COLOR, NOHZ_COLOR, P_TINT, QUIET_COLOR, hatch_brush
+from widgets.topology.probe_heat import LEVELS
 
 
 class ColorLegend(QWidget):
@@ -19,6 +20,7 @@ class ColorLegend(QWidget):
         self.unit = ""
         self.note = ""
         self.hybrid = False
+        self.heat = ""                    # the probe whose per-CPU heat the grid shows (probe_heat.py)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setMinimumHeight(38)
 
@@ -31,6 +33,12 @@ class ColorLegend(QWidget):
         self.title, self.scale, self.unit, self.note, self.hybrid = title, scale, unit, note, hybrid
         self.setToolTip(f"{title}: {note}" if note else title)
         self.update()
+
+    def set_heat(self, probe: str) -> None:
+        """Key the grid's probe heat band ("" when the grid shows none)."""
+        if probe != self.heat:
+            self.heat = probe
+            self.update()
 
     def paintEvent(self, event) -> None:
         p = QPainter(self)
@@ -92,6 +100,9 @@ class ColorLegend(QWidget):
         keys = [("quiet", "quiet (coremap)"), ("iso", "isolated"), ("nohz", "nohz_full"), ("off", "offline")]
         if self.hybrid:
             keys += [("P", "performance core"), ("E", "efficient core")]
+        if self.heat:
+            keys.insert(0, ("heat", f"{self.heat}: longest {'gap' if self.heat == 'jitter' else 'wakeup'}, "
+                                    "10 µs · 100 µs · 1 ms"))
         return keys
 
     def _key_width(self, fm: QFontMetricsF) -> float:
@@ -124,6 +135,12 @@ class ColorLegend(QWidget):
                 p.drawPolygon(QPolygonF([QPointF(sw.right() - 7, sw.top()), sw.topRight(),
                                          QPointF(sw.right(), sw.top() + 7)]))
                 p.setBrush(Qt.BrushStyle.NoBrush)
+            elif mark == "heat":
+                # the band's four colours, shortest to longest (LEVELS), along the swatch's top
+                for i, (_upto, color, _words) in enumerate(LEVELS):
+                    p.fillRect(QRectF(sw.x() + i * sw.width() / len(LEVELS), sw.y(), sw.width() / len(LEVELS), 5),
+                               color)
+                p.fillRect(QRectF(sw.x(), sw.y() + 5, sw.width(), sw.height() - 5), QColor(200, 200, 200))
             elif mark == "off":
                 p.fillRect(sw, QColor(225, 225, 225))
                 p.fillRect(sw, hatch_brush())

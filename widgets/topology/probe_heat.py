@@ -66,8 +66,9 @@ class ProbeHeat:
     the marks off the others), `tooltip(cpu)` is its line for the CPU's tooltip, `cpus` those marked.
     `reattach()` puts the bands on the cells of a rebuilt scene."""
 
-    def __init__(self, cells):
+    def __init__(self, cells, legend=None):
         self._cells = cells                       # () -> {cpu: CpuCellItem} of the view now
+        self._legend = legend                     # the view's ColorLegend, which keys the band
         self._probe = ""
         self._figures: dict[int, dict] = {}
         self._items: dict[int, tuple[QGraphicsItem, ProbeHeatItem]] = {}     # cpu: (its cell, the band)
@@ -83,6 +84,8 @@ class ProbeHeat:
     def show(self, probe: str, figures: dict[int, dict]) -> None:
         self._probe, self._figures = probe, dict(figures)
         self.reattach()
+        if self._legend is not None:
+            self._legend.set_heat(probe if self._items else "")
 
     def reattach(self) -> None:
         cells = self._cells()

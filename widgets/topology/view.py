@@ -67,7 +67,7 @@ class TopologyView(CpuGestureView):
         self.setAcceptDrops(True)
         self.pin_drops = GridDropTarget(self)
         self.pin_drops.hint_changed.connect(self.drop_hint)
-        self.probe_heat = ProbeHeat(lambda: self._cells)     # the last jitter/wakeup run's per-CPU heat
+        self.probe_heat = ProbeHeat(lambda: self._cells, self.legend)    # the last jitter/wakeup run's heat
 
     def set_drop_policy(self, policy: DropPolicy | None) -> None:
         """Who judges what is dragged over the grid (None: every drag is refused)."""
