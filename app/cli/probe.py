@@ -194,7 +194,7 @@ def run(args) -> int:
     results, runs = [], []
     every = _every_printer(args) if getattr(args, "every", None) else None
     for batch in batches(spec.jobs(), _at_once(start)):
-        for job, lines in _run_batch(batch, start, own, every):
+        for job, lines in run_batch(batch, start, own, every):
             results.append(job.summarize(lines))
             runs.append(lines)
 
@@ -220,9 +220,10 @@ def _at_once(start) -> int | None:
     return AT_ONCE
 
 
-def _run_batch(batch, start, own, on_line) -> list[tuple]:
+def run_batch(batch, start, own, on_line=None, *, keep_off=()) -> list[tuple]:
     """Start the jobs of one batch together (each child pins itself to its CPU), wait for them all;
-    [(job, its lines)]. A job that fails stops the others and raises CoremapError saying why."""
+    [(job, its lines)]. A job that fails stops the others and raises CoremapError saying why.
+    `keep_off`: CPUs this process's threads leave once the children started (coremap verify's)."""
     from probes.runner import ProbeRun
     started: list = []
     try:
@@ -233,6 +234,8 @@ def _run_batch(batch, start, own, on_line) -> list[tuple]:
             else:
                 with own.spawning(job.cpus):
                     started.append((job, ProbeRun.start(job.probe, job.args, on_line=on)))
+        if keep_off:
+            own.exclude(keep_off)      # the reader threads the children started stay off their CPUs
         while True:
             # the first to fail ends the batch at once, not when the jobs started before it end
             for job, run_ in started:

@@ -90,6 +90,8 @@ def run(args) -> int:
 def _run_steps(plan, service, own, out: Path | None) -> None:
     """Each step of the plan in turn: set the quiet state, run each CPU's job, record it, write --out, say
     so. The first failure ends it through plan.stop(), naming the step; the finished runs stay."""
+    from app.cli.probe import run_batch
+    from probes.spec import batches
     from probes.verify import finished_line
     where = None
     try:
@@ -101,40 +103,26 @@ def _run_steps(plan, service, own, out: Path | None) -> None:
                 change = "quiet (isolate)" if quiet else "not quiet (include)"
                 plan.stop(where, f"making {cpus_word(plan.cpus)} {change} failed: {e}")
                 return
-            for job in plan.jobs():
-                where = plan.where(pair, quiet, job.cpus)
+            # the CPUs of a pair measured at once, as the window's verify and `coremap probe` run them
+            for batch in batches(plan.jobs()):
+                where = plan.where(pair, quiet, tuple(c for job in batch for c in job.cpus))
                 try:
-                    result = _run_job(job, own, plan.cpus)
+                    done = [(job, job.summarize(lines)) for job, lines in run_batch(batch, None, own, keep_off=plan.cpus)]
                 except (CoremapError, OSError) as e:    # OSError: the child could not be started at all
-                    plan.stop(where, f"the {job.probe} run failed: {e}")
+                    plan.stop(where, f"the {batch[0].probe} run failed: {e}")
                     return
-                plan.record(pair, quiet, result)
-                error = _write_out(plan, out)
-                print(finished_line(where, result), flush=True)
-                if error:
-                    plan.stop(plan.where(pair, quiet, job.cpus, run=len(plan.runs)), error)
-                    return
+                for job, result in done:
+                    where = plan.where(pair, quiet, job.cpus)
+                    plan.record(pair, quiet, result)
+                    error = _write_out(plan, out)
+                    print(finished_line(where, result), flush=True)
+                    if error:
+                        plan.stop(plan.where(pair, quiet, job.cpus, run=len(plan.runs)), error)
+                        return
     except (KeyboardInterrupt, SystemExit):            # say where it was, then let run() end
         if where is not None:
             plan.stop(where, "cancelled (Ctrl+C or a signal)")
         raise
-
-
-def _run_job(job, own, cpus) -> dict:
-    """One probe child for `job`, waited for: its result, or CoremapError saying why it failed."""
-    from probes.runner import ProbeRun
-    with own.spawning(job.cpus):       # the child inherits its CPU and pins itself there
-        probe = ProbeRun.start(job.probe, job.args)
-    own.exclude(cpus)                  # and the reader threads it started stay off it
-    try:
-        probe.wait()
-    except (KeyboardInterrupt, SystemExit):      # Ctrl+C, SIGTERM/SIGHUP: stop the child too
-        probe.cancel()
-        raise
-    failure = probe.failure(job.label)
-    if failure:
-        raise CoremapError(failure)
-    return job.summarize(probe.lines)
 
 
 def _write_out(plan, out: Path | None) -> str | None:
