@@ -111,13 +111,19 @@ def _composite_copy(tmp_path: Path) -> Path:
     return dst
 
 
-def test_a_capture_past_its_bounds_keeps_whole_processes_and_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(capture_threads, "MAX_TASKS", 20)
+@pytest.mark.parametrize("bound, value", [("MAX_TASKS", 20), ("MAX_THREAD_BYTES", 64 * 1024)])
+def test_a_capture_past_its_bounds_keeps_whole_processes_and_says_so(tmp_path, monkeypatch, bound, value):
+    monkeypatch.setattr(capture_threads, bound, value)
     res = take_snapshot(tmp_path / "c.tar.gz", SysRoot("/"), second=False)
     root = _extracted(res.path, tmp_path / "x")
     kept = read_tasks(root)
-    assert 1 in kept.processes and len(kept.tasks) == res.threads <= 20
-    assert res.threads_cut and "at most 20 threads" in res.threads_cut
+    assert 1 in kept.processes and len(kept.tasks) == res.threads
+    held = sum(f.stat().st_size for d in (root.root / "proc").iterdir() if d.name.isdigit()
+               for f in d.rglob("*") if f.is_file())
+    if bound == "MAX_TASKS":
+        assert res.threads <= value and f"at most {value} threads" in res.threads_cut
+    else:
+        assert held <= value and "0 MiB of their files" in res.threads_cut
     assert root.snapshot_meta()["threads"]["cut"] == res.threads_cut
     # Whole processes, the first by pid: each kept one has every thread its status counted.
     for pid, p in kept.processes.items():
