@@ -288,7 +288,7 @@ class Guard:
             w = fresh
         if _plain(_as_expected(w.target.kind, found)) in {tuple(v) for v in self._in_flight.get(key, ()) if v is not None}:
             return          # coremap's own write, under way or cut short (a crash): not someone else's
-        if w.target.kind == "thread" and not _same_thread(self.service.root, w):
+        if w.target.kind in ("thread", "sched") and not _same_thread(self.service.root, w):
             # It exited and its tid names another thread now: nothing of ours to guard there.
             self._set_threads([x for x in self._threads if x is not w])
             return

@@ -210,3 +210,39 @@ def test_a_java_thread_by_its_full_name(capsys):
         assert main(["undo"]) == 0 and _sched(tid) == (os.SCHED_OTHER, 0)
     finally:
         m.stop()
+
+
+@ROOT_ONLY
+@pytest.mark.usefixtures("live_machine")
+def test_the_guard_reports_a_policy_changed_by_someone_else_and_reapplies_it(child, tmp_path):
+    """A scheduling change is a pin like the others: chrt -p 0 on the FIFO 80 child is reported, and
+    with re-apply written back; a child that exited is nothing to guard."""
+    from app.quiet.guard import Guard
+    svc = AffinityService(SysRoot("/"), Journal(str(tmp_path / "j.jsonl")))
+    [r] = svc.schedule([PinTarget("thread", child, child)], (os.SCHED_FIFO, 80))
+    assert r.code == "ok"
+    guard = Guard(svc, budget_s=10.0)
+    assert guard.tick().events == []
+    os.sched_setscheduler(child, os.SCHED_OTHER, os.sched_param(0))       # someone else's chrt -o -p 0
+    [ev] = guard.tick().events
+    assert (ev.kind, ev.target_id, ev.expected, ev.found, ev.action) == ("sched", child, (1, 80), (0, 0), "reported")
+    svc.journal.set_policy(r.journal_id, True)
+    [ev] = guard.tick().events
+    assert ev.action == "reapplied" and _sched(child) == (os.SCHED_FIFO, 80)
+    svc.journal.close()
+
+
+@pytest.mark.usefixtures("live_machine")
+def test_the_guard_leaves_alone_a_thread_that_reused_the_id(child, tmp_path):
+    """The journal's FIFO 80 was of a thread that exited; the id now names this child (another start
+    time): the guard neither reports nor writes it."""
+    svc = AffinityService(SysRoot("/"), Journal(str(tmp_path / "j.jsonl")))
+    jid = svc.journal.record(kind="sched", target_id=child, requested=(1, 80), before=(0, 0), pid=child,
+                             label="sleep", root=svc.root_key, origin="pin", batch=None, starttime=1, netdev=None)
+    svc.journal.mark(jid, "done", (1, 80), None, code="ok", message="")
+    svc.journal.set_policy(jid, True)
+    from app.quiet.guard import Guard
+    guard = Guard(svc, budget_s=10.0)
+    assert guard.tick().events == [] and guard.tick().events == []
+    assert _sched(child) == (os.SCHED_OTHER, 0)
+    svc.journal.close()
