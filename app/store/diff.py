@@ -16,6 +16,7 @@ CPUs are marked where their IRQs differ, which the window's grid shows:
 from __future__ import annotations
 
 import collections
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -34,6 +35,10 @@ from app.sysroot import SysRoot
 
 MERGED = 3                  # IRQs with the same change listed as one change from this many on
 LOAD_SHARE = 0.01           # a CPU taking 1% of a machine's device interrupts carries IRQ load
+# A kworker's name ends in what it works on now ("kworker/1:1-events", then "-mm_percpu_wq"; kernel/
+# workqueue.c wq_worker_comm): the same worker, so compared without it. Rescuers ("kworker/R-rcu_gp")
+# are named for their workqueue for life, and keep it.
+_KWORKER_NOW = re.compile(r"^(kworker/u?[0-9]+:[0-9]+[HI]*)-.*$")
 MASKS = (("irqdefault", "default IRQ affinity (proc/irq/default_smp_affinity)"),
          ("workqueue", "unbound workqueues (workqueue/cpumask)"),
          ("watchdog", "lockup watchdog (kernel.watchdog_cpumask)"))
@@ -321,8 +326,8 @@ def _thread_facts(side: Side) -> dict[str, collections.Counter]:
     s = side.threads
     for t in s.tasks.values():
         proc = s.processes.get(t.pid)
-        name = side.names.name(t.pid, t.tid, t.comm)
-        pcomm = proc.comm if proc is not None else "?"
+        name = _KWORKER_NOW.sub(r"\1", side.names.name(t.pid, t.tid, t.comm))
+        pcomm = _KWORKER_NOW.sub(r"\1", proc.comm) if proc is not None else "?"
         key = name if pcomm == name else f"{pcomm} / {name}"
         out[key][(_text(t.allowed) or "?", t.sched_label)] += 1
     return out

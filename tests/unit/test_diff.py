@@ -165,3 +165,24 @@ def test_the_marked_cpus_are_where_their_irq_load_or_placement_differs(capsys):
     # CPU 0's IRQs by their effective CPUs: worker2 delivers some there that worker1 does not, and back.
     on_a, on_b = _effective_on(w2, 0), _effective_on(w1, 0)
     assert on_a != on_b and "IRQ placement differs" in doc["cpus"]["0"]
+
+
+def _with_comm(src: Path, dst: Path, comm: str) -> Path:
+    """A copy of prometheus/procfs's tree whose first thread is called `comm`."""
+    import shutil
+    shutil.copytree(src, dst, symlinks=True)
+    stat = next((dst / "proc").glob("[0-9]*/task/[0-9]*/stat"))
+    text = stat.read_text()
+    stat.write_text(text[:text.index("(") + 1] + comm + text[text.rindex(")"):])
+    return dst
+
+
+def test_a_kworker_is_the_same_worker_whatever_it_works_on_now(tmp_path, capsys):
+    from tests.machines import procfs_composite
+    src = procfs_composite()
+    a = _with_comm(src, tmp_path / "a", "kworker/1:1-events")
+    b = _with_comm(src, tmp_path / "b", "kworker/1:1-mm_percpu_wq")
+    c = _with_comm(src, tmp_path / "c", "kworker/1:2-events")
+    assert _group(_diff(capsys, str(a), str(b))[1], "Threads") == {}
+    moved = _group(_diff(capsys, str(a), str(c))[1], "Threads")
+    assert {k.split(" / ")[0] for k in moved} == {"kworker/1:1", "kworker/1:2"}
