@@ -19,7 +19,7 @@ from app.errors import CoremapError
 from app.format import plural
 from app.parse.cpulist import format_cpulist
 from app.store.diff import MachineDiff, change_line, diff_roots
-from app.store.machines import SESSIONS, TARBALLS, opened_machine
+from app.store.machines import LIVE, SESSIONS, TARBALLS, opened_machine
 from app.sysroot import SysRoot
 from widgets.topology.view import TopologyView
 
@@ -73,7 +73,8 @@ class CompareView(QWidget):
 
 
 class CompareController(QObject):
-    """File → Compare with… and Compare with Capture Folder…, the Compare dock and the grid's marks.
+    """File → Compare with…, Compare with Capture Folder… and (a capture shown) Compare with This Machine,
+    the Compare dock and the grid's marks.
 
     Parameters: `menu` (the File menu; the actions go before `before`), `view` (the grid to mark),
     `add_dock` (makes the Compare dock: MainWindow.add_dock's signature), `status` (the status line),
@@ -103,9 +104,22 @@ class CompareController(QObject):
             else:
                 menu.addAction(a)
             self.actions[key] = a
+        # A capture or session shown: against this machine now, the before/after of a tuning.
+        a = QAction("Compare with &This Machine", menu)
+        a.triggered.connect(lambda _=False: self.compare(LIVE))
+        if before is not None:
+            menu.insertAction(before, a)
+        else:
+            menu.addAction(a)
+        self.actions["compare_live"] = a
+        menu.aboutToShow.connect(self._on_menu_about_to_show)
         if before is not None:
             menu.insertSeparator(before)
         self.finished.connect(self._on_finished)
+
+    def _on_menu_about_to_show(self) -> None:
+        root = self._machine()
+        self.actions["compare_live"].setEnabled(root is not None and not root.is_live)
 
     # -- asking -----------------------------------------------------------------------------------
     def ask(self, *, folder: bool = False) -> None:

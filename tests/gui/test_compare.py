@@ -3,6 +3,9 @@ and keyboard, the window's machine compared with a capture in the Compare dock, 
 CPUs whose IRQs differ; what cannot be compared said on the status line, the window left as it was."""
 from __future__ import annotations
 
+import os
+import re
+
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
@@ -86,3 +89,21 @@ def test_what_cannot_be_compared_is_said_on_the_status_line(qtbot, window, tmp_p
     qtbot.waitUntil(lambda: "not a folder, a tarball or a session" in w.statusBar().currentMessage(), timeout=10000)
     assert str(notes) in w.statusBar().currentMessage()
     assert not w.compare_controller.dock.isVisible() and w.topology_view.compared_cpus == ()
+
+
+def test_a_capture_shown_compares_with_this_machine(qtbot, window):
+    w = window
+    bar = w.menuBar()
+    file_action = bar.actions()[0]
+    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.actionGeometry(file_action).center())
+    menu = file_action.menu()
+    qtbot.waitUntil(menu.isVisible, timeout=5000)
+    action = w.compare_controller.actions["compare_live"]
+    assert action.isEnabled()                   # the window shows a capture, not this machine
+    with qtbot.waitSignal(w.compare_controller.diff_shown, timeout=30000) as shown:
+        QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
+    d = shown.args[0]
+    assert d.b.endswith("(this machine)")
+    topo = {c.what: c for c in next(g for g in d.groups if g.name == "Topology").changes}
+    cpus = [c for c in os.listdir("/sys/devices/system/cpu") if re.fullmatch(r"cpu[0-9]+", c)]
+    assert (topo["CPUs"].a, topo["CPUs"].b) == ("32", str(len(cpus)))
