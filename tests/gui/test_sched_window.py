@@ -124,6 +124,8 @@ def _set_fifo_80_and_undo(qtbot, tmp_path, w, sampler, child):
     [e] = journal.entries()
     assert (e.kind, e.target_id, e.before, e.requested, e.origin, e.state) == (
         "sched", child, (0, 0), (1, 80), "window", "done")
+    top = w.pin_controller.journal_widget.row_texts()[0]                     # the Pins dock, newest first
+    assert top[2:4] == (f"thread {child} (sleep) scheduling", "other -> fifo 80"), top
     assert w.set_state(sampler.tick())
     cell = table.model.thread_index(child, child, COL_POLICY)
     assert cell.data() == "fifo 80" and "RT priority 80" in cell.data(Qt.ItemDataRole.ToolTipRole)
