@@ -76,9 +76,10 @@ def test_compare_with_a_capture_folder_fills_the_dock_and_marks_the_grid(qtbot, 
     assert str(other.name) in w.statusBar().currentMessage() and "CPUs marked on the grid: 0-31" in \
         w.statusBar().currentMessage()
     assert d.b == other.name
+    assert w.legend.compared and ("diff", "IRQs differ (compared)") in w.legend._keys()
     # Cleared with its button: no marks, the dock hidden.
     qtbot.mouseClick(w.compare_controller.view.clear_button, Qt.MouseButton.LeftButton)
-    assert view.compared_cpus == () and not w.compare_controller.dock.isVisible()
+    assert view.compared_cpus == () and not w.compare_controller.dock.isVisible() and not w.legend.compared
 
 
 def test_what_cannot_be_compared_is_said_on_the_status_line(qtbot, window, tmp_path):

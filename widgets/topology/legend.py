@@ -6,7 +6,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetricsF, QLinearGradient, QPainte
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from widgets.colors import LUT, ColorScale, format_value
-from widgets.topology.items import E_TINT, ISO_COLOR, NOHZ_COLOR, P_TINT, QUIET_COLOR, hatch_brush
+from widgets.topology.items import DIFF_COLOR, E_TINT, ISO_COLOR, NOHZ_COLOR, P_TINT, QUIET_COLOR, hatch_brush
 from widgets.topology.probe_heat import LEVELS
 
 
@@ -21,6 +21,7 @@ class ColorLegend(QWidget):
         self.note = ""
         self.hybrid = False
         self.heat = ""                    # the probe whose per-CPU heat the grid shows (probe_heat.py)
+        self.compared = False             # the grid marks CPUs whose IRQs differ (widgets/compare.py)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setMinimumHeight(38)
 
@@ -38,6 +39,12 @@ class ColorLegend(QWidget):
         """Key the grid's probe heat band ("" when the grid shows none)."""
         if probe != self.heat:
             self.heat = probe
+            self.update()
+
+    def set_compared(self, on: bool) -> None:
+        """Key the grid's compared mark (File → Compare with…) while it marks CPUs."""
+        if on != self.compared:
+            self.compared = on
             self.update()
 
     def paintEvent(self, event) -> None:
@@ -103,6 +110,8 @@ class ColorLegend(QWidget):
         if self.heat:
             keys.insert(0, ("heat", f"{self.heat}: longest {'gap' if self.heat == 'jitter' else 'wakeup'}, "
                                     "10 µs · 100 µs · 1 ms"))
+        if self.compared:
+            keys.insert(0, ("diff", "IRQs differ (compared)"))
         return keys
 
     def _key_width(self, fm: QFontMetricsF) -> float:
@@ -141,6 +150,13 @@ class ColorLegend(QWidget):
                     p.fillRect(QRectF(sw.x() + i * sw.width() / len(LEVELS), sw.y(), sw.width() / len(LEVELS), 5),
                                color)
                 p.fillRect(QRectF(sw.x(), sw.y() + 5, sw.width(), sw.height() - 5), QColor(200, 200, 200))
+            elif mark == "diff":
+                p.fillRect(sw, QColor(200, 200, 200))
+                p.setPen(Qt.PenStyle.NoPen)
+                p.setBrush(DIFF_COLOR)
+                p.drawPolygon(QPolygonF([QPointF(sw.left(), sw.bottom() - 7), sw.bottomLeft(),
+                                         QPointF(sw.left() + 7, sw.bottom())]))
+                p.setBrush(Qt.BrushStyle.NoBrush)
             elif mark == "off":
                 p.fillRect(sw, QColor(225, 225, 225))
                 p.fillRect(sw, hatch_brush())

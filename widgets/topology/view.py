@@ -111,6 +111,7 @@ class TopologyView(CpuGestureView):
         self._compared = dict(marks)
         for cpu, cell in self._cells.items():
             cell.set_compared(self._compared.get(cpu, ""))
+        self.legend.set_compared(bool(self.compared_cpus))
 
     @property
     def compared_cpus(self) -> tuple[int, ...]:
