@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import sys
 import threading
 import time
@@ -264,10 +263,11 @@ def _every_printer(args):
     def on_line(job, line: dict) -> None:
         if line.get("type") != "period":
             return
-        text = (json.dumps({"probe": job.probe, **line}, separators=(",", ":")) if args.json
-                else period_text(job.probe, line))
         with lock:
-            sys.stdout.write(text + "\n")
+            if args.json:       # one compact document a line, schema_version first, as every --json
+                write_json({"probe": job.probe, **line}, None)
+            else:
+                sys.stdout.write(period_text(job.probe, line) + "\n")
             sys.stdout.flush()
     return on_line
 

@@ -86,6 +86,7 @@ def test_every_prints_a_json_line_per_cpu_per_period_then_the_result(capsys):
     lines = [json.loads(l) for l in out.splitlines()]
     *periods, result = lines
     assert result["schema_version"] and len(result["results"]) == 2
+    assert all(p["schema_version"] == result["schema_version"] for p in periods)    # each line a document
     for r in result["results"]:
         mine = [p for p in periods if p["cpu"] == r["cpu"]]
         assert len(mine) == 3 and all(p["type"] == "period" and p["probe"] == "jitter" for p in mine)
