@@ -161,3 +161,26 @@ def test_runs_selected_in_the_list_show_as_the_heat(qtbot):
     assert probe == "jitter" and figures == {1: result_figures(jitter)}
     assert figures[1]["max_ns"] == jitter["gaps"]["max_ns"] and figures[1]["count"] == row["count"]
     assert figures[1]["per_s"] == pytest.approx(row["per_second"]) and figures[1]["exact"] is row["exact"]
+
+
+@pytest.mark.usefixtures("live_machine")
+def test_a_wakeup_run_attributed_from_the_panel_names_its_late_wakeups(qtbot, tracefs):
+    """The wakeup page's 'attribute late wakeups' box (as timerlat -a): the run's latest wakeups and
+    what ran before each fill the Gaps tab, which calls them late wakeups, not gaps."""
+    from widgets.probe.panel import ProbePanel
+    if os.geteuid() != 0:
+        pytest.skip("tracing needs root")
+    panel = ProbePanel()        # built after the fixture mounted tracefs, so the box is enabled
+    qtbot.addWidget(panel)
+    panel.set_probe("wakeup")
+    panel.set_cpus([CPUS[-1]])
+    panel.form.seconds_spin.setValue(0.4)
+    box = panel.form.field("attribute", "wakeup")
+    assert box.isEnabled() and box.isChecked() and "late wakeups" in box.text()
+    QTest.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not panel.busy, timeout=30_000)
+    (rec,) = panel.runs
+    a = rec.summary["attribution"]
+    assert a["available"] and panel.plots.gap_view.gap_model.rowCount() == len(a["gaps"]) > 0
+    assert max(g["gap_ns"] for g in a["gaps"]) == rec.summary["percentiles"]["max"]
+    assert f"{a['attributed_gaps']:,} largest late wakeups attributed" in panel.plots.gap_view.status.text()

@@ -111,9 +111,9 @@ class GapAttributionView(QWidget):
         v.setWordWrap(False)
         return v
 
-    def set_attribution(self, attribution: dict | None, label: str = "") -> None:
-        """Show a run's attribution (the `attribution` of probes.jitter.summarize), or say why there
-        is none."""
+    def set_attribution(self, attribution: dict | None, label: str = "", what: str = "gaps") -> None:
+        """Show a run's attribution (the `attribution` of probes.jitter.summarize, or of a wakeup run's
+        latest wakeups: `what` names them), or say why there is none."""
         if attribution is None:
             self.cause_model.set_rows([])
             self.gap_model.set_rows([])
@@ -124,7 +124,7 @@ class GapAttributionView(QWidget):
         if not attribution.get("available"):
             self.cause_model.set_rows([])
             self.gap_model.set_rows([])
-            self.status.setText((f"{label}: " if label else "") + f"gaps not attributed: {attribution.get('reason')}")
+            self.status.setText((f"{label}: " if label else "") + f"{what} not attributed: {attribution.get('reason')}")
             return
         gaps = [dict(g, _tip=g.get("verdict")) for g in attribution.get("gaps", [])]
         self.cause_model.set_rows(attribution.get("by_cause", []))
@@ -136,6 +136,6 @@ class GapAttributionView(QWidget):
         untraced = attribution.get("untraced_gaps", 0)
         self.status.setText(
             (f"{label}: " if label else "") +
-            f"{attribution['attributed_gaps']:,} largest gaps attributed from {attribution['cpu_events']:,} "
-            f"events on the CPU; '{HARDWARE}' = a gap with no interrupt, softirq, NMI or task switch in it"
-            + (f"; {untraced} gaps predate the trace buffer's oldest event" if untraced else ""))
+            f"{attribution['attributed_gaps']:,} largest {what} attributed from {attribution['cpu_events']:,} "
+            f"events on the CPU; '{HARDWARE}' = one with no interrupt, softirq, NMI or task switch in it"
+            + (f"; {untraced} {what} predate the trace buffer's oldest event" if untraced else ""))

@@ -193,11 +193,13 @@ class ProbeTabs(QTabWidget):
         """A run's Summary text and its own view, and for a run that was attributed (jitter) its
         Gaps; a run read from a file has only its attribution to show."""
         record = RECORDS.get(rec.probe)
+        # what the attributed samples are: a wakeup run's (measured here, or opened) are late wakeups
+        what = "late wakeups" if "wakeup" in (rec.probe, (rec.stored or {}).get("probe")) else "gaps"
         if rec.summary and record is not None:
             self.summary_text.setPlainText(format_result(rec.summary))
             if record.view is not None:
                 self.draw_result(rec.probe, rec.summary)
             if "attribution" in rec.summary:
-                self.gap_view.set_attribution(rec.summary["attribution"], rec.label)
+                self.gap_view.set_attribution(rec.summary["attribution"], rec.label, what)
         elif rec.attribution is not None:
-            self.gap_view.set_attribution(rec.attribution, rec.label)
+            self.gap_view.set_attribution(rec.attribution, rec.label, what)
