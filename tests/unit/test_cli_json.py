@@ -72,14 +72,17 @@ def test_a_probe_on_one_cpu_is_its_result_and_on_several_they_are_under_results(
 
 
 def test_export_reads_a_jitter_document_with_its_schema_version(tmp_path, sno):
+    from app.machine.identity import read_identity
     from app.sources.export import _add_result, Exported
+    from app.sysroot import SysRoot
     result = {"schema_version": SCHEMA_VERSION, "probe": "jitter", "cpu": 3, "sampled_seconds": 2.0,
               "gaps": {"from_ns": 1000, "count": 10}}
     for i, doc in enumerate((result, {"schema_version": SCHEMA_VERSION, "results": [result]}, [result])):
         (tmp_path / f"r{i}.json").write_text(json.dumps(doc))
         e = Exported()
-        _add_result(e, str(tmp_path / f"r{i}.json"))
-        assert e.gaps == {3: (5.0, 1e-06)} and e.notes == []
+        _add_result(e, str(tmp_path / f"r{i}.json"), read_identity(SysRoot(sno)), False)
+        # A result with no host record (an older coremap's) is included, and said to be of an unknown host.
+        assert e.gaps == {3: (5.0, 1e-06)} and len(e.notes) == 1 and "host unknown" in e.notes[0], e.notes
 
 
 def test_a_verify_out_document_with_its_schema_version_is_a_verification():
