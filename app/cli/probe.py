@@ -186,12 +186,13 @@ def run(args) -> int:
                if o not in ("unbound", "seconds", "command") and rec.takes_option(o) and hasattr(args, o)}
     spec = ProbeSpec(args.name, cpus, unbound=unbound, seconds=getattr(args, "seconds", 1.0),
                      **{**options, "command": tuple(args.command_words)})
-    if start is None and cpus:
-        _warn_busy(cpus)
+    busy = _busy_warning(cpus) if start is None and cpus else None
     own = OwnAffinityGuard()
     own.lent = frozenset(quiet)
     results, runs = [], []
     every = _every_printer(args) if getattr(args, "every", None) else None
+    if busy:
+        every = _warn_once_started(busy, every)
     for batch in batches(spec.jobs(), _at_once(start)):
         for job, lines in run_batch(batch, start, own, every):
             results.append(job.summarize(lines))
@@ -272,15 +273,31 @@ def _every_printer(args):
     return on_line
 
 
-def _warn_busy(cpus) -> None:
+def _busy_warning(cpus) -> str | None:
     """The window's line before a probe on a CPU another thread keeps busy (app/sampling/intruders.py):
-    the run goes on (a script asked for it), but its lost time is not the CPU's own."""
+    the run goes on (a script asked for it), but its lost time is not the CPU's own. Measured before
+    the probe starts, so the probe's own load is not in it."""
     from app.sampling.intruders import busy_line, read_busy
     from app.sysroot import SysRoot
     busy, seconds = read_busy(SysRoot("/"), cpus)
-    line = busy_line(busy, seconds)
-    if line:
-        print(f"coremap: warning: {line}", file=sys.stderr)
+    return busy_line(busy, seconds)
+
+
+def _warn_once_started(line: str, on_line=None):
+    """on_line(job, line) that prints the busy warning when the first child says hello, then passes each
+    line on: a probe that refuses its input (--size past the memory there is) says one line, not the
+    warning and then its refusal (a loaded CI machine's run printed both)."""
+    lock, said = threading.Lock(), []
+
+    def hook(job, got: dict) -> None:
+        if got.get("type") == "hello":
+            with lock:
+                if not said:
+                    said.append(True)
+                    print(f"coremap: warning: {line}", file=sys.stderr, flush=True)
+        if on_line is not None:
+            on_line(job, got)
+    return hook
 
 
 def _quiet_cpus() -> tuple[int, ...]:

@@ -141,3 +141,11 @@ def test_coremap_probe_prints_the_same_line(spinner):
     assert f"thread {spinner.pid} market-data-fee (process {spinner.pid}) used" in warning
     assert warning.endswith("move it off first for the CPU's own figures")
     assert "jitter on CPU" in out.stdout
+
+
+def test_a_probe_that_refuses_its_input_says_one_line_without_the_busy_warning(spinner):
+    # The warning came before the refusal, so bad input said two lines (a loaded CI run's first-touch test).
+    out = subprocess.run([sys.executable, "-m", "app", "probe", "first-touch", "-c", str(spinner.cpu),
+                          "--size", "900T"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "more than the memory available now" in out.stderr and "warning" not in out.stderr
