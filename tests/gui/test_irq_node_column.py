@@ -4,13 +4,13 @@ sorts the rows by the device's node."""
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QEvent, QPoint, Qt
-from PySide6.QtGui import QHelpEvent
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QToolTip
+from PySide6.QtWidgets import QToolTip
 
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
+from tests.gui.hover import send_tooltip_event
 from tests.machines import extract
 from widgets.tables.irqs import COL_IRQ, COL_NODE, IrqTableWidget
 
@@ -42,9 +42,7 @@ def test_node_column_shows_the_devices_node_and_the_irqs_own(qtbot):
 
     # Hovering the cell names the device and the IRQ's own node.
     pos = widget.view.visualRect(index).center()
-    QTest.mouseMove(widget.view.viewport(), pos)
-    QApplication.sendEvent(widget.view.viewport(),
-                           QHelpEvent(QEvent.Type.ToolTip, pos, widget.view.viewport().mapToGlobal(pos)))
+    send_tooltip_event(widget.view.viewport(), pos)
     tip = QToolTip.text()
     assert "0000:b1:00.0 is on NUMA node 1" in tip and "/proc/irq/144/node" in tip and tip.endswith("is 0")
     QToolTip.hideText()

@@ -7,30 +7,15 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from PySide6.QtCore import QEvent
-from PySide6.QtGui import QHelpEvent
-from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication
 
-import widgets.topology.view as view_module
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
+from tests.gui.hover import grid_tooltip
 from tests.machines import extract
 from widgets.summary_bar import SummaryBar
 from widgets.topology.view import TopologyView
 
 pytestmark = pytest.mark.qt_log_level_fail("WARNING")
-
-
-def _hover_tooltip(view, cpu: int, monkeypatch) -> str:
-    shown: list[str] = []
-    monkeypatch.setattr(view_module.QToolTip, "showText", lambda _pos, text, *_a: shown.append(text))
-    view.centerOn(view.cell_item(cpu))
-    pos = view.mapFromScene(view.cell_item(cpu).sceneBoundingRect().center())
-    QTest.mouseMove(view.viewport(), pos)
-    QApplication.sendEvent(view.viewport(), QHelpEvent(QEvent.Type.ToolTip, pos, view.viewport().mapToGlobal(pos)))
-    assert len(shown) == 1
-    return shown[0]
 
 
 def _shown(qtbot, root) -> tuple[TopologyView, SummaryBar]:
@@ -51,7 +36,7 @@ def test_worker1_cpus_are_not_badged_isolated_and_say_their_flags(qtbot, monkeyp
     for cpu in (3, 11, 79):
         assert [text for text, _ in view.cell_item(cpu).badges()] == ["nohz"]
     assert view.cell_item(7).badges() == []
-    tip = _hover_tooltip(view, 11, monkeypatch)
+    tip = grid_tooltip(view, 11, monkeypatch)
     assert "<i>managed_irq, nohz_full</i>" in tip and "not isolated: the scheduler still balances onto it" in tip
     assert "isolated (" not in tip
     assert "<b>managed_irq, nohz_full</b> 0-4,11-79" in bar.text() and "<b>isolated" not in bar.text()
@@ -66,6 +51,6 @@ def test_a_domain_isolated_cpu_keeps_its_badge(qtbot, monkeypatch, tmp_path):
     view, bar = _shown(qtbot, root)
     assert [text for text, _ in view.cell_item(1).badges()] == ["iso", "nohz"]
     assert view.cell_item(0).badges() == []
-    tip = _hover_tooltip(view, 1, monkeypatch)
+    tip = grid_tooltip(view, 1, monkeypatch)
     assert "<i>isolated (domain, managed_irq, nohz_full)</i>" in tip and "not isolated" not in tip
     assert "<b>isolated (domain, managed_irq, nohz_full)</b> 1" in bar.text()

@@ -10,34 +10,20 @@ from __future__ import annotations
 import os
 
 import pytest
-from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QHelpEvent
+from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication
 
-import widgets.topology.view as view_module
 from app.format import format_ns
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from probes.histogram import step_row
+from tests.gui.hover import grid_tooltip
 from tests.machines import extract
 from widgets.topology.probe_heat import LEVELS, level
 from widgets.topology.view import TopologyView
 
 pytestmark = pytest.mark.qt_log_level_fail("WARNING")
 CPUS = sorted(os.sched_getaffinity(0))
-
-
-def _hover_tooltip(view, cpu: int, monkeypatch) -> str:
-    shown: list[str] = []
-    monkeypatch.setattr(view_module.QToolTip, "showText", lambda _pos, text, *_a: shown.append(text))
-    view.centerOn(view.cell_item(cpu))
-    pos = view.mapFromScene(view.cell_item(cpu).sceneBoundingRect().center())
-    # the ToolTip event a hover brings, sent alone: a real mouse move would also start Qt's own tooltip
-    # timer, whose tooltip (a top-level window) opened during the next test and warned offscreen
-    QApplication.sendEvent(view.viewport(), QHelpEvent(QEvent.Type.ToolTip, pos, view.viewport().mapToGlobal(pos)))
-    assert len(shown) == 1
-    return shown[0]
 
 
 def test_the_band_follows_the_longest_and_leaves_with_the_next_run(qtbot, monkeypatch):
@@ -53,15 +39,15 @@ def test_the_band_follows_the_longest_and_leaves_with_the_next_run(qtbot, monkey
     assert view.legend.heat == "jitter" and "jitter: longest gap" in view.legend._keys()[0][1]    # keyed
     assert view.probe_heat.item(3).color == LEVELS[0][1] and view.probe_heat.item(60).color == LEVELS[2][1]
     assert view.probe_heat.item(3).parentItem() is view.cell_item(3)
-    tip = _hover_tooltip(view, 60, monkeypatch)
+    tip = grid_tooltip(view, 60, monkeypatch)
     assert "jitter: longest gap 100 µs (under 1 ms), 4.50/s of at least 10 µs over 2.00 s measured" in tip
-    assert "jitter" not in _hover_tooltip(view, 4, monkeypatch)
+    assert "jitter" not in grid_tooltip(view, 4, monkeypatch)
     # the next run's CPUs replace the last's; a rebuilt scene keeps the bands
     view.probe_heat.show("wakeup", {60: {**f, "max_ns": 2_000_000}})
     assert view.probe_heat.cpus == (60,) and view.probe_heat.item(60).color == LEVELS[3][1]
     view.set_topology(state.topology)
     assert view.probe_heat.item(60).parentItem() is view.cell_item(60)
-    assert "wakeup: longest wakeup 2 ms (1 ms or more)" in _hover_tooltip(view, 60, monkeypatch)
+    assert "wakeup: longest wakeup 2 ms (1 ms or more)" in grid_tooltip(view, 60, monkeypatch)
     view.probe_heat.show("jitter", {})
     assert view.probe_heat.cpus == () and view.legend.heat == "" and view.probe_heat.tooltip(60) == ""
 
@@ -91,7 +77,7 @@ def test_run_on_two_cpus_heats_both_cells(qtbot, monkeypatch):
     for cpu in CPUS[:2]:
         gaps = runs[(cpu,)].summary["gaps"]
         assert view.probe_heat.item(cpu).color == level(gaps["max_ns"])[0]
-        tip = _hover_tooltip(view, cpu, monkeypatch)
+        tip = grid_tooltip(view, cpu, monkeypatch)
         row = step_row(gaps, 10_000)
         assert f"jitter: longest gap {format_ns(gaps['max_ns'])}" in tip
         assert f"{row['per_second']:.2f}/s of at least 10 µs" in tip
