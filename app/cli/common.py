@@ -29,7 +29,6 @@ from app.sysroot import SysRoot
 # What a pid, a thread id and an IRQ number can be: PID_MAX_LIMIT on 64-bit (include/linux/threads.h),
 # and the IRQ numbers coremap's helper and journal accept.
 PID_MAX = 1 << 22
-IRQ_MAX = 65535
 
 ROOT_HELP = "a captured machine (a folder holding sys/ and proc/) instead of this one"
 

@@ -10,8 +10,8 @@ from app.format import CPUSET_NAMES, format_cpus, format_value, offline_sentence
 from app.machine.topology import read_cpu_ids
 from app.parse.cpulist import MAX_CPU
 from app.pinning.kinds import CPU_KINDS, MEMBER_KINDS, SCALAR_KINDS
-from app.pinning.settings import valid_scalar
 from app.pinning.sched import sched_refusal
+from app.pinning.settings import valid_scalar
 from app.sysroot import SysRoot
 
 

@@ -28,8 +28,8 @@ TABLE = {
     "--json": "flag", "--keep-pins": "flag", "--man": "flag", "--move-pinned": "flag", "--no-dma-latency": "flag",
     "--no-second": "flag", "--pm-qos": "flag", "--pretty": "flag", "--reapply": "flag", "--unbound": "flag",
     "--version": "flag",
-    "--no-threads": "flag", "diff:a": "input", "diff:b": "input",                  # snapshot, diff (issue 30)
     "--any-host": "flag",                                   # report, export: another machine's results (issue 30)
+    "--no-threads": "flag", "diff:a": "input", "diff:b": "input",                  # snapshot, diff (issue 30)
     "--replace": "flag", "--intel-pstate-disable": "flag",
     "--spread": "flag", "--rps": "flag", "--irq": "text", "--device": "text",      # pin's IRQ selection (issue 30)
     "--hung-task": "flag", "--no-numa-balancing": "flag", "--no-ksm": "flag", "--performance": "flag",  # isolate's
