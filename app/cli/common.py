@@ -26,8 +26,7 @@ from app.parse.number import NumberError, bounded, parse_int  # bounded: every c
 from app.parse.size import SizeError, parse_size
 from app.sysroot import SysRoot
 
-# What a pid, a thread id and an IRQ number can be: PID_MAX_LIMIT on 64-bit (include/linux/threads.h),
-# and the IRQ numbers coremap's helper and journal accept.
+# What a pid and a thread id can be: PID_MAX_LIMIT on 64-bit (include/linux/threads.h).
 PID_MAX = 1 << 22
 
 ROOT_HELP = "a captured machine (a folder holding sys/ and proc/) instead of this one"
