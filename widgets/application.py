@@ -12,6 +12,7 @@ state signal); nothing else in widgets/ constructs the window or reaches into it
 """
 from __future__ import annotations
 
+import functools
 import gc
 
 import os
@@ -462,7 +463,10 @@ def _add_compare(window: MainWindow, menu: QMenu, before) -> CompareController:
     def machine() -> SysRoot | None:
         root = getattr(window.sampler_thread.sampler, "root", None) if window.sampler_thread is not None else None
         return root if isinstance(root, SysRoot) else None
-    return CompareController(menu, before, window.topology_view, add_dock=window.add_dock,
+    # A tab beside the threads, the residency plot and the probes: a dock of its own below the grid
+    # squeezed the probe panel's histogram to a strip (seen under Xvfb).
+    add_dock = functools.partial(window.add_dock, tab_with=window.thread_dock)
+    return CompareController(menu, before, window.topology_view, add_dock=add_dock,
                              status=window.show_message, machine=machine, parent=window)
 
 
