@@ -120,7 +120,8 @@ def _set_fifo_80_and_undo(qtbot, tmp_path, w, sampler, child):
     settle(w)
     s = _stat(child)
     assert (s.policy, s.rt_priority) == (os.SCHED_FIFO, 80)
-    assert w.pin_controller.result_line.text().endswith("scheduling: other -> fifo 80 ok")
+    line = w.pin_controller.result_line.text()
+    assert line.endswith("scheduling: other -> fifo 80 ok") and line.count("scheduling") == 1, line
     [e] = journal.entries()
     assert (e.kind, e.target_id, e.before, e.requested, e.origin, e.state) == (
         "sched", child, (0, 0), (1, 80), "window", "done")

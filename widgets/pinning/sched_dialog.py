@@ -147,4 +147,4 @@ class SchedulingController(QObject):
         d = self.sender()
         if isinstance(d, SchedDialog):
             targets, value = d.targets, d.value()
-            self._run("scheduling", lambda s, p: s.schedule(targets, value, origin="window", progress=p))
+            self._run("set", lambda s, p: s.schedule(targets, value, origin="window", progress=p))
