@@ -16,6 +16,8 @@ loop period at every rank.
 from __future__ import annotations
 
 import csv
+import io
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hdrh.histogram import HdrHistogram
 
+from app.atomic import write_atomic
 from app.errors import ParseError
 from app.inputs import MiB, read_input_text
 from app.parse.json_text import JsonInputError, load_json
@@ -216,8 +219,10 @@ def write_hlog(out, intervals, *, start_time_s: float | None = None, comment: st
     `out` is a path or a text file object.
     """
     if isinstance(out, (str, bytes)) or hasattr(out, "__fspath__"):
-        with open(out, "w") as f:
-            return write_hlog(f, intervals, start_time_s=start_time_s, comment=comment, tag=tag)
+        # A path: through the one writer (app/atomic.py: atomic, never through a link or into a device).
+        text = io.StringIO()
+        write_hlog(text, intervals, start_time_s=start_time_s, comment=comment, tag=tag)
+        return write_atomic(os.fsdecode(out), text.getvalue().encode("utf-8"))
     st = time.time() if start_time_s is None else start_time_s
     if comment:
         out.write(f"#{comment}\n")

@@ -22,6 +22,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -154,13 +155,18 @@ def _audited(args, tmp_path, timeout=120):
     proc = subprocess.Popen([sys.executable, "-c", AUDITED, *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=REPO, env=env, pass_fds=(w_fd,))
     os.close(w_fd)
+    # The list is read while the child runs: written at its exit into a pipe nobody read yet, a list past
+    # the pipe's 64 KiB blocked the child's exit until the timeout (the window's list grew past it).
+    chunks: list[bytes] = []
+    drain = threading.Thread(target=lambda: chunks.extend(iter(lambda: os.read(r_fd, 1 << 16), b"")), daemon=True)
+    drain.start()
     try:
         out, err = proc.communicate(timeout=timeout)
     finally:
         proc.kill()
-    with os.fdopen(r_fd, "rb") as f:
-        data = f.read()
-    return subprocess.CompletedProcess(args, proc.returncode, out, err), json.loads(data or b"[]")
+    drain.join(10)
+    os.close(r_fd)
+    return subprocess.CompletedProcess(args, proc.returncode, out, err), json.loads(b"".join(chunks) or b"[]")
 
 
 def _package_folders() -> list[str]:
