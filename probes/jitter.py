@@ -52,7 +52,7 @@ def _measure(args, emit, on_ns, off_ns, locked, tracer, why_not) -> int:
     from probes import _native
     emit(hello(NAME, args.cpu_id, {"duty": args.duty, "on_ns": on_ns, "off_ns": off_ns,
                                     "threshold_ns": args.threshold_ns, "top": args.top, "mlocked": locked,
-                                    "attribute": bool(args.attribute)}))
+                                    "attribute": bool(args.attribute), "expect_s": args.seconds}))
     chunk_ns = int(args.chunk_ms * 1e6)
     total_ns = int(args.seconds * 1e9)
     t0 = time.monotonic_ns()

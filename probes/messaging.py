@@ -196,7 +196,8 @@ def run(args, emit) -> int:
     h = hello(NAME, None, {"transport": args.transport, "rounds": args.rounds, "window_ns": WINDOW_NS,
                             "windows_per_segment": windows, "rates": rates,
                             "placements": [asdict(p) | {"name": p.name} for p in placements],
-                            "missing": missing})
+                            "missing": missing,
+                            "expect_s": len(placements) * segments * windows * WINDOW_NS / 1e9})
     emit(h)
     tsc_hz = loop_tsc_hz(h, across_cpus=True)
     combos = [(i, k) for i in range(len(placements)) for k in range(len(rates))]

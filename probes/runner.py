@@ -25,6 +25,11 @@ from app.inputs import MiB
 from app.parse.json_text import JsonInputError, load_json
 
 TERM_GRACE_S = 0.2
+# A probe whose hello says how long it will run (`expect_s`) and that still runs this long after that, and a
+# tenth more, is stopped with an `error` line: a probe that never ends is said within 15 s of its time
+# (issue 32), here and on a server (app/remote/probe_runs.py), in the window and the CLI alike.
+OVERRUN_GRACE_S = 15.0
+MAX_EXPECT_S = 7 * 86400.0
 MAX_LINE = 64 * MiB          # as a remote run's (app/remote/protocol.py): a line with a whole histogram
 MAX_LOG_TEXT = 4096          # of a line that is not JSON, kept as a log line
 PARENT_ENV = "COREMAP_PROBE_PARENT"
@@ -112,6 +117,28 @@ class ProbeLines(ABC):
         self._q.put(line)
         if self.on_line is not None:
             self.on_line(line)
+        if line.get("type") == "hello":
+            self._watch_overrun(line.get("expect_s"))
+
+    def _watch_overrun(self, expect) -> None:
+        """Stop the run when it outlives the time its hello said it takes (OVERRUN_GRACE_S)."""
+        if type(expect) not in (int, float) or not 0 < expect <= MAX_EXPECT_S:
+            return          # a probe that cannot know (a command counted, a JVM started): no deadline
+        allowed = expect * 1.1 + OVERRUN_GRACE_S
+        timer = threading.Timer(allowed, self._overran, (expect, allowed))
+        timer.daemon = True
+        timer.start()
+
+    def _overran(self, expect: float, allowed: float) -> None:
+        if self.running:
+            self._stop_overrun(f"the probe did not end within {allowed:.0f} s (it said it takes {expect:g} s); "
+                               "it was stopped: check what else runs on its CPU, or that it is not stopped "
+                               "(SIGSTOP, a debugger)")
+
+    def _stop_overrun(self, why: str) -> None:
+        """End the run from this side with `why` as its `error` line."""
+        self._add({"type": "error", "message": why})
+        self.cancel()
 
     def poll(self) -> list[dict]:
         out = []

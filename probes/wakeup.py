@@ -81,7 +81,8 @@ def run(args, emit) -> int:
     tracer, why_not = trace.session_for(args, args.seconds)
     try:
         emit(hello(NAME, args.cpu_id, {"interval_ns": args.interval_us * 1000, "dma_latency": dma,
-                                        "mlocked": locked, "attribute": bool(args.attribute)}))
+                                        "mlocked": locked, "attribute": bool(args.attribute),
+                                        "expect_s": args.seconds}))
         late = _measure(args, emit, tracer is not None)
         if tracer is not None:
             text, stats = tracer.stop()

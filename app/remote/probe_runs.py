@@ -149,6 +149,9 @@ class RemoteProbeRun(ProbeLines):
                 return
             self._add(line)
 
+    def _stop_overrun(self, why: str) -> None:
+        self._stop(f"{self.host}: {why}")       # the agent stops the child there (ProbeLines._overran)
+
     def _stop(self, why: str) -> None:
         """End the run from this side: the agent is asked to stop it, the run ends with `why`."""
         self._stopped = why
@@ -197,6 +200,8 @@ class RemoteProbeRun(ProbeLines):
         agent stops answering (the connection is then given up)."""
         client = self._pending.client
         while True:
+            if self._stopped:
+                return self.cancel()        # stopped from this side (past its time, a flood): no more waiting
             left = self._deadline - time.monotonic()
             if left <= 0:
                 self._stop(f"{self.host}: the probe did not end within the {_duration(self.argv):g} s it may "

@@ -323,6 +323,24 @@ def test_a_probe_that_never_ends_is_stopped_after_its_time(monkeypatch):
         client.close()
 
 
+def test_a_probe_past_the_time_its_hello_named_is_stopped_then(monkeypatch):
+    # The build allowance (PROBE_GRACE_S, 120 s) bounds a run until its hello; after it, the time the
+    # probe said it takes and OVERRUN_GRACE_S (issue 32: a probe that never ends, said within 15 s).
+    from app.remote import probe_runs
+    from probes import runner
+    monkeypatch.setattr(runner, "OVERRUN_GRACE_S", 0.5)
+    monkeypatch.setattr(probe_runs, "CANCEL_WAIT_S", 1.0)     # this agent never ends the run on a cancel
+    client = connect(_probe_agent(1, {"type": "hello", "cpu": 1, "expect_s": 0.3}, end=False))
+    try:
+        run = RemoteProbeRun(client, "jitter", ["--cpu", "1", "--seconds", "0.3"])
+        t0 = time.monotonic()
+        assert run.wait() != 0
+        assert time.monotonic() - t0 < 10
+        assert run.failure("jitter CPU 1").startswith("evil: the probe did not end within 1 s (it said it takes 0.3 s)")
+    finally:
+        client.close()
+
+
 def test_a_probe_flood_is_bounded_and_said_once(monkeypatch):
     """20,000 interval lines of ~260 KB took 5.4 GB with --hlog; a run now keeps MAX_RUN_VALUES values."""
     from app.remote import probe_runs

@@ -341,3 +341,21 @@ def test_counters_count_a_child_and_report_missing_ones_as_unavailable():
         for name, why in r["unavailable"].items():
             assert r["counts"][name] is None and why
     assert "to-stderr" in "\n".join(run.stderr_lines)  # the command's stdout never mixes with the protocol
+
+
+@pytest.mark.usefixtures("live_machine")
+def test_a_probe_stopped_past_the_time_its_hello_named_is_ended_with_a_line(monkeypatch):
+    # A probe that never ends (here: stopped by SIGSTOP once it said hello) is ended OVERRUN_GRACE_S after
+    # the time its hello named, with an error line the CLI and the window show (issue 32).
+    import signal
+    from probes import runner
+    monkeypatch.setattr(runner, "OVERRUN_GRACE_S", 0.5)
+
+    def freeze(line):
+        if line.get("type") == "hello":
+            os.kill(line["pid"], signal.SIGSTOP)
+    run = ProbeRun.start("jitter", ["--cpu", str(max(os.sched_getaffinity(0))), "--seconds", "0.2"], on_line=freeze)
+    t0 = time.monotonic()
+    rc = run.wait(20)
+    assert rc != 0 and time.monotonic() - t0 < 10
+    assert run.failure("jitter").startswith("the probe did not end within 1 s (it said it takes 0.2 s); it was stopped")
