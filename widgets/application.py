@@ -466,8 +466,12 @@ def _add_compare(window: MainWindow, menu: QMenu, before) -> CompareController:
     # A tab beside the threads, the residency plot and the probes: a dock of its own below the grid
     # squeezed the probe panel's histogram to a strip (seen under Xvfb).
     add_dock = functools.partial(window.add_dock, tab_with=window.thread_dock)
-    return CompareController(menu, before, window.topology_view, add_dock=add_dock,
-                             status=window.show_message, machine=machine, parent=window)
+    controller = CompareController(menu, before, window.topology_view, add_dock=add_dock,
+                                   status=window.show_message, machine=machine, parent=window)
+    # Hiding the new tab made its neighbour, the Probes tab, the one shown: the first frame then built
+    # the plots and imported pyqtgraph (tests/gui/test_first_frame.py). The thread table stays in front.
+    window.thread_dock.raise_()
+    return controller
 
 
 def _add_cpu_menu(window: MainWindow) -> CpuMenu:
