@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.format import format_change
+from app.format import format_change, format_value
 from app.pinning.targets import PinResult, PinTarget
 
 GOES = ("ok", "trimmed")
@@ -41,6 +41,9 @@ class PlannedStep:
     def line(self) -> str:
         """"thread 1234 (java): 0-3 -> 2 would be written"; a refusal is its own sentence."""
         d = self.target.describe()
+        if self.goes and self.before is not None and tuple(self.before) == tuple(self.requested):
+            # "other -> other would be written" read as a change (Set scheduling… on an unchanged policy)
+            return f"{d}: {format_value(self.target.kind, self.requested)} already; nothing changes"
         if self.goes:
             s = f"{d}: {format_change(self.before, self.requested, self.target.kind)} would be written"
             return s + (f" ({self.message})" if self.code == "trimmed" and self.message else "")

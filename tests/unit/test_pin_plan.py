@@ -56,6 +56,8 @@ def test_a_plan_writes_nothing_and_says_what_apply_then_does(tree, journal):
     assert _irq(tree, 24) == "1" and journal.entries() == []          # a dry run: nothing written or journalled
     [r] = svc.apply(req)
     assert r.code == "ok" and _irq(tree, 24) == "0-1"
+    # Once there, the plan says so, not "0-1 -> 0-1 would be written" (seen in Set scheduling…'s line).
+    assert svc.plan(req)[0].line() == f"{plan[0].target.describe()}: 0-1 already; nothing changes"
 
 
 def test_a_managed_irq_is_refused_alike_by_the_plan_and_the_pin(tree, journal):
