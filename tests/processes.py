@@ -25,3 +25,20 @@ def settle(proc: subprocess.Popen, quiet_s: float = 1.0, limit_s: float = 120.0)
         if now == last:
             return
         last = now
+
+
+def started(argv: list[str], limit_s: float = 30.0) -> subprocess.Popen:
+    """`argv` started, once it runs its own program: Popen returns after the fork, and until the exec the
+    child is a copy of the test, named "python" (a test that named it "sleep" failed on a fresh clone)."""
+    proc = subprocess.Popen(argv)
+    name = argv[0].rsplit("/", 1)[-1][:15]           # the kernel keeps 15 bytes of a name (TASK_COMM_LEN)
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{proc.pid}/comm") as f:
+                if f.read().strip() == name:
+                    return proc
+        except FileNotFoundError:
+            break                                     # it exited already: the caller's test says so
+        time.sleep(0.002)
+    return proc

@@ -5,7 +5,6 @@ of a priority change (ksoftirqd here, which every Linux has) and nothing else.""
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 from PySide6.QtCore import Qt
@@ -18,6 +17,7 @@ from app.pinning.service import AffinityService
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.gui.pins import settle
+from tests.processes import started
 from widgets.application import build_window
 from widgets.tables.thread_cells import COL_POLICY
 from widgets.tables.threads import KIND_ROLE
@@ -34,7 +34,7 @@ def state(tmp_path, monkeypatch):
 
 @pytest.fixture
 def child():
-    p = subprocess.Popen(["sleep", "60"])
+    p = started(["sleep", "60"])
     yield p.pid
     p.kill()
     p.wait()

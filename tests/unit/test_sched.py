@@ -20,6 +20,7 @@ from app.pinning.service import AffinityService
 from app.pinning.targets import PinTarget
 from app.sysroot import SysRoot
 from tests.jvms import HANDLER, OTHER_HANDLER, MarketData, needs_jdk
+from tests.processes import started
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="a real-time policy needs root (CAP_SYS_NICE)")
 
@@ -32,7 +33,7 @@ def state(tmp_path, monkeypatch):
 @pytest.fixture
 def child():
     """A sleeping child process of this test, killed at the end (nothing else is changed)."""
-    p = subprocess.Popen(["sleep", "60"])
+    p = started(["sleep", "60"])
     yield p.pid
     p.kill()
     p.wait()
