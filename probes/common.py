@@ -18,7 +18,8 @@ import sys
 from app.errors import CoremapError
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.parse.number import bounded
-from app.parse.task_stat import parse_sched, parse_status
+from app.parse.task_stat import parse_sched, parse_status, policy_name
+from app.machine.boot import read_clocksource
 from app.machine.topology import read_online_cpus
 from app.sysroot import SysRoot
 
@@ -205,9 +206,6 @@ def _identity(root: SysRoot) -> dict:
         return {}
 
 
-_POLICY_NAMES = {os.SCHED_OTHER: "other", os.SCHED_FIFO: "fifo", os.SCHED_RR: "rr",
-                 getattr(os, "SCHED_BATCH", 3): "batch", getattr(os, "SCHED_IDLE", 5): "idle"}
-
 
 def hello(probe: str, cpu, extra: dict | None = None, root: SysRoot | None = None) -> dict:
     from probes import _native
@@ -215,12 +213,11 @@ def hello(probe: str, cpu, extra: dict | None = None, root: SysRoot | None = Non
     tsc = _native.tsc_info()
     pol = os.sched_getscheduler(0)
     isolated = root.read_optional(root.cpu_dir("isolated"))
-    clocksource = root.read_first_line(root.sys("devices", "system", "clocksource", "clocksource0",
-                                                "current_clocksource"))
+    clocksource = read_clocksource(root).current
     d = {"type": "hello", "probe": probe, "kernel": os.uname().release, "clocksource": clocksource,
          "tsc_hz": tsc["hz"] if tsc["usable"] else None, "tsc_usable": tsc["usable"],
          "rdtsc_ns": tsc["rdtsc_ns"] if tsc["usable"] else None, "clock_gettime_ns": tsc["clock_gettime_ns"],
-         "timer_slack_ns": _native.get_timer_slack(), "policy": _POLICY_NAMES.get(pol, str(pol)),
+         "timer_slack_ns": _native.get_timer_slack(), "policy": policy_name(pol),
          "priority": os.sched_getparam(0).sched_priority, "cpu": cpu,
          "isolated": list(parse_cpulist(isolated, what="isolated CPUs")) if isolated else [],
          "pid": os.getpid(), **_identity(root)}
