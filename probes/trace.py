@@ -188,7 +188,7 @@ def named_spans(all_spans: list[Span], names) -> list[Span]:
     report made from it carry it. Asked once, for the tasks whose comm may be cut."""
     tasks = {(s.tid, s.comm) for s in all_spans if s.kind == "task" and is_cut(s.comm)}
     # At most as much of a name as the journal keeps of a label: a stored result's texts are bounded
-    # (app/store/result_shapes.py), and a gap's verdict joins three names.
+    # (probes/result.py), and a gap's verdict joins three names.
     full = {tid: name[:NAME_CHARS] for tid, name in (names(sorted(tasks)) if tasks else {}).items()}
     return [_task_span((s.start_ns, s.tid, s.comm), s.end_ns, full.get(s.tid)) if s.tid in full else s
             for s in all_spans]

@@ -43,6 +43,7 @@ from app.remote.probe_runs import RemoteProbeRun
 from app.remote.sampler import RemoteSampler
 from app.sampling.sampler import MAX_INTERVAL, MIN_INTERVAL, Sampler
 from app.store.session import Session, open_session
+from probes.results import check_result
 from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from widgets.colors import Metric, parse_metric
@@ -96,7 +97,7 @@ def _root_of(args):
     if getattr(args, "session", None):
         if getattr(args, "root", None):
             raise BadArgument("--root and --session both given: open one machine at a time")
-        session = open_session(args.session)
+        session = open_session(args.session, check_result)
         return session.root, session
     return SysRoot(args.root or "/"), None
 

@@ -34,6 +34,7 @@ from app.sampling.machine_state import MachineState
 from app.store.folders import reports_dir
 from app.sysroot import SysRoot
 from probes.files import write_run
+from probes.results import check_result
 from widgets.autosave import AUTOSAVE_SECONDS, Autosaver, CrashRecoveryBar, crash_recovery_bar
 from widgets.export import default_file_name, render_pdf, save_screenshot, screenshot_target
 from widgets.report_images import add_images
@@ -334,7 +335,7 @@ class SessionController(QObject):
     def open_session(self, path) -> Session:
         """Show a saved session: its machine (read-only), its probe runs and its pin journal.
         A file that cannot be opened changes nothing (SessionError, shown on the status line)."""
-        s = open_session(path)
+        s = open_session(path, check_result)
         sampler = Sampler(s.root, interval=1.0)
         sampler.source = str(path)
         thread = SamplerThread(sampler)

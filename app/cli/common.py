@@ -82,7 +82,8 @@ def session_or_root(args, clash: str):
         return
     # Imported here, not at the top: only the commands that open a session need it (issue 12).
     from app.store.session import open_session
-    session = open_session(session_path)
+    from probes.results import check_result
+    session = open_session(session_path, check_result)
     try:
         yield session, session.root
     finally:

@@ -30,14 +30,16 @@ def run(args) -> int:
     # Imported here: every `coremap` run imports this module to build its parser.
     from app.pinning.journal import Journal
     from app.sources.export import gather, summary, write
+    from probes.results import check_result
     from app.store.folders import journal_path
     root = root_of(args)
     path = journal_path(create=False)
     if path.exists():
         with Journal(path, readonly=True) as journal:
-            exported = gather(root, journal=journal, results=args.jitter, any_host=args.any_host)
+            exported = gather(root, journal=journal, results=args.jitter, any_host=args.any_host,
+                              check_result=check_result)
     else:
-        exported = gather(root, results=args.jitter, any_host=args.any_host)
+        exported = gather(root, results=args.jitter, any_host=args.any_host, check_result=check_result)
     write(args.textfile, exported)
     for note in exported.notes:
         print(f"coremap: note: {note}", file=sys.stderr)

@@ -182,8 +182,9 @@ def _report_data(args, session, root, ledger, since: float | None):
     added."""
     # Imported here, not at the top: every `coremap` run imports this module to build its parser, and
     # app.store.results brings the journal and msgspec with it.
-    from app.store.results import clean_probe_result, clean_verification
-    probes = _read_results(args.probe, "--probe", "give the output of `coremap probe --json`", clean_probe_result,
+    from app.store.results import clean_verification
+    from probes.results import check_result
+    probes = _read_results(args.probe, "--probe", "give the output of `coremap probe --json`", check_result,
                            'not a probe result (no "probe" field)', many=True,
                            check=_host_check(_machine(session, root), args.any_host) if args.probe else None)
     verifications = _read_results(args.verify, "--verify", "give the file `coremap verify --out` wrote",

@@ -29,7 +29,7 @@ from app.inputs import read_input
 from app.parse.cpulist import format_cpulist
 from app.parse.json_text import JsonInputError, load_json
 from app.store.result_host import OTHER, UNKNOWN, check_host
-from app.store.results import clean_probe_result, results_in
+from app.store.results import results_in
 
 MAX_RESULT_BYTES = 64 * 1024 ** 2
 
@@ -84,10 +84,11 @@ def render(e: Exported, now: float | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def gather(root, *, journal=None, results: list[str] = (), any_host: bool = False) -> Exported:
-    """What `root` (a SysRoot) and the pin journal say, and the jitter results given: ExportError for
-    one measured on another machine, unless `any_host` (app/store/result_host.py: a series carries no
-    machine's name, and would be scraped as this one's)."""
+def gather(root, *, journal=None, results: list[str] = (), any_host: bool = False, check_result=None) -> Exported:
+    """What `root` (a SysRoot) and the pin journal say, and the jitter results given, each as
+    `check_result` keeps it (probes/results.py check_result: probes/ sits above this module): ExportError
+    for one measured on another machine, unless `any_host` (app/store/result_host.py: a series carries
+    no machine's name, and would be scraped as this one's)."""
     from app.machine.interrupts import read_irqs
     e = Exported()
     table = read_irqs(root)
@@ -105,11 +106,11 @@ def gather(root, *, journal=None, results: list[str] = (), any_host: bool = Fals
         from app.machine.identity import read_identity
         machine = read_identity(root)
         for path in results:
-            _add_result(e, path, machine, any_host)
+            _add_result(e, path, machine, any_host, check_result)
     return e
 
 
-def _add_result(e: Exported, path: str, machine, any_host: bool) -> None:
+def _add_result(e: Exported, path: str, machine, any_host: bool, check_result) -> None:
     data = read_input(path, what="jitter result", limit=MAX_RESULT_BYTES,
                       hint="give the file `coremap probe jitter --json` wrote")
     try:
@@ -117,18 +118,14 @@ def _add_result(e: Exported, path: str, machine, any_host: bool) -> None:
     except JsonInputError as e:
         raise ExportError(f"{e}; give the file `coremap probe jitter --json` wrote") from None
     for i, raw in enumerate(results_in(obj)):
-        # clean_probe_result checks the fields every result has; the gap figures are checked below (a
-        # stored result's "gaps" may be the per-length table of older versions, which it leaves out).
-        r, _notes = clean_probe_result(raw, f"{path} result {i + 1}")
+        # A "gaps" out of its definition (the per-length table of older versions, a 400-digit count that
+        # overflowed count / secs: issue 32) is left out by the check, with the rest of the result.
+        r, _notes = check_result(raw, f"{path} result {i + 1}")
         if r is None or r.get("probe") != "jitter" or not isinstance(r.get("cpu"), int):
             e.notes.append(f"{path}: result {i + 1} is not a jitter run on one CPU; left out")
             continue
-        gaps, secs = raw.get("gaps"), r.get("sampled_seconds")
-        count = gaps.get("count") if isinstance(gaps, dict) else None
-        thr = gaps.get("from_ns") if isinstance(gaps, dict) else None
-        # count below 2**63 (a probe's counter): a 400-digit count overflowed count / secs (issue 32)
-        if not (type(count) is int and 0 <= count < 2 ** 63 and type(thr) in (int, float) and 0 < thr < 1e12
-                and type(secs) is float and 0 < secs < 1e9):
+        gaps, secs = r.get("gaps"), r.get("sampled_seconds")
+        if gaps is None or not secs:
             e.notes.append(f"{path}: result {i + 1} (CPU {r['cpu']}) has no gap count and sampled time; left out")
             continue
         host = check_host(r, machine)
@@ -137,7 +134,7 @@ def _add_result(e: Exported, path: str, machine, any_host: bool) -> None:
         if host.kind in (OTHER, UNKNOWN):
             what = f"{path} result {i + 1} (CPU {r['cpu']})"
             e.notes.append(f"{host.note(what)}; included")
-        e.gaps[r["cpu"]] = (count / secs, thr / 1e9)
+        e.gaps[r["cpu"]] = (gaps["count"] / secs, gaps["from_ns"] / 1e9)
 
 
 def write(path: str | Path, e: Exported) -> str:

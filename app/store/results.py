@@ -1,32 +1,24 @@
-"""What a stored result must look like before the report or the window reads it.
+"""What a stored verification, history and journal must look like before the report or the window reads
+them.
 
-Probe results, history ticks and journal rows come back from files: a saved session (which passed the
-session checks but may hold anything inside its JSON), `report --probe FILE`, a result file opened in
-the probe panel. A field of the wrong type (`"percentiles": 5`, a history tick `{"irq": [1, 2]}`), a
-number that is nan, inf or negative where a count belongs, or a list longer than any real run is left
-out with a note, so the rest still shows; nothing downstream has to guess. One pass here, at the door,
-instead of a check at every use.
-
-A probe's own fields (a messaging run's placements, a scaling run's widths, a sweep's CPUs) are
-checked against that probe's shape (app/store/result_shapes.py): the text, the plots and the report
-read them together, so a result out of shape is left out whole, with one line naming the field.
+History ticks, journal rows and verifications come back from files: a saved session (which passed the
+session checks but may hold anything inside its JSON), `report --verify FILE`. A field of the wrong type
+(a history tick `{"irq": [1, 2]}`), a number that is nan, inf or negative where a count belongs, or a
+list longer than any real run is left out with a note, so the rest still shows; nothing downstream has
+to guess. One pass here, at the door, instead of a check at every use. A stored probe result has its
+own typed definition, beside its probe: probes/results.py check_result, which the model's readers of a
+session take from their caller (app/store sits below probes/).
 """
 from __future__ import annotations
 
 import math
 
 from app.format import printable
-from app.parse.shape import ShapeError, check
 from app.pinning.journal import KINDS as JOURNAL_KINDS
-from app.store.result_shapes import FIELDS, SHAPES
 
 MAX_ITEMS = 1 << 16          # buckets, gaps, causes, rows: a real result holds hundreds at most
 MAX_TEXT = 4096
 MAX_TICKS = 1 << 20          # a day at 0.25 s is 345,600 ticks
-NUMBERS = ("loop_ns", "sampled_seconds", "achieved_duty", "lost_share", "mean_ns", "min_ns", "interval_ns",
-           "baseline_ns")
-COUNTS = ("iterations", "wakeups", "rounds", "threshold_ns")
-TEXTS = ("probe", "label", "source", "title", "verdict")
 
 
 def _finite(v, *, lo: float = 0.0) -> float | int | None:
@@ -35,10 +27,6 @@ def _finite(v, *, lo: float = 0.0) -> float | int | None:
     if (type(v) is int and lo <= v < 1 << 63) or (type(v) is float and math.isfinite(v) and v >= lo):
         return v
     return None
-
-
-def _is_cpu(v) -> bool:
-    return type(v) is int and 0 <= v < 1 << 16
 
 
 def _count(v) -> int | None:
@@ -58,66 +46,6 @@ def results_in(value) -> list:
     return value if type(value) is list else [value]
 
 
-def clean_probe_result(obj, what: str = "probe result") -> tuple[dict | None, list[str]]:
-    """(the result with only well-formed fields, notes on what was left out); None when `obj` is not a
-    result at all (not an object, or no probe name)."""
-    notes: list[str] = []
-    if type(obj) is not dict or _text(obj.get("probe")) is None:
-        return None, [f"{what}: not a probe result (no \"probe\" name); left out"]
-    out: dict = {}
-
-    def drop(key: str, why: str) -> None:
-        notes.append(f"{what}: {key!r} {why}; left out")
-
-    for key, shape in FIELDS.items():
-        if key in obj:
-            try:
-                check(obj[key], shape)
-            except ShapeError as e:
-                drop(key, f"is out of shape ({printable(str(e))})" if e.where else f"is out of shape ({e.why})")
-                obj = {k: v for k, v in obj.items() if k != key}
-    shape = SHAPES.get(obj["probe"])
-    if shape is not None:
-        try:
-            check(obj, shape)
-        except ShapeError as e:
-            return None, [f"{what}: a {printable(obj['probe'])} result out of shape ({printable(str(e))}); left out"]
-
-    for key, value in obj.items():
-        if key == "schema_version":
-            continue            # the --json document's, not the result's (a session stores the result)
-        if key in TEXTS:
-            if value is None:
-                continue            # a null text is no text: readers .get(key, "") it
-            v = _text(value)
-        elif key in NUMBERS:
-            v = _finite(value)
-        elif key in COUNTS:
-            v = _count(value)
-        elif key == "cpu":
-            # one CPU, or the CPUs of a run over several (sweep, c2c)
-            v = value if value is None or _is_cpu(value) or (type(value) is list and len(value) <= MAX_ITEMS
-                                                             and all(_is_cpu(c) for c in value)) else False
-        elif key == "percentiles":
-            v = _percentiles(value)
-        elif key == "buckets":
-            v = _buckets(value, disjoint=True)
-        elif key == "gaps_per_cpu_hour":
-            v = _gap_rows(value)
-        elif key == "attribution":
-            v = _attribution(value)
-        else:
-            # A probe's own fields (sweep's cpus, c2c's matrix) were held to its shape above, and
-            # `gaps` to FIELDS; what no shape names, no reader reads.
-            out[key] = value
-            continue
-        if v is None and value is not None or v is False:
-            drop(key, "has the wrong type or a value out of range")
-            continue
-        out[key] = v
-    return out, notes
-
-
 def _percentiles(v):
     if type(v) is not dict or len(v) > 64:
         return None
@@ -127,15 +55,12 @@ def _percentiles(v):
     return v
 
 
-def _buckets(v, *, disjoint: bool = False):
-    """Buckets as a probe writes them ({lo_ns, hi_ns, count}) or as older results kept them
-    ([lo, hi, count] or [edge, count]): every number a whole, non-negative count; `disjoint` (one
-    run's: the window's histogram draws one edge after another, and refused an overlap with a
-    ValueError), no bucket reaching into the next. A verification's side merges its runs' buckets,
-    whose edges may differ: they may overlap, and are drawn as gap rows."""
+def _buckets(v):
+    """A verification side's buckets, merged from its runs' (whose edges may differ: they may overlap,
+    and are drawn as gap rows): {lo_ns, hi_ns, count} or [lo, hi, count] or [edge, count], every
+    number a whole, non-negative count."""
     if type(v) is not list or len(v) > MAX_ITEMS:
         return None
-    spans = []
     for b in v:
         if type(b) is dict:
             nums = [b.get("lo_ns"), b.get("hi_ns"), b.get("count")]
@@ -145,11 +70,6 @@ def _buckets(v, *, disjoint: bool = False):
             return None
         if any(_count(x) is None for x in nums):
             return None
-        if len(nums) == 3:
-            spans.append((nums[0], nums[1]))
-    spans.sort()
-    if disjoint and (any(lo > hi for lo, hi in spans) or any(b[0] < a[1] for a, b in zip(spans, spans[1:]))):
-        return None
     return v
 
 

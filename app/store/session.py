@@ -43,7 +43,7 @@ from app.atomic import atomic_writer
 from app.errors import CoremapError, SysRootReadError
 from app.inputs import open_input
 from app.parse.json_text import JsonInputError, load_json
-from app.store.results import clean_history, clean_journal_rows, clean_probe_result, clean_verification
+from app.store.results import clean_history, clean_journal_rows, clean_verification
 from app.sysroot import SysRoot
 
 FORMAT = 1
@@ -354,9 +354,10 @@ def _read_manifest(path: Path, zf: zipfile.ZipFile) -> dict:
     return manifest
 
 
-def open_session(path: str | os.PathLike) -> Session:
+def open_session(path: str | os.PathLike, check_result=None) -> Session:
     """Open a .coremap file: check all of it, then extract machine/ into a private temporary
-    folder (removed by Session.close() or at exit) and read the rest into memory.
+    folder (removed by Session.close() or at exit) and read the rest into memory. Its probe runs are
+    kept only with `check_result` (probes/results.py check_result: the model sits below probes/).
     Raises SessionError, naming the file and what to do, and leaves nothing behind."""
     path = Path(path)
     try:
@@ -366,10 +367,10 @@ def open_session(path: str | os.PathLike) -> Session:
     except CoremapError as e:
         raise SessionError(str(e)) from None
     with f:
-        return _open_zip(path, f)
+        return _open_zip(path, f, check_result)
 
 
-def _open_zip(path: Path, f) -> Session:
+def _open_zip(path: Path, f, check_result) -> Session:
     head = f.read(4)
     f.seek(0)
     try:
@@ -415,7 +416,7 @@ def _open_zip(path: Path, f) -> Session:
                 _check_link(path, zi.filename, target)
                 links[zi.filename] = target
         try:
-            return _load(path, zf, manifest, infos, links)
+            return _load(path, zf, manifest, infos, links, check_result)
         except zipfile.BadZipFile as e:
             raise _refuse(path, f"is damaged ({e})", "the copy is incomplete: copy or download it again") from None
 
@@ -451,7 +452,7 @@ def _jsonl_rows(path: Path, name: str, data: bytes) -> list[dict]:
     return rows
 
 
-def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: dict) -> Session:
+def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: dict, check_result) -> Session:
     s = Session(host=str(manifest.get("host", "")), created=str(manifest.get("created", "")),
                 coremap_version=str(manifest.get("coremap", "")), source=path)
     probe_json: dict[int, dict] = {}
@@ -480,8 +481,9 @@ def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: d
             n, kind = int(m.group(1)), m.group(2)
             data = _read(path, zf, zi)
             if kind == "json":
-                kept = _json_member(path, name, data, clean_probe_result, "a probe result object", s.problems,
-                                    may_leave_out=True)
+                # without check_result, read (a damaged one refuses the file) but not kept
+                kept = _json_member(path, name, data, check_result or (lambda obj, what: (None, [])),
+                                    "a probe result object", s.problems, may_leave_out=True)
                 if kept is None:
                     left_out.add(n)
                 else:

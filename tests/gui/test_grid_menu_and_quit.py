@@ -263,7 +263,8 @@ def test_quitting_with_an_unsaved_run_saves_it_and_says_where(qtbot, live_window
     err = capfd.readouterr().err
     assert f"coremap: 1 unsaved probe run saved to {saved}" in err
     assert w.statusBar().currentMessage().startswith(f"1 unsaved probe run saved to {saved}")
-    session = open_session(saved)
+    from probes.results import check_result
+    session = open_session(saved, check_result)
     try:
         assert [(p.result["probe"], p.result["cpu"], p.result["iterations"]) for p in session.probes] == \
             [("jitter", 0, run.summary["iterations"])]

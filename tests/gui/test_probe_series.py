@@ -182,7 +182,8 @@ def test_session_round_trip_panel_and_report(qtbot, tmp_path):
                        "--rounds", "1")]
     path = tmp_path / "series.coremap"
     save_session(path, session_from_root(SysRoot(extract("sno")), probes=[ProbeRecord(r) for r in results]))
-    opened = open_session(path)
+    from probes.results import check_result
+    opened = open_session(path, check_result)
     try:
         assert [p.result for p in opened.probes] == results
         panel = ProbePanel()

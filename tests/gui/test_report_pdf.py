@@ -16,7 +16,8 @@ import subprocess
 import pytest
 
 from app.store.report import PDF_IMAGE_WIDTH, build_report_html, report_from_root
-from app.store.results import clean_probe_result, results_in
+from app.store.results import results_in
+from probes.results import check_result
 from app.sysroot import SysRoot
 from tests.machines import FIXTURES, extract
 from widgets.export import pdf_bytes
@@ -35,7 +36,7 @@ def _runs() -> list[dict]:
     runs = []
     for name in ("kvm-6.18-jitter-attributed.json", "kvm-6.18-wakeup.json"):
         for r in results_in(json.loads((RESULTS / name).read_text())):
-            kept, notes = clean_probe_result(r, name)
+            kept, notes = check_result(r, name)
             assert kept is not None and not notes, notes
             runs.append(kept)
     runs.sort(key=lambda r: (r["probe"] != "jitter", -r["cpu"]))

@@ -1,5 +1,5 @@
-"""A stored probe result is held to its probe's shape at the door (app/store/result_shapes.py,
-app/store/results.py clean_probe_result): a real result of every probe and mode passes untouched; a
+"""A stored probe result is held to its probe's typed definition at the door (probes/<name>/result.py,
+probes/results.py check_result): a real result of every probe and mode passes untouched; a
 broken one is refused with one line naming the field; and nothing that passes the door stops a reader
 — the text, the report's section and picture, the window's view (issue 24: a messaging result whose
 series held a string, or a scaling one without its title, stopped `coremap report` with a traceback).
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from app.store.results import clean_probe_result, results_in
+from app.store.results import results_in
+from probes.results import check_result
 from app.store.session import ProbeRecord, open_session, save_session, session_from_root
 from app.sysroot import SysRoot
 from tests.machines import extract
@@ -73,7 +74,7 @@ def test_a_real_result_of_every_probe_passes_untouched(real):
     assert {"jitter", "wakeup", "sweep", "c2c", "counters", "messaging", "first-touch", "scaling"} <= \
         {r["probe"] for r in real.values()}
     for name, result in real.items():
-        kept, notes = clean_probe_result(result, name)
+        kept, notes = check_result(result, name)
         assert notes == [] and kept == {k: v for k, v in result.items() if k != "schema_version"}, (name, notes)
 
 
@@ -147,7 +148,7 @@ def test_every_field_broken_is_refused_or_read_without_harm(real, panel):
             turn = next(counter)
             for bad in (kinds[turn % len(kinds)], kinds[(turn + 1) % len(kinds)]):
                 r = _broken(result, path, bad)
-                kept, notes = clean_probe_result(r, "r")
+                kept, notes = check_result(r, "r")
                 if kept is None:
                     refused += 1
                     assert len(notes) == 1 and ("out of shape" in notes[0] or path == ("probe",)), notes
@@ -181,10 +182,10 @@ def test_a_session_keeps_its_other_runs_when_one_is_out_of_shape(real, tmp_path)
     bad["placements"][0]["series"][0] = "a"
     path = tmp_path / "s.coremap"
     save_session(path, session_from_root(SysRoot(extract("sno")), probes=[ProbeRecord(good), ProbeRecord(bad)]))
-    s = open_session(path)
+    s = open_session(path, check_result)
     try:
         assert [p.result["probe"] for p in s.probes] == ["sweep"]
-        assert any("a messaging result out of shape (placements[0].series[0]: expected a finite number, got 'a')"
+        assert any("a messaging result out of shape (placements[0].series[0]: expected float, got str)"
                    in n for n in s.problems), s.problems
     finally:
         s.close()
@@ -200,6 +201,6 @@ def test_report_probe_says_which_field(real, tmp_path):
                        timeout=120, env={"QT_QPA_PLATFORM": "offscreen", "PATH": "/usr/bin:/bin",
                                          "COREMAP_STATE_DIR": str(tmp_path / "state")})
     assert p.returncode == 2 and p.stderr.strip() == (
-        f"coremap: --probe {f}: a scaling result out of shape (title: missing); "
+        f"coremap: --probe {f}: a scaling result out of shape (object missing required field title); "
         "give the output of `coremap probe --json`"), p.stderr
     assert not (tmp_path / "r.html").exists()

@@ -8,7 +8,8 @@ import zipfile
 
 import pytest
 
-from app.store.results import clean_history, clean_probe_result
+from app.store.results import clean_history
+from probes.results import check_result
 from app.store.session import open_session, save_session, session_from_root
 from app.sysroot import SysRoot
 from tests.hostile.conftest import run_cli
@@ -54,7 +55,7 @@ def test_probe_results_with_wrong_types(tmp_path):
     res = {"probe": "jitter", "cpu": 1, "percentiles": 5, "sampled_seconds": float("nan"),
            "buckets": [{"lo_ns": 1, "hi_ns": 2, "count": -4}], "attribution": {"available": True, "gaps": 3},
            "loop_ns": 8.7, "label": "ok\x1b[2J"}
-    clean, notes = clean_probe_result(res)
+    clean, notes = check_result(res)
     assert clean["loop_ns"] == 8.7 and clean["cpu"] == 1 and "\x1b" not in clean["label"]
     for key in ("percentiles", "sampled_seconds", "buckets", "attribution"):
         assert key not in clean and any(repr(key) in n for n in notes)
@@ -89,7 +90,7 @@ def test_every_bucket_form_the_door_takes_reaches_the_report(tmp_path, buckets):
     with an IndexError in `report` (issue 24): the one bucket reader reads every form the door takes."""
     from probes.histogram import bucket_rows
     res = {"probe": "jitter", "cpu": 1, "buckets": buckets, "sampled_seconds": 1.0}
-    clean, _notes = clean_probe_result(res)
+    clean, _notes = check_result(res)
     assert clean["buckets"] == buckets and all(len(row) == 3 for row in bucket_rows(clean["buckets"]))
     p = tmp_path / "res.json"
     p.write_text(json.dumps(res))
@@ -104,11 +105,11 @@ def test_overlapping_buckets_are_left_out_and_the_window_shows_the_rest(qtbot):
     from widgets.probe.panel import ProbePanel
     res = {"probe": "jitter", "cpu": 1, "sampled_seconds": 1.0,
            "buckets": [{"lo_ns": 1000, "hi_ns": 1152, "count": 5}, {"lo_ns": 1050, "hi_ns": 5000, "count": 2}]}
-    clean, notes = clean_probe_result(res)
+    clean, notes = check_result(res)
     assert "buckets" not in clean and any("'buckets'" in n for n in notes)
     fine = dict(res, buckets=[{"lo_ns": 1000, "hi_ns": 1152, "count": 5}, {"lo_ns": 1152, "hi_ns": 5000, "count": 2}])
-    assert clean_probe_result(fine)[0]["buckets"] == fine["buckets"]
+    assert check_result(fine)[0]["buckets"] == fine["buckets"]
     panel = ProbePanel()
     qtbot.addWidget(panel)
     assert panel.add_result(clean, "stored") is None            # nothing to draw, and no error
-    assert panel.add_result(clean_probe_result(fine)[0], "stored") is not None
+    assert panel.add_result(check_result(fine)[0], "stored") is not None

@@ -63,11 +63,12 @@ def test_a_probe_on_one_cpu_is_its_result_and_on_several_they_are_under_results(
     assert set(several) == {"schema_version", "results"} and [r["cpu"] for r in several["results"]] == cpus
     # report --probe and export --jitter read what probe --json wrote, in either shape
     from app.cli.report import _json_values
-    from app.store.results import clean_probe_result, results_in
+    from app.store.results import results_in
+    from probes.results import check_result
     for doc in (one, several, several["results"]):
         values = _json_values(json.dumps(doc), many=True, what="r.json")
         assert values == results_in(doc) and all(v["probe"] for v in values)
-    kept, notes = clean_probe_result(one)
+    kept, notes = check_result(one)
     assert "schema_version" not in kept and notes == []
 
 
@@ -75,12 +76,14 @@ def test_export_reads_a_jitter_document_with_its_schema_version(tmp_path, sno):
     from app.machine.identity import read_identity
     from app.sources.export import _add_result, Exported
     from app.sysroot import SysRoot
-    result = {"schema_version": SCHEMA_VERSION, "probe": "jitter", "cpu": 3, "sampled_seconds": 2.0,
-              "gaps": {"from_ns": 1000, "count": 10}}
+    from probes.results import check_result
+    gaps = {"from_ns": 1000, "count": 10, "max_ns": 9000, "lost_share": 0.001, "at_least": [],
+            "percentiles": {"p50": 2000, "p90": 3000, "p99": 8000, "p99.9": 9000, "max": 9000}}
+    result = {"schema_version": SCHEMA_VERSION, "probe": "jitter", "cpu": 3, "sampled_seconds": 2.0, "gaps": gaps}
     for i, doc in enumerate((result, {"schema_version": SCHEMA_VERSION, "results": [result]}, [result])):
         (tmp_path / f"r{i}.json").write_text(json.dumps(doc))
         e = Exported()
-        _add_result(e, str(tmp_path / f"r{i}.json"), read_identity(SysRoot(sno)), False)
+        _add_result(e, str(tmp_path / f"r{i}.json"), read_identity(SysRoot(sno)), False, check_result)
         # A result with no host record (an older coremap's) is included, and said to be of an unknown host.
         assert e.gaps == {3: (5.0, 1e-06)} and len(e.notes) == 1 and "host unknown" in e.notes[0], e.notes
 

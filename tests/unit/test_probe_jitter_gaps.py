@@ -13,7 +13,7 @@ import pytest
 
 from app.format import format_ns
 from app.remote.fleet import jitter_text
-from app.store.results import clean_probe_result
+from probes.results import check_result
 from probes import files
 from probes import histogram as H
 from probes.jitter import fleet_figures, summarize
@@ -86,7 +86,7 @@ def test_a_live_run_counts_each_step_exactly():
     assert "longest gap" in text.splitlines()[1] and "≥ 10 µs" in text and "per CPU-hour" in text
     assert ("gap lengths: p50" in text) == bool(g["count"])
     # through the session door unchanged, and into the fleet's cell
-    back, notes = clean_probe_result(json.loads(json.dumps(r)))
+    back, notes = check_result(json.loads(json.dumps(r)))
     assert notes == [] and back["gaps"] == json.loads(json.dumps(g))
     cell = jitter_text({"cpu": CPU, **fleet_figures(r)})
     assert cell.startswith(f"CPU {CPU}: max {format_ns(g['max_ns'])}, gaps >= 10 µs ")
@@ -124,7 +124,7 @@ def test_a_hostile_gaps_block_is_left_out():
     good = H.gap_figures(BUCKETS, 1e9, from_ns=1000)
     for bad in ({**good, "count": -1}, {**good, "at_least": [{"ns": "2000"}]}, {**good, "lost_share": float("nan")},
                 {**good, "at_least": [dict(good["at_least"][0], exact="yes")]}, [1, 2], {**good, "percentiles": 5}):
-        out, notes = clean_probe_result({"probe": "jitter", "gaps": bad})
+        out, notes = check_result({"probe": "jitter", "gaps": bad})
         assert "gaps" not in out and notes
-    out, notes = clean_probe_result({"probe": "jitter", "gaps": json.loads(json.dumps(good))})
+    out, notes = check_result({"probe": "jitter", "gaps": json.loads(json.dumps(good))})
     assert notes == [] and out["gaps"]["count"] == 7

@@ -20,7 +20,8 @@ from app.cli.main import main
 from app.machine.identity import read_identity
 from app.store.report import build_report_html, report_from_root
 from app.store.result_host import OTHER, SAME, UNKNOWN, check_host, result_identity
-from app.store.results import clean_probe_result, results_in
+from app.store.results import results_in
+from probes.results import check_result
 from app.sysroot import SysRoot
 from tests.machines import extract, machine
 
@@ -84,7 +85,7 @@ def test_same_machine_by_id_then_name_then_model():
 
 def test_a_host_record_out_of_shape_is_left_out_and_the_host_is_unknown():
     r = {**_result(WITH_HOST), "host": {"hostname": 5, "machine_id": "x"}}
-    kept, notes = clean_probe_result(r, "j.json")
+    kept, notes = check_result(r, "j.json")
     assert "host" not in kept and any("'host'" in n for n in notes)
     assert result_identity(kept) is None
 

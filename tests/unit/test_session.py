@@ -18,6 +18,7 @@ from app.machine.topology import read_topology
 from app.store.session import (ProbeRecord, Session, SessionError, history_tick, open_session, save_session,
                                session_from_root)
 from app.sysroot import SysRoot
+from probes.results import check_result
 from tests.machines import extract
 
 
@@ -98,7 +99,7 @@ def test_round_trip_keeps_every_figure(tmp_path, private_tmp):
               "screenshots/grid.png", "screenshots/plot.svg", "machine/proc/interrupts"):
         assert m in manifest["contents"]
 
-    o = open_session(p)
+    o = open_session(p, check_result)
     try:
         assert [pr.result for pr in o.probes] == [probe]
         assert o.probes[0].result["percentiles"]["p99.9"] == 64000
@@ -379,7 +380,7 @@ def test_round_trip_with_real_probe_and_real_pins(tmp_path, private_tmp):
                           journal=journal_rows(entries))
     p = tmp_path / "real.coremap"
     save_session(p, s)
-    o = open_session(p)
+    o = open_session(p, check_result)
     try:
         got = o.probes[0]
         assert got.result["percentiles"] == result["percentiles"]

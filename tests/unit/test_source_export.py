@@ -9,6 +9,7 @@ import pytest
 
 from app.sources.export import ExportError, Exported, gather, render, write
 from app.sysroot import SysRoot
+from probes.results import check_result
 from tests.machines import extract
 
 LINE = re.compile(r'^(# (HELP|TYPE) \S+ .+|# EOF|[a-z_]+(\{([a-z_]+="([^"\\\n]|\\.)*",?)*\})? [-+0-9.e]+)$')
@@ -38,18 +39,21 @@ def test_a_captured_machines_irqs_each_give_one_series(tmp_path):
 
 
 def test_jitter_results_give_gaps_per_second_and_anything_else_a_note(tmp_path):
-    good = {"probe": "jitter", "cpu": 2, "sampled_seconds": 0.5, "gaps": {"from_ns": 1000, "count": 50}}
+    # "gaps" as a jitter run writes it (probes/result.py Gaps); the export reads its count and threshold
+    gaps = {"from_ns": 1000, "count": 50, "max_ns": 9000, "lost_share": 0.001, "at_least": [],
+            "percentiles": {"p50": 2000, "p90": 3000, "p99": 8000, "p99.9": 9000, "max": 9000}}
+    good = {"probe": "jitter", "cpu": 2, "sampled_seconds": 0.5, "gaps": gaps}
     other = {"probe": "wakeup", "cpu": 1}
     path = tmp_path / "r.json"
     path.write_text(json.dumps([good, other, {"probe": "jitter", "cpu": 3, "gaps": {"count": -1}}]))
-    e = gather(SysRoot(extract("sno")), results=[str(path)])
+    e = gather(SysRoot(extract("sno")), results=[str(path)], check_result=check_result)
     assert e.gaps == {2: (100.0, 1e-6)}
     # two left out, and the one kept says no machine: included, with a note (tests/unit/test_result_host.py)
     assert len(e.notes) == 3 and sum("host unknown" in n for n in e.notes) == 1
     bad = tmp_path / "bad.json"
     bad.write_text("<html>")
     with pytest.raises(ExportError, match="not JSON"):
-        gather(SysRoot(extract("sno")), results=[str(bad)])
+        gather(SysRoot(extract("sno")), results=[str(bad)], check_result=check_result)
 
 
 def test_the_file_must_be_one_node_exporter_reads(tmp_path):
