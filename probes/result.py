@@ -5,36 +5,13 @@ a field the probe's type defines again (jitter's `cpu`: one CPU, not a list) is 
 definition names pass unread. Bounds far above any machine's keep the readers' sums finite."""
 from __future__ import annotations
 
-from typing import Annotated
+from msgspec import UNSET, Struct, field
 
-from msgspec import UNSET, Meta, Struct, UnsetType, field
+from app.parse.json_text import Count, CpuId, NonNegative
+from app.store.results import (Absent, Attribution, Bucket, BucketSpan, GapRow, PercentileMap, Text, list_of,
+                               number, text, whole)
 
-from app.parse.json_text import MAX_FLOAT, Count, CpuId, NonNegative
-
-MAX_ITEMS = 1 << 16          # buckets, causes, CPUs: a real result holds thousands at most
-MAX_TEXT = 4096
-U63 = (1 << 63) - 1
-
-
-def text(limit: int = MAX_TEXT):
-    return Annotated[str, Meta(max_length=limit)]
-
-
-def list_of(item, limit: int = MAX_ITEMS):
-    return Annotated[list[item], Meta(max_length=limit)]
-
-
-def whole(lo: int = 0, hi: int = U63):
-    return Annotated[int, Meta(ge=lo, le=hi)]
-
-
-def number(lo: float = 0, hi: float = MAX_FLOAT):
-    return Annotated[float, Meta(ge=lo, le=hi)]
-
-
-Text = text()
 Share = number(0, 1)
-Absent = UnsetType          # a field that may be missing but not null: `x: T | Absent = UNSET`
 
 
 class Tail(Struct, kw_only=True):
@@ -51,13 +28,6 @@ class Percentiles(Struct, kw_only=True):
     p99: Count | None
     p99_9: Count | None = field(name="p99.9")
     max: Count | None
-
-
-class GapRow(Struct, kw_only=True):
-    lo_ns: whole(1)                     # its log10 is drawn (widgets/pictures.py)
-    hi_ns: Count | None = None          # null: the open last row
-    count: Count
-    per_hour: number(0, 3_600_000_000_000)     # at most one gap per ns of the hour
 
 
 class AtLeast(Struct, kw_only=True):
@@ -78,44 +48,6 @@ class Gaps(Struct, kw_only=True):
     percentiles: Percentiles
 
 
-class Cause(Struct, kw_only=True):
-    cause: Text
-    gaps: Count
-    ns: NonNegative
-
-
-class GapCause(Struct, kw_only=True):
-    name: Text
-    ns: NonNegative
-
-
-class AttributedGap(Struct, kw_only=True):
-    t_ns: NonNegative
-    gap_ns: NonNegative
-    unexplained_ns: NonNegative
-    traced: bool | Absent = UNSET
-    verdict: Text | Absent = UNSET
-    causes: list_of(GapCause)
-
-
-class Attribution(Struct, kw_only=True):
-    """What ran in a jitter run's largest gaps (probes/trace.py attribution). The text, the report and
-    the window read every count of an available one."""
-    available: bool
-    reason: Text | Absent = UNSET
-    attributed_gaps: Count | None = None
-    cpu_events: Count | None = None
-    untraced_gaps: Count | None = None
-    by_cause: list_of(Cause) | None = None
-    gaps: list_of(AttributedGap, 1024) | None = None
-
-    def __post_init__(self):
-        if self.available and None in (self.attributed_gaps, self.cpu_events, self.untraced_gaps, self.by_cause,
-                                       self.gaps):
-            raise ValueError("an available attribution holds attributed_gaps, cpu_events, untraced_gaps, "
-                             "by_cause and gaps")
-
-
 class Host(Struct, kw_only=True):
     """The machine a run measured (probes/common.py host_facts): what a report or an export of another
     machine checks it against (app/store/result_host.py); each field null where the machine did not say."""
@@ -123,17 +55,6 @@ class Host(Struct, kw_only=True):
     machine_id: text(64) | None = None
     kernel: text(256) | None = None
     cpu_model: text(256) | None = None
-
-
-class BucketSpan(Struct, kw_only=True):
-    lo_ns: Count
-    hi_ns: Count
-    count: Count
-
-
-# A bucket as a probe writes it ({lo_ns, hi_ns, count}) or as older results kept it ([lo, hi, count]
-# or [edge, count]): probes/histogram.py bucket_rows reads all three.
-Bucket = BucketSpan | Annotated[list[Count], Meta(min_length=2, max_length=3)]
 
 
 class Result(Struct, kw_only=True):
@@ -157,7 +78,7 @@ class Result(Struct, kw_only=True):
     rounds: Count | None = None
     threshold_ns: Count | None = None
     cpu: CpuId | list_of(CpuId) | None = None       # one CPU, or those of a run over several (sweep, c2c)
-    percentiles: Annotated[dict[str, NonNegative | None], Meta(max_length=64)] | None = None
+    percentiles: PercentileMap | None = None
     buckets: list_of(Bucket) | None = None
     gaps_per_cpu_hour: list_of(GapRow, 256) | None = None
     gaps: Gaps | Absent = UNSET

@@ -12,6 +12,7 @@ from msgspec.structs import fields
 
 from app.format import printable
 from app.parse.json_text import JsonInputError, convert
+from app.store.results import fields_checked
 from probes.c2c.result import C2cResult
 from probes.counters.result import CountersResult
 from probes.first_touch.result import FirstTouchResult
@@ -38,15 +39,7 @@ def check_result(raw, what: str = "probe result") -> tuple[dict | None, list[str
         return None, [f'{what}: not a probe result (no "probe" name); left out']
     kept = {k: v for k, v in raw.items() if k != "schema_version"}   # the --json document's, not the result's
     type_ = TYPES.get(raw["probe"], Result)
-    notes = []
-    for f in fields(type_):
-        if f.name in kept and _SHARED.get(f.name) == f:
-            try:
-                convert({f.name: kept[f.name]}, Result, what=what)
-            except JsonInputError as e:
-                why = printable(str(e).removeprefix(f"{what}: "))
-                notes.append(f"{what}: {f.name!r} has the wrong type or a value out of range ({why}); left out")
-                del kept[f.name]
+    notes = fields_checked(kept, Result, what, names={f.name for f in fields(type_) if _SHARED.get(f.name) == f})
     if type_ is not Result:
         try:
             convert(kept, type_, what=what)

@@ -12,13 +12,125 @@ session take from their caller (app/store sits below probes/).
 from __future__ import annotations
 
 import math
+from typing import Annotated, Literal
+
+from msgspec import NODEFAULT, UNSET, Meta, Struct, UnsetType
+from msgspec.structs import fields
 
 from app.format import printable
+from app.parse.json_text import MAX_FLOAT, Count, CpuId, JsonInputError, NonNegative, convert
 from app.pinning.journal import KINDS as JOURNAL_KINDS
 
 MAX_ITEMS = 1 << 16          # buckets, gaps, causes, rows: a real result holds hundreds at most
 MAX_TEXT = 4096
 MAX_TICKS = 1 << 20          # a day at 0.25 s is 345,600 ticks
+U63 = (1 << 63) - 1
+
+
+def text(limit: int = MAX_TEXT):
+    return Annotated[str, Meta(max_length=limit)]
+
+
+def list_of(item, limit: int = MAX_ITEMS):
+    return Annotated[list[item], Meta(max_length=limit)]
+
+
+def whole(lo: int = 0, hi: int = U63):
+    return Annotated[int, Meta(ge=lo, le=hi)]
+
+
+def number(lo: float = 0, hi: float = MAX_FLOAT):
+    return Annotated[float, Meta(ge=lo, le=hi)]
+
+
+Text = text()
+Absent = UnsetType          # a field that may be missing but not null: `x: T | Absent = UNSET`
+PercentileMap = Annotated[dict[str, NonNegative | None], Meta(max_length=64)]     # "p99": ns, null: no sample
+
+
+# -- the records a jitter run and a verification's side share (probes/result.py: every probe's) ----------
+class GapRow(Struct, kw_only=True):
+    lo_ns: whole(1)                     # its log10 is drawn (widgets/pictures.py)
+    hi_ns: Count | None = None          # null: the open last row
+    count: Count
+    per_hour: number(0, 3_600_000_000_000)     # at most one gap per ns of the hour
+
+
+class Cause(Struct, kw_only=True):
+    cause: Text
+    gaps: Count
+    ns: NonNegative
+
+
+class GapCause(Struct, kw_only=True):
+    name: Text
+    ns: NonNegative
+
+
+class AttributedGap(Struct, kw_only=True):
+    t_ns: NonNegative
+    gap_ns: NonNegative
+    unexplained_ns: NonNegative
+    traced: bool | Absent = UNSET
+    verdict: Text | Absent = UNSET
+    causes: list_of(GapCause)
+
+
+class Attribution(Struct, kw_only=True):
+    """What ran in a jitter run's largest gaps (probes/trace.py attribution). The text, the report and
+    the window read every count of an available one."""
+    available: bool
+    reason: Text | Absent = UNSET
+    attributed_gaps: Count | None = None
+    cpu_events: Count | None = None
+    untraced_gaps: Count | None = None
+    by_cause: list_of(Cause) | None = None
+    gaps: list_of(AttributedGap, 1024) | None = None
+
+    def __post_init__(self):
+        if self.available and None in (self.attributed_gaps, self.cpu_events, self.untraced_gaps, self.by_cause,
+                                       self.gaps):
+            raise ValueError("an available attribution holds attributed_gaps, cpu_events, untraced_gaps, "
+                             "by_cause and gaps")
+
+
+class BucketSpan(Struct, kw_only=True):
+    lo_ns: Count
+    hi_ns: Count
+    count: Count
+
+
+# A bucket as a probe writes it ({lo_ns, hi_ns, count}) or as older results kept it ([lo, hi, count]
+# or [edge, count]): probes/histogram.py bucket_rows reads all three.
+Bucket = BucketSpan | Annotated[list[Count], Meta(min_length=2, max_length=3)]
+
+
+def fields_checked(obj: dict, type_, what: str, names=None) -> list[str]:
+    """Each field of `type_` (of `names`, when given) that `obj` holds, checked alone against `type_` (all
+    of whose fields have defaults): one out of its definition is left out of `obj`, with a note naming
+    it, so the rest still shows. The notes."""
+    notes = []
+    for f in fields(type_):
+        if f.name in obj and (names is None or f.name in names):
+            try:
+                convert({f.name: obj[f.name]}, type_, what=what)
+            except JsonInputError as e:
+                why = printable(str(e).removeprefix(f"{what}: "))
+                notes.append(f"{what}: {f.name!r} has the wrong type or a value out of range ({why}); left out")
+                del obj[f.name]
+    return notes
+
+
+def _filled(obj: dict, type_) -> dict:
+    """`obj` with the default of each field of `type_` it lacks (none for UNSET: a field that may be absent)."""
+    for f in fields(type_):
+        if f.name in obj:
+            continue
+        if callable(f.default_factory):
+            obj[f.name] = f.default_factory()
+        elif f.default is not UNSET and f.default is not NODEFAULT:
+            obj[f.name] = f.default
+    return obj
 
 
 def _finite(v, *, lo: float = 0.0) -> float | int | None:
@@ -33,10 +145,6 @@ def _count(v) -> int | None:
     return v if type(v) is int and 0 <= v < 1 << 63 else None
 
 
-def _text(v, limit: int = MAX_TEXT) -> str | None:
-    return printable(v[:limit]) if type(v) is str else None
-
-
 def results_in(value) -> list:
     """The results a `coremap probe --json` document holds: one result object, the object of several
     CPUs' (`{"schema_version": 2, "results": [...]}`, app/cli/common.py SCHEMA_VERSION), or a bare list
@@ -44,82 +152,6 @@ def results_in(value) -> list:
     if type(value) is dict and "probe" not in value and type(value.get("results")) is list:
         return value["results"]
     return value if type(value) is list else [value]
-
-
-def _percentiles(v):
-    if type(v) is not dict or len(v) > 64:
-        return None
-    for k, x in v.items():
-        if type(k) is not str or (x is not None and _finite(x) is None):
-            return None
-    return v
-
-
-def _buckets(v):
-    """A verification side's buckets, merged from its runs' (whose edges may differ: they may overlap,
-    and are drawn as gap rows): {lo_ns, hi_ns, count} or [lo, hi, count] or [edge, count], every
-    number a whole, non-negative count."""
-    if type(v) is not list or len(v) > MAX_ITEMS:
-        return None
-    for b in v:
-        if type(b) is dict:
-            nums = [b.get("lo_ns"), b.get("hi_ns"), b.get("count")]
-        elif type(b) is list and len(b) in (2, 3):
-            nums = b
-        else:
-            return None
-        if any(_count(x) is None for x in nums):
-            return None
-    return v
-
-
-def _gap_rows(v):
-    if type(v) is not list or len(v) > MAX_ITEMS:
-        return None
-    out = []
-    for r in v:
-        if type(r) is not dict:
-            return None
-        lo, count, per_hour = _count(r.get("lo_ns")), _count(r.get("count")), _finite(r.get("per_hour"))
-        hi = r.get("hi_ns")
-        if lo is None or count is None or per_hour is None or not (hi is None or _count(hi) is not None):
-            return None
-        out.append({**r, "lo_ns": lo, "hi_ns": hi, "count": count, "per_hour": per_hour})
-    return out
-
-
-def _attribution(v):
-    if v is None:
-        return None
-    if type(v) is not dict:
-        return None
-    if not v.get("available"):
-        return {"available": False, "reason": _text(v.get("reason")) or "not attributed"}
-    by_cause, gaps = v.get("by_cause"), v.get("gaps")
-    if type(by_cause) is not list or type(gaps) is not list or len(by_cause) > MAX_ITEMS or len(gaps) > MAX_ITEMS:
-        return None
-    causes = []
-    for c in by_cause:
-        if type(c) is not dict or _text(c.get("cause")) is None or _count(c.get("gaps")) is None \
-                or _finite(c.get("ns")) is None:
-            return None
-        causes.append({"cause": _text(c["cause"]), "gaps": c["gaps"], "ns": float(c["ns"])})
-    rows = []
-    for g in gaps:
-        if type(g) is not dict or _finite(g.get("gap_ns")) is None or _finite(g.get("t_ns")) is None:
-            return None
-        rows.append({**g, "gap_ns": float(g["gap_ns"]), "t_ns": float(g["t_ns"]),
-                     "verdict": _text(g.get("verdict")) or "", "causes": _causes(g.get("causes"))})
-    return {**v, "available": True, "by_cause": causes, "gaps": rows,
-            "attributed_gaps": _count(v.get("attributed_gaps")) or len(rows),
-            "cpu_events": _count(v.get("cpu_events")) or 0, "untraced_gaps": _count(v.get("untraced_gaps")) or 0}
-
-
-def _causes(v) -> list[dict]:
-    if type(v) is not list:
-        return []
-    return [{"name": _text(c.get("name")) or "?", "ns": _finite(c.get("ns")) or 0.0}
-            for c in v[:MAX_ITEMS] if type(c) is dict]
 
 
 def clean_history(ticks, what: str = "history") -> tuple[list[dict], list[str]]:
@@ -202,55 +234,76 @@ def _journal_row_ok(r) -> bool:
 
 
 # -- verifications of quiet CPUs (probes/verify.py VerifyPlan.result()) ------------------------------------
-SIDE_NUMBERS = ("gaps10_per_s", "lost_share", "sampled_seconds")
+class VerifyRun(Struct, kw_only=True):
+    pair: Count
+    quiet: bool
+    cpu: CpuId | None = None
+    gaps10_per_s: NonNegative | None = None
+    lost_share: NonNegative | None = None
+    max_ns: NonNegative | None = None
+    sampled_seconds: NonNegative | None = None
+
+
+class Side(Struct, kw_only=True):
+    """One side (before or after): its runs' figures, merged buckets (whose edges may differ: they may
+    overlap, and are drawn as gap rows), gap rows, percentiles and attribution."""
+    probe: Literal["jitter"] = "jitter"
+    label: Text = ""
+    runs: Count = 0
+    cpu: CpuId | None = None
+    gaps10_per_s: NonNegative | None = None
+    lost_share: NonNegative | None = None
+    sampled_seconds: NonNegative | None = None
+    buckets: list_of(Bucket) = []
+    gaps_per_cpu_hour: list_of(GapRow) = []
+    percentiles: PercentileMap = {}
+    attribution: Attribution | None = None
+
+
+class Ratios(Struct, kw_only=True):
+    """After / before of each figure (null: no run had it before)."""
+    gaps10_per_s: NonNegative | None = None
+    lost_share: NonNegative | None = None
+    sampled_seconds: NonNegative | None = None
+
+
+class Verification(Struct, kw_only=True):
+    kind: Literal["verify"] | Absent = UNSET
+    cpus: Annotated[list[CpuId], Meta(min_length=1, max_length=MAX_ITEMS)] | Absent = UNSET
+    before: dict | Absent = UNSET
+    after: dict | Absent = UNSET
+    seconds: NonNegative | None = None
+    pairs: Count = 0
+    time: NonNegative | None = None
+    runs: list_of(dict) = []
+    ratio: dict = {}
+    outcomes: Annotated[dict[str, Text], Meta(max_length=64)] = {}      # "isolate", "stopped": its sentence
 
 
 def clean_verification(obj, what: str = "verification") -> tuple[dict | None, list[str]]:
-    """(the verification with only well-formed parts, notes on what was left out); None when `obj`
-    is not one at all (not an object, not "kind": "verify", no CPU list, no before and after)."""
-    if (type(obj) is not dict or obj.get("kind") != "verify" or type(obj.get("cpus")) is not list
-            or not 0 < len(obj["cpus"]) <= MAX_ITEMS or any(type(c) is not int or not 0 <= c < 1 << 16
-                                                            for c in obj["cpus"])
-            or type(obj.get("before")) is not dict or type(obj.get("after")) is not dict):
+    """(the verification with only parts in their definition, notes on what was left out); None when
+    `obj` is not one at all (not an object, not "kind": "verify", no CPU list, no before and after)."""
+    out = dict(obj) if type(obj) is dict else {}
+    notes = fields_checked(out, Verification, what)
+    if any(k not in out for k in ("kind", "cpus", "before", "after")):
         return None, [f"{what}: not a verification of quiet CPUs; left out"]
-    notes: list[str] = []
-    runs = obj.get("runs") if type(obj.get("runs")) is list else []
-    good_runs = [_verify_run(r) for r in runs[:MAX_ITEMS]]
-    if None in good_runs or type(obj.get("runs")) is not list:
+    _filled(out, Verification)
+    runs = [_filled(dict(r), VerifyRun) for r in out["runs"] if _fits(r, VerifyRun, what)]
+    if len(runs) < len(out["runs"]):
         notes.append(f"{what}: malformed runs left out")
-    ratio = obj.get("ratio") if type(obj.get("ratio")) is dict else {}
-    outcomes = obj.get("outcomes") if type(obj.get("outcomes")) is dict else {}
-    out = {"kind": "verify", "cpus": list(obj["cpus"]), "seconds": _finite(obj.get("seconds")),
-           "pairs": _count(obj.get("pairs")) or 0, "time": _finite(obj.get("time")),
-           "runs": [r for r in good_runs if r is not None],
-           "before": _verify_side(obj["before"], f"{what} before", notes),
-           "after": _verify_side(obj["after"], f"{what} after", notes),
-           "ratio": {k: _finite(v) for k, v in ratio.items() if k in SIDE_NUMBERS},
-           "outcomes": {k: _text(v) for k, v in outcomes.items() if type(k) is str and _text(v) is not None}}
+    out["runs"] = runs
+    for key in ("before", "after"):
+        out[key] = side = dict(out[key])
+        notes += fields_checked(side, Side, f"{what} {key}")
+        _filled(side, Side)
+    out["ratio"] = ratio = {k: v for k, v in out["ratio"].items() if k in {f.name for f in fields(Ratios)}}
+    notes += fields_checked(ratio, Ratios, f"{what} ratio")
     return out, notes
 
 
-def _verify_run(r) -> dict | None:
-    if type(r) is not dict or _count(r.get("pair")) is None or type(r.get("quiet")) is not bool:
-        return None
-    cpu = r.get("cpu")
-    return {"pair": r["pair"], "quiet": r["quiet"], "cpu": cpu if type(cpu) is int and 0 <= cpu < 1 << 16 else None,
-            "gaps10_per_s": _finite(r.get("gaps10_per_s")), "lost_share": _finite(r.get("lost_share")),
-            "max_ns": _finite(r.get("max_ns")), "sampled_seconds": _finite(r.get("sampled_seconds"))}
-
-
-def _verify_side(d: dict, what: str, notes: list[str]) -> dict:
-    """One side (before or after): its figures, merged buckets, gap rows, percentiles, attribution."""
-    out = {"probe": "jitter", "label": _text(d.get("label")) or "", "runs": _count(d.get("runs")) or 0,
-           "cpu": d.get("cpu") if type(d.get("cpu")) is int else None}
-    for key in SIDE_NUMBERS:
-        out[key] = _finite(d.get(key))
-        if out[key] is None and d.get(key) is not None:
-            notes.append(f"{what}: {key!r} has the wrong type or a value out of range; left out")
-    for key, check, empty in (("buckets", _buckets, []), ("gaps_per_cpu_hour", _gap_rows, []),
-                              ("percentiles", _percentiles, {}), ("attribution", _attribution, None)):
-        v = check(d.get(key)) if d.get(key) is not None else None
-        if v is None and d.get(key) is not None:
-            notes.append(f"{what}: {key!r} has the wrong type or a value out of range; left out")
-        out[key] = empty if v is None else v
-    return out
+def _fits(value, type_, what: str) -> bool:
+    try:
+        convert(value, type_, what=what)
+        return True
+    except JsonInputError:
+        return False

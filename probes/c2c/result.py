@@ -3,7 +3,8 @@ null where not measured. 4096 CPUs are ~8.4M pairs, a day of ping-pong: no real 
 from __future__ import annotations
 
 from app.parse.json_text import CpuId, NonNegative
-from probes.result import Result, list_of
+from app.store.results import list_of
+from probes.result import Result
 
 
 class C2cResult(Result, kw_only=True):

@@ -8,7 +8,8 @@ from typing import Annotated
 from msgspec import Meta, Struct
 
 from app.parse.json_text import Count, CpuId, NonNegative
-from probes.result import Result, list_of, text
+from app.store.results import list_of, text
+from probes.result import Result
 
 
 class Compared(Struct, kw_only=True):

@@ -8,7 +8,8 @@ from typing import Literal
 from msgspec import UNSET, Struct
 
 from app.parse.json_text import Count, CpuId, NonNegative
-from probes.result import U63, Absent, Result, Share, Tail, Text, list_of, text, whole
+from app.store.results import U63, Absent, Text, list_of, text, whole
+from probes.result import Result, Share, Tail
 
 OFFSET = whole(0, 1 << 50)
 STRETCHES = list_of(tuple[OFFSET, NonNegative], 4096)   # [offset in the mapping, ns per page]

@@ -8,7 +8,8 @@ from typing import Annotated
 from msgspec import Meta, Struct
 
 from app.parse.json_text import Count, CpuId, NonNegative
-from probes.result import Result, Tail, Text, list_of, number, text, whole
+from app.store.results import Text, list_of, number, text, whole
+from probes.result import Result, Tail
 
 RATE = number(0, 1e12)
 WINDOWS = 1 << 20

@@ -6,7 +6,8 @@ from __future__ import annotations
 from msgspec import UNSET, Struct
 
 from app.parse.json_text import CpuId, NonNegative
-from probes.result import Absent, Result, list_of, number, text, whole
+from app.store.results import Absent, list_of, number, text, whole
+from probes.result import Result
 
 SWITCHES = number(0, 1 << 53)
 

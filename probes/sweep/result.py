@@ -4,7 +4,8 @@ from __future__ import annotations
 from msgspec import Struct
 
 from app.parse.json_text import Count, CpuId, NonNegative
-from probes.result import Result, list_of, number
+from app.store.results import list_of, number
+from probes.result import Result
 
 
 class SweptCpu(Struct, kw_only=True):

@@ -4,7 +4,8 @@ from __future__ import annotations
 from msgspec import UNSET, Struct
 
 from app.parse.json_text import Count, CpuId
-from probes.result import Absent, Percentiles, Result, Text, text, whole
+from app.store.results import Absent, Text, text, whole
+from probes.result import Percentiles, Result
 
 
 class DmaLatency(Struct, kw_only=True):
