@@ -1,8 +1,9 @@
 """What every stored probe result may hold (Result), which each probe's own type (probes/<name>/result.py)
-extends, and the field types they share. probes/results.py check_result checks a result field by field
-against Result (one out of its definition is left out, with a note), then whole against its probe's type;
-a field the probe's type defines again (jitter's `cpu`: one CPU, not a list) is its alone. Fields no
-definition names pass unread. Bounds far above any machine's keep the readers' sums finite."""
+extends; the records a verification's side holds too are in app/store/results.py. probes/results.py
+check_result checks a result field by field against Result (one out of its definition is left out, with a
+note), then whole against its probe's type; a field the probe's type defines again (jitter's `cpu`: one
+CPU, not a list) is its alone. Fields no definition names pass unread. Bounds far above any machine's keep
+the readers' sums finite."""
 from __future__ import annotations
 
 from msgspec import UNSET, Struct, field

@@ -49,12 +49,11 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _read_results(paths: list[str], option: str, hint: str, clean, refusal: str, *, many: bool,
-                  check=None) -> list[dict]:
-    """The stored results in the files of `option` (a --probe or --verify), each as app.store.results'
-    `clean` keeps it, its notes on stderr. OptionError naming the file, with `hint`, for a file that is
-    not JSON or a value that is not such a result (`refusal`). `check(result, path)`: raises OptionError
-    for a result the report must not hold."""
+def _read_results(paths: list[str], option: str, hint: str, clean, *, many: bool, check=None) -> list[dict]:
+    """The stored results in the files of `option` (a --probe or --verify), each as `clean` (probes/results.py
+    check_result, app/store/results.py clean_verification) keeps it, its notes on stderr. OptionError naming
+    the file, with `hint`, for a file that is not JSON or a value that is not such a result (clean's one
+    note says why). `check(result, path)`: raises OptionError for a result the report must not hold."""
     out = []
     for p in paths:
         text = read_input_text(p, what=option, limit=RESULT_LIMIT, hint=hint, stream=True)
@@ -64,9 +63,7 @@ def _read_results(paths: list[str], option: str, hint: str, clean, refusal: str,
         for v in values:
             kept, notes = clean(v, f"{option} {p}")
             if kept is None:
-                # clean's note names what is out of shape; the refusal says what the file is not
-                why = notes[0].removesuffix("; left out") if notes else f"{option} {p}: {refusal}"
-                raise OptionError(f"{why}; {hint}")
+                raise OptionError(f"{notes[0].removesuffix('; left out')}; {hint}")
             for n in notes:
                 print(f"coremap: note: {n}", file=sys.stderr)
             if check is not None:
@@ -184,11 +181,10 @@ def _report_data(args, session, root, ledger, since: float | None):
     # app.store.results brings the journal and msgspec with it.
     from app.store.results import clean_verification
     from probes.results import check_result
-    probes = _read_results(args.probe, "--probe", "give the output of `coremap probe --json`", check_result,
-                           'not a probe result (no "probe" field)', many=True,
+    probes = _read_results(args.probe, "--probe", "give the output of `coremap probe --json`", check_result, many=True,
                            check=_host_check(_machine(session, root), args.any_host) if args.probe else None)
     verifications = _read_results(args.verify, "--verify", "give the file `coremap verify --out` wrote",
-                                  clean_verification, "not a verification of quiet CPUs", many=False)
+                                  clean_verification, many=False)
     notes = ""
     if args.notes:
         notes = read_input_text(args.notes, what="--notes", limit=NOTES_LIMIT, hint="give a text file", stream=True)

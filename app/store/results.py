@@ -1,13 +1,13 @@
 """What a stored verification, history and journal must look like before the report or the window reads
-them.
+them, and the records a probe result and a verification's side share (gap rows, attribution, buckets).
 
-History ticks, journal rows and verifications come back from files: a saved session (which passed the
-session checks but may hold anything inside its JSON), `report --verify FILE`. A field of the wrong type
-(a history tick `{"irq": [1, 2]}`), a number that is nan, inf or negative where a count belongs, or a
-list longer than any real run is left out with a note, so the rest still shows; nothing downstream has
-to guess. One pass here, at the door, instead of a check at every use. A stored probe result has its
-own typed definition, beside its probe: probes/results.py check_result, which the model's readers of a
-session take from their caller (app/store sits below probes/).
+They come back from files: a saved session (which passed the session checks but may hold anything inside
+its JSON), `report --verify FILE`. A field of the wrong type (a history tick `{"irq": [1, 2]}`), a number
+that is nan, inf or negative where a count belongs, or a list longer than any real run is left out with a
+note, so the rest still shows; nothing downstream has to guess. One pass at the door, instead of a check
+at every use. A verification's parts are typed definitions checked by app/parse/json_text.py convert,
+field by field (fields_checked). A stored probe result's definition is beside its probe (probes/results.py
+check_result), which the model's readers of a session take from their caller (app/store sits below probes/).
 """
 from __future__ import annotations
 
@@ -283,7 +283,7 @@ class Verification(Struct, kw_only=True):
 def clean_verification(obj, what: str = "verification") -> tuple[dict | None, list[str]]:
     """(the verification with only parts in their definition, notes on what was left out); None when
     `obj` is not one at all (not an object, not "kind": "verify", no CPU list, no before and after)."""
-    out = dict(obj) if type(obj) is dict else {}
+    out = {k: v for k, v in obj.items() if k != "schema_version"} if type(obj) is dict else {}   # the --out document's
     notes = fields_checked(out, Verification, what)
     if any(k not in out for k in ("kind", "cpus", "before", "after")):
         return None, [f"{what}: not a verification of quiet CPUs; left out"]
