@@ -2,11 +2,10 @@
 attribution (probes/result.py Result); nothing more is required (its text is not printed again)."""
 from __future__ import annotations
 
-from app.parse.json_text import Count, CpuId, NonNegative
+from app.parse.json_text import Count, CpuId
 from probes.result import Result
 
 
 class JitterResult(Result, kw_only=True):
     cpu: CpuId | None = None                # null: an --unbound run
-    achieved_duty: NonNegative | None = None    # null: nothing elapsed
     iterations: Count = 0
