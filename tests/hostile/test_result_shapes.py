@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from app.store.results import results_in
-from probes.results import check_result
 from app.store.session import ProbeRecord, open_session, save_session, session_from_root
 from app.sysroot import SysRoot
+from probes.results import check_result
 from tests.machines import extract
 
 # Real runs of every probe, pinned to real CPUs, made under the machine lock: the serial live set.

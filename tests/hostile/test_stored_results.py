@@ -9,9 +9,9 @@ import zipfile
 import pytest
 
 from app.store.results import clean_history
-from probes.results import check_result
 from app.store.session import open_session, save_session, session_from_root
 from app.sysroot import SysRoot
+from probes.results import check_result
 from tests.hostile.conftest import run_cli
 from tests.machines import extract
 
