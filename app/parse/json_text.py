@@ -8,20 +8,14 @@ through load_json, which bounds what a hostile text can cost before the decoder 
 NaN and Infinity are taken unless `constants=False`. Every refusal is one JsonInputError that names
 what the text came from.
 
-What a text must hold is said once, as a typed definition (a msgspec Struct, or a type built of them,
-with its bounds as msgspec.Meta: lengths, ranges, finite numbers, CPU ids below 65,536), and checked
-by one mechanism: decode_json (a text) and convert (a value already decoded), msgspec's, strict. Both
-refuse with the same JsonInputError and the same message form, naming the field:
-"<what>: placements[0].series[1]: expected float, got str".
+What a text must hold is checked against its typed definition by app/parse/typed.py, which takes
+the same bounds first (`bounded`). This module keeps to the standard library: the agent shipped to a
+server (app/remote/ship.py) reads JSON with it where msgspec is not installed.
 """
 from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, TypeVar
-
-import msgspec
-from msgspec import Meta
 
 from app.errors import CoremapError
 
@@ -33,19 +27,9 @@ MEMORY_PER_BYTE = 12
 
 
 class JsonInputError(CoremapError, ValueError):
-    """A JSON text that is too large, too deep or not JSON, or a value out of its typed definition;
-    str() names what it came from (and the field, for a value out of its definition)."""
-
-
-T = TypeVar("T")
-
-# The bounds most definitions share. A float bound excludes NaN and the infinities (msgspec compares,
-# and NaN compares false); JSON itself spells neither, but 1e999 decodes to inf without a bound.
-MAX_FLOAT = 1.7e308
-Finite = Annotated[float, Meta(ge=-MAX_FLOAT, le=MAX_FLOAT)]
-NonNegative = Annotated[float, Meta(ge=0, le=MAX_FLOAT)]
-Count = Annotated[int, Meta(ge=0, le=(1 << 63) - 1)]
-CpuId = Annotated[int, Meta(ge=0, lt=1 << 16)]
+    """A JSON text that is too large, too deep or not JSON, or a value out of its typed definition
+    (app/parse/typed.py); str() names what it came from (and the field, for a value out of its
+    definition)."""
 
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
@@ -57,7 +41,7 @@ def load_json(data: bytes | str, *, what: str, limit: int, memory: int | None = 
     """The value of a JSON text; JsonInputError naming `what` when it is longer than `limit` bytes,
     nests deeper than `depth`, would take more than `memory` bytes decoded (default MEMORY_PER_BYTE x
     its length, at least 1 MiB) or is not JSON. `constants`: whether NaN and Infinity are taken."""
-    raw = _bounded(data, what=what, limit=limit, memory=memory, depth=depth)
+    raw = bounded(data, what=what, limit=limit, memory=memory, depth=depth)
     try:
         text = raw.decode("utf-8")
         return json.loads(text) if constants else json.loads(text, parse_constant=_no_constants)
@@ -68,43 +52,9 @@ def load_json(data: bytes | str, *, what: str, limit: int, memory: int | None = 
         raise JsonInputError(f"{what}: not JSON ({str(e)[:80]})") from None
 
 
-def decode_json(data: bytes | str, type_: type[T], *, what: str, limit: int, memory: int | None = None,
-                depth: int = MAX_DEPTH) -> T:
-    """The value of a JSON text checked against its typed definition `type_`: the text bounded as
-    load_json bounds it (`limit`, `memory`, `depth`), then decoded by msgspec, strict (no string taken
-    for a number, no NaN); JsonInputError naming `what` and the field when anything is out."""
-    raw = _bounded(data, what=what, limit=limit, memory=memory, depth=depth)
-    try:
-        return msgspec.json.decode(raw, type=type_, strict=True)
-    except msgspec.ValidationError as e:
-        raise JsonInputError(f"{what}: {field_message(e)}") from None
-    except (msgspec.DecodeError, RecursionError) as e:
-        raise JsonInputError(f"{what}: not JSON ({str(e)[:80]})") from None
-
-
-def convert(value, type_: type[T], *, what: str, strict: bool = True) -> T:
-    """`value` (decoded already: a dict, a list, numbers) checked against its typed definition
-    `type_`, as decode_json checks a text; JsonInputError naming `what` and the field."""
-    try:
-        return msgspec.convert(value, type_, strict=strict)
-    except msgspec.ValidationError as e:
-        raise JsonInputError(f"{what}: {field_message(e)}") from None
-
-
-def field_message(error: msgspec.ValidationError) -> str:
-    """msgspec's "Expected `float`, got `str` - at `$.placements[0]`" in the one form coremap's lines
-    use: "placements[0]: expected float, got str"."""
-    text = str(error)
-    reason, _, where = text.rpartition(" - at `")
-    if not reason:
-        reason, where = text, ""
-    where = where.rstrip("`").removeprefix("$").lstrip(".")
-    reason = reason.replace("`", "")
-    reason = reason[:1].lower() + reason[1:]
-    return f"{where}: {reason}" if where else reason
-
-
-def _bounded(data: bytes | str, *, what: str, limit: int, memory: int | None, depth: int) -> bytes:
+def bounded(data: bytes | str, *, what: str, limit: int, memory: int | None = None, depth: int = MAX_DEPTH) -> bytes:
+    """`data` as bytes, once its length, the memory its value would take and its nesting are within
+    bounds (see load_json); JsonInputError naming `what` when not."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     if len(raw) > limit:
         raise JsonInputError(f"{what}: {len(raw):,} bytes of JSON, more than the {_mib(limit)} it may hold")
