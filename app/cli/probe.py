@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import sys
 import threading
 import time
@@ -280,14 +279,11 @@ BUSY_LOOK_ENV = "COREMAP_BUSY_LOOK_S"
 def _busy_warning(cpus) -> str | None:
     """The window's line before a probe on a CPU another thread keeps busy (app/sampling/intruders.py):
     the run goes on (a script asked for it), but its lost time is not the CPU's own. Measured before
-    the probe starts, so the probe's own load is not in it. COREMAP_BUSY_LOOK_S sets how long it looks
-    (default CLI_WINDOW_S), 0 not at all: the test suite's probe runs, which do not check the line,
-    spent a second each on it (issue 31)."""
-    from app.parse.number import parse_float
+    the probe starts, so the probe's own load is not in it. It looks $COREMAP_BUSY_LOOK_S (0: not at all)."""
+    from app.inputs import env_seconds
     from app.sampling.intruders import CLI_WINDOW_S, busy_line, read_busy
     from app.sysroot import SysRoot
-    text = os.environ.get(BUSY_LOOK_ENV)
-    look = CLI_WINDOW_S if text is None else parse_float(text, what=BUSY_LOOK_ENV, lo=0, hi=60, unit="s")
+    look = env_seconds(BUSY_LOOK_ENV, CLI_WINDOW_S)
     if look == 0:
         return None
     busy, seconds = read_busy(SysRoot("/"), cpus, look)

@@ -160,4 +160,5 @@ def test_a_busy_look_that_is_not_seconds_is_refused_in_one_line_and_runs_nothing
     out = subprocess.run([sys.executable, "-m", "app", "probe", "jitter", "-c", str(min(os.sched_getaffinity(0))),
                           "--seconds", "0.1"], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 2 and out.stdout == "", out
-    assert out.stderr.count("\n") == 1 and f"{BUSY_LOOK_ENV} " in out.stderr and "give 0 to 60 s" in out.stderr, out.stderr
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert f"{BUSY_LOOK_ENV} " in out.stderr and "give 0 to 60 s" in out.stderr, out.stderr
