@@ -1,18 +1,19 @@
 """Real JVMs for the tests of Java thread names: tests/unit/java/MarketData.java (two threads called
-"market-data-feed-handler-0" and "-1", both "market-data-fee" to the kernel), compiled once per run
-into a folder every user may read, and started with any JVM options, as any user."""
+"market-data-feed-handler-0" and "-1", both "market-data-fee" to the kernel), compiled once per
+fixture cache into a folder every user may read, and started with any JVM options, as any user."""
 from __future__ import annotations
 
-import atexit
+import hashlib
 import os
 import shutil
 import struct
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.machines import cached
 
 SRC = Path(__file__).resolve().parent / "unit" / "java" / "MarketData.java"
 HANDLER = "market-data-feed-handler-0"
@@ -23,20 +24,19 @@ needs_jdk = pytest.mark.skipif(
     not (shutil.which("javac") and shutil.which("java")),
     reason="needs a JDK's javac and java (Debian: default-jdk-headless, installed by .ci/run)")
 
-_classes: Path | None = None
-
-
 def classes() -> Path:
-    """The compiled MarketData, in a folder any user can read (a JVM run as nobody loads it too)."""
-    global _classes
-    if _classes is None:
-        out = Path(tempfile.mkdtemp(prefix="coremap-java-"))
-        atexit.register(shutil.rmtree, out, True)           # a run left one folder behind each time
-        subprocess.run(["javac", "-d", str(out), str(SRC)], check=True, capture_output=True, timeout=120)
-        for p in [out, *out.iterdir()]:
-            p.chmod(0o755 if p.is_dir() else 0o644)
-        _classes = out
-    return _classes
+    """The compiled MarketData, in a folder any user can read (a JVM run as nobody loads it too); kept
+    in the fixture cache for the source's content and this javac (tests/machines.py cached): each
+    pytest process compiled it anew, 3-25 s of a loaded machine's run (issue 31)."""
+    javac = os.path.realpath(shutil.which("javac"))
+    key = hashlib.sha256(SRC.read_bytes() + f"{javac} {os.stat(javac).st_mtime_ns}".encode()).hexdigest()[:16]
+    return cached(f"java-{key}", _compile)
+
+
+def _compile(out: Path) -> None:
+    subprocess.run(["javac", "-d", str(out), str(SRC)], check=True, capture_output=True, timeout=120)
+    for p in [out, *out.iterdir()]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
 
 
 class MarketData:

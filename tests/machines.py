@@ -1,5 +1,6 @@
 """The real machines in tests/fixtures (copied from ../shared/fixtures with their SOURCE and licence
-files), extracted on demand into a cache folder. Used by unit tests, GUI tests and benchmarks.
+files), extracted on demand into a cache folder, and the trees made from them (`widened`: 8,192 CPUs
+made of a 32-CPU board, 290 MB of hard links, built once). Used by unit tests, GUI tests and benchmarks.
 
 The cache is shared by every test run of this user on the machine (two clones' `make test` at once, a
 benchmark beside the suite), so a folder in it is never changed or deleted once it is there (issue 19,
@@ -103,21 +104,41 @@ def extract(m: Machine | str) -> Path:
     docstring): the folder appears whole, by one rename, and is never removed."""
     if isinstance(m, str):
         m = machine(m)
+
+    def unpack(tmp: Path) -> None:
+        with tarfile.open(m.archive) as tf:
+            tf.extractall(tmp, filter="tar") if hasattr(tarfile, "data_filter") else tf.extractall(tmp)
+    return find_root(cached(f"{m.name}-{_digest(m.archive)}", unpack))
+
+
+def cached(name: str, build) -> Path:
+    """The cache's folder `name` (named for its content by the caller), made by build(a temporary
+    folder beside it) and renamed into place the first time, under the cache's lock; as it is after."""
     cache = _cache_dir()
-    dest = cache / f"{m.name}-{_digest(m.archive)}"
+    dest = cache / name
     if not dest.is_dir():
         with open(cache / ".lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)      # one run extracts; the others wait, then find it there
+            fcntl.flock(lock, fcntl.LOCK_EX)      # one run builds; the others wait, then find it there
             if not dest.is_dir():
-                tmp = Path(tempfile.mkdtemp(dir=cache, prefix=f".{m.name}-"))
+                tmp = Path(tempfile.mkdtemp(dir=cache, prefix=f".{name}-"))
                 try:
-                    with tarfile.open(m.archive) as tf:
-                        tf.extractall(tmp, filter="tar") if hasattr(tarfile, "data_filter") else tf.extractall(tmp)
+                    build(tmp)
                     tmp.rename(dest)
                 finally:
-                    if tmp.exists():              # the extraction failed: nobody has seen this folder
+                    if tmp.exists():              # the build failed: nobody has seen this folder
                         shutil.rmtree(tmp)
-    return find_root(dest)
+    return dest
+
+
+def widened(name: str, n_cpus: int) -> Path:
+    """Machine `name` widened to `n_cpus` CPUs (tests/widen.py), built once per cache for the archive's
+    content, widen.py's own text and n_cpus (issue 31: the 8,192-CPU tree took 12 s to build and 3 s to
+    remove in every run; its 450,000 files are hard links to a few thousand texts)."""
+    from tests.widen import widen
+    m = machine(name)
+    code = hashlib.sha256(Path(__file__).with_name("widen.py").read_bytes()).hexdigest()[:16]
+    key = hashlib.sha256(f"{_digest(m.archive)} {code} {n_cpus}".encode()).hexdigest()[:16]
+    return cached(f"{m.name}-x{n_cpus}-{key}", lambda tmp: widen(extract(m), n_cpus, tmp / "root")) / "root"
 
 
 def find_root(folder: Path) -> Path:

@@ -273,13 +273,20 @@ def _every_printer(args):
     return on_line
 
 
+BUSY_LOOK_ENV = "COREMAP_BUSY_LOOK_S"
+
+
 def _busy_warning(cpus) -> str | None:
     """The window's line before a probe on a CPU another thread keeps busy (app/sampling/intruders.py):
     the run goes on (a script asked for it), but its lost time is not the CPU's own. Measured before
-    the probe starts, so the probe's own load is not in it."""
-    from app.sampling.intruders import busy_line, read_busy
+    the probe starts, so the probe's own load is not in it. It looks $COREMAP_BUSY_LOOK_S (0: not at all)."""
+    from app.inputs import env_seconds
+    from app.sampling.intruders import CLI_WINDOW_S, busy_line, read_busy
     from app.sysroot import SysRoot
-    busy, seconds = read_busy(SysRoot("/"), cpus)
+    look = env_seconds(BUSY_LOOK_ENV, CLI_WINDOW_S)
+    if look == 0:
+        return None
+    busy, seconds = read_busy(SysRoot("/"), cpus, look)
     return busy_line(busy, seconds)
 
 

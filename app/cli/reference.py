@@ -44,7 +44,8 @@ ENVIRONMENT: tuple[tuple[str, str], ...] = (
 
 # What coremap sets for its own children, or only its tests set: read, but not for people
 # (tests/unit/test_cli_help.py holds every COREMAP_ variable the code names to one of the two lists).
-INTERNAL = ("COREMAP_PROBE_PARENT", "COREMAP_AGENT_SHIPPED", "COREMAP_WRITABLE_TEST_ROOTS")
+INTERNAL = ("COREMAP_PROBE_PARENT", "COREMAP_AGENT_SHIPPED", "COREMAP_WRITABLE_TEST_ROOTS",
+            "COREMAP_BUSY_LOOK_S", "COREMAP_STREAM_IDLE_S")
 
 # (status, when). Returned by: app/cli/main.py (2 for every error coremap words, 130 on Ctrl+C,
 # 128 + the signal on SIGTERM and SIGHUP), argparse (2 for bad usage), and the commands (1 in pin,

@@ -46,7 +46,8 @@ def _numeric_options(parser: argparse.ArgumentParser, prefix=()):
 
 
 def _all_options():
-    out = [(("coremap",), build_parser(), *o) for o in _numeric_options(build_parser())]
+    parser = build_parser()         # once: built per option, it cost every collecting process 2 s
+    out = [(("coremap",), parser, *o) for o in _numeric_options(parser)]
     for name in PROBES:
         p = importlib.import_module(f"probes.{name}").build_parser()
         out += [((f"probes {name}",), p, *o) for o in _numeric_options(p)]

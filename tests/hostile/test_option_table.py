@@ -20,6 +20,7 @@ import pytest
 
 from app.cli.main import build_parser
 from app.errors import CoremapError
+from app.inputs import STREAM_IDLE_ENV
 from tests.hostile.conftest import REPO
 
 # -- the table: every option (by its long name; a positional by "command:dest") and its kind -------------
@@ -216,7 +217,7 @@ def _file_runs(fifo: bool):
     return runs
 
 
-def _start(tmp_path, command, key, argv, case):
+def _start(tmp_path, command, key, argv, case, env=None):
     """The run of `command` on a hostile file of `case` for option `key`, started: (process, path, lstat)."""
     from tests.machines import extract
     suffix = SUFFIX_OF.get((command, key), SUFFIX.get(key, "")) if TABLE[key] == "output" else ""
@@ -225,7 +226,7 @@ def _start(tmp_path, command, key, argv, case):
     v = _hostile(folder, case, suffix)
     args = [a.replace("{v}", v).replace("{tmp}", str(folder)).replace("{sno}", str(extract("sno"))) for a in argv]
     env = dict(os.environ, PYTHONPATH=str(REPO), QT_QPA_PLATFORM="offscreen",
-               COREMAP_STATE_DIR=str(folder / "state"), XDG_CONFIG_HOME=str(folder / "config"))
+               COREMAP_STATE_DIR=str(folder / "state"), XDG_CONFIG_HOME=str(folder / "config"), **(env or {}))
     proc = subprocess.Popen([sys.executable, "-m", "app", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=REPO, env=env)
     return proc, args, v, os.lstat(v)
@@ -257,10 +258,12 @@ def test_a_hostile_file_is_refused_in_one_line_within_20_s(tmp_path, command, ke
 
 
 def test_every_fifo_without_a_writer_is_refused_in_one_line_within_20_s(tmp_path):
-    # A FIFO is waited on for a writer (10 s), so these run all at once: one after the other they slept
-    # 50 s of the suite (issue 31).
+    # A FIFO is waited on for a writer (app/inputs.py: 10 s), so these run all at once, and with a 1 s
+    # wait: one after the other they slept 50 s of the suite, all at once 10 s (issue 31).
     runs = _file_runs(fifo=True)
-    started = [(_start(tmp_path, command, key, argv, case), case, time.monotonic()) for command, key, argv, case in runs]
+    short = {STREAM_IDLE_ENV: "1"}
+    started = [(_start(tmp_path, command, key, argv, case, short), case, time.monotonic())
+               for command, key, argv, case in runs]
     for one, case, t0 in started:
         _check(one, case, t0 + 20)
     assert len(started) >= 5

@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
+from app.inputs import STREAM_IDLE_ENV
 from app.sources.captures import INDEX_BYTES, CaptureShelf
 from tests.hostile.conftest import run_cli
 
@@ -29,10 +32,21 @@ def test_irqs_file_fifo_without_a_writer_is_one_line_within_15_s(tmp_path):
     fifo = tmp_path / "interrupts"
     os.mkfifo(fifo)
     t0 = time.monotonic()
-    p = run_cli("irqs", "--file", fifo, timeout=90)
+    # the wait set short (issue 31: no test waits out a real one); test_every_default_wait_is_at_most_15_s
+    # checks the default
+    p = run_cli("irqs", "--file", fifo, timeout=90, env={STREAM_IDLE_ENV: "1"})
     spent = time.monotonic() - t0
     assert p.returncode == 2 and "sent nothing for" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert spent < 15, spent
+
+
+@pytest.mark.parametrize("idle", ["soon", "0", "nan", "1e9"])
+def test_a_fifo_wait_that_is_not_seconds_is_one_line(tmp_path, idle):
+    fifo = tmp_path / "interrupts"
+    os.mkfifo(fifo)
+    p = run_cli("irqs", "--file", fifo, env={STREAM_IDLE_ENV: idle})
+    assert p.returncode == 2 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1, p
+    assert STREAM_IDLE_ENV in p.stderr and "give 0.1 to 60 s" in p.stderr, p.stderr
 
 
 def test_every_default_wait_is_at_most_15_s():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from app.cli.probe import BUSY_LOOK_ENV
 from app.machine.thread_names import ThreadNames
 from app.machine.threads import TaskReader
 from app.sampling.intruders import BUSY_PCT, busy_line, busy_on, managed_on_quiet, read_busy, thread_shares
@@ -131,7 +132,8 @@ def test_a_thread_busy_on_the_cpu_is_named_by_its_full_name(spinner):
     assert all(b.tid != spinner.pid for b in busy_on([spinner.cpu], later, shares, names, skip_pids={spinner.pid}))
 
 
-def test_coremap_probe_prints_the_same_line(spinner):
+def test_coremap_probe_prints_the_same_line(spinner, monkeypatch):
+    monkeypatch.delenv(BUSY_LOOK_ENV)     # the product's own look (tests/conftest.py shortens it for the rest)
     busy, seconds = read_busy(SysRoot("/"), [spinner.cpu])
     assert any(b.tid == spinner.pid and b.name == "market-data-fee" for b in busy)
     out = subprocess.run([sys.executable, "-m", "app", "probe", "jitter", "-c", str(spinner.cpu), "--seconds", "0.1"],
@@ -143,9 +145,20 @@ def test_coremap_probe_prints_the_same_line(spinner):
     assert "jitter on CPU" in out.stdout
 
 
-def test_a_probe_that_refuses_its_input_says_one_line_without_the_busy_warning(spinner):
+def test_a_probe_that_refuses_its_input_says_one_line_without_the_busy_warning(spinner, monkeypatch):
+    monkeypatch.delenv(BUSY_LOOK_ENV)     # the product's own look (tests/conftest.py shortens it for the rest)
     # The warning came before the refusal, so bad input said two lines (a loaded CI run's first-touch test).
     out = subprocess.run([sys.executable, "-m", "app", "probe", "first-touch", "-c", str(spinner.cpu),
                           "--size", "900T"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert "more than the memory available now" in out.stderr and "warning" not in out.stderr
+
+
+@pytest.mark.parametrize("look", ["abc", "-1", "nan", "61"])
+def test_a_busy_look_that_is_not_seconds_is_refused_in_one_line_and_runs_nothing(look):
+    env = {**os.environ, BUSY_LOOK_ENV: look}
+    out = subprocess.run([sys.executable, "-m", "app", "probe", "jitter", "-c", str(min(os.sched_getaffinity(0))),
+                          "--seconds", "0.1"], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 2 and out.stdout == "", out
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert f"{BUSY_LOOK_ENV} " in out.stderr and "give 0 to 60 s" in out.stderr, out.stderr

@@ -4,6 +4,7 @@ the polkit policy; and the manual page and shell completion scripts, where man a
 the install's prefix."""
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.machines import cached
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "app", "widgets", "probes", "resources", "man", "completions")
@@ -20,6 +23,8 @@ SOURCES = ("pyproject.toml", "README.md", "LICENSE", "app", "widgets", "probes",
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
     # Built from a copy: an in-tree build leaves build/ and *.egg-info in the checkout. No build
     # isolation: the test venv has setuptools, and a fresh isolated env would fetch it from PyPI.
+    # Kept in the fixture cache for the sources' content and the builder (tests/machines.py cached): the
+    # build, its C extension included, took 6-17 s of every run (issue 31).
     src = tmp_path_factory.mktemp("src")
     for name in SOURCES:
         p = REPO / name
@@ -27,13 +32,25 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
             shutil.copytree(p, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.so", "screenshots"))
         else:
             shutil.copy2(p, src / name)
-    out = tmp_path_factory.mktemp("wheel")
+    whl = next(cached(f"wheel-{_content_key(src)}", lambda out: _build(src, out)).glob("coremap-*.whl"))
+    with zipfile.ZipFile(whl) as z:
+        yield z
+
+
+def _content_key(src: Path) -> str:
+    """What the wheel is made of: every source file's path and bytes, this Python and setuptools."""
+    import setuptools
+    h = hashlib.sha256(f"{sys.version} {setuptools.__version__}".encode())
+    for f in sorted(p for p in src.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(src)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _build(src: Path, out: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation",
                         "-q", "-w", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
-    (whl,) = out.glob("coremap-*.whl")
-    with zipfile.ZipFile(whl) as z:
-        yield z
+    (_whl,) = out.glob("coremap-*.whl")
 
 
 def test_wheel_holds_the_desktop_entry_icons_metainfo_and_polkit_policy(wheel):
