@@ -20,7 +20,7 @@ import resource
 import pytest
 
 from probes.runner import run_to_end
-from probes.scaling import NEGATIVE, summarize, widths
+from probes.scaling.measure import NEGATIVE, summarize, widths
 
 native = pytest.importorskip("probes._native", reason="build probes._native with `pip install -e .`")
 

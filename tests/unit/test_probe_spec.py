@@ -9,8 +9,8 @@ import pytest
 
 from app.errors import CoremapError
 from probes.catalog import RECORDS
-from probes.spec import APPLIES, PROBE_NAMES, ProbeSpec, ProbeSpecError, applies, flag, module, record
-from probes.sweep import DEFAULT_ROUNDS
+from probes.spec import APPLIES, PROBE_NAMES, ProbeSpec, ProbeSpecError, applies, flag, record
+from probes.sweep.measure import DEFAULT_ROUNDS
 
 # A value for each option, as a front end would give it.
 GIVEN = {"unbound": True, "duty": 50.0, "threshold_ns": 2000, "attribute": True, "interval_us": 250,
@@ -21,7 +21,7 @@ GIVEN = {"unbound": True, "duty": 50.0, "threshold_ns": 2000, "attribute": True,
 
 def _parse(job):
     """The job's argv as the child's own parser reads it."""
-    return module(job.probe).build_parser().parse_args(list(job.args))
+    return record(job.probe).measure.build_parser().parse_args(list(job.args))
 
 
 @pytest.mark.parametrize("probe", PROBE_NAMES)
@@ -96,7 +96,7 @@ def test_no_such_probe():
 def test_each_record_is_what_its_child_takes(probe):
     """A record's fields are options of the child's own parser, with the record's defaults and choices
     (the child reads them from the record), and its module makes and lays out results."""
-    rec, mod = record(probe), module(probe)
+    rec, mod = record(probe), record(probe).measure
     assert all(callable(getattr(mod, f, None)) for f in ("build_parser", "run", "summarize", "text_lines"))
     defaults = vars(mod.build_parser().parse_args([]))
     for f in rec.fields:

@@ -14,8 +14,8 @@ import statistics
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from probes import sweep
-from probes.sweep import analyse, t_isf, t_sf, trimmed_mean, yuen_paired
+from probes.sweep import measure as sweep
+from probes.sweep.measure import analyse, t_isf, t_sf, trimmed_mean, yuen_paired
 
 UNIT = 2_200_000  # ns: the probe's default window (2 ms unit + settle + pin)
 
