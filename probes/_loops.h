@@ -1,6 +1,6 @@
-/* What the probe loops compiled into probes._native beside _native.c share (pyproject.toml lists the
- * files): a clock, log buckets, CPU sets from Python, a latch, runs held by capsules, and how a loop
- * file registers its functions.
+/* What the probe loops compiled into probes._native share (each probe's probes/<name>/_loop.c, found
+ * by probes/build.py): a clock, log buckets, CPU sets from Python, a latch, runs held by capsules, what
+ * _native.c defines for them, and how a loop file registers its functions.
  *
  * Include after <Python.h> (bucket lists are Python lists).
  *
@@ -9,10 +9,9 @@
  * the kernel's own clocksource, so the kernel has checked that every CPU's TSC agrees. A rate of 0
  * means CLOCK_MONOTONIC, read through the vDSO: ~2.5x the cost of rdtsc here (22 ns against 9 ns).
  *
- * Buckets follow _native.c's scheme exactly (values below 8 get one bucket each; above, every power
- * of two is split into 8 equal sub-buckets, so a bucket is at most 12.5% wide), so their lists merge
- * and read like the jitter and wakeup probes' (probes/histogram.py); _native.c's jitter and wakeup
- * loops use these same functions.
+ * Buckets: one scheme for every probe (values below 8 units get one bucket each; above, every power
+ * of two is split into 8 equal sub-buckets, like HdrHistogram with 3 significant bits, so a bucket is
+ * at most 12.5% wide), so their lists merge and read alike (probes/histogram.py).
  *
  * Threads these loops start set their own affinity, say "ready" on a latch, wait for the go, work,
  * say "done", and then wait to be released before they exit: between done and release Python reads
@@ -52,6 +51,25 @@ static inline uint64_t lp_mono_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* Defined once, in _native.c: the TSC's rate (measured once per process, ~60 ms the first time),
+ * whether the kernel says it is invariant (constant_tsc and nonstop_tsc), pinning the calling thread
+ * to one CPU, and touching 64 KiB of stack before a timed loop. Hidden: shared by the files of this
+ * one extension, not exported from it. */
+__attribute__((visibility("hidden"))) double lp_tsc_hz(void);
+__attribute__((visibility("hidden"))) void lp_prefault_stack(void);
+__attribute__((visibility("hidden"))) int lp_tsc_invariant(void);
+__attribute__((visibility("hidden"))) int lp_pin_self(int cpu);
+
+/* The largest gaps or latest wakeups a chunk keeps, and the gap lengths jitter users read
+ * (MicroJitterSampler's and oslat's: 2, 10, 100 us, 1 ms), counted exactly by the jitter and wakeup
+ * loops alike; probes/histogram.py GAP_STEPS_NS names the same four. */
+#define LP_MAX_TOP 64
+struct lp_gap {
+    uint64_t at, len; /* when the gap ended (absolute) or the wakeup was due, how long */
+};
+#define LP_NSTEP 4
+static const uint64_t LP_STEP_NS[LP_NSTEP] = {2000, 10000, 100000, 1000000};
 
 static inline uint64_t lp_timespec_ns(const struct timespec *ts)
 {
@@ -294,7 +312,7 @@ static inline PyObject *lp_release_capsule(PyObject *cap, const char *name)
 /* ---------------------------------------------------------------- registering a loop file */
 
 /* A loop file registers its method table with LP_METHODS(table), after the table; PyInit__native
- * (_native.c) adds every table registered, so a new loop file needs no line there. The pointers go
+ * (_native.c) adds every table registered, so a new probe's loop needs no line there. The pointers go
  * to the section coremap_loops, which the linker (GNU ld, gold, lld) brackets with the symbols
  * __start_coremap_loops and __stop_coremap_loops, its name being a C identifier; `used` keeps the
  * compiler from dropping a pointer nothing in its own file reads. */

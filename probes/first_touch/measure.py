@@ -1,6 +1,6 @@
 """First touch: what does touching fresh memory cost here? Map --size of anonymous memory, write one
 byte per page (each write faults: the kernel allocates and zeroes a page), then write them all again
-(pre-touched, as a JVM with AlwaysPreTouch leaves its heap), on one pinned CPU (probes/_touch.c).
+(pre-touched, as a JVM with AlwaysPreTouch leaves its heap), on one pinned CPU (probes/first_touch/_loop.c).
 
 Reported: the time per page of each touch and their ratio; the user / system split of each touch
 that took 50 ms of CPU or more (getrusage of the thread, split by timer-tick samples: the fault is

@@ -1,5 +1,5 @@
 """Messaging: where should a sender and a receiver run? A sender thread and a receiver thread
-exchange 64-byte messages (probes/_messaging.c: a shared-memory SPSC ring, a pipe, or UDP on loopback,
+exchange 64-byte messages (probes/messaging/_loop.c: a shared-memory SPSC ring, a pipe, or UDP on loopback,
 multicast where the kernel delivers it, else unicast), each pinned to a CPU or left to the scheduler,
 and the receiver counts messages per 100 ms window: the throughput step plot. Each message carries its
 send time, so one-way latency is measured per message.

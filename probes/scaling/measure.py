@@ -4,7 +4,7 @@ threads run side by side even when a neighbour keeps one of its CPUs busy, where
 stack them on the other) and unpinned (every CPU this process may use, no pin), in --rounds rounds of
 alternated order, compared by the median of each width.
 
-Work (probes/_scaling.c): --threads threads (default: the widest width) sharing a pool of operations
+Work (probes/scaling/_loop.c): --threads threads (default: the widest width) sharing a pool of operations
 (each takes the next batch of 256 until none is left), each operation a little private arithmetic and
   lock     an update of four shared cache lines under one pthread mutex (a database's hot lock),
   atomic   a compare-and-swap on one shared word,

@@ -1,7 +1,7 @@
 """Messaging, first-touch and scaling from the probe panel (real `python -m probes` children on this
 machine), their runs reopened from a session, and their report sections.
 
-Oracles: each probe's own result object (probes/<probe>.py summarize of the run's lines) against what
+Oracles: each probe's own result object (probes/<probe>/measure.py summarize of the run's lines) against what
 the plots hold (getOriginalDataset), the tables and the verdict show; probes/text.py for the Summary
 tab; the grid's own selection for the highlighted CPUs; app/store/session.py's reader for the round trip.
 """

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "app", "widgets", "probes", "resources", "man", "completions")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "app", "widgets", "probes", "resources", "man", "completions")
 
 
 @pytest.fixture(scope="module")

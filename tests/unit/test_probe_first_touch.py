@@ -1,4 +1,4 @@
-"""The first-touch probe (probes/first_touch.py, probes/_touch.c), sizes (app/parse/size.py) and
+"""The first-touch probe (probes/first_touch/measure.py, probes/first_touch/_loop.c), sizes (app/parse/size.py) and
 /proc/meminfo (app/parse/meminfo.py).
 
 Oracles: the kernel's rule for anonymous memory without huge pages (one minor fault per 4 KiB page

@@ -1,4 +1,4 @@
-"""The messaging probe (probes/messaging.py, probes/_messaging.c): placements from real machines'
+"""The messaging probe (probes/messaging/measure.py, probes/messaging/_loop.c): placements from real machines'
 topologies, and short real runs on this machine over each transport.
 
 Oracles: the fixtures' own sibling lists, L3 groups and nodes (app/machine/topology.py, tested

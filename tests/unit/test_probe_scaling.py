@@ -1,4 +1,4 @@
-"""The scaling probe (probes/scaling.py, probes/_scaling.c): the flag rule on constructed lines, real
+"""The scaling probe (probes/scaling/measure.py, probes/scaling/_loop.c): the flag rule on constructed lines, real
 runs of the built-in work on this machine, and a command run at each width.
 
 Oracles: the medians and ratios of the constructed throughputs; the kernel's Cpus_allowed_list of

@@ -1,6 +1,6 @@
 """ProbeSpec (probes/spec.py): the jobs a probe run becomes, and the options each probe refuses.
 
-Oracles: each probe's own argument parser (probes/<name>.py build_parser, what the child runs)
+Oracles: each probe's own argument parser (probes/<name>/measure.py build_parser, what the child runs)
 reads every job's argv back to the values asked for; probes/sweep.py's default rounds.
 """
 from __future__ import annotations

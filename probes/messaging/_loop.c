@@ -48,7 +48,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#include "_loops.h"
+#include "../_loops.h"
 
 #define MSG_BYTES 64
 /* 1,024 slots of 64 bytes: 64 KiB, the depth of a pipe's default buffer (16 pages) */

@@ -22,7 +22,7 @@
 
 #include <sys/resource.h>
 
-#include "_loops.h"
+#include "../_loops.h"
 
 enum { W_LOCK, W_ATOMIC, W_PRIVATE };
 static const char *const WORKS[] = {"lock", "atomic", "private"};

@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
-#include "_loops.h"
+#include "../_loops.h"
 
 #define HUGE_ALIGN (2ul << 20)
 /* include/uapi/linux/mempolicy.h; not every libc ships <numaif.h> */
