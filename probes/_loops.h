@@ -2,7 +2,8 @@
  * by probes/build.py): a clock, log buckets, CPU sets from Python, a latch, runs held by capsules, what
  * _native.c defines for them, and how a loop file registers its functions.
  *
- * Include after <Python.h> (bucket lists are Python lists).
+ * Include it first: it includes <Python.h> (bucket lists are Python lists) and the system headers the
+ * loops share, with _GNU_SOURCE (CPU sets, gettid).
  *
  * Clock: the caller passes the TSC rate it measured (probes/_native.c tsc_info, through the probe's
  * hello line) when the TSC may be compared across CPUs: invariant (constant_tsc + nonstop_tsc) AND
@@ -22,6 +23,10 @@
  */
 #ifndef COREMAP_LOOPS_H
 #define COREMAP_LOOPS_H
+
+#define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE
+#include <Python.h>
 
 #include <errno.h>
 #include <pthread.h>
@@ -45,12 +50,19 @@ static inline void lp_relax(void) { }
 #define LP_HAVE_TSC 0
 #endif
 
-static inline uint64_t lp_mono_ns(void)
+static inline uint64_t lp_timespec_ns(const struct timespec *ts)
+{
+    return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
+}
+
+static inline uint64_t lp_clock_ns(clockid_t clk)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    clock_gettime(clk, &ts);
+    return lp_timespec_ns(&ts);
 }
+
+static inline uint64_t lp_mono_ns(void) { return lp_clock_ns(CLOCK_MONOTONIC); }
 
 /* Defined once, in _native.c: the TSC's rate (measured once per process, ~60 ms the first time),
  * whether the kernel says it is invariant (constant_tsc and nonstop_tsc), pinning the calling thread
@@ -71,9 +83,41 @@ struct lp_gap {
 #define LP_NSTEP 4
 static const uint64_t LP_STEP_NS[LP_NSTEP] = {2000, 10000, 100000, 1000000};
 
-static inline uint64_t lp_timespec_ns(const struct timespec *ts)
+/* Keep (at, len) among the top_n longest seen (top holds *ntop of them). */
+static inline void lp_keep_top(struct lp_gap *top, int *ntop, int top_n, uint64_t at, uint64_t len)
 {
-    return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
+    int m = 0;
+    if (*ntop < top_n)
+        m = (*ntop)++;
+    else if (top_n == 0)
+        return;
+    else {
+        for (int i = 1; i < *ntop; i++)
+            if (top[i].len < top[m].len)
+                m = i;
+        if (len <= top[m].len)
+            return;
+    }
+    top[m].at = at;
+    top[m].len = len;
+}
+
+/* [[step_ns, how many reached it, ns spent in them], ...] for the LP_STEP_NS steps counted (a NULL
+ * `counted`: all), `lost` in units of `scale` ns. */
+static inline PyObject *lp_steps_list(const uint64_t *at_least, const uint64_t *lost, double scale,
+                                      const int *counted)
+{
+    PyObject *steps = PyList_New(0);
+    for (int k = 0; steps && k < LP_NSTEP; k++) {
+        if (counted && !counted[k])
+            continue;
+        PyObject *row = Py_BuildValue("[KKK]", (unsigned long long)LP_STEP_NS[k], (unsigned long long)at_least[k],
+                                      (unsigned long long)(lost[k] * scale));
+        if (!row || PyList_Append(steps, row) < 0)
+            Py_CLEAR(steps);
+        Py_XDECREF(row);
+    }
+    return steps;
 }
 
 /* ---------------------------------------------------------------- clock */
@@ -311,12 +355,14 @@ static inline PyObject *lp_release_capsule(PyObject *cap, const char *name)
 
 /* ---------------------------------------------------------------- registering a loop file */
 
-/* A loop file registers its method table with LP_METHODS(table), after the table; PyInit__native
- * (_native.c) adds every table registered, so a new probe's loop needs no line there. The pointers go
- * to the section coremap_loops, which the linker (GNU ld, gold, lld) brackets with the symbols
- * __start_coremap_loops and __stop_coremap_loops, its name being a C identifier; `used` keeps the
- * compiler from dropping a pointer nothing in its own file reads. */
-#define LP_METHODS(table) \
-    static PyMethodDef *lp_methods_##table __attribute__((used, section("coremap_loops"))) = table
+/* A loop file registers its functions with LP_METHODS(name, {"f", py_f, METH_..., "doc"}, ...) (the
+ * entries of a PyMethodDef table, without the sentinel); PyInit__native (_native.c) adds every table
+ * registered, so a new probe's loop needs no line there. The pointers go to the section coremap_loops,
+ * which the linker (GNU ld, gold, lld) brackets with the symbols __start_coremap_loops and
+ * __stop_coremap_loops, its name being a C identifier; `used` keeps the compiler from dropping a
+ * pointer nothing in its own file reads. */
+#define LP_METHODS(name, ...)                                                   \
+    static PyMethodDef lp_table_##name[] = {__VA_ARGS__, {NULL, NULL, 0, NULL}}; \
+    static PyMethodDef *lp_methods_##name __attribute__((used, section("coremap_loops"))) = lp_table_##name
 
 #endif

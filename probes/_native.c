@@ -10,39 +10,19 @@
  * Every loop runs with the GIL released and returns a whole chunk's worth of results (sparse
  * bucket counts, a few top gaps), so Python never sits in a per-sample loop.
  */
-#define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE
-#include <Python.h>
+#include "_loops.h"       /* lp_tsc, the log buckets: one scheme for every probe's histogram */
 
-#include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
 #include <signal.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 #include <linux/perf_event.h>
 
-#include "_loops.h"       /* lp_tsc, the log buckets: one scheme for every probe's histogram */
 
-
-static inline uint64_t mono_ns(clockid_t clk)
-{
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---------------------------------------------------------------- tsc_info */
 
@@ -69,10 +49,10 @@ static double calibrate_tsc(void)
 {
     /* Two reads of each clock bracketing a ~60 ms busy wait; CLOCK_MONOTONIC_RAW is not slewed
      * by NTP, so the rate is the hardware's. */
-    uint64_t t0 = lp_tsc(), n0 = mono_ns(CLOCK_MONOTONIC_RAW);
+    uint64_t t0 = lp_tsc(), n0 = lp_clock_ns(CLOCK_MONOTONIC_RAW);
     uint64_t n1;
     do {
-        n1 = mono_ns(CLOCK_MONOTONIC_RAW);
+        n1 = lp_clock_ns(CLOCK_MONOTONIC_RAW);
     } while (n1 - n0 < 60000000ull);
     uint64_t t1 = lp_tsc();
     return (double)(t1 - t0) * 1e9 / (double)(n1 - n0);
@@ -113,10 +93,10 @@ static PyObject *py_tsc_info(PyObject *self, PyObject *args)
     {
         const int n = 200000;
         volatile uint64_t sink = 0;
-        uint64_t a = mono_ns(CLOCK_MONOTONIC);
+        uint64_t a = lp_mono_ns();
         for (int i = 0; i < n; i++)
-            sink += mono_ns(CLOCK_MONOTONIC);
-        uint64_t b = mono_ns(CLOCK_MONOTONIC);
+            sink += lp_mono_ns();
+        uint64_t b = lp_mono_ns();
         cgt_ns = (double)(b - a) / n;
         (void)sink;
     }
@@ -293,7 +273,7 @@ static PyObject *py_count_command(PyObject *self, PyObject *args)
             fds[i] = (int)syscall(SYS_perf_event_open, &at, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
             errs[i] = fds[i] < 0 ? errno : 0;
         }
-        wall0 = mono_ns(CLOCK_MONOTONIC);
+        wall0 = lp_mono_ns();
         (void)!write(go[1], "g", 1);
         close(go[1]);
         ssize_t r = read(fail[0], &exec_errno, sizeof exec_errno);
@@ -302,7 +282,7 @@ static PyObject *py_count_command(PyObject *self, PyObject *args)
         close(fail[0]);
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
             ;
-        wall1 = mono_ns(CLOCK_MONOTONIC);
+        wall1 = lp_mono_ns();
         for (size_t i = 0; i < NEV; i++) {
             if (fds[i] < 0)
                 continue;

@@ -9,17 +9,18 @@ How to add a probe: a folder and a view, no table to edit.
 - probes/<name>/__init__.py: its RECORD, a ProbeRecord (its `order` places it in the menus);
 - probes/<name>/measure.py: its runner (build_parser, run, summarize, text_lines), what
   `python -m probes <name>` runs;
-- probes/<name>/_loop.c: its timing loop, built as the extension probes.<name>._loop (setup.py finds
-  it, here and on an ssh agent's far side);
+- probes/<name>/_loop.c: its timing loop, registering its functions with LP_METHODS (probes/_loops.h);
+  it is compiled into probes._native, here by setup.py and on an ssh agent's far side by the agent,
+  both from the files probes/build.py finds;
 - probes/<name>/result.py: the typed definition of its stored result;
 - widgets/probe/<name>.py, when its record names a view: View, the probe panel's tab of its runs,
   and Picture, when it names a picture for reports.
 A name with a dash ("first-touch") has an underscore in its folder's and its view's names.
 
-Found, not listed: the probes are the packages in this folder, each imported here by its name. That is
-the one import by a name in probes/ (with ProbeRecord.part, which finds a probe's runner and view): a
-table of probes would be a second place each new probe must be written, and a record does not import
-its runner, so reading all of them costs every `coremap` run only the records (issue 12).
+Found, not listed: the probes are the packages in this folder, each imported here by its name. This and
+ProbeRecord.part (a probe's runner and view, by its name) are the only imports by a name, rather than
+a table of probes, which would be a second place each new probe must be written. A record does not
+import its runner, so reading all of them costs every `coremap` run only the records (issue 12).
 """
 from __future__ import annotations
 

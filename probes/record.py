@@ -1,13 +1,9 @@
 """What a probe's record is: ProbeRecord, its Fields and Presets, and the parts records share.
 
-A record says what a probe is called and titled, which common options it takes, its own options (each
-a Field: the form's label, default, range and tooltip, the CLI's help, how it shows in a run's label),
-how its runs are cut into jobs, how far a run is, which tab of the probe panel draws it and what its
-report picture shows. Each probe's record is the RECORD of its package, probes/<name>/__init__.py;
-probes/catalog.py finds them. A record module imports only this module and app.format: every
-`coremap` run reads all of them to build its parser (issue 12's start-up budget), so a probe's runner
-(probes/<name>/measure.py) reads its defaults and choices from its record (messaging.TRANSPORTS,
-sweep.DEFAULT_ROUNDS), never the other way round, and each value is written once.
+Each probe's record is the RECORD of its package, probes/<name>/__init__.py (probes/catalog.py finds
+them). A record module imports only this module and app.format: every `coremap` run reads all of them
+to build its parser (issue 12), so a probe's runner (probes/<name>/measure.py) reads its defaults and
+choices from its record (messaging.TRANSPORTS, sweep.DEFAULT_ROUNDS), never the other way round.
 """
 from __future__ import annotations
 

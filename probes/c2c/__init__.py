@@ -1,5 +1,5 @@
 """The c2c probe's record (probes/record.py). Beside it: measure.py, its runner, and _loop.c, its loop; its
-tab and picture are widgets/probe/c2c.py."""
+tab is View in widgets/probe/c2c.py."""
 from __future__ import annotations
 
 from probes.record import Field, ProbeRecord

@@ -1,19 +1,9 @@
 /* The core-to-core probe's loop (probes/c2c/): one cache line passed back and forth between two
  * pinned threads. */
-#define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE
-#include <Python.h>
-
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <sys/mman.h>
-
 #include "../_loops.h"
 
-/* ---------------------------------------------------------------- c2c */
+#include <sys/mman.h>
+
 
 /* The ping-pong line sits alone in a 128-byte aligned block (hardware prefetchers fetch lines in
  * 128-byte aligned pairs; folly's hardware_destructive_interference_size is 128 for this reason),
@@ -134,10 +124,7 @@ static PyObject *py_c2c(PyObject *self, PyObject *args)
     return out;
 }
 
-static PyMethodDef coremap_c2c_methods[] = {
+LP_METHODS(c2c,
     {"c2c", py_c2c, METH_VARARGS,
      "c2c(cpu_a, cpu_b, round_trips, batches) -> [ns per round trip per batch]: one cache line "
-     "passed back and forth between a thread on cpu_a and one on cpu_b."},
-    {NULL, NULL, 0, NULL},
-};
-LP_METHODS(coremap_c2c_methods);
+     "passed back and forth between a thread on cpu_a and one on cpu_b."});

@@ -1,4 +1,5 @@
-"""The counters probe's record (probes/record.py). Beside it: measure.py, its runner, and _loop.c, its loop."""
+"""The counters probe's record (probes/record.py). Beside it: measure.py, its runner; its loop is
+count_command in probes/_native.c, which scaling and first-touch's JVM runs share."""
 from __future__ import annotations
 
 from probes.record import Field, ProbeRecord

@@ -6,18 +6,7 @@
  * loop reads CLOCK_MONOTONIC, which costs more per sample but is always right. It counts in TSC ticks
  * and converts bucket edges to ns at the end of a chunk.
  */
-#define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE
-#include <Python.h>
-
-#include <stdint.h>
-#include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
-
 #include "../_loops.h"
-
-/* ---------------------------------------------------------------- jitter */
 
 #define NEDGE 11
 
@@ -34,26 +23,6 @@ struct jitter_state {
     uint64_t sampled;    /* ticks spent sampling */
     uint64_t iterations;
 };
-
-static inline void keep_top(struct jitter_state *s, uint64_t at, uint64_t len)
-{
-    if (s->top_n == 0)
-        return;
-    if (s->ntop < s->top_n) {
-        s->top[s->ntop].at = at;
-        s->top[s->ntop].len = len;
-        s->ntop++;
-        return;
-    }
-    int m = 0;
-    for (int i = 1; i < s->ntop; i++)
-        if (s->top[i].len < s->top[m].len)
-            m = i;
-    if (len > s->top[m].len) {
-        s->top[m].at = at;
-        s->top[m].len = len;
-    }
-}
 
 /* One busy stretch of `span` ticks. `use_tsc` is a constant at each call site, so the compiler
  * emits a loop without the branch.
@@ -88,7 +57,7 @@ jitter_span(struct jitter_state *s, uint64_t span, int use_tsc)
                 s->at_least[k] += hit;
                 s->lost[k] += hit ? d : 0;
             }
-            keep_top(s, now, d);
+            lp_keep_top(s->top, &s->ntop, s->top_n, now, d);
         }
         if (__builtin_expect(now >= end, 0))
             break;
@@ -236,16 +205,10 @@ static PyObject *py_jitter_chunk(PyObject *self, PyObject *args, PyObject *kw)
         Py_DECREF(row);
     }
     /* [[step_ns, gaps >= it, ns lost in them], ...] for the steps at or above the threshold */
-    PyObject *steps = PyList_New(0);
-    for (int k = 0; steps && k < LP_NSTEP; k++) {
-        if (s->step[k] == UINT64_MAX)
-            continue;
-        PyObject *row = Py_BuildValue("[KKK]", (unsigned long long)LP_STEP_NS[k], (unsigned long long)s->at_least[k],
-                                      (unsigned long long)(s->lost[k] * tick_ns));
-        if (!row || PyList_Append(steps, row) < 0)
-            Py_CLEAR(steps);
-        Py_XDECREF(row);
-    }
+    int counted[LP_NSTEP];
+    for (int k = 0; k < LP_NSTEP; k++)
+        counted[k] = s->step[k] != UINT64_MAX;
+    PyObject *steps = lp_steps_list(s->at_least, s->lost, tick_ns, counted);
     if (!steps)
         goto fail;
     double sampled_ns = s->sampled * tick_ns;
@@ -266,12 +229,9 @@ fail:
     return NULL;
 }
 
-static PyMethodDef coremap_jitter_methods[] = {
+LP_METHODS(jitter,
     {"jitter_chunk", (PyCFunction)(void (*)(void))py_jitter_chunk, METH_VARARGS | METH_KEYWORDS,
      "jitter_chunk(chunk_ns, threshold_ns, on_ns, off_ns, top_n=16, use_tsc=True) -> dict: busy-read "
      "the clock for chunk_ns (on_ns sampling / off_ns asleep; on_ns=0 means always on); every gap "
      "goes into log buckets, gaps >= threshold_ns compete for the top_n list; at_least: [[step_ns, gaps, "
-     "ns lost]] counted exactly for the steps 2, 10, 100 us and 1 ms at or above threshold_ns."},
-    {NULL, NULL, 0, NULL},
-};
-LP_METHODS(coremap_jitter_methods);
+     "ns lost]] counted exactly for the steps 2, 10, 100 us and 1 ms at or above threshold_ns."});

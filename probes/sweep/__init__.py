@@ -1,5 +1,5 @@
 """The sweep probe's record (probes/record.py). Beside it: measure.py, its runner, and _loop.c, its loop; its
-tab and picture are widgets/probe/sweep.py."""
+tab is View in widgets/probe/sweep.py."""
 from __future__ import annotations
 
 from probes.record import SCHEDULED, Field, ProbeRecord

@@ -1,13 +1,5 @@
 /* The sweep probe's loop (probes/sweep/): one unit of L1-resident work, timed. */
-#define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE
-#include <Python.h>
-
-#include <stdint.h>
-
 #include "../_loops.h"
-
-/* ---------------------------------------------------------------- work unit */
 
 static PyObject *py_work_unit(PyObject *self, PyObject *args)
 {
@@ -34,9 +26,6 @@ static PyObject *py_work_unit(PyObject *self, PyObject *args)
     return Py_BuildValue("(KI)", (unsigned long long)(t1 - t0), (unsigned)acc);
 }
 
-static PyMethodDef coremap_sweep_methods[] = {
+LP_METHODS(sweep,
     {"work_unit", py_work_unit, METH_VARARGS,
-     "work_unit(iterations) -> (ns, checksum): an L1-resident LCG/hash loop."},
-    {NULL, NULL, 0, NULL},
-};
-LP_METHODS(coremap_sweep_methods);
+     "work_unit(iterations) -> (ns, checksum): an L1-resident LCG/hash loop."});

@@ -1,38 +1,6 @@
 /* The wakeup probe's loop (probes/wakeup/): clock_nanosleep to an absolute due time, every latency
  * into log buckets (_loops.h's scheme, in ns), the latest kept with their due times. */
-#define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE
-#include <Python.h>
-
-#include <errno.h>
-#include <stdint.h>
-#include <time.h>
-
 #include "../_loops.h"
-
-/* ---------------------------------------------------------------- wakeup */
-
-/* The latest wakeups of a chunk, kept as cyclictest's histogram cannot keep them: each with the
- * time it was due, so the caller can say what ran on the CPU between due and woken (timerlat -a). */
-static void keep_late(struct lp_gap *top, int *ntop, int top_n, uint64_t due, uint64_t lat)
-{
-    if (top_n == 0)
-        return;
-    if (*ntop < top_n) {
-        top[*ntop].at = due;
-        top[*ntop].len = lat;
-        (*ntop)++;
-        return;
-    }
-    int m = 0;
-    for (int i = 1; i < *ntop; i++)
-        if (top[i].len < top[m].len)
-            m = i;
-    if (lat > top[m].len) {
-        top[m].at = due;
-        top[m].len = lat;
-    }
-}
 
 static PyObject *py_wakeup_chunk(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -79,7 +47,7 @@ static PyObject *py_wakeup_chunk(PyObject *self, PyObject *args, PyObject *kw)
             lost[k] += hit ? lat : 0;
         }
         if (lat >= LP_STEP_NS[0])
-            keep_late(top, &ntop, top_n, target, lat);
+            lp_keep_top(top, &ntop, top_n, target, lat);  /* with its due time: what ran between (timerlat -a) */
         target += interval_ns;
         /* A wakeup later than a whole interval skips the missed periods, as cyclictest does
          * (its "-i" loop re-arms from the next period), rather than firing a burst. */
@@ -90,19 +58,12 @@ static PyObject *py_wakeup_chunk(PyObject *self, PyObject *args, PyObject *kw)
     Py_END_ALLOW_THREADS
     PyObject *buckets = lp_buckets_list(counts, 1.0);
     free(counts);
-    PyObject *late = PyList_New(0), *steps = PyList_New(0);
+    PyObject *late = PyList_New(0), *steps = lp_steps_list(at_least, lost, 1.0, NULL);
     for (int i = 0; late && i < ntop; i++) {
         /* [due, latency]: CLOCK_MONOTONIC ns, as the jitter loop's [gap start, length] */
         PyObject *row = Py_BuildValue("[KK]", (unsigned long long)top[i].at, (unsigned long long)top[i].len);
         if (!row || PyList_Append(late, row) < 0)
             Py_CLEAR(late);
-        Py_XDECREF(row);
-    }
-    for (int k = 0; steps && k < LP_NSTEP; k++) {
-        PyObject *row = Py_BuildValue("[KKK]", (unsigned long long)LP_STEP_NS[k], (unsigned long long)at_least[k],
-                                      (unsigned long long)lost[k]);
-        if (!row || PyList_Append(steps, row) < 0)
-            Py_CLEAR(steps);
         Py_XDECREF(row);
     }
     if (!buckets || !late || !steps) {
@@ -117,11 +78,8 @@ static PyObject *py_wakeup_chunk(PyObject *self, PyObject *args, PyObject *kw)
                          "sum_ns", (unsigned long long)sum, "late", late, "at_least", steps);
 }
 
-static PyMethodDef coremap_wakeup_methods[] = {
+LP_METHODS(wakeup,
     {"wakeup_chunk", (PyCFunction)(void (*)(void))py_wakeup_chunk, METH_VARARGS | METH_KEYWORDS,
      "wakeup_chunk(chunk_ns, interval_ns, top_n=0) -> dict: clock_nanosleep(TIMER_ABSTIME) every interval; "
      "latency = wake - target in log buckets; late: the top_n latest of at least 2 us as [due_ns, latency_ns]; "
-     "at_least: [[step_ns, wakeups >= it, ns late in them], ...]."},
-    {NULL, NULL, 0, NULL},
-};
-LP_METHODS(coremap_wakeup_methods);
+     "at_least: [[step_ns, wakeups >= it, ns late in them], ...]."});

@@ -1,6 +1,6 @@
 """The probe plots on known inputs, and opening/saving probe results on the panel.
 
-Oracles: bucket arithmetic done by hand, hdrh's own get_value_at_percentile, probes.sweep.analyse's
+Oracles: bucket arithmetic done by hand, hdrh's own get_value_at_percentile, probes.sweep.measure.analyse's
 flags, files written by probes/histogram.py and a live cyclictest run read back by its reader.
 """
 from __future__ import annotations

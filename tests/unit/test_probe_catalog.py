@@ -63,15 +63,11 @@ def text_lines(r):
 '''
 
 NEW_LOOP = r'''
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
 #include "../_loops.h"
+
 static PyObject *py_zeta_answer(PyObject *self, PyObject *args) { return PyLong_FromLong(42); }
-static PyMethodDef coremap_zeta_methods[] = {
-    {"zeta_answer", py_zeta_answer, METH_NOARGS, "zeta_answer() -> 42"},
-    {NULL, NULL, 0, NULL},
-};
-LP_METHODS(coremap_zeta_methods);
+
+LP_METHODS(zeta_ping, {"zeta_answer", py_zeta_answer, METH_NOARGS, "zeta_answer() -> 42"});
 '''
 
 CHECK = '''

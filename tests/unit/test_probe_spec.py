@@ -1,7 +1,7 @@
 """ProbeSpec (probes/spec.py): the jobs a probe run becomes, and the options each probe refuses.
 
 Oracles: each probe's own argument parser (probes/<name>/measure.py build_parser, what the child runs)
-reads every job's argv back to the values asked for; probes/sweep.py's default rounds.
+reads every job's argv back to the values asked for; probes/sweep/measure.py's default rounds.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_the_childs_parser_reads_back_every_option_that_applies(probe):
         for k, v in options.items():
             got = getattr(ns, k)
             if k == "command":
-                # argparse keeps the "--" in a REMAINDER; the child (probes/counters.py) drops it
+                # argparse keeps the "--" in a REMAINDER; the child (probes/counters/measure.py) drops it
                 assert got[got.index("--") + 1:] == list(v)
             else:
                 assert got == v, k

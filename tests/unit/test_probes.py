@@ -300,7 +300,7 @@ def test_rt_json_reader_rejects_other_json():
 def test_sweep_flags_only_the_slow_cpu():
     from probes.sweep.measure import analyse
     # 60 rounds: with 20, a unit in three held off is p ~ 0.02 under the paired trimmed test, not
-    # enough evidence at alpha 0.01 (probes/sweep.py, Flag rule)
+    # enough evidence at alpha 0.01 (probes/sweep/measure.py, Flag rule)
     fast = [2_000_000 + (i % 5) * 2000 for i in range(60)]
     held = [2_000_000 + (i % 5) * 2000 + (1_000_000 if i % 3 == 0 else 0) for i in range(60)]
     res = analyse({0: fast, 1: fast[::-1], 2: held})

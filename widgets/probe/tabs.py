@@ -16,6 +16,8 @@ what it shows). `histogram_plot`, `percentile_plot` and `view(probe)` build thei
 """
 from __future__ import annotations
 
+from functools import partial
+
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QPlainTextEdit, QTabWidget, QWidget
 
@@ -25,26 +27,15 @@ from probes.text import format_result
 from widgets.probe.gap_attribution import GapAttributionView
 from widgets.probe.runs import RunRecord
 
-# (key, tab title, how its widget is built) of each plot tab, in tab order; they come first. A plot's
-# module is imported when its tab is first built, not at the top: see the module docstring.
-def _histogram(parent):
-    from widgets.probe.histogram_plot import HistogramPlot
-    return HistogramPlot(parent)
+
+def _histogram(parent, latency=False):
+    from widgets.probe.histogram_plot import HistogramPlot, WakeupHistogramPlot
+    return (WakeupHistogramPlot if latency else HistogramPlot)(parent)
 
 
-def _percentiles(parent):
-    from widgets.probe.percentile_plot import PercentilePlot
-    return PercentilePlot(parent)
-
-
-def _latency(parent):
-    from widgets.probe.histogram_plot import WakeupHistogramPlot
-    return WakeupHistogramPlot(parent)
-
-
-def _latency_percentiles(parent):
-    from widgets.probe.percentile_plot import WakeupPercentilePlot
-    return WakeupPercentilePlot(parent)
+def _percentiles(parent, latency=False):
+    from widgets.probe.percentile_plot import PercentilePlot, WakeupPercentilePlot
+    return (WakeupPercentilePlot if latency else PercentilePlot)(parent)
 
 
 def _figures(parent):
@@ -52,8 +43,11 @@ def _figures(parent):
     return RunTable(parent)
 
 
+# (key, tab title, what builds it) of each plot tab, in tab order; they come first. A plot's module is
+# imported when its tab is first built, not at the top: see the module docstring.
 _PLOTS = (("histogram", "Histogram", _histogram), ("percentiles", "Percentiles", _percentiles),
-          ("latency", "Latency", _latency), ("latency-percentiles", "Latency percentiles", _latency_percentiles),
+          ("latency", "Latency", partial(_histogram, latency=True)),
+          ("latency-percentiles", "Latency percentiles", partial(_percentiles, latency=True)),
           ("figures", "Figures", _figures),
           *((r.name, r.view, lambda parent, r=r: r.part("widgets.probe.{}").View(parent))
             for r in RECORDS.values() if r.view))
