@@ -6,7 +6,8 @@ from probes.record import Field, ProbeRecord
 
 
 RECORD = ProbeRecord(
-    "counters", "Counters (perf events, pinned vs not)", order=50, takes=("unbound", "seconds"), per_cpu=True, timed=True,
+    "counters", "Counters (perf events, pinned vs not)", order=50, takes=("unbound", "seconds"), per_cpu=True,
+    timed=True,
     step="run", steps=lambda spec: 2, pin=False, usage="-c LIST [-- COMMAND]",
     fields=(
         Field("command", "command", "command", "the command counted, pinned and unpinned",

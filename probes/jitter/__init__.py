@@ -9,7 +9,8 @@ def _duty_tag(value) -> str:
 
 
 RECORD = ProbeRecord(
-    "jitter", "Jitter (gaps in a busy loop)", order=10, takes=COMMON, per_cpu=True, parallel=True, timed=True, histogram=True,
+    "jitter", "Jitter (gaps in a busy loop)", order=10, takes=COMMON, per_cpu=True, parallel=True, timed=True,
+    histogram=True,
     progress="seconds", gaps_from="threshold_ns",
     fields=(
         Field("duty", "duty cycle", "preset", "percent of time sampling", default=100.0, low=0.1, high=100.0,

@@ -5,7 +5,8 @@ from probes.record import COMMON, EVERY, Field, Preset, ProbeRecord, attribute_f
 
 
 RECORD = ProbeRecord(
-    "wakeup", "Wakeup latency (timer sleep)", order=20, takes=COMMON, per_cpu=True, parallel=True, timed=True, histogram=True,
+    "wakeup", "Wakeup latency (timer sleep)", order=20, takes=COMMON, per_cpu=True, parallel=True, timed=True,
+    histogram=True,
     progress="seconds",
     fields=(
         Field("interval_us", "interval", "int", "the period of the timer", default=1000, low=10, high=10 ** 7,

@@ -3,8 +3,8 @@ of runs of read-to-read intervals: jitter, and oslat files, overlaid, keyed by r
 Latency percentiles (runs whose every sample counts: wakeup runs, cyclictest files, .hlog files that
 are not a jitter run's; another quantity, never drawn on the gaps' axes, issue 28), Figures (RunTable:
 the histogram runs' figures side by side), then each probe's own view, where its record names one
-(View of widgets/probe/<name>.py: Sweep, Core to core, ... in the catalog's order), Summary (the text `coremap probe` prints,
-probes/text.py) and Gaps (what ran in a jitter run's largest gaps).
+(View of widgets/probe/<name>.py: Sweep, Core to core, ... in the catalog's order), Summary (the text
+`coremap probe` prints, probes/text.py) and Gaps (what ran in a jitter run's largest gaps).
 
 A record's view takes `show_result(result, order)`, order being the CPUs in the grid's order
 (`set_topology`): siblings of a core side by side, not in id order. A view with `cpus_highlighted`
