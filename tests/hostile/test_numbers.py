@@ -48,7 +48,7 @@ def _numeric_options(parser: argparse.ArgumentParser, prefix=()):
 def _all_options():
     out = [(("coremap",), build_parser(), *o) for o in _numeric_options(build_parser())]
     for name in PROBES:
-        p = importlib.import_module(f"probes.{name}").build_parser()
+        p = importlib.import_module(f"probes.{name}.measure").build_parser()
         out += [((f"probes {name}",), p, *o) for o in _numeric_options(p)]
     return out
 
