@@ -13,7 +13,7 @@ import sys
 from app.errors import CoremapError
 from probes.common import EXIT_BAD_INPUT, check_cpus, emit, log, pin
 from probes.runner import PARENT_ENV
-from probes.spec import PROBE_NAMES, module, record
+from probes.spec import PROBE_NAMES, record
 
 EXIT_PARENT_GONE = 3
 
@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     # tracefs instance there). The handler runs when the current chunk returns, within ~100 ms; the
     # runner's SIGKILL after that is the backstop, and the next attributed run removes what it left.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    mod, rec = module(name), record(name)
+    rec = record(name)
+    mod = rec.measure
     try:
         args = mod.build_parser().parse_args(argv[1:])
         args.cpu_ids = ()

@@ -1,18 +1,18 @@
-/* What the probe loops compiled into probes._native beside _native.c share (pyproject.toml lists the
- * files): a clock, log buckets, CPU sets from Python, a latch, runs held by capsules, and how a loop
- * file registers its functions.
+/* What the probe loops compiled into probes._native share (each probe's probes/<name>/_loop.c, found
+ * by probes/build.py): a clock, log buckets, CPU sets from Python, a latch, runs held by capsules, what
+ * _native.c defines for them, and how a loop file registers its functions.
  *
- * Include after <Python.h> (bucket lists are Python lists).
+ * Include it first: it includes <Python.h> (bucket lists are Python lists) and the system headers the
+ * loops share, with _GNU_SOURCE (CPU sets, gettid).
  *
  * Clock: the caller passes the TSC rate it measured (probes/_native.c tsc_info, through the probe's
  * hello line) when the TSC may be compared across CPUs: invariant (constant_tsc + nonstop_tsc) AND
  * the kernel's own clocksource, so the kernel has checked that every CPU's TSC agrees. A rate of 0
  * means CLOCK_MONOTONIC, read through the vDSO: ~2.5x the cost of rdtsc here (22 ns against 9 ns).
  *
- * Buckets follow _native.c's scheme exactly (values below 8 get one bucket each; above, every power
- * of two is split into 8 equal sub-buckets, so a bucket is at most 12.5% wide), so their lists merge
- * and read like the jitter and wakeup probes' (probes/histogram.py); _native.c's jitter and wakeup
- * loops use these same functions.
+ * Buckets: one scheme for every probe (values below 8 units get one bucket each; above, every power
+ * of two is split into 8 equal sub-buckets, like HdrHistogram with 3 significant bits, so a bucket is
+ * at most 12.5% wide), so their lists merge and read alike (probes/histogram.py).
  *
  * Threads these loops start set their own affinity, say "ready" on a latch, wait for the go, work,
  * say "done", and then wait to be released before they exit: between done and release Python reads
@@ -23,6 +23,10 @@
  */
 #ifndef COREMAP_LOOPS_H
 #define COREMAP_LOOPS_H
+
+#define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE
+#include <Python.h>
 
 #include <errno.h>
 #include <pthread.h>
@@ -46,16 +50,74 @@ static inline void lp_relax(void) { }
 #define LP_HAVE_TSC 0
 #endif
 
-static inline uint64_t lp_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static inline uint64_t lp_timespec_ns(const struct timespec *ts)
 {
     return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
+}
+
+static inline uint64_t lp_clock_ns(clockid_t clk)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return lp_timespec_ns(&ts);
+}
+
+static inline uint64_t lp_mono_ns(void) { return lp_clock_ns(CLOCK_MONOTONIC); }
+
+/* Defined once, in _native.c: the TSC's rate (measured once per process, ~60 ms the first time),
+ * whether the kernel says it is invariant (constant_tsc and nonstop_tsc), pinning the calling thread
+ * to one CPU, and touching 64 KiB of stack before a timed loop. Hidden: shared by the files of this
+ * one extension, not exported from it. */
+__attribute__((visibility("hidden"))) double lp_tsc_hz(void);
+__attribute__((visibility("hidden"))) void lp_prefault_stack(void);
+__attribute__((visibility("hidden"))) int lp_tsc_invariant(void);
+__attribute__((visibility("hidden"))) int lp_pin_self(int cpu);
+
+/* The largest gaps or latest wakeups a chunk keeps, and the gap lengths jitter users read
+ * (MicroJitterSampler's and oslat's: 2, 10, 100 us, 1 ms), counted exactly by the jitter and wakeup
+ * loops alike; probes/histogram.py GAP_STEPS_NS names the same four. */
+#define LP_MAX_TOP 64
+struct lp_gap {
+    uint64_t at, len; /* when the gap ended (absolute) or the wakeup was due, how long */
+};
+#define LP_NSTEP 4
+static const uint64_t LP_STEP_NS[LP_NSTEP] = {2000, 10000, 100000, 1000000};
+
+/* Keep (at, len) among the top_n longest seen (top holds *ntop of them). */
+static inline void lp_keep_top(struct lp_gap *top, int *ntop, int top_n, uint64_t at, uint64_t len)
+{
+    int m = 0;
+    if (*ntop < top_n)
+        m = (*ntop)++;
+    else if (top_n == 0)
+        return;
+    else {
+        for (int i = 1; i < *ntop; i++)
+            if (top[i].len < top[m].len)
+                m = i;
+        if (len <= top[m].len)
+            return;
+    }
+    top[m].at = at;
+    top[m].len = len;
+}
+
+/* [[step_ns, how many reached it, ns spent in them], ...] for the LP_STEP_NS steps counted (a NULL
+ * `counted`: all), `lost` in units of `scale` ns. */
+static inline PyObject *lp_steps_list(const uint64_t *at_least, const uint64_t *lost, double scale,
+                                      const int *counted)
+{
+    PyObject *steps = PyList_New(0);
+    for (int k = 0; steps && k < LP_NSTEP; k++) {
+        if (counted && !counted[k])
+            continue;
+        PyObject *row = Py_BuildValue("[KKK]", (unsigned long long)LP_STEP_NS[k], (unsigned long long)at_least[k],
+                                      (unsigned long long)(lost[k] * scale));
+        if (!row || PyList_Append(steps, row) < 0)
+            Py_CLEAR(steps);
+        Py_XDECREF(row);
+    }
+    return steps;
 }
 
 /* ---------------------------------------------------------------- clock */
@@ -293,12 +355,14 @@ static inline PyObject *lp_release_capsule(PyObject *cap, const char *name)
 
 /* ---------------------------------------------------------------- registering a loop file */
 
-/* A loop file registers its method table with LP_METHODS(table), after the table; PyInit__native
- * (_native.c) adds every table registered, so a new loop file needs no line there. The pointers go
- * to the section coremap_loops, which the linker (GNU ld, gold, lld) brackets with the symbols
- * __start_coremap_loops and __stop_coremap_loops, its name being a C identifier; `used` keeps the
- * compiler from dropping a pointer nothing in its own file reads. */
-#define LP_METHODS(table) \
-    static PyMethodDef *lp_methods_##table __attribute__((used, section("coremap_loops"))) = table
+/* A loop file registers its functions with LP_METHODS(name, {"f", py_f, METH_..., "doc"}, ...) (the
+ * entries of a PyMethodDef table, without the sentinel); PyInit__native (_native.c) adds every table
+ * registered, so a new probe's loop needs no line there. The pointers go to the section coremap_loops,
+ * which the linker (GNU ld, gold, lld) brackets with the symbols __start_coremap_loops and
+ * __stop_coremap_loops, its name being a C identifier; `used` keeps the compiler from dropping a
+ * pointer nothing in its own file reads. */
+#define LP_METHODS(name, ...)                                                   \
+    static PyMethodDef lp_table_##name[] = {__VA_ARGS__, {NULL, NULL, 0, NULL}}; \
+    static PyMethodDef *lp_methods_##name __attribute__((used, section("coremap_loops"))) = lp_table_##name
 
 #endif

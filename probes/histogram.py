@@ -4,7 +4,7 @@ text writers; readers for .hlog (jHiccup-style too), cyclictest --json and oslat
 A bucket is (lo_ns, hi_ns, count): `count` samples fell in [lo_ns, hi_ns). Each bucket is recorded
 into the HdrHistogram ONCE, at its midpoint, with its count (never sample by sample), so percentiles
 carry the bucket's own resolution (12.5% above the jitter threshold, an octave below it; see
-probes/_native.c).
+probes/_loops.h).
 
 Gaps: a jitter run's buckets hold every read-to-read interval, as oslat's histogram does, nearly all
 of them the loop's own period (~12 ns). A gap is an interval of at least the run's threshold (1 µs by
@@ -46,7 +46,7 @@ GAP_EDGES_NS = (2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000,
 NS_PER_HOUR = 3_600_000_000_000
 # The gap lengths jitter users read: MicroJitterSampler prints its per-hour counts from 2 us, oslat's
 # histogram is in whole us and its users quote 10 and 100 us, and a 1 ms gap is a dropped tick of a
-# trading loop. probes/_native.c counts these four exactly (STEP_NS).
+# trading loop. The jitter and wakeup loops count these four exactly (probes/_loops.h LP_STEP_NS).
 GAP_STEPS_NS = (2_000, 10_000, 100_000, 1_000_000)
 DEFAULT_GAP_NS = 1_000      # the jitter probe's default threshold, and oslat's first bucket edge
 
@@ -139,7 +139,7 @@ def gap_figures(buckets, sampled_ns: float, *, from_ns: int = DEFAULT_GAP_NS, ma
                 exact: dict | None = None) -> dict:
     """What a jitter user reads of a run, from its buckets (every interval) and sampled time.
 
-    `exact`: {step_ns: (gaps, ns lost)} as the loop counted them (probes/_native.c at_least); a step
+    `exact`: {step_ns: (gaps, ns lost)} as the loop counted them (probes/jitter/_loop.c at_least); a step
     it did not count (below the threshold, or a file) is read from the buckets by midpoint, which
     can be off by one bucket's width (12.5%), and says so (`exact` False). `max_ns`: the loop's exact
     longest gap (the buckets know only its bucket).

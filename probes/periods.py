@@ -128,8 +128,8 @@ def period_text(probe: str, line: dict) -> str:
 
 
 def add_every_argument(p) -> None:
-    """The child's --every, with its record's bounds and help (probes/catalog.py EVERY)."""
+    """The child's --every, with its record's bounds and help (probes/record.py EVERY)."""
     from app.parse.number import bounded
-    from probes.catalog import EVERY
+    from probes.record import EVERY
     p.add_argument("--every", type=bounded(EVERY.low, EVERY.high, EVERY.unit), default=None, metavar=EVERY.metavar,
                    help=EVERY.help)

@@ -37,7 +37,7 @@ def with_flag(command: list[str], pretouch: bool) -> tuple[list[str], str | None
 
 
 def run(args, emit, command: list[str]) -> int:
-    from probes.scaling import check_command
+    from probes.scaling.measure import check_command
     check_command(command)
     if args.size is not None or args.node is not None or args.thp is not None:
         raise ProbeError("--size, --node and --thp shape the probe's own mapping; a command brings its own heap: "

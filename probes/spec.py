@@ -14,18 +14,18 @@ this process's affinity, the form against its CPU field) and again by the child 
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
 from app.errors import CoremapError
 from app.format import cpus_word, format_size
 from app.parse.cpulist import format_cpulist
-from probes.catalog import COMMON, NAMES, RECORDS, Field, ProbeRecord
+from probes.catalog import NAMES, RECORDS
+from probes.record import COMMON, Field, ProbeRecord
 
 PROBE_NAMES = NAMES
 
-# Which probes take each option (each probe's build_parser in probes/<name>.py is what the child
+# Which probes take each option (each probe's build_parser in probes/<name>/measure.py is what the child
 # accepts): the common ones, then every probe's own, in the catalog's order. `seconds` is passed to
 # every child (add_common_args takes it) but only these use it.
 APPLIES: dict[str, tuple[str, ...]] = {
@@ -48,11 +48,6 @@ def record(probe: str) -> ProbeRecord:
 def applies(option: str, probe: str) -> bool:
     """Whether `probe` takes `option` (a ProbeSpec option name)."""
     return probe in APPLIES[option]
-
-
-def module(probe: str):
-    """The module of a probe (probes/<name>.py, `first-touch` in probes/first_touch.py)."""
-    return importlib.import_module(record(probe).module_name)
 
 
 def flag(option: str) -> str:
@@ -83,11 +78,11 @@ class Job:
     parallel: bool = False
 
     def summarize(self, lines) -> dict:
-        """The result object of the job's JSON lines (probes/<probe>.py summarize). Lines that do not
+        """The result object of the job's JSON lines (probes/<probe>/measure.py summarize). Lines that do not
         make one (a field missing or of another kind: a child of another version, or lines from another
         machine, app/remote/probe_runs.py) raise ProbeSpecError naming the job, never a traceback."""
         try:
-            return module(self.probe).summarize(lines)
+            return RECORDS[self.probe].measure.summarize(lines)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError) as e:
             raise ProbeSpecError(f"{self.label}: its lines do not make a result ({type(e).__name__}: "
                                  f"{str(e)[:80]})") from None
@@ -152,13 +147,12 @@ class ProbeSpec:
                     together) for g in groups]
 
     def _measured_cpus(self, cpus: tuple[int, ...]) -> tuple[int, ...]:
-        """The CPUs a job measures (Job.cpus): the CPUs it runs on, or what the function its record
-        names says (its module is imported here, when a run starts: the CLI imports this module to
-        list the probes)."""
+        """The CPUs a job measures (Job.cpus): the CPUs it runs on, or, where its record says so, what
+        its runner's measured_cpus says (imported here, when a run starts: the CLI imports this module
+        to list the probes)."""
         if self.unbound:
             return ()
-        hook = self.record.measured_cpus
-        return getattr(module(self.probe), hook)(self, cpus) if hook else cpus
+        return self.record.measure.measured_cpus(self, cpus) if self.record.measured_cpus else cpus
 
     def child_args(self, cpus: tuple[int, ...]) -> list[str]:
         """The child's arguments after `python -m probes PROBE` for a job on `cpus`."""

@@ -1,14 +1,12 @@
 """A probe's result object as text: what `coremap probe` prints, the window's Summary tab shows and a
 report prints under a run's picture.
 
-Each probe lays out its own figures (text_lines in probes/<name>.py, found through its record,
-probes/catalog.py); this module puts the verdict under them and holds what the layouts share: the
+Each probe lays out its own figures (text_lines in probes/<name>/measure.py, found through its
+record, probes/catalog.py); this module puts the verdict under them and holds what the layouts share: the
 percentiles line, counts and shares that may be unknown, and what ran in a jitter run's largest gaps.
 Every figure is spelled by app/format.py (format_ns, format_cpus); the layouts only place them.
 """
 from __future__ import annotations
-
-import importlib
 
 from app.format import format_count, format_ns, format_percent, format_rate, format_share
 from probes.catalog import RECORDS
@@ -17,11 +15,11 @@ PERCENTILES = ("p50", "p90", "p99", "p99.9", "max")
 
 
 def format_result(r: dict, *, verdict: bool = True) -> str:
-    """A result object (probes/<probe>.py summarize) as the lines the CLI prints; without the verdict
+    """A result object (probes/<probe>/measure.py summarize) as the lines the CLI prints; without the verdict
     line where it is shown apart (a report prints it above the text). A result of no probe this
     coremap knows (a newer one's) shows its percentiles, if it has any."""
     record = RECORDS.get(r.get("probe"))
-    lines = (list(importlib.import_module(record.module_name).text_lines(r)) if record is not None
+    lines = (list(record.measure.text_lines(r)) if record is not None
              else percentiles_lines(r))
     if verdict and r.get("verdict"):
         lines.append(f"  verdict: {r['verdict']}")

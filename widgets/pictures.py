@@ -6,7 +6,7 @@ builds it; `offscreen` and `picture_bytes` here are what both use.
 Nothing here reads the machine itself: a MachineState comes from app.sampling.sampler.Sampler (the same
 code the window runs), and probe plots draw the result objects they are given.
 
-A probe whose record names a picture (probes/catalog.py) is pictured by that plot, the one its panel
+A probe whose record names a picture is pictured by the Picture of widgets/probe/<name>.py, the plot its panel
 tab shows (render_result_plot), given the result object. Histogram probes' plots: gap length (µs,
 log) against gaps per CPU-hour (log), or a wakeup run's latency against wake-ups per CPU-hour (never
 on the gaps' axes), drawn with pyqtgraph's
@@ -22,7 +22,6 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from importlib import import_module
 
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QLayout, QVBoxLayout, QWidget
@@ -256,15 +255,14 @@ def render_probe_plot(results: list[dict] | dict, *, fmt: str = "png", size=PLOT
 
 
 def render_result_plot(result: dict, *, fmt: str = "png", size=PLOT_SIZE) -> bytes:
-    """A result drawn by the plot its probe's record names for pictures (probes/catalog.py: the plot
-    its panel tab shows), as PNG or SVG bytes; the record's caption says what it shows. The plot's
-    module (pyqtgraph, numpy) is imported when a picture is made, not with this module, which the
-    window imports at start (issue 12: the first frame imports only what it shows)."""
+    """A result drawn by its probe's Picture (widgets/probe/<name>.py: the plot its panel tab shows),
+    as PNG or SVG bytes; its record's `picture` says what it shows. The plot's module (pyqtgraph,
+    numpy) is imported when a picture is made, not with this module, which the window imports at start
+    (issue 12: the first frame imports only what it shows)."""
     record = RECORDS[result["probe"]]
-    module, _, name = record.picture.partition(":")
     from widgets.probe.axes import to_paper
-    with offscreen(getattr(import_module(module), name), size) as plot:
+    with offscreen(record.part("widgets.probe.{}").Picture, size) as plot:
         to_paper(plot)                      # a report is read on white, whatever the desktop's theme
         plot.set_result(result)
         settle()
-        return picture_bytes(plot, fmt, title=f"coremap {record.name}: {record.caption}")
+        return picture_bytes(plot, fmt, title=f"coremap {record.name}: {record.picture}")

@@ -58,7 +58,7 @@ def _fill_section(p: ProbeSection) -> bool:
     p.text = format_result(p.result, verdict=False)       # the report prints the verdict above
     if record.picture:
         png = render_result_plot(p.result)
-        p.plot, p.caption = Image(png, "image/png", *_png_size(png)), record.caption
+        p.plot, p.caption = Image(png, "image/png", *_png_size(png)), record.picture
     return False
 
 

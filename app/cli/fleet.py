@@ -146,7 +146,7 @@ def _jitter(cpu: int, seconds: float):
         failure = run.failure(job.label)
         if failure:
             return {"cpu": cpu, "error": failure}
-        from probes.jitter import fleet_figures
+        from probes.jitter.measure import fleet_figures
         try:
             figures = fleet_figures(job.summarize(run.lines))
         except CoremapError as e:

@@ -28,7 +28,8 @@ from app.cli.common import (OneLineParser, add_cpus_argument, add_json_arguments
 from app.errors import CoremapError
 from app.format import format_size
 from app.parse.cpulist import format_cpulist, parse_cpulist
-from probes.catalog import RECORDS, SECONDS_MEAN, ProbeRecord
+from probes.catalog import RECORDS
+from probes.record import SECONDS_MEAN, ProbeRecord
 from probes.spec import APPLIES, PROBE_NAMES, ProbeSpec, applies, batches, record
 
 DESCRIPTION = """Run a probe headless, with the engine of the window's Probes panel: a separate process

@@ -163,7 +163,7 @@ def top_irq(state: MachineState) -> str:
 
 
 def jitter_text(probe: dict | None) -> str:
-    """A host's jitter cell, leading with what jitter users read (probes/jitter.py fleet_figures): the
+    """A host's jitter cell, leading with what jitter users read (probes/jitter/measure.py fleet_figures): the
     longest gap, gaps of 10 and 100 µs or more per second and the time lost in gaps. A row from an
     older coremap, which kept only the p99 and the max, shows those."""
     if not probe:

@@ -32,6 +32,7 @@ from pathlib import Path
 from app.errors import CoremapError
 from app.remote.agent import Agent, Request
 from app.remote.transport import die_with_parent
+from probes.build import native_sources
 from probes.runner import ProbeRun
 from probes.spec import PROBE_NAMES
 
@@ -116,8 +117,8 @@ def _build(src: Path) -> str | None:
             return None
         tmp = out.with_name(f".{out.name}.{os.getpid()}")
         include = sysconfig.get_paths()["include"]
-        # Every C file of probes/ is part of the one extension (pyproject.toml's sources list).
-        sources = sorted(str(p) for p in src.parent.glob("_*.c"))
+        # the files setup.py builds (probes/build.py): the module and each probe's loop
+        sources = [str(p) for p in native_sources(src.parents[1])]
         cmd = [_compiler(), "-O2", "-shared", "-fPIC", "-pthread", f"-I{include}", *sources, "-o", str(tmp)]
         r = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if r.returncode != 0:

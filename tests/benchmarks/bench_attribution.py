@@ -25,7 +25,7 @@ import statistics
 
 from probes import trace
 from probes.runner import run_to_end
-from probes import jitter
+from probes.jitter import measure as jitter
 
 
 def one(cpu: int, seconds: float, attribute: bool) -> dict:

@@ -164,7 +164,7 @@ def bench_cyclictest():
             peer.append(H.percentiles(H.buckets_to_histogram(t["buckets"]))["p50"])
 
         def run_ours(_i):
-            from probes.wakeup import summarize
+            from probes.wakeup.measure import summarize
             s = summarize(probe("wakeup", ["--cpu", CPU, "--seconds", 2, *our_args], off_cpu=CPU))
             held.append(s["dma_latency"]["held"])
             ours.append(s["percentiles"]["p50"])
@@ -364,7 +364,7 @@ def bench_sweep():
     src, exe = TMP / "hog.c", TMP / "hog"
     src.write_text(HOG_C)
     subprocess.run(["cc", "-O2", str(src), "-o", str(exe)], check=True)
-    from probes.sweep import summarize
+    from probes.sweep.measure import summarize
     hog_cpu = CPUS[1]
     cpus = f"{CPUS[0]},{CPUS[1]}"
     # Printed after the last sweep, not between them: whatever consumes our stdout (a terminal, a

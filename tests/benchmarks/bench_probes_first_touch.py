@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 
-from probes.first_touch import summarize
+from probes.first_touch.measure import summarize
 from tests.benchmarks.peers import CPUS, HERE, PAIRS, find_perf, med, report, whole_affinity
 
 SIZE = "1G"

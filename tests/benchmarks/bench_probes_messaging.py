@@ -22,7 +22,7 @@ import time
 
 from app.format import format_compact
 from probes import _native
-from probes.messaging import summarize
+from probes.messaging.measure import summarize
 from probes.text import format_result
 from tests.benchmarks.peers import CPUS, PAIRS, compile_peer, med, probe, report, whole_affinity
 

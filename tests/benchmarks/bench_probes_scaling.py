@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 
-from probes.scaling import summarize, widths
+from probes.scaling.measure import summarize, widths
 from tests.benchmarks.peers import CPUS, PAIRS, compile_peer, find_perf, perf_counts, probe, report, whole_affinity
 
 EVENTS = ["task-clock", "context-switches", "cpu-migrations", "page-faults"]

@@ -71,7 +71,7 @@ from app.parse.stat import parse_stat
 from app.parse.task_stat import parse_task_stat
 from app.sysroot import SysRoot
 from probes import histogram as H
-from probes.jitter import summarize
+from probes.jitter.measure import summarize
 from probes.runner import ProbeRun
 from probes.text import format_attribution
 import tests.benchmarks.bench_probes as bench_probes

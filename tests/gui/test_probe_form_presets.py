@@ -3,7 +3,7 @@
 (its own argument parser reads the job back)."""
 from __future__ import annotations
 
-from probes.spec import module
+from probes.spec import record
 from widgets.probe.form import ProbeForm
 
 
@@ -22,7 +22,7 @@ def test_like_cyclictest_sets_fifo_80_a_1_ms_timer_and_the_hold(qtbot):
     spec = form.spec()
     assert (spec.policy, spec.priority, spec.interval_us, spec.no_dma_latency) == ("fifo", 80, 1000, False)
     (job,) = spec.jobs()
-    ns = module("wakeup").build_parser().parse_args(list(job.args))
+    ns = record("wakeup").measure.build_parser().parse_args(list(job.args))
     assert (ns.policy, ns.priority, ns.interval_us, ns.no_dma_latency) == ("fifo", 80, 1000, False)
     assert job.label == "wakeup CPU 0 fifo 80"
     # only the wakeup page has it

@@ -3,7 +3,7 @@ started with a real click on the panel's Run, measures both at once and leaves o
 band coloured by its longest gap and a tooltip line with its figures. Tooltips are read where the view
 shows them, from a hover's ToolTip event.
 
-Oracles: each run's own result (probes/jitter.py summarize: the loop's exact longest gap and its
+Oracles: each run's own result (probes/jitter/measure.py summarize: the loop's exact longest gap and its
 count of gaps of at least 10 µs), and the band's colour rule (probe_heat.level) on the fixture."""
 from __future__ import annotations
 

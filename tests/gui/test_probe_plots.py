@@ -1,6 +1,6 @@
 """The probe plots on known inputs, and opening/saving probe results on the panel.
 
-Oracles: bucket arithmetic done by hand, hdrh's own get_value_at_percentile, probes.sweep.analyse's
+Oracles: bucket arithmetic done by hand, hdrh's own get_value_at_percentile, probes.sweep.measure.analyse's
 flags, files written by probes/histogram.py and a live cyclictest run read back by its reader.
 """
 from __future__ import annotations
@@ -15,12 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from probes import histogram as H
-from probes import sweep
-from widgets.probe.c2c_heatmap import C2CHeatmap
+from probes.sweep import measure as sweep
+from widgets.probe.c2c import C2CHeatmap
 from widgets.probe.histogram_plot import HistogramPlot, step_data
 from widgets.probe.percentile_plot import PercentilePlot, percentile_curve, percentile_x, values_at
 from widgets.probe.panel import ProbePanel
-from widgets.probe.sweep_plot import FLAG_COLOUR, SweepPlot
+from widgets.probe.sweep import FLAG_COLOUR, SweepPlot
 
 BUCKETS = [[0, 8, 10], [8, 16, 20], [16, 32, 0], [1000, 1085, 3], [1183, 1282, 1]]
 # 1/1000 of an hour sampled: per CPU-hour = count x 1000

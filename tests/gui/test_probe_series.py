@@ -1,7 +1,7 @@
 """Messaging, first-touch and scaling from the probe panel (real `python -m probes` children on this
 machine), their runs reopened from a session, and their report sections.
 
-Oracles: each probe's own result object (probes/<probe>.py summarize of the run's lines) against what
+Oracles: each probe's own result object (probes/<probe>/measure.py summarize of the run's lines) against what
 the plots hold (getOriginalDataset), the tables and the verdict show; probes/text.py for the Summary
 tab; the grid's own selection for the highlighted CPUs; app/store/session.py's reader for the round trip.
 """
@@ -19,8 +19,10 @@ import pytest
 from app.format import format_ns
 from app.store.session import ProbeRecord, open_session, save_session, session_from_root
 from app.sysroot import SysRoot
-from probes import first_touch, messaging, scaling
-from probes.spec import module
+from probes.first_touch import measure as first_touch
+from probes.messaging import measure as messaging
+from probes.scaling import measure as scaling
+from probes.spec import record
 from probes.text import format_result
 from tests.machines import extract
 from widgets.probe.panel import ProbePanel
@@ -168,7 +170,7 @@ def _result(probe: str, *args: str) -> dict:
                        timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert p.returncode == 0, p.stdout[-500:] + p.stderr
     lines = [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
-    return module(probe).summarize(lines)
+    return record(probe).measure.summarize(lines)
 
 
 @two_cpus

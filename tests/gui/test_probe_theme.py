@@ -12,7 +12,7 @@ from PySide6.QtGui import QColor, QImage, QPalette
 
 from widgets.probe.axes import EmptyHint, ProbePlot
 from widgets.probe.histogram_plot import HistogramPlot
-from widgets.probe.tabs import _PLOTS, _build
+from widgets.probe.tabs import _PLOTS
 from widgets.theme import PAPER
 
 BASE, TEXT, MUTED = QColor(25, 25, 28), QColor(235, 235, 235), QColor(150, 150, 150)
@@ -37,9 +37,9 @@ def _axes(plot: ProbePlot) -> list[pg.AxisItem]:
 
 
 # Figures is a table (the palette's own colours), not a plot
-@pytest.mark.parametrize("path", [path for key, _title, path in _PLOTS if key != "figures"])
-def test_every_probe_tab_follows_a_switch_to_a_dark_theme(qtbot, path):
-    tab = _build(path, None)
+@pytest.mark.parametrize("path,build", [(key, build) for key, _title, build in _PLOTS if key != "figures"])
+def test_every_probe_tab_follows_a_switch_to_a_dark_theme(qtbot, path, build):
+    tab = build(None)
     qtbot.addWidget(tab)
     plots = _plots(tab)
     assert plots, f"{path} draws with no ProbePlot"

@@ -97,13 +97,13 @@ def test_a_probe_without_a_histogram_is_reported_as_its_text(probe_result):
     """What a probe's section shows comes from its record (probes/catalog.py): a counters run (no
     histogram, no picture) gets its text and no plot, and stays out of the comparison of the two
     jitter runs, which get their gap plots."""
-    from probes.spec import module
+    from probes.spec import record
     from probes.text import format_result
     cpu = min(os.sched_getaffinity(0))
     p = subprocess.run([sys.executable, "-m", "probes", "counters", "--cpu", str(cpu), "--", "true"],
                        capture_output=True, text=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 0, p.stderr
-    counters = module("counters").summarize([json.loads(l) for l in p.stdout.splitlines() if l.strip()])
+    counters = record("counters").measure.summarize([json.loads(l) for l in p.stdout.splitlines() if l.strip()])
     data = report_from_root(SysRoot(extract("sno")), probes=[probe_result, counters, probe_result], live_wait=0)
     add_images(data)
     first, counted, second = data.probes

@@ -49,7 +49,7 @@ def _all_options():
     parser = build_parser()         # once: built per option, it cost every collecting process 2 s
     out = [(("coremap",), parser, *o) for o in _numeric_options(parser)]
     for name in PROBES:
-        p = importlib.import_module(f"probes.{name}").build_parser()
+        p = importlib.import_module(f"probes.{name}.measure").build_parser()
         out += [((f"probes {name}",), p, *o) for o in _numeric_options(p)]
     return out
 

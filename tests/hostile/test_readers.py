@@ -64,7 +64,7 @@ ALLOWED = {
                                             "screenshot it just saved",
     ("app/store/session.py", "save_session"): "zipfile on the file atomic_writer opened (a writer)",
     ("app/store/session.py", "_open_zip"): "zipfile on the file open_input opened",
-    ("probes/wakeup/__init__.py", "hold_dma_latency"): "holds /dev/cpu_dma_latency open (a writer)",
+    ("probes/wakeup/measure.py", "hold_dma_latency"): "holds /dev/cpu_dma_latency open (a writer)",
 }
 _OPENERS = {("os", "open"), ("io", "open"), ("tarfile", "open"), ("gzip", "open"), ("bz2", "open"),
             ("lzma", "open"), ("zipfile", "ZipFile")}

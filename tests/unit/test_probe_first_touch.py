@@ -1,4 +1,4 @@
-"""The first-touch probe (probes/first_touch.py, probes/_touch.c), sizes (app/parse/size.py) and
+"""The first-touch probe (probes/first_touch/measure.py, probes/first_touch/_loop.c), sizes (app/parse/size.py) and
 /proc/meminfo (app/parse/meminfo.py).
 
 Oracles: the kernel's rule for anonymous memory without huge pages (one minor fault per 4 KiB page
@@ -19,7 +19,7 @@ from app.parse.meminfo import parse_meminfo
 from app.parse.size import SizeError, parse_size
 from app.parse.vmstat import parse_vmstat
 from app.sysroot import SysRoot
-from probes.first_touch import VMSTAT_KEYS, memory_nodes, summarize, system_thp, thp_advice
+from probes.first_touch.measure import VMSTAT_KEYS, memory_nodes, summarize, system_thp, thp_advice
 from probes.pretouch import with_flag
 from probes.runner import run_to_end
 from probes.text import format_result

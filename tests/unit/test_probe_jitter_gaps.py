@@ -16,7 +16,7 @@ from app.remote.fleet import jitter_text
 from probes.results import check_result
 from probes import files
 from probes import histogram as H
-from probes.jitter import fleet_figures, summarize
+from probes.jitter.measure import fleet_figures, summarize
 from probes.runner import run_to_end
 from probes.text import format_result
 from tests.unit.test_probes import OSLAT_SAMPLE

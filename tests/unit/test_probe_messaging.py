@@ -1,4 +1,4 @@
-"""The messaging probe (probes/messaging.py, probes/_messaging.c): placements from real machines'
+"""The messaging probe (probes/messaging/measure.py, probes/messaging/_loop.c): placements from real machines'
 topologies, and short real runs on this machine over each transport.
 
 Oracles: the fixtures' own sibling lists, L3 groups and nodes (app/machine/topology.py, tested
@@ -18,7 +18,7 @@ from app.machine.topology import read_topology
 from app.sysroot import SysRoot
 from probes.common import ProbeError, alternated
 from probes.text import format_result
-from probes.messaging import offered, parse_placements, summarize
+from probes.messaging.measure import offered, parse_placements, summarize
 from probes.runner import run_to_end
 from tests.machines import extract, machine
 
@@ -71,7 +71,7 @@ def test_explicit_placements_and_their_refusals():
 
 
 def test_the_best_placement_is_the_steadiest_of_the_fastest():
-    from probes.messaging import best_placement
+    from probes.messaging.measure import best_placement
     rows = [{"name": "jumpy", "median_rate": 27e6, "cv": 0.47}, {"name": "flat", "median_rate": 26e6, "cv": 0.022},
             {"name": "slow", "median_rate": 10e6, "cv": 0.001}]
     assert best_placement(rows)["name"] == "flat"          # 96% of the top, 20 times steadier
@@ -83,7 +83,7 @@ def test_the_best_placement_is_the_steadiest_of_the_fastest():
 def test_the_best_never_loses_more_than_another():
     """Over UDP the fastest, steadiest placement can be the one that drops the most (issue 22: 0->1 lost
     220,411 of 391,340); a placement that loses a larger share is never preferred."""
-    from probes.messaging import best_placement, verdict
+    from probes.messaging.measure import best_placement, verdict
     rows = [{"name": "0->1", "kind": "l3", "median_rate": 27e6, "cv": 0.01, "sent": 391_340, "lost": 220_411},
             {"name": "unpinned", "kind": "unpinned", "median_rate": 20e6, "cv": 0.3, "sent": 300_000, "lost": 100},
             {"name": "1->1", "kind": "same-cpu", "median_rate": 5e6, "cv": 0.001, "sent": 100_000, "lost": 9}]
@@ -98,7 +98,7 @@ def test_the_best_never_loses_more_than_another():
 
 
 def test_paces_are_read_as_a_user_writes_them():
-    from probes.messaging import parse_rates, rate_label
+    from probes.messaging.measure import parse_rates, rate_label
     assert parse_rates("10k, 100k,1M,max") == [10_000.0, 100_000.0, 1_000_000.0, 0.0]
     assert parse_rates("250,250,2.5k") == [250.0, 2500.0]
     assert [rate_label(r) for r in (10_000.0, 0.0, None)] == ["10k/s", "max", "max"]

@@ -19,7 +19,7 @@ import pytest
 
 from app.cli.main import main
 from probes import histogram as H
-from probes.jitter import summarize
+from probes.jitter.measure import summarize
 from probes.periods import HEAT_STEP_NS, figures
 from probes.runner import ProbeRun
 from probes.spec import ProbeSpec, batches

@@ -1,4 +1,4 @@
-"""The scaling probe (probes/scaling.py, probes/_scaling.c): the flag rule on constructed lines, real
+"""The scaling probe (probes/scaling/measure.py, probes/scaling/_loop.c): the flag rule on constructed lines, real
 runs of the built-in work on this machine, and a command run at each width.
 
 Oracles: the medians and ratios of the constructed throughputs; the kernel's Cpus_allowed_list of
@@ -20,7 +20,7 @@ import resource
 import pytest
 
 from probes.runner import run_to_end
-from probes.scaling import NEGATIVE, summarize, widths
+from probes.scaling.measure import NEGATIVE, summarize, widths
 
 native = pytest.importorskip("probes._native", reason="build probes._native with `pip install -e .`")
 

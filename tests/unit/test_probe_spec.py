@@ -1,7 +1,7 @@
 """ProbeSpec (probes/spec.py): the jobs a probe run becomes, and the options each probe refuses.
 
-Oracles: each probe's own argument parser (probes/<name>.py build_parser, what the child runs)
-reads every job's argv back to the values asked for; probes/sweep.py's default rounds.
+Oracles: each probe's own argument parser (probes/<name>/measure.py build_parser, what the child runs)
+reads every job's argv back to the values asked for; probes/sweep/measure.py's default rounds.
 """
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from app.errors import CoremapError
 from probes.catalog import RECORDS
-from probes.spec import APPLIES, PROBE_NAMES, ProbeSpec, ProbeSpecError, applies, flag, module, record
-from probes.sweep import DEFAULT_ROUNDS
+from probes.spec import APPLIES, PROBE_NAMES, ProbeSpec, ProbeSpecError, applies, flag, record
+from probes.sweep.measure import DEFAULT_ROUNDS
 
 # A value for each option, as a front end would give it.
 GIVEN = {"unbound": True, "duty": 50.0, "threshold_ns": 2000, "attribute": True, "interval_us": 250,
@@ -21,7 +21,7 @@ GIVEN = {"unbound": True, "duty": 50.0, "threshold_ns": 2000, "attribute": True,
 
 def _parse(job):
     """The job's argv as the child's own parser reads it."""
-    return module(job.probe).build_parser().parse_args(list(job.args))
+    return record(job.probe).measure.build_parser().parse_args(list(job.args))
 
 
 @pytest.mark.parametrize("probe", PROBE_NAMES)
@@ -36,7 +36,7 @@ def test_the_childs_parser_reads_back_every_option_that_applies(probe):
         for k, v in options.items():
             got = getattr(ns, k)
             if k == "command":
-                # argparse keeps the "--" in a REMAINDER; the child (probes/counters.py) drops it
+                # argparse keeps the "--" in a REMAINDER; the child (probes/counters/measure.py) drops it
                 assert got[got.index("--") + 1:] == list(v)
             else:
                 assert got == v, k
@@ -96,7 +96,7 @@ def test_no_such_probe():
 def test_each_record_is_what_its_child_takes(probe):
     """A record's fields are options of the child's own parser, with the record's defaults and choices
     (the child reads them from the record), and its module makes and lays out results."""
-    rec, mod = record(probe), module(probe)
+    rec, mod = record(probe), record(probe).measure
     assert all(callable(getattr(mod, f, None)) for f in ("build_parser", "run", "summarize", "text_lines"))
     defaults = vars(mod.build_parser().parse_args([]))
     for f in rec.fields:

@@ -1,4 +1,4 @@
-"""The sweep's flag rule (probes/sweep.py, Flag rule): the Student t tail against printed tables and
+"""The sweep's flag rule (probes/sweep/measure.py, Flag rule): the Student t tail against printed tables and
 its closed forms, Yuen's paired test against a hand computation, and analyse() on synthetic sweeps
 built the way a real one is: a ~2.2 ms window per CPU per round, at a random phase of a load that
 takes 1 ms of every 10 ms (the benchmark's 10% FIFO hog), plus rare multi-ms stalls from other tasks.
@@ -14,8 +14,8 @@ import statistics
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from probes import sweep
-from probes.sweep import analyse, t_isf, t_sf, trimmed_mean, yuen_paired
+from probes.sweep import measure as sweep
+from probes.sweep.measure import analyse, t_isf, t_sf, trimmed_mean, yuen_paired
 
 UNIT = 2_200_000  # ns: the probe's default window (2 ms unit + settle + pin)
 

@@ -14,7 +14,7 @@ import pytest
 
 from probes.runner import ProbeRun
 from probes.text import format_result
-from probes.wakeup import setup_text, summarize
+from probes.wakeup.measure import setup_text, summarize
 
 CPU = sorted(os.sched_getaffinity(0))[-1]
 DMA = "/dev/cpu_dma_latency"

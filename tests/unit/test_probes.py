@@ -45,7 +45,7 @@ def test_jitter_stream_has_hello_intervals_done():
         assert sum(b[2] for b in iv["buckets"]) == iv["iterations"]  # every read is in exactly one bucket
         assert all(lo < hi and c > 0 for lo, hi, c in iv["buckets"])
         assert all(g >= 1000 for _, g in iv["top_gaps"])  # default threshold
-    from probes.jitter import summarize
+    from probes.jitter.measure import summarize
     s = summarize(lines)
     assert s["probe"] == "jitter" and s["cpu"] == CPU
     # It never claims more sampled time than its chunks ran, nor its chunks more than the run lasted.
@@ -59,7 +59,7 @@ def test_jitter_stream_has_hello_intervals_done():
 def test_duty_cycle_samples_part_of_the_time():
     rc, lines, run = run_to_end("jitter", ["--cpu", CPU, "--seconds", "0.2", "--duty", "50"], timeout=20)
     assert rc == 0
-    from probes.jitter import summarize
+    from probes.jitter.measure import summarize
     s = summarize(lines)
     # 1 ms on / 1 ms off; sleeping overshoots by the timer slack and wakeup latency, never undershoots
     # (how far it overshoots is the machine's load, so only that it sampled is asserted below half)
@@ -70,7 +70,7 @@ def test_duty_cycle_samples_part_of_the_time():
 def test_wakeup_stream_and_summary():
     rc, lines, run = run_to_end("wakeup", ["--cpu", CPU, "--seconds", "0.2", "--interval-us", "500"], timeout=20)
     assert rc == 0, run.stderr_lines
-    from probes.wakeup import summarize
+    from probes.wakeup.measure import summarize
     s = summarize(lines)
     assert 250 <= s["wakeups"] <= 400
     assert sum(b["count"] for b in s["buckets"]) == s["wakeups"]
@@ -298,9 +298,9 @@ def test_rt_json_reader_rejects_other_json():
 
 # ---------------------------------------------------------------------------- sweep, c2c, counters
 def test_sweep_flags_only_the_slow_cpu():
-    from probes.sweep import analyse
+    from probes.sweep.measure import analyse
     # 60 rounds: with 20, a unit in three held off is p ~ 0.02 under the paired trimmed test, not
-    # enough evidence at alpha 0.01 (probes/sweep.py, Flag rule)
+    # enough evidence at alpha 0.01 (probes/sweep/measure.py, Flag rule)
     fast = [2_000_000 + (i % 5) * 2000 for i in range(60)]
     held = [2_000_000 + (i % 5) * 2000 + (1_000_000 if i % 3 == 0 else 0) for i in range(60)]
     res = analyse({0: fast, 1: fast[::-1], 2: held})
@@ -314,7 +314,7 @@ def test_sweep_and_c2c_probes_run():
     from app.parse.cpulist import format_cpulist
     rc, lines, run = run_to_end("sweep", ["--cpu", format_cpulist(cpus), "--rounds", "3", "--unit-ms", "1"], timeout=30)
     assert rc == 0, lines
-    from probes.sweep import summarize
+    from probes.sweep.measure import summarize
     s = summarize(lines)
     assert [c["cpu"] for c in s["cpus"]] == cpus and all(c["n"] == 3 for c in s["cpus"])
     # a sample is the whole window from asking for the CPU to the unit's end, so it holds the unit
@@ -324,7 +324,7 @@ def test_sweep_and_c2c_probes_run():
     if len(cpus) == 2:
         rc, lines, run = run_to_end("c2c", ["--cpu", format_cpulist(cpus), "--trips", "2000", "--batches", "3"], timeout=30)
         assert rc == 0, lines
-        from probes.c2c import summarize as c2c_summary
+        from probes.c2c.measure import summarize as c2c_summary
         s = c2c_summary(lines)
         assert s["matrix_cpus"] == cpus and s["matrix_ns"][0][1] == s["matrix_ns"][1][0] > 0
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -109,7 +110,11 @@ def test_a_control_folder_open_to_others_is_refused(tmp_path, monkeypatch):
 def test_the_shipped_agent_is_the_same_bytes_each_time_and_holds_no_qt():
     data, digest = agent_zip()
     names = zipfile.ZipFile(io.BytesIO(data)).namelist()
-    assert "app/cli/agent.py" in names and "probes/_native.c" in names and "app/remote/bootstrap.py" in names
+    assert "app/cli/agent.py" in names and "app/remote/bootstrap.py" in names
+    # every C file the extension is built from (probes/build.py: the far side builds the same set)
+    from probes.build import HEADER, native_sources
+    root = Path(app.__file__).resolve().parents[1]
+    assert {p.relative_to(root).as_posix() for p in native_sources(root)} | {f"probes/{HEADER}"} <= set(names)
     assert not any(n.startswith("widgets/") or "__pycache__" in n for n in names)
     agent_zip.cache_clear()
     assert agent_zip()[1] == digest

@@ -342,7 +342,8 @@ def test_round_trip_with_real_probe_and_real_pins(tmp_path, private_tmp):
     from app.pinning.service import AffinityService, PinRequest, PinTarget
     from app.pinning.journal import Journal
     from app.store.session import journal_rows
-    from probes import histogram, jitter
+    from probes import histogram
+    from probes.jitter import measure as jitter
 
     cpus = sorted(os.sched_getaffinity(0))
     # A real 0.3 s jitter probe on the first allowed CPU, summarised as the CLI does.

@@ -14,7 +14,7 @@ import shlex
 from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QHBoxLayout, QLineEdit, QSpinBox, QWidget
 
 from app.parse.size import parse_size
-from probes.catalog import Field
+from probes.record import Field
 from probes.spec import ProbeSpecError
 
 

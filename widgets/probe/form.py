@@ -18,7 +18,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 
 from app.errors import CpuListError
 from app.parse.cpulist import format_cpulist, parse_cpulist
-from probes.catalog import RECORDS, SECONDS_MEAN
+from probes.catalog import RECORDS
+from probes.record import SECONDS_MEAN
 from probes.spec import PROBE_NAMES, ProbeSpec, ProbeSpecError, applies, record
 from widgets.probe.fields import compact, editor, row
 from widgets.theme import status_style

@@ -112,7 +112,7 @@ class GapAttributionView(QWidget):
         return v
 
     def set_attribution(self, attribution: dict | None, label: str = "", what: str = "gaps") -> None:
-        """Show a run's attribution (the `attribution` of probes.jitter.summarize, or of a wakeup run's
+        """Show a run's attribution (the `attribution` of probes.jitter.measure.summarize, or of a wakeup run's
         latest wakeups: `what` names them), or say why there is none."""
         if attribution is None:
             self.cause_model.set_rows([])

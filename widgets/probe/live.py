@@ -124,7 +124,7 @@ class LiveRuns(QObject):
             if self._due():
                 self.plots.draw_histogram(rec)
                 self._send_heat(job.probe)
-        elif record.view is not None and self._due():
+        elif record.view and self._due():
             self.plots.draw_result(job.probe, job.summarize(rec.lines))
         self._progress(job, record.progress, record.step, line, rec)
 

@@ -2,9 +2,9 @@
 of runs of read-to-read intervals: jitter, and oslat files, overlaid, keyed by run), Latency and
 Latency percentiles (runs whose every sample counts: wakeup runs, cyclictest files, .hlog files that
 are not a jitter run's; another quantity, never drawn on the gaps' axes, issue 28), Figures (RunTable:
-the histogram runs' figures side by side), then the view each probe's record names (probes/catalog.py:
-Sweep, Core to core, ... in the catalog's order), Summary (the text `coremap probe` prints,
-probes/text.py) and Gaps (what ran in a jitter run's largest gaps).
+the histogram runs' figures side by side), then each probe's own view, where its record names one
+(View of widgets/probe/<name>.py: Sweep, Core to core, ... in the catalog's order), Summary (the text
+`coremap probe` prints, probes/text.py) and Gaps (what ran in a jitter run's largest gaps).
 
 A record's view takes `show_result(result, order)`, order being the CPUs in the grid's order
 (`set_topology`): siblings of a core side by side, not in id order. A view with `cpus_highlighted`
@@ -16,7 +16,7 @@ what it shows). `histogram_plot`, `percentile_plot` and `view(probe)` build thei
 """
 from __future__ import annotations
 
-from importlib import import_module
+from functools import partial
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QPlainTextEdit, QTabWidget, QWidget
@@ -27,15 +27,31 @@ from probes.text import format_result
 from widgets.probe.gap_attribution import GapAttributionView
 from widgets.probe.runs import RunRecord
 
-# (key, tab title, "module:Class") of each plot tab, in tab order; they come first. The classes are
-# imported when a tab is first built, not at the top: see the module docstring.
-_PLOTS = (("histogram", "Histogram", "widgets.probe.histogram_plot:HistogramPlot"),
-          ("percentiles", "Percentiles", "widgets.probe.percentile_plot:PercentilePlot"),
-          ("latency", "Latency", "widgets.probe.histogram_plot:WakeupHistogramPlot"),
-          ("latency-percentiles", "Latency percentiles", "widgets.probe.percentile_plot:WakeupPercentilePlot"),
-          ("figures", "Figures", "widgets.probe.run_table:RunTable"),
-          *((r.name, r.view.title, r.view.widget) for r in RECORDS.values() if r.view is not None))
-_INDEX = {key: i for i, (key, _title, _path) in enumerate(_PLOTS)}
+
+def _histogram(parent, latency=False):
+    from widgets.probe.histogram_plot import HistogramPlot, WakeupHistogramPlot
+    return (WakeupHistogramPlot if latency else HistogramPlot)(parent)
+
+
+def _percentiles(parent, latency=False):
+    from widgets.probe.percentile_plot import PercentilePlot, WakeupPercentilePlot
+    return (WakeupPercentilePlot if latency else PercentilePlot)(parent)
+
+
+def _figures(parent):
+    from widgets.probe.run_table import RunTable
+    return RunTable(parent)
+
+
+# (key, tab title, what builds it) of each plot tab, in tab order; they come first. A plot's module is
+# imported when its tab is first built, not at the top: see the module docstring.
+_PLOTS = (("histogram", "Histogram", _histogram), ("percentiles", "Percentiles", _percentiles),
+          ("latency", "Latency", partial(_histogram, latency=True)),
+          ("latency-percentiles", "Latency percentiles", partial(_percentiles, latency=True)),
+          ("figures", "Figures", _figures),
+          *((r.name, r.view, lambda parent, r=r: r.part("widgets.probe.{}").View(parent))
+            for r in RECORDS.values() if r.view))
+_INDEX = {key: i for i, (key, _title, _build) in enumerate(_PLOTS)}
 # The (histogram, percentiles) tabs of each kind of histogram run (axes_of)
 _PAIRS = {"gaps": ("histogram", "percentiles"), "latency": ("latency", "latency-percentiles")}
 
@@ -45,11 +61,6 @@ def axes_of(rec: RunRecord) -> str:
     gaps), "latency" for one of samples that each count (wakeup, a cyclictest file)."""
     record = RECORDS.get(rec.probe)
     return "gaps" if rec.gaps_from_ns is not None or (record is not None and record.gaps_from) else "latency"
-
-
-def _build(path: str, parent: QWidget) -> QWidget:
-    module, _, name = path.partition(":")
-    return getattr(import_module(module), name)(parent)
 
 
 def topology_order(topology: Topology) -> list[int]:
@@ -74,7 +85,7 @@ class ProbeTabs(QTabWidget):
         super().__init__(parent)
         self._plots: dict[str, QWidget] = {}
         self._placing = False                   # a built plot is taking its tab's place
-        for _key, title, _path in _PLOTS:
+        for _key, title, _build in _PLOTS:
             self.addTab(QWidget(self), title)
         self.summary_text = QPlainTextEdit(self)
         self.summary_text.setReadOnly(True)
@@ -104,10 +115,10 @@ class ProbeTabs(QTabWidget):
         return self._plot(_INDEX[probe])
 
     def _plot(self, i: int) -> QWidget:
-        key, title, path = _PLOTS[i]
+        key, title, build = _PLOTS[i]
         plot = self._plots.get(key)
         if plot is None:
-            plot = self._plots[key] = _build(path, self)
+            plot = self._plots[key] = build(self)
             if hasattr(plot, "cpus_highlighted"):
                 plot.cpus_highlighted.connect(self.cpus_highlighted)
             current, empty = self.currentIndex(), self.widget(i)
@@ -145,7 +156,7 @@ class ProbeTabs(QTabWidget):
         view, its kind's histogram and percentiles, or else its Summary; then its Summary, and the Gaps
         of a run that was attributed."""
         rec = RECORDS.get(probe)
-        if rec is not None and rec.view is not None:
+        if rec is not None and rec.view:
             tabs = [self.view(probe)]
         elif rec is None or rec.histogram:
             axes = axes_of(run) if run is not None else ("gaps" if rec is not None and rec.gaps_from else "latency")
@@ -197,7 +208,7 @@ class ProbeTabs(QTabWidget):
         what = "late wakeups" if "wakeup" in (rec.probe, (rec.stored or {}).get("probe")) else "gaps"
         if rec.summary and record is not None:
             self.summary_text.setPlainText(format_result(rec.summary))
-            if record.view is not None:
+            if record.view:
                 self.draw_result(rec.probe, rec.summary)
             if "attribution" in rec.summary:
                 self.gap_view.set_attribution(rec.summary["attribution"], rec.label, what)

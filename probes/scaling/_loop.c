@@ -16,13 +16,10 @@
  * Python reads their /proc counters (see _loops.h); scaling_release lets them exit. A capsule dropped
  * early is stopped and released by its destructor.
  */
-#define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE
-#include <Python.h>
+#include "../_loops.h"
 
 #include <sys/resource.h>
 
-#include "_loops.h"
 
 enum { W_LOCK, W_ATOMIC, W_PRIVATE };
 static const char *const WORKS[] = {"lock", "atomic", "private"};
@@ -353,7 +350,7 @@ static PyObject *py_scaling_release(PyObject *self, PyObject *cap)
     return lp_release_capsule(cap, CAPSULE);
 }
 
-static PyMethodDef coremap_scaling_methods[] = {
+LP_METHODS(scaling,
     {"scaling_start", py_scaling_start, METH_VARARGS,
      "scaling_start(work, threads, cpus, tsc_hz) -> run: `threads` threads, thread i pinned to the i-th "
      "CPU of `cpus` (round robin; None: unpinned), ready for scaling_go. work: lock, atomic or private."},
@@ -362,7 +359,4 @@ static PyMethodDef coremap_scaling_methods[] = {
      "scaling_go(run, ops) -> {wall_ns, threads: [{tid, ops, wall_ns, wait_ns, contended, cpu_ns, user_ns, "
      "sys_ns, switches}]}: the threads share `ops` operations; returns when all are done (they stay "
      "until scaling_release)."},
-    {"scaling_release", py_scaling_release, METH_O, "scaling_release(run): let the threads exit and join them."},
-    {NULL, NULL, 0, NULL},
-};
-LP_METHODS(coremap_scaling_methods);
+    {"scaling_release", py_scaling_release, METH_O, "scaling_release(run): let the threads exit and join them."});

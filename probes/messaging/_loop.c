@@ -6,7 +6,7 @@
  * Every message carries the sender's clock at send time; the receiver reads the clock when it takes
  * the message, so one-way latency is measured per message (in log buckets, see _loops.h), and counts
  * messages into fixed windows (100 ms by default) from a common start, which is the throughput step
- * plot. The receiver publishes each window as it closes; Python (probes/messaging.py) collects them
+ * plot. The receiver publishes each window as it closes; Python (probes/messaging/measure.py) collects them
  * as they come and streams them as JSON lines.
  *
  * Lifecycle (one placement's segment): messaging_start creates both threads, which pin themselves and
@@ -36,9 +36,7 @@
  * read; UDP one datagram per send and per recv. tests/benchmarks/msg_peer.c is the same transfer as a
  * standalone program, the benchmark's peer.
  */
-#define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE
-#include <Python.h>
+#include "../_loops.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -48,7 +46,6 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#include "_loops.h"
 
 #define MSG_BYTES 64
 /* 1,024 slots of 64 bytes: 64 KiB, the depth of a pipe's default buffer (16 pages) */
@@ -737,7 +734,7 @@ static PyObject *py_messaging_release(PyObject *self, PyObject *cap)
     return lp_release_capsule(cap, CAPSULE);
 }
 
-static PyMethodDef coremap_messaging_methods[] = {
+LP_METHODS(messaging,
     {"messaging_start", (PyCFunction)(void (*)(void))py_messaging_start, METH_VARARGS | METH_KEYWORDS,
      "messaging_start(transport, send_cpus, recv_cpus, interval_ns, windows, tsc_hz, multicast=True, rate=0) -> "
      "run: a sender and a receiver thread over shm|pipe|udp, each pinned to its CPU list (None: unpinned), "
@@ -755,7 +752,4 @@ static PyMethodDef coremap_messaging_methods[] = {
      "for both threads to stop (they stay, parked, until messaging_release); drained: what arrived after "
      "the last window (on the way, not lost)."},
     {"messaging_release", py_messaging_release, METH_O,
-     "messaging_release(run): let the threads exit, join them, close the transport."},
-    {NULL, NULL, 0, NULL},
-};
-LP_METHODS(coremap_messaging_methods);
+     "messaging_release(run): let the threads exit, join them, close the transport."});

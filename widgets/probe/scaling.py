@@ -1,4 +1,4 @@
-"""ScalingView: a scaling run (probes/scaling.py summarize) as throughput against the number of CPUs
+"""ScalingView: a scaling run (probes/scaling/measure.py summarize) as throughput against the number of CPUs
 with the ideal line (ScalingPlot), the width table beside it (selecting a row lights up its CPUs in
 the grid) and the verdict under them.
 
@@ -19,7 +19,7 @@ from PySide6.QtCore import Qt
 from app.format import format_compact, format_count, format_factor, format_ns, format_percent
 from widgets.probe.axes import ProbePlot, label_axes
 from widgets.probe.result_table import SeriesView
-from widgets.probe.sweep_plot import FLAG_COLOUR, NORMAL_COLOUR
+from widgets.probe.sweep import FLAG_COLOUR, NORMAL_COLOUR
 
 COLUMNS = ("CPUs", "throughput", "speedup", "ideal", "waiting / wall", "CPU time", "CPUs used", "switches",
            "migrations", "negative")
@@ -93,3 +93,7 @@ def _share(v) -> str:
 
 def _count(v) -> str:
     return "?" if v is None else format_count(round(v))
+
+
+# What the probe panel and a report find here by the probe's name (probes/record.py: view, picture).
+View, Picture = ScalingView, ScalingPlot

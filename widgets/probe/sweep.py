@@ -1,8 +1,8 @@
 """SweepPlot: the sweep probe's mean work-unit time per CPU as bars with ±1 standard deviation error
-bars, CPUs in topology order (siblings of a core side by side), flagged CPUs (probes/sweep.py
+bars, CPUs in topology order (siblings of a core side by side), flagged CPUs (probes/sweep/measure.py
 analyse: slower than the best CPU by more than its limit) in a warning colour.
 
-`set_result(per_cpu, order)` takes the rows of probes.sweep.analyse()["per_cpu"] (or the `cpus` list
+`set_result(per_cpu, order)` takes the rows of probes.sweep.measure.analyse()["per_cpu"] (or the `cpus` list
 of sweep.summarize) and draws them; it is called on every round of a live sweep.
 
 Contract of the graphics items used here:
@@ -82,3 +82,7 @@ class SweepPlot(ProbePlot):
         if cpus:
             self.getPlotItem().setXRange(-0.6, len(cpus) - 0.4, padding=0)
             self.getPlotItem().setYRange(0, float((mean + sd).max()) * 1.08 or 1.0, padding=0)
+
+
+# What the probe panel finds here by the probe's name (probes/record.py: view).
+View = SweepPlot

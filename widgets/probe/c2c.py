@@ -1,7 +1,7 @@
 """C2CHeatmap: the core-to-core probe's one-way latency matrix as an image, CPUs in topology order on
 both axes, with a colour bar and the value under the mouse.
 
-`set_matrix(cpus, matrix_ns, order)` takes probes.c2c.summarize's `matrix_cpus` / `matrix_ns` (None
+`set_matrix(cpus, matrix_ns, order)` takes probes.c2c.measure.summarize's `matrix_cpus` / `matrix_ns` (None
 where a pair was not measured, and on the diagonal) and reorders rows and columns by `order`.
 
 Contract of the graphics items used here:
@@ -119,3 +119,7 @@ class C2CHeatmap(QWidget):
         text = self.text_at(p.x(), p.y())
         if text:
             self.hover_label.setText(text)
+
+
+# What the probe panel finds here by the probe's name (probes/record.py: view).
+View = C2CHeatmap

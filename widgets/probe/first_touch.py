@@ -1,4 +1,4 @@
-"""FirstTouchView: a first-touch run (probes/first_touch.py summarize) as the cost per page along the
+"""FirstTouchView: a first-touch run (probes/first_touch/measure.py summarize) as the cost per page along the
 mapping, first touch against second (PageCostPlot, log time axis: a fault costs microseconds, a
 touch of a present page nanoseconds), the node table beside it (local against remote: ms per GiB
 touched, first and pre-touched, the CPU time per GiB, THP stalls) and the verdict under them. A run
@@ -174,3 +174,7 @@ def _s(ns) -> str:
 
 def _n(v) -> str:
     return "-" if v is None else format_count(v)
+
+
+# What the probe panel and a report find here by the probe's name (probes/record.py: view, picture).
+View, Picture = FirstTouchView, PageCostPlot

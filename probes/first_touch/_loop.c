@@ -10,14 +10,11 @@
  * The mapping belongs to a capsule: touch_unmap, or the capsule's destructor, unmaps it, so an
  * exception or a cancelled run leaves nothing mapped.
  */
-#define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE
-#include <Python.h>
+#include "../_loops.h"
 
 #include <sys/mman.h>
 #include <sys/resource.h>
 
-#include "_loops.h"
 
 #define HUGE_ALIGN (2ul << 20)
 /* include/uapi/linux/mempolicy.h; not every libc ships <numaif.h> */
@@ -287,12 +284,9 @@ static PyObject *py_touch_address(PyObject *self, PyObject *cap)
     return Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)g->base, (unsigned long long)g->len);
 }
 
-static PyMethodDef coremap_touch_methods[] = {
+LP_METHODS(first_touch,
     {"touch_map", py_touch_map, METH_VARARGS, touch_map_doc},
     {"touch_pages", py_touch_pages, METH_VARARGS, touch_pages_doc},
     {"touch_nodes", py_touch_nodes, METH_VARARGS, touch_nodes_doc},
     {"touch_address", py_touch_address, METH_O, touch_address_doc},
-    {"touch_unmap", py_touch_unmap, METH_O, touch_unmap_doc},
-    {NULL, NULL, 0, NULL},
-};
-LP_METHODS(coremap_touch_methods);
+    {"touch_unmap", py_touch_unmap, METH_O, touch_unmap_doc});

@@ -1,4 +1,4 @@
-"""MessagingView: a messaging run (probes/messaging.py summarize) as the throughput of every placement
+"""MessagingView: a messaging run (probes/messaging/measure.py summarize) as the throughput of every placement
 over its own measured time, one stepped line each (ThroughputPlot), under it the CPUs the unpinned
 sender and receiver ran on, window by window (CpuStepsPlot), the placement table beside them (selecting
 a row lights up the pair in the grid: what each lost, and the latency at each of the sender's paces)
@@ -26,7 +26,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.format import format_compact, format_count, format_ns, format_percent
-from probes.messaging import rate_label
+from probes.messaging.measure import rate_label
 from widgets.probe.axes import ProbePlot, label_axes
 from widgets.probe.result_table import SeriesView
 from widgets.theme import PlotColors, series_color
@@ -228,3 +228,7 @@ def _lost(p: dict) -> str:
 
 def _count(v) -> str:
     return "?" if v is None else format_count(v)
+
+
+# What the probe panel and a report find here by the probe's name (probes/record.py: view, picture).
+View, Picture = MessagingView, MessagingPicture
