@@ -62,7 +62,7 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-NATIVE := $(wildcard probes/*.c probes/*.h)
+NATIVE := $(wildcard probes/*.c probes/*.h probes/*/*.c) setup.py
 
 $(VENV)/.installed: pyproject.toml $(NATIVE) | $(VENV)/bin/python
 	$(PIP) install -q -e .

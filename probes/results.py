@@ -2,9 +2,9 @@
 the window, an export) before the text, the plots and the report read it: a result whose
 `placements` held strings stopped the report with a traceback (issue 24).
 
-Each probe's result has one typed definition, in its own package (probes/<name>/result.py), extending
-what every result may hold (probes/result.py Result); app/parse/typed.py convert checks a result
-against it. The model (app/store) sits below probes/ and cannot name these types: whoever reads a
+Each probe's result has one typed definition, in its own package (probes/<name>/result.py Stored),
+extending what every result may hold (probes/result.py Result); app/parse/typed.py convert checks a
+result against it. The model (app/store) sits below probes/ and cannot name these types: whoever reads a
 stored result for a person (the CLI, the window) hands check_result to the model's reader."""
 from __future__ import annotations
 
@@ -14,20 +14,9 @@ from app.format import printable
 from app.parse.json_text import JsonInputError
 from app.parse.typed import convert
 from app.store.results import fields_checked
-from probes.c2c.result import C2cResult
-from probes.counters.result import CountersResult
-from probes.first_touch.result import FirstTouchResult
-from probes.jitter.result import JitterResult
-from probes.messaging.result import MessagingResult
+from probes.catalog import RECORDS
 from probes.result import Result
-from probes.scaling.result import ScalingResult
-from probes.sweep.result import SweepResult
-from probes.wakeup.result import WakeupResult
 
-TYPES: dict[str, type[Result]] = {
-    "jitter": JitterResult, "wakeup": WakeupResult, "sweep": SweepResult, "c2c": C2cResult,
-    "counters": CountersResult, "messaging": MessagingResult, "first-touch": FirstTouchResult,
-    "scaling": ScalingResult}
 TEXTS = ("probe", "label", "source", "title", "verdict")    # shown in a terminal and the window
 _SHARED = {f.name: f for f in fields(Result)}
 
@@ -39,7 +28,8 @@ def check_result(raw, what: str = "probe result") -> tuple[dict | None, list[str
     if type(raw) is not dict or type(raw.get("probe")) is not str:
         return None, [f'{what}: not a probe result (no "probe" name); left out']
     kept = {k: v for k, v in raw.items() if k != "schema_version"}   # the --json document's, not the result's
-    type_ = TYPES.get(raw["probe"], Result)
+    record = RECORDS.get(raw["probe"])
+    type_ = record.part("probes.{}.result").Stored if record is not None else Result
     notes = fields_checked(kept, Result, what, names={f.name for f in fields(type_) if _SHARED.get(f.name) == f})
     if type_ is not Result:
         try:

@@ -7,7 +7,7 @@ from app.store.results import list_of
 from probes.result import Result
 
 
-class C2cResult(Result, kw_only=True):
+class Stored(Result, kw_only=True):
     matrix_cpus: list_of(CpuId, 4096)
     matrix_ns: list_of(list_of(NonNegative | None, 4096), 4096)
 

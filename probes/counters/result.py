@@ -18,7 +18,7 @@ class Compared(Struct, kw_only=True):
     ratio: NonNegative | None
 
 
-class CountersResult(Result, kw_only=True):
+class Stored(Result, kw_only=True):
     cpu: CpuId | None                       # null: --modes unpinned without a CPU
     command: list_of(text(1 << 17)) | None  # an argument may be MAX_ARG_STRLEN long
     compare: Annotated[dict[str, Compared], Meta(max_length=64)]

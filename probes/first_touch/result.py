@@ -79,7 +79,7 @@ class CommandRun(Struct, kw_only=True):
     flag_in: text(64)                       # "command line" or "JAVA_TOOL_OPTIONS"
 
 
-class FirstTouchResult(Result, kw_only=True):
+class Stored(Result, kw_only=True):
     mode: Literal["command"] | Absent = UNSET   # absent: a run of the mapping
     title: text(200)
     cpu: CpuId | None = None                # null: an --unbound run

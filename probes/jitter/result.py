@@ -6,6 +6,6 @@ from app.parse.typed import Count, CpuId
 from probes.result import Result
 
 
-class JitterResult(Result, kw_only=True):
+class Stored(Result, kw_only=True):
     cpu: CpuId | None = None                # null: an --unbound run
     iterations: Count = 0

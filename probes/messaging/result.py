@@ -53,7 +53,7 @@ class Placement(Struct, kw_only=True):
             raise ValueError("send and recv: both CPUs, or both null")
 
 
-class MessagingResult(Result, kw_only=True):
+class Stored(Result, kw_only=True):
     title: Text
     verdict: Text = ""                      # the view adds to it: never null
     sampled_seconds: NonNegative = 0

@@ -31,7 +31,7 @@ class Width(Struct, kw_only=True):
     cpus_used: NonNegative | None = None    # newer than the first results
 
 
-class ScalingResult(Result, kw_only=True):
+class Stored(Result, kw_only=True):
     title: text(1 << 16)                    # names the command, its words joined
     mode: text(16)                          # "work" or "command"
     threads: whole(1, 1024) | None          # null for a command

@@ -17,7 +17,7 @@ class SweptCpu(Struct, kw_only=True):
     flagged: bool
 
 
-class SweepResult(Result, kw_only=True):
+class Stored(Result, kw_only=True):
     rounds: Count | None                    # null: summarized without its hello line
     cpus: list_of(SweptCpu)
     best_cpu: CpuId | None                  # null: stopped before its first round

@@ -13,7 +13,7 @@ class DmaLatency(Struct, kw_only=True):
     why: Text | None = None
 
 
-class WakeupResult(Result, kw_only=True):
+class Stored(Result, kw_only=True):
     cpu: CpuId | None = None
     wakeups: Count = 0
     interval_ns: Count | None = None        # null: a run without a hello line
