@@ -7,7 +7,7 @@ selection and the scroll position survive every tick.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QVBoxLayout, QWidget
 
@@ -18,9 +18,8 @@ from app.sampling.rates import Rates
 from app.sampling.machine_state import MachineState
 from widgets.pinning.drag import PinDragTableView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
-from widgets.tables.roles import fill_span
-from widgets.tables.rows import changed_columns, emit_changed, sync_rows
-from widgets.tables.sorting import StateSortProxy
+from widgets.tables.rows import changed_columns, emit_changed, fill_span, sync_rows
+from widgets.tables.sorting import SortHold
 from widgets.text_line import TextLine
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1      # a number or a padded string, so columns sort naturally
@@ -236,7 +235,7 @@ class IrqTableModel(QAbstractTableModel):
         return self._answer(r, c, role)
 
     def fill_cell(self, r: int, c: int, span) -> None:
-        """Every role of one painted cell in one call (widgets/tables/roles.py, OneCallTableProxy)."""
+        """Every role of one painted cell in one call (IrqFilterProxyModel.multiData)."""
         if 0 <= r < len(self._keys) and 0 <= c < _NCOLS:
             fill_span(span, lambda role: self._answer(r, c, role))
 
@@ -385,18 +384,45 @@ def parse_filter(text: str) -> tuple[list[str], set[int]]:
     return words, cpus
 
 
-class IrqFilterProxyModel(StateSortProxy):
-    """Sorts by SORT_ROLE (once per state: widgets/tables/sorting.py); keeps rows whose IRQ/device/queue
-    text holds every word, and that land on every CPU named with "cpu:N"."""
+class IrqFilterProxyModel(QSortFilterProxyModel):
+    """The IRQ table's one proxy over IrqTableModel. Sorts by SORT_ROLE, once per state and only when a
+    row is out of place (its SortHold, widgets/tables/sorting.py; the widget calls `settle()` after
+    each state). Keeps rows whose IRQ/device/queue text holds every word, and that land on every CPU
+    named with "cpu:N". A painted cell costs its roles and its flags one call of the model each
+    (widgets/tables/rows.py says why), with no mapping: the source row of each of the proxy's rows is
+    kept in a list, made again after any change of the proxy's rows (a sort, a filter, rows in or
+    out), since a table model's index() would ask its rowCount() and columnCount(), two more Python
+    calls a mapping."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self._words: list[str] = []
         self._cpus: set[int] = set()
+        self._source_rows: list[int] | None = None
+        self.hold = SortHold(self)
+        self.setDynamicSortFilter(False)
         self.setSortRole(SORT_ROLE)
+        # Connected before any view is: a view that repaints on these finds the list made anew.
+        for changed in (self.layoutChanged, self.rowsInserted, self.rowsRemoved, self.rowsMoved,
+                        self.modelReset):
+            changed.connect(self._forget_rows)
 
-    def filtering(self) -> bool:
-        return bool(self._words or self._cpus)
+    def setSourceModel(self, model) -> None:
+        super().setSourceModel(model)
+        self.hold.watch(model)
+
+    def settle(self) -> None:
+        """After a state: re-filter when a filter is on (its values may have changed), then sort when
+        a changed or new row is out of place."""
+        if self._words or self._cpus:
+            self.beginFilterChange()
+            self.endFilterChange()
+        self.hold.settle()
+
+    def sort(self, column: int, order=Qt.SortOrder.AscendingOrder) -> None:
+        """Sort now (a click on a header, or settle()); the hold starts again."""
+        self.hold.restart()
+        super().sort(column, order)
 
     def set_filter_text(self, text: str) -> None:
         self.beginFilterChange()
@@ -409,6 +435,25 @@ class IrqFilterProxyModel(StateSortProxy):
         src = self.sourceModel()
         hay, landing = src.data(src.index(source_row, 0, source_parent), FILTER_ROLE)
         return all(w in hay for w in self._words) and self._cpus <= landing
+
+    def multiData(self, index, span) -> None:
+        if index.isValid():
+            self.sourceModel().fill_cell(self._source_row(index.row()), index.column(), span)
+
+    def flags(self, index):
+        if not index.isValid():
+            return _NO_FLAGS
+        return self.sourceModel().cell_flags(self._source_row(index.row()), index.column())
+
+    def _forget_rows(self, *_) -> None:
+        self._source_rows = None
+
+    def _source_row(self, row: int) -> int:
+        rows = self._source_rows
+        if rows is None:
+            rows = self._source_rows = [self.mapToSource(self.index(r, 0)).row()
+                                        for r in range(self.rowCount())]
+        return rows[row] if 0 <= row < len(rows) else -1
 
 
 def legend_html() -> str:
