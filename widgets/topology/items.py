@@ -7,6 +7,7 @@ view's scale) once they would be too small to read.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF
@@ -17,7 +18,7 @@ from app.machine.topology import Cpu
 from app.sampling.intruders import ManagedIrq, managed_by_cpu, managed_on_quiet, managed_sentence
 from app.sampling.machine_state import MachineState
 from widgets.colors import LUT, NO_DATA_COLOR, OFFLINE_COLOR, text_color_for
-from widgets.topology.layout import CELL_H, CELL_W, GROUP_PAD, HEADER_H, KIND_STRIP
+from widgets.topology.layout import CELL_H, CELL_W, GROUP_PAD, HEADER_H, KIND_STRIP, LayoutNode, cell_offset
 
 MIN_READABLE_PX = 6.5             # a label painted smaller than this on screen is hidden
 
@@ -322,6 +323,62 @@ class GroupBoxItem(_BoxItem):
         tr = QRectF(self.rect.x() + GROUP_PAD, self.rect.y(), self.rect.width() - 2 * GROUP_PAD, HEADER_H)
         text = QFontMetricsF(HEADER_FONT).elidedText(self.label, Qt.TextElideMode.ElideRight, tr.width())
         painter.drawText(tr, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
+
+
+@dataclass
+class GridItems:
+    """The items of one layout tree (`build_items`): the cells by CPU, the core boxes by core index
+    (None where a core has none), the group boxes by (kind, id) and their aliases, and each node's
+    item by id(node), for `place_items`."""
+    top: QGraphicsItem
+    cells: dict[int, CpuCellItem]
+    cores: list[CoreBoxItem | None]
+    groups: dict[tuple[str, object], GroupBoxItem]
+    by_node: dict[int, QGraphicsItem]
+
+
+def build_items(root: LayoutNode, cpus: dict[int, Cpu]) -> GridItems:
+    """An item for every node of the layout tree `root` (widgets/topology/layout.py), each in its
+    parent's; `cpus` the Cpu records by id. Placed later (`place_items`)."""
+    cells: dict[int, CpuCellItem] = {}
+    cores: list[CoreBoxItem | None] = []
+    groups: dict[tuple[str, object], GroupBoxItem] = {}
+    by_node: dict[int, QGraphicsItem] = {}
+
+    def build(n: LayoutNode, parent_item):
+        if n.kind == "core":
+            item = CoreBoxItem(n.core_index, n.cpus, n.core_kind, n.label, parent_item)
+            if n.core_index >= 0:
+                while len(cores) <= n.core_index:
+                    cores.append(None)
+                cores[n.core_index] = item
+            for cpu in n.threads:
+                cells[cpu] = CpuCellItem(cpu, cpus.get(cpu), item)
+        else:
+            item = GroupBoxItem(n.kind, n.gid, n.label, n.cpus, parent_item)
+            groups.setdefault((n.kind, n.gid), item)
+            for alias in n.aliases:
+                groups.setdefault(alias, item)
+            for c in n.children:
+                build(c, item)
+        by_node[id(n)] = item
+        return item
+    return GridItems(build(root, None), cells, cores, groups, by_node)
+
+
+def place_items(root: LayoutNode, items: GridItems, hybrid: bool) -> None:
+    """Move and size every item as the arranged tree `root` says (layout.arrange); none is rebuilt."""
+    def apply(n: LayoutNode, x: float, y: float):
+        item = items.by_node[id(n)]
+        item.setPos(x, y)
+        item.set_rect(QRectF(0, 0, n.w, n.h))
+        if n.kind == "core":
+            for i, cpu in enumerate(n.threads):
+                items.cells[cpu].setPos(*cell_offset(i, hybrid))
+            return
+        for c, (cx, cy) in zip(n.children, n.positions):
+            apply(c, cx, cy)
+    apply(root, 0.0, 0.0)
 
 
 def mark_managed_irqs(cells: dict[int, CpuCellItem], state: MachineState, refused=frozenset()) -> None:
