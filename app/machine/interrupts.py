@@ -62,20 +62,10 @@ class IrqInfo:
 
 
 @dataclass(frozen=True)
-class IrqTable:
-    cpus: tuple[int, ...]                      # CPU ids of the /proc/interrupts header
-    rows: tuple[InterruptRow, ...]
+class IrqTable(InterruptTable):
+    """The parsed /proc/interrupts (its CPUs and rows, app/parse/interrupts.py), with what /proc/irq/N and
+    sysfs say of each numbered IRQ: the machine's view of its IRQs."""
     info: dict[str, IrqInfo] = field(default_factory=dict)   # numbered IRQs only
-
-    def row(self, irq: str) -> InterruptRow | None:
-        for r in self.rows:
-            if r.irq == irq:
-                return r
-        return None
-
-    @property
-    def table(self) -> InterruptTable:
-        return InterruptTable(self.cpus, self.rows)
 
 
 # -- counters --------------------------------------------------------------------------------------
