@@ -482,15 +482,6 @@ def read_tgid(root: SysRoot, tid: int) -> int | None:
     return None
 
 
-def read_process(root: SysRoot, pid: int) -> ProcessInfo:
-    """A process's name, command line and threads. Raises TaskGone when it exited."""
-    s = TaskReader(root, detail="fast", cmdline=True).sample([pid])
-    p = s.processes.get(int(pid))
-    if p is None:
-        raise TaskGone(pid, None, live=root.is_live)
-    return p
-
-
 def name_matcher(query: str) -> Callable[[str], bool]:
     """The one test of a thread's names against what a user typed, for the window's filter and
     `coremap threads --name`: true when every word of `query` (split on white space) occurs, ignoring
