@@ -118,9 +118,8 @@ class PinResult:
 
 @dataclass(frozen=True)
 class BatchResults(Sequence):
-    """What one batch did: its `results` (a PinResult per target, in the order written) and its headline
-    `warning` (decided once for the batch, app/pinning/advice.py; "" when there is none). It reads as
-    the sequence of its results."""
+    """One batch's `results` (in the order written), read as a sequence of them, and its headline
+    `warning` (decided once, app/pinning/advice.py; "" when there is none)."""
     results: tuple[PinResult, ...] = ()
     warning: str = ""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QAbstractItemModel, QModelIndex, QSortFilterProxyModel, Qt
 
 
 # Numbers within this share of each other count as tied, so rows with near-equal rates (the timer and
@@ -56,30 +56,26 @@ def _may_stand_above(upper, lower, descending: bool) -> bool:
 
 
 class SortHold:
-    """When the IRQ table's proxy (widgets/tables/irqs.py IrqFilterProxyModel) sorts: it watches the
-    proxy's source for rows changed in the sort column and rows that arrived; `settle()`, once the
-    model applied a state, sorts the proxy when one of them is out of place (module docstring). The
-    proxy calls `restart()` on every sort of its own, a click on a header too. `clock` is read for the
-    hold (tests give their own)."""
+    """When the IRQ table's proxy (widgets/tables/irqs.py) sorts: `settle()`, after a state, sorts it when
+    a row changed in the sort column, or new, is out of place (module docstring). The proxy calls
+    `restart()` on each of its sorts, a header click's too. Tests give their own `clock`."""
 
     def __init__(self, proxy: QSortFilterProxyModel):
         self._proxy = proxy
-        # (source parent, whether it was a row then, first, last) of rows changed in the sort column
-        self._changed: list[tuple[QPersistentModelIndex, bool, int, int]] = []
+        self._changed: list[tuple[int, int]] = []   # (first, last) source rows changed in the sort column
         self._arrived = False
-        # rows seen out of place, waiting for HOLD_SECONDS: (source parent, whether it was a row, row)
-        self._waiting: list[tuple[QPersistentModelIndex, bool, int]] = []
+        self._waiting: set[int] = set()              # source rows seen out of place, waiting for HOLD_SECONDS
         self._sorted_at = -HOLD_SECONDS
         self.clock = time.monotonic
 
     def watch(self, model: QAbstractItemModel) -> None:
-        """Follow `model`, the proxy's new source."""
+        """Follow `model`, the proxy's new source (a flat table)."""
         model.dataChanged.connect(self._on_source_data_changed)
         model.rowsInserted.connect(self._on_source_rows_inserted)
 
     def restart(self) -> None:
         """The proxy sorts now: nothing waits any more, and the hold starts again."""
-        self._waiting = []
+        self._waiting = set()
         self._sorted_at = self.clock()
 
     def settle(self) -> None:
@@ -90,46 +86,39 @@ class SortHold:
         column = proxy.sortColumn()
         if column < 0:
             return
-        seen = {(p.row(), r) for p, _, r in self._waiting}
-        self._waiting += [(parent, was_row, row) for parent, was_row, first, last in changed
-                          if parent.isValid() or not was_row   # not a parent row that left since
-                          for row in range(first, last + 1)
-                          if (parent.row(), row) not in seen
-                          and not self._in_place(QModelIndex(parent), row, column)]
+        self._waiting |= {row for first, last in changed for row in range(first, last + 1)
+                          if row not in self._waiting and not self._in_place(row, column)}
         if arrived:
             proxy.sort(column, proxy.sortOrder())
         elif self._waiting and self.clock() - self._sorted_at >= HOLD_SECONDS:
             # Look again: a row out of place when it changed may be back in place by now (a burst
             # that ended), and a sort that moves nothing still repaints the whole table.
-            if any(not self._in_place(QModelIndex(parent), row, column)
-                   for parent, was_row, row in self._waiting if parent.isValid() or not was_row):
+            if any(not self._in_place(row, column) for row in self._waiting):
                 proxy.sort(column, proxy.sortOrder())
             else:
-                self._waiting = []
+                self._waiting = set()
 
-    def _in_place(self, source_parent: QModelIndex, source_row: int, column: int) -> bool:
+    def _in_place(self, source_row: int, column: int) -> bool:
         """Whether a source row still sits between its neighbours in the proxy's order."""
         proxy = self._proxy
-        here = proxy.mapFromSource(proxy.sourceModel().index(source_row, column, source_parent))
+        here = proxy.mapFromSource(proxy.sourceModel().index(source_row, column))
         if not here.isValid():
-            return True                     # filtered out: nothing shows out of place
-        row, parent = here.row(), here.parent()
+            return True                     # filtered out, or gone: nothing shows out of place
+        row = here.row()
         descending = proxy.sortOrder() == Qt.SortOrder.DescendingOrder
         role = proxy.sortRole()
         mine = here.data(role)
-        if row > 0 and not _may_stand_above(proxy.index(row - 1, column, parent).data(role), mine, descending):
+        if row > 0 and not _may_stand_above(proxy.index(row - 1, column).data(role), mine, descending):
             return False
-        if row + 1 < proxy.rowCount(parent) and \
-                not _may_stand_above(mine, proxy.index(row + 1, column, parent).data(role), descending):
+        if row + 1 < proxy.rowCount() and \
+                not _may_stand_above(mine, proxy.index(row + 1, column).data(role), descending):
             return False
         return True
 
     def _on_source_data_changed(self, top_left: QModelIndex, bottom_right: QModelIndex, _roles=()) -> None:
         column = self._proxy.sortColumn()
         if column >= 0 and top_left.column() <= column <= bottom_right.column():
-            parent = top_left.parent()
-            self._changed.append((QPersistentModelIndex(parent), parent.isValid(), top_left.row(),
-                                  bottom_right.row()))
+            self._changed.append((top_left.row(), bottom_right.row()))
 
     def _on_source_rows_inserted(self, _parent: QModelIndex, _first: int, _last: int) -> None:
         self._arrived = True
