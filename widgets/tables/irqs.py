@@ -33,7 +33,7 @@ OUTSIDE_BRUSH = QColor(230, 40, 40, 100)      # delivered on CPUs that were not 
 MOVING_BRUSH = QColor(255, 170, 0, 110)       # the mask changed here; delivery has not followed yet
 REVERTED_BRUSH = QColor(150, 70, 230, 90)     # coremap pinned it; something changed the mask back
 QUIET_LEAK_BRUSH = QColor(0, 121, 191, 110)   # a managed IRQ a Make quiet could not move off (the quiet band's blue)
-MARKS = ((OUTSIDE_BRUSH, "delivered outside the requested CPUs"),
+_MARKS = ((OUTSIDE_BRUSH, "delivered outside the requested CPUs"),
          (MOVING_BRUSH, "mask changed, delivery not moved yet"),
          (REVERTED_BRUSH, "a pin was changed back"),
          (QUIET_LEAK_BRUSH, "managed, still on a quiet CPU"))
@@ -385,14 +385,11 @@ def parse_filter(text: str) -> tuple[list[str], set[int]]:
 
 
 class IrqFilterProxyModel(QSortFilterProxyModel):
-    """The IRQ table's one proxy over IrqTableModel. Sorts by SORT_ROLE, once per state and only when a
-    row is out of place (its SortHold, widgets/tables/sorting.py; the widget calls `settle()` after
-    each state). Keeps rows whose IRQ/device/queue text holds every word, and that land on every CPU
-    named with "cpu:N". A painted cell costs its roles and its flags one call of the model each
-    (widgets/tables/rows.py says why), with no mapping: the source row of each of the proxy's rows is
-    kept in a list, made again after any change of the proxy's rows (a sort, a filter, rows in or
-    out), since a table model's index() would ask its rowCount() and columnCount(), two more Python
-    calls a mapping."""
+    """The IRQ table's one proxy. Sorts by SORT_ROLE once per state, when a row is out of place (its
+    SortHold, widgets/tables/sorting.py; the widget calls `settle()`); keeps rows whose text holds every
+    word and that land on every CPU named "cpu:N". A painted cell's roles and flags cost one call of the
+    model each (widgets/tables/rows.py), with no mapping: each proxy row's source row is kept in a list,
+    made again when the proxy's rows change (a table model's index() costs two more Python calls)."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -456,10 +453,10 @@ class IrqFilterProxyModel(QSortFilterProxyModel):
         return rows[row] if 0 <= row < len(rows) else -1
 
 
-def legend_html() -> str:
+def _legend_html() -> str:
     """The colours of the table, each a swatch and its meaning."""
     swatch = '<span style="background-color:{};">&nbsp;&nbsp;&nbsp;&nbsp;</span>&nbsp;{}'
-    return "&nbsp;&nbsp;".join(swatch.format(brush.name(QColor.NameFormat.HexArgb), text) for brush, text in MARKS)
+    return "&nbsp;&nbsp;".join(swatch.format(brush.name(QColor.NameFormat.HexArgb), text) for brush, text in _MARKS)
 
 
 class IrqTableWidget(QWidget):
@@ -476,7 +473,7 @@ class IrqTableWidget(QWidget):
         self.filter_edit.setPlaceholderText("Filter: IRQ, device, NIC queue (TxRx), cpu:N")
         self.filter_edit.setClearButtonEnabled(True)
         self.count_label = TextLine(self)
-        self.legend = QLabel(legend_html(), self)
+        self.legend = QLabel(_legend_html(), self)
         self.legend.setToolTip("Only what needs a look is coloured. An IRQ delivered on fewer CPUs than its "
                                "mask asks for (one CPU of it, on x86) is normal and is not.")
         self.view = PinDragTableView(self, name_column=COL_DEVICE)

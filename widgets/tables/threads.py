@@ -63,7 +63,7 @@ _ITEM_FLAGS = Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled | Qt.Item
 _NO_FLAGS = Qt.ItemFlag.NoItemFlags
 _INVALID = QModelIndex()
 _NCOLS = len(_HEADERS)
-NAME_WIDTH_MAX = 480        # pixels the name column grows to for long Java names
+_NAME_WIDTH_MAX = 480        # pixels the name column grows to for long Java names
 
 
 @dataclass(slots=True)
@@ -472,7 +472,7 @@ class ThreadTableWidget(QWidget):
         self._emit_selection()
 
     def _fit_java_names(self) -> None:
-        """Widen the name column (never narrow it, at most NAME_WIDTH_MAX) so the longest full Java
+        """Widen the name column (never narrow it, at most _NAME_WIDTH_MAX) so the longest full Java
         name shows whole: what tells "market-data-feed-handler-0" from "-1" is its end, which eliding
         would hide. Only when a JVM was read again, not per tick."""
         texts = [shown_thread_name(n, comm_of(n)) for of in self.model.thread_names.names.values()
@@ -483,7 +483,7 @@ class ThreadTableWidget(QWidget):
         # Two levels of indentation (the process row's arrow, the thread's offset) and the cell margins.
         want = max(map(self.view.fontMetrics().horizontalAdvance, texts)) + 2 * self.view.indentation() + 16
         if want > header.sectionSize(COL_NAME):
-            header.resizeSection(COL_NAME, min(want, NAME_WIDTH_MAX))
+            header.resizeSection(COL_NAME, min(want, _NAME_WIDTH_MAX))
 
     def _show_count(self) -> None:
         """The line under the tree: how many processes and threads; under a filter that hides every

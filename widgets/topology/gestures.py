@@ -112,7 +112,7 @@ class CpuGestures:
                 self._drag_from = None
                 self._press_swallowed = False
                 self._press_pos = None           # not a click: no cpu_selected on release
-                self.start_cpu_drag(source)
+                self._start_cpu_drag(source)
                 event.accept()
                 return True
             if self._press_swallowed:
@@ -158,7 +158,7 @@ class CpuGestures:
         selected after. A click where no online CPU is (the margin, an offline cell) changes nothing."""
         view = self._view
         source = self.drag_source_at(pos)
-        cpus = self.drag_cpus_for(source) if source is not None else ()
+        cpus = self._drag_cpus_for(source) if source is not None else ()
         selected = view.selected_cpus()
         if cpus and not set(cpus) <= set(selected):
             extend = bool(modifiers & Qt.KeyboardModifier.ControlModifier)
@@ -205,23 +205,23 @@ class CpuGestures:
                 if it.framed and it.mapFromScene(self._view.mapToScene(pos)).y() - it.rect.y() <= HEADER_H:
                     source = it
                 break
-        return source if source is not None and self.drag_cpus_for(source) else None
+        return source if source is not None and self._drag_cpus_for(source) else None
 
-    def drag_cpus_for(self, source: DragSource) -> tuple[int, ...]:
+    def _drag_cpus_for(self, source: DragSource) -> tuple[int, ...]:
         """The online CPUs a drag of `source` carries (drag.drag_cpus)."""
         return drag_cpus(source, self._cells(), self._view.selected_cpus)
 
     def drag_label_for(self, source: DragSource) -> str:
         """What the drag pixmap says (drag.drag_label); "" when the drag would carry no CPU."""
-        return drag_label(source, self.drag_cpus_for(source))
+        return drag_label(source, self._drag_cpus_for(source))
 
     def cpu_mime_for(self, source: DragSource) -> QMimeData | None:
         """The drag's MIME data, or None when it would carry no online CPU."""
-        return cpu_mime_data(self.drag_cpus_for(source))
+        return cpu_mime_data(self._drag_cpus_for(source))
 
-    def start_cpu_drag(self, source: DragSource) -> Qt.DropAction:
+    def _start_cpu_drag(self, source: DragSource) -> Qt.DropAction:
         """Drag the CPUs of `source` (blocks in QDrag.exec until the drop or Escape)."""
-        cpus = self.drag_cpus_for(source)
+        cpus = self._drag_cpus_for(source)
         if not cpus:
             return Qt.DropAction.IgnoreAction
         action = exec_cpu_drag(self._view, cpus, drag_label(source, cpus))

@@ -37,8 +37,8 @@ from widgets.topology.legend import ColorLegend
 from widgets.topology.probe_heat import ProbeHeat
 from widgets.topology.tooltip import cpu_tooltip
 
-SCENE_MARGIN = 8.0
-MAX_FIT_SCALE = 2.0             # zoom_fit never magnifies more than this
+_SCENE_MARGIN = 8.0
+_MAX_FIT_SCALE = 2.0             # zoom_fit never magnifies more than this
 
 
 class TopologyView(QGraphicsView):
@@ -230,7 +230,7 @@ class TopologyView(QGraphicsView):
         hybrid = self._hybrid()
         arrange(self._root, vw, vh, hybrid, header_width)
         place_items(self._root, self._items, hybrid)
-        m = SCENE_MARGIN
+        m = _SCENE_MARGIN
         self.scene().setSceneRect(QRectF(-m, -m, self._root.w + 2 * m, self._root.h + 2 * m))
 
     # -- selection and zoom -------------------------------------------------------------------------------
@@ -254,9 +254,9 @@ class TopologyView(QGraphicsView):
             return
         self.fitInView(r, Qt.AspectRatioMode.KeepAspectRatio)
         # A laptop's 8 CPUs would otherwise fill the screen with 40-pixel digits.
-        if self.transform().m11() > MAX_FIT_SCALE:
+        if self.transform().m11() > _MAX_FIT_SCALE:
             self.resetTransform()
-            self.scale(MAX_FIT_SCALE, MAX_FIT_SCALE)
+            self.scale(_MAX_FIT_SCALE, _MAX_FIT_SCALE)
             self.centerOn(r.center())
         self._fitted = True
 
