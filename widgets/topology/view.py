@@ -42,11 +42,8 @@ _MAX_FIT_SCALE = 2.0             # zoom_fit never magnifies more than this
 
 
 class TopologyView(QGraphicsView):
-    """The machine's CPUs as nested boxes, coloured by one metric. See the module docstring.
-
-    `legend` is the ColorLegend the owner places under the view; `pin_drops` handles drops, `gestures`
-    the mouse and keys.
-    """
+    """The machine's CPUs as nested boxes, coloured by one metric (module docstring). `legend` is the
+    ColorLegend the owner places under the view; `pin_drops` handles drops, `gestures` mouse and keys."""
 
     cpu_selected = Signal(int)
     cpu_menu_requested = Signal(list, QPoint)     # the CPUs the context menu acts on, global position
