@@ -251,16 +251,6 @@ def format_value(kind: str, value) -> str:
     return format_cpus(value)
 
 
-def targets_name(kind: str, ids: Sequence[int], pid: int | None = None) -> str:
-    """Several targets of one kind, as a drag or a dialog names them: "thread 1234", "IRQ 24",
-    "3 threads of process 77", "2 IRQs", "2 processes"."""
-    if len(ids) == 1:
-        return target_name(kind, ids[0])
-    plural = {"irq": "IRQs", "process": "processes"}.get(kind, f"{kind}s")
-    of = f" of process {pid}" if kind == "thread" and pid is not None else ""
-    return f"{len(ids)} {plural}{of}"
-
-
 # -- per-CPU spreads --------------------------------------------------------------------------------
 def per_cpu_pairs(per_cpu, cpus: Sequence[int] | None = None) -> list[tuple[int, float]]:
     """(cpu, value) pairs from a {cpu: value} mapping or a sequence aligned with `cpus`.

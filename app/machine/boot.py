@@ -32,8 +32,8 @@ from app.sysroot import SysRoot
 
 MiB = 1 << 20
 _RELEASE = re.compile(r"^[A-Za-z0-9._+~-]{1,200}$")      # `uname -r`: never a path
-GRUBBY = (("usr", "sbin", "grubby"), ("sbin", "grubby"), ("usr", "bin", "grubby"))
-UPDATE_GRUB = (("usr", "sbin", "update-grub"), ("sbin", "update-grub"))
+_GRUBBY = (("usr", "sbin", "grubby"), ("sbin", "grubby"), ("usr", "bin", "grubby"))
+_UPDATE_GRUB = (("usr", "sbin", "update-grub"), ("sbin", "update-grub"))
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def read_boot_loader(root: SysRoot) -> BootLoader:
         denied = False
     except SysRootReadError:
         entries, denied = [], True         # Fedora keeps the folder 0700: it is there, unread
-    grubby = next(("/" + "/".join(p) for p in GRUBBY if root.exists(root.path(*p))), None)
+    grubby = next(("/" + "/".join(p) for p in _GRUBBY if root.exists(root.path(*p))), None)
     if entries or (denied and root.is_dir(entries_dir)) or grubby:
         says = (f"/boot/loader/entries holds {len(entries)} boot entr{'y' if len(entries) == 1 else 'ies'}"
                 if entries else "/boot/loader/entries is there" if root.is_dir(entries_dir) else "")
@@ -98,7 +98,7 @@ def read_boot_loader(root: SysRoot) -> BootLoader:
         return BootLoader("grubby", f"{says}: Boot Loader Specification entries keep each kernel's options "
                                     "in its own entry, and grubby changes them all")
     has_default = root.exists(root.path("etc", "default", "grub"))
-    update_grub = next(("/" + "/".join(p) for p in UPDATE_GRUB if root.exists(root.path(*p))), None)
+    update_grub = next(("/" + "/".join(p) for p in _UPDATE_GRUB if root.exists(root.path(*p))), None)
     if update_grub or (has_default and root.exists(root.path("etc", "debian_version"))):
         return BootLoader("grub-debian", f"{update_grub or '/etc/debian_version'} is there (Debian, Ubuntu): "
                                          "grub-mkconfig reads /etc/default/grub and then "
@@ -110,13 +110,13 @@ def read_boot_loader(root: SysRoot) -> BootLoader:
         return BootLoader("grub", "/etc/default/grub is there, with no boot entries, grubby or update-grub: "
                                   "grub.cfg is made from it",
                           "grub2-mkconfig -o /boot/grub2/grub.cfg" if grub2 else "grub-mkconfig -o /boot/grub/grub.cfg",
-                          grub_cmdline_value(text))
+                          _grub_cmdline_value(text))
     where = "this machine" if root.is_live else str(root.root)
     return BootLoader("unknown", f"{where} has none of /boot/loader/entries, grubby, update-grub or "
                                  "/etc/default/grub")
 
 
-def grub_cmdline_value(text: str) -> str | None:
+def _grub_cmdline_value(text: str) -> str | None:
     """The value /etc/default/grub gives GRUB_CMDLINE_LINUX (its last plain assignment, quotes
     removed), or None when it has none or one a shell would expand ($VAR, backquotes)."""
     value = None

@@ -23,8 +23,8 @@ from app.errors import CpuListError, SysRootReadError
 from app.parse.cpulist import parse_cpulist
 from app.sysroot import SysRoot
 
-V1_MOUNT = ("fs", "cgroup", "cpuset")
-V2_MOUNT = ("fs", "cgroup")
+_V1_MOUNT = ("fs", "cgroup", "cpuset")
+_V2_MOUNT = ("fs", "cgroup")
 
 
 @dataclass(frozen=True)
@@ -43,20 +43,20 @@ class CpusetLayout:
 
 
 def read_cpuset_layout(root: SysRoot) -> CpusetLayout:
-    v1 = _cpus(root, V1_MOUNT, "cpuset.cpus")
+    v1 = _cpus(root, _V1_MOUNT, "cpuset.cpus")
     if v1 is not None:
-        return CpusetLayout("v1", V1_MOUNT, v1, _cpus(root, V1_MOUNT, "cpuset.mems") or (0,))
+        return CpusetLayout("v1", _V1_MOUNT, v1, _cpus(root, _V1_MOUNT, "cpuset.mems") or (0,))
     try:
-        controllers = (root.read_optional(root.sys(*V2_MOUNT, "cgroup.controllers")) or "").split()
+        controllers = (root.read_optional(root.sys(*_V2_MOUNT, "cgroup.controllers")) or "").split()
     except SysRootReadError:
         controllers = []
     if "cpuset" not in controllers:
         return CpusetLayout("none", why="no cpuset hierarchy: cgroup v1's cpuset is not mounted and cgroup v2 "
                                         "does not offer the cpuset controller")
-    cpus = _cpus(root, V2_MOUNT, "cpuset.cpus.effective") or ()
-    mems = _cpus(root, V2_MOUNT, "cpuset.mems.effective") or (0,)
+    cpus = _cpus(root, _V2_MOUNT, "cpuset.cpus.effective") or ()
+    mems = _cpus(root, _V2_MOUNT, "cpuset.mems.effective") or (0,)
     kind = "systemd" if _pid1(root) == "systemd" else "v2"
-    return CpusetLayout(kind, V2_MOUNT, cpus, mems)
+    return CpusetLayout(kind, _V2_MOUNT, cpus, mems)
 
 
 def cgroup_of(root: SysRoot, pid: int, tid: int | None = None) -> str | None:

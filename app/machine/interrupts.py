@@ -62,20 +62,10 @@ class IrqInfo:
 
 
 @dataclass(frozen=True)
-class IrqTable:
-    cpus: tuple[int, ...]                      # CPU ids of the /proc/interrupts header
-    rows: tuple[InterruptRow, ...]
+class IrqTable(InterruptTable):
+    """The parsed /proc/interrupts (its CPUs and rows, app/parse/interrupts.py), with what /proc/irq/N and
+    sysfs say of each numbered IRQ: the machine's view of its IRQs."""
     info: dict[str, IrqInfo] = field(default_factory=dict)   # numbered IRQs only
-
-    def row(self, irq: str) -> InterruptRow | None:
-        for r in self.rows:
-            if r.irq == irq:
-                return r
-        return None
-
-    @property
-    def table(self) -> InterruptTable:
-        return InterruptTable(self.cpus, self.rows)
 
 
 # -- counters --------------------------------------------------------------------------------------
@@ -375,17 +365,6 @@ def _debug_irqs(root: SysRoot):
     return d if root.is_dir(d) else None
 
 
-def read_irq_info(root: SysRoot, irq: str, row: InterruptRow | None = None) -> IrqInfo:
-    """One IRQ's affinity, node, hint, device and queue. `row` (its /proc/interrupts row) names the
-    chip and handlers; when None it is looked up when /proc/interrupts exists."""
-    irq = str(irq)
-    if row is None:
-        text = root.read_optional(root.proc("interrupts"))
-        if text is not None:
-            row = parse_interrupts(text, what=str(root.proc("interrupts"))).row(irq)
-    return _info(root, irq, row, _pci_devices(root), _debug_irqs(root))
-
-
 def read_irqs(root: SysRoot) -> IrqTable:
     """Every row of /proc/interrupts, with IrqInfo for each numbered IRQ."""
     table = read_interrupts(root)
@@ -419,5 +398,5 @@ def refresh_affinities(root: SysRoot, table: IrqTable) -> IrqTable:
 
 
 __all__ = ["IrqDevice", "IrqInfo", "IrqTable", "ActionName", "parse_action_name", "read_interrupts",
-           "read_softirqs", "read_stat", "read_irq_info", "read_irqs", "refresh_affinities",
+           "read_softirqs", "read_stat", "read_irqs", "refresh_affinities",
            "CoremapError"]

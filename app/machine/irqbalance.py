@@ -151,20 +151,20 @@ def parse_banirq(argv: list[str]) -> tuple[int, ...]:
 # -- the fix: banned CPUs in irqbalance's configuration ---------------------------------------------
 # Where distributions keep irqbalance's environment file (sourced by its systemd unit): Debian and
 # Ubuntu /etc/default/irqbalance, Fedora, RHEL and SUSE /etc/sysconfig/irqbalance.
-CONFIG_FILES = (("etc", "default", "irqbalance"), ("etc", "sysconfig", "irqbalance"))
+_CONFIG_FILES = (("etc", "default", "irqbalance"), ("etc", "sysconfig", "irqbalance"))
 BANNED_KEY = "IRQBALANCE_BANNED_CPULIST"
 
 
 def config_path(root: SysRoot):
     """irqbalance's configuration file on `root`: the first that exists, else the first whose folder
     exists (a machine without the file yet), else the Debian path."""
-    for parts in CONFIG_FILES:
+    for parts in _CONFIG_FILES:
         if root.exists(root.path(*parts)):
             return root.path(*parts)
-    for parts in CONFIG_FILES:
+    for parts in _CONFIG_FILES:
         if root.is_dir(root.path(*parts[:-1])):
             return root.path(*parts)
-    return root.path(*CONFIG_FILES[0])
+    return root.path(*_CONFIG_FILES[0])
 
 
 def read_config_text(root: SysRoot) -> str:

@@ -32,9 +32,9 @@ from app.errors import CoremapError, CpuListError
 from app.parse.cpulist import format_cpulist, parse_cpumask
 from app.sysroot import SysRoot
 
-REPLY_LIMIT = 1 << 16           # setup lists the banned IRQs: ~40 bytes each
+_REPLY_LIMIT = 1 << 16           # setup lists the banned IRQs: ~40 bytes each
 TIMEOUT_S = 2.0                 # irqbalance answers from its main loop, between passes
-MAX_SLEEP_S = 60                # a pass interval beyond this is not waited for
+_MAX_SLEEP_S = 60                # a pass interval beyond this is not waited for
 _UCRED = struct.Struct("3i")
 
 
@@ -90,7 +90,7 @@ def ban_irqs(root: SysRoot, pid: int, irqs) -> None:
 
 def wait_for_cpus(root: SysRoot, pid: int, cpus: tuple[int, ...], sleep_s: int) -> IrqbalanceSetup:
     """Read setup until irqbalance bans exactly `cpus` or one pass (its interval and 2 s) has gone by."""
-    deadline = time.monotonic() + min(sleep_s, MAX_SLEEP_S) + 2.0
+    deadline = time.monotonic() + min(sleep_s, _MAX_SLEEP_S) + 2.0
     while True:
         setup = read_setup(root, pid)
         if setup.banned_cpus == tuple(cpus) or time.monotonic() >= deadline:
@@ -148,8 +148,8 @@ def _read_reply(s: socket.socket, who: str) -> str:
         if not chunk:
             break
         size += len(chunk)
-        if size > REPLY_LIMIT:
-            raise IrqbalanceSocketError(f"{who} answered more than {REPLY_LIMIT} bytes: not read")
+        if size > _REPLY_LIMIT:
+            raise IrqbalanceSocketError(f"{who} answered more than {_REPLY_LIMIT} bytes: not read")
         chunks.append(chunk)
     text = b"".join(chunks).decode("ascii", "replace")
     if not text:

@@ -43,7 +43,7 @@ __all__ = ["COMM_LEN", "DUMP_TIMEOUT", "JavaThreadError", "JvmCheck", "JvmNames"
            "names_by_tid", "parse_thread_dump", "read_java_names", "thread_names_of", "verify_jvm"]
 
 DUMP_TIMEOUT = 10.0
-PERF_LIMIT = 1 << 20        # bytes of a perf-data file (HotSpot's default is 32 KiB; -XX:PerfDataMemorySize)
+_PERF_LIMIT = 1 << 20        # bytes of a perf-data file (HotSpot's default is 32 KiB; -XX:PerfDataMemorySize)
 
 
 class JavaThreadError(CoremapError):
@@ -153,7 +153,7 @@ def _perf_data(pid: int, ids: ProcessIds, root: SysRoot) -> str | dict:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != ids.euid or st.st_mode & 0o022:
             return f"{folder}/{pid} is not a file of its user {printable(user)} that only it may write"
-        data = os.read(fd, PERF_LIMIT)
+        data = os.read(fd, _PERF_LIMIT)
     finally:
         os.close(fd)
     try:

@@ -31,8 +31,8 @@ from app.errors import CoremapError
 from app.format import printable
 from app.sysroot import SysRoot
 
-LISTENER_WAIT = 5.0          # seconds a JVM gets to start its listener after SIGQUIT (jcmd: 10 s in all)
-MAX_REPLY = 256 << 20        # bytes of one reply: a dump of 100,000 threads with deep stacks fits
+_LISTENER_WAIT = 5.0          # seconds a JVM gets to start its listener after SIGQUIT (jcmd: 10 s in all)
+_MAX_REPLY = 256 << 20        # bytes of one reply: a dump of 100,000 threads with deep stacks fits
 MAX_LINE = 64 << 10          # a longer line is skipped (a thread line is a name and a few fields)
 _SIGQUIT_BIT = 1 << (signal.SIGQUIT - 1)
 
@@ -97,7 +97,7 @@ def _open(target: Target, root: SysRoot, deadline: float) -> socket.socket:
     trigger = _make_trigger(target, root)
     try:
         _signal(target)
-        pause, until = 0.005, min(deadline, time.monotonic() + LISTENER_WAIT)
+        pause, until = 0.005, min(deadline, time.monotonic() + _LISTENER_WAIT)
         while time.monotonic() < until:
             time.sleep(min(pause, max(0.0, until - time.monotonic())))
             sock = _connect(path, target, deadline)
@@ -109,7 +109,7 @@ def _open(target: Target, root: SysRoot, deadline: float) -> socket.socket:
             os.unlink(trigger)
         except FileNotFoundError:
             pass        # the JVM removes the trigger itself once its listener runs (JDK 17 does not)
-    raise AttachError(f"its attach listener did not start within {LISTENER_WAIT:g} s of SIGQUIT (a JVM that "
+    raise AttachError(f"its attach listener did not start within {_LISTENER_WAIT:g} s of SIGQUIT (a JVM that "
                       "is stopped, or busy at a safepoint)")
 
 
@@ -171,7 +171,7 @@ def _signal(target: Target) -> None:
 
 
 def _lines(sock: socket.socket, deadline: float) -> Iterator[str]:
-    """The reply's lines, each decoded with replacement; at most MAX_REPLY bytes in all, and lines
+    """The reply's lines, each decoded with replacement; at most _MAX_REPLY bytes in all, and lines
     longer than MAX_LINE skipped, so a JVM (or anything else) cannot make coremap hold more."""
     buf = b""
     total = 0
@@ -192,8 +192,8 @@ def _lines(sock: socket.socket, deadline: float) -> Iterator[str]:
                 yield buf.decode("utf-8", "replace")
             return
         total += len(chunk)
-        if total > MAX_REPLY:
-            raise AttachError(f"its reply is longer than {MAX_REPLY >> 20} MiB")
+        if total > _MAX_REPLY:
+            raise AttachError(f"its reply is longer than {_MAX_REPLY >> 20} MiB")
         buf += chunk
         *whole, buf = buf.split(b"\n")
         for line in whole:

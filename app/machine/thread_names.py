@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 COMM_LEN = 15
 CAPTURED_NAMES = "thread_names.json"     # in a snapshot's .coremap/ folder
-CAPTURED_FORMAT = 1
-MAX_CAPTURED_NAMES = 16 << 20            # bytes: 100,000 names of 150 bytes
+_CAPTURED_FORMAT = 1
+_MAX_CAPTURED_NAMES = 16 << 20            # bytes: 100,000 names of 150 bytes
 _PID_LIMIT = 1 << 22                     # PID_MAX_LIMIT on 64-bit (include/linux/threads.h)
 _NAME_LIMIT = 4096                       # a Java thread's name is any string; none real is this long
 if msgspec is not None:
@@ -110,7 +110,7 @@ def shown_thread_name(full: str | None, comm: str) -> str:
 
 def names_document(names: ThreadNames) -> bytes:
     """`names` as a capture stores them (CAPTURED_NAMES; read back by read_captured_names)."""
-    doc = {"format": CAPTURED_FORMAT,
+    doc = {"format": _CAPTURED_FORMAT,
            "names": {str(pid): {str(tid): n for tid, n in sorted(of.items())} for pid, of in sorted(names.names.items())},
            "unavailable": {str(pid): why for pid, why in sorted(names.unavailable.items())},
            "read_at": {str(pid): at for pid, at in sorted(names.read_at.items())}}
@@ -135,10 +135,10 @@ def read_captured_names(root: SysRoot) -> ThreadNames:
     from app.sysroot import SNAPSHOT_META_DIR
     path = root.path(SNAPSHOT_META_DIR, CAPTURED_NAMES)
     try:
-        text = root.read_optional(path, limit=MAX_CAPTURED_NAMES)
+        text = root.read_optional(path, limit=_MAX_CAPTURED_NAMES)
         if text is None:
             return NO_THREAD_NAMES
-        doc = msgspec.convert(load_json(text, what=str(path), limit=MAX_CAPTURED_NAMES), _Captured, strict=False)
+        doc = msgspec.convert(load_json(text, what=str(path), limit=_MAX_CAPTURED_NAMES), _Captured, strict=False)
     except (SysRootReadError, JsonInputError, msgspec.ValidationError) as e:
         root._note(path, f"is not the Java names coremap stores ({str(e)[:120]}); threads show their kernel names")
         return NO_THREAD_NAMES

@@ -100,7 +100,7 @@ class TaskGone(CoremapError):
         super().__init__(msg)
 
 
-DETAILS = ("fast", "full")
+_DETAILS = ("fast", "full")
 
 # USER_HZ: the unit of utime/stime. sysconf gives this machine's; for a capture of another machine it
 # is an assumption, but USER_HZ is 100 on every mainstream architecture (include/asm-generic/param.h).
@@ -153,8 +153,8 @@ class TaskReader:
     """
 
     def __init__(self, root: SysRoot, *, detail: str = "fast", cmdline: bool = True, clock=time.monotonic):
-        if detail not in DETAILS:
-            raise ValueError(f"detail must be one of {DETAILS}, not {detail!r}")
+        if detail not in _DETAILS:
+            raise ValueError(f"detail must be one of {_DETAILS}, not {detail!r}")
         self.root = root
         self.detail = detail
         self.cmdline = cmdline
@@ -480,15 +480,6 @@ def read_tgid(root: SysRoot, tid: int) -> int | None:
             value = line.split()[1:2]
             return int(value[0]) if value and value[0].isascii() and value[0].isdigit() else None
     return None
-
-
-def read_process(root: SysRoot, pid: int) -> ProcessInfo:
-    """A process's name, command line and threads. Raises TaskGone when it exited."""
-    s = TaskReader(root, detail="fast", cmdline=True).sample([pid])
-    p = s.processes.get(int(pid))
-    if p is None:
-        raise TaskGone(pid, None, live=root.is_live)
-    return p
 
 
 def name_matcher(query: str) -> Callable[[str], bool]:

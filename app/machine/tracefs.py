@@ -31,10 +31,10 @@ EVENTS = ("irq/irq_handler_entry", "irq/irq_handler_exit", "irq/softirq_entry", 
 # per-CPU buffer: what one busy CPU writes in a second with room to spare (an idle CPU writes ~15 KB/s
 # of these events, a CPU taking a NIC's interrupts a few MB/s), capped so a long run cannot take a
 # large share of memory; if it still wraps, early gaps are reported "not traced"
-BUFFER_KB_PER_S = 1024
+_BUFFER_KB_PER_S = 1024
 BUFFER_KB_MIN, BUFFER_KB_MAX = 2048, 65536
-OTHER_CPUS_KB = 64          # every other CPU's buffer: the instance records nothing there
-TEXT_LIMIT = 256 << 20      # the text of a full 64 MiB buffer is ~200 MB
+_OTHER_CPUS_KB = 64          # every other CPU's buffer: the instance records nothing there
+_TEXT_LIMIT = 256 << 20      # the text of a full 64 MiB buffer is ~200 MB
 
 
 class TraceUnavailable(CoremapError):
@@ -43,7 +43,7 @@ class TraceUnavailable(CoremapError):
 
 def buffer_kb(seconds: float) -> int:
     """The per-CPU buffer for a run of `seconds`."""
-    return int(min(BUFFER_KB_MAX, max(BUFFER_KB_MIN, seconds * BUFFER_KB_PER_S)))
+    return int(min(BUFFER_KB_MAX, max(BUFFER_KB_MIN, seconds * _BUFFER_KB_PER_S)))
 
 
 def unavailable_reason(root: SysRoot) -> str | None:
@@ -118,7 +118,7 @@ class TraceInstance:
         self._write("tracing_on", "0")
         self._write("trace_clock", "mono")
         # every CPU's buffer small, then the probed CPUs' sized for the run
-        self._write("buffer_size_kb", str(OTHER_CPUS_KB))
+        self._write("buffer_size_kb", str(_OTHER_CPUS_KB))
         for cpu in self.cpus:
             self._write(f"per_cpu/cpu{cpu}/buffer_size_kb", str(self.kb))
         self._write("tracing_cpumask", format_cpumask(self.cpus))
@@ -139,7 +139,7 @@ class TraceInstance:
         out = {}
         for cpu in self.cpus:
             try:
-                text = self.root.read(self.dir / "per_cpu" / f"cpu{cpu}" / "trace", limit=TEXT_LIMIT)
+                text = self.root.read(self.dir / "per_cpu" / f"cpu{cpu}" / "trace", limit=_TEXT_LIMIT)
                 stats = parse_stats(self.root.read(self.dir / "per_cpu" / f"cpu{cpu}" / "stats"))
             except SysRootReadError as e:
                 raise TraceUnavailable(f"cannot read the trace of CPU {cpu}: {e}") from None

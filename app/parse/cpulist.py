@@ -17,7 +17,7 @@ MAX_CPU = 1 << 16
 # ASCII digits only: Python's \d also matches '١' (Arabic-Indic one), which int() reads as 1.
 _RANGE = re.compile(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+)/([0-9]+))?)?", re.ASCII)
 # A list of every CPU of the largest machine, one by one, is ~400 kB; longer is not a CPU list.
-MAX_LIST_TEXT = 1 << 20
+_MAX_LIST_TEXT = 1 << 20
 # Strided pieces ("0-15:2/4") are expanded one by one; bound their total so a hostile list of many
 # long strided pieces cannot take seconds.
 _MAX_STRIDED = 4 * MAX_CPU
@@ -32,7 +32,7 @@ def parse_cpulist(text: str, *, what: str = "CPU list") -> tuple[int, ...]:
     s = text.strip()
     if s in ("", "(null)"):
         return ()
-    if len(s) > MAX_LIST_TEXT:
+    if len(s) > _MAX_LIST_TEXT:
         raise CpuListError(f"{what} of {len(s):,} characters ({excerpt(s)}): longer than any machine's "
                            "CPU list; write CPUs like 2-5,8")
     ranges: list[tuple[int, int]] = []

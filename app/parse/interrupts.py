@@ -73,7 +73,7 @@ MAX_ROWS = 65_536
 # Rows the architectures print with one global count and no per-CPU columns:
 # x86 arch/x86/kernel/irq.c arch_show_interrupts ("ERR", "MIS"), arm/arm64 (older) "Err",
 # alpha/mips/sh/xtensa "ERR", "BAD" on some older ports.
-SINGLE_COUNT_ROWS = frozenset({"ERR", "MIS", "Err", "BAD"})
+_SINGLE_COUNT_ROWS = frozenset({"ERR", "MIS", "Err", "BAD"})
 
 # Flow-handler names (desc->name, set by irq_set_chip_and_handler_name) that old kernels glued to
 # the chip name: "IR-IO-APIC-edge", "IR-PCI-MSI-edge", "DMAR_MSI-edge", "IO-APIC-fasteoi".
@@ -235,7 +235,7 @@ def _parse_row(line: str, ncpu: int, width: int, segments: dict, conv, what: str
     label = line[:colon].strip() if colon > 0 else ""
     # isprintable() is False for every whitespace but " " (categories Zs/Zl/Zp/Cc), so this
     # accepts exactly the labels str.split() would keep as one token.
-    if label and label.isprintable() and " " not in label and label not in SINGLE_COUNT_ROWS:
+    if label and label.isprintable() and " " not in label and label not in _SINGLE_COUNT_ROWS:
         seg = line[colon + 1:colon + 1 + width]
         hit = segments.get(seg)
         if hit is None and (len(seg) < width or seg[-1] in " \t"):
@@ -283,7 +283,7 @@ def _row_from_tokens(toks: list[str], ncpu: int, conv, what: str, lineno: int) -
         raise ParseError(what, "row has an empty label", lineno)
     body = toks[off:]
     # Checked first: on a 1-CPU machine "ERR: 0" would otherwise pass for a per-CPU row.
-    if label in SINGLE_COUNT_ROWS and body and body[0].isdigit() and body[0].isascii():
+    if label in _SINGLE_COUNT_ROWS and body and body[0].isdigit() and body[0].isascii():
         return InterruptRow(label, (), int(body[0]), description=" ".join(body[1:]))
     counts = _counts(toks[off:off + ncpu], ncpu, conv)
     if counts is not None:
@@ -292,7 +292,7 @@ def _row_from_tokens(toks: list[str], ncpu: int, conv, what: str, lineno: int) -
             chip, hwirq, trigger, actions = _describe(rest)
             return InterruptRow(label, counts, sum(counts), chip, hwirq, trigger, actions, " ".join(rest))
         return InterruptRow(label, counts, sum(counts), description=" ".join(rest))
-    if not label.isdigit() and label not in SINGLE_COUNT_ROWS and body and not body[0][:1].isdigit():
+    if not label.isdigit() and label not in _SINGLE_COUNT_ROWS and body and not body[0][:1].isdigit():
         # A row with no counts at all: the Raspberry Pi kernel's "FIQ:  usb_fiq"
         # (arch/arm/kernel/fiq.c show_fiq_list).
         return InterruptRow(label, (), 0, description=" ".join(body))

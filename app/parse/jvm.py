@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from app.errors import ParseError
 
-PERF_MAGIC = 0xCAFEC0C0
+_PERF_MAGIC = 0xCAFEC0C0
 _PROLOGUE = 32
 _ENTRY = 20
 MAX_ENTRIES = 1 << 16          # a JDK 17 VM has ~190; a file claiming more is not HotSpot's
@@ -36,7 +36,7 @@ def parse_perfdata(data: bytes, *, what: str = "perf data") -> dict[str, str | i
     ParseError for bytes that are not such a file (a wrong magic, entries out of the file)."""
     if len(data) < _PROLOGUE:
         raise ParseError(what, f"{len(data)} bytes, shorter than HotSpot's 32-byte prologue")
-    if struct.unpack_from(">I", data)[0] != PERF_MAGIC:
+    if struct.unpack_from(">I", data)[0] != _PERF_MAGIC:
         raise ParseError(what, "no 0xcafec0c0 magic: not a HotSpot perf-data file")
     order = {0: ">", 1: "<"}.get(data[4])
     if order is None:

@@ -14,7 +14,7 @@ from app.errors import CoremapError, excerpt
 
 _UNITS = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([kmgt]?)(?:i?b)?\s*$", re.ASCII | re.IGNORECASE)
-MAX_SIZE = 1 << 62
+_MAX_SIZE = 1 << 62
 
 
 class SizeError(CoremapError, ValueError):
@@ -28,6 +28,6 @@ def parse_size(text: str, *, what: str = "size") -> int:
         raise SizeError(f"{what} {excerpt(text)}: give a size such as 4096, 64K, 512M or 1G "
                         "(K, M, G, T: powers of 1024)")
     value = float(m.group(1)) * (1 << _UNITS[m.group(2).lower()])
-    if not math.isfinite(value) or value >= MAX_SIZE:
+    if not math.isfinite(value) or value >= _MAX_SIZE:
         raise SizeError(f"{what} {excerpt(text)}: larger than any memory; give a size such as 1G")
     return int(round(value))

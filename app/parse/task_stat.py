@@ -185,7 +185,7 @@ def parse_status(text: str, *, what: str = "task status") -> dict:
     return out
 
 
-SCHED_COUNTS = ("se.nr_migrations", "nr_voluntary_switches", "nr_involuntary_switches")
+_SCHED_COUNTS = ("se.nr_migrations", "nr_voluntary_switches", "nr_involuntary_switches")
 
 
 def sched_counts(text: str) -> tuple[int | None, int | None, int | None]:
@@ -199,9 +199,9 @@ def sched_counts(text: str) -> tuple[int | None, int | None, int | None]:
         key, sep, value = line.partition(":")
         key = key.strip()
         value = value.strip()
-        if sep and key in SCHED_COUNTS and is_ascii_int(value):
+        if sep and key in _SCHED_COUNTS and is_ascii_int(value):
             found[key] = int(value)
-    return tuple(found.get(k) for k in SCHED_COUNTS)
+    return tuple(found.get(k) for k in _SCHED_COUNTS)
 
 
 def parse_sched(text: str) -> dict[str, int | float]:

@@ -162,7 +162,7 @@ class Cpuinfo:
 
 
 # arm64 MIDR parts (arch/arm64/include/asm/cputype.h) for the names people recognise.
-ARM_PARTS = {
+_ARM_PARTS = {
     (0x41, 0xD03): "Cortex-A53", (0x41, 0xD04): "Cortex-A35", (0x41, 0xD05): "Cortex-A55",
     (0x41, 0xD07): "Cortex-A57", (0x41, 0xD08): "Cortex-A72", (0x41, 0xD09): "Cortex-A73",
     (0x41, 0xD0A): "Cortex-A75", (0x41, 0xD0B): "Cortex-A76", (0x41, 0xD0C): "Neoverse-N1",
@@ -181,7 +181,7 @@ def arm_part_name(implementer: int | None, part: int | None) -> str:
     """"Cortex-A76" for a known (implementer, part), else "ARM 0xd0c"."""
     if part is None:
         return "ARM"
-    name = ARM_PARTS.get((implementer or 0, part))
+    name = _ARM_PARTS.get((implementer or 0, part))
     return name if name else f"ARM {part:#05x}"
 
 

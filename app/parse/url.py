@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from app.errors import CoremapError, excerpt
 from app.parse.number import NumberError, parse_int
 
-DEFAULT_PORTS = {"http": 80, "https": 443}
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 _LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?", re.ASCII)
-MAX_URL = 2048
+_MAX_URL = 2048
 
 
 class UrlError(CoremapError, ValueError):
@@ -39,7 +39,7 @@ class Url:
     def base(self) -> str:
         """The URL as coremap connects to it and names it in lines."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        default = DEFAULT_PORTS[self.scheme] == self.port
+        default = _DEFAULT_PORTS[self.scheme] == self.port
         return f"{self.scheme}://{host}{'' if default else f':{self.port}'}{self.path}"
 
     @property
@@ -67,7 +67,7 @@ class Url:
 def parse_url(text: str, *, what: str) -> Url:
     """`text` as a Url; UrlError naming `what` ("--prometheus") otherwise."""
     shown = f"{what} {excerpt(text if isinstance(text, str) else str(text), 80)}"
-    if not isinstance(text, str) or not text or len(text) > MAX_URL or not text.isprintable() or " " in text:
+    if not isinstance(text, str) or not text or len(text) > _MAX_URL or not text.isprintable() or " " in text:
         raise UrlError(f"{shown}: not a URL; give the address as http://server:port")
     try:
         parts = urllib.parse.urlsplit(text)
@@ -75,7 +75,7 @@ def parse_url(text: str, *, what: str) -> Url:
     except ValueError:              # "http://[::1": an unclosed IPv6 bracket
         raise UrlError(f"{shown}: not a URL (an unclosed [ in the host); give http://[::1]:9090 or "
                        "http://server:port") from None
-    if parts.scheme not in DEFAULT_PORTS or not parts.netloc:
+    if parts.scheme not in _DEFAULT_PORTS or not parts.netloc:
         raise UrlError(f"{shown}: not an http:// or https:// URL; give the address as http://server:port")
     if "@" in parts.netloc:         # not quoted: it may hold a password
         raise UrlError(f"{what} {parts.scheme}://…@{excerpt(parts.netloc.rpartition('@')[2], 60)}: a user or "
@@ -86,7 +86,7 @@ def parse_url(text: str, *, what: str) -> Url:
     if parts.query or parts.fragment:
         raise UrlError(f"{shown}: a source's address has no ?query or #fragment; give http://server:port")
     host = _host(parts.hostname or "", shown)
-    port = DEFAULT_PORTS[parts.scheme]
+    port = _DEFAULT_PORTS[parts.scheme]
     if ":" in raw_port:
         try:
             port = parse_int(raw_port.rpartition(":")[2], what="port", lo=1, hi=65535)

@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 from app.pinning.flow import Progress
 from app.pinning.journal_lines import GuardEvent, JournalEntry, QuietEvent
 from app.pinning.ledger import Ledger
-from app.pinning.targets import PinRequest, PinResult
+from app.pinning.targets import BatchResults, PinRequest
 
 
 @runtime_checkable
@@ -38,23 +38,23 @@ class JournalView(Protocol):
 class PinService(Protocol):
     """Pins on one machine: every write journalled before it is made, undone from the journal.
 
-    Each batch method returns a list of PinResult with a `warning` attribute (the batch's headline
-    warning, app/pinning/advice.py); `progress` sees each result as it is made and may cancel the rest."""
+    Each batch method returns a BatchResults (its results and the batch's headline warning,
+    app/pinning/advice.py); `progress` sees each result as it is made and may cancel the rest."""
     live: bool
     root_key: str
     journal: JournalView
 
     def ledger(self) -> Ledger: ...
 
-    def apply(self, request: PinRequest, *, progress: Progress | None = None) -> list[PinResult]: ...
+    def apply(self, request: PinRequest, *, progress: Progress | None = None) -> BatchResults: ...
 
-    def undo(self, *, progress: Progress | None = None) -> list[PinResult]: ...
+    def undo(self, *, progress: Progress | None = None) -> BatchResults: ...
 
-    def redo(self, *, progress: Progress | None = None) -> list[PinResult]: ...
+    def redo(self, *, progress: Progress | None = None) -> BatchResults: ...
 
-    def restore_all(self, *, progress: Progress | None = None) -> list[PinResult]: ...
+    def restore_all(self, *, progress: Progress | None = None) -> BatchResults: ...
 
-    def roll_back(self, batch: int, *, progress: Progress | None = None) -> list[PinResult]: ...
+    def roll_back(self, batch: int, *, progress: Progress | None = None) -> BatchResults: ...
 
     def preflight(self, request: PinRequest) -> list[str]: ...
 

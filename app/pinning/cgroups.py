@@ -28,7 +28,7 @@ import threading
 
 from app.errors import CpuListError, SysRootReadError
 from app.format import CPUSET_NAMES, SLICE_NAMES
-from app.machine.cgroups import CpusetLayout, cgroup_of, procs_of, read_cpuset_layout
+from app.machine.cgroups import CpusetLayout, cgroup_of, read_cpuset_layout
 from app.machine.threads import TaskGone, read_task
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.pinning.targets import PinTarget
@@ -290,12 +290,6 @@ def cgroup_writers(root: SysRoot) -> dict[str, object]:
     member = MemberWriter(root)
     return {"cpuset": CpusetWriter(root), "cgroup": member, "cgroupthread": member, "subtree": SubtreeWriter(root),
             "slice": SliceWriter(root)}
-
-
-def procs_in(root: SysRoot, index: int) -> list[int]:
-    """The processes in one of coremap's cpusets (the give-back counts them)."""
-    layout = read_cpuset_layout(root)
-    return procs_of(root, layout, CPUSET_NAMES[index].strip("/")) if layout.usable else []
 
 
 @contextlib.contextmanager

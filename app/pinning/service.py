@@ -12,7 +12,7 @@ read before, journal, write, read back, journal), then decides the batch's warni
   preflight    the plan's reasons not to go: what a drag shows before the drop
 
 Every method that writes takes an optional Progress (report each result; cancel between steps) and
-returns a BatchResults: the list of results and the batch's headline warning.
+returns a BatchResults (app/pinning/targets.py): the results and the batch's headline warning.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from app.pinning.journal import Journal, JournalEntry
 from app.pinning.ledger import Ledger, ledger_of, restorable
 from app.pinning.placement import placement_steps
 from app.pinning.refusals import PinWriteError
-from app.pinning.targets import GUARD_ORIGIN, KINDS, PinRequest, PinResult, PinTarget, refused, summarize
+from app.pinning.targets import GUARD_ORIGIN, KINDS, BatchResults, PinRequest, PinResult, PinTarget, refused, summarize
 from app.pinning.cgroups import cgroup_writers
 from app.pinning.kinds import BALANCER_KINDS, CPU_KINDS, MASK_KINDS, SCALAR_KINDS, TASK_KINDS
 from app.pinning.sched import SchedWriter, sched_target
@@ -46,14 +46,6 @@ __all__ = ["AffinityService", "BatchResults", "CaptureReadOnly", "GUARD_ORIGIN",
 
 class CaptureReadOnly(CoremapError):
     """A pin, undo or restore asked of a capture (a --root that is not this machine)."""
-
-
-class BatchResults(list):
-    """A batch's results (a list of PinResult, in the order written) and its headline `warning`."""
-
-    def __init__(self, results=(), warning: str = ""):
-        super().__init__(results)
-        self.warning = warning
 
 
 class AffinityService:

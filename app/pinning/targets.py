@@ -19,6 +19,7 @@ status line, its tooltips and over ssh; its `code` says what happened:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.format import format_change, format_cpus, target_name
@@ -113,6 +114,23 @@ class PinResult:
         if warning and self.warning:
             s += f"; warning: {self.warning}"
         return s
+
+
+@dataclass(frozen=True)
+class BatchResults(Sequence):
+    """One batch's `results` (in the order written), read as a sequence of them, and its headline
+    `warning` (decided once, app/pinning/advice.py; "" when there is none)."""
+    results: tuple[PinResult, ...] = ()
+    warning: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "results", tuple(self.results))
+
+    def __getitem__(self, index):
+        return self.results[index]
+
+    def __len__(self) -> int:
+        return len(self.results)
 
 
 def refused(target: PinTarget, code: str, message: str, cpus, before=None) -> PinResult:

@@ -30,7 +30,7 @@ from app.machine.threads import read_tasks
 from app.machine.topology import read_cpu_ids, read_online_cpus, read_topology
 from app.parse.cpulist import parse_cpulist
 from app.pinning.kinds import CPU_KINDS, CPU_SCALAR_KINDS, PLACEMENT_KINDS, SCALAR_KINDS
-from app.pinning.service import AffinityService, PinResult
+from app.pinning.service import AffinityService, BatchResults
 from app.quiet import moves as M
 from app.quiet.knobs import knob_refusal
 from app.quiet.preview import (GROUPS, METHODS, STAY_WORDS, UNMOVABLE_CODES, QuietMove, QuietPreview,  # noqa: F401
@@ -158,16 +158,16 @@ def _isolate_times(state) -> float:
     return min(times, default=time.time())
 
 
-def apply_preview(service: AffinityService, preview: QuietPreview, *, progress=None) -> list[PinResult]:
+def apply_preview(service: AffinityService, preview: QuietPreview, *, progress=None) -> BatchResults:
     """Write `preview` as one batch (journalled as an isolate or include of its CPUs); `progress`: an
     app.pinning.flow.Progress that sees each result and may cancel the rest."""
     if not preview.moves:
-        return []
+        return BatchResults()
     return service.apply_each(preview.pairs(), origin=preview.action, quiet=(preview.action, preview.cpus),
                               progress=progress)
 
 
-def finish(service: AffinityService, cut, *, progress=None) -> tuple[QuietPreview, list[PinResult]]:
+def finish(service: AffinityService, cut, *, progress=None) -> tuple[QuietPreview, BatchResults]:
     """Finish an isolate or include a crash cut short (app/pinning/ledger.py CutShort): the same CPUs
     previewed again (what it already moved is where it should be, so only the rest is in it) and written
     as a new batch."""
@@ -175,7 +175,7 @@ def finish(service: AffinityService, cut, *, progress=None) -> tuple[QuietPrevie
     return preview, apply_preview(service, preview, progress=progress)
 
 
-def set_quiet(service: AffinityService, cpus, quiet: bool) -> tuple[str, list[PinResult]] | None:
+def set_quiet(service: AffinityService, cpus, quiet: bool) -> tuple[str, BatchResults] | None:
     """Make `cpus` quiet (an isolate) or give them back (an include) unless they already are so;
     (outcome sentence, results) of what was done, None when nothing was needed. Verify toggles the
     quiet state between its runs with this: its give-back is for a run, not the end of the quiet job,

@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 
 from app.pinning.flow import Progress
 from app.pinning.service import AffinityService
-from app.pinning.targets import PinResult
+from app.pinning.targets import BatchResults, PinResult
 from app.pinning.ledger import CutShort
 from app.quiet.isolate import QuietPreview, apply_preview, finish, preview_include, preview_isolate, set_quiet
 
@@ -21,11 +21,11 @@ class QuietService(Protocol):
     def preview(self, action: str, cpus, *, pm_qos: bool = False, move_pinned: bool = False,
                 keep_pins: bool = False, knobs=()) -> QuietPreview: ...
 
-    def apply(self, preview: QuietPreview, *, progress: Progress | None = None) -> list[PinResult]: ...
+    def apply(self, preview: QuietPreview, *, progress: Progress | None = None) -> BatchResults: ...
 
-    def set_quiet(self, cpus, quiet: bool) -> tuple[str, list[PinResult]] | None: ...
+    def set_quiet(self, cpus, quiet: bool) -> tuple[str, BatchResults] | None: ...
 
-    def finish(self, cut: CutShort, *, progress: Progress | None = None) -> tuple[QuietPreview, list[PinResult]]: ...
+    def finish(self, cut: CutShort, *, progress: Progress | None = None) -> tuple[QuietPreview, BatchResults]: ...
 
 
 class LocalQuiet:

@@ -100,7 +100,7 @@ class PinOps:
         return self._results(req, results)
 
     def _results(self, req, results) -> dict:
-        return {"results": Encoder().encode(list(results)), "warning": getattr(results, "warning", ""),
+        return {"results": Encoder().encode(list(results)), "warning": results.warning,
                 "journal": self._view(req)}
 
     # -- the journal's view ---------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""OneCallProxy (widgets/tables/roles.py): a painted cell of the IRQ table or the thread tree costs its
-model one call (fill_roles), and that call answers every role exactly as data() does."""
+"""The tables' proxies' multiData (widgets/tables/rows.py says why): a painted cell of the IRQ table or the
+thread tree costs its model one call (fill_cell, fill_roles), and that call answers every role exactly as
+data() does."""
 from __future__ import annotations
 
 import pytest
@@ -61,7 +62,7 @@ def test_irq_cells_answer_every_role_in_one_call(qtbot, master_state):
     widget.set_state(master_state)
     proxy = widget.proxy
     assert assert_one_call_answers_as_data(proxy, (IRQ_SORT,)) > 1000
-    # The proxy keeps each row's source row (OneCallTableProxy): after a sort, a filter and a new
+    # The proxy keeps each row's source row (IrqFilterProxyModel): after a sort, a filter and a new
     # state with rows gone, a cell still answers as the per-role path does, flags too.
     proxy.sort(0, Qt.SortOrder.DescendingOrder)
     word = next(proxy.index(r, 1).data().split()[0] for r in range(proxy.rowCount())
@@ -125,7 +126,7 @@ def test_a_painted_cell_costs_its_model_one_call(qtbot, which, master_state, liv
     if which == "threads":
         widget.view.expandAll()
     model = widget.model
-    one_call = "fill_cell" if which == "irqs" else "fill_roles"     # OneCallTableProxy / OneCallProxy
+    one_call = "fill_cell" if which == "irqs" else "fill_roles"     # IrqFilterProxyModel / ThreadFilterProxyModel
     calls = {"data": 0, one_call: 0}
     data, fill = model.data, getattr(model, one_call)
 

@@ -251,10 +251,10 @@ def test_cpus_dragged_from_the_grid_fill_the_cpu_field(qtbot, panel):
     view.set_topology(topo)
     panel.set_state(state)
     core = next(c for c in topo.cores if len(c.cpus) == 2)
-    enter, drop = _drag_and_drop(panel, view.cpu_mime_for(view.core_item(core.index)))
+    enter, drop = _drag_and_drop(panel, view.gestures.cpu_mime_for(view.core_item(core.index)))
     assert drop.isAccepted() and panel.cpus() == core.cpus
     assert panel.status_text == f"CPUs {panel.form.cpu_edit.text()} from the drop"
-    _drag_and_drop(panel, view.cpu_mime_for(view.cell_item(topo.online[-1])))
+    _drag_and_drop(panel, view.gestures.cpu_mime_for(view.cell_item(topo.online[-1])))
     assert panel.cpus() == (topo.online[-1],)
     # An offline CPU (hand-made payload: the grid never sends one) is refused, the field kept
     off = topo.offline[0]

@@ -1,11 +1,12 @@
-"""StateSortProxy (widgets/tables/sorting.py): rows re-sort once per state, only when one is out of
-place by more than TIE, and at most every HOLD_SECONDS; a header click sorts at once."""
+"""The IRQ table's proxy and its SortHold (widgets/tables/sorting.py): rows re-sort once per state, only
+when one is out of place by more than TIE, and at most every HOLD_SECONDS; a header click sorts at once."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 
-from widgets.tables.sorting import HOLD_SECONDS, StateSortProxy
+from widgets.tables.irqs import IrqFilterProxyModel
+from widgets.tables.sorting import HOLD_SECONDS
 
 
 def _model(values):
@@ -22,12 +23,14 @@ def _order(proxy):
 
 
 def _sorted(values):
-    """A StateSortProxy on `values`, sorted descending at time 100 on its own clock: (the clock as a
-    one-item list, the source model, the proxy, the times of its layout changes)."""
+    """The IRQ table's proxy on `values` (sorted by what the cells show), sorted descending at time 100
+    on its own clock: (the clock as a one-item list, the source model, the proxy, the times of its
+    layout changes)."""
     now = [100.0]
     source = _model(values)
-    proxy = StateSortProxy()
-    proxy.clock = lambda: now[0]
+    proxy = IrqFilterProxyModel()
+    proxy.setSortRole(Qt.ItemDataRole.DisplayRole)
+    proxy.hold.clock = lambda: now[0]
     proxy.setSourceModel(source)
     layouts = []
     proxy.layoutChanged.connect(lambda *a: layouts.append(now[0]))

@@ -196,33 +196,33 @@ def test_cpu_mime_for_a_cell_a_core_and_a_package(view):
     assert GRID_CPU_MIME == CPU_MIME
     topo = _topology("master.internal")          # siblings N and N+56
     view.set_topology(topo)
-    assert _payload(view.cpu_mime_for(view.cell_item(5))) == (5,)
-    assert view.drag_label_for(view.cell_item(5)) == "CPU 5"
+    assert _payload(view.gestures.cpu_mime_for(view.cell_item(5))) == (5,)
+    assert view.gestures.drag_label_for(view.cell_item(5)) == "CPU 5"
     core = next(c for c in topo.cores if 5 in c.cpus)
     assert core.cpus == (5, 61)
     box = view.core_item(core.index)
-    assert _payload(view.cpu_mime_for(box)) == (5, 61)
-    assert view.drag_label_for(box) == f"core {core.index} (CPU 5,61)"
+    assert _payload(view.gestures.cpu_mime_for(box)) == (5, 61)
+    assert view.gestures.drag_label_for(box) == f"core {core.index} (CPU 5,61)"
     for pkg in topo.packages:
         item = view.group_item("package", pkg.id)
-        assert _payload(view.cpu_mime_for(item)) == tuple(sorted(pkg.cpus))
+        assert _payload(view.gestures.cpu_mime_for(item)) == tuple(sorted(pkg.cpus))
         # package 0 is the even CPUs 0-110: too long a list for the chip, so a count
-        assert view.drag_label_for(item) == f"{item.label} ({len(pkg.cpus)} CPUs)"
+        assert view.gestures.drag_label_for(item) == f"{item.label} ({len(pkg.cpus)} CPUs)"
     pkg0 = view.group_item("package", 0)
     view.select_cpus(pkg0.cpus[:3])
     cpus = tuple(sorted(pkg0.cpus[:3]))
-    assert view.drag_label_for(view.cell_item(cpus[0])) == f"3 selected CPUs ({format_cpulist(cpus)})"
+    assert view.gestures.drag_label_for(view.cell_item(cpus[0])) == f"3 selected CPUs ({format_cpulist(cpus)})"
 
 
 def test_a_drag_from_a_selected_cell_carries_the_selection(view):
     view.set_topology(_topology("master.internal"))
     view.select_cpus([1, 57, 3])
-    assert _payload(view.cpu_mime_for(view.cell_item(57))) == (1, 3, 57)
-    assert view.drag_label_for(view.cell_item(3)) == "3 selected CPUs (1,3,57)"
+    assert _payload(view.gestures.cpu_mime_for(view.cell_item(57))) == (1, 3, 57)
+    assert view.gestures.drag_label_for(view.cell_item(3)) == "3 selected CPUs (1,3,57)"
     # a cell outside the selection carries itself alone, as does the only selected cell
-    assert _payload(view.cpu_mime_for(view.cell_item(7))) == (7,)
+    assert _payload(view.gestures.cpu_mime_for(view.cell_item(7))) == (7,)
     view.select_cpus([9])
-    assert _payload(view.cpu_mime_for(view.cell_item(9))) == (9,)
+    assert _payload(view.gestures.cpu_mime_for(view.cell_item(9))) == (9,)
 
 
 @pytest.mark.parametrize("name", ["16em64t-4s2c2t-offlines", "linux-amd64-offlineCPUs"])
@@ -231,18 +231,18 @@ def test_offline_cpus_are_never_dragged(view, name):
     view.set_topology(topo)
     assert topo.offline
     off = topo.offline[0]
-    assert view.cpu_mime_for(view.cell_item(off)) is None
-    assert view.cpu_mime_for(view.cell_item(off).parentItem()) is None      # its (offline) core box
-    assert view.cpu_mime_for(view.group_item("offline", None)) is None
-    assert view.cpu_mime_for([off]) is None
+    assert view.gestures.cpu_mime_for(view.cell_item(off)) is None
+    assert view.gestures.cpu_mime_for(view.cell_item(off).parentItem()) is None      # its (offline) core box
+    assert view.gestures.cpu_mime_for(view.group_item("offline", None)) is None
+    assert view.gestures.cpu_mime_for([off]) is None
     # a mixed list and the whole machine carry just the online CPUs
     mixed = list(topo.offline) + list(topo.online[:2])
-    assert _payload(view.cpu_mime_for(mixed)) == tuple(sorted(topo.online[:2]))
+    assert _payload(view.gestures.cpu_mime_for(mixed)) == tuple(sorted(topo.online[:2]))
     machine_box = next(it for it in view.scene().items() if isinstance(it, GroupBoxItem) and it.kind == "machine")
     assert set(machine_box.cpus) | set(topo.offline) >= set(topo.online)
-    assert _payload(view.cpu_mime_for(machine_box)) == tuple(sorted(topo.online))
+    assert _payload(view.gestures.cpu_mime_for(machine_box)) == tuple(sorted(topo.online))
     pos = view.mapFromScene(view.cell_item(off).sceneBoundingRect().center())
-    assert view.drag_source_at(pos) is None          # a press there rubber-bands
+    assert view.gestures.drag_source_at(pos) is None          # a press there rubber-bands
 
 
 # -- the gesture: press, move past startDragDistance, QDrag.exec (patched: a real one blocks) -----------
@@ -339,7 +339,7 @@ def test_drag_from_a_selected_cell_a_header_and_shift_for_the_core(shown, drags)
     r = pkg.sceneBoundingRect()
     from PySide6.QtCore import QPointF
     head = view.mapFromScene(QPointF(r.left() + 30, r.top() + 6))
-    assert view.drag_source_at(head) is pkg
+    assert view.gestures.drag_source_at(head) is pkg
     _mouse(view, "press", head)
     _mouse(view, "move", head + far)
     _mouse(view, "release", head + far)
@@ -366,7 +366,7 @@ def test_rubber_band_and_pan_start_no_drag(shown, drags):
                 break
         if body is not None:
             break
-    assert body is not None and view.drag_source_at(body) is None
+    assert body is not None and view.gestures.drag_source_at(body) is None
     end = _at(view, view.cell_item(0))
     _mouse(view, "press", body)
     _mouse(view, "move", (body + end) / 2)
@@ -391,7 +391,7 @@ def test_the_grid_refuses_its_own_cpu_drag(shown):
     from PySide6.QtGui import QDragEnterEvent
     from PySide6.QtWidgets import QApplication
     view = shown
-    mime = view.cpu_mime_for(view.cell_item(3))
+    mime = view.gestures.cpu_mime_for(view.cell_item(3))
     pos = _at(view, view.cell_item(5))
     enter = QDragEnterEvent(pos, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
                             Qt.KeyboardModifier.NoModifier)
@@ -406,10 +406,10 @@ def test_a_hybrid_cores_kind_strip_drags_the_core(view):
     core = next(c for c in topo.cores if c.kind == "P" and len(c.cpus) == 2)
     box = view.core_item(core.index)
     strip = view.mapFromScene(box.mapToScene(QPointF(6.0, box.rect.height() / 2)))
-    assert view.drag_source_at(strip) is box
-    assert _payload(view.cpu_mime_for(view.drag_source_at(strip))) == tuple(sorted(core.cpus))
+    assert view.gestures.drag_source_at(strip) is box
+    assert _payload(view.gestures.cpu_mime_for(view.gestures.drag_source_at(strip))) == tuple(sorted(core.cpus))
     # on one of its cells: the cell; Shift makes it the core
     cell = view.cell_item(core.cpus[0])
     on_cell = view.mapFromScene(cell.sceneBoundingRect().center())
-    assert view.drag_source_at(on_cell) is cell
-    assert view.drag_source_at(on_cell, Qt.KeyboardModifier.ShiftModifier) is box
+    assert view.gestures.drag_source_at(on_cell) is cell
+    assert view.gestures.drag_source_at(on_cell, Qt.KeyboardModifier.ShiftModifier) is box

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.pinning.service import AffinityService, PinRequest, PinTarget
+from app.pinning.service import AffinityService, BatchResults, PinRequest, PinTarget
 from app.pinning.writers import IrqWriter, delivery_lags
 from app.machine.irqbalance import parse_banirq, read_irqbalance
 from app.pinning.journal import Journal
@@ -90,10 +90,10 @@ def test_pin_own_thread_then_undo_redo_restore(live, journal, parked_thread):
 
         [u] = live.undo()
         assert u.ok and _aff(tid) == original
-        assert live.undo() == []                   # one pin, one undo
+        assert live.undo() == BatchResults()                   # one pin, one undo
         [rd] = live.redo()
         assert rd.ok and _aff(tid) == one
-        assert live.redo() == []
+        assert live.redo() == BatchResults()
         [u2] = live.undo()
         assert u2.ok and _aff(tid) == original
         [rd2] = live.redo()
@@ -102,7 +102,7 @@ def test_pin_own_thread_then_undo_redo_restore(live, journal, parked_thread):
         restored = live.restore_all()
         assert [x.code for x in restored] == ["ok"] and _aff(tid) == original
         assert live.ledger().unrestored == ()
-        assert live.undo() == [] and live.redo() == []   # restore closes the history
+        assert live.undo() == BatchResults() and live.redo() == BatchResults()   # restore closes the history
     finally:
         os.sched_setaffinity(tid, original)
 
@@ -124,7 +124,7 @@ def test_exited_thread_is_gone_and_journalled_failed(live, journal):
     [e] = journal.entries()
     assert (e.state, e.code, e.target_id) == ("failed", "gone", tid)
     assert _aff(0) == mine                        # nothing else changed
-    assert live.ledger().unrestored == () and live.undo() == []
+    assert live.ledger().unrestored == () and live.undo() == BatchResults()
 
 
 @needs_two_cpus

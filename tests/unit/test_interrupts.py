@@ -1,16 +1,16 @@
-"""parse_interrupts / parse_softirqs on every real sample, and read_irqs / read_irq_info on the
-openshift-nto and hwloc machines and this one."""
+"""parse_interrupts / parse_softirqs on every real sample, and read_irqs on the openshift-nto and hwloc
+machines and this one."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from app.errors import ParseError, SysRootReadError
-from app.machine.interrupts import (parse_action_name, read_interrupts, read_irq_info, read_irqs,
-                                    read_softirqs)
+from app.machine.interrupts import parse_action_name, read_interrupts, read_irqs, read_softirqs
 from app.parse.interrupts import (MEMO_MAX_BYTES, InterruptRow, InterruptTable, RowMemo, parse_interrupts,
                                   parse_softirqs)
 from app.sysroot import SysRoot
@@ -284,21 +284,21 @@ def test_worker1_effective_affinity_against_isolcpus():
     assert t.info["599"].effective == (5,) and t.info["599"].device.queue == "TxRx-75"
     assert t.info["8"].requested == tuple(range(0, 80, 2)) and t.info["8"].effective == (28,)
     assert t.info["30"].requested == (30, 70) and t.info["30"].effective == (30,)
-    # IRQ 2 (the cascade) has a proc/irq folder but no /proc/interrupts row, and an empty
-    # effective_affinity_list: an empty set, not an unknown one.
-    assert read_irq_info(SysRoot(root), "2").effective == ()
     assert t.info["24"].node is None            # node file holds -1
     assert t.info["253"].device.netdev == "eno1"
 
 
-def test_read_irq_info_from_msi_irqs_and_class_net():
-    root = SysRoot(extract("2pa-pcidomain32bits"))
-    i = read_irq_info(root, "24")
+def test_a_device_found_from_msi_irqs_and_class_net(tmp_path):
+    real = extract("2pa-pcidomain32bits")
+    with pytest.raises(SysRootReadError) as e:
+        read_irqs(SysRoot(real))
+    assert str(e.value).endswith("proc/interrupts: missing")
+    # The same tree with a /proc/interrupts row for the vector sysfs lists under the NIC's msi_irqs.
+    shutil.copytree(real, tmp_path / "m", symlinks=True)
+    (tmp_path / "m" / "proc" / "interrupts").write_text("  CPU0\n 24: 7 PCI-MSI 49152-edge virtio0-input.0\n")
+    i = read_irqs(SysRoot(tmp_path / "m")).info["24"]
     assert i.requested is None and i.effective is None     # this tree has no proc/irq
     assert (i.device.pci_address, i.device.driver, i.device.netdev) == ("0000:00:03.0", "virtio-pci", "ens3")
-    with pytest.raises(SysRootReadError) as e:
-        read_irqs(root)
-    assert str(e.value).endswith("proc/interrupts: missing")
 
 
 def test_unreadable_irq_folder_is_a_clear_error(tmp_path, monkeypatch):

@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from app.errors import CoremapError, ParseError
+from app.errors import ParseError
 from app.machine.thread_names import ThreadNames
 from app.machine.threads import (TaskGone, TaskReader, ThreadsSample, find_threads_by_name, name_matcher,
-                                 read_process, read_task, read_tasks, search_text)
+                                 read_task, read_tasks, search_text)
 from app.parse.cpulist import parse_cpulist
 from app.sysroot import SysRoot
 from tests.machines import procfs_composite
@@ -106,15 +106,15 @@ def test_thread_that_exits_between_samples_is_absent():
         read_task(LIVE, os.getpid(), sl.tid)
 
 
-def test_read_process_and_gone_process():
-    p = read_process(LIVE, os.getpid())
+def test_a_sample_of_one_process_and_of_a_gone_one():
+    reader = TaskReader(LIVE, detail="fast", cmdline=True)
+    p = reader.sample([os.getpid()]).processes[os.getpid()]
     assert p.pid == os.getpid() and threading.get_native_id() in p.tids
     with open(f"/proc/{os.getpid()}/comm") as f:
         assert p.comm == f.read().strip()
     pid_max = int(LIVE.read(LIVE.proc("sys", "kernel", "pid_max")))
-    with pytest.raises(TaskGone) as e:
-        read_process(LIVE, pid_max + 1)
-    assert isinstance(e.value, CoremapError) and "has exited" in str(e.value)
+    gone = reader.sample([pid_max + 1])
+    assert gone.processes == {} and gone.tasks == {}
 
 
 def test_cmdline_cache_is_keyed_by_process_start():

@@ -250,7 +250,7 @@ class PinController(QObject):
     def _show(self, results: list[PinResult], what: str, can_retry: bool = False, summary: str = "",
               ok: bool | None = None) -> None:
         """The results, with the batch's headline warning (decided once, app/pinning/advice.py)."""
-        self.result_line.show_results(results, what, getattr(results, "warning", ""), can_retry, summary, ok)
+        self.result_line.show_results(results, what, results.warning, can_retry, summary, ok)
         self._refresh_journal()
         self.results_shown.emit(list(results))
 

@@ -7,7 +7,7 @@ selection and the scroll position survive every tick.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QVBoxLayout, QWidget
 
@@ -18,9 +18,8 @@ from app.sampling.rates import Rates
 from app.sampling.machine_state import MachineState
 from widgets.pinning.drag import PinDragTableView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
-from widgets.tables.roles import fill_span
-from widgets.tables.rows import changed_columns, emit_changed, sync_rows
-from widgets.tables.sorting import StateSortProxy
+from widgets.tables.rows import changed_columns, emit_changed, fill_span, sync_rows
+from widgets.tables.sorting import SortHold
 from widgets.text_line import TextLine
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1      # a number or a padded string, so columns sort naturally
@@ -34,7 +33,7 @@ OUTSIDE_BRUSH = QColor(230, 40, 40, 100)      # delivered on CPUs that were not 
 MOVING_BRUSH = QColor(255, 170, 0, 110)       # the mask changed here; delivery has not followed yet
 REVERTED_BRUSH = QColor(150, 70, 230, 90)     # coremap pinned it; something changed the mask back
 QUIET_LEAK_BRUSH = QColor(0, 121, 191, 110)   # a managed IRQ a Make quiet could not move off (the quiet band's blue)
-MARKS = ((OUTSIDE_BRUSH, "delivered outside the requested CPUs"),
+_MARKS = ((OUTSIDE_BRUSH, "delivered outside the requested CPUs"),
          (MOVING_BRUSH, "mask changed, delivery not moved yet"),
          (REVERTED_BRUSH, "a pin was changed back"),
          (QUIET_LEAK_BRUSH, "managed, still on a quiet CPU"))
@@ -236,7 +235,7 @@ class IrqTableModel(QAbstractTableModel):
         return self._answer(r, c, role)
 
     def fill_cell(self, r: int, c: int, span) -> None:
-        """Every role of one painted cell in one call (widgets/tables/roles.py, OneCallTableProxy)."""
+        """Every role of one painted cell in one call (IrqFilterProxyModel.multiData)."""
         if 0 <= r < len(self._keys) and 0 <= c < _NCOLS:
             fill_span(span, lambda role: self._answer(r, c, role))
 
@@ -385,18 +384,42 @@ def parse_filter(text: str) -> tuple[list[str], set[int]]:
     return words, cpus
 
 
-class IrqFilterProxyModel(StateSortProxy):
-    """Sorts by SORT_ROLE (once per state: widgets/tables/sorting.py); keeps rows whose IRQ/device/queue
-    text holds every word, and that land on every CPU named with "cpu:N"."""
+class IrqFilterProxyModel(QSortFilterProxyModel):
+    """The IRQ table's one proxy. Sorts by SORT_ROLE once per state, when a row is out of place (its
+    SortHold, widgets/tables/sorting.py; the widget calls `settle()`); keeps rows whose text holds every
+    word and that land on every CPU named "cpu:N". A painted cell's roles and flags cost one call of the
+    model each (widgets/tables/rows.py), with no mapping: each proxy row's source row is kept in a list,
+    made again when the proxy's rows change (a table model's index() costs two more Python calls)."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self._words: list[str] = []
         self._cpus: set[int] = set()
+        self._source_rows: list[int] | None = None
+        self.hold = SortHold(self)
+        self.setDynamicSortFilter(False)
         self.setSortRole(SORT_ROLE)
+        # Connected before any view is: a view that repaints on these finds the list made anew.
+        for changed in (self.layoutChanged, self.rowsInserted, self.rowsRemoved, self.rowsMoved,
+                        self.modelReset):
+            changed.connect(self._forget_rows)
 
-    def filtering(self) -> bool:
-        return bool(self._words or self._cpus)
+    def setSourceModel(self, model) -> None:
+        super().setSourceModel(model)
+        self.hold.watch(model)
+
+    def settle(self) -> None:
+        """After a state: re-filter when a filter is on (its values may have changed), then sort when
+        a changed or new row is out of place."""
+        if self._words or self._cpus:
+            self.beginFilterChange()
+            self.endFilterChange()
+        self.hold.settle()
+
+    def sort(self, column: int, order=Qt.SortOrder.AscendingOrder) -> None:
+        """Sort now (a click on a header, or settle()); the hold starts again."""
+        self.hold.restart()
+        super().sort(column, order)
 
     def set_filter_text(self, text: str) -> None:
         self.beginFilterChange()
@@ -410,11 +433,30 @@ class IrqFilterProxyModel(StateSortProxy):
         hay, landing = src.data(src.index(source_row, 0, source_parent), FILTER_ROLE)
         return all(w in hay for w in self._words) and self._cpus <= landing
 
+    def multiData(self, index, span) -> None:
+        if index.isValid():
+            self.sourceModel().fill_cell(self._source_row(index.row()), index.column(), span)
 
-def legend_html() -> str:
+    def flags(self, index):
+        if not index.isValid():
+            return _NO_FLAGS
+        return self.sourceModel().cell_flags(self._source_row(index.row()), index.column())
+
+    def _forget_rows(self, *_) -> None:
+        self._source_rows = None
+
+    def _source_row(self, row: int) -> int:
+        rows = self._source_rows
+        if rows is None:
+            rows = self._source_rows = [self.mapToSource(self.index(r, 0)).row()
+                                        for r in range(self.rowCount())]
+        return rows[row] if 0 <= row < len(rows) else -1
+
+
+def _legend_html() -> str:
     """The colours of the table, each a swatch and its meaning."""
     swatch = '<span style="background-color:{};">&nbsp;&nbsp;&nbsp;&nbsp;</span>&nbsp;{}'
-    return "&nbsp;&nbsp;".join(swatch.format(brush.name(QColor.NameFormat.HexArgb), text) for brush, text in MARKS)
+    return "&nbsp;&nbsp;".join(swatch.format(brush.name(QColor.NameFormat.HexArgb), text) for brush, text in _MARKS)
 
 
 class IrqTableWidget(QWidget):
@@ -431,7 +473,7 @@ class IrqTableWidget(QWidget):
         self.filter_edit.setPlaceholderText("Filter: IRQ, device, NIC queue (TxRx), cpu:N")
         self.filter_edit.setClearButtonEnabled(True)
         self.count_label = TextLine(self)
-        self.legend = QLabel(legend_html(), self)
+        self.legend = QLabel(_legend_html(), self)
         self.legend.setToolTip("Only what needs a look is coloured. An IRQ delivered on fewer CPUs than its "
                                "mask asks for (one CPU of it, on x86) is normal and is not.")
         self.view = PinDragTableView(self, name_column=COL_DEVICE)

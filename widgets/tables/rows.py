@@ -1,15 +1,25 @@
-"""Row sync for the table models: apply a new list of rows in place, and announce changed cells.
+"""Row sync for the table models: apply a new list of rows in place, announce changed cells, and answer
+a painted cell's roles in one call.
 
 A model that is never reset keeps its views' sorting, filter, selection, expansion and scroll position
 across ticks. `sync_rows` turns the old row list into the new one with begin/endRemoveRows and
 begin/endInsertRows (one call per contiguous run); `changed_columns` and `emit_changed` send
 dataChanged for exactly the cells whose text changed, in as few signals as that allows.
+
+A view paints a cell by asking for seven roles at once (QStyledItemDelegate::initStyleOption: font,
+alignment, foreground, check state, decoration, display, background) through multiData. A
+QSortFilterProxyModel answers that with Qt's default multiData: seven calls of its own data(), each
+mapping the index to the source (the source's index(), or rowCount() and columnCount() for a table
+model, in Python) and calling the source's data() in Python. That is 16 Python calls a cell in the
+thread tree and 24 in the IRQ table, most of the time the window spends painting them (issue 12). So
+each table's proxy overrides multiData with one mapping and one call of its model, which looks the
+cell up once and sets every role with `fill_span`.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QAbstractItemModel, QModelIndex
+from PySide6.QtCore import QAbstractItemModel, QModelIndex, QModelRoleData, QModelRoleDataSpan
 
 
 def sync_rows(model: QAbstractItemModel, parent: QModelIndex, old: list, new: Sequence,
@@ -93,3 +103,18 @@ def emit_changed(model: QAbstractItemModel, changes: list[tuple[int, tuple[tuple
             n += 1
         i = j
     return n
+
+
+def fill_span(span, value_of) -> None:
+    """Set each role of `span` (a QModelRoleDataSpan) to `value_of(role)`, None as "no value". Every
+    role is set, None ones cleared: a delegate hands the same span from cell to cell, so a role left
+    alone keeps the last cell's value (a numeric cell's right alignment, a kernel thread's grey)."""
+    if isinstance(span, QModelRoleData):        # a Python caller's single role (Qt converts it)
+        span = QModelRoleDataSpan(span)
+    for k in range(len(span)):
+        rd = span[k]
+        v = value_of(rd.role())
+        if v is None:
+            rd.clearData()
+        else:
+            rd.setData(v)

@@ -1,26 +1,23 @@
-"""StateSortProxy: a sorting and filtering proxy that re-sorts once per applied state, and only when a
-row is out of place.
+"""SortHold: the IRQ table's proxy re-sorts once per applied state, and only when a row is out of place.
 
 A QSortFilterProxyModel with dynamicSortFilter re-sorts on every dataChanged that touches the sort
 column and announces a layout change each time, and a view answers each with a repaint of all of
 itself (cells, header, scroll bars): two or three times a tick in the IRQ table sorted by rate, most
-of them for an order that did not change (issue 12: no repaint of unchanged cells). Here the proxy
+of them for an order that did not change (issue 12: no repaint of unchanged cells). Here SortHold
 notes which rows changed in the sort column; `settle()`, called once the model has applied a state,
 compares each of them with its neighbours and sorts (one layout change) only when one is out of
 place by more than TIE, at most once per HOLD_SECONDS, and only if one still is when the hold
 ends (a burst that is over moves nothing). Rows that arrived are placed by a sort too:
 cheap for tables whose rows rarely come and go (IRQs), not for the thread tree, whose 2,000 threads
 a sort compares through Python's data() 60,000 times (80 ms, measured); it keeps Qt's dynamic
-sort, which places each arrival by itself. A filter that is on is re-applied in `settle()`, since
-the values it looks at may have changed.
+sort, which places each arrival by itself. The proxy re-applies a filter that is on before it settles,
+since the values the filter looks at may have changed.
 """
 from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
-
-from widgets.tables.roles import OneCallTableProxy
+from PySide6.QtCore import QAbstractItemModel, QModelIndex, QSortFilterProxyModel, Qt
 
 
 # Numbers within this share of each other count as tied, so rows with near-equal rates (the timer and
@@ -58,85 +55,70 @@ def _may_stand_above(upper, lower, descending: bool) -> bool:
         return True
 
 
-class StateSortProxy(OneCallTableProxy):
-    """Subclasses say whether a filter is on (`filtering()`); the widget calls `settle()` after each
-    state its model applied."""
+class SortHold:
+    """When the IRQ table's proxy (widgets/tables/irqs.py) sorts: `settle()`, after a state, sorts it when
+    a row changed in the sort column, or new, is out of place (module docstring). The proxy calls
+    `restart()` on each of its sorts, a header click's too. Tests give their own `clock`."""
 
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setDynamicSortFilter(False)
-        # (source parent, whether it was a row then, first, last) of rows changed in the sort column
-        self._changed: list[tuple[QPersistentModelIndex, bool, int, int]] = []
+    def __init__(self, proxy: QSortFilterProxyModel):
+        self._proxy = proxy
+        self._changed: list[tuple[int, int]] = []   # (first, last) source rows changed in the sort column
         self._arrived = False
-        # rows seen out of place, waiting for HOLD_SECONDS: (source parent, whether it was a row, row)
-        self._waiting: list[tuple[QPersistentModelIndex, bool, int]] = []
+        self._waiting: set[int] = set()              # source rows seen out of place, waiting for HOLD_SECONDS
         self._sorted_at = -HOLD_SECONDS
         self.clock = time.monotonic
 
-    def setSourceModel(self, model) -> None:
-        super().setSourceModel(model)
+    def watch(self, model: QAbstractItemModel) -> None:
+        """Follow `model`, the proxy's new source (a flat table)."""
         model.dataChanged.connect(self._on_source_data_changed)
         model.rowsInserted.connect(self._on_source_rows_inserted)
 
-    def filtering(self) -> bool:
-        return False
+    def restart(self) -> None:
+        """The proxy sorts now: nothing waits any more, and the hold starts again."""
+        self._waiting = set()
+        self._sorted_at = self.clock()
 
     def settle(self) -> None:
-        """After a state: re-filter when a filter is on; sort when a changed or new row is out of place."""
+        """After a state: sort the proxy when a changed or new row is out of place."""
+        proxy = self._proxy
         changed, self._changed = self._changed, []
         arrived, self._arrived = self._arrived, False
-        if self.filtering():
-            self.beginFilterChange()            # as the subclasses' filter setters do
-            self.endFilterChange()
-        column = self.sortColumn()
+        column = proxy.sortColumn()
         if column < 0:
             return
-        seen = {(p.row(), r) for p, _, r in self._waiting}
-        self._waiting += [(parent, was_row, row) for parent, was_row, first, last in changed
-                          if parent.isValid() or not was_row   # not a parent row that left since
-                          for row in range(first, last + 1)
-                          if (parent.row(), row) not in seen
-                          and not self._in_place(QModelIndex(parent), row, column)]
+        self._waiting |= {row for first, last in changed for row in range(first, last + 1)
+                          if row not in self._waiting and not self._in_place(row, column)}
         if arrived:
-            self.sort(column, self.sortOrder())
+            proxy.sort(column, proxy.sortOrder())
         elif self._waiting and self.clock() - self._sorted_at >= HOLD_SECONDS:
             # Look again: a row out of place when it changed may be back in place by now (a burst
             # that ended), and a sort that moves nothing still repaints the whole table.
-            if any(not self._in_place(QModelIndex(parent), row, column)
-                   for parent, was_row, row in self._waiting if parent.isValid() or not was_row):
-                self.sort(column, self.sortOrder())
+            if any(not self._in_place(row, column) for row in self._waiting):
+                proxy.sort(column, proxy.sortOrder())
             else:
-                self._waiting = []
+                self._waiting = set()
 
-    def sort(self, column: int, order=Qt.SortOrder.AscendingOrder) -> None:
-        """Sort now (a click on a header, or settle()); the hold starts again."""
-        self._waiting = []
-        self._sorted_at = self.clock()
-        super().sort(column, order)
-
-    def _in_place(self, source_parent: QModelIndex, source_row: int, column: int) -> bool:
+    def _in_place(self, source_row: int, column: int) -> bool:
         """Whether a source row still sits between its neighbours in the proxy's order."""
-        src = self.sourceModel()
-        here = self.mapFromSource(src.index(source_row, column, source_parent))
+        proxy = self._proxy
+        here = proxy.mapFromSource(proxy.sourceModel().index(source_row, column))
         if not here.isValid():
-            return True                     # filtered out: nothing shows out of place
-        row, parent = here.row(), here.parent()
-        descending = self.sortOrder() == Qt.SortOrder.DescendingOrder
-        role = self.sortRole()
+            return True                     # filtered out, or gone: nothing shows out of place
+        row = here.row()
+        descending = proxy.sortOrder() == Qt.SortOrder.DescendingOrder
+        role = proxy.sortRole()
         mine = here.data(role)
-        if row > 0 and not _may_stand_above(self.index(row - 1, column, parent).data(role), mine, descending):
+        if row > 0 and not _may_stand_above(proxy.index(row - 1, column).data(role), mine, descending):
             return False
-        if row + 1 < self.rowCount(parent) and \
-                not _may_stand_above(mine, self.index(row + 1, column, parent).data(role), descending):
+        if row + 1 < proxy.rowCount() and \
+                not _may_stand_above(mine, proxy.index(row + 1, column).data(role), descending):
             return False
         return True
 
     def _on_source_data_changed(self, top_left: QModelIndex, bottom_right: QModelIndex, _roles=()) -> None:
-        column = self.sortColumn()
+        column = self._proxy.sortColumn()
         if column >= 0 and top_left.column() <= column <= bottom_right.column():
-            parent = top_left.parent()
-            self._changed.append((QPersistentModelIndex(parent), parent.isValid(), top_left.row(),
-                                  bottom_right.row()))
+            self._changed.append((top_left.row(), bottom_right.row()))
 
     def _on_source_rows_inserted(self, _parent: QModelIndex, _first: int, _last: int) -> None:
         self._arrived = True

@@ -73,15 +73,15 @@ def thread_cells(t: TaskSample, proc_comm: str, rate: TaskRate | None, shown: st
         (format_rate(migr), migr if migr is not None else -1.0,
          None if migr is not None or rate is None else "migration count unavailable (needs CONFIG_SCHED_DEBUG)",
          fg),
-        (format_cpus(t.allowed), cpus_key(t.allowed),
+        (format_cpus(t.allowed), _cpus_key(t.allowed),
          "PF_NO_SETAFFINITY: the kernel does not let this thread be moved"
          if t.flags & PF_NO_SETAFFINITY else None, fg),
         (state, state, _STATE_NAMES.get(state), fg),
-        policy_cell(t, fg),
+        _policy_cell(t, fg),
     )
 
 
-def policy_cell(t: TaskFlags | None, fg, tip: str = "") -> tuple:
+def _policy_cell(t: TaskFlags | None, fg, tip: str = "") -> tuple:
     """The Policy column: "fifo 80" as chrt shows it; sorted real-time first, by RT priority (a sort
     descending puts the highest priority on top, as tuna's list does)."""
     if t is None:
@@ -142,9 +142,9 @@ def process_cells(pid, comm, cmdline, threads, rlist, shown: str | None = None, 
          "the CPUs its threads last ran on" if n > 1 else None, fg),
         (format_percent(pct), pct if pct is not None else -1.0, "sum over its threads" if n > 1 else None, fg),
         (format_rate(migr), migr if migr is not None else -1.0, None, fg),
-        (format_cpus(allowed), cpus_key(allowed), "the main thread's Cpus_allowed_list", fg),
+        (format_cpus(allowed), _cpus_key(allowed), "the main thread's Cpus_allowed_list", fg),
         (state, state, _STATE_NAMES.get(state), fg),
-        policy_cell(leader, fg, "the main thread's" if n > 1 else ""),
+        _policy_cell(leader, fg, "the main thread's" if n > 1 else ""),
     )
 
 
@@ -201,6 +201,6 @@ def thread_rows(threads: list, rlist: list, comm: str, built: dict[int, tuple], 
     return nb, tc, tf
 
 
-def cpus_key(cpus) -> str:
+def _cpus_key(cpus) -> str:
     return ",".join(f"{c:05d}" for c in cpus) if cpus else ""
 

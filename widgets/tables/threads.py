@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QAbstractItemModel, QEvent, QItemSelection, QModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractItemModel, QEvent, QItemSelection, QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLineEdit, QToolTip, QVBoxLayout, QWidget
 
 from app.format import plural
@@ -24,8 +24,7 @@ from app.parse.task_stat import THREAD_KINDS
 from app.sampling.machine_state import MachineState
 from widgets.pinning.drag import PinDragTreeView
 from widgets.pinning.mime import PIN_MIME, payload_from_rows, pin_mime_data
-from widgets.tables.roles import OneCallProxy, fill_span
-from widgets.tables.rows import changed_columns, emit_changed, sync_rows
+from widgets.tables.rows import changed_columns, emit_changed, fill_span, sync_rows
 from widgets.tables.thread_cells import (
     COL_CPU,
     COL_ID,
@@ -64,7 +63,7 @@ _ITEM_FLAGS = Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEnabled | Qt.Item
 _NO_FLAGS = Qt.ItemFlag.NoItemFlags
 _INVALID = QModelIndex()
 _NCOLS = len(_HEADERS)
-NAME_WIDTH_MAX = 480        # pixels the name column grows to for long Java names
+_NAME_WIDTH_MAX = 480        # pixels the name column grows to for long Java names
 
 
 @dataclass(slots=True)
@@ -332,7 +331,7 @@ class ThreadTreeModel(QAbstractItemModel):
         return self._answer(index, self._row_cells(index), role)
 
     def fill_roles(self, index, span) -> None:
-        """Every role of one painted cell in one call (widgets/tables/roles.py)."""
+        """Every role of one painted cell in one call (ThreadFilterProxyModel.multiData)."""
         if index.isValid():
             cells = self._row_cells(index)
             fill_span(span, lambda role: self._answer(index, cells, role))
@@ -366,7 +365,7 @@ class ThreadTreeModel(QAbstractItemModel):
         return None
 
 
-class ThreadFilterProxyModel(OneCallProxy):
+class ThreadFilterProxyModel(QSortFilterProxyModel):
     """Sorts by SORT_ROLE. A row is kept when app/machine/threads.py name_matcher (the one matcher,
     which `coremap threads --name` uses too) finds the filter in its names: a thread's full Java name
     and comm, its process's comm and cmdline, and the ids; a process is kept when it or any of its
@@ -396,6 +395,11 @@ class ThreadFilterProxyModel(OneCallProxy):
         self._active = bool(text.split())
         self._matches = name_matcher(text)
         self.endFilterChange()
+
+    def multiData(self, index, span) -> None:
+        # A painted cell: one mapping, then one call of the model (widgets/tables/rows.py says why).
+        if index.isValid():
+            self.sourceModel().fill_roles(self.mapToSource(index), span)
 
     def flags(self, index):
         # Every row has the same flags: answered without mapping the index to the source (which
@@ -468,7 +472,7 @@ class ThreadTableWidget(QWidget):
         self._emit_selection()
 
     def _fit_java_names(self) -> None:
-        """Widen the name column (never narrow it, at most NAME_WIDTH_MAX) so the longest full Java
+        """Widen the name column (never narrow it, at most _NAME_WIDTH_MAX) so the longest full Java
         name shows whole: what tells "market-data-feed-handler-0" from "-1" is its end, which eliding
         would hide. Only when a JVM was read again, not per tick."""
         texts = [shown_thread_name(n, comm_of(n)) for of in self.model.thread_names.names.values()
@@ -479,7 +483,7 @@ class ThreadTableWidget(QWidget):
         # Two levels of indentation (the process row's arrow, the thread's offset) and the cell margins.
         want = max(map(self.view.fontMetrics().horizontalAdvance, texts)) + 2 * self.view.indentation() + 16
         if want > header.sectionSize(COL_NAME):
-            header.resizeSection(COL_NAME, min(want, NAME_WIDTH_MAX))
+            header.resizeSection(COL_NAME, min(want, _NAME_WIDTH_MAX))
 
     def _show_count(self) -> None:
         """The line under the tree: how many processes and threads; under a filter that hides every

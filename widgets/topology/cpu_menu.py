@@ -9,7 +9,7 @@
 
 What each item does belongs to its owner (the quiet and pin controllers, the probe panel); the
 composition root (widgets/application.py) hands them in as plain callables. The CPUs are the grid's
-selection, which the right-click itself made (CpuGestureView.select_for_menu), so the Quiet menu's
+selection, which the right-click itself made (CpuGestures.select_for_menu), so the Quiet menu's
 items work on them without a left-click first. An item that cannot act is disabled, and why goes on
 the status line when the menu opens, as a drop's refusal does: never a dialog.
 """
@@ -23,7 +23,7 @@ from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import QMenu
 
 from app.format import cpus_word, format_cpus
-from widgets.topology.gestures import CpuGestureView
+from widgets.topology.view import TopologyView
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class CpuMenu(QObject):
     """Shows the context menu `grid` asks for (its cpu_menu_requested). `menu` is the menu shown now
     (or last); `actions` its items by name: quiet, give_back, pin, probe, copy."""
 
-    def __init__(self, grid: CpuGestureView, actions: CpuMenuActions, parent: QObject | None = None):
+    def __init__(self, grid: TopologyView, actions: CpuMenuActions, parent: QObject | None = None):
         super().__init__(parent)
         self._do = actions
         self.cpus: tuple[int, ...] = ()

@@ -88,7 +88,7 @@ def drag_label(source: DragSource, cpus: tuple[int, ...]) -> str:
 
 CHIP_MAX_W = 360            # a chip's text, elided in the middle beyond this (device-independent pixels)
 CHIP_PAD_X, CHIP_PAD_Y = 7, 4
-CHIP_GAP = 6                # between the cursor and the chip's bottom edge
+_CHIP_GAP = 6                # between the cursor and the chip's bottom edge
 
 
 def drag_pixmap(text: str, device_pixel_ratio: float) -> QPixmap:
@@ -127,7 +127,7 @@ def chip_hotspot(pm: QPixmap) -> QPoint:
     """Where the cursor holds a chip: the chip sits above and to the right of it, so it covers neither
     the target under the cursor nor the grid's drop hint, which is drawn below it
     (widgets/topology/drop.py HintItem)."""
-    return QPoint(-12, math.ceil(pm.height() / pm.devicePixelRatio()) + CHIP_GAP)
+    return QPoint(-12, math.ceil(pm.height() / pm.devicePixelRatio()) + _CHIP_GAP)
 
 
 def exec_cpu_drag(source: QWidget, cpus: tuple[int, ...], label: str) -> Qt.DropAction:

@@ -24,12 +24,12 @@ from app.parse.cpulist import format_cpulist
 from widgets.topology.items import CoreBoxItem, CpuCellItem, GroupBoxItem
 
 # Boxes of the grid that take a drop as "all of its CPUs" (the machine box and the offline box do not).
-DROP_GROUP_KINDS = ("package", "die", "node", "l3", "cluster")
+_DROP_GROUP_KINDS = ("package", "die", "node", "l3", "cluster")
 
-ACCEPT_PEN = QColor(25, 118, 210)
-ACCEPT_FILL = QColor(25, 118, 210, 45)
-REJECT_PEN = QColor(198, 40, 40)
-REJECT_FILL = QColor(198, 40, 40, 40)
+_ACCEPT_PEN = QColor(25, 118, 210)
+_ACCEPT_FILL = QColor(25, 118, 210, 45)
+_REJECT_PEN = QColor(198, 40, 40)
+_REJECT_FILL = QColor(198, 40, 40, 40)
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class HintItem(QGraphicsItem):
     def paint(self, painter: QPainter, option, widget=None) -> None:
         if not self.text:
             return
-        painter.setPen(QPen(ACCEPT_PEN if self.ok else REJECT_PEN, 1))
+        painter.setPen(QPen(_ACCEPT_PEN if self.ok else _REJECT_PEN, 1))
         painter.setBrush(QColor(255, 255, 240) if self.ok else QColor(255, 240, 240))
         painter.drawRoundedRect(self._rect, 4, 4)
         painter.setPen(QColor(30, 30, 30))
@@ -157,7 +157,7 @@ class GridDropTarget(QObject):
                 return DropTarget((it,), (it.cpu_id,), f"CPU {it.cpu_id}")
             if isinstance(it, CoreBoxItem):
                 return self._box_target(it, f"core {it.core_index}" if it.core_index >= 0 else "this core")
-            if isinstance(it, GroupBoxItem) and it.kind in DROP_GROUP_KINDS:
+            if isinstance(it, GroupBoxItem) and it.kind in _DROP_GROUP_KINDS:
                 return self._box_target(it, it.label or f"{it.kind} {it.group_id}")
         return None
 
@@ -251,12 +251,12 @@ class GridDropTarget(QObject):
         path = QPainterPath()
         for it in items:
             path.addRoundedRect(it.sceneBoundingRect().adjusted(-1, -1, 1, 1), 3, 3)
-        pen = QPen(ACCEPT_PEN if ok else REJECT_PEN, 3)
+        pen = QPen(_ACCEPT_PEN if ok else _REJECT_PEN, 3)
         pen.setCosmetic(True)              # the same width at any zoom
         if not ok:
             pen.setStyle(Qt.PenStyle.DashLine)
         self._overlay.setPen(pen)
-        self._overlay.setBrush(QBrush(ACCEPT_FILL if ok else REJECT_FILL))
+        self._overlay.setBrush(QBrush(_ACCEPT_FILL if ok else _REJECT_FILL))
         self._overlay.setPath(path)
 
     def _say(self, text: str, ok: bool, scene_pos: QPointF | None) -> None:
@@ -297,4 +297,4 @@ class GridDropTarget(QObject):
     def highlight_accepts(self) -> bool | None:
         if not self._items_alive() or self._overlay.path().isEmpty():
             return None
-        return self._overlay.pen().color() == ACCEPT_PEN
+        return self._overlay.pen().color() == _ACCEPT_PEN

@@ -7,6 +7,7 @@ view's scale) once they would be too small to read.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen, QPolygonF
@@ -17,9 +18,9 @@ from app.machine.topology import Cpu
 from app.sampling.intruders import ManagedIrq, managed_by_cpu, managed_on_quiet, managed_sentence
 from app.sampling.machine_state import MachineState
 from widgets.colors import LUT, NO_DATA_COLOR, OFFLINE_COLOR, text_color_for
-from widgets.topology.layout import CELL_H, CELL_W, GROUP_PAD, HEADER_H, KIND_STRIP
+from widgets.topology.layout import CELL_H, CELL_W, GROUP_PAD, HEADER_H, KIND_STRIP, LayoutNode, cell_offset
 
-MIN_READABLE_PX = 6.5             # a label painted smaller than this on screen is hidden
+_MIN_READABLE_PX = 6.5             # a label painted smaller than this on screen is hidden
 
 ISO_COLOR = QColor(232, 89, 12)       # outside viridis's hues: an isolated CPU never looks "hot"
 NOHZ_COLOR = QColor(214, 51, 108)
@@ -29,8 +30,8 @@ DIFF_COLOR = QColor(110, 40, 190)     # File → Compare with…: this CPU's IRQ
 SELECT_COLOR = QColor(0, 0, 0)
 P_TINT = QColor(222, 232, 247)
 E_TINT = QColor(226, 242, 226)
-CORE_BG = QColor(236, 236, 236)
-GROUP_BG = {
+_CORE_BG = QColor(236, 236, 236)
+_GROUP_BG = {
     "machine": QColor(255, 255, 255, 0),
     "node": QColor(226, 233, 243),
     "package": QColor(244, 244, 244),
@@ -39,22 +40,22 @@ GROUP_BG = {
     "cluster": QColor(248, 248, 252),
     "offline": QColor(250, 250, 250),
 }
-GROUP_BORDER = {"node": QColor(110, 140, 180), "package": QColor(120, 120, 120)}
+_GROUP_BORDER = {"node": QColor(110, 140, 180), "package": QColor(120, 120, 120)}
 
-LABEL_FONT = QFont()
-LABEL_FONT.setPixelSize(11)
-BOLD_FONT = QFont(LABEL_FONT)
+_LABEL_FONT = QFont()
+_LABEL_FONT.setPixelSize(11)
+BOLD_FONT = QFont(_LABEL_FONT)
 BOLD_FONT.setBold(True)
-SMALL_FONT = QFont()
-SMALL_FONT.setPixelSize(9)
-TINY_FONT = QFont()
-TINY_FONT.setPixelSize(7)
-HEADER_FONT = QFont()
-HEADER_FONT.setPixelSize(12)
-HEADER_FONT.setBold(True)
+_SMALL_FONT = QFont()
+_SMALL_FONT.setPixelSize(9)
+_TINY_FONT = QFont()
+_TINY_FONT.setPixelSize(7)
+_HEADER_FONT = QFont()
+_HEADER_FONT.setPixelSize(12)
+_HEADER_FONT.setBold(True)
 
 
-def level_of_detail(painter: QPainter) -> float:
+def _level_of_detail(painter: QPainter) -> float:
     return QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
 
 
@@ -66,7 +67,7 @@ def hatch_brush() -> QBrush:
 @functools.cache
 def header_width(label: str) -> float:
     """The width a group box needs to show `label` whole in its header band (layout.place)."""
-    return QFontMetricsF(HEADER_FONT).horizontalAdvance(label) + 2 * GROUP_PAD + 4
+    return QFontMetricsF(_HEADER_FONT).horizontalAdvance(label) + 2 * GROUP_PAD + 4
 
 
 class CpuCellItem(QGraphicsItem):
@@ -143,10 +144,10 @@ class CpuCellItem(QGraphicsItem):
             self.update()
 
     def paint(self, painter: QPainter, option, widget=None) -> None:
-        lod = level_of_detail(painter)
+        lod = _level_of_detail(painter)
         fg = self._paint_fill(painter)
         self._paint_marks(painter, lod)
-        if 11 * lod >= MIN_READABLE_PX:
+        if 11 * lod >= _MIN_READABLE_PX:
             self._paint_text(painter, lod, fg)
 
     def _paint_fill(self, painter: QPainter) -> QColor:
@@ -217,32 +218,32 @@ class CpuCellItem(QGraphicsItem):
         painter.drawText(QRectF(4, 2, CELL_W - 8, 14), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                          str(self.cpu_id))
         if not self.online:
-            painter.setFont(LABEL_FONT)
+            painter.setFont(_LABEL_FONT)
             painter.drawText(QRectF(4, 18, CELL_W - 8, 14), Qt.AlignmentFlag.AlignLeft, "off")
             return
         if self.figure:
-            painter.setFont(LABEL_FONT)
+            painter.setFont(_LABEL_FONT)
             # up a little over a managed-IRQ mark, which takes the cell's bottom
             painter.drawText(QRectF(4, 15 if self.managed_mark else 18, CELL_W - 8, 14),
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self.figure)
-        if self.managed_mark and 7 * lod >= MIN_READABLE_PX:
+        if self.managed_mark and 7 * lod >= _MIN_READABLE_PX:
             # Over the quiet band, in red, below the figure: what spoils the quiet. The cell has no
             # other free row (number and badges, figure, band).
-            painter.setFont(TINY_FONT)
+            painter.setFont(_TINY_FONT)
             chip = QRectF(0, CELL_H - 8, CELL_W, 8)
             painter.fillRect(chip, LEAK_COLOR)
             painter.setPen(QColor(255, 255, 255))
-            text = QFontMetricsF(TINY_FONT).elidedText(self.managed_mark, Qt.TextElideMode.ElideRight, CELL_W - 2)
+            text = QFontMetricsF(_TINY_FONT).elidedText(self.managed_mark, Qt.TextElideMode.ElideRight, CELL_W - 2)
             painter.drawText(chip, Qt.AlignmentFlag.AlignCenter, text)
         badges = self.badges()
-        if 9 * lod >= MIN_READABLE_PX and badges:
-            painter.setFont(SMALL_FONT)
+        if 9 * lod >= _MIN_READABLE_PX and badges:
+            painter.setFont(_SMALL_FONT)
             # Badges sit at the right edge on a white chip so they read on any cell colour.
             # Below the nohz corner flag; with three badges the first moves left of the flag instead,
             # so the third still ends inside the cell.
             y = 3.0 if not self.nohz_full or len(badges) > 2 else 12.0
             for text, color in badges:
-                w = QFontMetricsF(SMALL_FONT).horizontalAdvance(text) + 4
+                w = QFontMetricsF(_SMALL_FONT).horizontalAdvance(text) + 4
                 beside_flag = self.nohz_full and y < 11.0
                 chip = QRectF(CELL_W - w - (14 if beside_flag else 3), y, w, 10)
                 painter.fillRect(chip, QColor(255, 255, 255, 225))
@@ -282,11 +283,11 @@ class CoreBoxItem(_BoxItem):
         self.label = label
 
     def paint(self, painter: QPainter, option, widget=None) -> None:
-        bg = P_TINT if self.kind == "P" else E_TINT if self.kind == "E" else CORE_BG
+        bg = P_TINT if self.kind == "P" else E_TINT if self.kind == "E" else _CORE_BG
         painter.setPen(QPen(QColor(150, 150, 150), 0))
         painter.setBrush(bg)
         painter.drawRect(self.rect)
-        if self.kind and 11 * level_of_detail(painter) >= MIN_READABLE_PX:
+        if self.kind and 11 * _level_of_detail(painter) >= _MIN_READABLE_PX:
             painter.setPen(QColor(40, 70, 130) if self.kind == "P" else QColor(40, 110, 40))
             painter.setFont(BOLD_FONT)
             painter.drawText(QRectF(self.rect.x(), self.rect.y(), KIND_STRIP + 1, self.rect.height()),
@@ -311,17 +312,71 @@ class GroupBoxItem(_BoxItem):
     def paint(self, painter: QPainter, option, widget=None) -> None:
         if not self.framed:
             return
-        border = GROUP_BORDER.get(self.kind, QColor(175, 175, 175))
-        painter.setPen(QPen(border, 1.5 if self.kind in GROUP_BORDER else 1.0))
-        painter.setBrush(GROUP_BG.get(self.kind, QColor(250, 250, 250)))
+        border = _GROUP_BORDER.get(self.kind, QColor(175, 175, 175))
+        painter.setPen(QPen(border, 1.5 if self.kind in _GROUP_BORDER else 1.0))
+        painter.setBrush(_GROUP_BG.get(self.kind, QColor(250, 250, 250)))
         painter.drawRoundedRect(self.rect, 3, 3)
-        if 12 * level_of_detail(painter) < MIN_READABLE_PX:
+        if 12 * _level_of_detail(painter) < _MIN_READABLE_PX:
             return
-        painter.setFont(HEADER_FONT)
+        painter.setFont(_HEADER_FONT)
         painter.setPen(QColor(40, 40, 40))
         tr = QRectF(self.rect.x() + GROUP_PAD, self.rect.y(), self.rect.width() - 2 * GROUP_PAD, HEADER_H)
-        text = QFontMetricsF(HEADER_FONT).elidedText(self.label, Qt.TextElideMode.ElideRight, tr.width())
+        text = QFontMetricsF(_HEADER_FONT).elidedText(self.label, Qt.TextElideMode.ElideRight, tr.width())
         painter.drawText(tr, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
+
+
+@dataclass
+class GridItems:
+    """A layout tree's items (`build_items`): cells by CPU, core boxes by core index, group boxes by
+    (kind, id) and alias, and each node's item by id(node)."""
+    top: QGraphicsItem
+    cells: dict[int, CpuCellItem]
+    cores: list[CoreBoxItem | None]
+    groups: dict[tuple[str, object], GroupBoxItem]
+    by_node: dict[int, QGraphicsItem]
+
+
+def build_items(root: LayoutNode, cpus: dict[int, Cpu]) -> GridItems:
+    """An item for every node of the layout tree `root`, each in its parent's; placed by `place_items`."""
+    cells: dict[int, CpuCellItem] = {}
+    cores: list[CoreBoxItem | None] = []
+    groups: dict[tuple[str, object], GroupBoxItem] = {}
+    by_node: dict[int, QGraphicsItem] = {}
+
+    def build(n: LayoutNode, parent_item):
+        if n.kind == "core":
+            item = CoreBoxItem(n.core_index, n.cpus, n.core_kind, n.label, parent_item)
+            if n.core_index >= 0:
+                while len(cores) <= n.core_index:
+                    cores.append(None)
+                cores[n.core_index] = item
+            for cpu in n.threads:
+                cells[cpu] = CpuCellItem(cpu, cpus.get(cpu), item)
+        else:
+            item = GroupBoxItem(n.kind, n.gid, n.label, n.cpus, parent_item)
+            groups.setdefault((n.kind, n.gid), item)
+            for alias in n.aliases:
+                groups.setdefault(alias, item)
+            for c in n.children:
+                build(c, item)
+        by_node[id(n)] = item
+        return item
+    return GridItems(build(root, None), cells, cores, groups, by_node)
+
+
+def place_items(root: LayoutNode, items: GridItems, hybrid: bool) -> None:
+    """Move and size every item as the arranged tree `root` says (layout.arrange); none is rebuilt."""
+    def apply(n: LayoutNode, x: float, y: float):
+        item = items.by_node[id(n)]
+        item.setPos(x, y)
+        item.set_rect(QRectF(0, 0, n.w, n.h))
+        if n.kind == "core":
+            for i, cpu in enumerate(n.threads):
+                items.cells[cpu].setPos(*cell_offset(i, hybrid))
+            return
+        for c, (cx, cy) in zip(n.children, n.positions):
+            apply(c, cx, cy)
+    apply(root, 0.0, 0.0)
 
 
 def mark_managed_irqs(cells: dict[int, CpuCellItem], state: MachineState, refused=frozenset()) -> None:

@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from app.machine.topology import Cpu, Group, Topology
 
 CELL_W, CELL_H = 60.0, 36.0       # one hardware thread
-CELL_GAP = 2.0                    # between threads of one core
-CORE_PAD = 3.0
+_CELL_GAP = 2.0                    # between threads of one core
+_CORE_PAD = 3.0
 KIND_STRIP = 12.0                 # left strip of a hybrid core box holding "P" / "E"
 GROUP_PAD = 5.0
 GROUP_GAP = 6.0                   # between children of a group
 HEADER_H = 17.0                   # group label band
 # The shapes (width / height) tried for every level below the top one; arrange() keeps the one that
 # lets the whole machine be drawn largest.
-INNER_ASPECTS = (0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0, 5.6, 8.0, 12.0)
+_INNER_ASPECTS = (0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0, 5.6, 8.0, 12.0)
 
 HeaderWidth = Callable[[str], float]     # a group label -> the width its header band needs
 Size = tuple[float, float]
@@ -88,15 +88,15 @@ def tree_from_group(group: Group, topology: Topology) -> LayoutNode:
     return root
 
 
-def core_size(n: LayoutNode, hybrid: bool) -> Size:
+def _core_size(n: LayoutNode, hybrid: bool) -> Size:
     t = max(1, len(n.threads))
-    w = 2 * CORE_PAD + t * CELL_W + (t - 1) * CELL_GAP + (KIND_STRIP if hybrid else 0)
-    return w, 2 * CORE_PAD + CELL_H
+    w = 2 * _CORE_PAD + t * CELL_W + (t - 1) * _CELL_GAP + (KIND_STRIP if hybrid else 0)
+    return w, 2 * _CORE_PAD + CELL_H
 
 
 def cell_offset(i: int, hybrid: bool) -> tuple[float, float]:
     """Where a core's i-th hardware thread sits inside the core box."""
-    return CORE_PAD + (KIND_STRIP if hybrid else 0) + i * (CELL_W + CELL_GAP), CORE_PAD
+    return _CORE_PAD + (KIND_STRIP if hybrid else 0) + i * (CELL_W + _CELL_GAP), _CORE_PAD
 
 
 def flow(sizes: list[Size], width: float) -> tuple[list[tuple[float, float]], float, float]:
@@ -149,7 +149,7 @@ def place(n: LayoutNode, aspect: float, hybrid: bool, header_width: HeaderWidth,
     whose labels "cluster 3" and "cluster 13" differ in width) wrap into the same grid.
     """
     if n.kind == "core":
-        n.w, n.h = core_size(n, hybrid)
+        n.w, n.h = _core_size(n, hybrid)
         return
     for c in n.children:
         place(c, aspect, hybrid, header_width, sizes_of, seen)
@@ -174,7 +174,7 @@ def place(n: LayoutNode, aspect: float, hybrid: bool, header_width: HeaderWidth,
         seen[key] = (max(w0, n.w), max(h0, n.h))
 
 
-def place_with_top(root: LayoutNode, inner: float, top: float, hybrid: bool, header_width: HeaderWidth) -> None:
+def _place_with_top(root: LayoutNode, inner: float, top: float, hybrid: bool, header_width: HeaderWidth) -> None:
     """Lay out every inner level at aspect `inner`, then the top level at the viewport's aspect."""
     seen: dict = {}
     for c in root.children:
@@ -195,13 +195,13 @@ def place_with_top(root: LayoutNode, inner: float, top: float, hybrid: bool, hea
 
 def arrange(root: LayoutNode, width: float, height: float, hybrid: bool, header_width: HeaderWidth) -> None:
     """Size and place every box under `root` for a viewport of `width` x `height`: the top level at
-    the viewport's aspect, the levels below at the one of INNER_ASPECTS that draws the machine
+    the viewport's aspect, the levels below at the one of _INNER_ASPECTS that draws the machine
     largest (a later candidate must beat the best so far by 2%: a near-tie keeps the earlier one)."""
     aspect = width / height
     best = None
-    for inner in INNER_ASPECTS:
-        place_with_top(root, inner, aspect, hybrid, header_width)
+    for inner in _INNER_ASPECTS:
+        _place_with_top(root, inner, aspect, hybrid, header_width)
         fit = min(width / root.w, height / root.h)
         if best is None or fit > best[0] * 1.02:
             best = (fit, inner)
-    place_with_top(root, best[1], aspect, hybrid, header_width)
+    _place_with_top(root, best[1], aspect, hybrid, header_width)

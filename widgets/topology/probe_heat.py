@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QGraphicsItem
 from app.format import format_ns
 from widgets.topology.layout import CELL_W
 
-BAND_H = 5.0
+_BAND_H = 5.0
 # ColorBrewer RdYlGn ends and two between: none is the isolated, nohz, quiet or leak colour of items.py
 LEVELS = ((10_000, QColor(26, 152, 80), "under 10 µs"), (100_000, QColor(254, 224, 139), "under 100 µs"),
           (1_000_000, QColor(244, 109, 67), "under 1 ms"), (None, QColor(165, 0, 38), "1 ms or more"))
@@ -35,9 +35,9 @@ def level(max_ns: float | None) -> tuple[QColor, str] | None:
     return None
 
 
-class ProbeHeatItem(QGraphicsItem):
+class _ProbeHeatItem(QGraphicsItem):
     """A band along the top of one CPU cell, its parent. Contract: boundingRect is the band
-    (0, 0, CELL_W, BAND_H), inside the cell's own rect, so the cell's update covers it; `set_color`
+    (0, 0, CELL_W, _BAND_H), inside the cell's own rect, so the cell's update covers it; `set_color`
     calls update() only when the colour changed."""
 
     def __init__(self, parent: QGraphicsItem):
@@ -47,7 +47,7 @@ class ProbeHeatItem(QGraphicsItem):
         self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
 
     def boundingRect(self) -> QRectF:
-        return QRectF(0, 0, CELL_W, BAND_H)
+        return QRectF(0, 0, CELL_W, _BAND_H)
 
     def set_color(self, color: QColor) -> None:
         if color != self.color:
@@ -58,7 +58,7 @@ class ProbeHeatItem(QGraphicsItem):
         if self.color is not None:
             painter.fillRect(self.boundingRect(), self.color)
             # a dark edge under it: the green band reads on a cell the metric paints light green too
-            painter.fillRect(QRectF(0, BAND_H - 1, CELL_W, 1), QColor(0, 0, 0, 110))
+            painter.fillRect(QRectF(0, _BAND_H - 1, CELL_W, 1), QColor(0, 0, 0, 110))
 
 
 class ProbeHeat:
@@ -71,13 +71,13 @@ class ProbeHeat:
         self._legend = legend                     # the view's ColorLegend, which keys the band
         self._probe = ""
         self._figures: dict[int, dict] = {}
-        self._items: dict[int, tuple[QGraphicsItem, ProbeHeatItem]] = {}     # cpu: (its cell, the band)
+        self._items: dict[int, tuple[QGraphicsItem, _ProbeHeatItem]] = {}     # cpu: (its cell, the band)
 
     @property
     def cpus(self) -> tuple[int, ...]:
         return tuple(sorted(self._items))
 
-    def item(self, cpu: int) -> ProbeHeatItem | None:
+    def item(self, cpu: int) -> _ProbeHeatItem | None:
         got = self._items.get(cpu)
         return got[1] if got is not None else None
 
@@ -100,7 +100,7 @@ class ProbeHeat:
             if cell is None or lv is None:
                 continue
             if cpu not in self._items:
-                self._items[cpu] = (cell, ProbeHeatItem(cell))
+                self._items[cpu] = (cell, _ProbeHeatItem(cell))
             self._items[cpu][1].set_color(lv[0])
 
     def tooltip(self, cpu: int) -> str:

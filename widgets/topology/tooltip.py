@@ -12,16 +12,17 @@ from widgets.topology.layout import cpu_map
 KIND_NAMES = {"P": "performance core", "E": "efficient core"}
 
 
-def cpu_tooltip(cpu_id: int, topology: Topology | None, core: CoreBoxItem | None, state: MachineState | None,
+def cpu_tooltip(cpu_id: int, topology: Topology | None, state: MachineState | None,
                 values: MetricValues | None, cell: CpuCellItem | None = None) -> str:
-    """Rich text: CPU identity, flags, current figures, top IRQs and threads on it, and the managed
-    IRQs still delivered on it while quiet (`cell`'s mark, and why). `core` is the box the CPU's cell
-    sits in; `values` the metric the grid shows (for a one-capture state)."""
+    """Rich text: CPU identity (its core: the box `cell` sits in), flags, current figures, top IRQs and
+    threads on it, and the managed IRQs still delivered on it while quiet (`cell`'s mark, and why).
+    `values`: the metric the grid shows (for a one-capture state)."""
+    core = cell.parentItem() if cell is not None else None
     c = cpu_map(topology).get(cpu_id) if topology is not None else None
     lines = [f"<b>CPU {cpu_id}</b>"]
     if c is not None:
         ident = []
-        if core is not None:
+        if isinstance(core, CoreBoxItem):
             ident.append(f"core {core.core_index} ({', '.join(map(str, core.cpus))})")
         for v, name in ((c.package_id, "package"), (c.die_id, "die"), (c.node, "node")):
             if v is not None and v != -1:

@@ -5,38 +5,48 @@ The scene is built once per topology from `app.machine.topology.layout()` (boxes
 widgets/topology/layout.py); a tick only recolours the cells whose colour or figure changed
 (`set_state`).
 
-Mouse and keys (click, select, CPU drags, pan, zoom) are CpuGestureView's, its base class
-(widgets/topology/gestures.py). Drops on the grid go to `pin_drops` (widgets/topology/drop.py), judged
+Mouse and keys (click, select, CPU drags, pan, zoom) are its `gestures`' (CpuGestures,
+widgets/topology/gestures.py). Drops on the grid go to `pin_drops` (widgets/topology/drop.py), judged
 by the drop policy given with `set_drop_policy`; the grid refuses its own CPU drags.
 """
 from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QEvent, QRectF, Signal
+from PySide6.QtCore import QEvent, QPoint, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QToolTip, QWidget
+from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QToolTip, QWidget
 
 from app.machine.topology import Topology, layout
 from app.sampling.machine_state import MachineState
 from widgets.colors import ColorScale, Metric, MetricValues, format_value, metric_values, parse_metric, scale_for
 from widgets.topology.drop import DropPolicy, GridDropTarget
-from widgets.topology.gestures import CpuGestureView
-from widgets.topology.items import CoreBoxItem, CpuCellItem, GroupBoxItem, header_width, mark_managed_irqs
-from widgets.topology.layout import LayoutNode, arrange, cell_offset, cpu_map, tree_from_group
+from widgets.topology.gestures import CpuGestures
+from widgets.topology.items import (
+    CoreBoxItem,
+    CpuCellItem,
+    GridItems,
+    GroupBoxItem,
+    build_items,
+    header_width,
+    mark_managed_irqs,
+    place_items,
+)
+from widgets.topology.layout import LayoutNode, arrange, cpu_map, tree_from_group
 from widgets.topology.legend import ColorLegend
 from widgets.topology.probe_heat import ProbeHeat
 from widgets.topology.tooltip import cpu_tooltip
 
-SCENE_MARGIN = 8.0
+_SCENE_MARGIN = 8.0
+_MAX_FIT_SCALE = 2.0             # zoom_fit never magnifies more than this
 
 
-class TopologyView(CpuGestureView):
-    """The machine's CPUs as nested boxes, coloured by one metric. See the module docstring.
+class TopologyView(QGraphicsView):
+    """The machine's CPUs as nested boxes, coloured by one metric (module docstring). `legend` is the
+    ColorLegend the owner places under the view; `pin_drops` handles drops, `gestures` mouse and keys."""
 
-    `legend` is the ColorLegend the owner places under the view; `pin_drops` handles drops.
-    """
-
+    cpu_selected = Signal(int)
+    cpu_menu_requested = Signal(list, QPoint)     # the CPUs the context menu acts on, global position
     selection_changed = Signal(list)
     metric_changed = Signal(str)
     pin_requested = Signal(object)    # app.pinning.service.PinRequest of a drop the drop policy accepted
@@ -44,11 +54,18 @@ class TopologyView(CpuGestureView):
 
     def __init__(self, parent: QWidget | None = None, *, metric: Metric | str | None = None):
         super().__init__(parent)
+        self.setDragMode(QGraphicsView.DragMode.RubberBandDrag)
+        self.setRubberBandSelectionMode(Qt.ItemSelectionMode.IntersectsItemShape)
+        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
+        self.setResizeAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.setScene(QGraphicsScene(self))
         self.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         self.setBackgroundBrush(QColor(252, 252, 252))
         self.legend = ColorLegend()
         self.color_metric: Metric = metric if isinstance(metric, Metric) else parse_metric(metric)
+        self._cells: dict[int, CpuCellItem] = {}
+        self._fitted = False              # the view shows the whole grid (kept so on resize)
         self._topology: Topology | None = None
         self._state: MachineState | None = None
         self._quiet: frozenset[int] = frozenset()
@@ -58,7 +75,7 @@ class TopologyView(CpuGestureView):
         self._cores: list[CoreBoxItem] = []
         self._groups: dict[tuple[str, object], GroupBoxItem] = {}
         self._root: LayoutNode | None = None
-        self._items_by_node: dict[int, QGraphicsItem] = {}
+        self._items: GridItems | None = None
         self._scale: ColorScale | None = None
         self._fixed_scale: ColorScale | None = None
         self._values: MetricValues | None = None
@@ -68,6 +85,7 @@ class TopologyView(CpuGestureView):
         self.pin_drops = GridDropTarget(self)
         self.pin_drops.hint_changed.connect(self.drop_hint)
         self.probe_heat = ProbeHeat(lambda: self._cells, self.legend)    # the last jitter/wakeup run's heat
+        self.gestures = CpuGestures(self, lambda: self._cells)
 
     def set_drop_policy(self, policy: DropPolicy | None) -> None:
         """Who judges what is dragged over the grid (None: every drag is refused)."""
@@ -190,32 +208,12 @@ class TopologyView(CpuGestureView):
         sc.blockSignals(True)
         sc.clear()
         sc.blockSignals(False)
-        self._cells, self._cores, self._groups, self._items_by_node = {}, [], {}, {}
-        cpus = cpu_map(self._topology)
-
-        def build(n: LayoutNode, parent_item):
-            if n.kind == "core":
-                item = CoreBoxItem(n.core_index, n.cpus, n.core_kind, n.label, parent_item)
-                if n.core_index >= 0:
-                    while len(self._cores) <= n.core_index:
-                        self._cores.append(None)
-                    self._cores[n.core_index] = item
-                for cpu in n.threads:
-                    self._cells[cpu] = CpuCellItem(cpu, cpus.get(cpu), item)
-                    self._cells[cpu].quiet = cpu in self._quiet
-                    self._cells[cpu].partial = cpu in self._partial
-                    self._cells[cpu].compared_tip = self._compared.get(cpu, "")
-            else:
-                item = GroupBoxItem(n.kind, n.gid, n.label, n.cpus, parent_item)
-                self._groups.setdefault((n.kind, n.gid), item)
-                for alias in n.aliases:
-                    self._groups.setdefault(alias, item)
-                for c in n.children:
-                    build(c, item)
-            self._items_by_node[id(n)] = item
-            if parent_item is None:
-                sc.addItem(item)
-        build(self._root, None)
+        self._items = build_items(self._root, cpu_map(self._topology))
+        self._cells, self._cores, self._groups = self._items.cells, self._items.cores, self._items.groups
+        for cpu, cell in self._cells.items():
+            cell.quiet, cell.partial = cpu in self._quiet, cpu in self._partial
+            cell.compared_tip = self._compared.get(cpu, "")
+        sc.addItem(self._items.top)
 
     def _relayout(self, force: bool = False) -> None:
         """Place every box for the viewport's current aspect; items move, none is rebuilt."""
@@ -228,22 +226,45 @@ class TopologyView(CpuGestureView):
         self._layout_aspect = aspect
         hybrid = self._hybrid()
         arrange(self._root, vw, vh, hybrid, header_width)
-
-        def apply(n: LayoutNode, x: float, y: float):
-            item = self._items_by_node[id(n)]
-            item.setPos(x, y)
-            item.set_rect(QRectF(0, 0, n.w, n.h))
-            if n.kind == "core":
-                for i, cpu in enumerate(n.threads):
-                    self._cells[cpu].setPos(*cell_offset(i, hybrid))
-                return
-            for c, (cx, cy) in zip(n.children, n.positions):
-                apply(c, cx, cy)
-        apply(self._root, 0.0, 0.0)
-        m = SCENE_MARGIN
+        place_items(self._root, self._items, hybrid)
+        m = _SCENE_MARGIN
         self.scene().setSceneRect(QRectF(-m, -m, self._root.w + 2 * m, self._root.h + 2 * m))
 
-    # -- fitted to the viewport while it shows the whole grid (zoom: gestures.py) ------------------------
+    # -- selection and zoom -------------------------------------------------------------------------------
+    def selected_cpus(self) -> list[int]:
+        return sorted(it.cpu_id for it in self.scene().selectedItems() if isinstance(it, CpuCellItem))
+
+    def select_cpus(self, cpus) -> None:
+        """Select exactly these (online) CPUs' cells; the scene's selectionChanged comes once, after."""
+        want = set(cpus)
+        self.scene().blockSignals(True)
+        try:
+            for cpu, it in self._cells.items():
+                it.setSelected(cpu in want and it.online)
+        finally:
+            self.scene().blockSignals(False)
+        self.scene().selectionChanged.emit()
+
+    def zoom_fit(self) -> None:
+        r = self.scene().sceneRect()
+        if r.isEmpty():
+            return
+        self.fitInView(r, Qt.AspectRatioMode.KeepAspectRatio)
+        # A laptop's 8 CPUs would otherwise fill the screen with 40-pixel digits.
+        if self.transform().m11() > _MAX_FIT_SCALE:
+            self.resetTransform()
+            self.scale(_MAX_FIT_SCALE, _MAX_FIT_SCALE)
+            self.centerOn(r.center())
+        self._fitted = True
+
+    def zoom_by(self, factor: float) -> None:
+        s = self.transform().m11() * factor
+        if not (0.05 <= s <= 8.0):
+            return
+        self.scale(factor, factor)
+        self._fitted = False
+
+    # -- fitted to the viewport while it shows the whole grid ---------------------------------------------
     def showEvent(self, event) -> None:
         super().showEvent(event)
         if not self._fitted:
@@ -258,6 +279,31 @@ class TopologyView(CpuGestureView):
 
     def _on_scene_selection_changed(self) -> None:
         self.selection_changed.emit(self.selected_cpus())
+
+    # -- mouse and keys: what the gestures do not take goes on to the scene --------------------------------
+    def mousePressEvent(self, event) -> None:
+        if not self.gestures.press(event):
+            super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event) -> None:
+        if not self.gestures.move(event):
+            super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event) -> None:
+        if not self.gestures.release(event):
+            super().mouseReleaseEvent(event)
+            self.gestures.clicked(event)
+
+    def wheelEvent(self, event) -> None:
+        if not self.gestures.wheel(event):
+            super().wheelEvent(event)
+
+    def keyPressEvent(self, event) -> None:
+        if not self.gestures.key(event):
+            super().keyPressEvent(event)
+
+    def contextMenuEvent(self, event) -> None:
+        self.gestures.context_menu(event)
 
     # -- drops (pins): widgets/topology/drop.py -----------------------------------------------------------
     def dragEnterEvent(self, event) -> None:
@@ -277,7 +323,7 @@ class TopologyView(CpuGestureView):
     # -- tooltips: composed on demand from the newest state (figures change every tick) ----------------
     def viewportEvent(self, event) -> bool:
         if event.type() == QEvent.Type.ToolTip:
-            cell = self._cell_at(event.pos())
+            cell = self.gestures.cell_at(event.pos())
             text = self.tooltip_for(cell.cpu_id) if cell is not None else ""
             if text:
                 QToolTip.showText(event.globalPos(), text, self.viewport())
@@ -290,10 +336,5 @@ class TopologyView(CpuGestureView):
     def tooltip_for(self, cpu_id: int) -> str:
         """Rich text: CPU identity, flags, current figures, top IRQs and threads on it."""
         heat = self.probe_heat.tooltip(cpu_id)
-        return cpu_tooltip(cpu_id, self._topology, self._core_of(cpu_id), self._state, self._values,
-                           self._cells.get(cpu_id)) + (f"<br>{heat}" if heat else "")
-
-    def _core_of(self, cpu_id: int) -> CoreBoxItem | None:
-        cell = self._cells.get(cpu_id)
-        parent = cell.parentItem() if cell is not None else None
-        return parent if isinstance(parent, CoreBoxItem) else None
+        return cpu_tooltip(cpu_id, self._topology, self._state, self._values, self._cells.get(cpu_id)) + \
+            (f"<br>{heat}" if heat else "")
