@@ -23,6 +23,7 @@ app/sources/live.py's SourceHost are the others.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from app.errors import CoremapError
 from app.pinning.api import PinService
@@ -35,8 +36,6 @@ from app.store.folders import journal_path
 from app.store.session import Session, session_from_root
 from app.sysroot import SysRoot
 from probes.runner import ProbeRun, ProbeStarter
-
-PARTS = ("pins", "quiet", "probes", "capture")
 
 
 class Host:
@@ -63,12 +62,17 @@ class Host:
         return self._quiet
 
     def absent(self, part: str) -> str:
-        """Why `part` (one of PARTS) is missing; "" when the host has it."""
+        """Why `part` ("pins", "quiet", "probes", "capture") is missing, in one sentence."""
         return self._absent.get(part, f"{self.name}: no {part} here")
 
     def has_journal(self) -> bool:
         """Its pins have a journal to read now (what earlier pins left to restore)."""
         return self._pins is not None
+
+    def guarded(self) -> tuple[SysRoot, Path] | None:
+        """(root, journal file) for the pin guard to watch from this process (widgets/pinning/guard.py),
+        once pins were opened; None where it runs elsewhere (over ssh: `coremap --host H guard`)."""
+        return None
 
     def close(self) -> None:
         """End what the host holds; the window calls it when another machine replaces this one."""
@@ -111,6 +115,9 @@ class LocalHost(Host):
         """A journal from earlier runs exists: the window opens it at once, to offer restoring what they
         left behind (otherwise it is opened by the first pin)."""
         return self._pins is not None or journal_path(create=False).exists()
+
+    def guarded(self) -> tuple[SysRoot, Path] | None:
+        return (self.root, self._pins.journal.path) if self._pins is not None and self.root.writable else None
 
     def close(self) -> None:
         if self._opened is not None:

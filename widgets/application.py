@@ -274,11 +274,9 @@ def _add_guard(window: MainWindow, menu: QMenu, interval: float) -> GuardThread:
     action.toggled.connect(guard.set_enabled)
 
     def on_state(_state) -> None:
-        s, root = pins.service, window.host.root if window.host is not None else None
-        # The guard watches a machine whose files are here; one over ssh runs its own (`coremap --host H
-        # guard`), and a capture or a metrics source has no pins.
-        if s is not None and root is not None and guard.enabled and root.writable:
-            guard.start(root, s.journal.path)
+        watched = window.host.guarded() if window.host is not None else None
+        if watched is not None and guard.enabled:
+            guard.start(*watched)
 
     def on_host_changed(_host) -> None:
         window.sampler_thread.interval_changed.connect(guard.set_interval)
@@ -308,9 +306,7 @@ def _add_quiet(window: MainWindow) -> QuietController:
     """The Quiet menu (widgets/quiet/): isolate, include, Verify, the plan, the irqbalance fix."""
     quiet = QuietController(window.topology_view, window.menuBar().addMenu("&Quiet"), window.pin_controller,
                             status=window.show_message, add_run=window.probe_panel.add_result,
-                            state_applied=window.state_applied,
-                            quiet_for=lambda _pins: window.host.quiet if window.host is not None else None,
-                            parent=window)
+                            state_applied=window.state_applied, parent=window)
     window.closing.connect(quiet.close)
     window.add_top_bar(quiet.cut_short_bar)
     return quiet
