@@ -2,8 +2,9 @@
 parts of it that controller needs (a menu, a status sink, the views it drags from or drops on, the
 state signal); nothing else in widgets/ constructs the window or reaches into it.
 
-- `run_gui(args)`: the window, from the command line's arguments (see app/cli/main.py). Everything
-  that can be wrong with the arguments or the root is found before Qt starts, and reported as a
+- `run_gui(args, host)`: the window on the Host app/cli/main.py opened from the command line's arguments
+  (app/sources/live.py open_host). Everything that can be wrong with the arguments or the machine is
+  found before Qt starts, and reported as a
   CoremapError (app/cli/main.py prints "coremap: <message>" and exits 2): no traceback, no dialog.
   With --screenshot the window is rendered offscreen after the first sample(s) and saved, and the
   process exits: two ticks for rates on the live machine, the pair on a two-capture snapshot.
@@ -36,7 +37,7 @@ from app.sampling.heap_trim import MemoryTrimmer
 from app.resources import APP_ID, ICON, resource_path
 from app.sampling.sampler import MAX_INTERVAL, MIN_INTERVAL
 from app.sampling.sources import MachineSource
-from app.sources.live import host_of_root, open_host
+from app.sources.live import host_of_root
 from app.store.session import Session
 from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
@@ -84,7 +85,8 @@ def _check_interval(seconds: float | None) -> float:
     return s
 
 
-def run_gui(args) -> int:
+def run_gui(args, host: Host) -> int:
+    """The window on `host` (app/cli/main.py opened it from the arguments, before Qt started)."""
     metric = parse_metric(getattr(args, "color_by", None))
     size = parse_size(getattr(args, "size", None))
     interval = _check_interval(getattr(args, "interval", None))
@@ -96,16 +98,9 @@ def run_gui(args) -> int:
             raise BadArgument(f"--screenshot {screenshot}: name a .png file")
         # A screenshot needs no display: render offscreen unless a platform was chosen explicitly.
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    # Opened before Qt starts, from this (the main) thread: a machine that cannot be opened (a host
-    # that cannot be reached, a damaged session) is one line and exit status 2, and an ssh started
-    # here lives as long as the process.
-    host = open_host(args)
-    try:
-        if screenshot:
-            return _screenshot(host.sampler, metric, size, interval, Path(screenshot))
-        return _interactive(host, metric, size, interval, chosen=_chosen(args))
-    finally:
-        host.close()
+    if screenshot:
+        return _screenshot(host.sampler, metric, size, interval, Path(screenshot))
+    return _interactive(host, metric, size, interval, chosen=_chosen(args))
 
 
 def _application():
@@ -231,6 +226,16 @@ def build_window(host: Host | None = None, *, metric: Metric | str | None = None
             frozen.append(True)
             gc.freeze()
     window.state_applied.connect(freeze_startup)
+    return window
+
+
+def open_window(host: Host, *, metric: Metric | str | None = None, size=DEFAULT_SIZE) -> MainWindow:
+    """A window of its own on `host`, shown, its sampler ticking from now on (the first tick included: a
+    slow source never holds the UI thread): the fleet's Open this host."""
+    window = build_window(host, metric=metric, interval=host.sampler.interval)
+    window.resize(*size)
+    window.show()
+    window.sampler_thread.start()
     return window
 
 

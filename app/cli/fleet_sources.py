@@ -128,24 +128,6 @@ def run_sources(args) -> int:
     return 0 if all(r.ok for r in rows) else 1
 
 
-def run_host_window(args) -> int:
-    """`coremap --pcp URL --host NAME` / `coremap --prometheus URL --host INSTANCE`: one host in the window."""
-    from app.sources.live import open_host
-    if args.command is not None:
-        raise SourceOptionError("--pcp and --prometheus open the window on one host (with --host); commands run "
-                                "on this machine or over ssh, so give one or the other")
-    if getattr(args, "screenshot", None):
-        check_output_path(args.screenshot, "--screenshot")
-    from app.cli.desktop import require_display
-    require_display(args)
-    host = open_host(args)
-    try:
-        from widgets.fleet.live import run_source_window
-    except ImportError as e:
-        raise CoremapError(f"the window needs PySide6 and pyqtgraph ({e}); `coremap fleet --json` runs without") from None
-    return run_source_window(host, args)
-
-
 def fleet_window():
     """widgets/fleet/window.py run_fleet_window, imported only when the window is asked for (--csv and
     --json run without Qt); CoremapError saying so where PySide6 or pyqtgraph is missing."""

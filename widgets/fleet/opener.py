@@ -2,7 +2,7 @@
 this process, the window the command line opens for it.
 
 - A fleet read from PCP or Prometheus opens a host as `coremap --pcp URL --host NAME` / `coremap
-  --prometheus URL --host INSTANCE` does (widgets/fleet/live.py open_source_window, on the host the CLI's
+  --prometheus URL --host INSTANCE` does (widgets/application.py open_window, on the host the CLI's
   `samplers` factory opens: app/sources/live.py open_host), read-only as that one is. The sampler's first
   tick runs on its own thread, so a slow source never holds the fleet window up; a host the source has lost
   shows the source's one line in that window's status bar.
@@ -22,9 +22,8 @@ from PySide6.QtCore import QObject
 from app.errors import CoremapError
 from app.remote.fleet import FleetRow
 from app.remote.hosts import parse_host
-from widgets.application import DEFAULT_SIZE, build_window
+from widgets.application import DEFAULT_SIZE, build_window, open_window
 from widgets.colors import Metric
-from widgets.fleet.live import open_source_window
 from widgets.main_window import MainWindow
 
 
@@ -60,7 +59,7 @@ class HostOpener(QObject):
         return window
 
     def _source(self, row: FleetRow) -> MainWindow:
-        return open_source_window(self.samplers(row.host), metric=self.metric, size=self.size)
+        return open_window(self.samplers(row.host), metric=self.metric, size=self.size)
 
     def _ssh(self, row: FleetRow) -> MainWindow:
         host = parse_host(row.host)
