@@ -70,23 +70,31 @@ def host_of_root(root: SysRoot, interval: float = 1.0) -> Host:
 
 
 def _source_host(args, interval: float, check: bool) -> SourceHost:
-    from app.sources.captures import CaptureShelf
+    """One host of --pcp's pmproxy or of --prometheus; `--captures DIR`: a folder of snapshots whose
+    capture of the host completes the topology the source gives (app/sources/captures.py)."""
+    from app.sources.captures import CaptureShelf, complete_state
     from app.sources.http import auth_for
-    if not getattr(args, "host", None):
+    name, url = getattr(args, "host", None), args.pcp or args.prometheus
+    if not name:
         raise HostOptionError("name the host to open: --host NAME (a pmcd hostspec for --pcp, an instance "
                               "for --prometheus); `coremap fleet` shows them all")
-    url = args.pcp or args.prometheus
     auth = auth_for(url, getattr(args, "source_config", None))
-    folder = getattr(args, "captures", None)
-    captures = CaptureShelf(folder) if folder else None
+    captures = CaptureShelf(args.captures) if getattr(args, "captures", None) else None
     if args.pcp:
-        host = SourceHost(pcp_sampler(url, args.host, auth=auth, interval=interval, captures=captures), "PCP")
+        from app.sources.pcp import Pmproxy
+        kind, read = "PCP", Pmproxy(url, auth=auth).host(name).state
     else:
-        host = SourceHost(prometheus_sampler(url, args.host, auth=auth, interval=interval, captures=captures,
-                                             check=check, match=getattr(args, "match", None) or ""), "Prometheus")
+        from app.sources.prometheus import Prometheus
+        prom = Prometheus(url, auth=auth, match=getattr(args, "match", None) or "")
+        if check:
+            prom.check()        # the server is a Prometheus (the fleet it came from has just read it)
+        kind, read = "Prometheus", lambda g: prom.host_state(name, g)
+    completed = read if captures is None else lambda g: complete_state(captures, read(g), name)
+    host = SourceHost(SourceSampler(completed, f"{kind.lower()} {name} via {url}", interval=interval), kind)
     if check:
         host.sampler.tick()         # a host the source does not have is one line here, before any window
     return host
+
 
 
 class SourceSampler:
@@ -133,29 +141,3 @@ class SourceHost(Host):
         super().__init__(sampler.source, sampler, absent={
             "pins": why, "quiet": why, "probes": f"{why}: no live probes",
             "capture": f"{why}: nothing of the host is here to save"})
-
-
-def pcp_sampler(url: str, hostspec: str, *, auth=None, interval: float = 1.0, captures=None) -> SourceSampler:
-    """`captures`: a CaptureShelf (app/sources/captures.py) whose capture of the host completes its topology."""
-    from app.sources.pcp import Pmproxy
-    host = Pmproxy(url, auth=auth).host(hostspec)
-    return SourceSampler(_completed(host.state, captures, hostspec), f"pcp {hostspec} via {url}", interval=interval)
-
-
-def prometheus_sampler(url: str, instance: str, *, auth=None, interval: float = 1.0,
-                       at: float | None = None, captures=None, check: bool = True, match: str = "") -> SourceSampler:
-    """`check`: ask the server what it is first (False where the fleet it came from has just read it:
-    the window opened from the fleet never waits on the network in the UI thread)."""
-    from app.sources.prometheus import Prometheus
-    prom = Prometheus(url, auth=auth, match=match)
-    if check:
-        prom.check()
-    return SourceSampler(_completed(lambda g: prom.host_state(instance, g, at), captures, instance),
-                         f"prometheus {instance} via {url}", interval=interval)
-
-
-def _completed(read: Callable[[int], MachineState], captures, host: str) -> Callable[[int], MachineState]:
-    if captures is None:
-        return read
-    from app.sources.captures import complete_state
-    return lambda g: complete_state(captures, read(g), host)
