@@ -1,24 +1,15 @@
 """Host: the machine shown, and everything that can be done with it, as one object.
 
-psutil picks its platform module once and every call goes through it; coremap picks the machine once,
-with `open_host(args)` (app/sources/live.py), and hands the Host to the window (`set_host`) or a command.
-Nobody asks afterwards which kind of machine it is: a part the host lacks is None, and `absent(part)`
-says why in one sentence the window can show ("a capture of sno: pinning needs the live machine").
+coremap picks the machine once, with `open_host(args)` (app/sources/live.py), and hands the Host to the
+window (`set_host`) or a command, as psutil picks its platform module once. Nobody asks afterwards which
+kind of machine it is: a part the host lacks is None, and `absent(part)` says why in one sentence.
+Its parts: `sampler` (a MachineSource), `pins` (a PinService), `quiet` (a QuietService), `probes` (what
+starts a probe run there; `probes_elsewhere`: on another machine, whose CPUs are not this process's),
+`capture` (a snapshot of it now, as a Session), `root` (its files here: what the guard, Compare… and
+a report read; None when it is read elsewhere). `close()` ends what it holds.
 
-The parts:
-- `sampler`: its states (a MachineSource: app/sampling/sources.py);
-- `pins`: its PinService (app/pinning/api.py), whose journal the Pins panel reads;
-- `quiet`: its QuietService (app/quiet/service.py): Make quiet, Give back, Verify;
-- `probes`: what starts a probe run there (probes/runner.py ProbeStarter); `probes_elsewhere` when
-  they run on another machine, whose CPUs are not this process's;
-- `capture`: what takes a snapshot of it now, as a Session (File → Save Session, the autosave);
-- `root`: its files here (this machine's "/", a capture's folder): what the guard, Compare… and a
-  report read; None when it is read elsewhere.
-`close()` ends what the host holds (a connection, an opened session's folder).
-
-LocalHost is a machine whose files are here (this one, or a writable copy the tests pin in);
-CaptureHost a captured machine or an opened session. app/remote/host.py's RemoteHost and
-app/sources/live.py's SourceHost are the others.
+LocalHost: a machine whose files are here (this one, or a writable copy the tests pin in); CaptureHost:
+a captured machine or an opened session; app/remote/host.py RemoteHost and app/sources/live.py SourceHost.
 """
 from __future__ import annotations
 

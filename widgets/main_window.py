@@ -201,12 +201,10 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, lambda: fit_columns(self.irq_table.view, IRQ_DEVICE_COLUMN))
 
     # -- the sampler ------------------------------------------------------------------------------------
-    def _connect_sampler(self, t: SamplerThread) -> None:
-        t.state_ready.connect(self._on_sampler_state_ready)
-        t.tick_failed.connect(self._on_sampler_tick_failed)
-        t.paused_changed.connect(self._on_sampler_paused_changed)
-        t.interval_changed.connect(self._on_sampler_interval_changed)
-        t.tick_seconds.connect(self._on_sampler_tick_seconds)
+    def _sampler_signals(self, t: SamplerThread) -> tuple:
+        return ((t.state_ready, self._on_sampler_state_ready), (t.tick_failed, self._on_sampler_tick_failed),
+                (t.paused_changed, self._on_sampler_paused_changed),
+                (t.interval_changed, self._on_sampler_interval_changed), (t.tick_seconds, self._on_sampler_tick_seconds))
 
     def set_host(self, host: Host) -> None:
         """Show `host` (File → Connect…, an opened session, Back to Live): close the machine shown (its
@@ -214,12 +212,8 @@ class MainWindow(QMainWindow):
         start), and hand the host to every controller (host_changed). Its SamplerThread is built here
         and started by the caller (`sampler_thread.start()`), once the window is ready for states."""
         old, old_host = self.sampler_thread, self.host
-        if old is not None:
-            old.state_ready.disconnect(self._on_sampler_state_ready)
-            old.tick_failed.disconnect(self._on_sampler_tick_failed)
-            old.paused_changed.disconnect(self._on_sampler_paused_changed)
-            old.interval_changed.disconnect(self._on_sampler_interval_changed)
-            old.tick_seconds.disconnect(self._on_sampler_tick_seconds)
+        for signal, slot in self._sampler_signals(old) if old is not None else ():
+            signal.disconnect(slot)
         if old_host is not None:
             old_host.close()              # first: a tick waiting on the network ends at once
         if old is not None:
@@ -235,7 +229,8 @@ class MainWindow(QMainWindow):
         # tests/gui/conftest.py).
         del old
         gc.collect()
-        self._connect_sampler(thread)
+        for signal, slot in self._sampler_signals(thread):
+            signal.connect(slot)
         self.host_changed.emit(host)
 
     def forget_processes(self, pids: list[int] | None) -> None:
