@@ -98,8 +98,7 @@ def run_gui(args, host: Host) -> int:
             raise BadArgument(f"--screenshot {screenshot}: name a .png file")
         # A screenshot needs no display: render offscreen unless a platform was chosen explicitly.
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    if screenshot:
-        return _screenshot(host.sampler, metric, size, interval, Path(screenshot))
+        return _screenshot(host.sampler, metric, size, interval, out)
     return _interactive(host, metric, size, interval, chosen=_chosen(args))
 
 
