@@ -2,8 +2,9 @@
 parts of it that controller needs (a menu, a status sink, the views it drags from or drops on, the
 state signal); nothing else in widgets/ constructs the window or reaches into it.
 
-- `run_gui(args)`: the window, from the command line's arguments (see app/cli/main.py). Everything
-  that can be wrong with the arguments or the root is found before Qt starts, and reported as a
+- `run_gui(args, host)`: the window on the Host app/cli/main.py opened from the command line's arguments
+  (app/sources/live.py open_host). Everything that can be wrong with the arguments or the machine is
+  found before Qt starts, and reported as a
   CoremapError (app/cli/main.py prints "coremap: <message>" and exits 2): no traceback, no dialog.
   With --screenshot the window is rendered offscreen after the first sample(s) and saved, and the
   process exits: two ticks for rates on the live machine, the pair on a two-capture snapshot.
@@ -28,22 +29,16 @@ from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QDockWidget, QMenu
 
 from app.format import cpus_word
-from app.pinning.service import AffinityService
+from app.host import Host
 from app.pinning.targets import PinRequest
 from app.atomic import check_output_path, write_atomic
 from app.errors import CoremapError
 from app.sampling.heap_trim import MemoryTrimmer
 from app.resources import APP_ID, ICON, resource_path
-from app.remote.capture import capture_session
-from app.remote.hosts import HostSpec, parse_host, remember_host
-from app.remote.pins import RemoteAffinityService
-from app.remote.quiet import RemoteQuiet
-from app.quiet.service import LocalQuiet
-from app.remote.probe_runs import RemoteProbeRun
-from app.remote.sampler import RemoteSampler
-from app.sampling.sampler import MAX_INTERVAL, MIN_INTERVAL, Sampler
-from app.store.session import Session, open_session
-from probes.results import check_result
+from app.sampling.sampler import MAX_INTERVAL, MIN_INTERVAL
+from app.sampling.sources import MachineSource
+from app.sources.live import host_of_root
+from app.store.session import Session
 from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from widgets.colors import Metric, parse_metric
@@ -59,8 +54,6 @@ from widgets.pinning.guard import GuardThread
 from widgets.probe.panel import ProbePanel
 from widgets.quiet.controller import QuietController
 from widgets.remote.connect import ConnectController
-from widgets.remote.sampler_thread import RemoteSamplerThread
-from widgets.sampler_thread import SamplerThread
 from widgets.search_bar import SearchBar
 from widgets.session_controller import SessionController
 from widgets.settings import WindowSettings
@@ -92,21 +85,11 @@ def _check_interval(seconds: float | None) -> float:
     return s
 
 
-def _root_of(args):
-    """(SysRoot, session or None) from --root / --session."""
-    if getattr(args, "session", None):
-        if getattr(args, "root", None):
-            raise BadArgument("--root and --session both given: open one machine at a time")
-        session = open_session(args.session, check_result)
-        return session.root, session
-    return SysRoot(args.root or "/"), None
-
-
-def run_gui(args) -> int:
+def run_gui(args, host: Host) -> int:
+    """The window on `host` (app/cli/main.py opened it from the arguments, before Qt started)."""
     metric = parse_metric(getattr(args, "color_by", None))
     size = parse_size(getattr(args, "size", None))
     interval = _check_interval(getattr(args, "interval", None))
-    host = getattr(args, "host", None)
     screenshot = getattr(args, "screenshot", None)
     if screenshot:
         out = Path(screenshot)
@@ -115,35 +98,8 @@ def run_gui(args) -> int:
             raise BadArgument(f"--screenshot {screenshot}: name a .png file")
         # A screenshot needs no display: render offscreen unless a platform was chosen explicitly.
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    if host:
-        return _run_remote(args, parse_host(host), metric, size, interval, screenshot)
-    root, session = _root_of(args)
-    try:
-        sampler = Sampler(root, interval=interval)
-        if session is not None:
-            sampler.source = str(session.source)
-        if screenshot:
-            return _screenshot(sampler, metric, size, interval, Path(screenshot))
-        return _interactive(sampler, metric, size, interval, chosen=_chosen(args))
-    finally:
-        if session is not None:
-            session.close()
-
-
-def _run_remote(args, host: HostSpec, metric: Metric, size, interval: float, screenshot: str | None) -> int:
-    """The window on `host` over ssh. Connected before Qt starts, from this (the main) thread, so a host
-    that cannot be reached is one line and exit status 2, and the ssh lives as long as the process."""
-    if getattr(args, "session", None):
-        raise BadArgument("--host and --session both given: a session is a file here; open one at a time")
-    sampler = RemoteSampler(host, interval=interval, root=getattr(args, "root", None))
-    try:
-        sampler.connect()
-        remember_host(host)
-        if screenshot:
-            return _screenshot(sampler, metric, size, interval, Path(screenshot))
-        return _interactive(sampler, metric, size, interval, chosen=_chosen(args))
-    finally:
-        sampler.close()
+        return _screenshot(host.sampler, metric, size, interval, out)
+    return _interactive(host, metric, size, interval, chosen=_chosen(args))
 
 
 def _application():
@@ -159,7 +115,7 @@ def _application():
     return app
 
 
-def _screenshot(sampler: Sampler, metric: Metric, size, interval: float, out: Path) -> int:
+def _screenshot(sampler: MachineSource, metric: Metric, size, interval: float, out: Path) -> int:
     # Sample before the window exists: a slow or failing read is reported without Qt in the way.
     state = first_state(sampler, min(interval, RATE_WINDOW))
     with _shown_window(state, size, metric, interval) as window:
@@ -173,18 +129,16 @@ def _chosen(args) -> dict[str, bool]:
     return {"metric": getattr(args, "color_by", None) is not None, "geometry": getattr(args, "size", None) is not None}
 
 
-def _interactive(sampler: Sampler | RemoteSampler, metric: Metric, size, interval: float,
-                 chosen: dict[str, bool] | None = None) -> int:
+def _interactive(host: Host, metric: Metric, size, interval: float, chosen: dict[str, bool] | None = None) -> int:
     app = _application()
-    thread = _sampler_thread(sampler)
-    window = build_window(thread, metric=metric, interval=interval, crash_recovery=True)
+    window = build_window(host, metric=metric, interval=interval, crash_recovery=True)
     window.resize(*size)
     chosen = chosen or {}
     settings = WindowSettings()
     settings.restore(window, metric=not chosen.get("metric"), geometry=not chosen.get("geometry"))
     window.closing.connect(lambda: settings.save(window))
     window.show()
-    thread.start()
+    window.sampler_thread.start()
     # Ctrl+C, SIGTERM (systemd, kill) and SIGHUP (the terminal went away) close the window cleanly, so
     # what it owns is cleaned up on the way out: a session's capture folder in /tmp, the autosave's
     # clean mark.
@@ -194,7 +148,7 @@ def _interactive(sampler: Sampler | RemoteSampler, metric: Metric, size, interva
         try:
             return int(app.exec())
         finally:
-            thread.stop()
+            window.sampler_thread.stop()
             signal.signal(signal.SIGINT, signal.default_int_handler)
             for sig in (signal.SIGTERM, signal.SIGHUP):
                 signal.signal(sig, signal.SIG_DFL)
@@ -229,12 +183,13 @@ def _drain(sock: socket.socket) -> None:
 
 
 # -- the composition root ------------------------------------------------------------------------------
-def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric | str | None = None,
-                 interval: float = 1.0, crash_recovery: bool = False) -> MainWindow:
+def build_window(host: Host | None = None, *, metric: Metric | str | None = None, interval: float = 1.0,
+                 crash_recovery: bool = False) -> MainWindow:
     """The window with everything in it: the grid, tables and plots (MainWindow), pinning, the
-    probe panel and the File menu. With `crash_recovery`, a bar offers the autosaved session of a
-    run that did not exit cleanly."""
-    window = MainWindow(sampler_thread, metric=metric, interval=interval)
+    probe panel and the File menu, showing `host` (None: nothing yet; states are set by hand, as for a
+    picture or a replay). Its sampler thread is started by the caller. With `crash_recovery`, a bar
+    offers the autosaved session of a run that did not exit cleanly."""
+    window = MainWindow(metric=metric, interval=interval)
     # The File menu comes first, as in every desktop application.
     file_menu = window.menuBar().addMenu("&File")
     edit_menu = window.menuBar().addMenu("&Edit")
@@ -245,7 +200,7 @@ def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric 
     window.session_controller = _add_sessions(window, file_menu, crash_recovery)
     window.compare_controller = _add_compare(window, file_menu, window.session_controller.actions["screenshot_window"])
     window.connect_controller = ConnectController(
-        file_menu, window, show=lambda sampler: show_machine(window, sampler), status=window.show_message,
+        file_menu, window, show=lambda h: show_host(window, h), status=window.show_message,
         interval=lambda: window.interval_spin.value())
     window.closing.connect(window.connect_controller.close)
     window.search_bar = SearchBar(window.irq_table, window.thread_table, window.topology_view, lambda: window.state,
@@ -254,7 +209,8 @@ def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric 
     window.help_menu = add_help(window, file_menu, edit_menu)
     window.cpu_menu = _add_cpu_menu(window)
     window.quit_saver = _add_quit_saver(window)
-    _attach_machine(window, sampler_thread.sampler if sampler_thread is not None else None)
+    if host is not None:
+        window.set_host(host)
     # Freed memory goes back to the system every few ticks, so hours of thread churn leave RSS flat.
     trimmer = MemoryTrimmer()
     window.state_applied.connect(lambda _state: trimmer.maybe_trim())
@@ -272,50 +228,20 @@ def build_window(sampler_thread: SamplerThread | None = None, *, metric: Metric 
     return window
 
 
-def _sampler_thread(sampler: Sampler | RemoteSampler) -> SamplerThread:
-    return RemoteSamplerThread(sampler) if isinstance(sampler, RemoteSampler) else SamplerThread(sampler)
+def open_window(host: Host, *, metric: Metric | str | None = None, size=DEFAULT_SIZE) -> MainWindow:
+    """A window of its own on `host`, shown, its sampler ticking from now on (the first tick included: a
+    slow source never holds the UI thread): the fleet's Open this host."""
+    window = build_window(host, metric=metric, interval=host.sampler.interval)
+    window.resize(*size)
+    window.show()
+    window.sampler_thread.start()
+    return window
 
 
-def show_machine(window: MainWindow, sampler: RemoteSampler | None) -> None:
-    """File → Connect…: show a connected RemoteSampler's machine (None: this machine) in `window`,
-    with pins, probes and sessions going to it."""
-    if sampler is None:
-        show_root(window, SysRoot("/"))
-        return
-    thread = _sampler_thread(sampler)
-    window.set_sampler_thread(thread)
-    _attach_machine(window, sampler)
-    thread.start()
-
-
-def show_root(window: MainWindow, root: SysRoot) -> None:
-    """Show this machine live or a capture (`root`) in `window`: File → Back to Live after a session."""
-    sampler = Sampler(root, interval=window.interval_spin.value())
-    thread = SamplerThread(sampler)
-    window.set_sampler_thread(thread)
-    _attach_machine(window, sampler)
-    thread.start()
-
-
-def _attach_machine(window: MainWindow, sampler: Sampler | RemoteSampler | None) -> None:
-    """Pins, probe runs and saved sessions of the machine `sampler` samples: the agent's on a machine
-    over ssh (app/remote/), this process's own otherwise."""
-    if isinstance(sampler, RemoteSampler):
-        window.pin_controller.set_service(RemoteAffinityService(sampler))
-        window.probe_panel.controller.use_runner(RemoteProbeRun.starter(lambda: sampler.client))
-        window.session_controller.set_machine(None, capture=lambda: capture_session(_connected(sampler)))
-    else:
-        window.pin_controller.set_service(None)
-        window.probe_panel.controller.use_runner(None)
-        window.session_controller.set_machine(sampler.root if sampler is not None else None)
-
-
-def _connected(sampler: RemoteSampler):
-    client = sampler.client
-    if client is None:
-        raise CoremapError(f"{sampler.host}: disconnected — reconnecting; save or report once the window "
-                           "shows the machine live again")
-    return client
+def show_host(window: MainWindow, host: Host) -> None:
+    """Show `host` in `window`, ticking: File → Connect…, an opened session, Back to Live."""
+    window.set_host(host)
+    window.sampler_thread.start()
 
 
 def _add_pinning(window: MainWindow, menu: QMenu) -> PinController:
@@ -330,6 +256,7 @@ def _add_pinning(window: MainWindow, menu: QMenu) -> PinController:
     window.state_applied.connect(lambda _state: window.irq_table.model.set_pins(_pinned_irqs(pins)))
     pins.quiet_changed.connect(window.irq_table.set_quiet_cpus)     # its managed IRQs still there are marked
     pins.managed_refused.connect(window.irq_table.set_refused_managed)
+    window.host_changed.connect(pins.set_host)
     window.closing.connect(pins.close)
     window.pins_dock = window.add_dock("Pins", "pins-dock", pins.journal_widget,
                                        Qt.DockWidgetArea.BottomDockWidgetArea, tab_with=window.thread_dock)
@@ -351,10 +278,12 @@ def _add_guard(window: MainWindow, menu: QMenu, interval: float) -> GuardThread:
     action.toggled.connect(guard.set_enabled)
 
     def on_state(_state) -> None:
-        s = pins.service
-        # The guard watches this machine only; a machine over ssh runs its own (`coremap --host H guard`).
-        if isinstance(s, AffinityService) and guard.enabled and s.root.writable:
-            guard.start(s.root, s.journal.path)
+        watched = window.host.guarded() if window.host is not None else None
+        if watched is not None and guard.enabled:
+            guard.start(*watched)
+
+    def on_host_changed(_host) -> None:
+        window.sampler_thread.interval_changed.connect(guard.set_interval)
 
     def on_ticked(tick) -> None:
         for note in tick.notes:           # /dev/cpu_dma_latency held or let go (an isolate's force_latency)
@@ -370,10 +299,9 @@ def _add_guard(window: MainWindow, menu: QMenu, interval: float) -> GuardThread:
         pins.refresh_journal()
 
     window.state_applied.connect(on_state)
+    window.host_changed.connect(on_host_changed)
     guard.ticked.connect(on_ticked)
     guard.failed.connect(window.show_message)
-    if window.sampler_thread is not None:
-        window.sampler_thread.interval_changed.connect(guard.set_interval)
     window.closing.connect(guard.stop)
     return guard
 
@@ -382,19 +310,10 @@ def _add_quiet(window: MainWindow) -> QuietController:
     """The Quiet menu (widgets/quiet/): isolate, include, Verify, the plan, the irqbalance fix."""
     quiet = QuietController(window.topology_view, window.menuBar().addMenu("&Quiet"), window.pin_controller,
                             status=window.show_message, add_run=window.probe_panel.add_result,
-                            state_applied=window.state_applied, quiet_for=_quiet_service, parent=window)
+                            state_applied=window.state_applied, parent=window)
     window.closing.connect(quiet.close)
     window.add_top_bar(quiet.cut_short_bar)
     return quiet
-
-
-def _quiet_service(pins):
-    """The QuietService over a window's PinService: this machine's, or one over ssh (app/remote/quiet.py)."""
-    if isinstance(pins, AffinityService):
-        return LocalQuiet(pins)
-    if isinstance(pins, RemoteAffinityService):
-        return RemoteQuiet(pins)
-    return None
 
 
 def _pinned_irqs(pins: PinController) -> dict[str, tuple[int, ...]]:
@@ -433,6 +352,7 @@ def _add_probes(window: MainWindow) -> tuple[ProbePanel, QDockWidget]:
     panel.cpus_highlighted.connect(window.topology_view.select_cpus)      # a placement's pair, a width's CPUs
     panel.heat_changed.connect(window.topology_view.probe_heat.show)     # each CPU's gaps, as a run goes
     window.pin_controller.quiet_changed.connect(panel.set_quiet_cpus)
+    window.host_changed.connect(lambda host: panel.controller.use_runner(host.probes, elsewhere=host.probes_elsewhere))
     window.state_applied.connect(panel.set_state)
     window.closing.connect(panel.cancel)
     return panel, dock
@@ -440,18 +360,19 @@ def _add_probes(window: MainWindow) -> tuple[ProbePanel, QDockWidget]:
 
 def _add_sessions(window: MainWindow, menu: QMenu, crash_recovery: bool) -> SessionController:
     """File: sessions, screenshots, reports, autosave and crash recovery (widgets/session_controller.py)."""
-    pins, thread = window.pin_controller, window.sampler_thread
+    pins = window.pin_controller
     sessions = SessionController(
-        menu, window, thread.sampler.root if thread is not None else None, status=window.show_message,
+        menu, window, status=window.show_message,
         probe_runs=window.probe_panel,
         journal_entries=lambda: pins.service.journal.entries() if pins.service is not None else None,
         ledger=lambda: pins.service.ledger() if pins.service is not None else None,
         verifications=lambda: window.quiet_controller.verifications, crash_recovery=crash_recovery,
         quiet_cpus=lambda: window.topology_view.quiet_cpus)
     window.state_applied.connect(sessions.set_state)
-    sessions.machine_opened.connect(window.set_sampler_thread)
+    window.host_changed.connect(sessions.set_host)
+    sessions.host_opened.connect(lambda host: show_host(window, host))
     sessions.session_opened.connect(lambda session: _show_session(window, session))
-    sessions.back_requested.connect(lambda root: show_root(window, root))
+    sessions.back_requested.connect(lambda root: show_host(window, host_of_root(root, window.interval_spin.value())))
     window.closing.connect(sessions.close)
     window.add_top_bar(sessions.session_bar)
     if sessions.crash_bar is not None:
@@ -462,8 +383,7 @@ def _add_sessions(window: MainWindow, menu: QMenu, crash_recovery: bool) -> Sess
 def _add_compare(window: MainWindow, menu: QMenu, before) -> CompareController:
     """File → Compare with… (widgets/compare.py): the shown machine, when it is read here, against a capture."""
     def machine() -> SysRoot | None:
-        root = getattr(window.sampler_thread.sampler, "root", None) if window.sampler_thread is not None else None
-        return root if isinstance(root, SysRoot) else None
+        return window.host.root if window.host is not None else None
     # A tab beside the threads, the residency plot and the probes: a dock of its own below the grid
     # squeezed the probe panel's histogram to a strip (seen under Xvfb).
     add_dock = functools.partial(window.add_dock, tab_with=window.thread_dock)
@@ -527,8 +447,6 @@ def _show_session(window: MainWindow, session: Session) -> None:
         window.probe_panel.add_result(p.result, str(session.source))
     for v in session.verifications:
         window.quiet_controller.add_verification(v)
-    window.pin_controller.set_service(None)
-    window.probe_panel.controller.use_runner(None)
     if session.problems:
         # What opening left out of a damaged session (app/store/results.py), on the status line, not a dialog.
         window.show_message(f"{session.source}: " + "; ".join(session.problems[:3]))

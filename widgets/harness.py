@@ -59,7 +59,7 @@ def dispose(window) -> None:
     """Close and really delete a window before the next measurement: deleteLater() runs only when
     control returns to an event loop, which processEvents() does not count as, so the deferred
     deletes are flushed here; then dead Qt objects are collected (with no sampler worker running,
-    see MainWindow.set_sampler_thread)."""
+    see MainWindow.set_host)."""
     window.close()
     window.deleteLater()
     QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)

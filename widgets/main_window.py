@@ -33,6 +33,7 @@ from widgets.topology.view import TopologyView
 from widgets.window_status import WindowStatusBar
 
 if TYPE_CHECKING:   # only for annotations: the composition root builds and sets these
+    from app.host import Host
     from widgets.pinning.controller import PinController
     from widgets.pinning.guard import GuardThread
     from widgets.probe.panel import ProbePanel
@@ -51,11 +52,12 @@ STATUS_SECONDS = 15.0       # how long a message stays on the status line
 class MainWindow(QMainWindow):
     state_applied = Signal(object)        # after a MachineState reached every widget
     closing = Signal()                    # the window is closing: its controllers finish their work
+    host_changed = Signal(object)         # the Host now shown (set_host): its controllers take its parts
 
-    def __init__(self, sampler_thread: SamplerThread | None = None, *, metric: Metric | str | None = None,
-                 interval: float = 1.0, parent=None):
+    def __init__(self, *, metric: Metric | str | None = None, interval: float = 1.0, parent=None):
         super().__init__(parent)
-        self.sampler_thread = sampler_thread
+        self.host: Host | None = None                   # the machine shown (set_host)
+        self.sampler_thread: SamplerThread | None = None   # ticking its sampler, once started
         self._generation: int | None = None
         self._power = None                # the idle states last offered in the toolbar came from it
         self._state: MachineState | None = None
@@ -91,8 +93,6 @@ class MainWindow(QMainWindow):
         self.toolbar.show_metric(self.topology_view.color_metric)
         self.summary.set_interval(interval)
         self._connect()
-        if sampler_thread is not None:
-            self._connect_sampler(sampler_thread)
 
     # -- building ------------------------------------------------------------------------------------
     def _build_centre(self, metric: Metric | str | None) -> None:
@@ -201,25 +201,25 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, lambda: fit_columns(self.irq_table.view, IRQ_DEVICE_COLUMN))
 
     # -- the sampler ------------------------------------------------------------------------------------
-    def _connect_sampler(self, t: SamplerThread) -> None:
-        t.state_ready.connect(self._on_sampler_state_ready)
-        t.tick_failed.connect(self._on_sampler_tick_failed)
-        t.paused_changed.connect(self._on_sampler_paused_changed)
-        t.interval_changed.connect(self._on_sampler_interval_changed)
-        t.tick_seconds.connect(self._on_sampler_tick_seconds)
+    def _sampler_signals(self, t: SamplerThread) -> tuple:
+        return ((t.state_ready, self._on_sampler_state_ready), (t.tick_failed, self._on_sampler_tick_failed),
+                (t.paused_changed, self._on_sampler_paused_changed),
+                (t.interval_changed, self._on_sampler_interval_changed), (t.tick_seconds, self._on_sampler_tick_seconds))
 
-    def set_sampler_thread(self, thread: SamplerThread) -> None:
-        """Show another machine (an opened session, a snapshot): stop the current sampler, forget its
-        states (the new one counts generations from the start), and apply the new one's."""
-        old = self.sampler_thread
+    def set_host(self, host: Host) -> None:
+        """Show `host` (File → Connect…, an opened session, Back to Live): close the machine shown (its
+        connection, its opened session), forget its states (the new sampler counts generations from the
+        start), and hand the host to every controller (host_changed). Its SamplerThread is built here
+        and started by the caller (`sampler_thread.start()`), once the window is ready for states."""
+        old, old_host = self.sampler_thread, self.host
+        for signal, slot in self._sampler_signals(old) if old is not None else ():
+            signal.disconnect(slot)
+        if old_host is not None:
+            old_host.close()              # first: a tick waiting on the network ends at once
         if old is not None:
-            old.state_ready.disconnect(self._on_sampler_state_ready)
-            old.tick_failed.disconnect(self._on_sampler_tick_failed)
-            old.paused_changed.disconnect(self._on_sampler_paused_changed)
-            old.interval_changed.disconnect(self._on_sampler_interval_changed)
-            old.tick_seconds.disconnect(self._on_sampler_tick_seconds)
             old.stop()
-        self.sampler_thread = thread
+        self.host = host
+        self.sampler_thread = thread = SamplerThread(host.sampler)
         self._generation = None
         self._power = None                # the idle states last offered in the toolbar came from it
         self._state = None
@@ -229,7 +229,9 @@ class MainWindow(QMainWindow):
         # tests/gui/conftest.py).
         del old
         gc.collect()
-        self._connect_sampler(thread)
+        for signal, slot in self._sampler_signals(thread):
+            signal.connect(slot)
+        self.host_changed.emit(host)
 
     def forget_processes(self, pids: list[int] | None) -> None:
         """Affinities changed (coremap's own batch: a pin, an isolate, a give-back, undo or restore):
@@ -360,6 +362,8 @@ class MainWindow(QMainWindow):
         if self.close_guard is not None and not self.close_guard(not self._force_close):
             event.ignore()
             return
+        if self.host is not None:
+            self.host.close()             # before the thread: a tick waiting on ssh ends at once
         if self.sampler_thread is not None:
             self.sampler_thread.stop()
         self.closing.emit()

@@ -45,6 +45,44 @@ def stop_at_exit(owner) -> None:
     atexit.register(stop)
 
 
+class WorkerThread:
+    """A worker QObject in a QThread of its own, the one way SamplerThread and GuardThread
+    (widgets/pinning/guard.py) run theirs: the worker is moved to the thread at once; `stop()` emits the
+    worker's `stop_requested` (queued into its thread, whose slot ends with `end_worker`) and waits for
+    the thread to end."""
+
+    def __init__(self, worker: QObject, name: str):
+        self.worker = worker
+        self.qthread = QThread()
+        self.qthread.setObjectName(name)
+        worker.moveToThread(self.qthread)
+
+    @property
+    def running(self) -> bool:
+        return self.qthread.isRunning()
+
+    def start(self) -> None:
+        self.qthread.start()
+
+    def stop(self, timeout_ms: int) -> bool:
+        """End the thread (after the worker's work in progress); False when it was not running."""
+        if not self.qthread.isRunning():
+            return False
+        self.worker.stop_requested.emit()
+        self.qthread.wait(timeout_ms)
+        return True
+
+
+def end_worker(worker: QObject) -> None:
+    """A worker's last step, in its thread: hand it back to the application's thread so it can be deleted
+    there once the thread has ended (a QObject must be destroyed in the thread it lives in), and end it."""
+    app = QCoreApplication.instance()
+    thread = worker.thread()
+    if app is not None:
+        worker.moveToThread(app.thread())
+    thread.quit()
+
+
 def is_newer(state, last_generation: int | None) -> bool:
     return last_generation is None or state.generation > last_generation
 
@@ -66,10 +104,8 @@ class SamplerThread(QObject):
     def __init__(self, sampler: MachineSource, parent=None):
         super().__init__(parent)
         self.sampler = sampler
-        self._thread = QThread()
-        self._thread.setObjectName("coremap-sampler")
-        self._worker = _SamplerWorker(sampler)
-        self._worker.moveToThread(self._thread)
+        self._thread = WorkerThread(_SamplerWorker(sampler), "coremap-sampler")
+        self._worker = self._thread.worker
         self._paused = False
         stop_at_exit(self)
         w = self._worker
@@ -95,7 +131,7 @@ class SamplerThread(QObject):
 
     @property
     def running(self) -> bool:
-        return self._thread.isRunning()
+        return self._thread.running
 
     def start(self) -> None:
         self._thread.start()
@@ -103,10 +139,7 @@ class SamplerThread(QObject):
 
     def stop(self, timeout_ms: int = 10000) -> None:
         """Stop ticking and end the worker thread (waits for a tick in progress)."""
-        if not self._thread.isRunning():
-            return
-        self._worker.stop_requested.emit()
-        self._thread.wait(timeout_ms)
+        self._thread.stop(timeout_ms)
 
     def set_interval(self, seconds: float) -> None:
         self._worker.interval_requested.emit(clamp_interval(seconds))
@@ -290,10 +323,4 @@ class _SamplerWorker(QObject):
     def _on_stop_requested(self) -> None:
         if self._timer is not None:
             self._timer.stop()      # a stopped child timer moves with this object, without warnings
-        # Hand the object back to the application's thread so it can be deleted there once the
-        # worker has ended (a QObject must be destroyed in the thread it lives in).
-        app = QCoreApplication.instance()
-        thread = self.thread()
-        if app is not None:
-            self.moveToThread(app.thread())
-        thread.quit()
+        end_worker(self)

@@ -11,7 +11,6 @@ and Save Session As….
 from __future__ import annotations
 
 import collections
-import functools
 import tempfile
 import time
 from collections.abc import Callable
@@ -25,20 +24,18 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
 from app.atomic import write_atomic
 from app.errors import CoremapError
 from app.format import plural
+from app.host import CaptureHost, Host
 from app.store.report import PDF_IMAGE_WIDTH, build_report_html, irqbalance_fact, report_from_root
 from app.store.report_pins import pin_scope
-from app.sampling.sampler import Sampler
-from app.store.session import (ProbeRecord, Session, history_tick, journal_rows, open_session, save_session,
-                               session_from_root)
+from app.store.session import ProbeRecord, Session, history_tick, journal_rows, open_session, save_session
+from probes.results import check_result
 from app.sampling.machine_state import MachineState
 from app.store.folders import reports_dir
 from app.sysroot import SysRoot
 from probes.files import write_run
-from probes.results import check_result
 from widgets.autosave import AUTOSAVE_SECONDS, Autosaver, CrashRecoveryBar, crash_recovery_bar
 from widgets.export import default_file_name, render_pdf, save_screenshot, screenshot_target
 from widgets.report_images import add_images
-from widgets.sampler_thread import SamplerThread
 from widgets.session_bar import SessionBar
 from widgets.summary_bar import irqbalance_running
 
@@ -46,22 +43,6 @@ HISTORY_TICKS = 3600          # an hour at 1 s: what a session keeps of the samp
 HISTORY_TOP_IRQS = 64         # per tick, the busiest IRQs' per-CPU rates (the rest sum into the CPUs)
 
 
-# The File menu: (key in SessionController.actions, text, shortcut, method, its arguments); None: a line.
-_FILE_MENU = (
-    ("save_session", "&Save Session", "Ctrl+S", "save_session_to_reports", ()),
-    ("save_session_as", "Save Session &As…", "Ctrl+Shift+A", "_save_session_as", ()),
-    ("open_session", "&Open Session…", "Ctrl+O", "_open_session_dialog", ()),
-    ("back_to_live", "Back to &Live", "Ctrl+L", "back", ()),
-    None,
-    ("screenshot_window", "Screenshot: &Window (PNG)", "Ctrl+Shift+S", "screenshot", ("window", "png")),
-    ("screenshot_grid", "Screenshot: &Grid (PNG)", "Ctrl+Shift+G", "screenshot", ("grid", "png")),
-    ("screenshot_grid_svg", "Screenshot: Grid (S&VG)", None, "screenshot", ("grid", "svg")),
-    ("screenshot_plot", "Screenshot: &Plot (PNG)", "Ctrl+Shift+P", "screenshot", ("plot", "png")),
-    ("screenshot_plot_svg", "Screenshot: Plot (SV&G)", None, "screenshot", ("plot", "svg")),
-    None,
-    ("report_html", "Export Report as &HTML", "Ctrl+E", "export_report", ("html",)),
-    ("report_pdf", "Export Report as P&DF", "Ctrl+Shift+E", "export_report", ("pdf",)),
-)
 
 
 def _unique(path: Path) -> Path:
@@ -132,7 +113,6 @@ class SessionController(QObject):
     - `menu`: the File menu to fill;
     - `window`: the widget a window screenshot pictures, the file dialogs' parent, and this
       controller's parent; its grid and plots are found as its children (widgets/export.py);
-    - `root`: the machine shown at the start (None: none yet);
     - `status`: the status sink, one line for the user;
     - `probe_runs`: the probe panel's runs, saved with the session;
     - `journal_entries`: the live pin journal's entries, or None when pins go through no journal;
@@ -142,20 +122,23 @@ class SessionController(QObject):
     - `verifications`: the before / after verifications of quiet CPUs made (or opened) so far;
     - `quiet_cpus`: the CPUs the grid shows quiet, badged so in a report's picture of it.
 
-    Signals: `machine_opened(SamplerThread)` when an opened session's machine is to be shown (not yet
-    started), then `session_opened(Session)` for its probe runs and pins; `saved(path)`;
-    `back_requested(SysRoot)` when the user leaves a session for the machine shown before it (this
-    machine live when that was one over ssh). Its `session_bar` says a session is shown.
+    The machine shown comes with `set_host` (the window's host_changed): its files, and what takes a
+    snapshot of it for a session.
+
+    Signals: `host_opened(Host)` when an opened session's machine is to be shown, then
+    `session_opened(Session)` for its probe runs and pins; `saved(path)`; `back_requested(SysRoot)`
+    when the user leaves a session for the machine shown before it (this machine live when that was
+    one over ssh). Its `session_bar` says a session is shown.
     Feed it every applied MachineState with `set_state`. Its `autosaver` writes the live machine's
     session every `autosave_seconds`, asking it through epoch, snapshot_to_take, keep_snapshot and
     session (widgets/autosave.py, AutosaveSource).
     """
     saved = Signal(str)                  # path of a session, screenshot or report just written
-    machine_opened = Signal(object)      # a SamplerThread on an opened session's machine: show it
+    host_opened = Signal(object)         # a CaptureHost of an opened session's machine: show it
     session_opened = Signal(object)      # the Session just opened (read-only): its probe runs and pins
     back_requested = Signal(object)      # the SysRoot to show again instead of the opened session
 
-    def __init__(self, menu: QMenu, window: QWidget, root: SysRoot | None, *, status: Callable[[str], None],
+    def __init__(self, menu: QMenu, window: QWidget, *, status: Callable[[str], None],
                  probe_runs: ProbeRuns, journal_entries: Callable[[], list | None],
                  verifications: Callable[[], list[dict]] = list, quiet_cpus: Callable[[], tuple] = tuple,
                  ledger: Callable[[], object | None] = lambda: None,
@@ -163,7 +146,7 @@ class SessionController(QObject):
         super().__init__(window)
         self.menu = menu
         self._window = window
-        self._machine_root = root
+        self._shown: Host | None = None
         self._status = status
         self._probe_runs = probe_runs
         self._journal_entries = journal_entries
@@ -180,7 +163,6 @@ class SessionController(QObject):
         self._opened: Session | None = None          # an opened .coremap: its temp folder is ours to close
         self._live_snapshot: Session | None = None   # `coremap snapshot` of the live machine, taken once
         self._machine_epoch = 0           # raised whenever another machine is shown
-        self._capture: Callable[[], Session] | None = None   # a machine over ssh: its snapshot, brought here
         self._before: SysRoot | None = None           # what an opened session replaced: File → Back to Live
         self.actions: dict[str, QAction] = {}
         self._fill_menu()
@@ -194,17 +176,29 @@ class SessionController(QObject):
 
     # -- menu ----------------------------------------------------------------------------------
     def _fill_menu(self) -> None:
-        for item in _FILE_MENU:
-            if item is None:
-                self.menu.addSeparator()
-                continue
-            name, text, keys, method, args = item
-            a = QAction(text, self.menu)
-            if keys:
-                a.setShortcut(QKeySequence(keys))
-            a.triggered.connect(self._guarded(functools.partial(getattr(self, method), *args)))
-            self.menu.addAction(a)
-            self.actions[name] = a
+        add = self._add_action
+        add("save_session", "&Save Session", "Ctrl+S", self.save_session_to_reports)
+        add("save_session_as", "Save Session &As…", "Ctrl+Shift+A", self._save_session_as)
+        add("open_session", "&Open Session…", "Ctrl+O", self._open_session_dialog)
+        add("back_to_live", "Back to &Live", "Ctrl+L", self.back)
+        self.menu.addSeparator()
+        add("screenshot_window", "Screenshot: &Window (PNG)", "Ctrl+Shift+S", lambda: self.screenshot("window", "png"))
+        add("screenshot_grid", "Screenshot: &Grid (PNG)", "Ctrl+Shift+G", lambda: self.screenshot("grid", "png"))
+        add("screenshot_grid_svg", "Screenshot: Grid (S&VG)", None, lambda: self.screenshot("grid", "svg"))
+        add("screenshot_plot", "Screenshot: &Plot (PNG)", "Ctrl+Shift+P", lambda: self.screenshot("plot", "png"))
+        add("screenshot_plot_svg", "Screenshot: Plot (SV&G)", None, lambda: self.screenshot("plot", "svg"))
+        self.menu.addSeparator()
+        add("report_html", "Export Report as &HTML", "Ctrl+E", lambda: self.export_report("html"))
+        add("report_pdf", "Export Report as P&DF", "Ctrl+Shift+E", lambda: self.export_report("pdf"))
+
+    def _add_action(self, name: str, text: str, keys: str | None, run: Callable[[], object]) -> None:
+        """An item of the File menu, kept in `actions[name]`; a CoremapError it raises goes on the status line."""
+        a = QAction(text, self.menu)
+        if keys:
+            a.setShortcut(QKeySequence(keys))
+        a.triggered.connect(self._guarded(run))
+        self.menu.addAction(a)
+        self.actions[name] = a
 
     def _guarded(self, fn):
         def run(*_):
@@ -237,20 +231,19 @@ class SessionController(QObject):
             return st.topology.hostname
         if self._opened is not None and self._opened.host:
             return self._opened.host
-        root = self._machine_root
+        root = self._shown.root if self._shown is not None else None
         if root is not None and not root.is_live:
             meta = root.snapshot_meta() or {}
             return meta.get("host") or root.root.name
         return None
 
-    def set_machine(self, root: SysRoot | None, capture: Callable[[], Session] | None = None) -> None:
-        """Another machine is shown (File → Connect…): this one's `root`, or for a machine over ssh
-        `capture()`, a Session holding a snapshot it takes then (app/remote/capture.py)."""
-        for s in (self._live_snapshot, self._opened):
-            if s is not None:
-                s.close()
+    def set_host(self, host: Host) -> None:
+        """Another machine is shown (File → Connect…, an opened session, Back to Live): what a session
+        holds starts again. The host closes what it opened (a session's folder) when it is replaced."""
+        if self._live_snapshot is not None:
+            self._live_snapshot.close()
         self._live_snapshot = self._opened = None
-        self._machine_root, self._capture = root, capture
+        self._shown = host
         self._before = None
         self.session_bar.hide()
         self.actions["back_to_live"].setEnabled(False)
@@ -260,9 +253,9 @@ class SessionController(QObject):
         self._state = None
 
     def _root(self) -> SysRoot:
-        if self._machine_root is None:
+        if self._shown is None or self._shown.root is None:
             raise CoremapError("this window samples no machine; open a session or a snapshot first")
-        return self._machine_root
+        return self._shown.root
 
     def probe_records(self) -> list[ProbeRecord]:
         return [ProbeRecord(dict(rec.stored or rec.summary), _hlog_bytes(rec) if rec.has_histogram and rec.buckets else None)
@@ -295,14 +288,11 @@ class SessionController(QObject):
 
     def _snapshot_taker(self) -> Callable[[], Session] | None:
         """What takes the snapshot a session of the shown machine needs (the live machine's, or the
-        one over ssh), None for a captured machine, whose own folder is saved. Slow: 0.6 s here,
-        seconds over ssh."""
-        if self._capture is not None:
-            return self._capture
-        root = self._root()
-        if not root.is_live:
-            return None
-        return lambda: session_from_root(root, capture_interval=0.5)
+        one over ssh: the host's capture), None for a captured machine, whose own folder is saved.
+        Slow: 0.6 s here, seconds over ssh."""
+        if self._shown is None:
+            raise CoremapError("this window samples no machine; open a session or a snapshot first")
+        return self._shown.capture
 
     # -- File actions ------------------------------------------------------------------------------
     def save_session_to_reports(self) -> Path:
@@ -336,29 +326,24 @@ class SessionController(QObject):
         """Show a saved session: its machine (read-only), its probe runs and its pin journal.
         A file that cannot be opened changes nothing (SessionError, shown on the status line)."""
         s = open_session(path, check_result)
-        sampler = Sampler(s.root, interval=1.0)
-        sampler.source = str(path)
-        thread = SamplerThread(sampler)
+        try:
+            host = CaptureHost(s.root, session=s)
+        except CoremapError:
+            s.close()
+            raise
+        # The machine to go back to: a capture as it was, this machine live otherwise (a machine over
+        # ssh was disconnected when the session replaced it).
+        before = self._before
         if self._opened is None:
-            # The machine to go back to: a capture as it was, this machine live otherwise (a machine
-            # over ssh was disconnected when the session replaced it).
-            root = self._machine_root
-            self._before = root if root is not None and not root.is_live else SysRoot("/")
-        if self._opened is not None:
-            self._opened.close()
-        self._opened = s
-        self.history.clear()
+            root = self._shown.root if self._shown is not None else None
+            before = root if root is not None and not root.is_live else SysRoot("/")
+        self.host_opened.emit(host)         # the window shows it: set_host starts what it holds again
+        self._opened, self._before = s, before
         self.history.extend(s.history)
-        self._t0 = self._last_time = None
-        self._state = None              # the shown machine's states start again
-        self._machine_root, self._capture = s.root, None
-        self._machine_epoch += 1
         self.screenshots = dict(s.screenshots)
         self.autosaver.stop()
-        self.machine_opened.emit(thread)
-        thread.start()
         self.session_opened.emit(s)
-        self.session_bar.show_session(str(path), s.host, "live" if self._before.is_live else str(self._before.root))
+        self.session_bar.show_session(str(path), s.host, "live" if before.is_live else str(before.root))
         self.actions["back_to_live"].setEnabled(True)
         self._status(f"opened session {path} ({s.host or 'machine'}, {plural(len(s.probes), 'probe run')}, "
                      f"{plural(len(s.journal), 'pin')}) — read-only")
@@ -386,11 +371,11 @@ class SessionController(QObject):
         if ledger is not None:
             this_job = pin_scope(ledger, opened=self._started)
             journal, scope = this_job.rows, this_job.sentence
+        root = self._shown.root if self._shown is not None else None
         data = report_from_root(s.root, journal=journal, probes=[p.result for p in s.probes], notes=s.notes,
                                 history=s.history, host=s.host or None, live_wait=0,
-                                verifications=s.verifications,
-                                source=_source_name(self._state, self._opened, self._machine_root, s.host),
-                                irqbalance=_live_irqbalance(self._state, self._machine_root), pins_scope=scope)
+                                verifications=s.verifications, source=_source_name(self._state, self._opened, root, s.host),
+                                irqbalance=_live_irqbalance(self._state, root), pins_scope=scope)
         pdf = kind == "pdf"
         add_images(data, state=self._state, quiet=self._quiet_cpus())
         html = build_report_html(data, image_width=PDF_IMAGE_WIDTH if pdf else 900)
@@ -424,8 +409,7 @@ class SessionController(QObject):
         return True
 
     def close(self) -> None:
-        """The window closes normally: finish a running autosave, mark the exit clean."""
+        """The window closes normally: finish a running autosave, mark the exit clean. (An opened session's
+        folder goes with its host, which the window closes.)"""
         self.autosaver.close()
-        if self._opened is not None:
-            self._opened.close()
-            self._opened = None
+        self._opened = None

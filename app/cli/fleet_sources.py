@@ -92,13 +92,12 @@ def make_stream(args, captures=None):
     return FleetStream(rounds, interval=args.every)
 
 
-def host_opener_of(args, captures=None):
-    """How the fleet window opens one of the source's hosts: the sampler run_host_window's window runs on."""
-    from app.sources.http import auth_for
-    from app.sources.live import host_opener
-    url = args.prometheus or args.pcp
-    return host_opener(pcp=args.pcp, prometheus=args.prometheus, auth=auth_for(url, args.source_config),
-                       captures=captures, match=args.match if args.prometheus else "")
+def host_opener_of(args):
+    """How the fleet window opens one of the source's hosts: as `coremap --pcp URL --host NAME` does
+    (open_host), without asking the source first (its first tick, on the sampler's thread, does)."""
+    import argparse
+    from app.sources.live import open_host
+    return lambda name: open_host(argparse.Namespace(**{**vars(args), "host": name, "interval": 1.0}), check=False)
 
 
 def run_sources(args) -> int:
@@ -115,7 +114,7 @@ def run_sources(args) -> int:
     if not headless and not getattr(args, "screenshot", None):
         # The window streams: it opens at once and shows hosts as they answer (widgets/fleet/window.py).
         args.sort = args.sort or "quiet"
-        return fleet_window()([], args, stream=stream, samplers=host_opener_of(args, captures))
+        return fleet_window()([], args, stream=stream, samplers=host_opener_of(args))
     stream.run_round()
     if stream.error and not stream.rows():
         raise CoremapError(stream.error)
@@ -127,35 +126,6 @@ def run_sources(args) -> int:
         if rc:
             return rc
     return 0 if all(r.ok for r in rows) else 1
-
-
-def run_host_window(args) -> int:
-    """`coremap --pcp URL --host NAME` / `coremap --prometheus URL --host INSTANCE`: one host in the window."""
-    from app.sources.http import auth_for
-    from app.sources.live import pcp_sampler, prometheus_sampler
-    if args.command is not None:
-        raise SourceOptionError("--pcp and --prometheus open the window on one host (with --host); commands run "
-                                "on this machine or over ssh, so give one or the other")
-    if not args.host:
-        raise SourceOptionError("name the host to open: --host NAME (a pmcd hostspec for --pcp, an instance "
-                                "for --prometheus); `coremap fleet` shows them all")
-    if getattr(args, "screenshot", None):
-        check_output_path(args.screenshot, "--screenshot")
-    from app.cli.desktop import require_display
-    require_display(args)
-    url = args.pcp or args.prometheus
-    auth = auth_for(url, getattr(args, "source_config", None))
-    captures = captures_of(args)
-    if args.pcp:
-        sampler = pcp_sampler(url, args.host, auth=auth, interval=args.interval, captures=captures)
-    else:
-        sampler = prometheus_sampler(url, args.host, auth=auth, interval=args.interval, captures=captures)
-    sampler.tick()                  # a host the source does not have is one line here, before Qt starts
-    try:
-        from widgets.fleet.live import run_source_window
-    except ImportError as e:
-        raise CoremapError(f"the window needs PySide6 and pyqtgraph ({e}); `coremap fleet --json` runs without") from None
-    return run_source_window(sampler, args)
 
 
 def fleet_window():

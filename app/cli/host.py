@@ -24,7 +24,7 @@ from app.cli.common import root_arg
 from app.cli.snapshot import print_result
 from app.errors import CoremapError
 from app.format import printable_lines
-from app.remote.capture import RemoteCapture, fetch_snapshot
+from app.remote.capture import capture_session, fetch_snapshot
 from app.remote.client import AgentClient
 from app.remote.hosts import HostSpec, parse_host
 from app.remote.probe_runs import RemoteProbeRun
@@ -135,6 +135,9 @@ def _snapshot(client: AgentClient, args) -> int:
 def _on_capture(client: AgentClient, args) -> int:
     """`report` / `screenshot` of a snapshot the host takes now (two captures of its counters, a
     second apart, so the picture shows rates)."""
-    with RemoteCapture.take(client, root=root_arg(args)) as cap:
-        args.root = str(cap.root.root)
+    session = capture_session(client, interval=1.0, root=root_arg(args))
+    try:
+        args.root = str(session.machine_dir)
         return int(args.func(args) or 0)
+    finally:
+        session.close()

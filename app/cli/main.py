@@ -166,11 +166,11 @@ def _main(argv: list[str]) -> int:
         if getattr(args, "captures", None) and not (getattr(args, "pcp", None) or getattr(args, "prometheus", None)):
             raise CoremapError("--captures completes what a metrics source lacks: give it with --pcp URL or "
                                "--prometheus URL (and --host, or `coremap fleet`)")
-        if (getattr(args, "pcp", None) or getattr(args, "prometheus", None)) and args.command != "fleet":
-            # `coremap fleet --pcp URL` is the fleet's own option; anywhere else it opens one host.
-            # Imported here: only a metrics source needs app/sources.
-            from app.cli.fleet_sources import run_host_window
-            return run_host_window(args)
+        if (getattr(args, "pcp", None) or getattr(args, "prometheus", None)) and args.command not in (None, "fleet"):
+            # `coremap fleet --pcp URL` is the fleet's own option; anywhere else it opens one host in the
+            # window (app/sources/live.py open_host).
+            raise CoremapError("--pcp and --prometheus open the window on one host (with --host); commands run "
+                               "on this machine or over ssh, so give one or the other")
         if getattr(args, "host", None) and args.command is not None:
             # Imported here: only --host needs ssh and the agent's client.
             from app.cli.host import run_on_host
@@ -240,12 +240,20 @@ def _gui(args) -> int:
     # Before Qt starts: without a display its xcb plugin aborts the process with a misleading
     # "xcb-cursor0 … is needed" (issue 23); one line here says what is wrong instead.
     from app.cli.desktop import require_display
+    from app.sources.live import open_host
     require_display(args)
-    # Imported here, not at the top: the window (and Qt) is loaded only when it is asked for.
+    # Opened before Qt is loaded, from this (the main) thread: a machine that cannot be opened (a host
+    # that cannot be reached, a damaged session, a source without that host) is one line and exit
+    # status 2, and an ssh started here lives as long as the process.
+    host = open_host(args)
     try:
-        from widgets.application import run_gui
-    except ImportError as e:
-        print(f"coremap: the window needs PySide6 and pyqtgraph ({e}); "
-              "install them with `make run`, or use a subcommand (coremap --help)", file=sys.stderr)
-        return 2
-    return run_gui(args)
+        # Imported here, not at the top: the window (and Qt) is loaded only when it is asked for.
+        try:
+            from widgets.application import run_gui
+        except ImportError as e:
+            print(f"coremap: the window needs PySide6 and pyqtgraph ({e}); "
+                  "install them with `make run`, or use a subcommand (coremap --help)", file=sys.stderr)
+            return 2
+        return run_gui(args, host)
+    finally:
+        host.close()

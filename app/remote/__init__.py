@@ -11,10 +11,10 @@
 - agent.py      the server side: the same Sampler, AffinityService and journal as local use
 - server.py     the agent's process there (what `coremap agent` runs), and its ops that start programs:
                 a probe (probes/runner.py's ProbeRun) and a `coremap` command
-- client.py     the workstation side of one connection; sampler.py, pins.py, probe_runs.py and
-                capture.py give the window and the CLI the same interfaces as local sampling, pinning,
-                probing and capturing: RemoteSampler is a MachineSource (app/sampling/sources.py),
-                RemoteProbeRun a RunningProbe (probes/runner.py)
+- client.py     the workstation side of one connection, and the Link a RemoteHost (host.py: the Host of
+                app/host.py) owns; sampler.py, pins.py, probe_runs.py and capture.py go over it with
+                the same interfaces as local sampling, pinning, probing and capturing: RemoteSampler
+                is a MachineSource (app/sampling/sources.py), RemoteProbeRun a RunningProbe (probes/runner.py)
 - fleet.py      many hosts captured in parallel, side by side
 
 Nothing here imports Qt or the CLI. This layer sits above probes/ (it runs them on the server and

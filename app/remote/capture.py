@@ -73,44 +73,20 @@ def check_tarball(data: bytes, host: str) -> Tarball:
         raise CaptureError(str(e)) from None
 
 
-class RemoteCapture:
-    """A host's snapshot extracted into a temporary folder (removed by close(), or when this object
-    is garbage collected); `root` is the SysRoot to read it through, `host` who it is of."""
-
-    def __init__(self, data: bytes, host: str):
-        self.host = host
-        self.folder = Path(tempfile.mkdtemp(prefix="coremap-remote-capture-"))
-        self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
-        try:
-            top = extract_tarball(io.BytesIO(data), self.folder, f"{host} sent a snapshot")
-        except SnapshotError as e:
-            self._cleanup()
-            raise CaptureError(str(e)) from None
-        self.root = SysRoot(top)
-
-    @classmethod
-    def take(cls, client: AgentClient, *, interval: float = 1.0, second: bool = True,
-             root: str | None = None) -> "RemoteCapture":
-        data, _ = fetch_snapshot(client, interval=interval, second=second, root=root)
-        return cls(data, str(client.host))
-
-    def close(self) -> None:
-        self._cleanup()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-
-def capture_session(client: AgentClient, *, interval: float = 0.5) -> Session:
-    """A Session (app/store/session.py) holding a snapshot the host takes now, as the window saves and
-    reports a live machine; its folder goes when the session is closed."""
-    cap = RemoteCapture.take(client, interval=interval)
-    meta = cap.root.snapshot_meta() or {}
+def capture_session(client: AgentClient, *, interval: float = 0.5, second: bool = True,
+                    root: str | None = None) -> Session:
+    """A Session (app/store/session.py) holding a snapshot the host takes now, extracted into a private
+    temporary folder that goes when the session is closed (or collected): what a remote window saves and
+    reports, and what `coremap --host H report|screenshot` read."""
+    data, _ = fetch_snapshot(client, interval=interval, second=second, root=root)
+    folder = Path(tempfile.mkdtemp(prefix="coremap-remote-capture-"))
+    try:
+        top = SysRoot(extract_tarball(io.BytesIO(data), folder, f"{client.host} sent a snapshot"))
+    except SnapshotError as e:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise CaptureError(str(e)) from None
+    meta = top.snapshot_meta() or {}
     host = meta.get("host") if isinstance(meta.get("host"), str) else None
-    # The bound close holds the capture, so its folder lives as long as the session does.
-    return Session(machine_dir=cap.root.root, host=host or client.hello.get("host") or str(client.host),
-                   _cleanup=cap.close)
+    session = Session(machine_dir=top.root, host=host or client.hello.get("host") or str(client.host))
+    session._cleanup = weakref.finalize(session, shutil.rmtree, str(folder), True)
+    return session

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import app
 from app.errors import CoremapError, excerpt
@@ -390,3 +391,80 @@ def _sentence(text, limit: int = MAX_MESSAGE) -> str:
     """Text from the other side made safe for a terminal line and a status bar: printable, cut."""
     s = printable(str(text))
     return s if len(s) <= limit else s[:limit] + "…"
+
+
+class Link:
+    """One host's connection, held by its RemoteHost (app/remote/host.py) for everything that goes over
+    it: the sampler's ticks, pins and quiet CPUs, probe runs, snapshots. `connect()` starts the agent
+    and opens the machine there (`root`: a capture on the server; the journal `session` every agent this
+    link opens writes under); `client` is None while the link is down; `close()` ends it for good (a
+    call under way fails at once). `journal_stamp`: the server's journal as the last tick saw it."""
+
+    def __init__(self, host: HostSpec, *, root: str | None = None, connect=None):
+        self.host = host
+        self.remote_root = root
+        self.session = uuid.uuid4().hex[:12]
+        self.root_key: str | None = None
+        self.opened: dict = {}              # what `open` answered (host name there, live, source)
+        self.journal_stamp: tuple | None = None
+        self._connect = connect or AgentClient.connect
+        self._client: AgentClient | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> AgentClient | None:
+        c = self._client
+        return c if c is not None and c.alive else None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def connect(self, interval: float) -> AgentClient:
+        """The connected client, connecting now when there is none (LinkError when it cannot be)."""
+        c = self.client
+        if c is not None:
+            return c
+        client = self._connect(self.host)
+        try:
+            opened = client.call("open", root=self.remote_root, interval=interval, session=self.session)
+            if not isinstance(opened, dict) or not isinstance(opened.get("root_key"), str):
+                raise Disconnected(f"{self.host}: the agent did not say what it opened")
+        except CoremapError:
+            client.close()
+            raise
+        with self._lock:
+            if self._closed:
+                client.close()
+                raise Disconnected(f"{self.host}: the connection was closed")
+            self._client = client
+        self.opened = {k: opened.get(k) for k in ("host", "live", "source")}
+        self.root_key = opened["root_key"]
+        return client
+
+    def lost(self) -> LinkError | None:
+        """A client that died: dropped, and why it died; None when there was none."""
+        with self._lock:
+            c = self._client
+            if c is None or c.alive:
+                return None
+            self._client = None
+        why = c.failure or Disconnected(f"{self.host}: the connection ended")
+        c.close(why)
+        return why
+
+    def drop(self, why: LinkError) -> None:
+        """The link is down (`why`): the client is closed; the next `connect()` starts another."""
+        with self._lock:
+            c, self._client = self._client, None
+        if c is not None:
+            c.close(why)
+
+    def close(self) -> None:
+        """End the connection now, and never connect again. Safe from any thread."""
+        with self._lock:
+            self._closed = True
+            c, self._client = self._client, None
+        if c is not None:
+            c.close()

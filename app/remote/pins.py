@@ -24,10 +24,10 @@ from app.pinning.journal import JournalEntry, QuietEvent
 from app.pinning.ledger import Ledger, ledger_of
 from app.pinning.service import BatchResults
 from app.pinning.targets import PinRequest, PinResult
+from app.remote.client import Link
 from app.remote.codec import Encoder, wire_schema
 from app.remote.pin_ops import MAX_HELD
 from app.remote.decode import DecodeError, Decoder
-from app.remote.sampler import RemoteSampler
 from app.remote.transport import Disconnected, LinkError
 
 PIN_TIMEOUT = 60.0          # a pin of a process with thousands of threads, each read back
@@ -42,7 +42,7 @@ class RemoteJournal:
 
     @property
     def session_id(self) -> str:
-        return self._service.sampler.session
+        return self._service.link.session
 
     def entries(self) -> list[JournalEntry]:
         return list(self._service.view()["entries"])
@@ -63,18 +63,18 @@ class RemoteJournal:
         return {}
 
     def set_policy(self, batch: int, reapply: bool):
-        raise CoremapError(f"{self._service.sampler.host}: guard policies are set where the guard runs: "
-                           f"`coremap --host {self._service.sampler.host} guard --policy {batch}="
+        raise CoremapError(f"{self._service.link.host}: guard policies are set where the guard runs: "
+                           f"`coremap --host {self._service.link.host} guard --policy {batch}="
                            f"{'reapply' if reapply else 'report'}`")
 
 
 class RemoteAffinityService:
-    """Pins on the machine `sampler` is connected to; `privileged`: through `sudo -n` there."""
+    """Pins on the machine `link` connects to; `privileged`: through `sudo -n` there."""
 
     live = True
 
-    def __init__(self, sampler: RemoteSampler, *, privileged: bool = False, _shared: dict | None = None):
-        self.sampler = sampler
+    def __init__(self, link: Link, *, privileged: bool = False, _shared: dict | None = None):
+        self.link = link
         self.privileged = privileged
         self.journal = RemoteJournal(self)
         self._encoder = Encoder()
@@ -88,16 +88,16 @@ class RemoteAffinityService:
 
     @property
     def root_key(self) -> str:
-        return self.sampler.root_key or ""
+        return self.link.root_key or ""
 
     def with_writer(self, writer) -> "RemoteAffinityService":
-        return RemoteAffinityService(self.sampler, privileged=True, _shared=self._shared)
+        return RemoteAffinityService(self.link, privileged=True, _shared=self._shared)
 
     # -- the calls ------------------------------------------------------------------------------------
     def _client(self):
-        c = self.sampler.client
+        c = self.link.client
         if c is None:
-            raise Disconnected(f"{self.sampler.host}: disconnected — reconnecting; nothing was sent, "
+            raise Disconnected(f"{self.link.host}: disconnected — reconnecting; nothing was sent, "
                                "try again once the window shows the machine live")
         return c
 
@@ -201,7 +201,7 @@ class RemoteAffinityService:
         taken in the connection's reader thread, so the window, which asks on every state, never waits
         on the network or on decoding a long journal."""
         v = self._shared["view"]
-        stamp = self.sampler.journal_stamp
+        stamp = self.link.journal_stamp
         fetch = self._shared.get("fetch")
         if (fetch is None or fetch.done) and (v is None or (stamp is not None and tuple(v["stamp"]) != stamp)):
             try:

@@ -43,7 +43,7 @@ class RemoteQuiet:
     def apply(self, preview: QuietPreview, *, progress: Progress | None = None) -> BatchResults:
         ident = next((i for p, i in self._ids if p is preview), None)
         if ident is None:
-            raise CoremapError(f"{self.pins.sampler.host}: that preview was not made on this connection; preview again")
+            raise CoremapError(f"{self.pins.link.host}: that preview was not made on this connection; preview again")
         return self.pins.batch("quiet_apply", progress, preview=ident)
 
     def finish(self, cut, *, progress: Progress | None = None) -> tuple[QuietPreview, BatchResults]:

@@ -18,14 +18,11 @@ has passed; a new agent sends a whole state again. Before any state, a failure r
 from __future__ import annotations
 
 import math
-import threading
 import time
-import uuid
 from collections.abc import Iterable
 from dataclasses import replace
 
-from app.errors import CoremapError
-from app.remote.client import AgentClient
+from app.remote.client import AgentClient, Link
 from app.remote.codec import StateReceiver
 from app.remote.decode import DecodeError
 from app.remote.hosts import HostSpec
@@ -33,33 +30,28 @@ from app.remote.transport import Disconnected, LinkError
 from app.machine.topology import Topology
 from app.sampling.machine_state import MachineState
 from app.sampling.sampler import clamp_interval
-from app.sysroot import SysRoot
 
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 TICK_TIMEOUT = 30.0         # a tick of thousands of threads on a loaded server takes a second, not thirty
 
 
 class RemoteSampler:
-    """Sampler.tick() on `host`, through its agent. `root`: a capture on the server instead of its live
-    machine (`coremap --host H --root DIR`)."""
+    """Sampler.tick() on `host`, through its agent, over `link` (its RemoteHost's: app/remote/host.py;
+    one of its own otherwise, from `root`, a capture on the server instead of its live machine, and
+    `connect`)."""
 
     live = True
+    root = None                 # no SysRoot on this side: captures come through capture.py
 
     def __init__(self, host: HostSpec, *, interval: float = 1.0, root: str | None = None,
-                 connect=None, clock=time.monotonic):
+                 connect=None, clock=time.monotonic, link: Link | None = None):
         self.host = host
+        self.link = link or Link(host, root=root, connect=connect)
         self.interval = clamp_interval(interval)
-        self.remote_root = root
-        self.root: SysRoot | None = None    # no SysRoot on this side: captures come through capture.py
         self.source = f"ssh {host}"
         self.generation: int = 0
-        self.session = uuid.uuid4().hex[:12]     # the journal session of every agent this sampler opens
-        self.root_key: str | None = None
-        self.journal_stamp = None           # [size, mtime] of the server's journal at the last tick
-        self.opened: dict = {}              # what `open` answered (host name there, live, source)
-        self._connect = connect or AgentClient.connect
         self._clock = clock
-        self._client: AgentClient | None = None
+        self._seen: AgentClient | None = None     # the client the receiver's deltas come from
         self._receiver: StateReceiver | None = None
         self._last: MachineState | None = None
         self._tids: tuple[int, ...] = ()
@@ -71,51 +63,29 @@ class RemoteSampler:
         self._down: LinkError | None = None
         self._retry_at = 0.0
         self._failures = 0
-        self._closed = False
-        self._lock = threading.Lock()
 
     # -- the connection ---------------------------------------------------------------------------------
     @property
     def client(self) -> AgentClient | None:
-        """The connected client, or None while the link is down (pins and probes use it too)."""
-        c = self._client
-        return c if c is not None and c.alive else None
+        """The connected client, or None while the link is down."""
+        return self.link.client
 
     def connect(self) -> AgentClient:
         """Connect now (the CLI and the window do, to report a host that cannot be reached before
-        anything else starts); LinkError otherwise."""
-        c = self.client
-        if c is not None:
-            return c
-        client = self._connect(self.host)
-        try:
-            opened = client.call("open", root=self.remote_root, interval=self.interval, session=self.session)
-            if not isinstance(opened, dict) or not isinstance(opened.get("root_key"), str):
-                raise Disconnected(f"{self.host}: the agent did not say what it opened")
-        except CoremapError:
-            client.close()
-            raise
-        with self._lock:
-            if self._closed:
-                client.close()
-                raise Disconnected(f"{self.host}: the connection was closed")
-            self._client = client
-        self.opened = {k: opened.get(k) for k in ("host", "live", "source")}
-        self.root_key = opened["root_key"]
-        self._receiver = StateReceiver()
-        self._track_sent = False
-        self._interval_sent = self.interval
-        self._down, self._failures = None, 0
+        anything else starts); LinkError otherwise. A new agent sends a whole state first."""
+        client = self.link.connect(self.interval)
+        if client is not self._seen:
+            self._seen = client
+            self._receiver = StateReceiver()
+            self._track_sent = False
+            self._interval_sent = self.interval
+            self._down, self._failures = None, 0
         return client
 
     def close(self) -> None:
         """End the connection now; a tick under way ends at once (stale) and none starts again. Safe to
         call from another thread than the one ticking."""
-        with self._lock:
-            self._closed = True
-            c, self._client = self._client, None
-        if c is not None:
-            c.close()
+        self.link.close()
 
     # -- the MachineSource ------------------------------------------------------------------------------------
     def tick(self) -> MachineState:
@@ -133,7 +103,7 @@ class RemoteSampler:
             return self._stale()
         self._sent()
         stamp = reply.get("journal")
-        self.journal_stamp = tuple(stamp) if isinstance(stamp, list) else None
+        self.link.journal_stamp = tuple(stamp) if isinstance(stamp, list) else None
         self.generation += 1
         self._last = replace(state, generation=self.generation, host=str(self.host), stale="")
         return self._last
@@ -163,13 +133,13 @@ class RemoteSampler:
 
     # -- inside ---------------------------------------------------------------------------------------------
     def _usable_client(self) -> AgentClient:
-        if self._closed:
+        if self.link.closed:
             raise Disconnected(f"{self.host}: the connection was closed")
-        c = self._client
-        if c is not None and c.alive:
-            return c
-        if c is not None:
-            self._lost(c.failure or Disconnected(f"{self.host}: the connection ended"))
+        if self.link.client is not None:
+            return self.connect()
+        why = self.link.lost()
+        if why is not None:
+            self._lost(why)
         if self._down is not None and self._clock() < self._retry_at:
             raise self._down
         return self.connect()
@@ -196,10 +166,7 @@ class RemoteSampler:
 
     def _lost(self, why: LinkError) -> None:
         """The link is down: drop the client, and wait the next backoff step before trying again."""
-        with self._lock:
-            c, self._client = self._client, None
-        if c is not None:
-            c.close(why)
+        self.link.drop(why)
         if self._down is None or why is not self._down:
             self._failures += 1
             self._retry_at = self._clock() + BACKOFF[min(self._failures, len(BACKOFF)) - 1]
@@ -209,8 +176,9 @@ class RemoteSampler:
         """The last state marked stale, under a new generation; before any state, the failure itself."""
         wait = max(0, math.ceil(self._retry_at - self._clock()))
         why = str(self._down)
+        closed = self.link.closed
         if self._last is None:
-            raise LinkError(f"{why} — retrying in {wait} s" if not self._closed else why)
-        text = f"disconnected — reconnecting in {wait} s ({why})" if not self._closed else f"disconnected ({why})"
+            raise LinkError(f"{why} — retrying in {wait} s" if not closed else why)
+        text = f"disconnected — reconnecting in {wait} s ({why})" if not closed else f"disconnected ({why})"
         self.generation += 1
         return replace(self._last, generation=self.generation, stale=text, notes=(text, *self._last.notes))

@@ -1,4 +1,8 @@
-"""SourceSampler: one host of a metrics engine as a MachineSource (app/sampling/sources.py), so the window's
+"""open_host(args): the machine the arguments name, as one Host (app/host.py), for the window and the CLI:
+this machine, a capture (--root), a saved session (--session), a machine over ssh (--host), or one
+host of a metrics engine (--pcp / --prometheus with --host).
+
+SourceSampler: one host of a metrics engine as a MachineSource (app/sampling/sources.py), so the window's
 SamplerThread, `--screenshot` and the pictures drive it as they drive a Sampler or a RemoteSampler.
 
 Each tick asks the engine for the host's state (PcpHost.state: rates between this fetch and the last;
@@ -13,9 +17,85 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from app.errors import CoremapError
+from app.host import CaptureHost, Host, LocalHost
 from app.machine.topology import Topology
+from app.remote.host import RemoteHost
+from app.remote.hosts import parse_host, remember_host
 from app.sampling.machine_state import MachineState
 from app.sampling.sampler import clamp_interval
+from app.store.session import open_session
+from probes.results import check_result
+from app.sysroot import SysRoot
+
+
+class HostOptionError(CoremapError):
+    """Options that name no machine, or more than one."""
+
+
+def open_host(args, *, check: bool = True) -> Host:
+    """The machine `args` name (--root, --session, --host, --pcp/--prometheus with --host), opened: a
+    host over ssh connected (and remembered for File → Connect…), a source's host asked once when
+    `check` (a host it does not have is one line, before any window; the fleet window, which has just
+    read it, opens its hosts without: its UI thread never waits on the network), a session's file opened.
+    CoremapError, with nothing left open, when it cannot be."""
+    interval = getattr(args, "interval", None) or 1.0
+    if getattr(args, "pcp", None) or getattr(args, "prometheus", None):
+        return _source_host(args, interval, check)
+    if getattr(args, "host", None):
+        if getattr(args, "session", None):
+            raise HostOptionError("--host and --session both given: a session is a file here; open one at a time")
+        host = RemoteHost(parse_host(args.host), interval=interval, root=getattr(args, "root", None))
+        try:
+            host.connect()
+            remember_host(host.spec)
+        except CoremapError:
+            host.close()
+            raise
+        return host
+    if getattr(args, "session", None):
+        if getattr(args, "root", None):
+            raise HostOptionError("--root and --session both given: open one machine at a time")
+        session = open_session(args.session, check_result)
+        try:
+            return CaptureHost(session.root, session=session, interval=interval)
+        except CoremapError:
+            session.close()
+            raise
+    return host_of_root(SysRoot(getattr(args, "root", None) or "/"), interval)
+
+
+def host_of_root(root: SysRoot, interval: float = 1.0) -> Host:
+    """The machine whose files are `root`: this one live ("/"), else a capture (read-only)."""
+    return LocalHost(root, interval=interval) if root.is_live else CaptureHost(root, interval=interval)
+
+
+def _source_host(args, interval: float, check: bool) -> SourceHost:
+    """One host of --pcp's pmproxy or of --prometheus; `--captures DIR`: a folder of snapshots whose
+    capture of the host completes the topology the source gives (app/sources/captures.py)."""
+    from app.sources.captures import CaptureShelf, complete_state
+    from app.sources.http import auth_for
+    name, url = getattr(args, "host", None), args.pcp or args.prometheus
+    if not name:
+        raise HostOptionError("name the host to open: --host NAME (a pmcd hostspec for --pcp, an instance "
+                              "for --prometheus); `coremap fleet` shows them all")
+    auth = auth_for(url, getattr(args, "source_config", None))
+    captures = CaptureShelf(args.captures) if getattr(args, "captures", None) else None
+    if args.pcp:
+        from app.sources.pcp import Pmproxy
+        kind, read = "PCP", Pmproxy(url, auth=auth).host(name).state
+    else:
+        from app.sources.prometheus import Prometheus
+        prom = Prometheus(url, auth=auth, match=getattr(args, "match", None) or "")
+        if check:
+            prom.check()        # the server is a Prometheus (the fleet it came from has just read it)
+        kind, read = "Prometheus", lambda g: prom.host_state(name, g)
+    completed = read if captures is None else lambda g: complete_state(captures, read(g), name)
+    host = SourceHost(SourceSampler(completed, f"{kind.lower()} {name} via {url}", interval=interval), kind)
+    if check:
+        host.sampler.tick()         # a host the source does not have is one line here, before any window
+    return host
+
 
 
 class SourceSampler:
@@ -54,38 +134,11 @@ class SourceSampler:
         return None
 
 
-def pcp_sampler(url: str, hostspec: str, *, auth=None, interval: float = 1.0, captures=None) -> SourceSampler:
-    """`captures`: a CaptureShelf (app/sources/captures.py) whose capture of the host completes its topology."""
-    from app.sources.pcp import Pmproxy
-    host = Pmproxy(url, auth=auth).host(hostspec)
-    return SourceSampler(_completed(host.state, captures, hostspec), f"pcp {hostspec} via {url}", interval=interval)
+class SourceHost(Host):
+    """One host of a metrics engine (`kind`: PCP, Prometheus): its states only, read-only."""
 
-
-def prometheus_sampler(url: str, instance: str, *, auth=None, interval: float = 1.0,
-                       at: float | None = None, captures=None, check: bool = True, match: str = "") -> SourceSampler:
-    """`check`: ask the server what it is first (False where the fleet it came from has just read it:
-    the window opened from the fleet never waits on the network in the UI thread)."""
-    from app.sources.prometheus import Prometheus
-    prom = Prometheus(url, auth=auth, match=match)
-    if check:
-        prom.check()
-    return SourceSampler(_completed(lambda g: prom.host_state(instance, g, at), captures, instance),
-                         f"prometheus {instance} via {url}", interval=interval)
-
-
-def host_opener(*, pcp: str | None = None, prometheus: str | None = None, auth=None, interval: float = 1.0,
-                captures=None, match: str = "") -> Callable[[str], SourceSampler]:
-    """How a fleet read from `pcp` or `prometheus` opens one of its hosts live (the fleet window's Open this
-    host): the sampler `coremap --pcp URL --host NAME` / `--prometheus URL --host INSTANCE` runs on.
-    Building it touches no network; its first tick, on the sampler's thread, does."""
-    if pcp:
-        return lambda host: pcp_sampler(pcp, host, auth=auth, interval=interval, captures=captures)
-    return lambda host: prometheus_sampler(prometheus, host, auth=auth, interval=interval, captures=captures,
-                                           check=False, match=match)
-
-
-def _completed(read: Callable[[int], MachineState], captures, host: str) -> Callable[[int], MachineState]:
-    if captures is None:
-        return read
-    from app.sources.captures import complete_state
-    return lambda g: complete_state(captures, read(g), host)
+    def __init__(self, sampler: SourceSampler, kind: str):
+        why = f"read-only: a {kind} source"
+        super().__init__(sampler.source, sampler, absent={
+            "pins": why, "quiet": why, "probes": f"{why}: no live probes",
+            "capture": f"{why}: nothing of the host is here to save"})

@@ -119,11 +119,10 @@ def _thread_cpu(name: str) -> float:
 def window_cpu(app, seconds: float, guard_on: bool) -> tuple[float, float]:
     """(% of one core for the whole process, % for the guard thread) over `seconds`."""
     from widgets import harness
-    from app.sampling.sampler import Sampler
+    from app.sources.live import host_of_root
     from widgets.application import build_window
-    from widgets.sampler_thread import SamplerThread
-    thread = SamplerThread(Sampler(SysRoot("/"), interval=1.0))
-    w = build_window(thread, interval=1.0)
+    w = build_window(host_of_root(SysRoot("/"), interval=1.0), interval=1.0)
+    thread = w.sampler_thread
     w.resize(1600, 1000)
     w.show()
     thread.start()

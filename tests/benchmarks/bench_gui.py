@@ -152,16 +152,16 @@ sys.stdin.read()
 
 
 def cpu_while_sampling(app, seconds: float, helper_threads: int) -> float:
+    from app.sources.live import host_of_root
     from widgets.application import build_window
-    from widgets.sampler_thread import SamplerThread
     helper = None
     if helper_threads:
         helper = subprocess.Popen([sys.executable, "-c", HELPER, str(helper_threads)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         helper.stdout.readline()
     try:
-        thread = SamplerThread(Sampler(SysRoot("/"), interval=1.0))
-        w = build_window(thread, interval=1.0)
+        w = build_window(host_of_root(SysRoot("/"), interval=1.0), interval=1.0)
+        thread = w.sampler_thread
         w.resize(1600, 1000)
         w.show()
         applied = []

@@ -5,7 +5,7 @@ while a Make quiet of about 100 targets runs on a machine over ssh to 127.0.0.1.
 
 It starts its own OpenSSH server on 127.0.0.1 (tests/remote/sshd.py); the agent there works on a
 writable copy of "worker2.internal" (openshift-nto, 32 CPUs, 245 IRQs, and a workqueue cpumask), so no
-IRQ of this machine moves. The window is the real one (build_window) over a RemoteSampler. A 2 ms timer in the UI
+IRQ of this machine moves. The window is the real one (build_window) over a RemoteHost. A 2 ms timer in the UI
 thread stamps each time it runs; a stall is a gap between two stamps beyond the timer's own period.
 
 Each round: Quiet -> Make quiet… on CPUs 1-11 (the preview worked out on the server, then applied: one
@@ -34,7 +34,7 @@ from widgets import harness  # noqa: E402  (Qt is reached through widgets/ only)
 from app.remote.hosts import parse_host  # noqa: E402
 from app.remote.pins import RemoteAffinityService  # noqa: E402
 from app.remote.quiet import RemoteQuiet  # noqa: E402
-from app.remote.sampler import RemoteSampler  # noqa: E402
+from app.remote.host import RemoteHost  # noqa: E402
 from tests.machines import extract, writable_test_tree  # noqa: E402
 from tests.remote.sshd import Sshd, unavailable  # noqa: E402
 
@@ -147,18 +147,14 @@ def main() -> int:
         harness.application("bench_pin_stall")
         tree = _tree(sshd)
         from widgets.application import build_window
-        from widgets.remote.sampler_thread import RemoteSamplerThread
-        sampler = RemoteSampler(parse_host("s1"), interval=1.0, root=str(tree))
-        sampler.connect()
-        thread = RemoteSamplerThread(sampler)
-        w = build_window(thread, interval=1.0)
+        # A capture the server may write, over ssh: the RemoteHost pins there as on a live machine.
+        host = RemoteHost(parse_host("s1"), interval=1.0, root=str(tree))
+        host.connect()
+        w = build_window(host, interval=1.0)
         w.resize(1400, 900)
         w.show()
-        thread.start()
+        w.sampler_thread.start()
         assert harness.run_until(w.state_applied, lambda: w.state is not None, 60)
-        # A capture is not pinned by the window (it says "pinning needs the live machine"); the copy the
-        # server may write is handed to it the way the tests hand theirs (set_service).
-        w.pin_controller.set_service(RemoteAffinityService(sampler))
         clock = harness.StallClock(PERIOD_MS)
         # Warm up: the window's first seconds build what it shows lazily (the probe panel's plots import
         # pyqtgraph), which is start-up, not pinning; one unmeasured round then warms the remote side.
@@ -202,7 +198,7 @@ def main() -> int:
         print(f"  peer, the same calls on the UI thread: {direct_ms:.0f} ms stalled")
         print(f"  ratio: {stall_ms / direct_ms:.3f}x of the stall the UI thread had before")
         harness.dispose(w)
-        sampler.close()
+        host.close()
         return 0
     finally:
         sshd.stop()

@@ -267,18 +267,18 @@ def _children_named(word: bytes) -> list[int]:
 
 def cpu_while_sampling(app, seconds: float, remote: bool) -> tuple[float, float]:
     """(the window process's % of one core, the agent's and ssh's % of one core)."""
+    from app.host import LocalHost
+    from app.remote.host import RemoteHost
     from widgets.application import build_window
-    from widgets.remote.sampler_thread import RemoteSamplerThread
-    from widgets.sampler_thread import SamplerThread
     if remote:
-        sampler = RemoteSampler(parse_host("s1"), interval=1.0)
-        sampler.connect()
-        thread = RemoteSamplerThread(sampler)
-        others = [sampler.client.hello["pid"], sampler.client.proc.proc.pid]
+        host = RemoteHost(parse_host("s1"), interval=1.0)
+        client = host.connect()
+        others = [client.hello["pid"], client.proc.proc.pid]
     else:
-        thread = SamplerThread(Sampler(SysRoot("/"), interval=1.0))
+        host = LocalHost(interval=1.0)
         others = []
-    w = build_window(thread, interval=1.0)
+    w = build_window(host, interval=1.0)
+    thread = w.sampler_thread
     w.resize(1600, 1000)
     w.show()
     thread.start()

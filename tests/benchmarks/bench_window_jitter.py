@@ -294,17 +294,16 @@ class _Qt:
         os.environ["QT_QPA_PLATFORM"] = platform
         from widgets import harness
         from widgets.application import build_window
-        from widgets.sampler_thread import SamplerThread
-        from app.sampling.sampler import Sampler
+        from app.sources.live import host_of_root
         self.harness = harness
         self.run_until = harness.run_until
-        self.build_window, self.SamplerThread, self.Sampler = build_window, SamplerThread, Sampler
+        self.build_window, self.host_of_root = build_window, host_of_root
         self.app = harness.application()
 
 
 class InProcessWindow:
-    """A live MainWindow in this process, built as widgets/application.py's _interactive builds it (a
-    SamplerThread over Sampler(SysRoot("/"), interval), the window at 1600x1000, shown, then the
+    """A live MainWindow in this process, built as widgets/application.py's _interactive builds it (this
+    machine's LocalHost at `interval`, the window at 1600x1000, shown, then the
     sampler started), and destroyed by widgets.harness.dispose: closed (which stops and
     joins the sampler's worker), deferred deletes flushed, then garbage collected while no worker
     runs (tests/gui/conftest.py: collecting PySide wrappers while a sampler worker ticks crashed
@@ -312,8 +311,8 @@ class InProcessWindow:
 
     def __init__(self, qt: _Qt, interval: float):
         self.qt = qt
-        self.thread = qt.SamplerThread(qt.Sampler(SysRoot("/"), interval=interval))
-        self.window = qt.build_window(self.thread, interval=interval)
+        self.window = qt.build_window(qt.host_of_root(SysRoot("/"), interval=interval), interval=interval)
+        self.thread = self.window.sampler_thread
         self.window.resize(1600, 1000)
         self.applied = 0
         self.window.state_applied.connect(self._on_window_state_applied)

@@ -11,12 +11,11 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QFileDialog, QLineEdit
 
-from app.sampling.sampler import Sampler
 from app.store.diff import diff_roots
 from app.sysroot import SysRoot
 from tests.machines import extract
+from app.sources.live import host_of_root
 from widgets.application import build_window
-from widgets.sampler_thread import SamplerThread
 
 # The menu bar and the file chooser pop up: what the offscreen platform says of that is expected.
 pytestmark = pytest.mark.qt_log_ignore(
@@ -27,8 +26,8 @@ pytestmark = pytest.mark.qt_log_ignore(
 def window(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_REPORTS_DIR", str(tmp_path / "reports"))
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
-    thread = SamplerThread(Sampler(SysRoot(extract("worker2.internal"))))
-    w = build_window(thread)
+    w = build_window(host_of_root(SysRoot(extract("worker2.internal"))))
+    thread = w.sampler_thread
     qtbot.addWidget(w)
     w.resize(1200, 800)
     w.show()

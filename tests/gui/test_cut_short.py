@@ -17,7 +17,7 @@ from app.pinning.service import AffinityService
 from app.quiet.guard import Guard
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.gui.pins import settle
+from tests.gui.pins import settle, show_pins
 from tests.live import live_test, read_affinities, restore_quiet
 from widgets.application import build_window
 
@@ -57,7 +57,7 @@ def _window(qtbot, svc):
     w.resize(1300, 850)
     w.show()
     qtbot.waitExposed(w)
-    w.pin_controller.set_service(svc)
+    show_pins(w, svc)
     assert w.set_state(Sampler(SysRoot("/")).tick())
     return w
 

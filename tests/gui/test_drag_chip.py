@@ -11,6 +11,7 @@ from app.pinning.journal import Journal
 from app.pinning.service import AffinityService
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
+from tests.gui.pins import show_pins
 from tests.machines import extract
 from widgets.pinning.drag import chip_text, pin_drag
 from widgets.pinning.mime import PinPayload, decode_pin_mime
@@ -105,7 +106,7 @@ def test_the_reason_is_readable_beside_the_chip_wherever_the_cursor_is(qtbot, tm
     root = SysRoot(_copy(tmp_path, "sno"))
     w = _window(qtbot, root)
     journal = Journal(tmp_path / "journal.jsonl")
-    w.pin_controller.set_service(AffinityService(root, journal))
+    show_pins(w, AffinityService(root, journal))
     view = w.topology_view
     chip = drag_pixmap(LONG, view.devicePixelRatioF())
     hot = chip_hotspot(chip)

@@ -4,12 +4,14 @@ window whose grid shows that host's CPUs, read-only, in this process; Enter on i
 window instead of opening a second; a fleet window with no way to reach its hosts says how to open one."""
 from __future__ import annotations
 
+import argparse
+
 import pytest
 from PySide6.QtCore import Qt
 
 from app.machine.topology import read_topology
 from app.remote.fleet import FleetRow
-from app.sources.live import host_opener
+from app.cli.fleet_sources import host_opener_of
 from app.sources.prometheus import Prometheus
 from app.sources.stream import FleetStream, prometheus_rounds
 from app.sysroot import SysRoot
@@ -26,7 +28,8 @@ def prom(prometheus_stack):
 def test_a_double_click_on_a_tile_opens_that_host_live_in_a_main_window(qtbot, prom):
     url, there = prom.urls["prometheus"], prom.urls["fixture"]
     stream = FleetStream(prometheus_rounds(Prometheus(url)), interval=1.0)
-    w = FleetWindow([], "irq", stream=stream, sort="host", samplers=host_opener(prometheus=url))
+    w = FleetWindow([], "irq", stream=stream, sort="host", samplers=host_opener_of(
+        argparse.Namespace(prometheus=url, pcp=None, source_config=None, captures=None, match="")))
     qtbot.addWidget(w)
     w.resize(1400, 900)
     w.show()

@@ -24,11 +24,11 @@ from app.pinning.service import AffinityService
 from app.sampling.sampler import Sampler
 from app.store.session import open_session
 from app.sysroot import SysRoot
-from tests.gui.pins import settle
+from tests.gui.pins import settle, show_pins
 from tests.live import live_test, restore_quiet
 from tests.machines import extract, writable_test_tree
+from app.sources.live import host_of_root
 from widgets.application import build_window
-from widgets.sampler_thread import SamplerThread
 from widgets.tables.thread_cells import COL_ALLOWED
 
 # A menu popping up asks the platform to raise it and grab the keyboard, which the offscreen one cannot.
@@ -69,7 +69,7 @@ def sno(qtbot, tmp_path, monkeypatch):
     qtbot.waitExposed(w)
     assert w.set_state(sampler.tick())
     journal = Journal(tmp_path / "journal.jsonl")
-    w.pin_controller.set_service(AffinityService(root, journal))
+    show_pins(w, AffinityService(root, journal))
     assert w.set_state(sampler.tick())
     yield w
     journal.close()
@@ -176,8 +176,8 @@ def live_window(qtbot, tmp_path, monkeypatch):
     made = []
 
     def make(interval: float = 1.0):
-        thread = SamplerThread(Sampler(SysRoot("/"), interval=interval))
-        w = build_window(thread, interval=interval)
+        w = build_window(host_of_root(SysRoot("/"), interval=interval), interval=interval)
+        thread = w.sampler_thread
         qtbot.addWidget(w)
         w.resize(1600, 1000)
         w.show()
@@ -294,7 +294,7 @@ def test_the_tree_shows_what_make_quiet_and_give_back_moved_at_the_next_tick(qtb
     w = live_window(interval)
     journal = Journal(tmp_path / "journal.jsonl")
     service = AffinityService(SysRoot("/"), journal)
-    w.pin_controller.set_service(service)
+    show_pins(w, service)
     try:
         qtbot.waitUntil(lambda: _allowed_shown(w, sleeper.pid) == "0-1", timeout=20000)
         for action, want in (("isolate", "0"), ("include", "0-1")):
@@ -323,7 +323,7 @@ def test_pin_the_selected_thread_here_from_the_menu(qtbot, live_window, tmp_path
     w = live_window(3.0)
     journal = Journal(tmp_path / "journal.jsonl")
     service = AffinityService(SysRoot("/"), journal)
-    w.pin_controller.set_service(service)
+    show_pins(w, service)
     try:
         table = w.thread_table
         qtbot.waitUntil(lambda: table.model.thread_index(sleeper.pid, sleeper.pid).isValid(), timeout=20000)

@@ -11,12 +11,11 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLabel
 
 from app.format import format_cpus
-from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
+from app.sources.live import host_of_root
 from widgets.application import build_window
 from widgets.main_window import wrapped_tooltip
-from widgets.sampler_thread import SamplerThread
 
 
 @pytest.fixture
@@ -25,8 +24,8 @@ def window(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_REPORTS_DIR", str(tmp_path / "reports"))
 
     def make(root):
-        thread = SamplerThread(Sampler(SysRoot(root)))
-        w = build_window(thread)
+        w = build_window(host_of_root(SysRoot(root)))
+        thread = w.sampler_thread
         qtbot.addWidget(w)
         w.resize(1600, 1000)
         w.show()

@@ -18,7 +18,7 @@ from app.pinning.journal import Journal
 from app.pinning.service import AffinityService
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.gui.pins import settle
+from tests.gui.pins import settle, show_pins
 from tests.gui.test_pinning import _drop, _enter_move, _point_on
 from tests.unit.test_pin_irqs import _copy_worker1, _eno1_queues
 from widgets.application import build_window
@@ -39,7 +39,7 @@ def worker1(qtbot, tmp_path):
     w.topology_view.zoom_fit()
     journal = Journal(tmp_path / "journal.jsonl")
     service = AffinityService(root, journal)
-    w.pin_controller.set_service(service)
+    show_pins(w, service)
     yield w, service, root
     journal.close()
 

@@ -24,7 +24,7 @@ from app.pinning.service import AffinityService
 from app.sampling.sampler import Sampler
 from app.store.folders import journal_path
 from app.sysroot import SysRoot
-from tests.gui.pins import settle
+from tests.gui.pins import settle, show_pins
 from tests.gui.test_pin_dialog import _ctrl_p, _type
 from tests.gui.test_pinning import _drag_drop
 from tests.jvms import COMM, HANDLER, MarketData, needs_jdk, wait_until
@@ -78,7 +78,7 @@ def window(qtbot, tmp_path, jvm, monkeypatch):
     w.topology_view.zoom_fit()
     journal = Journal(journal_path())
     service = AffinityService(SysRoot("/"), journal)
-    w.pin_controller.set_service(service)
+    show_pins(w, service)
     yield w, service
     journal.close()
 

@@ -27,13 +27,12 @@ from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
-from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.gui.pins import settle
 from tests.jvms import COMM, HANDLER, MarketData, needs_jdk, wait_until
 from tests.live import can_move_machine, fingerprint_diff, machine_fingerprint, restore_quiet
+from app.sources.live import host_of_root
 from widgets.application import build_window
-from widgets.sampler_thread import SamplerThread
 
 CPU = 1
 ACTIONS = Qt.DropAction.CopyAction | Qt.DropAction.MoveAction | Qt.DropAction.LinkAction
@@ -127,8 +126,8 @@ def jvm():
 def window(live_machine, qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("COREMAP_REPORTS_DIR", str(tmp_path / "reports"))
-    thread = SamplerThread(Sampler(SysRoot("/"), interval=0.5))
-    w = build_window(thread, interval=0.5)
+    w = build_window(host_of_root(SysRoot("/"), interval=0.5), interval=0.5)
+    thread = w.sampler_thread
     qtbot.addWidget(w)
     w.resize(1600, 1000)
     w.show()

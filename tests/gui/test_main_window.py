@@ -10,13 +10,13 @@ from app.cli.main import main
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import all_machines, extract
+from app.sources.live import host_of_root
 from widgets.application import build_window
-from widgets.sampler_thread import SamplerThread
 from widgets.summary_bar import machine_facts
 
 
-def _window(qtbot, thread=None, **kw):
-    w = build_window(thread, **kw)
+def _window(qtbot, host=None, **kw):
+    w = build_window(host, **kw)
     qtbot.addWidget(w)
     w.resize(1400, 900)
     return w
@@ -53,8 +53,8 @@ def test_window_on_the_live_machine_and_stale_states_are_dropped(qtbot):
 
 
 def test_sampler_thread_emits_states_and_follows_controls(qtbot):
-    thread = SamplerThread(Sampler(SysRoot("/"), interval=0.25))
-    w = _window(qtbot, thread, interval=0.25)
+    w = _window(qtbot, host_of_root(SysRoot("/"), interval=0.25), interval=0.25)
+    thread = w.sampler_thread
     try:
         with qtbot.waitSignal(thread.state_ready, timeout=5000) as first:
             thread.start()
@@ -116,9 +116,9 @@ def test_bad_root_is_one_line_on_stderr_and_exit_2(tmp_path, capsys):
 
 
 def test_thread_selection_reaches_the_sampler_and_residency_plot(qtbot):
-    sampler = Sampler(SysRoot("/"))
-    thread = SamplerThread(sampler)
-    w = _window(qtbot, thread)
+    w = _window(qtbot, host_of_root(SysRoot("/")))
+    thread = w.sampler_thread
+    sampler = thread.sampler
     state = sampler.tick()
     w.set_state(dataclasses.replace(state))
     me = next(iter(state.sample.tasks.tasks))

@@ -10,6 +10,7 @@ from PySide6.QtGui import QColor
 
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
+from tests.gui.pins import show_pins
 from tests.unit.test_intruders import EXTRA, MANAGED_CPU, MANAGED_IRQ, managed_tree
 from widgets.tables.irqs import COL_EFFECTIVE, QUIET_LEAK_BRUSH, IrqTableWidget
 from widgets.topology.items import LEAK_COLOR
@@ -109,7 +110,7 @@ def test_without_debugfs_the_make_quiets_own_refusal_says_which_irq_is_managed(q
     w.resize(1400, 900)
     w.show()
     qtbot.waitExposed(w)
-    w.pin_controller.set_service(service)
+    show_pins(w, service)
     assert w.set_state(state)                         # the journal read: CPU 3 quiet, IRQ 57 refused
     assert w.topology_view.quiet_cpus == (MANAGED_CPU,)
     assert w.set_state(sampler.tick())                # marked from the next state on

@@ -24,7 +24,7 @@ from app.pinning.service import AffinityService, PinRequest, PinTarget
 from app.quiet.isolate import apply_preview, preview_include, preview_isolate
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.gui.pins import settle
+from tests.gui.pins import settle, show_pins
 from tests.gui.test_pinning import _drop, _enter_move, _mime, _point_on
 from tests.live import cpulist, live_test, restore_quiet
 from tests.machines import extract, writable_test_tree
@@ -201,7 +201,7 @@ def test_a_real_drop_onto_a_quiet_cpus_cell_pins_the_thread_there(state, qtbot):
         qtbot.waitExposed(w)
         assert w.set_state(Sampler(SysRoot("/")).tick())
         w.topology_view.zoom_fit()
-        w.pin_controller.set_service(state)
+        show_pins(w, state)
         view = w.topology_view
         mime = _mime("thread", [tid], p.pid)
         pos = _point_on(view, view.cell_item(1))

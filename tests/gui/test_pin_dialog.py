@@ -17,7 +17,7 @@ from app.machine.topology import read_topology
 from app.parse.cpulist import parse_cpulist
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.gui.pins import settle
+from tests.gui.pins import settle, show_pins
 from tests.machines import extract, writable_test_tree
 from widgets.application import build_window
 from widgets.pinning.dialog import PinDialog, check_cpu_text
@@ -117,7 +117,7 @@ def test_ctrl_p_opens_the_dialog_for_the_selected_thread(qtbot, tmp_path, parked
     tid, pid = parked_thread.native_id, os.getpid()
     w = _window(qtbot, SysRoot("/"))
     journal = Journal(tmp_path / "journal.jsonl")
-    w.pin_controller.set_service(AffinityService(SysRoot("/"), journal))
+    show_pins(w, AffinityService(SysRoot("/"), journal))
     table = w.thread_table
     assert table.select_thread(pid, tid)
     _ctrl_p(qtbot, w, table.view)
@@ -139,7 +139,7 @@ def test_ctrl_p_on_the_irq_table_and_context_menu(qtbot, tmp_path):
     root = SysRoot(writable_test_tree(dst))
     w = _window(qtbot, root)
     journal = Journal(tmp_path / "journal.jsonl")
-    w.pin_controller.set_service(AffinityService(root, journal))
+    show_pins(w, AffinityService(root, journal))
     table = w.irq_table
     assert table.select_irq("27")
     menu = w.pin_controller.sources.menu(table.view)

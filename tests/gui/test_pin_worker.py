@@ -22,7 +22,7 @@ from app.pinning.targets import PinTarget
 from app.pinning.writers import IrqWriter
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.gui.pins import settle
+from tests.gui.pins import settle, show_pins
 from tests.machines import extract, writable_test_tree
 from widgets.application import build_window
 
@@ -42,7 +42,7 @@ def sno(qtbot, tmp_path, monkeypatch):
     qtbot.waitExposed(w)
     journal = Journal(tmp_path / "journal.jsonl")
     service = AffinityService(root, journal)
-    w.pin_controller.set_service(service)
+    show_pins(w, service)
     assert w.set_state(sampler.tick())
     real = IrqWriter.write
 

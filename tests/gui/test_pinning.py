@@ -18,13 +18,14 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
+from app.host import CaptureHost, LocalHost
 from app.pinning.service import AffinityService, PinRequest, PinTarget
 from app.pinning.journal import Journal
 from app.machine.threads import TaskGone, read_task
 from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.gui.pins import settle
+from tests.gui.pins import settle, show_pins
 from tests.machines import extract, writable_test_tree
 from widgets.application import build_window
 from widgets.pinning.mime import (PIN_MIME, PinPayload, PinPayloadError, parse_pin_payload, payload_from_rows,
@@ -58,8 +59,8 @@ def parked_thread(live_machine):
         th.join()
 
 
-def _window(qtbot, root: SysRoot):
-    w = build_window(None)
+def _window(qtbot, root: SysRoot, host=None):
+    w = build_window(host)
     qtbot.addWidget(w)
     w.resize(1400, 900)
     w.show()
@@ -75,7 +76,7 @@ def live(live_machine, qtbot, tmp_path):
     w = _window(qtbot, SysRoot("/"))
     journal = Journal(tmp_path / "journal.jsonl")
     service = AffinityService(SysRoot("/"), journal)
-    w.pin_controller.set_service(service)
+    show_pins(w, service)
     yield w, service
     journal.close()
 
@@ -93,7 +94,7 @@ def sno(qtbot, tmp_path):
     w = _window(qtbot, root)
     journal = Journal(tmp_path / "journal.jsonl")
     service = AffinityService(root, journal)
-    w.pin_controller.set_service(service)
+    show_pins(w, service)
     yield w, service, root
     journal.close()
 
@@ -367,7 +368,7 @@ def test_offline_cpu_says_why_during_the_drag_and_rejects(qtbot, tmp_path, parke
     root = SysRoot(_copy(tmp_path, "16em64t-4s2c2t-offlines"))
     w = _window(qtbot, root)
     journal = Journal(tmp_path / "journal.jsonl")
-    w.pin_controller.set_service(AffinityService(root, journal))
+    show_pins(w, AffinityService(root, journal))
     view = w.topology_view
     topo = w.state.topology
     assert 2 in topo.offline and 0 in topo.online
@@ -402,6 +403,9 @@ def test_offline_cpu_says_why_during_the_drag_and_rejects(qtbot, tmp_path, parke
 
 def test_snapshot_without_a_service_refuses_pinning(qtbot, parked_thread):
     w = _window(qtbot, SysRoot(extract("sno")))
+    state = w.state
+    w.set_host(CaptureHost(SysRoot(extract("sno"))))
+    assert w.set_state(state)
     view = w.topology_view
     host = w.state.topology.hostname or w.state.source
     mime = _mime("thread", [parked_thread.native_id], os.getpid())
@@ -426,7 +430,7 @@ def test_restore_bar_offers_what_an_earlier_session_left(qtbot, tmp_path, parked
         assert r.ok
     w = _window(qtbot, SysRoot("/"))
     journal = Journal(path)
-    w.pin_controller.set_service(AffinityService(SysRoot("/"), journal))
+    show_pins(w, AffinityService(SysRoot("/"), journal))
     bar = w.pin_controller.restore_bar
     assert bar.isVisibleTo(w)
     assert bar.label.text().startswith(f"1 pin from an earlier coremap session is still in place (thread {tid} "
@@ -446,7 +450,7 @@ def test_restore_bar_dismiss_changes_nothing(qtbot, tmp_path, parked_thread):
         AffinityService(SysRoot("/"), earlier).apply(PinRequest((PinTarget("thread", tid),), (CPUS[0],)))
     w = _window(qtbot, SysRoot("/"))
     journal = Journal(path)
-    w.pin_controller.set_service(AffinityService(SysRoot("/"), journal))
+    show_pins(w, AffinityService(SysRoot("/"), journal))
     bar = w.pin_controller.restore_bar
     qtbot.mouseClick(bar.dismiss_button, Qt.MouseButton.LeftButton)
     assert not bar.isVisibleTo(w) and _aff(tid) == (CPUS[0],)
@@ -543,12 +547,12 @@ def test_live_window_opens_its_own_journal_and_offers_restore_on_start(qtbot, tm
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
     tid = parked_thread.native_id
     original = _aff(tid)
-    w = _window(qtbot, SysRoot("/"))
+    w = _window(qtbot, SysRoot("/"), LocalHost())
     assert w.pin_controller.service is None              # no journal yet: none is created just to look
     assert not (tmp_path / "state").exists()
     with Journal(journal_path()) as earlier:
         AffinityService(SysRoot("/"), earlier).apply(PinRequest((PinTarget("thread", tid),), (CPUS[-1],)))
-    w2 = _window(qtbot, SysRoot("/"))
+    w2 = _window(qtbot, SysRoot("/"), LocalHost())
     ctl = w2.pin_controller
     assert ctl.service is not None and ctl.service.journal.path == journal_path()
     assert ctl.restore_bar.isVisibleTo(w2) and f"thread {tid}" in ctl.restore_bar.label.text()
@@ -616,7 +620,7 @@ def test_the_controller_pins_without_a_window(qtbot, tmp_path):
     qtbot.addWidget(menu)
     ctl = PinController(grid, (), menu, status_bar, host.state_applied)
     journal = Journal(tmp_path / "journal.jsonl")
-    ctl.set_service(AffinityService(root, journal))
+    ctl.set_host(LocalHost(root, pins=AffinityService(root, journal)))
     host.state_applied.emit(state)
     assert [a.text() for a in menu.actions() if not a.isSeparator()] == \
         ["Pin to…", "Undo pin", "Redo pin", "Restore all", "Cancel pinning"]

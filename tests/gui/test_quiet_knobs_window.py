@@ -14,7 +14,7 @@ from app.pinning.journal import Journal
 from app.pinning.service import AffinityService
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.gui.pins import settle
+from tests.gui.pins import settle, show_pins
 from tests.machines import extract, writable_test_tree
 from widgets.application import build_window
 
@@ -40,7 +40,7 @@ def sno(qtbot, tmp_path):
     qtbot.waitExposed(w)
     assert w.set_state(sampler.tick())
     journal = Journal(tmp_path / "journal.jsonl")
-    w.pin_controller.set_service(AffinityService(root, journal))
+    show_pins(w, AffinityService(root, journal))
     assert w.set_state(sampler.tick())
     yield w, root
     journal.close()

@@ -23,17 +23,16 @@ from app.pinning.journal import Journal
 from app.parse.cpulist import parse_cpulist
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.gui.pins import settle
+from tests.gui.pins import settle, show_pins
 from tests.live import live_test, read_affinities, restore_quiet
 from tests.machines import extract, writable_test_tree
 from widgets.application import build_window
-from widgets.sampler_thread import SamplerThread
 
 
-def _window(qtbot, sampler: Sampler, *, thread: bool = False):
-    """The window applying `sampler`'s states by hand; with `thread`, built around a SamplerThread
-    that is never started, so its File menu knows the machine (sessions, reports)."""
-    w = build_window(SamplerThread(sampler) if thread else None)
+def _window(qtbot, sampler: Sampler):
+    """The window applying `sampler`'s states by hand (the fixtures then show the machine they pin,
+    so its File menu knows it: sessions, reports)."""
+    w = build_window(None)
     qtbot.addWidget(w)
     w.resize(1400, 900)
     w.show()
@@ -53,7 +52,7 @@ def sno(qtbot, tmp_path):
     w = _window(qtbot, sampler)
     journal = Journal(tmp_path / "journal.jsonl")
     service = AffinityService(root, journal)
-    w.pin_controller.set_service(service)
+    show_pins(w, service)
     assert w.set_state(sampler.tick())             # the guard starts on the first state after a service
     yield w, service, root
     journal.close()
@@ -209,10 +208,10 @@ live = live_test
 def test_verify_runs_live_and_lands_in_the_session_and_the_report(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_REPORTS_DIR", str(tmp_path / "reports"))
     sampler = Sampler(SysRoot("/"))
-    w = _window(qtbot, sampler, thread=True)
+    w = _window(qtbot, sampler)
     journal = Journal(tmp_path / "journal.jsonl")
     service = AffinityService(SysRoot("/"), journal)
-    w.pin_controller.set_service(service)
+    show_pins(w, service)
     assert w.set_state(sampler.tick())
     before = read_affinities()
     mine = os.sched_getaffinity(0)
@@ -288,7 +287,7 @@ def test_give_back_in_the_window_undoes_the_pin_and_returns_the_machine(qtbot, t
     w = _window(qtbot, sampler)
     journal = Journal(tmp_path / "journal.jsonl")
     service = AffinityService(SysRoot("/"), journal)
-    w.pin_controller.set_service(service)
+    show_pins(w, service)
     assert w.set_state(sampler.tick())
     proc = subprocess.Popen([sys.executable, "-c", "import threading, time, os\n"
                              "threading.Thread(target=time.sleep, args=(300,), daemon=True).start()\n"

@@ -11,29 +11,28 @@ from PySide6.QtWidgets import QDialogButtonBox
 from app.pinning.service import PinRequest, PinTarget
 from app.remote.fleet import FleetRow, odd_cells
 from app.remote.hosts import parse_host, recent_hosts
+from app.host import CaptureHost
+from app.remote.host import RemoteHost
 from app.remote.pins import RemoteAffinityService
-from app.remote.sampler import RemoteSampler
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
 from tests.remote.conftest import remote_env, sshd  # noqa: F401  (fixtures)
-from widgets.application import build_window
+from widgets.application import build_window, show_host
 from widgets.fleet.table import ODD_COLOR, FleetTableModel
 from widgets.fleet.window import FleetWindow
 from widgets.remote.connect import ConnectDialog
-from widgets.remote.sampler_thread import RemoteSamplerThread
 
 
 @pytest.fixture
 def remote_window(qtbot, remote_env):
-    sampler = RemoteSampler(parse_host("s1"), interval=0.25)
-    sampler.connect()
-    thread = RemoteSamplerThread(sampler)
-    window = build_window(thread, interval=0.25)
+    host = RemoteHost(parse_host("s1"), interval=0.25)
+    host.connect()
+    window = build_window(host, interval=0.25)
     qtbot.addWidget(window)
     window.resize(1200, 800)
     window.show()
-    thread.start()
+    window.sampler_thread.start()
     yield window
     window.close()
 
@@ -85,13 +84,10 @@ def test_connect_dialog_refuses_what_is_not_a_host(qtbot):
 
 
 def test_connect_switches_machines_or_says_why_not(qtbot, remote_env):
-    thread = None
     window = build_window(None)
     qtbot.addWidget(window)
-    from widgets.sampler_thread import SamplerThread
-    thread = SamplerThread(Sampler(SysRoot(extract("sno")), interval=1.0))
-    window.set_sampler_thread(thread)
-    thread.start()
+    show_host(window, CaptureHost(SysRoot(extract("sno"))))
+    thread = window.sampler_thread
     _wait_state(qtbot, window, lambda s: True)
     before = window.state
     c = window.connect_controller
@@ -102,7 +98,7 @@ def test_connect_switches_machines_or_says_why_not(qtbot, remote_env):
     with qtbot.waitSignal(c.connected, timeout=20000):
         c.connect_to(parse_host("node-a"))
     state = _wait_state(qtbot, window, lambda s: s.host == "node-a")
-    assert isinstance(window.sampler_thread, RemoteSamplerThread)
+    assert isinstance(window.host, RemoteHost) and window.sampler_thread is not thread
     assert recent_hosts()[0] == "node-a"
     assert state.topology.hostname == os.uname().nodename
     window.close()

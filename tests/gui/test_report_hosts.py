@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.sampling.sampler import Sampler
 from app.store.results import results_in
 from app.sysroot import SysRoot
 from tests.machines import extract
+from app.sources.live import host_of_root
 from widgets.application import build_window
-from widgets.sampler_thread import SamplerThread
 
 RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "results"
 
@@ -19,8 +18,8 @@ RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "results"
 def test_the_windows_report_of_worker1_names_where_each_run_was_measured(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_REPORTS_DIR", str(tmp_path / "reports"))
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
-    thread = SamplerThread(Sampler(SysRoot(extract("worker1.internal"))))
-    w = build_window(thread, crash_recovery=False)
+    w = build_window(host_of_root(SysRoot(extract("worker1.internal"))), crash_recovery=False)
+    thread = w.sampler_thread
     qtbot.addWidget(w)
     w.show()
     with qtbot.waitSignal(w.state_applied, timeout=20000):

@@ -15,11 +15,11 @@ from app.parse.cpulist import parse_cpulist
 from app.pinning.journal import Journal
 from app.pinning.service import AffinityService, PinRequest, PinTarget
 from app.quiet.isolate import apply_preview, preview_isolate
-from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
+from tests.gui.pins import show_pins
 from tests.machines import extract, writable_test_tree
+from app.sources.live import host_of_root
 from widgets.application import build_window
-from widgets.sampler_thread import SamplerThread
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,10 +76,10 @@ def test_the_cli_report_holds_this_jobs_pins_and_since_chooses(machine, tmp_path
 
 def test_the_windows_report_holds_the_pins_made_since_it_opened(qtbot, machine):
     copy, service, old, new = machine
-    thread = SamplerThread(Sampler(service.root))
-    w = build_window(thread, crash_recovery=False)
+    w = build_window(None, crash_recovery=False)
     qtbot.addWidget(w)
-    w.pin_controller.set_service(service)
+    show_pins(w, service)
+    thread = w.sampler_thread
     w.show()
     with qtbot.waitSignal(w.state_applied, timeout=20000):
         thread.start()
@@ -104,8 +104,8 @@ def test_a_reopened_sessions_runs_stay_their_probes_runs_in_its_report(qtbot, tm
     results = Path(__file__).resolve().parents[1] / "fixtures" / "results"
     runs = [r for name in ("kvm-6.18-jitter-attributed.json", "kvm-6.18-wakeup.json")
             for r in results_in(json.loads((results / name).read_text()))]
-    thread = SamplerThread(Sampler(_Root(extract("sno"))))
-    w = build_window(thread, crash_recovery=False)
+    w = build_window(host_of_root(_Root(extract("sno"))), crash_recovery=False)
+    thread = w.sampler_thread
     qtbot.addWidget(w)
     w.show()
     with qtbot.waitSignal(w.state_applied, timeout=20000):

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 from PySide6.QtGui import QImage
 
-from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
+from app.sources.live import host_of_root
 from widgets.application import build_window
 from widgets.export import pdf_bytes
 from widgets.pictures import render_grid, state_for
-from widgets.sampler_thread import SamplerThread
 from widgets.topology.items import QUIET_COLOR
 
 
@@ -63,8 +62,8 @@ def test_a_pdf_never_cuts_a_table_row_across_pages(qapp, tmp_path):
 def live_window(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_REPORTS_DIR", str(tmp_path / "reports"))
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
-    thread = SamplerThread(Sampler(SysRoot("/")))
-    w = build_window(thread)
+    w = build_window(host_of_root(SysRoot("/")))
+    thread = w.sampler_thread
     qtbot.addWidget(w)
     w.resize(1200, 800)
     w.show()

@@ -16,7 +16,7 @@ from app.pinning.journal import Journal
 from app.pinning.service import AffinityService
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.gui.pins import settle
+from tests.gui.pins import settle, show_pins
 from tests.processes import started
 from widgets.application import build_window
 from widgets.tables.thread_cells import COL_POLICY
@@ -90,16 +90,16 @@ def _context_menu_action(qtbot, view, text: str):
 @pytest.mark.usefixtures("live_machine")
 def test_set_scheduling_from_the_context_menu_and_undo(qtbot, tmp_path, child):
     w, sampler = _window(qtbot)
-    w.sampler_thread = _Forwarder(sampler)      # a sleeping process's read is reused unless forgotten
-    try:
-        _set_fifo_80_and_undo(qtbot, tmp_path, w, sampler, child)
-    finally:
-        w.sampler_thread = None
-
-
-def _set_fifo_80_and_undo(qtbot, tmp_path, w, sampler, child):
     journal = Journal(tmp_path / "journal.jsonl")
-    w.pin_controller.set_service(AffinityService(SysRoot("/"), journal))
+    show_pins(w, AffinityService(SysRoot("/"), journal))
+    real, w.sampler_thread = w.sampler_thread, _Forwarder(sampler)  # a sleeping process's read is reused unless forgotten
+    try:
+        _set_fifo_80_and_undo(qtbot, w, sampler, child, journal)
+    finally:
+        w.sampler_thread = real
+
+
+def _set_fifo_80_and_undo(qtbot, w, sampler, child, journal):
     table = w.thread_table
     assert table.select_thread(child, child)
     _context_menu_action(qtbot, table.view, "Set scheduling…")
@@ -146,7 +146,7 @@ def test_the_dialog_says_why_not_in_its_line_and_set_stays_off(qtbot, tmp_path):
     if stopper is None:
         pytest.skip("no migration/0 kernel thread: a kernel without a stopper per CPU (uniprocessor)")
     w, _ = _window(qtbot)
-    w.pin_controller.set_service(AffinityService(SysRoot("/"), Journal(tmp_path / "journal.jsonl")))
+    show_pins(w, AffinityService(SysRoot("/"), Journal(tmp_path / "journal.jsonl")))
     assert w.thread_table.select_thread(stopper, stopper)
     _context_menu_action(qtbot, w.thread_table.view, "Set scheduling…")
     d = w.pin_controller.scheduling.dialog

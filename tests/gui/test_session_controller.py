@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
+from app.sources.live import host_of_root
 from widgets.application import build_window
-from widgets.sampler_thread import SamplerThread
 
 
 @pytest.fixture
@@ -23,8 +22,8 @@ def reports(tmp_path, monkeypatch):
 
 
 def _window(qtbot, root, crash_recovery=False):
-    thread = SamplerThread(Sampler(SysRoot(root)))
-    w = build_window(thread, crash_recovery=crash_recovery)
+    w = build_window(host_of_root(SysRoot(root)), crash_recovery=crash_recovery)
+    thread = w.sampler_thread
     qtbot.addWidget(w)
     w.resize(1200, 800)
     w.show()
@@ -191,7 +190,7 @@ def test_the_first_autosave_of_the_live_machine_does_not_stop_the_window(qtbot, 
     import threading
 
     import app.store.session
-    import widgets.session_controller as sc_mod
+    import app.host as host_mod
     from app.store.session import open_session
     taken = []
     release = threading.Event()
@@ -201,7 +200,7 @@ def test_the_first_autosave_of_the_live_machine_does_not_stop_the_window(qtbot, 
         release.wait(30)                # held until the test saw the UI thread go on
         taken.append(root)
         return real(root, **kw)
-    monkeypatch.setattr(sc_mod, "session_from_root", slow_snapshot)
+    monkeypatch.setattr(host_mod, "session_from_root", slow_snapshot)     # the LocalHost's capture
     w = _window(qtbot, "/")
     sc = w.session_controller
     sc.autosaver.autosave_now()

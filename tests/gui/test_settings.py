@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from app.sampling.sampler import Sampler
 from app.store.folders import settings_path
 from app.sysroot import SysRoot
 from tests.machines import extract
+from app.sources.live import host_of_root
 from widgets.application import build_window
-from widgets.sampler_thread import SamplerThread
 from widgets.settings import WindowSettings
 from widgets.tables.irqs import COL_IRQ, COL_SPREAD
 from widgets.tables.threads import COL_MIGR
@@ -23,8 +22,8 @@ def make(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
 
     def window(metric=None):
-        thread = SamplerThread(Sampler(SysRoot(extract("sno"))))
-        w = build_window(thread, metric=metric)
+        w = build_window(host_of_root(SysRoot(extract("sno"))), metric=metric)
+        thread = w.sampler_thread
         qtbot.addWidget(w)
         w.resize(1300, 850)
         return w, thread

@@ -7,11 +7,10 @@ import pytest
 from PySide6.QtCore import QRect
 from PySide6.QtWidgets import QApplication
 
-from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
+from app.sources.live import host_of_root
 from widgets.application import build_window
-from widgets.sampler_thread import SamplerThread
 from widgets.settings import WindowSettings
 
 
@@ -21,7 +20,7 @@ def window(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
 
     def make():
-        w = build_window(SamplerThread(Sampler(SysRoot(extract("sno")))))
+        w = build_window(host_of_root(SysRoot(extract("sno"))))
         qtbot.addWidget(w)
         return w
     return make

@@ -13,12 +13,11 @@ import time
 
 import pytest
 
-from app.sampling.sampler import Sampler
 from app.store.folders import settings_path
 from app.sysroot import SysRoot
 from tests.machines import extract
+from app.sources.live import host_of_root
 from widgets.application import build_window
-from widgets.sampler_thread import SamplerThread
 from widgets.settings import WindowSettings
 
 NOBODY = 65534
@@ -28,7 +27,7 @@ NOBODY = 65534
 def window(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    w = build_window(SamplerThread(Sampler(SysRoot(extract("sno")))))
+    w = build_window(host_of_root(SysRoot(extract("sno"))))
     qtbot.addWidget(w)
     settings_path().parent.mkdir(parents=True)
     yield w

@@ -93,7 +93,7 @@ def sleeper():
 @pytest.mark.usefixtures("live_machine")
 def test_pins_go_through_the_servers_service_and_journal(sampler, sleeper):
     sampler.tick()
-    service = RemoteAffinityService(sampler)
+    service = RemoteAffinityService(sampler.link)
     before = os.sched_getaffinity(sleeper.pid)
     req = PinRequest((PinTarget("thread", sleeper.pid),), (CPU,), origin="drop")
     assert service.preflight(req) == []
@@ -103,7 +103,7 @@ def test_pins_go_through_the_servers_service_and_journal(sampler, sleeper):
     assert bool(service.ledger().undo) and not bool(service.ledger().redo)
     entries = service.journal.entries()
     assert entries[-1].target_id == sleeper.pid and entries[-1].state == "done"
-    assert entries[-1].session == sampler.session         # this window's pins are not "left behind"
+    assert entries[-1].session == sampler.link.session         # this window's pins are not "left behind"
     assert service.pending_restore() == []
     undone = service.undo()
     assert [r.code for r in undone] == ["ok"] and os.sched_getaffinity(sleeper.pid) == before

@@ -38,7 +38,7 @@ def test_make_quiet_over_ssh_previews_there_streams_results_and_undoes(remote_en
     sampler = RemoteSampler(parse_host("s1"), interval=0.25, root=str(tree))
     try:
         sampler.tick()
-        pins = RemoteAffinityService(sampler)
+        pins = RemoteAffinityService(sampler.link)
         quiet = RemoteQuiet(pins)
         before = _irqs(tree)
         preview = quiet.preview("isolate", [1, 2])

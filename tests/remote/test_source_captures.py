@@ -5,6 +5,8 @@ machine, whose exporter names its host `sno` (its own UTS namespace). The captur
 machine's name but of another machine (extracted, as `tar xf` leaves it), which must be refused."""
 from __future__ import annotations
 
+import argparse
+
 import json
 import os
 import shutil
@@ -17,7 +19,7 @@ import pytest
 
 from app.machine.topology import read_topology
 from app.sources.captures import CaptureShelf, complete, names_match
-from app.sources.live import prometheus_sampler
+from app.sources.live import open_host
 from app.sources.prometheus import Prometheus
 from app.store.capture import take_snapshot
 from app.sysroot import SysRoot
@@ -84,10 +86,14 @@ def test_the_captured_machine_is_completed_from_its_capture_and_this_one_refused
     assert here["status"] == "ok"
 
 
+def _host(prom, name, captures):
+    """`coremap --prometheus URL --host NAME --captures DIR`'s host (app/sources/live.py open_host)."""
+    return open_host(argparse.Namespace(pcp=None, prometheus=prom.urls["prometheus"], host=name,
+                                        captures=str(captures)), check=False)
+
+
 def test_the_one_host_window_draws_the_capture_s_caches_and_nodes_coloured_by_the_source(prom, captures):
-    shelf = CaptureShelf(captures)
-    sampler = prometheus_sampler(prom.urls["prometheus"], prom.urls["fixture"], captures=shelf)
-    state = sampler.tick()
+    state = _host(prom, prom.urls["fixture"], captures).sampler.tick()
     fixture = read_topology(SysRoot(extract(FIXTURE)))
     t = state.topology
     assert t.l3_groups == fixture.l3_groups and t.l3_groups                 # absent from the source alone
@@ -102,13 +108,12 @@ def test_the_one_host_window_draws_the_capture_s_caches_and_nodes_coloured_by_th
 
 
 def test_a_refused_capture_is_a_note_of_the_window_and_never_merged(prom, captures):
-    shelf = CaptureShelf(captures)
-    state = prometheus_sampler(prom.urls["prometheus"], prom.urls["here"], captures=shelf).tick()
+    state = _host(prom, prom.urls["here"], captures).sampler.tick()
     here = read_topology(SysRoot("/"))
     assert state.topology.online == here.online
     assert state.topology.caches == ()                                      # the source's, alone
     assert any(n.startswith("capture here-extracted refused: it has ") for n in state.notes)
-    done = complete(shelf, state.topology, "nobody.example.com")
+    done = complete(CaptureShelf(captures), state.topology, "nobody.example.com")
     assert done.note == "" and done.topology is state.topology              # no capture of it: as it was
 
 

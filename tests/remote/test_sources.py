@@ -205,9 +205,14 @@ def _exported_comes_back(prom, exported, quiet: int) -> None:
 
 
 def test_one_host_from_either_source_opens_in_the_window_read_only(pcp, prom, tmp_path):
-    from app.sources.live import pcp_sampler, prometheus_sampler
-    for sampler in (pcp_sampler(pcp.urls["pmproxy"], pcp.urls["hosts"][1]),
-                    prometheus_sampler(prom.urls["prometheus"], prom.urls["here"])):
+    from argparse import Namespace
+
+    from app.sources.live import open_host
+    for args in (Namespace(pcp=pcp.urls["pmproxy"], prometheus=None, host=pcp.urls["hosts"][1]),
+                 Namespace(pcp=None, prometheus=prom.urls["prometheus"], host=prom.urls["here"])):
+        host = open_host(args, check=False)
+        assert host.pins is None and host.absent("pins").startswith("read-only: a ")
+        sampler = host.sampler
         a, b = sampler.tick(), sampler.tick()
         assert (a.generation, b.generation) == (1, 2)
         assert not b.live and b.host == ""                  # nothing is pinned or probed through a source

@@ -2,13 +2,14 @@
 this process, the window the command line opens for it.
 
 - A fleet read from PCP or Prometheus opens a host as `coremap --pcp URL --host NAME` / `coremap
-  --prometheus URL --host INSTANCE` does (widgets/fleet/live.py open_source_window, on the sampler the CLI's
-  `samplers` factory builds: app/sources/live.py host_opener), read-only as that one is. The sampler's first
+  --prometheus URL --host INSTANCE` does (widgets/application.py open_window, on the host the CLI's
+  `samplers` factory opens: app/sources/live.py open_host), read-only as that one is. The sampler's first
   tick runs on its own thread, so a slow source never holds the fleet window up; a host the source has lost
   shows the source's one line in that window's status bar.
 - An ssh fleet opens a host as `coremap --host H` does: the main window, connected off the UI thread by the
   one connect path File → Connect… takes (widgets/remote/connect.py), so the ssh runs on the thread kept for
-  it; a host that cannot be reached leaves a line on that window's status bar. Its ssh is closed with it.
+  it; a host that cannot be reached leaves a line on that window's status bar. Its ssh is closed with it
+  (the window closes the host it shows).
 - A host already open is raised, not opened twice. A host that never answered (no grid) is not opened:
   the fleet's status line says why, since its window could only show the same failure.
 """
@@ -21,15 +22,14 @@ from PySide6.QtCore import QObject
 from app.errors import CoremapError
 from app.remote.fleet import FleetRow
 from app.remote.hosts import parse_host
-from widgets.application import DEFAULT_SIZE, build_window
+from widgets.application import DEFAULT_SIZE, build_window, open_window
 from widgets.colors import Metric
-from widgets.fleet.live import open_source_window
 from widgets.main_window import MainWindow
 
 
 class HostOpener(QObject):
-    """Opens fleet hosts in main windows. `samplers(host)`: the source's sampler of a host (None: the fleet
-    came over ssh); `status`: the fleet window's status sink."""
+    """Opens fleet hosts in main windows. `samplers(host)`: the source's Host of a host, opened by
+    app/sources/live.py open_host (None: the fleet came over ssh); `status`: the fleet window's status sink."""
 
     def __init__(self, samplers: Callable[[str], object] | None, status: Callable[[str], None], parent=None, *,
                  metric: Metric | str | None = None, size=DEFAULT_SIZE):
@@ -59,14 +59,12 @@ class HostOpener(QObject):
         return window
 
     def _source(self, row: FleetRow) -> MainWindow:
-        return open_source_window(self.samplers(row.host), metric=self.metric, size=self.size)
+        return open_window(self.samplers(row.host), metric=self.metric, size=self.size)
 
     def _ssh(self, row: FleetRow) -> MainWindow:
         host = parse_host(row.host)
         window = build_window(None, metric=self.metric)
         window.resize(*self.size)
-        window.connect_controller.connected.connect(
-            lambda sampler: window.closing.connect(sampler.close) if sampler is not None else None)
         window.show()
         window.connect_controller.connect_to(host)
         return window

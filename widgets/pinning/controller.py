@@ -22,16 +22,14 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QAbstractItemView, QMenu, QStatusBar
 
 from app.errors import CoremapError
+from app.host import Host
 from app.pinning.api import PinService
 from app.pinning.flow import Progress
 from app.pinning.helper import HelperClient
-from app.pinning.journal import Journal
 from app.pinning.service import AffinityService
 from app.pinning.spread import spread_irqs
 from app.pinning.targets import PinRequest, PinResult
 from app.sampling.machine_state import MachineState
-from app.store.folders import journal_path
-from app.sysroot import SysRoot
 from widgets.pinning.drop import PinDropPolicy
 from widgets.pinning.feedback import PinResultLine, RestoreBar
 from widgets.pinning.journal_view import PinJournalWidget
@@ -52,10 +50,10 @@ class PinController(QObject):
       status_bar     the result line is put first in it; drag hints show as its message
       state_applied  the window's signal after each MachineState reached its widgets
 
-    Attributes the owner places: `journal_widget` (the "Pins" dock) and `restore_bar`. The service is
-    opened on the first live state (lazily: the journal is opened when a pin is first checked, or when
-    a previous journal exists); on a snapshot pinning is refused, unless a service is given with
-    `set_service` (tests pin IRQs into a copy of a captured machine that way)."""
+    Attributes the owner places: `journal_widget` (the "Pins" dock) and `restore_bar`. The pins are
+    those of the Host shown (`set_host`): this machine's are opened lazily (when a pin is first checked,
+    or at the first state when a previous journal exists); a host without pins (a capture, a metrics
+    source) refuses with its reason."""
 
     results_shown = Signal(list)       # the PinResults just shown in the result line
     quiet_changed = Signal(tuple)      # the CPUs an isolate in effect made quiet, when they change
@@ -68,10 +66,9 @@ class PinController(QObject):
         self.grid = grid
         self.status_bar = status_bar
         self.service: PinService | None = None
+        self.host: Host | None = None
         self.worker = PinWorker(self)
-        self._injected = False
         self._state_seen = False
-        self._live = False
         self._topology = None
         self._irqs = None            # the IRQ table last shown: where a spread finds each IRQ's device node
         self._unavailable = "no machine shown yet"
@@ -131,48 +128,41 @@ class PinController(QObject):
         self.restore_bar.restore_clicked.connect(self._on_restore_triggered)
 
     # -- the service ----------------------------------------------------------------------------------------
-    def set_service(self, service: PinService | None) -> None:
-        """Pin through `service` (whatever the window shows); None returns to the window's own choice."""
-        self.service = service
-        self._injected = service is not None
-        self._refresh_journal()
-        if service is not None:
+    def set_host(self, host: Host) -> None:
+        """Pin through `host`'s pins (the machine the window shows now)."""
+        self.host = host
+        self.service = None
+        self._state_seen = False
+        self._unavailable = host.absent("pins")
+        if host.has_journal():
+            self._service()
             self._offer_restore()
+        else:
+            self.restore_bar.hide()
+        self._refresh_journal()
 
     def _on_state_applied(self, state: MachineState) -> None:
         first = not self._state_seen or state.topology is not self._topology
         self._topology = self.sources.topology = state.topology
         if state.irqs is not None or first:
             self._irqs = state.irqs
-        self._live = bool(state.live)
         self._state_seen = True
-        if not self._injected:
-            if not self._live:
-                self.service = None
-                self._unavailable = (f"this is a snapshot of {state.topology.hostname or state.source}: pinning "
-                                     "needs the live machine")
-            elif first and self.service is None and journal_path(create=False).exists():
-                # A journal from earlier runs: open it now, to offer restoring what they left behind.
-                if self._service() is not None:
-                    self._offer_restore()
         self._refresh_journal()
 
     def _service(self) -> PinService | None:
-        if self.service is None and not self._injected and self._live:
-            try:
-                self.service = AffinityService(SysRoot("/"), Journal(journal_path()))
-            except CoremapError as e:
-                self._unavailable = str(e)
-                self.result_line.show_message(str(e), ok=False)
+        if self.service is None and self.host is not None:
+            self.service = self.host.pins
+            if self.service is None:
+                self._unavailable = self.host.absent("pins")     # this machine's journal may have failed
         return self.service
 
     def _scheduler(self) -> AffinityService | str:
         """The service Set scheduling… writes through, or why there is none: a thread's policy is set on
-        the machine coremap runs on (over ssh, `coremap --host H sched` runs it there)."""
+        a machine whose files are here (over ssh, `coremap --host H sched` runs it there)."""
         service = self._service()
         if service is None:
             return self._unavailable
-        if not isinstance(service, AffinityService):
+        if self.host.root is None:
             return ("scheduling is set by coremap on the machine it runs on: run `coremap --host HOST sched "
                     "--tid T --policy fifo --priority N` for this one")
         return service

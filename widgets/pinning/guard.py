@@ -16,14 +16,14 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 
 from app.pinning.service import AffinityService
 from app.errors import CoremapError
 from app.quiet.guard import Guard, GuardTick
 from app.pinning.journal import Journal
 from app.sysroot import SysRoot
-from widgets.sampler_thread import stop_at_exit
+from widgets.sampler_thread import WorkerThread, end_worker, stop_at_exit
 
 
 class GuardThread(QObject):
@@ -36,10 +36,8 @@ class GuardThread(QObject):
 
     def __init__(self, parent=None, *, interval: float = 1.0):
         super().__init__(parent)
-        self._thread = QThread()
-        self._thread.setObjectName("coremap-guard")
-        self._worker = _GuardWorker(interval)
-        self._worker.moveToThread(self._thread)
+        self._thread = WorkerThread(_GuardWorker(interval), "coremap-guard")
+        self._worker = self._thread.worker
         self._worker.posted.connect(self._on_worker_posted, Qt.ConnectionType.QueuedConnection)
         self._worker.failed.connect(self._on_worker_failed, Qt.ConnectionType.QueuedConnection)
         self.source: tuple[str, str] | None = None       # (root, journal path) being guarded
@@ -48,7 +46,7 @@ class GuardThread(QObject):
 
     @property
     def running(self) -> bool:
-        return self._thread.isRunning()
+        return self._thread.running
 
     @property
     def last_tick(self) -> GuardTick | None:
@@ -60,7 +58,7 @@ class GuardThread(QObject):
         if source == self.source and self.running:
             return
         self.source = source
-        if not self._thread.isRunning():
+        if not self._thread.running:
             self._thread.start()
         self._worker.start_requested.emit(str(root.root), str(journal_path))
 
@@ -73,11 +71,8 @@ class GuardThread(QObject):
         self._worker.enabled_requested.emit(self.enabled)
 
     def stop(self, timeout_ms: int = 10000) -> None:
-        if not self._thread.isRunning():
-            return
-        self._worker.stop_requested.emit()
-        self._thread.wait(timeout_ms)
-        self.source = None
+        if self._thread.stop(timeout_ms):
+            self.source = None
 
     @Slot(int)
     def _on_worker_posted(self, _count: int) -> None:
@@ -170,8 +165,4 @@ class _GuardWorker(QObject):
         if self._timer is not None:
             self._timer.stop()
         self._close()
-        app = QCoreApplication.instance()
-        thread = self.thread()
-        if app is not None:
-            self.moveToThread(app.thread())
-        thread.quit()
+        end_worker(self)

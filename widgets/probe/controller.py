@@ -110,14 +110,14 @@ class ProbeController(QObject):
         return next((r.lines for r in self._running + self._ended if r.job == job), [])
 
     # -- control ----------------------------------------------------------------------------------
-    def use_runner(self, start: ProbeStarter | None = None) -> None:
-        """Run jobs with `start(probe, args)`, a ProbeRun-like run on another machine
-        (app/remote/probe_runs.py), or here (None). Another machine's CPUs are not this process's:
-        then coremap's own threads stay where they are."""
+    def use_runner(self, start: ProbeStarter | None, *, elsewhere: bool) -> None:
+        """Run jobs with `start(probe, args)`: the shown Host's (app/host.py), ProbeRun.start when it has
+        none. `elsewhere`: on another machine, whose CPUs are not this process's: then coremap's own
+        threads stay where they are."""
         self._start_run = start or ProbeRun.start
-        self._remote = start is not None
+        self._remote = elsewhere
         self._at_once = None
-        if start is not None:
+        if elsewhere:
             from app.remote.probe_runs import AT_ONCE     # the remote rooms load when a host is opened
             self._at_once = AT_ONCE
 

@@ -17,7 +17,6 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu
 
-from app.pinning.api import PinService
 from app.pinning.ledger import session_alive
 from app.errors import CoremapError
 from app.format import cpus_word, format_rate, format_ratio
@@ -51,13 +50,10 @@ class QuietController(QObject):
     preview_shown = Signal(object)     # the QuietPreviewDialog, once its preview was worked out
 
     def __init__(self, grid: TopologyView, menu: QMenu, pins: PinController, *, status: Callable[[str], None],
-                 add_run: Callable[[dict, str], object], state_applied,
-                 quiet_for: Callable[[PinService], QuietService | None], parent: QObject | None = None):
+                 add_run: Callable[[dict, str], object], state_applied, parent: QObject | None = None):
         super().__init__(parent)
         self.grid = grid
         self.pins = pins
-        self._quiet_for = quiet_for
-        self._quiet: tuple[PinService, QuietService | None] | None = None
         self._cut_offered: int | None = None
         self._status = status
         self._add_run = add_run
@@ -169,17 +165,9 @@ class QuietController(QObject):
         return self._open_preview("include", cpus)
 
     def _service(self) -> QuietService | None:
-        """The QuietService of the machine the window pins on (this one, or one over ssh)."""
-        pins = self.pins.live_service()
-        if pins is None:
-            return None
-        if self._quiet is None or self._quiet[0] is not pins:
-            # One per pin service: a preview made over ssh is applied by the same RemoteQuiet.
-            self._quiet = (pins, self._quiet_for(pins))
-        quiet = self._quiet[1]
-        if quiet is None:
-            self.pins.show_message("this machine's CPUs cannot be made quiet from here", ok=False)
-        return quiet
+        """The QuietService of the Host the window pins on (one per host: a preview made over ssh is applied
+        by the same RemoteQuiet); None, with the reason shown, where there are no pins."""
+        return self.pins.host.quiet if self.pins.live_service() is not None else None
 
     def _open_preview(self, action: str, cpus, options: dict | None = None) -> None:
         """Work the preview out in the pin worker (it reads every thread and IRQ), then show it; a newer

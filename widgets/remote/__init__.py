@@ -1,2 +1,1 @@
-"""The window on a machine reached over ssh: the sampler thread that ticks through its agent, and
-File → Connect… (app/remote/ holds everything that is not Qt)."""
+"""File → Connect…: another machine over ssh in the window (app/remote/ holds everything that is not Qt)."""

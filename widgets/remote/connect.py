@@ -21,8 +21,9 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QLabel, QLa
                                QWidget)
 
 from app.errors import CoremapError
+from app.host import Host, LocalHost
+from app.remote.host import RemoteHost
 from app.remote.hosts import HostError, HostSpec, parse_host, recent_hosts, remember_host
-from app.remote.sampler import RemoteSampler
 from widgets.theme import status_style
 
 THIS_MACHINE = "this machine"
@@ -80,20 +81,20 @@ class ConnectDialog(QDialog):
 
 
 class ConnectController(QObject):
-    """File → Connect… (Ctrl+K). `show(sampler)` (the composition root's) puts a connected
-    RemoteSampler, or None for this machine, in the window; `status` is the status sink."""
+    """File → Connect… (Ctrl+K). `show(host)` (the composition root's) puts a connected RemoteHost, or
+    this machine's LocalHost, in the window; `status` is the status sink."""
 
-    connected = Signal(object)          # the RemoteSampler just connected (None: this machine)
+    connected = Signal(object)          # the Host just shown
     failed = Signal(str)
     _connect_finished = Signal()        # from the connect thread: a result waits in _results
 
-    def __init__(self, menu: QMenu, parent: QWidget, *, show: Callable[[RemoteSampler | None], None],
+    def __init__(self, menu: QMenu, parent: QWidget, *, show: Callable[[Host], None],
                  status: Callable[[str], None], interval: Callable[[], float]):
         super().__init__(parent)
         self._parent, self._show, self._status, self._interval = parent, show, status, interval
         self.dialog: ConnectDialog | None = None
-        self._connecting: RemoteSampler | None = None
-        # (sampler, error or None) from the connect thread; no Python object rides a queued signal
+        self._connecting: RemoteHost | None = None
+        # (host, error or None) from the connect thread; no Python object rides a queued signal
         # (see widgets/sampler_thread.py for why)
         self._results: list[tuple] = []
         self._lock = threading.Lock()
@@ -126,35 +127,36 @@ class ConnectController(QObject):
     def connect_to(self, host: HostSpec | None) -> Future | None:
         """Connect to `host` off the UI thread, then show it; None: show this machine now."""
         if host is None:
-            self._show(None)
-            self.connected.emit(None)
+            shown = LocalHost(interval=self._interval())
+            self._show(shown)
+            self.connected.emit(shown)
             return None
         if self._connecting is not None:
             self._connecting.close()
-        sampler = RemoteSampler(host, interval=self._interval())
-        self._connecting = sampler
+        remote = RemoteHost(host, interval=self._interval())
+        self._connecting = remote
         self._status(f"connecting to {host}…")
 
         def connect():
             error = None
             try:
-                sampler.connect()
+                remote.connect()
             except CoremapError as e:
                 error = e
             with self._lock:
-                self._results.append((sampler, error))
+                self._results.append((remote, error))
             self._connect_finished.emit()
         return _connector.submit(connect)
 
     def _on_connect_finished(self) -> None:
         with self._lock:
             results, self._results = self._results, []
-        for sampler, error in results:
-            self._take(sampler, error)
+        for remote, error in results:
+            self._take(remote, error)
 
-    def _take(self, sampler: RemoteSampler, error) -> None:
-        if sampler is not self._connecting:
-            sampler.close()             # superseded by a later Connect…
+    def _take(self, remote: RemoteHost, error) -> None:
+        if remote is not self._connecting:
+            remote.close()              # superseded by a later Connect…
             return
         self._connecting = None
         if error is not None:
@@ -162,11 +164,11 @@ class ConnectController(QObject):
             self.failed.emit(str(error))
             return
         try:
-            remember_host(sampler.host)
+            remember_host(remote.spec)
         except CoremapError as e:       # the state folder is read-only: connecting still works
-            self._status(f"connected to {sampler.host}; not remembered: {e}")
-        self._show(sampler)
-        self.connected.emit(sampler)
+            self._status(f"connected to {remote.spec}; not remembered: {e}")
+        self._show(remote)
+        self.connected.emit(remote)
 
     def close(self) -> None:
         if self._connecting is not None:
