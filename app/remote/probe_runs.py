@@ -3,7 +3,7 @@
 ProbeLines), so `coremap probe` and the window's ProbeController run it as they run a local one.
 
 The agent starts the same `python -m probes` child there (app/remote/server.py) and streams its JSON
-lines as they come; each arrives here checked (`check_line`): an object of plain JSON values, bounded,
+lines as they come; each arrives here checked (`checked_line`): an object of plain JSON values, bounded,
 whose histogram buckets are [lo, hi, count] of non-negative integers and whose `*_ns` figures are
 non-negative numbers. A line that is not is replaced by a `log` line saying so, never handed on.
 When the agent cannot run the probe (no C compiler there, a bad CPU) or the link drops, the run ends
@@ -42,11 +42,6 @@ AT_ONCE = 16
 
 class BadLine(ValueError):
     """A probe line from the server that is not what probes write."""
-
-
-def check_line(line) -> dict:
-    """`line` when it is a probe protocol line coremap can use (see the module docstring)."""
-    return checked_line(line)[0]
 
 
 def checked_line(line) -> tuple[dict, int]:

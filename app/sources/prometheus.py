@@ -120,17 +120,6 @@ class Prometheus:
                 out.append((s["metric"], s["value"][1]))
         return out
 
-    def query_range(self, expr: str, start: float, end: float, step: float) -> list[tuple[dict, list]]:
-        if not (end > start and step > 0) or (end - start) / step > 11_000:
-            raise SourceError(f"a range of {end - start:g} s in steps of {step:g} s: Prometheus answers at most "
-                              "11,000 points a series; choose a longer step")
-        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
-        out = []
-        for s in self._data(self.http.post("/api/v1/query_range", params), "matrix"):
-            if isinstance(s, dict) and isinstance(s.get("metric"), dict) and isinstance(s.get("values"), list):
-                out.append((s["metric"], s["values"]))
-        return out
-
     def _sel(self, instances: list[str] | None = None, extra: str = "") -> str:
         parts = [p for p in (self.match, extra) if p]
         if instances is not None:

@@ -68,7 +68,3 @@ class HostOpener(QObject):
         window.show()
         window.connect_controller.connect_to(host)
         return window
-
-    def close_all(self) -> None:
-        for window in list(self.windows.values()):
-            window.close()

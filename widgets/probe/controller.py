@@ -58,7 +58,7 @@ class ProbeController(QObject):
 
     job_started = Signal(object)            # Job
     line_received = Signal(object, object)  # Job, line dict
-    job_finished = Signal(object)           # Job (its lines: current_lines, or lines_of(job) until the next batch)
+    job_finished = Signal(object)           # Job (its lines: current_lines until the next batch)
     job_failed = Signal(object, str)        # Job, message (the probe's `error` line or exit status)
     finished = Signal(str)                  # all jobs over: "done", "failed" or "cancelled"
     affinity_note = Signal(str)
@@ -71,7 +71,6 @@ class ProbeController(QObject):
         self._timer.timeout.connect(self._on_timer_timeout)
         self._queue: list[list[Job]] = []
         self._running: list[_Running] = []
-        self._ended: list[_Running] = []       # the batch's jobs that ended, their lines kept till the next
         self._lines: list[dict] = []
         self._starting: Job | None = None      # the job whose child is being started
         self._start_run: ProbeStarter = ProbeRun.start
@@ -93,10 +92,6 @@ class ProbeController(QObject):
         return [r.run.pid for r in self._running]
 
     @property
-    def active_jobs(self) -> list[Job]:
-        return [r.job for r in self._running]
-
-    @property
     def remote(self) -> bool:
         """Jobs run on another machine (use_runner): its threads are not this process's."""
         return self._remote
@@ -104,10 +99,6 @@ class ProbeController(QObject):
     @property
     def current_lines(self) -> list[dict]:
         return self._lines
-
-    def lines_of(self, job: Job) -> list[dict]:
-        """The lines of a job of the batch running or just ended; [] for another."""
-        return next((r.lines for r in self._running + self._ended if r.job == job), [])
 
     # -- control ----------------------------------------------------------------------------------
     def use_runner(self, start: ProbeStarter | None, *, elsewhere: bool) -> None:
@@ -146,7 +137,6 @@ class ProbeController(QObject):
         """Start the next batch's children, then keep coremap's threads off all their CPUs. A child
         that cannot start (another machine's link down) stops those already started."""
         batch = self._queue.pop(0)
-        self._ended = []
         try:
             for job in batch:
                 self._starting = job
@@ -170,7 +160,6 @@ class ProbeController(QObject):
     def _end_batch(self) -> None:
         self._timer.stop()
         self.guard.restore()
-        self._ended += self._running
         self._running = []
 
     def _on_timer_timeout(self) -> None:
@@ -188,7 +177,6 @@ class ProbeController(QObject):
                 self._fail(r, message)
                 return
             self._running.remove(r)
-            self._ended.append(r)
             self._lines = r.lines
             if not self._running:
                 self._end_batch()
