@@ -5,7 +5,8 @@ through load_json, which bounds what a hostile text can cost before the decoder 
 - its nesting (MAX_DEPTH, counted on its brackets; Python's recursion limit stays as a backstop);
 - the memory its value would take (an estimate from its separators, containers and strings: 64 MiB
   of `[{},{},...]` decodes to 1.6 GB of dicts).
-NaN and Infinity are taken unless `constants=False`. Every refusal is one JsonInputError that names
+NaN and Infinity are taken unless `constants=False` (then a number too large for a float, 1e999, is
+refused as well: JSON has no spelling of infinity). Every refusal is one JsonInputError that names
 what the text came from.
 
 What a text must hold is said once, as a typed definition (a msgspec Struct, or a type built of them,
@@ -20,8 +21,17 @@ import json
 import re
 from typing import Annotated, TypeVar
 
-import msgspec
-from msgspec import Meta
+try:
+    import msgspec
+    from msgspec import Meta
+except ImportError:
+    # The agent shipped to a server (app/remote/ship.py) runs on the standard library alone: it reads its
+    # requests with load_json and decodes no typed definition, so there the bounds below are only the
+    # annotations of the dataclasses it sends.
+    msgspec = None
+
+    def Meta(**bounds):
+        return bounds
 
 from app.errors import CoremapError
 
@@ -60,7 +70,8 @@ def load_json(data: bytes | str, *, what: str, limit: int, memory: int | None = 
     raw = _bounded(data, what=what, limit=limit, memory=memory, depth=depth)
     try:
         text = raw.decode("utf-8")
-        return json.loads(text) if constants else json.loads(text, parse_constant=_no_constants)
+        return json.loads(text) if constants else json.loads(text, parse_constant=_no_constants,
+                                                             parse_float=_finite)
     except RecursionError:
         raise JsonInputError(f"{what}: JSON nested deeper than {depth} levels; not a document coremap "
                              "reads") from None
@@ -95,10 +106,11 @@ def field_message(error: msgspec.ValidationError) -> str:
     """msgspec's "Expected `float`, got `str` - at `$.placements[0]`" in the one form coremap's lines
     use: "placements[0]: expected float, got str"."""
     text = str(error)
-    reason, _, where = text.rpartition(" - at `")
-    if not reason:
-        reason, where = text, ""
-    where = where.rstrip("`").removeprefix("$").lstrip(".")
+    reason, _, where = text.partition(" - at `")
+    if not _:
+        where = ""
+    key, _, where = where.rpartition("` in `")        # "`key` in `$.residency[...]`": a dict's key
+    where = where.rstrip("`").removeprefix("$").lstrip(".") + (" key" if key else "")
     reason = reason.replace("`", "")
     reason = reason[:1].lower() + reason[1:]
     return f"{where}: {reason}" if where else reason
@@ -119,6 +131,13 @@ def _bounded(data: bytes | str, *, what: str, limit: int, memory: int | None, de
 
 def _no_constants(name: str):
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if v - v != 0:          # inf - inf is nan; a finite number minus itself is 0
+        raise ValueError(f"{text[:20]} is not a finite number")
+    return v
 
 
 def _memory_estimate(raw: bytes) -> int:
