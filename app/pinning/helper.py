@@ -5,10 +5,11 @@ Reads ONE JSON request per line on stdin, writes one JSON reply per line on stdo
 or an IRQ's affinity, a mask, a setting, coremap's cpusets and what is in them, a systemd unit's
 AllowedCPUs=, irqbalance's banned CPUs), each with its keys and nothing else.
 
-Everything else is refused with {"ok": false, "error": "..."} and nothing is written: unknown ops or
-keys, non-integers (JSON true is not 1), numbers out of range (tid 1..4194304 = PID_MAX_LIMIT on 64-bit,
-include/linux/threads.h; irq 0..65535), CPU lists that do not parse or name offline CPUs, targets that
-do not exist, lines over 4096 bytes. It never takes a path, and takes no command-line arguments: the
+Everything else is refused with {"ok": false, "error": "..."} and nothing is written: what is outside a
+request's typed definition (app/pinning/helper_ops.py: unknown ops or keys, non-integers (JSON true is
+not 1), numbers out of range (tid 1..4194304 = PID_MAX_LIMIT on 64-bit, include/linux/threads.h; irq
+0..65535)), CPU lists that do not parse or name offline CPUs, targets that do not exist, lines over
+4096 bytes. It never takes a path, and takes no command-line arguments: the
 root is always "/", so `pkexec coremap-helper` cannot be pointed at a folder of symlinks.
 Kernel errors come back as {"ok": false, "error": "...", "errno": "EPERM"} so the client can classify
 them exactly as a direct write's.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+from typing import Union
 import shutil
 import subprocess
 import sys
@@ -28,14 +30,15 @@ from pathlib import Path
 
 from app.parse.cpulist import format_cpulist
 from app.pinning import helper_ops, trace_op
-from app.pinning.helper_ops import Refused
+from app.parse.json_text import JsonInputError, decode_json
+from app.pinning.helper_ops import Hello, Refused
 from app.pinning.refusals import PinWriteError
 from app.sysroot import SysRoot
 
 VERSION = 2             # new ops only add to the protocol: an older helper refuses them as unknown
 MAX_LINE = 4096
 HANDLERS = {**helper_ops.OPS, **trace_op.OPS}      # trace_op: gap attribution's tracing (issue 22)
-OPS = {"hello": {"op"}, **{op: keys for op, (keys, _) in HANDLERS.items()}}
+REQUEST = Union[(Hello, *HANDLERS)]                # every request the helper takes, told apart by "op"
 
 
 class Helper:
@@ -55,24 +58,12 @@ class Helper:
         if len(raw) > MAX_LINE:
             raise Refused(f"request longer than {MAX_LINE} bytes")
         try:
-            req = json.loads(raw)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            # RecursionError: 4,096 bytes of "[" nest deeper than the decoder goes.
-            raise Refused("not a JSON object") from None
-        if not isinstance(req, dict):
-            raise Refused("not a JSON object")
-        op = req.get("op")
-        if not isinstance(op, str) or op not in OPS:
-            raise Refused(f"unknown op; allowed: {', '.join(sorted(OPS))}")
-        keys = set(req)
-        if keys != OPS[op]:
-            extra = sorted(keys - OPS[op])
-            missing = sorted(OPS[op] - keys)
-            raise Refused(f"{op}: " + "; ".join(
-                ([f"unknown keys {extra}"] if extra else []) + ([f"missing keys {missing}"] if missing else [])))
-        if op == "hello":
+            req = decode_json(raw, REQUEST, what="request", limit=MAX_LINE)
+        except JsonInputError as e:
+            raise Refused(str(e)) from None
+        if type(req) is Hello:
             return {"ok": True, "version": VERSION}
-        return HANDLERS[op][1](self.root, req)
+        return HANDLERS[type(req)](self.root, req)
 
 
 def serve(root: SysRoot, stdin, stdout) -> None:
