@@ -29,41 +29,44 @@ import sys
 from pathlib import Path
 
 from app.parse.cpulist import format_cpulist
-from app.pinning import helper_ops, trace_op
 from app.parse.json_text import JsonInputError, decode_json
-from app.pinning.helper_ops import Hello, Refused
 from app.pinning.refusals import PinWriteError
 from app.sysroot import SysRoot
 
 VERSION = 2             # new ops only add to the protocol: an older helper refuses them as unknown
 MAX_LINE = 4096
-HANDLERS = {**helper_ops.OPS, **trace_op.OPS}      # trace_op: gap attribution's tracing (issue 22)
-REQUEST = Union[(Hello, *HANDLERS)]                # every request the helper takes, told apart by "op"
 
 
 class Helper:
     """The request handler, separate from stdin/stdout so tests can run it against a fixture root."""
 
     def __init__(self, root: SysRoot):
+        # Imported here: the requests' definitions need msgspec, which the Python of a server running
+        # only the shipped agent lacks; the agent loads this module for HelperClient alone.
+        from app.pinning import helper_ops, trace_op
         self.root = root
+        self._ops = helper_ops
+        self._handlers = {**helper_ops.OPS, **trace_op.OPS}     # trace_op: gap attribution's tracing (issue 22)
+        # every request the helper takes, told apart by "op"
+        self._request = Union[(helper_ops.Hello, *self._handlers)]
 
     def handle(self, line: bytes | str) -> dict:
         try:
             return self._handle(line)
-        except Refused as e:
+        except self._ops.Refused as e:
             return {"ok": False, "error": str(e)}
 
     def _handle(self, line) -> dict:
         raw = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else bytes(line)
         if len(raw) > MAX_LINE:
-            raise Refused(f"request longer than {MAX_LINE} bytes")
+            raise self._ops.Refused(f"request longer than {MAX_LINE} bytes")
         try:
-            req = decode_json(raw, REQUEST, what="request", limit=MAX_LINE)
+            req = decode_json(raw, self._request, what="request", limit=MAX_LINE)
         except JsonInputError as e:
-            raise Refused(str(e)) from None
-        if type(req) is Hello:
+            raise self._ops.Refused(str(e)) from None
+        if type(req) is self._ops.Hello:
             return {"ok": True, "version": VERSION}
-        return HANDLERS[type(req)](self.root, req)
+        return self._handlers[type(req)](self.root, req)
 
 
 def serve(root: SysRoot, stdin, stdout) -> None:
@@ -96,7 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         # PYTHONPATH, PYTHONSTARTUP, PYTHONINSPECT (which would read stdin as code after serve()) and the
         # user's site folder. Start again isolated, in a scrubbed environment, before any request is read.
         os.execve(isolated_command()[0], isolated_command(), SAFE_ENV)
-    serve(SysRoot("/"), sys.stdin.buffer, sys.stdout)
+    try:
+        serve(SysRoot("/"), sys.stdin.buffer, sys.stdout)
+    except ModuleNotFoundError as e:
+        print(f"coremap-helper: this Python has no {e.name} (a server running coremap's shipped agent); "
+              "install coremap there (pip install coremap) to make privileged changes", file=sys.stderr)
+        return 1
     return 0
 
 
