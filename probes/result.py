@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from msgspec import UNSET, Struct, field
 
-from app.parse.typed import Count, CpuId, NonNegative
+from app.parse.json_text import Count, CpuId, NonNegative
 from app.store.results import (Absent, Attribution, Bucket, BucketSpan, GapRow, PercentileMap, Text, list_of,
                                number, text, whole)
 

@@ -3,7 +3,7 @@ the window, an export) before the text, the plots and the report read it: a resu
 `placements` held strings stopped the report with a traceback (issue 24).
 
 Each probe's result has one typed definition, in its own package (probes/<name>/result.py Stored),
-extending what every result may hold (probes/result.py Result); app/parse/typed.py convert checks a
+extending what every result may hold (probes/result.py Result); app/parse/json_text.py convert checks a
 result against it. The model (app/store) sits below probes/ and cannot name these types: whoever reads a
 stored result for a person (the CLI, the window) hands check_result to the model's reader."""
 from __future__ import annotations
@@ -11,8 +11,7 @@ from __future__ import annotations
 from msgspec.structs import fields
 
 from app.format import printable
-from app.parse.json_text import JsonInputError
-from app.parse.typed import convert
+from app.parse.json_text import convert, JsonInputError
 from app.store.results import fields_checked
 from probes.catalog import RECORDS
 from probes.result import Result

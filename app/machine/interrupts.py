@@ -19,8 +19,9 @@ from dataclasses import dataclass, field, replace
 
 from app.errors import CoremapError, CpuListError, SysRootReadError
 from app.parse.cpulist import parse_cpulist, parse_cpumask
-from app.parse.interrupts import (InterruptRow, InterruptTable, RowMemo, SoftirqTable, parse_interrupts,
-                                  parse_softirqs)
+from app.parse.interrupts import (InterruptRow, InterruptTable, RowMemo, SoftirqTable,
+                                  parse_interrupts, parse_softirqs)
+from app.parse.json_text import CpuId
 from app.parse.stat import StatSample, parse_stat
 from app.sysroot import SysRoot
 
@@ -38,10 +39,10 @@ class IrqDevice:
 @dataclass(frozen=True)
 class IrqInfo:
     irq: str
-    requested: tuple[int, ...] | None = None   # smp_affinity_list (or the smp_affinity mask)
-    effective: tuple[int, ...] | None = None   # effective_affinity_list (or effective_affinity)
+    requested: tuple[CpuId, ...] | None = None   # smp_affinity_list (or the smp_affinity mask)
+    effective: tuple[CpuId, ...] | None = None   # effective_affinity_list (or effective_affinity)
     node: int | None = None                    # /proc/irq/N/node (-1 in the file -> None): see device_node
-    hint: tuple[int, ...] | None = None        # affinity_hint mask; all-zero -> None
+    hint: tuple[CpuId, ...] | None = None        # affinity_hint mask; all-zero -> None
     device: IrqDevice | None = None
     managed: bool | None = None                # None: not knowable here (no debugfs)
 

@@ -131,15 +131,15 @@ def read_captured_names(root: SysRoot) -> ThreadNames:
     captured, or by another tool). A file that is not what names_document writes is noted on the root
     (main() prints its notes), and its threads show their kernel names."""
     from app.errors import SysRootReadError
-    from app.parse.json_text import JsonInputError, load_json
+    from app.parse.json_text import JsonInputError, decode_json
     from app.sysroot import SNAPSHOT_META_DIR
     path = root.path(SNAPSHOT_META_DIR, CAPTURED_NAMES)
     try:
         text = root.read_optional(path, limit=_MAX_CAPTURED_NAMES)
         if text is None:
             return NO_THREAD_NAMES
-        doc = msgspec.convert(load_json(text, what=str(path), limit=_MAX_CAPTURED_NAMES), _Captured, strict=False)
-    except (SysRootReadError, JsonInputError, msgspec.ValidationError) as e:
+        doc = decode_json(text, _Captured, what=str(path), limit=_MAX_CAPTURED_NAMES)
+    except (SysRootReadError, JsonInputError) as e:
         root._note(path, f"is not the Java names coremap stores ({str(e)[:120]}); threads show their kernel names")
         return NO_THREAD_NAMES
     return ThreadNames(doc.names, doc.unavailable, doc.read_at)

@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 from app.errors import CoremapError, ParseError
 from app.machine.thread_names import ThreadNames
+from app.parse.json_text import Count, CpuId
 from app.parse.task_stat import TaskFlags, parse_status, parse_task_stat, sched_counts
 from app.sysroot import SysRoot
 
@@ -46,18 +47,18 @@ class TaskSample(TaskFlags):
     tid: int
     comm: str
     state: str
-    last_cpu: int                # stat field 39
-    utime: int                   # ticks (USER_HZ)
-    stime: int                   # ticks
+    last_cpu: CpuId                # stat field 39
+    utime: Count                   # ticks (USER_HZ)
+    stime: Count                   # ticks
     flags: int                   # PF_* (app.parse.task_stat)
-    starttime: int               # ticks after boot; with tid, identifies a thread across tid reuse
+    starttime: Count               # ticks after boot; with tid, identifies a thread across tid reuse
     nice: int = 0
     rt_priority: int = 0
     policy: int = 0
-    voluntary_switches: int | None = None     # status: voluntary_ctxt_switches
-    involuntary_switches: int | None = None   # status: nonvoluntary_ctxt_switches
-    migrations: int | None = None             # sched: se.nr_migrations (CONFIG_SCHED_DEBUG / schedstats)
-    allowed: tuple[int, ...] | None = None    # status: Cpus_allowed_list
+    voluntary_switches: Count | None = None     # status: voluntary_ctxt_switches
+    involuntary_switches: Count | None = None   # status: nonvoluntary_ctxt_switches
+    migrations: Count | None = None             # sched: se.nr_migrations (CONFIG_SCHED_DEBUG / schedstats)
+    allowed: tuple[CpuId, ...] | None = None    # status: Cpus_allowed_list
 
 
     @property

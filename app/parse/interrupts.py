@@ -16,16 +16,18 @@ with no space when the label width is under 4, giving "IPI0:2768808080" (node_ex
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from app.errors import ParseError, excerpt
 from app.parse.cpulist import MAX_CPU
+from app.parse.json_text import Count, CpuId, Meta
 
 
 @dataclass(frozen=True)
 class InterruptRow:
     irq: str                    # "24", "LOC", "IPI0", "Err" (as printed, without the colon)
-    counts: tuple[int, ...]     # per CPU, same order as InterruptTable.cpus; () for single/no-count rows
-    total: int                  # sum(counts), or the single count
+    counts: tuple[Count, ...]     # per CPU, same order as InterruptTable.cpus; () for single/no-count rows
+    total: Count                  # sum(counts), or the single count
     chip: str | None = None     # "IR-PCI-MSI", "PCI-MSIX-0000:00:01.0", "GICv3"; None for arch rows
     hwirq: str | None = None    # "524288", "0"; None where not printed
     trigger: str | None = None  # "edge", "fasteoi", "level", "Edge"...
@@ -50,8 +52,8 @@ class InterruptRow:
 
 @dataclass(frozen=True)
 class InterruptTable:
-    cpus: tuple[int, ...]              # CPU ids from the header, in column order
-    rows: tuple[InterruptRow, ...]
+    cpus: tuple[CpuId, ...]              # CPU ids from the header, in column order
+    rows: Annotated[tuple[InterruptRow, ...], Meta(max_length=MAX_ROWS)]
 
     def row(self, irq: str) -> InterruptRow | None:
         for r in self.rows:
@@ -62,8 +64,8 @@ class InterruptTable:
 
 @dataclass(frozen=True)
 class SoftirqTable:
-    cpus: tuple[int, ...]                          # CPU ids from the header
-    counts: dict[str, tuple[int, ...]]             # "NET_RX" -> per CPU, same order as cpus
+    cpus: tuple[CpuId, ...]                          # CPU ids from the header
+    counts: dict[str, tuple[Count, ...]]             # "NET_RX" -> per CPU, same order as cpus
 
 
 # Rows a table may hold: IRQ numbers are below 65,536 on every machine coremap reads (the helper and the

@@ -5,17 +5,33 @@ through load_json, which bounds what a hostile text can cost before the decoder 
 - its nesting (MAX_DEPTH, counted on its brackets; Python's recursion limit stays as a backstop);
 - the memory its value would take (an estimate from its separators, containers and strings: 64 MiB
   of `[{},{},...]` decodes to 1.6 GB of dicts).
-NaN and Infinity are taken unless `constants=False`. Every refusal is one JsonInputError that names
+NaN and Infinity are taken unless `constants=False` (then a number too large for a float, 1e999, is
+refused as well: JSON has no spelling of infinity). Every refusal is one JsonInputError that names
 what the text came from.
 
-What a text must hold is checked against its typed definition by app/parse/typed.py, which takes
-the same bounds first (`bounded`). This module keeps to the standard library: the agent shipped to a
-server (app/remote/ship.py) reads JSON with it where msgspec is not installed.
+What a text must hold is said once, as a typed definition (a msgspec Struct, or a type built of them,
+with its bounds as msgspec.Meta: lengths, ranges, finite numbers, CPU ids below 65,536), and checked
+by one mechanism: decode_json (a text) and convert (a value already decoded), msgspec's, strict. Both
+refuse with the same JsonInputError and the same message form, naming the field:
+"<what>: placements[0].series[1]: expected float, got str".
 """
 from __future__ import annotations
 
 import json
 import re
+from typing import Annotated, TypeVar
+
+try:
+    import msgspec
+    from msgspec import Meta
+except ImportError:
+    # The agent shipped to a server (app/remote/ship.py) runs on the standard library alone: it reads its
+    # requests with load_json and decodes no typed definition, so there the bounds below are only the
+    # annotations of the dataclasses it sends.
+    msgspec = None
+
+    def Meta(**bounds):
+        return bounds
 
 from app.errors import CoremapError
 
@@ -27,9 +43,19 @@ MEMORY_PER_BYTE = 12
 
 
 class JsonInputError(CoremapError, ValueError):
-    """A JSON text that is too large, too deep or not JSON, or a value out of its typed definition
-    (app/parse/typed.py); str() names what it came from (and the field, for a value out of its
-    definition)."""
+    """A JSON text that is too large, too deep or not JSON, or a value out of its typed definition;
+    str() names what it came from (and the field, for a value out of its definition)."""
+
+
+T = TypeVar("T")
+
+# The bounds most definitions share. A float bound excludes NaN and the infinities (msgspec compares,
+# and NaN compares false); JSON itself spells neither, but 1e999 decodes to inf without a bound.
+MAX_FLOAT = 1.7e308
+Finite = Annotated[float, Meta(ge=-MAX_FLOAT, le=MAX_FLOAT)]
+NonNegative = Annotated[float, Meta(ge=0, le=MAX_FLOAT)]
+Count = Annotated[int, Meta(ge=0, le=(1 << 63) - 1)]
+CpuId = Annotated[int, Meta(ge=0, lt=1 << 16)]
 
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
@@ -41,10 +67,11 @@ def load_json(data: bytes | str, *, what: str, limit: int, memory: int | None = 
     """The value of a JSON text; JsonInputError naming `what` when it is longer than `limit` bytes,
     nests deeper than `depth`, would take more than `memory` bytes decoded (default MEMORY_PER_BYTE x
     its length, at least 1 MiB) or is not JSON. `constants`: whether NaN and Infinity are taken."""
-    raw = bounded(data, what=what, limit=limit, memory=memory, depth=depth)
+    raw = _bounded(data, what=what, limit=limit, memory=memory, depth=depth)
     try:
         text = raw.decode("utf-8")
-        return json.loads(text) if constants else json.loads(text, parse_constant=_no_constants)
+        return json.loads(text) if constants else json.loads(text, parse_constant=_no_constants,
+                                                             parse_float=_finite)
     except RecursionError:
         raise JsonInputError(f"{what}: JSON nested deeper than {depth} levels; not a document coremap "
                              "reads") from None
@@ -52,9 +79,44 @@ def load_json(data: bytes | str, *, what: str, limit: int, memory: int | None = 
         raise JsonInputError(f"{what}: not JSON ({str(e)[:80]})") from None
 
 
-def bounded(data: bytes | str, *, what: str, limit: int, memory: int | None = None, depth: int = MAX_DEPTH) -> bytes:
-    """`data` as bytes, once its length, the memory its value would take and its nesting are within
-    bounds (see load_json); JsonInputError naming `what` when not."""
+def decode_json(data: bytes | str, type_: type[T], *, what: str, limit: int, memory: int | None = None,
+                depth: int = MAX_DEPTH) -> T:
+    """The value of a JSON text checked against its typed definition `type_`: the text bounded as
+    load_json bounds it (`limit`, `memory`, `depth`), then decoded by msgspec, strict (no string taken
+    for a number, no NaN); JsonInputError naming `what` and the field when anything is out."""
+    raw = _bounded(data, what=what, limit=limit, memory=memory, depth=depth)
+    try:
+        return msgspec.json.decode(raw, type=type_, strict=True)
+    except msgspec.ValidationError as e:
+        raise JsonInputError(f"{what}: {field_message(e)}") from None
+    except (msgspec.DecodeError, RecursionError) as e:
+        raise JsonInputError(f"{what}: not JSON ({str(e)[:80]})") from None
+
+
+def convert(value, type_: type[T], *, what: str, strict: bool = True) -> T:
+    """`value` (decoded already: a dict, a list, numbers) checked against its typed definition
+    `type_`, as decode_json checks a text; JsonInputError naming `what` and the field."""
+    try:
+        return msgspec.convert(value, type_, strict=strict)
+    except msgspec.ValidationError as e:
+        raise JsonInputError(f"{what}: {field_message(e)}") from None
+
+
+def field_message(error: msgspec.ValidationError) -> str:
+    """msgspec's "Expected `float`, got `str` - at `$.placements[0]`" in the one form coremap's lines
+    use: "placements[0]: expected float, got str"."""
+    text = str(error)
+    reason, _, where = text.partition(" - at `")
+    if not _:
+        where = ""
+    key, _, where = where.rpartition("` in `")        # "`key` in `$.residency[...]`": a dict's key
+    where = where.rstrip("`").removeprefix("$").lstrip(".") + (" key" if key else "")
+    reason = reason.replace("`", "")
+    reason = reason[:1].lower() + reason[1:]
+    return f"{where}: {reason}" if where else reason
+
+
+def _bounded(data: bytes | str, *, what: str, limit: int, memory: int | None, depth: int) -> bytes:
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     if len(raw) > limit:
         raise JsonInputError(f"{what}: {len(raw):,} bytes of JSON, more than the {_mib(limit)} it may hold")
@@ -69,6 +131,13 @@ def bounded(data: bytes | str, *, what: str, limit: int, memory: int | None = No
 
 def _no_constants(name: str):
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if v - v != 0:          # inf - inf is nan; a finite number minus itself is 0
+        raise ValueError(f"{text[:20]} is not a finite number")
+    return v
 
 
 def _memory_estimate(raw: bytes) -> int:

@@ -8,20 +8,21 @@ from dataclasses import dataclass
 
 from app.errors import ParseError
 from app.parse.cpulist import MAX_CPU
+from app.parse.json_text import Count, CpuId
 
 
 @dataclass(frozen=True)
 class CpuTimes:
-    user: int
-    nice: int
-    system: int
-    idle: int
-    iowait: int = 0
-    irq: int = 0
-    softirq: int = 0
-    steal: int = 0
-    guest: int = 0
-    guest_nice: int = 0
+    user: Count
+    nice: Count
+    system: Count
+    idle: Count
+    iowait: Count = 0
+    irq: Count = 0
+    softirq: Count = 0
+    steal: Count = 0
+    guest: Count = 0
+    guest_nice: Count = 0
 
     @property
     def total(self) -> int:
@@ -37,14 +38,14 @@ class CpuTimes:
 @dataclass(frozen=True)
 class StatSample:
     total: CpuTimes
-    cpus: dict[int, CpuTimes]     # only CPUs that have a cpuN line (online ones)
-    ctxt: int | None = None
-    btime: int | None = None
-    processes: int | None = None
-    procs_running: int | None = None
-    procs_blocked: int | None = None
-    intr_total: int | None = None
-    softirq_total: int | None = None
+    cpus: dict[CpuId, CpuTimes]     # only CPUs that have a cpuN line (online ones)
+    ctxt: Count | None = None
+    btime: Count | None = None
+    processes: Count | None = None
+    procs_running: Count | None = None
+    procs_blocked: Count | None = None
+    intr_total: Count | None = None
+    softirq_total: Count | None = None
 
 
 # Fields of a "cpu" line in order. Kernels print 4 (2.4), 7 (2.6.0: iowait irq softirq),
@@ -66,7 +67,7 @@ def _ints(toks: list[str], what: str, lineno: int, key: str) -> list[int]:
 def parse_stat(text: str, *, what: str = "stat") -> StatSample:
     """/proc/stat. Lines this parser does not know (page, swap, disk_io on old kernels) are skipped."""
     total: CpuTimes | None = None
-    cpus: dict[int, CpuTimes] = {}
+    cpus: dict[CpuId, CpuTimes] = {}
     scalars: dict[str, int] = {}
     intr_total = softirq_total = None
     for lineno, line in enumerate(text.split("\n"), 1):

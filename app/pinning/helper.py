@@ -5,10 +5,11 @@ Reads ONE JSON request per line on stdin, writes one JSON reply per line on stdo
 or an IRQ's affinity, a mask, a setting, coremap's cpusets and what is in them, a systemd unit's
 AllowedCPUs=, irqbalance's banned CPUs), each with its keys and nothing else.
 
-Everything else is refused with {"ok": false, "error": "..."} and nothing is written: unknown ops or
-keys, non-integers (JSON true is not 1), numbers out of range (tid 1..4194304 = PID_MAX_LIMIT on 64-bit,
-include/linux/threads.h; irq 0..65535), CPU lists that do not parse or name offline CPUs, targets that
-do not exist, lines over 4096 bytes. It never takes a path, and takes no command-line arguments: the
+Everything else is refused with {"ok": false, "error": "..."} and nothing is written: what is outside a
+request's typed definition (app/pinning/helper_ops.py: unknown ops or keys, non-integers (JSON true is
+not 1), numbers out of range (tid 1..4194304 = PID_MAX_LIMIT on 64-bit, include/linux/threads.h; irq
+0..65535)), CPU lists that do not parse or name offline CPUs, targets that do not exist, lines over
+4096 bytes. It never takes a path, and takes no command-line arguments: the
 root is always "/", so `pkexec coremap-helper` cannot be pointed at a folder of symlinks.
 Kernel errors come back as {"ok": false, "error": "...", "errno": "EPERM"} so the client can classify
 them exactly as a direct write's.
@@ -21,58 +22,51 @@ from __future__ import annotations
 import errno
 import json
 import os
+from typing import Union
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from app.parse.cpulist import format_cpulist
-from app.pinning import helper_ops, trace_op
-from app.pinning.helper_ops import Refused
+from app.parse.json_text import JsonInputError, decode_json
 from app.pinning.refusals import PinWriteError
 from app.sysroot import SysRoot
 
 VERSION = 2             # new ops only add to the protocol: an older helper refuses them as unknown
 MAX_LINE = 4096
-HANDLERS = {**helper_ops.OPS, **trace_op.OPS}      # trace_op: gap attribution's tracing (issue 22)
-OPS = {"hello": {"op"}, **{op: keys for op, (keys, _) in HANDLERS.items()}}
 
 
 class Helper:
     """The request handler, separate from stdin/stdout so tests can run it against a fixture root."""
 
     def __init__(self, root: SysRoot):
+        # Imported here: the requests' definitions need msgspec, which the Python of a server running
+        # only the shipped agent lacks; the agent loads this module for HelperClient alone.
+        from app.pinning import helper_ops, trace_op
         self.root = root
+        self._ops = helper_ops
+        self._handlers = {**helper_ops.OPS, **trace_op.OPS}     # trace_op: gap attribution's tracing (issue 22)
+        # every request the helper takes, told apart by "op"
+        self._request = Union[(helper_ops.Hello, *self._handlers)]
 
     def handle(self, line: bytes | str) -> dict:
         try:
             return self._handle(line)
-        except Refused as e:
+        except self._ops.Refused as e:
             return {"ok": False, "error": str(e)}
 
     def _handle(self, line) -> dict:
         raw = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else bytes(line)
         if len(raw) > MAX_LINE:
-            raise Refused(f"request longer than {MAX_LINE} bytes")
+            raise self._ops.Refused(f"request longer than {MAX_LINE} bytes")
         try:
-            req = json.loads(raw)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            # RecursionError: 4,096 bytes of "[" nest deeper than the decoder goes.
-            raise Refused("not a JSON object") from None
-        if not isinstance(req, dict):
-            raise Refused("not a JSON object")
-        op = req.get("op")
-        if not isinstance(op, str) or op not in OPS:
-            raise Refused(f"unknown op; allowed: {', '.join(sorted(OPS))}")
-        keys = set(req)
-        if keys != OPS[op]:
-            extra = sorted(keys - OPS[op])
-            missing = sorted(OPS[op] - keys)
-            raise Refused(f"{op}: " + "; ".join(
-                ([f"unknown keys {extra}"] if extra else []) + ([f"missing keys {missing}"] if missing else [])))
-        if op == "hello":
+            req = decode_json(raw, self._request, what="request", limit=MAX_LINE)
+        except JsonInputError as e:
+            raise self._ops.Refused(str(e)) from None
+        if type(req) is self._ops.Hello:
             return {"ok": True, "version": VERSION}
-        return HANDLERS[op][1](self.root, req)
+        return self._handlers[type(req)](self.root, req)
 
 
 def serve(root: SysRoot, stdin, stdout) -> None:
@@ -105,7 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         # PYTHONPATH, PYTHONSTARTUP, PYTHONINSPECT (which would read stdin as code after serve()) and the
         # user's site folder. Start again isolated, in a scrubbed environment, before any request is read.
         os.execve(isolated_command()[0], isolated_command(), SAFE_ENV)
-    serve(SysRoot("/"), sys.stdin.buffer, sys.stdout)
+    try:
+        serve(SysRoot("/"), sys.stdin.buffer, sys.stdout)
+    except ModuleNotFoundError as e:
+        print(f"coremap-helper: this Python has no {e.name} (a server running coremap's shipped agent); "
+              "install coremap there (pip install coremap) to make privileged changes", file=sys.stderr)
+        return 1
     return 0
 
 

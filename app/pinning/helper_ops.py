@@ -1,6 +1,9 @@
-"""What coremap-helper (app/pinning/helper.py) does, one function per request, each checking every
-field before it writes anything. The helper runs with privilege, so nothing here takes a path: every
-file is built by SysRoot or a writer of the pin flow from a checked kind, an integer or a checked name.
+"""What coremap-helper (app/pinning/helper.py) does, one function per request. Each request is a typed
+definition (a msgspec Struct tagged by its "op", no other key taken, every number in its range) that
+helper.py decodes before any function here runs; the functions check what depends on the machine (CPUs
+online, the target there, a value the setting takes). The helper runs with privilege, so nothing here
+takes a path: every file is built by SysRoot or a writer of the pin flow from a checked kind, an
+integer or a checked name.
 
   set_thread_affinity  tid, cpus             sched_setaffinity(tid, cpus)
   set_irq_affinity     irq, cpus             proc/irq/N/smp_affinity_list
@@ -23,6 +26,9 @@ from __future__ import annotations
 
 import errno
 import os
+from typing import Annotated, Literal
+
+import msgspec
 
 from app.atomic import write_atomic
 from app.errors import CoremapError, CpuListError, SysRootReadError
@@ -30,6 +36,7 @@ from app.format import CPUSET_NAMES, SLICE_NAMES, format_value, offline_sentence
 from app.machine.irqbalance import config_path, with_banned_cpus
 from app.machine.topology import read_online_cpus
 from app.parse.cpulist import format_cpulist, parse_cpulist
+from app.parse.json_text import Meta
 from app.pinning.balancer import BalancerWriter, running_irqbalance
 from app.pinning.cgroups import CpusetWriter, MemberWriter, SliceWriter, SubtreeWriter
 from app.pinning.kinds import MASK_KINDS, NAMED_KINDS, valid_name
@@ -50,16 +57,79 @@ class Refused(Exception):
     """A request the helper will not carry out; str() is the reply's error."""
 
 
-def int_field(value, name: str, lo: int, hi: int) -> int:
-    if type(value) is not int or not lo <= value <= hi:
-        raise Refused(f"{name} must be an integer in {lo}..{hi}")
+def ranged(lo: int, hi: int):
+    return Annotated[int, Meta(ge=lo, le=hi)]
+
+
+Tid = ranged(1, MAX_TID)
+# A CPU list as text ("2-5,8"), parsed and checked against the online CPUs by cpus_field.
+CpuText = Annotated[str, Meta(max_length=1024)]
+
+
+class Request(msgspec.Struct, tag_field="op", forbid_unknown_fields=True, frozen=True):
+    """A request: its "op" names its definition; a key it does not define is refused."""
+
+
+class Hello(Request, tag="hello"):
+    pass
+
+
+class SetThreadAffinity(Request, tag="set_thread_affinity"):
+    tid: Tid
+    cpus: CpuText
+
+
+class SetIrqAffinity(Request, tag="set_irq_affinity"):
+    irq: ranged(0, MAX_IRQ)
+    cpus: CpuText
+
+
+class SetMask(Request, tag="set_mask"):
+    kind: Literal[MASK_KINDS]
+    netdev: Annotated[str, Meta(max_length=64)] | None
+    queue: ranged(0, 65535)
+    cpus: CpuText
+
+
+class SetSetting(Request, tag="set_setting"):
+    kind: Literal[("sysctl", "thp", *CPU_SCALAR_KINDS, "irqbalancecpu", "irqbalanceirq")]
+    id: ranged(0, 65535)            # the range its kind gives is checked by set_setting
+    value: Annotated[tuple[ranged(0, MAX_VALUE), ...], Meta(max_length=3)]
+
+
+class SetCpuset(Request, tag="set_cpuset"):
+    index: ranged(1, len(CPUSET_NAMES) - 1)
+    cpus: CpuText
+
+
+class MoveTask(Request, tag="move_task"):
+    id: Tid
+    index: ranged(0, len(CPUSET_NAMES) - 1)
+    thread: bool
+
+
+class SetSubtree(Request, tag="set_subtree"):
+    on: bool
+
+
+class SetSlice(Request, tag="set_slice"):
+    index: ranged(0, len(SLICE_NAMES) - 1)
+    cpus: CpuText
+
+
+class BanCpus(Request, tag="irqbalance_ban_cpus"):
+    cpus: CpuText
+
+
+def _in(value: int, name: str, lo: int, hi: int) -> int:
+    """A range that depends on another field (set_setting's id, by its kind)."""
+    if not lo <= value <= hi:
+        raise Refused(f"request: {name}: expected int in {lo}..{hi}")
     return value
 
 
-def cpus_field(root: SysRoot, value, *, empty_ok: bool = False) -> tuple[int, ...]:
+def cpus_field(root: SysRoot, value: str, *, empty_ok: bool = False) -> tuple[int, ...]:
     """A CPU list string ("2-5,8") of online CPUs; "" only where `empty_ok` (remove, unset)."""
-    if not isinstance(value, str) or len(value) > 1024:
-        raise Refused("cpus must be a CPU list string such as \"2-5,8\"")
     try:
         cpus = parse_cpulist(value, what="cpus")
     except CpuListError as e:
@@ -83,9 +153,9 @@ def _live(root: SysRoot, what: str) -> None:
         raise Refused(f"{what} can be set only on the live machine")
 
 
-def set_thread_affinity(root: SysRoot, req: dict) -> dict:
-    tid = int_field(req["tid"], "tid", 1, MAX_TID)
-    cpus = cpus_field(root, req["cpus"])
+def set_thread_affinity(root: SysRoot, req: SetThreadAffinity) -> dict:
+    tid = req.tid
+    cpus = cpus_field(root, req.cpus)
     if not root.is_live:
         raise Refused("threads can be set only on the live machine")
     # proc/TID resolves for any thread id, listed or not (fs/proc/base.c proc_pid_lookup).
@@ -98,9 +168,9 @@ def set_thread_affinity(root: SysRoot, req: dict) -> dict:
     return {"ok": True, "cpus": format_cpulist(os.sched_getaffinity(tid))}
 
 
-def set_irq_affinity(root: SysRoot, req: dict) -> dict:
-    irq = int_field(req["irq"], "irq", 0, MAX_IRQ)
-    cpus = cpus_field(root, req["cpus"])
+def set_irq_affinity(root: SysRoot, req: SetIrqAffinity) -> dict:
+    irq = req.irq
+    cpus = cpus_field(root, req.cpus)
     path = root.irq_dir(irq, "smp_affinity_list")
     if not root.exists(path):
         raise Refused(f"no IRQ {irq}")
@@ -116,18 +186,15 @@ def set_irq_affinity(root: SysRoot, req: dict) -> dict:
     return {"ok": True}
 
 
-def set_mask(root: SysRoot, req: dict) -> dict:
-    kind = req["kind"]
-    if not isinstance(kind, str) or kind not in MASK_KINDS:
-        raise Refused(f"kind must be one of {', '.join(MASK_KINDS)}")
-    netdev, queue = req["netdev"], int_field(req["queue"], "queue", 0, 65535)
+def set_mask(root: SysRoot, req: SetMask) -> dict:
+    kind, netdev, queue = req.kind, req.netdev, req.queue
     if kind in NAMED_KINDS:
         if not valid_name(kind, netdev):
             raise Refused("netdev must name a network device (1-15 letters, digits or _.@+-) or a workqueue "
                           "(1-32 letters, digits or _.-)")
     elif netdev is not None or queue != 0:
         raise Refused(f"{kind} takes netdev null and queue 0")
-    cpus = cpus_field(root, req["cpus"])
+    cpus = cpus_field(root, req.cpus)
     what = target_name(kind, queue, netdev=netdev)
     path = mask_path(root, kind, queue, netdev)
     if not root.exists(path):
@@ -139,23 +206,16 @@ def set_mask(root: SysRoot, req: dict) -> dict:
     return {"ok": True}
 
 
-def set_setting(root: SysRoot, req: dict) -> dict:
-    kind, value = req["kind"], req["value"]
+def set_setting(root: SysRoot, req: SetSetting) -> dict:
+    kind, ident, value = req.kind, req.id, req.value
     if kind in ("irqbalancecpu", "irqbalanceirq"):
-        return _balancer(root, kind, req["id"], value)
+        return _balancer(root, kind, ident, value)
     if kind == "sysctl":
-        ident = int_field(req["id"], "id", 0, len(SYSCTLS) - 1)
+        _in(ident, "id", 0, len(SYSCTLS) - 1)
     elif kind == "thp":
-        ident = int_field(req["id"], "id", 0, 0)
-    elif kind in CPU_SCALAR_KINDS:
-        ident = int_field(req["id"], "id", 0, 65535)
-        if ident not in read_online_cpus(root):
-            raise Refused(f"CPU {ident} is not online")
-    else:
-        raise Refused(f"kind must be sysctl, thp, {', '.join(CPU_SCALAR_KINDS)}, irqbalancecpu or irqbalanceirq")
-    if type(value) is not list or len(value) > 3:
-        raise Refused("value must be a list of at most 3 numbers")
-    value = tuple(int_field(v, "value", 0, MAX_VALUE) for v in value)
+        _in(ident, "id", 0, 0)
+    elif ident not in read_online_cpus(root):
+        raise Refused(f"CPU {ident} is not online")
     if not valid_scalar(kind, ident, value):
         what = SYSCTLS[ident].name if kind == "sysctl" else target_name(kind, ident)
         raise Refused(f"{format_value(kind, value)} is not a value for {what}")
@@ -168,14 +228,10 @@ def set_setting(root: SysRoot, req: dict) -> dict:
     return {"ok": True}
 
 
-def _balancer(root: SysRoot, kind: str, ident, value) -> dict:
-    if kind == "irqbalancecpu":
-        ident = int_field(ident, "id", 0, 65535)
-        if ident not in read_online_cpus(root):
-            raise Refused(f"CPU {ident} is not online")
-    else:
-        ident = int_field(ident, "id", 0, MAX_IRQ)
-    if value not in ([0], [1]):
+def _balancer(root: SysRoot, kind: str, ident: int, value: tuple[int, ...]) -> dict:
+    if kind == "irqbalancecpu" and ident not in read_online_cpus(root):
+        raise Refused(f"CPU {ident} is not online")
+    if value not in ((0,), (1,)):
         raise Refused("value must be [0] or [1]")
     if not root.is_live:
         raise Refused("irqbalance is spoken to only on the live machine")
@@ -190,43 +246,34 @@ def _balancer(root: SysRoot, kind: str, ident, value) -> dict:
     return {"ok": True}
 
 
-def set_cpuset(root: SysRoot, req: dict) -> dict:
-    index = int_field(req["index"], "index", 1, len(CPUSET_NAMES) - 1)
-    cpus = cpus_field(root, req["cpus"], empty_ok=True)
+def set_cpuset(root: SysRoot, req: SetCpuset) -> dict:
+    cpus = cpus_field(root, req.cpus, empty_ok=True)
     _live(root, "cpusets")
-    return _write(CpusetWriter(root), PinTarget("cpuset", index), cpus)
+    return _write(CpusetWriter(root), PinTarget("cpuset", req.index), cpus)
 
 
-def move_task(root: SysRoot, req: dict) -> dict:
-    ident = int_field(req["id"], "id", 1, MAX_TID)
-    index = int_field(req["index"], "index", 0, len(CPUSET_NAMES) - 1)
-    thread = req["thread"]
-    if type(thread) is not bool:
-        raise Refused("thread must be true or false")
+def move_task(root: SysRoot, req: MoveTask) -> dict:
+    ident, index, thread = req.id, req.index, req.thread
     _live(root, "cpusets")
     if not root.exists(root.proc(ident, "status")):
         raise Refused(f"no {'thread' if thread else 'process'} {ident}")
     return _write(MemberWriter(root), PinTarget("cgroupthread" if thread else "cgroup", ident), (index,))
 
 
-def set_subtree(root: SysRoot, req: dict) -> dict:
-    on = req["on"]
-    if type(on) is not bool:
-        raise Refused("on must be true or false")
+def set_subtree(root: SysRoot, req: SetSubtree) -> dict:
     _live(root, "the cpuset controller")
-    return _write(SubtreeWriter(root), PinTarget("subtree", 0), (1,) if on else (0,))
+    return _write(SubtreeWriter(root), PinTarget("subtree", 0), (1,) if req.on else (0,))
 
 
-def set_slice(root: SysRoot, req: dict) -> dict:
-    index = int_field(req["index"], "index", 0, len(SLICE_NAMES) - 1)
-    cpus = cpus_field(root, req["cpus"], empty_ok=True)
+def set_slice(root: SysRoot, req: SetSlice) -> dict:
+    cpus = cpus_field(root, req.cpus, empty_ok=True)
     if not root.is_live:
         raise Refused("systemd units can be set only on the live machine")
-    return _write(SliceWriter(root), PinTarget("slice", index), cpus)
+    return _write(SliceWriter(root), PinTarget("slice", req.index), cpus)
 
 
-def ban_cpus(root: SysRoot, req: dict) -> dict:
-    cpus = cpus_field(root, req["cpus"])
+def ban_cpus(root: SysRoot, req: BanCpus) -> dict:
+    cpus = cpus_field(root, req.cpus)
     if not root.writable:
         raise Refused("irqbalance's configuration can be written only on the live machine")
     path = config_path(root)
@@ -251,15 +298,7 @@ def _write(writer, target: PinTarget, value) -> dict:
     return {"ok": True}
 
 
-# op -> (its keys, its function)
-OPS = {
-    "set_thread_affinity": ({"op", "tid", "cpus"}, set_thread_affinity),
-    "set_irq_affinity": ({"op", "irq", "cpus"}, set_irq_affinity),
-    "set_mask": ({"op", "kind", "netdev", "queue", "cpus"}, set_mask),
-    "set_setting": ({"op", "kind", "id", "value"}, set_setting),
-    "set_cpuset": ({"op", "index", "cpus"}, set_cpuset),
-    "move_task": ({"op", "id", "index", "thread"}, move_task),
-    "set_subtree": ({"op", "on"}, set_subtree),
-    "set_slice": ({"op", "index", "cpus"}, set_slice),
-    "irqbalance_ban_cpus": ({"op", "cpus"}, ban_cpus),
-}
+# a request's definition -> its function
+OPS = {SetThreadAffinity: set_thread_affinity, SetIrqAffinity: set_irq_affinity, SetMask: set_mask,
+       SetSetting: set_setting, SetCpuset: set_cpuset, MoveTask: move_task, SetSubtree: set_subtree,
+       SetSlice: set_slice, BanCpus: ban_cpus}

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from app.format import format_change, format_cpus, target_name
 from app.pinning.kinds import KINDS as WRITE_KINDS, PLACEMENT_KINDS
+from app.parse.json_text import CpuId
 
 KINDS = ("thread", "process", "irq")      # what a drag or a pin request names
 GUARD_ORIGIN = "guard"                   # a pin written back by the guard: not an undo step
@@ -55,14 +56,14 @@ class PinTarget:
 @dataclass(frozen=True)
 class PinRequest:
     targets: tuple[PinTarget, ...]
-    cpus: tuple[int, ...]
+    cpus: tuple[CpuId, ...]
     origin: str = ""
     # The full Java thread name the targets were found by (`coremap pin --java NAME`): a new thread of
     # that name in the same JVM gets the same pin while the guard runs (app/quiet/guard.py).
     java_name: str = ""
     # Each target's own CPUs, in the order of `targets`, where they differ (a spread of IRQs,
     # app/pinning/spread.py: one CPU each, among `cpus`); () gives every target `cpus`.
-    each: tuple[tuple[int, ...], ...] = ()
+    each: tuple[tuple[CpuId, ...], ...] = ()
     # Each IRQ's network queue steers its packets where the IRQ goes (RPS and XPS, app/pinning/spread.py).
     rps: bool = False
 

@@ -11,13 +11,15 @@ instance a jitter run's gap attribution needs, on the probe's CPUs, for a user w
 Nothing else: the request names no event, tracer, clock, file, path or instance (the instance is
 `coremap-<helper pid>`, one at a time per helper); `read` and `stop` must name the very CPUs and
 buffer size `start` was given; CPUs are checked like every CPU list of the helper (online, parsed by
-app.parse.cpulist), the size is an integer in BUFFER_KB_MIN..BUFFER_KB_MAX. A helper that exits
+app.parse.cpulist), the size an integer in BUFFER_KB_MIN..BUFFER_KB_MAX (its definition, Trace). A helper that exits
 leaves its instance to the next run's remove_stale (its pid is gone).
 """
 from __future__ import annotations
 
+from typing import Literal
+
 from app.machine.tracefs import BUFFER_KB_MAX, BUFFER_KB_MIN, TraceInstance, TraceUnavailable, unavailable_reason
-from app.pinning.helper_ops import Refused, cpus_field, int_field
+from app.pinning.helper_ops import CpuText, Refused, Request, cpus_field, ranged
 from app.sysroot import SysRoot
 
 ACTIONS = ("start", "read", "stop")
@@ -25,12 +27,16 @@ ACTIONS = ("start", "read", "stop")
 _going: dict[SysRoot, tuple[TraceInstance, tuple[int, ...], int]] = {}
 
 
-def trace(root: SysRoot, req: dict) -> dict:
-    action = req["action"]
-    if type(action) is not str or action not in ACTIONS:
-        raise Refused(f"trace: action must be one of {', '.join(ACTIONS)}")
-    cpus = cpus_field(root, req["cpus"])
-    kb = int_field(req["buffer_kb"], "buffer_kb", BUFFER_KB_MIN, BUFFER_KB_MAX)
+class Trace(Request, tag="trace"):
+    action: Literal[ACTIONS]
+    cpus: CpuText
+    buffer_kb: ranged(BUFFER_KB_MIN, BUFFER_KB_MAX)
+
+
+def trace(root: SysRoot, req: Trace) -> dict:
+    action = req.action
+    cpus = cpus_field(root, req.cpus)
+    kb = req.buffer_kb
     going = _going.get(root)
     if action == "start":
         if going is not None:
@@ -64,4 +70,4 @@ def trace(root: SysRoot, req: dict) -> dict:
     return {"ok": True}
 
 
-OPS = {"trace": ({"op", "action", "cpus", "buffer_kb"}, trace)}
+OPS = {Trace: trace}

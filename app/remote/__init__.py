@@ -3,7 +3,7 @@
 - hosts.py      `[user@]server[:port]`, checked before it reaches ssh; recent hosts; fleet host files
 - protocol.py   the wire: versioned, line-delimited JSON, requests with ids, every line bounded
 - codec.py      MachineState (and pins, journal entries) to JSON, as deltas between ticks;
-  decode.py     and back, every field validated against its type on the way in
+  decode.py     and back, each object checked against its typed definition (msgspec) on the way in
 - transport.py  the system `ssh` (BatchMode, one multiplexed connection per host), its failures as
                 one line each
 - bootstrap.py  what runs first on the server: the installed `coremap agent`, or the agent shipped

@@ -25,7 +25,7 @@ names and keeps every other object as it was, so the window's identity checks (a
 not change is not laid out again; an unchanged thread list is not re-applied) hold for a remote
 machine as they do locally.
 
-Decoding, and what it checks, is app/remote/decode.py.
+Decoding, and what it checks, is app/remote/decode.py (each object against its typed definition).
 """
 from __future__ import annotations
 
@@ -37,10 +37,6 @@ from operator import attrgetter
 from app.pinning.service import PinRequest, PinResult
 from app.pinning.journal import JournalEntry, QuietEvent
 from app.quiet.isolate import QuietPreview
-from app.machine.interrupts import IrqTable
-from app.machine.sample import MachineSample
-from app.machine.topology import Topology
-from app.sampling.rates import Rates
 from app.remote.decode import DecodeError, Decoder, Schema
 from app.sampling.machine_state import MachineState
 
@@ -225,11 +221,10 @@ _SCHEMA: Schema | None = None
 
 def wire_schema() -> Schema:
     """The classes of coremap's wire: MachineState and what it holds, pin requests and results, journal
-    entries and quiet events, an isolate's preview (built once)."""
+    entries and quiet events, an isolate's preview (found once)."""
     global _SCHEMA
     if _SCHEMA is None:
-        namespace = {c.__name__: c for c in (IrqTable, MachineSample, Topology, Rates)}
-        _SCHEMA = Schema((MachineState, PinRequest, PinResult, JournalEntry, QuietEvent, QuietPreview), namespace)
+        _SCHEMA = Schema((MachineState, PinRequest, PinResult, JournalEntry, QuietEvent, QuietPreview))
     return _SCHEMA
 
 

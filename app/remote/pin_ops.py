@@ -23,13 +23,14 @@ from pathlib import Path
 from app.errors import CoremapError
 from app.pinning.flow import Progress
 from app.pinning.service import AffinityService
-from app.pinning.targets import PinRequest
+from app.pinning.targets import PinRequest, PinTarget
 from app.quiet.service import ACTIONS, LocalQuiet
-from app.remote.codec import Encoder, wire_schema
-from app.remote.decode import Decoder
+from app.remote.codec import Encoder
+from app.remote.decode import Schema, build
 
 KEPT_PREVIEWS = 4           # isolate previews kept for quiet_apply
 MAX_HELD = 1 << 16          # pending entries a client may name in one request
+_REQUEST = Schema(classes=(PinRequest, PinTarget))     # what a pin request is made of
 
 
 def journal_stamp(path: Path) -> list[int]:
@@ -57,7 +58,7 @@ class PinOps:
 
     # -- pins ---------------------------------------------------------------------------------------------
     def _request_of(self, req) -> PinRequest:
-        return Decoder(wire_schema(), PinRequest).decode(req.params.get("request"))
+        return build(req.params.get("request"), _REQUEST)
 
     def _service(self, req) -> AffinityService:
         m = self._machine()

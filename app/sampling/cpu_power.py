@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from app.machine.cpuidle import IdleLayout, IdleSample, read_idle_layout, read_idle_sample
 from app.machine.frequency import FreqSample, busy_mhz, read_frequency
+from app.parse.json_text import CpuId, NonNegative
 from app.sysroot import SysRoot
 
 BUDGET = 0.005              # share of one core the reads may cost
@@ -34,8 +35,8 @@ class CpuIdle:
 @dataclass(frozen=True)
 class CpuPower:
     seconds: float                              # the interval of the idle shares (0: none yet)
-    idle: dict[int, CpuIdle] = field(default_factory=dict)
-    mhz: dict[int, float] = field(default_factory=dict)
+    idle: dict[CpuId, CpuIdle] = field(default_factory=dict)
+    mhz: dict[CpuId, NonNegative] = field(default_factory=dict)
     mhz_source: str = ""                        # "scaling_cur_freq" or "APERF/MPERF"
     idle_why: str = ""                          # why there are no idle figures, where there are none
     mhz_why: str = ""                           # why there is no frequency, where there is none

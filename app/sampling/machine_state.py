@@ -7,18 +7,16 @@ a rising `generation`; every widget's `set_state(state)` only applies it. Widget
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-# At run time, not only for annotations: the wire's schema (app/remote/codec.py) resolves this field's
-# class from this module. A module of one small dataclass.
+# At run time, not only for annotations: the wire (app/remote/decode.py) decodes a MachineState through
+# msgspec, which resolves each field's class from this module.
+from app.machine.interrupts import IrqTable
+from app.machine.sample import MachineSample
 from app.machine.thread_names import NO_THREAD_NAMES, ThreadNames
-from app.sampling.cpu_power import CpuPower      # the same, for the idle states and frequency
-
-if TYPE_CHECKING:  # only for annotations: keeps this module import-light
-    from app.machine.interrupts import IrqTable
-    from app.machine.sample import MachineSample
-    from app.machine.topology import Topology
-    from app.sampling.rates import Rates
+from app.machine.topology import Topology
+from app.parse.json_text import CpuId, Finite, NonNegative
+from app.sampling.cpu_power import CpuPower
+from app.sampling.rates import Rates
 
 
 @dataclass(frozen=True)
@@ -31,8 +29,8 @@ class MachineState:
     live: bool = True                     # False for a snapshot or a reopened session: no live actions
     source: str = "/"                     # root path, or session file, shown in the title
     notes: tuple[str, ...] = ()           # e.g. "one capture only: totals shown, not rates"
-    residency: dict = field(default_factory=dict)   # tid/pid -> {cpu: share} for tracked threads
-    trails: dict = field(default_factory=dict)      # tid -> ((time, cpu), ...)
+    residency: dict[int, dict[CpuId, NonNegative]] = field(default_factory=dict)   # tid/pid -> {cpu: share} for tracked threads
+    trails: dict[int, tuple[tuple[Finite, CpuId], ...]] = field(default_factory=dict)      # tid -> ((time, cpu), ...)
     host: str = ""                        # the ssh host it came from (app/remote); "" for this machine
     stale: str = ""                       # why it is not current (the link to `host` is down); "" when it is
     # Full names of Java threads whose comm the kernel cut to 15 bytes (app/sampling/java_names.py);

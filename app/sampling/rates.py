@@ -17,49 +17,50 @@ from dataclasses import dataclass, field
 from app.errors import CoremapError
 from app.machine.sample import MachineSample
 from app.parse.interrupts import InterruptTable
+from app.parse.json_text import CpuId, NonNegative
 from app.parse.stat import CpuTimes
 
 
 @dataclass(frozen=True)
 class IrqRate:
     irq: str
-    per_cpu: tuple[float, ...]      # interrupts/s per CPU, in the order of Rates.cpus; () for ERR/MIS
-    total: float
+    per_cpu: tuple[NonNegative, ...]      # interrupts/s per CPU, in the order of Rates.cpus; () for ERR/MIS
+    total: NonNegative
 
 
 @dataclass(frozen=True)
 class CpuRates:
-    cpu: int
-    irq_per_s: float                          # every hard-IRQ row with per-CPU counts (device + LOC, NMI, IPI...)
-    softirq_per_s: dict[str, float] = field(default_factory=dict)
-    softirq_total_per_s: float = 0.0
-    busy_pct: float | None = None             # % of this CPU's elapsed ticks (/proc/stat); None without stat
-    user_pct: float | None = None             # user + nice
-    system_pct: float | None = None
-    irq_pct: float | None = None
-    softirq_pct: float | None = None
-    irq_softirq_pct: float | None = None
-    idle_pct: float | None = None
-    iowait_pct: float | None = None
-    steal_pct: float | None = None
+    cpu: CpuId
+    irq_per_s: NonNegative                          # every hard-IRQ row with per-CPU counts (device + LOC, NMI, IPI...)
+    softirq_per_s: dict[str, NonNegative] = field(default_factory=dict)
+    softirq_total_per_s: NonNegative = 0.0
+    busy_pct: NonNegative | None = None             # % of this CPU's elapsed ticks (/proc/stat); None without stat
+    user_pct: NonNegative | None = None             # user + nice
+    system_pct: NonNegative | None = None
+    irq_pct: NonNegative | None = None
+    softirq_pct: NonNegative | None = None
+    irq_softirq_pct: NonNegative | None = None
+    idle_pct: NonNegative | None = None
+    iowait_pct: NonNegative | None = None
+    steal_pct: NonNegative | None = None
 
 
 @dataclass(frozen=True)
 class TaskRate:
     tid: int
     pid: int
-    cpu_pct: float                      # % of one CPU
-    migrations_per_s: float | None
-    last_cpu: int
+    cpu_pct: NonNegative                      # % of one CPU
+    migrations_per_s: NonNegative | None
+    last_cpu: CpuId
     moved: bool                         # last_cpu changed since the previous sample
-    switches_per_s: float | None        # voluntary + involuntary context switches
+    switches_per_s: NonNegative | None        # voluntary + involuntary context switches
 
 
 @dataclass(frozen=True)
 class Rates:
-    seconds: float
-    cpus: tuple[int, ...]
-    per_cpu: dict[int, CpuRates]
+    seconds: NonNegative
+    cpus: tuple[CpuId, ...]
+    per_cpu: dict[CpuId, CpuRates]
     irqs: dict[str, IrqRate]
     tasks: dict[int, TaskRate]
     new_irqs: tuple[str, ...] = ()

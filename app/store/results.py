@@ -5,7 +5,7 @@ They come back from files: a saved session (which passed the session checks but 
 its JSON), `report --verify FILE`. A field of the wrong type (a history tick `{"irq": [1, 2]}`), a number
 that is nan, inf or negative where a count belongs, or a list longer than any real run is left out with a
 note, so the rest still shows; nothing downstream has to guess. One pass at the door, instead of a check
-at every use. A verification's parts are typed definitions checked by app/parse/typed.py convert,
+at every use. A verification's parts are typed definitions checked by app/parse/json_text.py convert,
 field by field (fields_checked). A stored probe result's definition is beside its probe (probes/results.py
 check_result), which the model's readers of a session take from their caller (app/store sits below probes/).
 """
@@ -18,8 +18,7 @@ from msgspec import NODEFAULT, UNSET, Meta, Struct, UnsetType
 from msgspec.structs import fields
 
 from app.format import printable
-from app.parse.json_text import JsonInputError
-from app.parse.typed import convert, Count, CpuId, MAX_FLOAT, NonNegative
+from app.parse.json_text import convert, Count, CpuId, JsonInputError, MAX_FLOAT, NonNegative
 from app.pinning.journal import KINDS as JOURNAL_KINDS
 
 MAX_ITEMS = 1 << 16          # buckets, gaps, causes, rows: a real result holds hundreds at most

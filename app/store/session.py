@@ -37,12 +37,15 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
+
+import msgspec
 
 import app
 from app.atomic import atomic_writer
 from app.errors import CoremapError, SysRootReadError
 from app.inputs import open_input
-from app.parse.json_text import JsonInputError, load_json
+from app.parse.json_text import JsonInputError, Meta, decode_json, load_json
 from app.store.results import clean_history, clean_journal_rows, clean_verification
 from app.sysroot import SysRoot
 
@@ -328,29 +331,29 @@ def _check_link(path: Path, name: str, target: str) -> None:
                       "it was not written by coremap; do not open it")
 
 
-def _read_manifest(path: Path, zf: zipfile.ZipFile) -> dict:
+class Manifest(msgspec.Struct, frozen=True):
+    """manifest.json (the module docstring); keys a later format adds are passed over, so that its
+    format number can say which coremap to upgrade to."""
+    format: Annotated[int, Meta(ge=1)]
+    contents: list[Annotated[str, Meta(max_length=4096)]]
+    coremap: str = ""
+    created: str = ""
+    host: str = ""
+
+
+def _read_manifest(path: Path, zf: zipfile.ZipFile) -> Manifest:
     try:
         raw = _read(path, zf, zf.getinfo(MANIFEST))
     except KeyError:
         raise _refuse(path, "is a zip but not a coremap session (it has no manifest.json)",
                       "open a .coremap file saved by coremap (File → Save Session)") from None
     try:
-        manifest = load_json(raw, what=MANIFEST, limit=MAX_MEMBER_BYTES)
+        manifest = decode_json(raw, Manifest, what=MANIFEST, limit=MAX_MEMBER_BYTES)
     except JsonInputError as e:
-        raise _refuse(path, f"manifest.json is not valid JSON ({str(e).removeprefix(MANIFEST + ': ')}; the "
-                            "file is damaged)") from None
-    if not isinstance(manifest, dict):
-        raise _refuse(path, "manifest.json is not a JSON object (the file is damaged)")
-    fmt = manifest.get("format")
-    if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt < 1:
-        raise _refuse(path, f"manifest.json has no valid format number ({fmt!r})")
-    if fmt > FORMAT:
-        made_by = manifest.get("coremap", "?")
-        raise SessionError(f"{path}: made by coremap {made_by} (format {fmt}); this coremap "
+        raise _refuse(path, f"{e} (the file is damaged)") from None
+    if manifest.format > FORMAT:
+        raise SessionError(f"{path}: made by coremap {manifest.coremap or '?'} (format {manifest.format}); this coremap "
                            f"({app.__version__}) reads format {FORMAT}: upgrade coremap to open it")
-    contents = manifest.get("contents")
-    if not isinstance(contents, list) or not all(isinstance(c, str) for c in contents):
-        raise _refuse(path, "manifest.json has no list of contents (the file is damaged)")
     return manifest
 
 
@@ -403,7 +406,7 @@ def _open_zip(path: Path, f, check_result) -> Session:
         if total > MAX_TOTAL_BYTES:
             raise _refuse(path, f"unpacks to {total} bytes, more than the {MAX_TOTAL_BYTES} a session may (refused)")
         manifest = _read_manifest(path, zf)
-        missing = [c for c in manifest["contents"] if c not in names]
+        missing = [c for c in manifest.contents if c not in names]
         if missing:
             raise _refuse(path, f"manifest.json lists {missing[0]!r}, which the zip lacks (the file is damaged)",
                           "the copy is incomplete: copy or download it again")
@@ -452,9 +455,8 @@ def _jsonl_rows(path: Path, name: str, data: bytes) -> list[dict]:
     return rows
 
 
-def _load(path: Path, zf: zipfile.ZipFile, manifest: dict, infos: list, links: dict, check_result) -> Session:
-    s = Session(host=str(manifest.get("host", "")), created=str(manifest.get("created", "")),
-                coremap_version=str(manifest.get("coremap", "")), source=path)
+def _load(path: Path, zf: zipfile.ZipFile, manifest: Manifest, infos: list, links: dict, check_result) -> Session:
+    s = Session(host=manifest.host, created=manifest.created, coremap_version=manifest.coremap, source=path)
     probe_json: dict[int, dict] = {}
     probe_hlog: dict[int, bytes] = {}
     left_out: set[int] = set()          # probe runs out of shape: their note is in s.problems

@@ -2,7 +2,7 @@
 null where not measured. 4096 CPUs are ~8.4M pairs, a day of ping-pong: no real run holds more."""
 from __future__ import annotations
 
-from app.parse.typed import CpuId, NonNegative
+from app.parse.json_text import CpuId, NonNegative
 from app.store.results import list_of
 from probes.result import Result
 

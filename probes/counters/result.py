@@ -7,7 +7,7 @@ from typing import Annotated
 
 from msgspec import Meta, Struct
 
-from app.parse.typed import Count, CpuId, NonNegative
+from app.parse.json_text import Count, CpuId, NonNegative
 from app.store.results import list_of, text
 from probes.result import Result
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from msgspec import UNSET, Struct
 
-from app.parse.typed import Count, CpuId, NonNegative
+from app.parse.json_text import Count, CpuId, NonNegative
 from app.store.results import U63, Absent, Text, list_of, text, whole
 from probes.result import Result, Share, Tail
 

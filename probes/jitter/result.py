@@ -2,7 +2,7 @@
 attribution (probes/result.py Result); nothing more is required (its text is not printed again)."""
 from __future__ import annotations
 
-from app.parse.typed import Count, CpuId
+from app.parse.json_text import Count, CpuId
 from probes.result import Result
 
 

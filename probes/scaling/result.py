@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from msgspec import UNSET, Struct
 
-from app.parse.typed import CpuId, NonNegative
+from app.parse.json_text import CpuId, NonNegative
 from app.store.results import Absent, list_of, number, text, whole
 from probes.result import Result
 

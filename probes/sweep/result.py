@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from msgspec import Struct
 
-from app.parse.typed import Count, CpuId, NonNegative
+from app.parse.json_text import Count, CpuId, NonNegative
 from app.store.results import list_of, number
 from probes.result import Result
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from msgspec import UNSET, Struct
 
-from app.parse.typed import Count, CpuId
+from app.parse.json_text import Count, CpuId
 from app.store.results import Absent, Text, text, whole
 from probes.result import Percentiles, Result
 

@@ -34,24 +34,24 @@ def _ask(h: Helper, **req) -> dict:
 
 
 @pytest.mark.parametrize("req, why", [
-    ({"op": "set_setting", "kind": "sysctl", "id": 9, "value": [0]}, "id must be an integer in 0..5"),
+    ({"op": "set_setting", "kind": "sysctl", "id": 9, "value": [0]}, "request: id: expected int in 0..5"),
     ({"op": "set_setting", "kind": "sysctl", "id": 0, "value": []}, "n/a is not a value for kernel.timer_migration"),
-    ({"op": "set_setting", "kind": "sysctl", "id": 0, "value": [70000]}, "value must be an integer in 0..65535"),
-    ({"op": "set_setting", "kind": "sysctl", "id": 0, "value": [True]}, "value must be an integer"),
-    ({"op": "set_setting", "kind": "path", "id": 0, "value": [1]}, "kind must be sysctl, thp, pmqos, governor, epb, irqbalancecpu or irqbalanceirq"),
+    ({"op": "set_setting", "kind": "sysctl", "id": 0, "value": [70000]}, "request: value[0]: expected int <= 65535"),
+    ({"op": "set_setting", "kind": "sysctl", "id": 0, "value": [True]}, "request: value[0]: expected int, got bool"),
+    ({"op": "set_setting", "kind": "path", "id": 0, "value": [1]}, "request: kind: invalid enum value 'path'"),
     ({"op": "set_setting", "kind": "pmqos", "id": 99, "value": [0]}, "CPU 99 is not online"),
     ({"op": "set_setting", "kind": "sysctl", "id": 4, "value": [1, 0, 2]},
      "-2 is not a value for kernel.sched_rt_runtime_us"),                  # -1 is the least (issue 30)
     ({"op": "set_setting", "kind": "thp", "id": 0, "value": [3]}, "? is not a value for transparent huge pages"),
     ({"op": "set_setting", "kind": "epb", "id": 0, "value": [16]}, "16 is not a value for CPU 0 energy_perf_bias"),
-    ({"op": "set_setting", "kind": "dmalatency", "id": 0, "value": [0]}, "kind must be sysctl, thp, pmqos"),
-    ({"op": "set_cpuset", "index": 0, "cpus": "0"}, "index must be an integer in 1..2"),
+    ({"op": "set_setting", "kind": "dmalatency", "id": 0, "value": [0]}, "request: kind: invalid enum value 'dmalatency'"),
+    ({"op": "set_cpuset", "index": 0, "cpus": "0"}, "request: index: expected int >= 1"),
     ({"op": "set_cpuset", "index": 1, "cpus": "0-x"}, "2-5,8"),
-    ({"op": "move_task", "id": 1, "index": 3, "thread": False}, "index must be an integer in 0..2"),
-    ({"op": "move_task", "id": 1, "index": 0, "thread": 1}, "thread must be true or false"),
-    ({"op": "set_subtree", "on": "yes"}, "on must be true or false"),
-    ({"op": "set_slice", "index": 7, "cpus": "0"}, "index must be an integer in 0..2"),
-    ({"op": "set_cpuset", "index": 1, "cpus": "0", "path": "/etc"}, "unknown keys ['path']"),
+    ({"op": "move_task", "id": 1, "index": 3, "thread": False}, "request: index: expected int <= 2"),
+    ({"op": "move_task", "id": 1, "index": 0, "thread": 1}, "request: thread: expected bool, got int"),
+    ({"op": "set_subtree", "on": "yes"}, "request: on: expected bool, got str"),
+    ({"op": "set_slice", "index": 7, "cpus": "0"}, "request: index: expected int <= 2"),
+    ({"op": "set_cpuset", "index": 1, "cpus": "0", "path": "/etc"}, "request: object contains unknown field path"),
 ])
 def test_each_new_request_refuses_what_is_out_of_range(tree, req, why):
     reply = Helper(tree).handle(json.dumps(req))

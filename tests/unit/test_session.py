@@ -211,12 +211,12 @@ def test_newer_format(tmp_path, private_tmp):
 @pytest.mark.parametrize("fmt", [0, "1", None, True])
 def test_invalid_format_number(tmp_path, private_tmp, fmt):
     p = _zip(tmp_path / "f.coremap", {"notes.md": b"x"}, _manifest(["notes.md"], fmt=fmt))
-    _refused(p, private_tmp, "no valid format number")
+    _refused(p, private_tmp, "manifest.json: format: expected int")
 
 
 def test_manifest_not_json(tmp_path, private_tmp):
     p = _zip(tmp_path / "m.coremap", {"manifest.json": b"{not json"})
-    _refused(p, private_tmp, "not valid JSON")
+    _refused(p, private_tmp, "manifest.json: not JSON")
 
 
 def test_manifest_lists_missing_member(tmp_path, private_tmp):

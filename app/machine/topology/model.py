@@ -4,9 +4,11 @@ can be handed between threads and over the wire (app/remote/codec.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated
 
 from app.errors import CpuListError
-from app.parse.cpulist import format_cpulist
+from app.parse.cpulist import MAX_CPU, format_cpulist
+from app.parse.json_text import CpuId, Meta
 
 
 @dataclass(frozen=True)
@@ -14,7 +16,7 @@ class Cache:
     level: int
     type: str                      # Data, Instruction, Unified
     size_bytes: int | None
-    cpus: tuple[int, ...]          # shared_cpu_list
+    cpus: tuple[CpuId, ...]          # shared_cpu_list
     id: int | None                 # cache/indexK/id where the kernel provides it
 
     @property
@@ -26,14 +28,14 @@ class Cache:
 
 @dataclass(frozen=True)
 class Cpu:
-    id: int
+    id: CpuId
     online: bool
     package_id: int | None = None  # raw physical_package_id; None for -1 or unknown
     die_id: int | None = None
     cluster_id: int | None = None  # None for -1 and 65535
     core_id: int | None = None     # raw core_id: NOT unique, never use it to group
     node: int | None = None
-    siblings: tuple[int, ...] = ()  # hardware threads of the same core (this CPU included)
+    siblings: tuple[CpuId, ...] = ()  # hardware threads of the same core (this CPU included)
     kind: str | None = None        # "P", "E", or None on a machine with one kind of core
     capacity: int | None = None    # cpu_capacity (arm64, riscv): 1024 is the fastest CPU
     isolated: bool = False
@@ -47,7 +49,7 @@ class Cpu:
 @dataclass(frozen=True)
 class Core:
     index: int                     # position in Topology.cores (cores in CPU order)
-    cpus: tuple[int, ...]
+    cpus: tuple[CpuId, ...]
     core_id: int | None
     package_id: int | None
     die_id: int | None
@@ -58,8 +60,8 @@ class Core:
 @dataclass(frozen=True)
 class NumaNode:
     id: int
-    cpus: tuple[int, ...]          # may be empty (GPU or CXL memory nodes)
-    distances: dict = field(default_factory=dict)   # node id -> distance (10 = local)
+    cpus: tuple[CpuId, ...]          # may be empty (GPU or CXL memory nodes)
+    distances: dict[int, int] = field(default_factory=dict)   # node id -> distance (10 = local)
     memory_kb: int | None = None
 
 
@@ -67,7 +69,7 @@ class NumaNode:
 class Package:
     id: int | None                 # raw physical_package_id (36 and 8442 on Kunpeng); None unknown
     index: int
-    cpus: tuple[int, ...]
+    cpus: tuple[CpuId, ...]
     cores: tuple[int, ...]         # Core.index values
     dies: tuple[int | None, ...]
 
@@ -78,13 +80,13 @@ class Topology:
     model_name: str | None
     kernel_release: str | None
     hostname: str | None
-    cpus: tuple[Cpu, ...]          # every CPU known: possible | present | cpuN folders, sorted
-    online: tuple[int, ...]
-    offline: tuple[int, ...]
-    possible: tuple[int, ...]
-    present: tuple[int, ...]
-    isolated: tuple[int, ...]
-    nohz_full: tuple[int, ...]
+    cpus: Annotated[tuple[Cpu, ...], Meta(max_length=MAX_CPU)]          # every CPU known: possible | present | cpuN folders, sorted
+    online: tuple[CpuId, ...]
+    offline: tuple[CpuId, ...]
+    possible: tuple[CpuId, ...]
+    present: tuple[CpuId, ...]
+    isolated: tuple[CpuId, ...]
+    nohz_full: tuple[CpuId, ...]
     cmdline: str | None
     nodes: tuple[NumaNode, ...]
     packages: tuple[Package, ...]
@@ -95,7 +97,7 @@ class Topology:
     smt_active: bool | None
     hybrid: bool
     isolcpus_flags: tuple[str, ...] = ()
-    isolcpus: tuple[int, ...] = ()  # the CPUs isolcpus= names, whatever its flags; `isolated`: the scheduler's
+    isolcpus: tuple[CpuId, ...] = ()  # the CPUs isolcpus= names, whatever its flags; `isolated`: the scheduler's
     kind_source: str | None = None  # where P/E came from: cpu_core/cpu_atom, cpu_capacity, ...
     notes: tuple[str, ...] = ()
 
