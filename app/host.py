@@ -20,7 +20,8 @@ from app.errors import CoremapError
 from app.pinning.api import PinService
 from app.pinning.journal import Journal
 from app.pinning.service import AffinityService
-from app.quiet.service import LocalQuiet, QuietService
+from app.quiet.isolate import LocalQuiet
+from app.quiet.service import QuietService
 from app.sampling.sampler import Sampler
 from app.sampling.sources import MachineSource
 from app.store.folders import journal_path

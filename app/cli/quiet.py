@@ -91,21 +91,20 @@ def knobs_asked(args) -> tuple[str, ...]:
 
 def run(args) -> int:
     # imported here: the quiet model reads every thread and IRQ, and every command registers this one
-    from app.quiet.isolate import (apply_preview, failed_results, outcome_sentence, preview_include, preview_isolate,
-                           preview_text)
-    service = affinity_service(args)
+    from app.quiet.isolate import LocalQuiet, failed_results, outcome_sentence, preview_text
+    quiet = LocalQuiet(affinity_service(args))
     if args.action == "isolate":
-        preview = preview_isolate(service, args.cpus, pm_qos=args.pm_qos, move_pinned=args.move_pinned,
-                                  knobs=knobs_asked(args))
+        preview = quiet.preview("isolate", args.cpus, pm_qos=args.pm_qos, move_pinned=args.move_pinned,
+                                knobs=knobs_asked(args))
     else:
-        preview = preview_include(service, args.cpus, keep_pins=args.keep_pins)
+        preview = quiet.preview("include", args.cpus, keep_pins=args.keep_pins)
     if args.dry_run:
         if args.json:
             write_json({"preview": asdict(preview)}, args)
         else:
             print(preview_text(preview))
         return 0
-    results = apply_preview(service, preview)
+    results = quiet.apply(preview)
     failed = failed_results(results)
     if args.json:
         write_json({"preview": asdict(preview), "results": [asdict(r) for r in results],

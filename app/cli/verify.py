@@ -157,8 +157,8 @@ def _toggle(service, plan, quiet: bool) -> None:
     """Make the plan's CPUs quiet or not (isolate / include), saying what moved. QuietError when a write
     failed (what the kernel refuses by design is not a failure): a run on CPUs half made quiet, or half
     given back, would measure neither side."""
-    from app.quiet.isolate import QuietError, failed_results, set_quiet   # imported here, as run()'s are
-    done = set_quiet(service, plan.cpus, quiet)
+    from app.quiet.isolate import LocalQuiet, QuietError, failed_results   # imported here, as run()'s are
+    done = LocalQuiet(service).set_quiet(plan.cpus, quiet)
     if done is None:
         return
     sentence, results = done

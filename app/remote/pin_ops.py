@@ -24,7 +24,7 @@ from app.errors import CoremapError
 from app.pinning.flow import Progress
 from app.pinning.service import AffinityService
 from app.pinning.targets import PinRequest, PinTarget
-from app.quiet.service import ACTIONS, LocalQuiet
+from app.quiet.isolate import ACTIONS, LocalQuiet
 from app.remote.codec import Encoder
 from app.remote.decode import Schema, build
 

@@ -8,8 +8,7 @@ from app.errors import CoremapError
 from app.pinning.flow import Progress
 from app.pinning.service import BatchResults
 from app.pinning.targets import PinResult
-from app.quiet.isolate import QuietPreview
-from app.quiet.service import ACTIONS
+from app.quiet.isolate import ACTIONS, QuietPreview
 from app.remote.codec import wire_schema
 from app.remote.decode import DecodeError, Decoder
 from app.remote.pins import PIN_TIMEOUT, RemoteAffinityService

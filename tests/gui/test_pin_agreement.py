@@ -21,7 +21,7 @@ from app.cli.main import main
 from app.machine.topology import read_topology
 from app.pinning.journal import Journal
 from app.pinning.service import AffinityService, PinRequest, PinTarget
-from app.quiet.isolate import apply_preview, preview_include, preview_isolate
+from app.quiet.isolate import LocalQuiet
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.gui.pins import settle, show_pins
@@ -97,14 +97,14 @@ def _agree(service, payload, cpus, cli, topology, *, goes: bool) -> list:
 def test_a_thread_onto_a_quiet_cpu_behind_the_shield_goes_by_every_way_in(state, capsys):
     p, tid = _threaded()
     try:
-        apply_preview(state, preview_isolate(state, (1,)))
+        LocalQuiet(state).apply(LocalQuiet(state).preview("isolate", (1,)))
         assert _cpuset(p.pid, tid) == "/coremap-system" and _allowed(p.pid, tid) == {0}
         topo = read_topology(SysRoot("/"))
         payload = PinPayload("thread", (tid,), p.pid)
         results = _agree(state, payload, (1,), ["pin", "--tid", str(tid)], topo, goes=True)
         assert [r.target.kind for r in results] == ["cpuset", "cgroupthread", "thread"]    # placed first, as the CLI does
         assert _allowed(p.pid, tid) == {1} and _cpuset(p.pid, tid) == "/coremap-pinned"
-        apply_preview(state, preview_include(state, (1,)))
+        LocalQuiet(state).apply(LocalQuiet(state).preview("include", (1,)))
     finally:
         p.kill()
         p.wait()
@@ -195,7 +195,7 @@ def test_a_real_drop_onto_a_quiet_cpus_cell_pins_the_thread_there(state, qtbot):
     w = build_window(None)
     qtbot.addWidget(w)
     try:
-        apply_preview(state, preview_isolate(state, (1,)))
+        LocalQuiet(state).apply(LocalQuiet(state).preview("isolate", (1,)))
         w.resize(1400, 900)
         w.show()
         qtbot.waitExposed(w)
@@ -214,7 +214,7 @@ def test_a_real_drop_onto_a_quiet_cpus_cell_pins_the_thread_there(state, qtbot):
         settle(w)
         assert _allowed(p.pid, tid) == {1} and _cpuset(p.pid, tid) == "/coremap-pinned"
         assert "failed" not in w.pin_controller.result_line.text()
-        apply_preview(state, preview_include(state, (1,)))
+        LocalQuiet(state).apply(LocalQuiet(state).preview("include", (1,)))
     finally:
         p.kill()
         p.wait()

@@ -14,7 +14,7 @@ import pytest
 from app.parse.cpulist import parse_cpulist
 from app.pinning.journal import Journal
 from app.pinning.service import AffinityService, PinRequest, PinTarget
-from app.quiet.isolate import apply_preview, preview_isolate
+from app.quiet.isolate import LocalQuiet
 from app.sysroot import SysRoot
 from tests.gui.pins import show_pins
 from tests.machines import extract, writable_test_tree
@@ -55,7 +55,7 @@ def _report(copy: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
 
 def test_the_cli_report_holds_this_jobs_pins_and_since_chooses(machine, tmp_path):
     copy, service, old, new = machine
-    apply_preview(service, preview_isolate(service, "1"))
+    LocalQuiet(service).apply(LocalQuiet(service).preview("isolate", "1"))
     [r] = service.apply(PinRequest((PinTarget("irq", new),), (1,)))
     assert r.ok
     job = _report(copy, tmp_path / "job.html")

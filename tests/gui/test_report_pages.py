@@ -112,7 +112,7 @@ def test_the_cli_report_of_a_machine_holds_its_pins_and_badges_its_quiet_cpus(qa
 
     from app.pinning.journal import Journal
     from app.pinning.service import AffinityService
-    from app.quiet.isolate import apply_preview, preview_isolate
+    from app.quiet.isolate import LocalQuiet
     from tests.machines import writable_test_tree
 
     copy = tmp_path / "sno"
@@ -121,7 +121,8 @@ def test_the_cli_report_of_a_machine_holds_its_pins_and_badges_its_quiet_cpus(qa
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     with Journal(state / "journal.jsonl") as journal:
-        apply_preview(AffinityService(root, journal), preview_isolate(AffinityService(root, journal), "1"))
+        quiet = LocalQuiet(AffinityService(root, journal))
+        quiet.apply(quiet.preview("isolate", "1"))
 
     def report(state_dir, name):
         env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}

@@ -181,7 +181,7 @@ def test_with_a_cgroup_v2_shield_a_placed_process_stays_in_the_root(tmp_path):
 def test_verifys_toggle_keeps_the_pins_and_the_last_give_back_returns_all(state, capsys):
     """Verify gives the CPUs back between its runs (set_quiet): a give-back for a run, so the thread pinned
     onto the quiet CPU keeps its pin through it; the user's Give back at the end returns everything."""
-    from app.quiet.isolate import set_quiet
+    from app.quiet.isolate import LocalQuiet
     proc = subprocess.Popen([sys.executable, "-c", THREADS], stdout=subprocess.PIPE, text=True)
     proc.stdout.readline()
     try:
@@ -190,9 +190,9 @@ def test_verifys_toggle_keeps_the_pins_and_the_last_give_back_returns_all(state,
         before = machine_fingerprint()
         assert main(["isolate", "--cpus", "1"]) == 0
         assert main(["pin", "--tid", str(tid), "--cpus", "1"]) == 0
-        assert set_quiet(state, [1], False) is not None
+        assert LocalQuiet(state).set_quiet([1], False) is not None
         assert _status_cpus(folder) == "1"                  # Verify's not-quiet run: the pin stays
-        assert set_quiet(state, [1], True) is not None
+        assert LocalQuiet(state).set_quiet([1], True) is not None
         assert _status_cpus(folder) == "1"
         assert main(["include", "--cpus", "1"]) == 0
         assert fingerprint_diff(before, machine_fingerprint()) == []

@@ -23,7 +23,7 @@ from app.cli.main import main
 from app.quiet.guard import CANNOT_TELL, CHUNK, REAPPLY_LIMIT, Guard, event_line
 from app.pinning.journal import Journal
 from app.parse.cpulist import parse_cpulist
-from app.quiet.isolate import apply_preview, preview_isolate
+from app.quiet.isolate import LocalQuiet
 from app.sysroot import SysRoot
 from tests.live import live_test, restore_quiet
 from tests.machines import extract, writable_test_tree
@@ -136,7 +136,7 @@ def test_a_rewritten_irq_is_reported_once_then_reapplied_when_asked(tree, servic
 
 def test_irqbalance_is_named_and_the_fight_is_rate_limited_with_the_fix(tree, service):
     _irqbalance_in(tree)
-    apply_preview(service, preview_isolate(service, "2-3"))
+    LocalQuiet(service).apply(LocalQuiet(service).preview("isolate", "2-3"))
     moved = next(e for e in service.journal.entries() if e.kind == "irq" and e.state == "done")
     path = tree.irq_dir(moved.target_id, "smp_affinity_list")
     batch = service.ledger().undo[-1]
@@ -156,7 +156,7 @@ def test_irqbalance_is_named_and_the_fight_is_rate_limited_with_the_fix(tree, se
 
 def test_a_mask_change_and_a_pin_by_another_coremap(tree, service, tmp_path):
     irq = _spread_irq(tree)
-    apply_preview(service, preview_isolate(service, "4"))
+    LocalQuiet(service).apply(LocalQuiet(service).preview("isolate", "4"))
     guard = Guard(service)
     guard.tick()
     other = AffinityService(tree, Journal(service.journal.path))      # `coremap pin` in a terminal

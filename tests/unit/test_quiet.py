@@ -16,8 +16,7 @@ from app.pinning.service import AffinityService, PinRequest, PinTarget
 from app.cli.main import main
 from app.pinning.journal import Journal
 from app.parse.cpulist import parse_cpulist, parse_cpumask
-from app.quiet.isolate import (QuietError, apply_preview, failed_results, outcome_sentence, preview_include,
-                       preview_isolate, preview_text, set_quiet)
+from app.quiet.isolate import LocalQuiet, QuietError, failed_results, outcome_sentence, preview_text
 from app.pinning.ledger import Ledger, Moved
 from app.sysroot import SysRoot
 from tests.live import live_test, read_affinities, restore_quiet
@@ -77,7 +76,7 @@ def _masks(root: SysRoot) -> dict:
 # -- the preview -------------------------------------------------------------------------------------
 def test_preview_moves_every_mask_touching_the_quiet_cpus_and_says_what_stays(tree, service):
     before = _masks(tree)
-    p = preview_isolate(service, "1-2")
+    p = LocalQuiet(service).preview("isolate", "1-2")
     hk = tuple(c for c in range(12) if c not in (1, 2))
     assert (p.cpus, p.housekeeping) == ((1, 2), hk)
     moved = {(m.target.kind, m.target.netdev, m.target.id): m for m in p.moves}
@@ -115,7 +114,7 @@ def test_preview_moves_every_mask_touching_the_quiet_cpus_and_says_what_stays(tr
                                        ("", "names no CPU")])
 def test_bad_cpu_lists_are_refused_before_any_journal_line(service, cpus, why):
     with pytest.raises(QuietError, match=why):
-        preview_isolate(service, cpus)
+        LocalQuiet(service).preview("isolate", cpus)
     assert service.journal.entries() == [] and service.journal.quiet_events() == []
 
 
@@ -123,14 +122,14 @@ def test_an_offline_cpu_is_refused(tree, service):
     tree.cpu_dir("online").write_text("0-2,4-11\n")
     tree.cpu_dir("cpu3", "online").write_text("0\n")
     with pytest.raises(QuietError, match="CPU 3 is offline"):
-        preview_isolate(service, "3")
+        LocalQuiet(service).preview("isolate", "3")
 
 
 # -- apply, undo, redo, include ---------------------------------------------------------------------------
 def test_one_batch_one_undo_and_include_reverses_it(tree, service):
     before = _masks(tree)
-    p = preview_isolate(service, "1-2")
-    results = apply_preview(service, p)
+    p = LocalQuiet(service).preview("isolate", "1-2")
+    results = LocalQuiet(service).apply(p)
     assert len(results) == len(p.moves) and all(r.ok for r in results), [r.line() for r in results if not r.ok]
     [q] = service.journal.quiet_events()
     assert (q.action, q.cpus) == ("isolate", (1, 2))
@@ -151,13 +150,13 @@ def test_one_batch_one_undo_and_include_reverses_it(tree, service):
     service.redo()
     assert _masks(tree) == isolated and service.ledger().quiet_cpus == (1, 2)
 
-    back = preview_include(service, "1-2")
+    back = LocalQuiet(service).preview("include", "1-2")
     # Everything that lost a quiet CPU gets it back; an IRQ only rewritten (its effective CPU was
     # quiet, its mask not) lost nothing and has nothing to get back.
     assert {m.target.key for m in back.moves} == {m.target.key for m in p.moves if set(m.before) - set(m.after)}
-    assert all(r.ok for r in apply_preview(service, back))
+    assert all(r.ok for r in LocalQuiet(service).apply(back))
     assert _masks(tree) == before and service.ledger().quiet_cpus == ()
-    again = preview_include(service, "1-2")
+    again = LocalQuiet(service).preview("include", "1-2")
     assert again.moves == () and "not quiet" in again.notes[0]
     service.undo()                                                           # undo the include: quiet again
     assert _masks(tree) == isolated and service.ledger().quiet_cpus == (1, 2)
@@ -165,21 +164,21 @@ def test_one_batch_one_undo_and_include_reverses_it(tree, service):
 
 def test_include_one_cpu_at_a_time_ends_where_it_began(tree, service):
     before = _masks(tree)
-    apply_preview(service, preview_isolate(service, "1-2"))
-    apply_preview(service, preview_include(service, "1"))
+    LocalQuiet(service).apply(LocalQuiet(service).preview("isolate", "1-2"))
+    LocalQuiet(service).apply(LocalQuiet(service).preview("include", "1"))
     assert service.ledger().quiet_cpus == (2,)
     partial = _masks(tree)
     assert all(2 not in v for v in partial.values() if v != before.get("rx-1/rps_cpus"))
-    apply_preview(service, preview_include(service, "2"))
+    LocalQuiet(service).apply(LocalQuiet(service).preview("include", "2"))
     assert _masks(tree) == before
 
 
 def test_set_quiet_toggles_only_when_needed(service):
-    assert set_quiet(service, (3,), False) is None
-    sentence, results = set_quiet(service, (3,), True)
+    assert LocalQuiet(service).set_quiet((3,), False) is None
+    sentence, results = LocalQuiet(service).set_quiet((3,), True)
     assert sentence.startswith("isolate CPU 3 (threads moved):") and results
-    assert set_quiet(service, (3,), True) is None
-    sentence, _ = set_quiet(service, (3,), False)
+    assert LocalQuiet(service).set_quiet((3,), True) is None
+    sentence, _ = LocalQuiet(service).set_quiet((3,), False)
     assert sentence.startswith("include CPU 3:") and service.ledger().quiet_cpus == ()
 
 
@@ -188,15 +187,15 @@ def test_an_isolate_keeps_a_pin_made_onto_the_quiet_cpus(tree, service):
                and parse_cpulist(tree.irq_dir(n, "smp_affinity_list").read_text()) == tuple(range(12)))
     [r] = service.apply(PinRequest((PinTarget("irq", irq),), (5,)))
     assert r.ok
-    p = preview_isolate(service, "5")
+    p = LocalQuiet(service).preview("isolate", "5")
     [kept] = [s for s in p.stays if s.target.kind == "irq" and s.target.id == irq]
     assert kept.code == "pinned" and "your pin stays" in kept.reason
     assert irq not in {m.target.id for m in p.moves if m.target.kind == "irq"}
 
 
 def test_pinning_a_moved_irq_back_onto_a_quiet_cpu_warns(tree, service):
-    p = preview_isolate(service, "1")
-    apply_preview(service, p)
+    p = LocalQuiet(service).preview("isolate", "1")
+    LocalQuiet(service).apply(p)
     irq = next(m.target.id for m in p.moves if m.target.kind == "irq")
     results = service.apply(PinRequest((PinTarget("irq", irq),), (1,)))
     [r] = results
@@ -304,8 +303,8 @@ def test_live_dry_run_writes_nothing(state_dir, capsys):
 def test_live_failed_results_are_only_the_kernels_refusals(state_dir):
     svc = _service(state_dir)
     try:
-        p = preview_isolate(svc, (1,))
-        results = apply_preview(svc, p)
+        p = LocalQuiet(svc).preview("isolate", (1,))
+        results = LocalQuiet(svc).apply(p)
         assert failed_results(results) == [], [r.line() for r in failed_results(results)]
     finally:
         restore_quiet(svc)
@@ -315,7 +314,7 @@ def test_live_failed_results_are_only_the_kernels_refusals(state_dir):
 def test_an_isolate_in_a_session_and_a_report_is_one_row(tree, service, tmp_path):
     from app.store.report_pins import pin_lines
     from app.store.session import Session, journal_rows, open_session, save_session
-    results = apply_preview(service, preview_isolate(service, "1-2"))
+    results = LocalQuiet(service).apply(LocalQuiet(service).preview("isolate", "1-2"))
     path = tmp_path / "s.coremap"
     save_session(path, Session(machine_dir=extract("sno"), journal=journal_rows(service.journal.entries())))
     s = open_session(path)

@@ -18,7 +18,7 @@ from app.format import number_value, value_number
 from app.pinning.journal import Journal
 from app.pinning.service import AffinityService, PinTarget
 from app.quiet.guard import Guard
-from app.quiet.isolate import QuietError, apply_preview, preview_include, preview_isolate, preview_text
+from app.quiet.isolate import LocalQuiet, QuietError, preview_text
 from app.quiet.knobs import WORDS
 from app.sysroot import SysRoot
 from tests.live import fingerprint_diff, live_test, machine_fingerprint, restore_quiet
@@ -79,7 +79,7 @@ def knobs_now(root: SysRoot) -> dict[str, str | None]:
 # -- the preview ---------------------------------------------------------------------------------------------
 def test_every_knob_is_a_step_named_with_tunes_reason_and_nothing_is_written(tree, service):
     before = knobs_now(tree)
-    p = preview_isolate(service, QUIET, knobs=tuple(w for w in WORDS if w != "thp_never"))  # THP madvise
+    p = LocalQuiet(service).preview("isolate", QUIET, knobs=tuple(w for w in WORDS if w != "thp_never"))  # THP madvise
     got = {m.target.describe(): m for m in p.moves if m.group == "setting"}
     lines = {k: m.line() for k, m in got.items()}
     assert lines["kernel.hung_task_timeout_secs"].startswith("kernel.hung_task_timeout_secs: 120 -> 600 (tuned's")
@@ -99,7 +99,7 @@ def test_every_knob_is_a_step_named_with_tunes_reason_and_nothing_is_written(tre
 
 
 def test_unticked_knobs_are_not_touched(tree, service):
-    p = preview_isolate(service, QUIET)
+    p = LocalQuiet(service).preview("isolate", QUIET)
     kinds = {m.target.kind for m in p.moves}
     assert kinds == {"sysctl"} and {m.target.label for m in p.moves} == {"kernel.timer_migration", "vm.stat_interval"}
 
@@ -110,18 +110,18 @@ def test_unticked_knobs_are_not_touched(tree, service):
 ])
 def test_a_bad_knob_set_is_refused_before_anything(tree, service, knobs, why):
     with pytest.raises(QuietError, match=why):
-        preview_isolate(service, QUIET, knobs=knobs)
+        LocalQuiet(service).preview("isolate", QUIET, knobs=knobs)
     assert service.journal.entries() == []
 
 
 def test_an_absent_knob_is_a_note_and_nothing_is_written_or_restored(tree, service):
     shutil.rmtree(tree.root / "sys" / "kernel" / "mm" / "ksm")
     (tree.root / "proc/sys/kernel/numa_balancing").unlink()
-    p = preview_isolate(service, QUIET, knobs=("ksm", "numa_balancing", "hung_task"))
+    p = LocalQuiet(service).preview("isolate", QUIET, knobs=("ksm", "numa_balancing", "hung_task"))
     assert "KSM (mm/ksm/run) is not on this machine: nothing to set" in p.notes
     assert "kernel.numa_balancing is not on this machine: nothing to set" in p.notes
     assert not any(m.target.label in ("KSM (mm/ksm/run)", "kernel.numa_balancing") for m in p.moves)
-    apply_preview(service, p)
+    LocalQuiet(service).apply(p)
     assert {e.label for e in service.journal.entries()} >= {"kernel.hung_task_timeout_secs"}
     assert not any(e.label.startswith(("KSM", "kernel.numa")) for e in service.journal.entries())
     service.restore_all()
@@ -133,7 +133,7 @@ def test_an_absent_knob_is_a_note_and_nothing_is_written_or_restored(tree, servi
 def test_a_value_coremap_cannot_give_back_is_left_alone(tree, service):
     (tree.root / "proc/sys/kernel/hung_task_timeout_secs").write_text("99999999999\n")   # beyond 32 bits
     (tree.root / "sys/devices/system/cpu/cpufreq/policy2/scaling_governor").write_text("mygov\n")
-    p = preview_isolate(service, QUIET, knobs=("hung_task", "performance"))
+    p = LocalQuiet(service).preview("isolate", QUIET, knobs=("hung_task", "performance"))
     assert not any(m.target.label == "kernel.hung_task_timeout_secs" for m in p.moves)
     assert any("'99999999999' is not a value coremap can journal" in n for n in p.notes), p.notes
     assert any("'mygov' is not a value coremap can journal" in n for n in p.notes), p.notes
@@ -142,9 +142,9 @@ def test_a_value_coremap_cannot_give_back_is_left_alone(tree, service):
 
 # -- written, and given back ----------------------------------------------------------------------------------
 def _isolate_all(service):
-    p = preview_isolate(service, QUIET, knobs=("hung_task", "numa_balancing", "ksm", "thp_never", "performance",
-                                                "force_latency", "rt_runtime"))
-    results = apply_preview(service, p)
+    p = LocalQuiet(service).preview("isolate", QUIET, knobs=("hung_task", "numa_balancing", "ksm", "thp_never",
+                                                             "performance", "force_latency", "rt_runtime"))
+    results = LocalQuiet(service).apply(p)
     bad = [r.line() for r in results if not r.ok]
     assert not bad, bad
     return p
@@ -175,15 +175,15 @@ def test_each_knob_is_journalled_written_and_undo_restores_exactly(tree, service
 def test_give_back_returns_a_cpus_own_knobs_then_the_machines_with_the_last(tree, service):
     before = knobs_now(tree)
     _isolate_all(service)
-    apply_preview(service, preview_include(service, (2,)))
+    LocalQuiet(service).apply(LocalQuiet(service).preview("include", (2,)))
     now = knobs_now(tree)
     assert now["sys/devices/system/cpu/cpu2/cpufreq/scaling_governor"] == "powersave"
     assert now["sys/devices/system/cpu/cpu2/power/energy_perf_bias"] == "6"
     assert now["sys/devices/system/cpu/cpu3/cpufreq/scaling_governor"] == "performance"
     assert now["proc/sys/kernel/hung_task_timeout_secs"] == "600"       # CPU 3 is still quiet
-    last = preview_include(service, (3,))
+    last = LocalQuiet(service).preview("include", (3,))
     assert any(m.line().startswith("kernel.sched_rt_runtime_us: -1 -> 950000") for m in last.moves)
-    apply_preview(service, last)
+    LocalQuiet(service).apply(last)
     assert knobs_now(tree) == before
     assert service.read_affinity(PinTarget("dmalatency", 0)) == ()
 
@@ -198,10 +198,10 @@ def test_restore_returns_every_knob(tree, service):
 def test_a_knob_changed_since_by_someone_else_is_left_by_the_give_back(tree, service):
     _isolate_all(service)
     (tree.root / "proc/sys/kernel/hung_task_timeout_secs").write_text("300\n")
-    p = preview_include(service, QUIET)
+    p = LocalQuiet(service).preview("include", QUIET)
     assert any(s.line() == "kernel.hung_task_timeout_secs: set to 300 since by someone else; left as it is"
                for s in p.stays)
-    apply_preview(service, p)
+    LocalQuiet(service).apply(p)
     assert (tree.root / "proc/sys/kernel/hung_task_timeout_secs").read_text() == "300\n"
 
 

@@ -13,7 +13,7 @@ import pytest
 from app.parse.cpulist import parse_cpulist
 from app.pinning.journal import Journal
 from app.pinning.service import AffinityService, PinRequest, PinTarget
-from app.quiet.isolate import apply_preview, preview_include, preview_isolate
+from app.quiet.isolate import LocalQuiet
 from app.store.report import build_report_html, report_from_root
 from app.store.report_pins import pin_scope
 from app.sysroot import SysRoot
@@ -65,7 +65,7 @@ def test_a_report_holds_the_pins_since_the_quiet_in_effect_not_the_earlier_job(s
     old = len(service.journal.entries())
     _pin(service, d, 4)                    # a pin still in effect, made before this job's Make quiet
     time.sleep(0.01)
-    apply_preview(service, preview_isolate(service, "1"))
+    LocalQuiet(service).apply(LocalQuiet(service).preview("isolate", "1"))
     quiet = service.ledger().quiet_events
     _pin(service, c, 1)                    # this job's pin onto the quiet CPU
     scope = pin_scope(service.ledger())
@@ -86,8 +86,8 @@ def test_a_report_holds_the_pins_since_the_quiet_in_effect_not_the_earlier_job(s
 def test_with_no_quiet_cpu_a_report_holds_the_pins_in_effect(service):
     a, b, c, d = _earlier_job(service)
     _pin(service, c, 5)
-    apply_preview(service, preview_isolate(service, "1"))
-    apply_preview(service, preview_include(service, "1"))      # the job given back
+    LocalQuiet(service).apply(LocalQuiet(service).preview("isolate", "1"))
+    LocalQuiet(service).apply(LocalQuiet(service).preview("include", "1"))      # the job given back
     scope = pin_scope(service.ledger())
     assert _targets(scope.rows) == {("irq", c)}
     assert scope.sentence.startswith("Pins in effect; ") and scope.sentence.endswith("Now no CPU is quiet.")
