@@ -67,7 +67,10 @@ def test_live_ticks_are_deltas_that_rebuild_the_same_states():
         sizes.append(len(line))
         prev, s_prev = got, state
         time.sleep(0.25)
-    assert max(sizes[1:]) < sizes[0] / 2
+    # The middle delta, not the largest: a process that starts many threads between two ticks (a JVM in
+    # a test running beside this one) makes that one delta large; a sender of whole frames would send
+    # every tick as large as the first.
+    assert sorted(sizes[1:])[1] < sizes[0] / 2, sizes
 
 
 def test_pin_values_and_journal_entries_go_over_and_back():
