@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import tempfile
 import time
+from argparse import Namespace
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -24,11 +25,11 @@ from PySide6.QtWidgets import QFileDialog, QMenu, QWidget
 from app.atomic import write_atomic
 from app.errors import CoremapError
 from app.format import plural
-from app.host import CaptureHost, Host
+from app.host import Host
 from app.store.report import PDF_IMAGE_WIDTH, build_report_html, irqbalance_fact, report_from_root
 from app.store.report_pins import pin_scope
-from app.store.session import ProbeRecord, Session, history_tick, journal_rows, open_session, save_session
-from probes.results import check_result
+from app.sources.live import open_host
+from app.store.session import ProbeRecord, Session, history_tick, journal_rows, save_session
 from app.sampling.machine_state import MachineState
 from app.store.folders import reports_dir
 from app.sysroot import SysRoot
@@ -325,12 +326,8 @@ class SessionController(QObject):
     def open_session(self, path) -> Session:
         """Show a saved session: its machine (read-only), its probe runs and its pin journal.
         A file that cannot be opened changes nothing (SessionError, shown on the status line)."""
-        s = open_session(path, check_result)
-        try:
-            host = CaptureHost(s.root, session=s)
-        except CoremapError:
-            s.close()
-            raise
+        host = open_host(Namespace(session=str(path)))     # the one door every machine opens by
+        s = host.session
         # The machine to go back to: a capture as it was, this machine live otherwise (a machine over
         # ssh was disconnected when the session replaced it).
         before = self._before

@@ -12,6 +12,7 @@ refused, unknown host key, ...). No password is ever asked for: ssh runs in batc
 from __future__ import annotations
 
 import threading
+from argparse import Namespace
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -21,9 +22,10 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QLabel, QLa
                                QWidget)
 
 from app.errors import CoremapError
-from app.host import Host, LocalHost
+from app.host import Host
 from app.remote.host import RemoteHost
 from app.remote.hosts import HostError, HostSpec, parse_host, recent_hosts, remember_host
+from app.sources.live import open_host
 from widgets.theme import status_style
 
 THIS_MACHINE = "this machine"
@@ -127,7 +129,7 @@ class ConnectController(QObject):
     def connect_to(self, host: HostSpec | None) -> Future | None:
         """Connect to `host` off the UI thread, then show it; None: show this machine now."""
         if host is None:
-            shown = LocalHost(interval=self._interval())
+            shown = open_host(Namespace(interval=self._interval()))
             self._show(shown)
             self.connected.emit(shown)
             return None
