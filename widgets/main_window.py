@@ -318,7 +318,8 @@ class MainWindow(QMainWindow):
         self.summary.set_interval(seconds)
 
     def _on_sampler_tick_seconds(self, seconds: float) -> None:
-        self.statusBar().show_tick(seconds)
+        capture = self.host is not None and self.host.root is not None and not self.host.root.is_live
+        self.statusBar().show_tick(seconds, ticking=not capture)
 
     def _on_interval_spin_changed(self, value: float) -> None:
         if self.sampler_thread is not None:

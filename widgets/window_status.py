@@ -33,6 +33,8 @@ class WindowStatusBar(QStatusBar):
                                    "memory (RSS), and how long the last sample took to read")
         self.addPermanentWidget(self.tick_label)
 
-    def show_tick(self, seconds: float) -> None:
-        """coremap's own usage since the last tick, and that the tick took `seconds` to read."""
-        self.tick_label.setText(self._own_usage.text(seconds))
+    def show_tick(self, seconds: float, *, ticking: bool = True) -> None:
+        """coremap's own usage since the last tick, and that the tick took `seconds` to read; its CPU
+        share only where ticks follow (`ticking`): a capture is read once, and a share spanning the
+        window's start would stay on screen as coremap's use."""
+        self.tick_label.setText(self._own_usage.text(seconds, cpu=ticking))

@@ -36,10 +36,13 @@ class OwnUsage:
             os.close(fd)
         return max(pct, 0.0), resident
 
-    def text(self, tick_seconds: float) -> str:
-        """'coremap 0.8% CPU · 96.5 MiB · tick 12 ms': the status bar's line, after a tick."""
-        cpu, rss = self.read()
-        return f"coremap {format_percent(cpu)} CPU · {format_size(rss)} · tick {format_ns(tick_seconds * 1e9)}"
+    def text(self, tick_seconds: float, *, cpu: bool = True) -> str:
+        """'coremap 0.8% CPU · 96.5 MiB · tick 12 ms': the status bar's line, after a tick. Without
+        `cpu` (a capture, read once: its one look would span the window's start, and stay on screen),
+        'coremap · 96.5 MiB · tick 12 ms'."""
+        share, rss = self.read()
+        used = f" {format_percent(share)} CPU" if cpu else ""
+        return f"coremap{used} · {format_size(rss)} · tick {format_ns(tick_seconds * 1e9)}"
 
 
 def process_facts(pid: int) -> str | None:

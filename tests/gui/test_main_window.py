@@ -79,6 +79,24 @@ def test_sampler_thread_emits_states_and_follows_controls(qtbot):
         thread.stop()
 
 
+
+@pytest.mark.parametrize("where", ["capture", "live"])
+def test_the_tick_line_shows_coremaps_cpu_share_only_where_ticks_follow(qtbot, where):
+    """A capture is read once: a CPU share measured from the window's start to that one tick (about
+    100% while Qt starts) stayed on its status line as coremap's use. A live window's next tick replaces it."""
+    root = SysRoot(extract("master.internal")) if where == "capture" else SysRoot("/")
+    w = _window(qtbot, host_of_root(root, interval=0.25), interval=0.25)
+    thread = w.sampler_thread
+    try:
+        with qtbot.waitSignal(thread.tick_seconds, timeout=5000):
+            thread.start()
+        qtbot.waitUntil(lambda: "tick " in w.statusBar().tick_label.text(), timeout=3000)
+        line = w.statusBar().tick_label.text()
+        assert ("% CPU" in line) == (where == "live"), line
+        assert " MiB · tick " in line
+    finally:
+        thread.stop()
+
 def test_metric_combo_recolours_the_grid(qtbot):
     state = Sampler(SysRoot(extract("master.internal"))).tick()
     w = _window(qtbot)

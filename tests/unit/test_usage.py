@@ -23,6 +23,7 @@ def test_own_usage_line():
         vmrss = next(int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS:"))
     assert 0.8 * vmrss <= rss <= 1.25 * vmrss
     assert re.fullmatch(r"coremap \d+(\.\d)?% CPU · \d+(\.\d+)? MiB · tick 12\.3 ms", usage.text(0.0123))
+    assert re.fullmatch(r"coremap · \d+(\.\d+)? MiB · tick 12\.3 ms", usage.text(0.0123, cpu=False))
 
 
 def test_process_facts_of_a_live_and_a_gone_process():
