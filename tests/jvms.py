@@ -68,9 +68,18 @@ class MarketData:
         return self.proc.poll() is None
 
     def stop(self) -> None:
+        """Kill it, and remove what a killed JVM leaves behind under its pid: its attach socket
+        (/tmp/.java_pid<pid>, once something attached) and its perf data (/tmp/hsperfdata_<user>/<pid>).
+        Left, they piled up in /tmp run after run, and a later process given the same pid (pid_max is
+        32768 here) looked attached already (test_attach failed on a socket three hours old)."""
         self.proc.kill()
         self.proc.wait()
         self.proc.stdout.close()
+        for leftover in [Path(f"/tmp/.java_pid{self.pid}"), *Path("/tmp").glob(f"hsperfdata_*/{self.pid}")]:
+            try:
+                leftover.unlink()
+            except FileNotFoundError:
+                pass
 
 
 def wait_until(predicate, timeout: float = 30.0, what: str = "the condition"):
