@@ -34,6 +34,8 @@ class Host:
     """The machine shown (see the module docstring). `absent` maps a missing part to why it is missing."""
 
     probes_elsewhere = False
+    timeline = None     # a replay's history (app/sources/replay.py): the window adds a slider over it
+    at: float | None = None     # the replay's moment shown first
 
     def __init__(self, name: str, sampler: MachineSource, *, root: SysRoot | None = None,
                  pins: PinService | None = None, quiet: QuietService | None = None,
@@ -52,6 +54,10 @@ class Host:
     @property
     def quiet(self) -> QuietService | None:
         return self._quiet
+
+    def connect(self) -> None:
+        """Reach the machine now, where open_host(args, check=False) left that to the caller (File →
+        Connect… does it off the UI thread); CoremapError when it cannot be. Nothing to do here."""
 
     def absent(self, part: str) -> str:
         """Why `part` ("pins", "quiet", "probes", "capture") is missing, in one sentence."""

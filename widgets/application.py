@@ -31,7 +31,7 @@ from PySide6.QtWidgets import QDockWidget, QMenu
 from app.format import cpus_word
 from app.host import Host
 from app.pinning.targets import PinRequest
-from app.atomic import check_output_path, write_atomic
+from app.atomic import write_atomic
 from app.errors import CoremapError
 from app.sampling.heap_trim import MemoryTrimmer
 from app.resources import APP_ID, ICON, resource_path
@@ -43,6 +43,7 @@ from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from widgets.colors import Metric, parse_metric
 from widgets.compare import CompareController
+from widgets.replay import ReplayControl
 from widgets.autosave import SaveOnQuit
 from widgets.harness import application
 from widgets.help_menu import add_help
@@ -92,13 +93,12 @@ def run_gui(args, host: Host) -> int:
     interval = _check_interval(getattr(args, "interval", None))
     screenshot = getattr(args, "screenshot", None)
     if screenshot:
-        out = Path(screenshot)
-        check_output_path(out, "--screenshot")
-        if out.suffix.lower() not in (".png", ".jpg", ".jpeg", ".bmp"):
-            raise BadArgument(f"--screenshot {screenshot}: name a .png file")
         # A screenshot needs no display: render offscreen unless a platform was chosen explicitly.
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-        return _screenshot(host.sampler, metric, size, interval, out)
+        out = Path(screenshot)
+        _screenshot(host.sampler, metric, size, interval, out)
+        print(f"{out}: {host.name}")        # what was drawn: a replay's moment is the nearest it has
+        return 0
     return _interactive(host, metric, size, interval, chosen=_chosen(args))
 
 
@@ -115,13 +115,12 @@ def _application():
     return app
 
 
-def _screenshot(sampler: MachineSource, metric: Metric, size, interval: float, out: Path) -> int:
+def _screenshot(sampler: MachineSource, metric: Metric, size, interval: float, out: Path) -> None:
     # Sample before the window exists: a slow or failing read is reported without Qt in the way.
     state = first_state(sampler, min(interval, RATE_WINDOW))
     with _shown_window(state, size, metric, interval) as window:
         picture = picture_bytes(window, "png", title="")
     write_atomic(out, picture)          # the one writer (app/atomic.py): never through a link or into a device
-    return 0
 
 
 def _chosen(args) -> dict[str, bool]:
@@ -209,6 +208,7 @@ def build_window(host: Host | None = None, *, metric: Metric | str | None = None
     window.help_menu = add_help(window, file_menu, edit_menu)
     window.cpu_menu = _add_cpu_menu(window)
     window.quit_saver = _add_quit_saver(window)
+    window.replay = ReplayControl(window)
     if host is not None:
         window.set_host(host)
     # Freed memory goes back to the system every few ticks, so hours of thread churn leave RSS flat.

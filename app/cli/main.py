@@ -11,6 +11,7 @@ help, so help, the manual and completion leave it out: `--host` starts it, peopl
 from __future__ import annotations
 
 import argparse
+import os
 import importlib
 import signal
 import sys
@@ -159,10 +160,8 @@ def _main(argv: list[str]) -> int:
                 parse_host(args.host)
             except HostError as e:
                 raise HostError(f"--host {args.host[:60]!r}: {e}") from None
-        if getattr(args, "at", None) or getattr(args, "pcp_archive", None):
-            # Imported here: only a replay needs app/sources/replay.py.
-            from app.cli.replay import run_replay
-            return run_replay(args)
+        if (getattr(args, "at", None) or getattr(args, "pcp_archive", None)) and args.command is not None:
+            raise CoremapError("--at opens the window as of a moment; give no command with it")
         if getattr(args, "captures", None) and not (getattr(args, "pcp", None) or getattr(args, "prometheus", None)):
             raise CoremapError("--captures completes what a metrics source lacks: give it with --pcp URL or "
                                "--prometheus URL (and --host, or `coremap fleet`)")
@@ -236,12 +235,21 @@ def _never_crash_on_encoding() -> None:
             reconfigure(errors="backslashreplace")
 
 
+def _check_screenshot(path: str) -> None:
+    from app.atomic import check_output_path
+    check_output_path(path, "--screenshot")
+    if os.path.splitext(path)[1].lower() not in (".png", ".jpg", ".jpeg", ".bmp"):
+        raise CoremapError(f"--screenshot {path}: name a .png file")
+
+
 def _gui(args) -> int:
     # Before Qt starts: without a display its xcb plugin aborts the process with a misleading
     # "xcb-cursor0 … is needed" (issue 23); one line here says what is wrong instead.
     from app.cli.desktop import require_display
     from app.sources.live import open_host
     require_display(args)
+    if getattr(args, "screenshot", None):
+        _check_screenshot(args.screenshot)      # before a machine is opened: a bad path costs nothing
     # Opened before Qt is loaded, from this (the main) thread: a machine that cannot be opened (a host
     # that cannot be reached, a damaged session, a source without that host) is one line and exit
     # status 2, and an ssh started here lives as long as the process.

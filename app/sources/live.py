@@ -38,14 +38,21 @@ def open_host(args, *, check: bool = True) -> Host:
     host over ssh connected (and remembered for File → Connect…), a source's host asked once when
     `check` (a host it does not have is one line, before any window; the fleet window, which has just
     read it, opens its hosts without: its UI thread never waits on the network), a session's file opened.
+    With --at (or --pcp-archive) it is a replay: the window as of that moment of a history, read-only, with
+    `host.timeline` for a slider over the rest. Without `check`, a host over ssh is returned before it
+    connects (`host.connect()`; File → Connect… does so off the UI thread and may close it meanwhile).
     CoremapError, with nothing left open, when it cannot be."""
     interval = getattr(args, "interval", None) or 1.0
+    if getattr(args, "at", None) or getattr(args, "pcp_archive", None):
+        return _replay_host(args, interval)
     if getattr(args, "pcp", None) or getattr(args, "prometheus", None):
         return _source_host(args, interval, check)
     if getattr(args, "host", None):
         if getattr(args, "session", None):
             raise HostOptionError("--host and --session both given: a session is a file here; open one at a time")
         host = RemoteHost(parse_host(args.host), interval=interval, root=getattr(args, "root", None))
+        if not check:
+            return host         # File → Connect… connects it off the UI thread, cancellable by close()
         try:
             host.connect()
             remember_host(host.spec)
@@ -68,6 +75,21 @@ def open_host(args, *, check: bool = True) -> Host:
 def host_of_root(root: SysRoot, interval: float = 1.0) -> Host:
     """The machine whose files are `root`: this one live ("/"), else a capture (read-only)."""
     return LocalHost(root, interval=interval) if root.is_live else CaptureHost(root, interval=interval)
+
+
+def _replay_host(args, interval: float) -> SourceHost:
+    """The history --at names (app/sources/replay.py timeline_of), shown at that moment."""
+    from app.sources.replay import parse_at, timeline_of
+    timeline = timeline_of(args)
+    try:
+        at = parse_at(getattr(args, "at", None) or "end", timeline)
+        sampler = MomentSampler(timeline, at, interval=interval)
+        return SourceHost(sampler, "replay", timeline=timeline, at=at,
+                          name=f"{timeline.label} at {timeline.describe(timeline.nearest(at))}")
+    except CoremapError:
+        if timeline.session is not None:
+            timeline.session.close()
+        raise
 
 
 def _source_host(args, interval: float, check: bool) -> SourceHost:
@@ -134,11 +156,39 @@ class SourceSampler:
         return None
 
 
-class SourceHost(Host):
-    """One host of a metrics engine (`kind`: PCP, Prometheus): its states only, read-only."""
+class MomentSampler(SourceSampler):
+    """One moment of a Timeline (app/sources/replay.py): not live, so the window's sampler thread ticks it
+    once; `moment(t)` is the state at another (the replay's slider), numbered after every state before."""
 
-    def __init__(self, sampler: SourceSampler, kind: str):
-        why = f"read-only: a {kind} source"
-        super().__init__(sampler.source, sampler, absent={
+    live = False
+
+    def __init__(self, timeline, at: float, *, interval: float = 1.0):
+        super().__init__(lambda generation: timeline.state_at(at, generation), timeline.label, interval=interval)
+        self.timeline = timeline
+
+    def tick(self) -> MachineState:
+        with self._lock:
+            self.generation += 1
+            return self._read(self.generation)
+
+    def moment(self, t: float) -> MachineState:
+        with self._lock:
+            self.generation += 1
+            return self.timeline.state_at(t, self.generation)
+
+
+class SourceHost(Host):
+    """One host of a metrics engine (`kind`: PCP, Prometheus), or a replay of a history (`timeline`,
+    shown `at` a moment): its states only, read-only."""
+
+    def __init__(self, sampler: SourceSampler, kind: str, *, timeline=None, at: float | None = None,
+                 name: str | None = None):
+        why = f"read-only: a {kind} source" if timeline is None else f"read-only: a replay of {timeline.label}"
+        super().__init__(name or sampler.source, sampler, absent={
             "pins": why, "quiet": why, "probes": f"{why}: no live probes",
             "capture": f"{why}: nothing of the host is here to save"})
+        self.timeline, self.at = timeline, at
+
+    def close(self) -> None:
+        if self.timeline is not None and self.timeline.session is not None:
+            self.timeline.session.close()

@@ -42,6 +42,7 @@ class Timeline:
     times: list[float]
     wall: bool = False              # times are wall-clock epoch seconds (else seconds since the start)
     label: str = ""
+    session = None                  # the Session a SessionTimeline reads (closed with the replay's host)
 
     def state_at(self, t: float, generation: int = 1) -> MachineState:
         raise NotImplementedError
@@ -189,6 +190,43 @@ class PcpArchiveTimeline(Timeline):
                                      tuple(next((c for c in facts.cpus if c.cpu == x), CpuFacts(x)) for x in now.cpus)))
         return MachineState(generation, topo, b, r, live=False, source=self.label,
                             notes=(f"{self.label} at {self.describe(t)}",) + tuple(r.resets[:3]))
+
+
+PROMETHEUS_SPAN = 3600.0        # the slider over a Prometheus host: the hour up to --at
+PROMETHEUS_STEP = 15.0
+
+
+def timeline_of(args) -> Timeline:
+    """The history the options name (--pcp-archive, --session, --prometheus with --host); a session's
+    Timeline holds it open as `.session` (closed by its host)."""
+    if getattr(args, "pcp_archive", None):
+        return PcpArchiveTimeline(args.pcp_archive)
+    if getattr(args, "session", None):
+        from app.store.session import open_session
+        session = open_session(args.session)        # its history and machine; its probe runs are not replayed
+        try:
+            tl = SessionTimeline(session)
+        except CoremapError:
+            session.close()
+            raise
+        tl.session = session
+        return tl
+    if getattr(args, "prometheus", None):
+        if not getattr(args, "host", None):
+            raise ReplayError("--prometheus --at: name the host to replay with --host INSTANCE")
+        import time
+        from app.sources.http import auth_for
+        from app.sources.prometheus import Prometheus
+        prom = Prometheus(args.prometheus, auth=auth_for(args.prometheus, getattr(args, "source_config", None)))
+        prom.check()
+        end = time.time()
+        tl = PrometheusTimeline(prom, args.host, end - PROMETHEUS_SPAN, end, PROMETHEUS_STEP)
+        at = parse_at(args.at, tl)
+        if not tl.times[0] <= at <= tl.times[-1]:
+            tl = PrometheusTimeline(prom, args.host, at - PROMETHEUS_SPAN, at, PROMETHEUS_STEP)
+        return tl
+    raise ReplayError("--at replays a history: give --session FILE, --pcp-archive ARCHIVE, or "
+                      "--prometheus URL --host INSTANCE")
 
 
 def _run(argv: list[str], what: str) -> str:

@@ -1,17 +1,18 @@
-"""Replay in the window (widgets/fleet/replay.py): a session saved with this machine's real sampled history
+"""Replay in the window (open_host with --at, widgets/replay.py): a session saved with this machine's real sampled history
 opens with a time slider, and moving it redraws the grid and the IRQ table as of that moment."""
 from __future__ import annotations
 
 import time
+from argparse import Namespace
 
 import pytest
 
 from app.sampling.sampler import Sampler
+from app.sources.live import open_host
 from app.sources.replay import ReplayError, SessionTimeline, parse_at
 from app.store.session import open_session, save_session, session_from_root
 from app.sysroot import SysRoot
 from widgets.application import build_window
-from widgets.fleet.replay import ReplayBar
 from widgets.session_controller import state_history_tick
 
 
@@ -50,28 +51,28 @@ def test_at_reads_seconds_from_either_end_and_refuses_a_wall_clock_time_for_a_se
 
 
 def test_the_slider_redraws_the_window_as_of_each_moment(qtbot, session_file):
-    s = open_session(session_file)
-    try:
-        tl = SessionTimeline(s)
-        window = build_window(None)
-        qtbot.addWidget(window)
-        bar = ReplayBar(tl, window)
-        window.addToolBar(bar)
-        window.show()
-        bar.seek(tl.times[0])                      # as the window opens at --at
-        for i in (0, len(tl.times) - 1):
-            bar.slider.setValue(i)                  # as the user drags (no change for the first)
-            tick = tl.ticks[i]
-            want = {int(c): m.get("irq", 0.0) for c, m in tick.get("cpu", {}).items()}
-            qtbot.waitUntil(lambda: window.state is not None and f"tick {i + 1} of" in window.state.notes[0],
-                            timeout=10000)
-            got = {c: r.irq_per_s for c, r in window.state.rates.per_cpu.items()}
-            assert {c: v for c, v in got.items() if v} == {c: v for c, v in want.items() if v}
-            assert window.state.live is False
-        assert bar.label.text().strip().endswith(f"({len(tl.times)} of {len(tl.times)})")
-        bar.stop()
-    finally:
-        s.close()
+    host = open_host(Namespace(session=str(session_file), at="0"))     # as `coremap --session F --at 0`
+    tl = host.timeline
+    window = build_window(host)
+    qtbot.addWidget(window)
+    window.show()
+    window.sampler_thread.start()
+    bar = window.replay.bar
+    assert bar is not None and bar.slider.value() == 0
+    qtbot.waitUntil(lambda: window.state is not None and "tick 1 of" in window.state.notes[0], timeout=10000)
+    assert host.pins is None and "replay" in host.absent("pins")
+    for i in (len(tl.times) - 1, 0):
+        bar.slider.setValue(i)                  # as the user drags
+        tick = tl.ticks[i]
+        want = {int(c): m.get("irq", 0.0) for c, m in tick.get("cpu", {}).items()}
+        qtbot.waitUntil(lambda: f"tick {i + 1} of" in window.state.notes[0], timeout=10000)
+        got = {c: r.irq_per_s for c, r in window.state.rates.per_cpu.items()}
+        assert {c: v for c, v in got.items() if v} == {c: v for c, v in want.items() if v}
+        assert window.state.live is False
+    assert bar.label.text().strip().endswith(f"(1 of {len(tl.times)})")
+    window.set_host(open_host(Namespace()))     # File → Connect…'s "this machine": the slider goes
+    assert window.replay.bar is None
+    window.sampler_thread.stop()
 
 
 def test_a_session_renders_headless_as_of_a_moment(session_file, tmp_path):
@@ -86,6 +87,7 @@ def test_a_session_renders_headless_as_of_a_moment(session_file, tmp_path):
                         str(out), "--size", "900x600"], capture_output=True, text=True, timeout=120, env=env, cwd=repo)
     assert r.returncode == 0, r.stderr
     assert out.read_bytes()[:4] == b"\x89PNG"
+    assert r.stdout.startswith(f"{out}: ") and "tick" not in r.stdout     # the moment drawn, named once
     r = subprocess.run([sys.executable, "-m", "app", "--session", str(session_file), "--at", "noon", "--screenshot",
                         str(out)], capture_output=True, text=True, timeout=120, env=env, cwd=repo)
     assert r.returncode == 2 and "--at 'noon'" in r.stderr

@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QLabel, QLa
 
 from app.errors import CoremapError
 from app.host import Host
-from app.remote.host import RemoteHost
 from app.remote.hosts import HostError, HostSpec, parse_host, recent_hosts, remember_host
 from app.sources.live import open_host
 from widgets.theme import status_style
@@ -83,7 +82,7 @@ class ConnectDialog(QDialog):
 
 
 class ConnectController(QObject):
-    """File → Connect… (Ctrl+K). `show(host)` (the composition root's) puts a connected RemoteHost, or
+    """File → Connect… (Ctrl+K). `show(host)` (the composition root's) puts a connected host over ssh, or
     this machine's LocalHost, in the window; `status` is the status sink."""
 
     connected = Signal(object)          # the Host just shown
@@ -95,7 +94,7 @@ class ConnectController(QObject):
         super().__init__(parent)
         self._parent, self._show, self._status, self._interval = parent, show, status, interval
         self.dialog: ConnectDialog | None = None
-        self._connecting: RemoteHost | None = None
+        self._connecting: Host | None = None
         # (host, error or None) from the connect thread; no Python object rides a queued signal
         # (see widgets/sampler_thread.py for why)
         self._results: list[tuple] = []
@@ -135,7 +134,8 @@ class ConnectController(QObject):
             return None
         if self._connecting is not None:
             self._connecting.close()
-        remote = RemoteHost(host, interval=self._interval())
+        # Opened as the command line opens `--host`, but connected on the connect thread below.
+        remote = open_host(Namespace(host=str(host), interval=self._interval()), check=False)
         self._connecting = remote
         self._status(f"connecting to {host}…")
 
@@ -146,17 +146,17 @@ class ConnectController(QObject):
             except CoremapError as e:
                 error = e
             with self._lock:
-                self._results.append((remote, error))
+                self._results.append((remote, host, error))
             self._connect_finished.emit()
         return _connector.submit(connect)
 
     def _on_connect_finished(self) -> None:
         with self._lock:
             results, self._results = self._results, []
-        for remote, error in results:
-            self._take(remote, error)
+        for remote, spec, error in results:
+            self._take(remote, spec, error)
 
-    def _take(self, remote: RemoteHost, error) -> None:
+    def _take(self, remote: Host, spec: HostSpec, error) -> None:
         if remote is not self._connecting:
             remote.close()              # superseded by a later Connect…
             return
@@ -166,9 +166,9 @@ class ConnectController(QObject):
             self.failed.emit(str(error))
             return
         try:
-            remember_host(remote.spec)
+            remember_host(spec)
         except CoremapError as e:       # the state folder is read-only: connecting still works
-            self._status(f"connected to {remote.spec}; not remembered: {e}")
+            self._status(f"connected to {spec}; not remembered: {e}")
         self._show(remote)
         self.connected.emit(remote)
 
