@@ -318,8 +318,8 @@ class MainWindow(QMainWindow):
         self.summary.set_interval(seconds)
 
     def _on_sampler_tick_seconds(self, seconds: float) -> None:
-        capture = self.host is not None and self.host.root is not None and not self.host.root.is_live
-        self.statusBar().show_tick(seconds, ticking=not capture)
+        # A capture or a replay's moment is read once (its sampler is not live): no share to show.
+        self.statusBar().show_tick(seconds, ticking=self.host is None or self.host.sampler.live)
 
     def _on_interval_spin_changed(self, value: float) -> None:
         if self.sampler_thread is not None:
