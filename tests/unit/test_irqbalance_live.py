@@ -94,9 +94,10 @@ def irqbalance(tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
     masks = _masks()
     Path("/run/irqbalance").mkdir(mode=0o755, exist_ok=True)
-    # --debug: irqbalance says where each pass starts (_Passes), so the test waits for passes, not seconds
-    proc = subprocess.Popen(["irqbalance", "--foreground", "--debug", "--interval=1"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, errors="replace")
+    # --debug: irqbalance says where each pass starts (_Passes), so the test waits for passes, not seconds;
+    # stdbuf -oL: its stdio would hold the lines back in 4 KB blocks (a pipe is no terminal), seconds late
+    proc = subprocess.Popen(["stdbuf", "-oL", "irqbalance", "--foreground", "--debug", "--interval=1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     passes = _Passes(proc)
     svc = AffinityService(SysRoot("/"), Journal(tmp_path / "state" / "journal.jsonl"))
     try:
