@@ -41,7 +41,9 @@ def test_a_thread_busy_on_the_probed_cpu_is_named_and_run_anyway_runs(qtbot, spi
     panel.show()
     sampler = Sampler(SysRoot("/"))
     panel.set_state(sampler.tick())
-    time.sleep(1.5)
+    # the two reads the busy check compares: a spin fills its CPU in any window of some clock ticks,
+    # ten times BUSY_PCT (1.5 s here added nothing the check reads)
+    time.sleep(0.3)
     panel.set_state(sampler.tick())
     panel.set_cpus([spinner.cpu])
     panel.form.seconds_spin.setValue(0.2)

@@ -25,6 +25,9 @@ from tests.machines import extract
 MANAGED_IRQ = "57"          # sno: virtio3-req.3, requested and delivered on CPU 3
 MANAGED_CPU = 3
 EXTRA = 9388                # interrupts on CPU 3 between the two captures, 1 s apart
+# How long the tests look at who is busy: a spin uses ~100% of its CPU, ten times BUSY_PCT, in any window
+# of some clock ticks; the product's own look (CLI_WINDOW_S, 1 s) is a default these tests do not check.
+LOOK_S = 0.3
 
 # PR_SET_NAME (15) names the calling thread, as a JVM names its threads: the kernel keeps 15 bytes.
 SPIN = """
@@ -113,9 +116,10 @@ def test_an_irq_debugfs_does_not_call_managed_is_never_marked(tmp_path):
 def test_a_thread_busy_on_the_cpu_is_named_by_its_full_name(spinner):
     reader = TaskReader(SysRoot("/"))
     earlier = reader.sample()
-    time.sleep(1.0)
+    start = time.monotonic()
+    time.sleep(LOOK_S)
     later = reader.sample()
-    shares = thread_shares(earlier, later, 1.0)
+    shares = thread_shares(earlier, later, time.monotonic() - start)
     assert shares[spinner.pid] >= BUSY_PCT      # a spin (sharing its CPU with whatever else runs there)
     # the full name as the JVM's reader gives it (app/sampling/java_names.py)
     names = ThreadNames({spinner.pid: {spinner.pid: "market-data-feed-handler-0"}})
@@ -123,7 +127,7 @@ def test_a_thread_busy_on_the_cpu_is_named_by_its_full_name(spinner):
     (mine,) = [b for b in busy if b.tid == spinner.pid]
     assert (mine.cpu, mine.pid, mine.name, mine.confined) == (spinner.cpu, spinner.pid, "market-data-feed-handler-0", True)
     assert all(b.pct >= BUSY_PCT for b in busy)
-    line = busy_line(busy, 1.0)
+    line = busy_line(busy, LOOK_S)
     assert f"thread {spinner.pid} market-data-feed-handler-0 (process {spinner.pid}) used" in line
     assert f"may run only on CPU {spinner.cpu}" in line and "market-data-fee " not in line
     # not on the other CPUs, and not when it is coremap's own (a run keeps coremap off its CPUs)
@@ -133,8 +137,8 @@ def test_a_thread_busy_on_the_cpu_is_named_by_its_full_name(spinner):
 
 
 def test_coremap_probe_prints_the_same_line(spinner, monkeypatch):
-    monkeypatch.delenv(BUSY_LOOK_ENV)     # the product's own look (tests/conftest.py shortens it for the rest)
-    busy, seconds = read_busy(SysRoot("/"), [spinner.cpu])
+    monkeypatch.setenv(BUSY_LOOK_ENV, str(LOOK_S))     # a look (tests/conftest.py turns it off for the rest)
+    busy, seconds = read_busy(SysRoot("/"), [spinner.cpu], LOOK_S)
     assert any(b.tid == spinner.pid and b.name == "market-data-fee" for b in busy)
     out = subprocess.run([sys.executable, "-m", "app", "probe", "jitter", "-c", str(spinner.cpu), "--seconds", "0.1"],
                          capture_output=True, text=True, timeout=60)
@@ -146,7 +150,7 @@ def test_coremap_probe_prints_the_same_line(spinner, monkeypatch):
 
 
 def test_a_probe_that_refuses_its_input_says_one_line_without_the_busy_warning(spinner, monkeypatch):
-    monkeypatch.delenv(BUSY_LOOK_ENV)     # the product's own look (tests/conftest.py shortens it for the rest)
+    monkeypatch.setenv(BUSY_LOOK_ENV, str(LOOK_S))     # a look (tests/conftest.py turns it off for the rest)
     # The warning came before the refusal, so bad input said two lines (a loaded CI run's first-touch test).
     out = subprocess.run([sys.executable, "-m", "app", "probe", "first-touch", "-c", str(spinner.cpu),
                           "--size", "900T"], capture_output=True, text=True, timeout=60)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -56,6 +57,34 @@ def _movable(masks: dict[int, str]) -> list[int]:
     return out
 
 
+class _Passes:
+    """irqbalance's passes as it runs them: with --debug it prints a line of dashes as each pass starts
+    (irqbalance.c scan()), read here off its stdout as they come."""
+    MARK = "-" * 20
+
+    def __init__(self, proc: subprocess.Popen):
+        self.started = 0
+        self._seen = threading.Condition()
+        self.reader = threading.Thread(target=self._read, args=(proc.stdout,), daemon=True)
+        self.reader.start()
+
+    def _read(self, out) -> None:
+        for line in out:
+            if line.startswith(self.MARK):
+                with self._seen:
+                    self.started += 1
+                    self._seen.notify_all()
+
+    def wait(self, n: int) -> None:
+        """Until irqbalance has run `n` whole passes that began after now (the pass under way when this
+        is called may have begun before what the test just did), i.e. until pass n + 1 from now starts.
+        This waits for the passes themselves, not for n intervals of sleep: a loaded machine slows them."""
+        with self._seen:
+            target = self.started + n + 1
+            assert self._seen.wait_for(lambda: self.started >= target, timeout=30 + 5 * n), \
+                f"irqbalance ran {self.started - target + n + 1} of {n + 1} passes in {30 + 5 * n} s"
+
+
 @pytest.fixture
 def irqbalance(tmp_path, monkeypatch):
     if shutil.which("irqbalance") is None:
@@ -65,8 +94,11 @@ def irqbalance(tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
     masks = _masks()
     Path("/run/irqbalance").mkdir(mode=0o755, exist_ok=True)
-    proc = subprocess.Popen(["irqbalance", "--foreground", "--interval=1"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    # --debug: irqbalance says where each pass starts (_Passes), so the test waits for passes, not seconds;
+    # stdbuf -oL: its stdio would hold the lines back in 4 KB blocks (a pipe is no terminal), seconds late
+    proc = subprocess.Popen(["stdbuf", "-oL", "irqbalance", "--foreground", "--debug", "--interval=1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    passes = _Passes(proc)
     svc = AffinityService(SysRoot("/"), Journal(tmp_path / "state" / "journal.jsonl"))
     try:
         sock = socket_path(svc.root, proc.pid)
@@ -74,12 +106,14 @@ def irqbalance(tmp_path, monkeypatch):
         while not sock.exists():
             assert proc.poll() is None and time.monotonic() < deadline, "irqbalance did not start"
             time.sleep(0.05)
-        yield proc, svc
+        yield proc, svc, passes
     finally:
         restore_quiet(svc)
         svc.journal.close()
         proc.terminate()
         proc.wait(10)
+        passes.reader.join(10)                  # it read to the end of irqbalance's output
+        proc.stdout.close()
         for n, m in masks.items():              # irqbalance moved them: every one back as found
             try:
                 (IRQ / str(n) / "smp_affinity_list").write_text(m + "\n")
@@ -87,21 +121,19 @@ def irqbalance(tmp_path, monkeypatch):
                 pass                            # freed meanwhile, or managed
 
 
-def _passes(setup: IrqbalanceSetup, n: int = 3) -> None:
-    time.sleep(n * setup.sleep_s + 0.5)
-
-
 @live_test
 def test_isolate_bans_the_quiet_cpu_and_a_pinned_irq_and_gives_both_back(irqbalance, capsys):
-    proc, svc = irqbalance
+    proc, svc, passes = irqbalance
     root = svc.root
     before = read_setup(root, proc.pid)
     assert 1 not in before.banned_cpus
     assert main(["isolate", "--cpus", "1"]) == 0
     assert f"irqbalance (pid {proc.pid}) leaves CPU 1 alone" in capsys.readouterr().out
     now = read_setup(root, proc.pid)
-    assert 1 in now.banned_cpus                  # irqbalance itself says so: the read back waited a pass
-    _passes(now)
+    # irqbalance itself says so: its rescan, which takes the ban in, is under way (it sets the banned CPUs
+    # when it builds its tree, then sleeps a pass interval, then places every IRQ)
+    assert 1 in now.banned_cpus
+    passes.wait(1)                               # that rescan, and one whole pass after it
     movable = _movable(_masks())
     on_quiet = [n for n in movable if 1 in cpulist((IRQ / str(n) / "smp_affinity_list").read_text())]
     assert on_quiet == [], f"irqbalance placed IRQs {on_quiet} on the quiet CPU"
@@ -112,7 +144,7 @@ def test_isolate_bans_the_quiet_cpu_and_a_pinned_irq_and_gives_both_back(irqbala
     assert main(["pin", "--irq", str(irq), "--cpus", "1"]) == 0
     assert "may move IRQ" not in capsys.readouterr().out
     assert irq in read_setup(root, proc.pid).banned_irqs
-    _passes(now)
+    passes.wait(2)                               # the next pass takes the ban in (a rescan), and one more
     assert cpulist((IRQ / str(irq) / "smp_affinity_list").read_text()) == {1}, "irqbalance moved the pinned IRQ"
 
     assert main(["undo"]) == 0                   # the pin and its ban
@@ -125,7 +157,7 @@ def test_isolate_bans_the_quiet_cpu_and_a_pinned_irq_and_gives_both_back(irqbala
 
 @live_test
 def test_an_undo_after_irqbalance_restarted_has_nothing_to_give_back(irqbalance, capsys):
-    proc, svc = irqbalance
+    proc, svc, _ = irqbalance
     assert main(["isolate", "--cpus", "1"]) == 0
     proc.terminate()
     proc.wait(10)

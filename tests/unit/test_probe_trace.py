@@ -169,7 +169,7 @@ def test_live_jitter_run_names_the_task_we_ran_on_its_cpu():
          "    time.sleep(0.02)\n"])
     try:
         time.sleep(0.2)
-        rc, lines, run = run_to_end("jitter", ["--cpu", CPU, "--seconds", "1", "--attribute"], timeout=30)
+        rc, lines, run = run_to_end("jitter", ["--cpu", CPU, "--seconds", "0.5", "--attribute"], timeout=30)
     finally:
         intruder.kill()
         intruder.wait()

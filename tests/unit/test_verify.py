@@ -275,7 +275,8 @@ def test_tracefs_unmounted_under_attributed_run_2_leaves_run_1(tracefs, tmp_path
 
     before = read_affinities()
     try:
-        code, stdout, stderr = _run_verify(["--cpus", "1", "--seconds", "1", "--pairs", "1", "--attribute",
+        # 0.5 s: run 2 measures that long after its tracing is on, ample for one nsenter to unmount meanwhile
+        code, stdout, stderr = _run_verify(["--cpus", "1", "--seconds", "0.5", "--pairs", "1", "--attribute",
                                             "--out", str(out)], tmp_path, on_line,
                                            prefix=("unshare", "--mount", "--propagation", "private"))
     finally:
