@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 
 from app.errors import CpuListError, SysRootReadError
 from app.format import CPUSET_NAMES, SLICE_NAMES
@@ -38,6 +39,7 @@ from app.sysroot import SysRoot
 SYSTEM, PINNED = 1, 2           # indexes into CPUSET_NAMES
 SYSTEMCTL_TIMEOUT = 20.0
 DRAIN_ROUNDS = 5                # reads of a cpuset's tasks before it is removed (see CpusetWriter.write)
+RMDIR_TRIES, RMDIR_WAIT_S = 20, 1.0     # an rmdir kept busy by a task not yet reaped (CpusetWriter._remove)
 
 
 class _Cgroups:
@@ -97,8 +99,7 @@ class CpusetWriter(_Cgroups):
             for _ in range(DRAIN_ROUNDS):
                 if not self._drain(folder):
                     break
-            if self.root.is_dir(folder):
-                self.root.remove_dir(folder)
+            self._remove(folder)
             return
         if not self.root.is_dir(folder):
             self.root.make_dir(folder)
@@ -106,6 +107,22 @@ class CpusetWriter(_Cgroups):
                 # A v1 cpuset takes no task before it has memory nodes (cpusets.rst 2.2).
                 self.write_line(folder / "cpuset.mems", format_cpulist(self.layout.mems))
         self.write_line(folder / "cpuset.cpus", format_cpulist(cpus))
+
+    def _remove(self, folder) -> None:
+        """rmdir `folder`, drained. A task that exited in it but is not yet reaped is listed nowhere and
+        still keeps it busy (EBUSY, seen twice under two suites' load): its parent reaps it within moments,
+        so the rmdir is tried again, draining between tries, for up to RMDIR_WAIT_S."""
+        for attempt in range(RMDIR_TRIES):
+            if not self.root.is_dir(folder):
+                return
+            try:
+                self.root.remove_dir(folder)
+                return
+            except OSError as e:
+                if e.errno != errno.EBUSY or attempt == RMDIR_TRIES - 1:
+                    raise
+            time.sleep(RMDIR_WAIT_S / RMDIR_TRIES)
+            self._drain(folder)
 
     def _drain(self, folder) -> int:
         """Every task still in `folder` back to the root: those moved there one by one, and those born
