@@ -39,6 +39,7 @@ class Host:
     """The machine shown (see the module docstring). `absent` maps a missing part to why it is missing."""
 
     probes_elsewhere = False
+    session: Session | None = None      # the saved session it shows (CaptureHost), else None
 
     def __init__(self, name: str, sampler: MachineSource | None, *, root: SysRoot | None = None,
                  pins: PinService | None = None, quiet: QuietService | None = None,
@@ -96,6 +97,29 @@ class _FilesHere(Host):
     def __init__(self, name: str, root: SysRoot, interval: float, *, source: str | None = None, **parts):
         super().__init__(name, None, root=root, **parts)
         self._interval, self._source = interval, source
+        self._opened: Journal | None = None     # the journal this host opened, and so closes
+
+    def open_pins(self, *, dry_run: bool = False, helper: bool = False) -> AffinityService:
+        """Its pins, opened now if they were not (CoremapError when the journal cannot be, or the root may
+        not be written). `dry_run`: the journal only read, and created nowhere; a capture has such pins
+        too, which only plan (what a pin or an isolate would do there), and are not its `pins`.
+        `helper`: writes the user may not make go through coremap-helper, started only when one is
+        denied (the CLI's; the window asks for privileges at each "Retry with privileges" instead)."""
+        if self._pins is not None:
+            return self._pins
+        if not (dry_run or self.root.writable):
+            raise CoremapError(self.absent("pins"))
+        from app.pinning.journal import Journal          # here: only a pin or a check needs them
+        from app.pinning.service import AffinityService
+        self._opened = Journal(journal_path(create=not dry_run), readonly=dry_run)
+        writer = None
+        if helper and not dry_run and self.root.is_live and os.geteuid() != 0:
+            from app.pinning.helper import HelperClient
+            writer = HelperClient()
+        service = AffinityService(self.root, self._opened, writer)
+        if self.root.writable:
+            self._pins = service
+        return service
 
     @property
     def sampler(self) -> MachineSource:
@@ -105,6 +129,10 @@ class _FilesHere(Host):
             if self._source is not None:
                 self._sampler.source = self._source     # a session's file, not the folder it was extracted to
         return self._sampler
+
+    def close(self) -> None:
+        if self._opened is not None:
+            self._opened.close()
 
 
 def _start_probe(name: str, args: Iterable = (), *, on_line: Callable[[dict], None] | None = None) -> RunningProbe:
@@ -132,7 +160,6 @@ class LocalHost(_FilesHere):
                          capture=(lambda: _session_of(root)) if root.is_live else None,
                          absent={"capture": f"{name}: its own folder is what is saved",
                                  "probes": f"a copy of {name}: no live probes"})
-        self._opened: Journal | None = None     # the journal this host opened, and so closes
 
     @property
     def pins(self) -> AffinityService | None:
@@ -143,22 +170,6 @@ class LocalHost(_FilesHere):
                 self.open_pins()
             except CoremapError as e:
                 self._absent["pins"] = self._absent["quiet"] = str(e)
-        return self._pins
-
-    def open_pins(self, *, dry_run: bool = False, helper: bool = False) -> AffinityService:
-        """Its pins, opened now if they were not (CoremapError when the journal cannot be). `dry_run`: the
-        journal only read, and created nowhere; `helper`: writes the user may not make go through
-        coremap-helper, started only when one is denied (the CLI's; the window asks for privileges at
-        each "Retry with privileges" instead)."""
-        if self._pins is None:
-            from app.pinning.journal import Journal          # here: only a pin or a check needs them
-            from app.pinning.service import AffinityService
-            self._opened = Journal(journal_path(create=not dry_run), readonly=dry_run)
-            writer = None
-            if helper and not dry_run and self.root.is_live and os.geteuid() != 0:
-                from app.pinning.helper import HelperClient
-                writer = HelperClient()
-            self._pins = AffinityService(self.root, self._opened, writer)
         return self._pins
 
     @property
@@ -176,10 +187,6 @@ class LocalHost(_FilesHere):
     def guarded(self) -> tuple[SysRoot, Path] | None:
         return (self.root, self._pins.journal.path) if self._pins is not None and self.root.writable else None
 
-    def close(self) -> None:
-        if self._opened is not None:
-            self._opened.close()
-
 
 class CaptureHost(_FilesHere):
     """A captured machine (`--root DIR`, a snapshot) or an opened session's (`session`, closed with the
@@ -195,5 +202,6 @@ class CaptureHost(_FilesHere):
         self.session = session
 
     def close(self) -> None:
+        super().close()
         if self.session is not None:
             self.session.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from app.cli.common import add_command, root_of
+from app.cli.common import add_command, opened_host
 
 
 def register(subparsers) -> None:
@@ -32,14 +32,14 @@ def run(args) -> int:
     from app.sources.export import gather, summary, write
     from probes.results import check_result
     from app.store.folders import journal_path
-    root = root_of(args)
     path = journal_path(create=False)
-    if path.exists():
-        with Journal(path, readonly=True) as journal:
-            exported = gather(root, journal=journal, results=args.jitter, any_host=args.any_host,
-                              check_result=check_result)
-    else:
-        exported = gather(root, results=args.jitter, any_host=args.any_host, check_result=check_result)
+    with opened_host(args) as host:
+        if path.exists():
+            with Journal(path, readonly=True) as journal:
+                exported = gather(host.root, journal=journal, results=args.jitter, any_host=args.any_host,
+                                  check_result=check_result)
+        else:
+            exported = gather(host.root, results=args.jitter, any_host=args.any_host, check_result=check_result)
     write(args.textfile, exported)
     for note in exported.notes:
         print(f"coremap: note: {note}", file=sys.stderr)

@@ -137,7 +137,8 @@ def _on_capture(client: AgentClient, args) -> int:
     second apart, so the picture shows rates)."""
     session = capture_session(client, interval=1.0, root=root_arg(args))
     try:
-        args.root = str(session.machine_dir)
+        # The command opens the snapshot brought here (open_host), not the host over ssh once more.
+        args.root, args.host = str(session.machine_dir), None
         return int(args.func(args) or 0)
     finally:
         session.close()

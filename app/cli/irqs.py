@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from app.cli.common import add_command, add_json_arguments, add_root_argument, bounded, root_of, write_json
+from app.cli.common import add_command, add_json_arguments, add_root_argument, bounded, opened_host, write_json
 from app.format import format_compact, printable
 from app.inputs import read_input_text
 from app.errors import CoremapError
@@ -53,7 +53,8 @@ def run(args) -> int:
         table = parse_interrupts(_read_file(args.file), what=args.file)
         rows, cpus, info = table.rows, table.cpus, {}
     else:
-        irqs = read_irqs(root_of(args))
+        with opened_host(args) as host:
+            irqs = read_irqs(host.root)
         rows, cpus, info = irqs.rows, irqs.cpus, irqs.info
     if args.json:
         write_json({"cpus": list(cpus), "irqs": [_row_json(r, info.get(r.irq), bool(not args.file))
@@ -140,10 +141,23 @@ def _run_rates(args) -> int:
     if not (s > 0):
         raise CoremapError(f"--interval {s:g}: give a positive number of seconds")
     # Imported here for start-up time, like run()'s.
+    from app.sampling.rates import rates
+    with opened_host(args) as host:
+        first, second, note = _two_samples(host.root, s)
+    r = rates(first, second)
+    names = {row.irq: row.name for row in second.interrupts.rows}
+    if args.json:
+        write_json(_rates_json(r, names), args)
+        return 0
+    _print_rates(r, names, note)
+    return 0
+
+
+def _two_samples(root, s: float):
+    """(first, second, how they were read): the live machine read `s` seconds apart, or a snapshot's
+    two captures."""
     from app.machine.interrupts import read_interrupts
     from app.machine.sample import read_sample, read_snapshot_pair
-    from app.sampling.rates import rates
-    root = root_of(args)
     if root.is_live:
         first = read_sample(root, tasks=False)
         time.sleep(s)
@@ -159,13 +173,7 @@ def _run_rates(args) -> int:
         note = f"rates over the snapshot's two captures, {second.time - first.time:g} s apart"
     if second.interrupts is None:
         read_interrupts(root)       # raises the SysRootReadError that names the missing file
-    r = rates(first, second)
-    names = {row.irq: row.name for row in second.interrupts.rows}
-    if args.json:
-        write_json(_rates_json(r, names), args)
-        return 0
-    _print_rates(r, names, note)
-    return 0
+    return first, second, note
 
 
 def _rates_json(r: Rates, names: dict[str, str]) -> dict:

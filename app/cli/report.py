@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli.common import OptionError, add_command, ensure_headless_qt, journal_ledger, output_file, session_or_root
+from app.cli.common import OptionError, add_command, ensure_headless_qt, journal_ledger, opened_host, output_file
 from app.format import plural, printable
 from app.inputs import MiB, read_input_text
 from app.parse.json_text import JsonInputError, load_json
@@ -119,7 +119,8 @@ def _json_values(text: str, *, many: bool, what: str) -> list | None:
 def run(args) -> int:
     out = output_file(args, (".html", ".htm", ".pdf"), ".html or .pdf")
     kind = out.suffix.lower()
-    with session_or_root(args, "report on one machine at a time") as (session, root):
+    with opened_host(args) as host:
+        session, root = host.session, host.root
         quiet = ()
         ledger = _ledger(root) if session is None else None
         if ledger is not None:

@@ -9,7 +9,7 @@ cgroup without RT time, the CPU's stopper thread), 2 bad input (a priority out o
 """
 from __future__ import annotations
 
-from app.cli.common import PID_MAX, add_command, whole
+from app.cli.common import PID_MAX, add_command, opened_host, whole
 from app.errors import CoremapError
 from app.parse.task_stat import RT_PRIORITY, SCHED_POLICIES
 
@@ -42,17 +42,18 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from app.cli.pin import _report, _report_plan, affinity_service
+    from app.cli.pin import _report, _report_plan, pins_of
     from app.pinning.sched import sched_value
     try:
         value = sched_value(args.policy, args.priority)
     except ValueError as e:
         raise SchedInputError(str(e)) from None
-    service = affinity_service(args, dry_run=args.dry_run)
-    target = _target(args, service.root)
-    if args.dry_run:
-        return _report_plan(service.plan_schedule([target], value))
-    return _report(service.schedule([target], value, origin="cli"), "nothing to set", named=True)
+    with opened_host(args) as host:
+        service = pins_of(host, dry_run=args.dry_run)
+        target = _target(args, service.root)
+        if args.dry_run:
+            return _report_plan(service.plan_schedule([target], value))
+        return _report(service.schedule([target], value, origin="cli"), "nothing to set", named=True)
 
 
 def _target(args, root):

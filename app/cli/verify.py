@@ -21,8 +21,8 @@ import json
 import sys
 from pathlib import Path
 
-from app.cli.common import add_cpus_argument, add_root_argument, bounded, json_document, write_json
-from app.cli.pin import affinity_service
+from app.cli.common import add_cpus_argument, add_root_argument, bounded, json_document, opened_host, write_json
+from app.cli.pin import pins_of
 from app.errors import CoremapError
 from app.format import cpus_word, format_cpus
 
@@ -46,15 +46,20 @@ def register(subparsers) -> None:
 def run(args) -> int:
     # imported here: the probe runner, the quiet model and the verification are needed only by a run
     from app.atomic import check_output_path
-    from app.quiet.isolate import QuietError, check_cpus
-    from probes.own_affinity import OwnAffinityGuard
-    from probes.verify import VerifyPlan, verify_text
+    from app.quiet.isolate import QuietError
 
     out = check_output_path(Path(args.out), "--out") if args.out else None
-    service = affinity_service(args)
-    if not service.root.is_live:
-        raise QuietError(f"verify measures the machine coremap runs on, not the capture {service.root.root}; "
-                         "drop --root")
+    with opened_host(args) as host:
+        if not host.root.is_live:
+            raise QuietError(f"verify measures the machine coremap runs on, not the capture {host.root.root}; "
+                             "drop --root")
+        return _verify(args, pins_of(host), out)
+
+
+def _verify(args, service, out: Path | None) -> int:
+    from app.quiet.isolate import check_cpus
+    from probes.own_affinity import OwnAffinityGuard
+    from probes.verify import VerifyPlan, verify_text
     cpus = check_cpus(service.root, args.cpus)
     plan = VerifyPlan(cpus, args.seconds, args.pairs, args.attribute)
     was_quiet = set(cpus) <= set(service.ledger().quiet_cpus)
