@@ -11,8 +11,7 @@ a report read; None when it is read elsewhere). `close()` ends what it holds.
 
 LocalHost: a machine whose files are here (this one, or a writable copy the tests pin in); CaptureHost:
 a captured machine or an opened session; app/remote/host.py RemoteHost and app/sources/live.py SourceHost.
-A host opens cheaply: a command that reads one file of /proc pays for no sampler, journal or probe
-runner; each is imported and built at its first use (every `coremap` run imports this module).
+They open cheaply: sampler, journal and probe runner are imported and made at first use, not by `coremap irqs`.
 """
 from __future__ import annotations
 
@@ -45,14 +44,10 @@ class Host:
                  pins: PinService | None = None, quiet: QuietService | None = None,
                  probes: ProbeStarter | None = None, capture: Callable[[], Session] | None = None,
                  absent: dict[str, str] | None = None):
-        self.name = name
-        self.root = root
-        self._sampler, self._pins, self._quiet, self.probes, self.capture = sampler, pins, quiet, probes, capture
-        self._absent = dict(absent or {})
-
-    @property
-    def sampler(self) -> MachineSource:
-        return self._sampler
+        self.name, self.root, self._absent = name, root, dict(absent or {})
+        self._pins, self._quiet, self.probes, self.capture = pins, quiet, probes, capture
+        if sampler is not None:         # else made at its first use (_FilesHere.sampler)
+            self.sampler = sampler
 
     @property
     def pins(self) -> PinService | None:
@@ -65,12 +60,6 @@ class Host:
     def absent(self, part: str) -> str:
         """Why `part` ("pins", "quiet", "probes", "capture") is missing, in one sentence."""
         return self._absent.get(part, f"{self.name}: no {part} here")
-
-    def open_pins(self, *, dry_run: bool = False, helper: bool = False) -> PinService:
-        """Its pins for a command: CoremapError, the sentence `absent("pins")`, where it has none."""
-        if self.pins is None:
-            raise CoremapError(self.absent("pins"))
-        return self.pins
 
     def has_journal(self) -> bool:
         """Its pins have a journal to read now (what earlier pins left to restore)."""
@@ -96,15 +85,13 @@ class _FilesHere(Host):
 
     def __init__(self, name: str, root: SysRoot, interval: float, *, source: str | None = None, **parts):
         super().__init__(name, None, root=root, **parts)
-        self._interval, self._source = interval, source
+        self._interval, self._source, self._sampler = interval, source, None
         self._opened: Journal | None = None     # the journal this host opened, and so closes
 
     def open_pins(self, *, dry_run: bool = False, helper: bool = False) -> AffinityService:
-        """Its pins, opened now if they were not (CoremapError when the journal cannot be, or the root may
-        not be written). `dry_run`: the journal only read, and created nowhere; a capture has such pins
-        too, which only plan (what a pin or an isolate would do there), and are not its `pins`.
-        `helper`: writes the user may not make go through coremap-helper, started only when one is
-        denied (the CLI's; the window asks for privileges at each "Retry with privileges" instead)."""
+        """Its pins, opened now (CoremapError: the journal cannot be, or a capture is not a `dry_run`, whose
+        journal is only read and whose service only plans: a capture's is not its `pins`). `helper`: the
+        CLI's coremap-helper for writes the user may not make (the window asks at each retry instead)."""
         if self._pins is not None:
             return self._pins
         if not (dry_run or self.root.writable):

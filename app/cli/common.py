@@ -52,11 +52,6 @@ class OptionError(CoremapError):
     """Options that cannot be used as given (an --out of the wrong kind) or together."""
 
 
-def root_arg(args) -> str | None:
-    """The --root given at the top level or on the subcommand, else None (this machine)."""
-    return getattr(args, "root", None)
-
-
 # The roots of the machines commands opened, so main() can print what each refused to read (links
 # out of a capture, devices where files belong) once the command is done.
 _opened: list[SysRoot] = []

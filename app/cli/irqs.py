@@ -141,9 +141,26 @@ def _run_rates(args) -> int:
     if not (s > 0):
         raise CoremapError(f"--interval {s:g}: give a positive number of seconds")
     # Imported here for start-up time, like run()'s.
+    from app.machine.interrupts import read_interrupts
+    from app.machine.sample import read_sample, read_snapshot_pair
     from app.sampling.rates import rates
     with opened_host(args) as host:
-        first, second, note = _two_samples(host.root, s)
+        root = host.root
+        if root.is_live:
+            first = read_sample(root, tasks=False)
+            time.sleep(s)
+            second = read_sample(root, tasks=False)
+            note = f"rates over {second.time - first.time:.3f} s"
+        else:
+            pair = read_snapshot_pair(root)
+            if pair is None:
+                raise CoremapError(f"{root.root}: rates need a live machine or a two-capture snapshot "
+                                   "(coremap snapshot, without --no-second); this capture has one set of "
+                                   "counters, so drop --interval to see totals")
+            first, second = pair
+            note = f"rates over the snapshot's two captures, {second.time - first.time:g} s apart"
+        if second.interrupts is None:
+            read_interrupts(root)       # raises the SysRootReadError that names the missing file
     r = rates(first, second)
     names = {row.irq: row.name for row in second.interrupts.rows}
     if args.json:
@@ -151,29 +168,6 @@ def _run_rates(args) -> int:
         return 0
     _print_rates(r, names, note)
     return 0
-
-
-def _two_samples(root, s: float):
-    """(first, second, how they were read): the live machine read `s` seconds apart, or a snapshot's
-    two captures."""
-    from app.machine.interrupts import read_interrupts
-    from app.machine.sample import read_sample, read_snapshot_pair
-    if root.is_live:
-        first = read_sample(root, tasks=False)
-        time.sleep(s)
-        second = read_sample(root, tasks=False)
-        note = f"rates over {second.time - first.time:.3f} s"
-    else:
-        pair = read_snapshot_pair(root)
-        if pair is None:
-            raise CoremapError(f"{root.root}: rates need a live machine or a two-capture snapshot "
-                               "(coremap snapshot, without --no-second); this capture has one set of "
-                               "counters, so drop --interval to see totals")
-        first, second = pair
-        note = f"rates over the snapshot's two captures, {second.time - first.time:g} s apart"
-    if second.interrupts is None:
-        read_interrupts(root)       # raises the SysRootReadError that names the missing file
-    return first, second, note
 
 
 def _rates_json(r: Rates, names: dict[str, str]) -> dict:
