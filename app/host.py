@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.errors import CoremapError
-from app.store.folders import journal_path
 from app.sysroot import SysRoot
 
 if TYPE_CHECKING:
@@ -98,6 +97,7 @@ class _FilesHere(Host):
             raise CoremapError(self.absent("pins"))
         from app.pinning.journal import Journal          # here: only a pin or a check needs them
         from app.pinning.service import AffinityService
+        from app.store.folders import journal_path
         self._opened = Journal(journal_path(create=not dry_run), readonly=dry_run)
         writer = None
         if helper and not dry_run and self.root.is_live and os.geteuid() != 0:
@@ -169,6 +169,7 @@ class LocalHost(_FilesHere):
     def has_journal(self) -> bool:
         """A journal from earlier runs exists: the window opens it at once, to offer restoring what they
         left behind (otherwise it is opened by the first pin)."""
+        from app.store.folders import journal_path
         return self._pins is not None or journal_path(create=False).exists()
 
     def guarded(self) -> tuple[SysRoot, Path] | None:

@@ -13,7 +13,6 @@ to follow: the sources carry none.
 """
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
@@ -114,6 +113,7 @@ class SourceSampler:
         self.source = source
         self.interval = clamp_interval(interval)
         self.generation = 0
+        import threading            # here: the commands that open a machine through this module start none
         self._lock = threading.Lock()
 
     def tick(self) -> MachineState:
