@@ -342,16 +342,3 @@ def _write_bytes(data: bytes, out) -> None:
     out.flush()
     buffer.write(data)
     buffer.flush()
-
-
-
-def journal_ledger(root: SysRoot):
-    """What the pin journal adds up to for the machine `root` (app/pinning/ledger.py Ledger: its pins,
-    its quiet CPUs), read without creating or writing anything: an empty Ledger where nothing was ever
-    journalled. JournalError (a CoremapError) for a journal coremap may not trust."""
-    # Imported here, not at the top: only the commands that read the journal need it (issue 12).
-    from app.pinning.journal import Journal
-    from app.pinning.ledger import ledger_of
-    from app.store.folders import journal_path
-    with Journal(journal_path(create=False), readonly=True) as journal:
-        return ledger_of(journal.entries(), journal.quiet_events(), str(root.root.resolve()))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 
-from app.cli.common import add_command, bounded, journal_ledger, opened_host, write_json
+from app.cli.common import add_command, bounded, opened_host, write_json
 from app.format import format_compact, format_cpus, format_percent, format_rate
 
 DEEP_NOTE = "sleeps deep: a latency-critical CPU should not (its wakeups pay the deep state's exit latency)"
@@ -51,7 +51,7 @@ def measure(host, seconds: float) -> dict:
     from app.sampling.rates import rates as compute_rates
     root = host.root
     topo = read_topology(root)
-    quiet = quiet_kinds(root, topo)
+    quiet = quiet_kinds(root, topo, _coremap_quiet(host) if root.is_live else ())
     power_reader = PowerReader(root, topo.online, msr_cpus=[c for c in topo.online if c not in quiet])
     if root.is_live:
         power_reader.tick()
@@ -80,8 +80,8 @@ def measure(host, seconds: float) -> dict:
             "mhz_why": power.mhz_why or None, "cpus": rows}
 
 
-def quiet_kinds(root, topo) -> dict[int, str]:
-    """{cpu: why it is quiet}: coremap made it quiet (the journal of this machine says), or the kernel
+def quiet_kinds(root, topo, made_quiet=()) -> dict[int, str]:
+    """{cpu: why it is quiet}: coremap made it quiet (`made_quiet`: the journal of this machine says), or the kernel
     keeps the scheduler off it (isolcpus with domain) or runs it nohz_full, named by every isolation
     flag that applies ("managed_irq, nohz_full"; Topology.isolation_of)."""
     from app.machine.topology import isolation_label     # measure's read_topology imported it already
@@ -90,15 +90,14 @@ def quiet_kinds(root, topo) -> dict[int, str]:
         flags = topo.isolation_of(c)
         if "domain" in flags or "nohz_full" in flags:
             out[c] = isolation_label(flags)
-    if root.is_live:
-        out.update({c: "coremap" for c in _coremap_quiet(root)})
+    out.update({c: "coremap" for c in made_quiet})
     return out
 
 
-def _coremap_quiet(root) -> tuple[int, ...]:
+def _coremap_quiet(host) -> tuple[int, ...]:
     from app.errors import CoremapError
     try:
-        return journal_ledger(root).quiet_cpus
+        return host.open_pins(dry_run=True).ledger().quiet_cpus
     except (CoremapError, OSError):
         return ()       # no journal (nothing was ever pinned here), or not readable: nothing made quiet
 

@@ -28,18 +28,12 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     # Imported here: every `coremap` run imports this module to build its parser.
-    from app.pinning.journal import Journal
     from app.sources.export import gather, summary, write
     from probes.results import check_result
-    from app.store.folders import journal_path
-    path = journal_path(create=False)
     with opened_host(args) as host:
-        if path.exists():
-            with Journal(path, readonly=True) as journal:
-                exported = gather(host.root, journal=journal, results=args.jitter, any_host=args.any_host,
-                                  check_result=check_result)
-        else:
-            exported = gather(host.root, results=args.jitter, any_host=args.any_host, check_result=check_result)
+        # The journal only read (a missing one is empty: nothing pinned, nothing quiet).
+        exported = gather(host.root, journal=host.open_pins(dry_run=True).journal, results=args.jitter,
+                          any_host=args.any_host, check_result=check_result)
     write(args.textfile, exported)
     for note in exported.notes:
         print(f"coremap: note: {note}", file=sys.stderr)

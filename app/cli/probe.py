@@ -23,8 +23,8 @@ import sys
 import threading
 import time
 
-from app.cli.common import (OneLineParser, add_cpus_argument, add_json_arguments, bounded, bounded_size, journal_ledger,
-                             opened_host, write_json)
+from app.cli.common import (OneLineParser, add_cpus_argument, add_json_arguments, bounded, bounded_size, opened_host,
+                             write_json)
 from app.errors import CoremapError
 from app.format import format_size
 from app.parse.cpulist import format_cpulist, parse_cpulist
@@ -312,4 +312,4 @@ def _quiet_cpus() -> tuple[int, ...]:
     """The CPUs an isolate in effect made quiet (the journal says): this shell was moved off them
     with everything else, but probing them is what they are kept for."""
     with opened_host(argparse.Namespace()) as here:         # this machine, as in _busy_warning
-        return journal_ledger(here.root).quiet_cpus
+        return here.open_pins(dry_run=True).ledger().quiet_cpus
