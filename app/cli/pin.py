@@ -106,27 +106,29 @@ def _word(text: str, what: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _targets(args, root: SysRoot, irqs) -> tuple[PinTarget, ...]:
-    """What the options name: one thread, a process, a Java thread, or every IRQ --irq and --device
-    select (`irqs()`: the machine's IRQ table, read once and only for names and devices)."""
+def _targets(args, root: SysRoot, irqs=None) -> tuple[PinTarget, ...]:
+    """What the options name: one thread, a process, a Java thread, or (`coremap pin`, whose `irqs()` is
+    the machine's IRQ table, read once and only for names and devices) every IRQ --irq and --device
+    select. `coremap sched` reads its --tid, --pid and --java here too, without `irqs`."""
     from app.pinning.targets import PinTarget        # pins_of() imported its package already
+    kinds = "--tid T, --pid P" + (", --irq/--device" if irqs else "") + " or --java NAME --pid P"
     given = ["tid"] if args.tid is not None else []
-    if args.irq or args.device:
+    if irqs and (args.irq or args.device):
         given.append("irq")
-    if (args.spread or args.rps) and given != ["irq"]:
+    if irqs and (args.spread or args.rps) and given != ["irq"]:
         raise PinInputError("--spread and --rps place IRQs: give them with --irq or --device")
     if args.java is not None:
         if args.pid is None:
             raise PinInputError("--java NAME needs --pid P, the JVM's process id (see `jcmd -l`)")
         if given:
-            raise PinInputError("give one of --tid, --pid, --irq/--device or --java NAME --pid P")
+            raise PinInputError(f"give one of {kinds}")
         from app.machine.java import find_java_thread
         tid = find_java_thread(args.pid, args.java, root)
         return (PinTarget("thread", tid, args.pid, args.java),)
     if args.pid is not None:
         given.append("pid")
     if len(given) != 1:
-        raise PinInputError("give exactly one of --tid T, --pid P, --irq/--device or --java NAME --pid P")
+        raise PinInputError(f"give exactly one of {kinds}")
     if given == ["irq"]:
         from app.pinning.irq_select import select_irqs
         where = "this machine" if root.is_live else str(root.root)
