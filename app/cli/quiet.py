@@ -90,26 +90,22 @@ def knobs_asked(args) -> tuple[str, ...]:
 
 
 def run(args) -> int:
-    from app.quiet.isolate import LocalQuiet
-    with opened_host(args) as host:
-        return _quiet(args, LocalQuiet(pins_of(host, dry_run=args.dry_run)))
-
-
-def _quiet(args, quiet) -> int:
     # imported here: the quiet model reads every thread and IRQ, and every command registers this one
-    from app.quiet.isolate import failed_results, outcome_sentence, preview_text
-    if args.action == "isolate":
-        preview = quiet.preview("isolate", args.cpus, pm_qos=args.pm_qos, move_pinned=args.move_pinned,
-                                knobs=knobs_asked(args))
-    else:
-        preview = quiet.preview("include", args.cpus, keep_pins=args.keep_pins)
+    from app.quiet.isolate import LocalQuiet, failed_results, outcome_sentence, preview_text
+    with opened_host(args) as host:
+        quiet = LocalQuiet(pins_of(host, dry_run=args.dry_run))
+        if args.action == "isolate":
+            preview = quiet.preview("isolate", args.cpus, pm_qos=args.pm_qos, move_pinned=args.move_pinned,
+                                    knobs=knobs_asked(args))
+        else:
+            preview = quiet.preview("include", args.cpus, keep_pins=args.keep_pins)
+        results = [] if args.dry_run else quiet.apply(preview)
     if args.dry_run:
         if args.json:
             write_json({"preview": asdict(preview)}, args)
         else:
             print(preview_text(preview))
         return 0
-    results = quiet.apply(preview)
     failed = failed_results(results)
     if args.json:
         write_json({"preview": asdict(preview), "results": [asdict(r) for r in results],

@@ -46,36 +46,32 @@ def register(subparsers) -> None:
 def run(args) -> int:
     # imported here: the probe runner, the quiet model and the verification are needed only by a run
     from app.atomic import check_output_path
-    from app.quiet.isolate import QuietError
+    from app.quiet.isolate import QuietError, check_cpus
+    from probes.own_affinity import OwnAffinityGuard
+    from probes.verify import VerifyPlan, verify_text
 
     out = check_output_path(Path(args.out), "--out") if args.out else None
     with opened_host(args) as host:
         if not host.root.is_live:
             raise QuietError(f"verify measures the machine coremap runs on, not the capture {host.root.root}; "
                              "drop --root")
-        return _verify(args, pins_of(host), out)
-
-
-def _verify(args, service, out: Path | None) -> int:
-    from app.quiet.isolate import check_cpus
-    from probes.own_affinity import OwnAffinityGuard
-    from probes.verify import VerifyPlan, verify_text
-    cpus = check_cpus(service.root, args.cpus)
-    plan = VerifyPlan(cpus, args.seconds, args.pairs, args.attribute)
-    was_quiet = set(cpus) <= set(service.ledger().quiet_cpus)
-    own = OwnAffinityGuard(service.root)
-    own.lent = frozenset(cpus)  # made quiet between runs, this process with the rest: a probe may go there
-    own.exclude(cpus)           # this process stays off the measured CPUs on both sides alike
-    interrupted = None
-    try:
-        _run_steps(plan, service, own, out)
-    except (KeyboardInterrupt, SystemExit) as e:    # Ctrl+C, SIGTERM/SIGHUP: what finished is still said
-        interrupted = e
-    finally:
-        # Also on an error of coremap's own: the CPUs get their quiet state back, and --out its last word.
-        gave_back = _give_back(service, plan, was_quiet)
-        own.restore()
-        written = _write_out(plan, out)
+        service = pins_of(host)
+        cpus = check_cpus(service.root, args.cpus)
+        plan = VerifyPlan(cpus, args.seconds, args.pairs, args.attribute)
+        was_quiet = set(cpus) <= set(service.ledger().quiet_cpus)
+        own = OwnAffinityGuard(service.root)
+        own.lent = frozenset(cpus)  # made quiet between runs, this process with the rest: a probe may go there
+        own.exclude(cpus)           # this process stays off the measured CPUs on both sides alike
+        interrupted = None
+        try:
+            _run_steps(plan, service, own, out)
+        except (KeyboardInterrupt, SystemExit) as e:    # Ctrl+C, SIGTERM/SIGHUP: what finished is still said
+            interrupted = e
+        finally:
+            # Also on an error of coremap's own: the CPUs get their quiet state back, and --out its last word.
+            gave_back = _give_back(service, plan, was_quiet)
+            own.restore()
+            written = _write_out(plan, out)
     result = plan.result()
     if args.json:
         write_json(result, args)
