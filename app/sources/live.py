@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-
 from typing import TYPE_CHECKING
 
 from app.errors import CoremapError
@@ -23,11 +22,10 @@ from app.host import CaptureHost, Host, LocalHost
 from app.sampling.interval import clamp_interval
 from app.sysroot import SysRoot
 
+# Every command opens its machine here: what only ssh, a session or a source needs is imported where it is opened.
 if TYPE_CHECKING:
     from app.machine.topology import Topology
     from app.sampling.machine_state import MachineState
-# What only one kind of machine needs (ssh, a session's file, a source) is imported where it is opened:
-# every command opens its machine here, and `coremap irqs` should not pay for the others.
 
 
 class HostOptionError(CoremapError):
