@@ -1,6 +1,6 @@
 """What every subcommand shares: its parser with the `--root` option, the machine it names (a Host:
-this one, a capture, a saved session's), an --out file checked before any work, headless Qt, the one spelling of a CPU option
-and the one writer of --json.
+this one, a capture, a saved session's), an --out file checked before any work, headless Qt, the one
+spelling of a CPU option and the one writer of --json.
 
 Choices made where issue 23 was silent:
 - CPUs are `-c/--cpus LIST` on every command that takes them (taskset's -c). The spellings they

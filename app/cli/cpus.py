@@ -81,9 +81,9 @@ def measure(host, seconds: float) -> dict:
 
 
 def quiet_kinds(root, topo, made_quiet=()) -> dict[int, str]:
-    """{cpu: why it is quiet}: coremap made it quiet (`made_quiet`: the journal of this machine says), or the kernel
-    keeps the scheduler off it (isolcpus with domain) or runs it nohz_full, named by every isolation
-    flag that applies ("managed_irq, nohz_full"; Topology.isolation_of)."""
+    """{cpu: why it is quiet}: coremap made it quiet (`made_quiet`: the journal of this machine says), or
+    the kernel keeps the scheduler off it (isolcpus with domain) or runs it nohz_full, named by every
+    isolation flag that applies ("managed_irq, nohz_full"; Topology.isolation_of)."""
     from app.machine.topology import isolation_label     # measure's read_topology imported it already
     out = {}
     for c in topo.online:

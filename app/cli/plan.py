@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from app.cli.common import add_command, add_cpus_argument, add_json_arguments, add_root_argument, opened_host, write_json
+from app.cli.common import (add_command, add_cpus_argument, add_json_arguments, add_root_argument, opened_host,
+                             write_json)
 from app.cli.topology import load
 
 
