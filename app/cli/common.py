@@ -1,6 +1,6 @@
-"""What every subcommand shares: its parser with the `--root` option, the SysRoot it names (or a
-saved session's), an --out file checked before any work, headless Qt, the one spelling of a CPU option
-and the one writer of --json.
+"""What every subcommand shares: its parser with the `--root` option, the machine it names (a Host:
+this one, a capture, a saved session's), an --out file checked before any work, headless Qt, the one
+spelling of a CPU option and the one writer of --json.
 
 Choices made where issue 23 was silent:
 - CPUs are `-c/--cpus LIST` on every command that takes them (taskset's -c). The spellings they
@@ -52,42 +52,21 @@ class OptionError(CoremapError):
     """Options that cannot be used as given (an --out of the wrong kind) or together."""
 
 
-def root_arg(args) -> str | None:
-    """The --root given at the top level or on the subcommand, else None (this machine)."""
-    return getattr(args, "root", None)
-
-
-# Every SysRoot a command opened, so main() can print what each refused to read (links out of a
-# capture, devices where files belong) once the command is done.
+# The roots of the machines commands opened, so main() can print what each refused to read (links
+# out of a capture, devices where files belong) once the command is done.
 _opened: list[SysRoot] = []
 
 
-def root_of(args) -> SysRoot:
-    """The SysRoot a command works on: --root, else this machine."""
-    root = SysRoot(root_arg(args) or "/")
-    _opened.append(root)
-    return root
-
-
 @contextlib.contextmanager
-def session_or_root(args, clash: str):
-    """(the Session --session opened, or None; the SysRoot to work on: the session's machine, else
-    --root, else this one). The session is closed after the block. OptionError, with `clash` saying
-    why one is enough, when both --root and --session are given."""
-    session_path = getattr(args, "session", None)
-    if session_path and root_arg(args):
-        raise OptionError(f"--root and --session both given: {clash}")
-    if not session_path:
-        yield None, root_of(args)
-        return
-    # Imported here, not at the top: only the commands that open a session need it (issue 12).
-    from app.store.session import open_session
-    from probes.results import check_result
-    session = open_session(session_path, check_result)
-    try:
-        yield session, session.root
-    finally:
-        session.close()
+def opened_host(args):
+    """The machine the arguments name (this one, --root, --session: app/sources/live.py open_host, the
+    one door), closed after the block; what its files refuse to read is printed after the command."""
+    # Imported here, not at the top: building the parser (every `coremap` run) opens no machine.
+    from app.sources.live import open_host
+    with open_host(args) as host:
+        if host.root is not None:
+            _opened.append(host.root)
+        yield host
 
 
 def output_file(args, suffixes: tuple[str, ...], kinds: str) -> Path:
@@ -363,16 +342,3 @@ def _write_bytes(data: bytes, out) -> None:
     out.flush()
     buffer.write(data)
     buffer.flush()
-
-
-
-def journal_ledger(root: SysRoot):
-    """What the pin journal adds up to for the machine `root` (app/pinning/ledger.py Ledger: its pins,
-    its quiet CPUs), read without creating or writing anything: an empty Ledger where nothing was ever
-    journalled. JournalError (a CoremapError) for a journal coremap may not trust."""
-    # Imported here, not at the top: only the commands that read the journal need it (issue 12).
-    from app.pinning.journal import Journal
-    from app.pinning.ledger import ledger_of
-    from app.store.folders import journal_path
-    with Journal(journal_path(create=False), readonly=True) as journal:
-        return ledger_of(journal.entries(), journal.quiet_events(), str(root.root.resolve()))

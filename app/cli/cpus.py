@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 
-from app.cli.common import add_command, bounded, journal_ledger, root_of, write_json
+from app.cli.common import add_command, bounded, opened_host, write_json
 from app.format import format_compact, format_cpus, format_percent, format_rate
 
 DEEP_NOTE = "sleeps deep: a latency-critical CPU should not (its wakeups pay the deep state's exit latency)"
@@ -33,8 +33,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    root = root_of(args)
-    figures = measure(root, args.seconds)
+    with opened_host(args) as host:
+        figures = measure(host, args.seconds)
     if args.json:
         write_json(figures, args, out=sys.stdout)
     else:
@@ -42,16 +42,16 @@ def run(args) -> int:
     return 0
 
 
-def measure(root, seconds: float) -> dict:
-    """What the command prints, as one JSON-able object."""
+def measure(host, seconds: float) -> dict:
+    """What the command prints about `host` (app/host.py), as one JSON-able object."""
     # imported here: every `coremap` run builds the parser, and only this command samples
     from app.machine.sample import read_sample
     from app.machine.topology import read_topology
     from app.sampling.cpu_power import DEEP_SLEEP, PowerReader
     from app.sampling.rates import rates as compute_rates
-    from app.sampling.sampler import Sampler
+    root = host.root
     topo = read_topology(root)
-    quiet = quiet_kinds(root, topo)
+    quiet = quiet_kinds(root, topo, _coremap_quiet(host) if root.is_live else ())
     power_reader = PowerReader(root, topo.online, msr_cpus=[c for c in topo.online if c not in quiet])
     if root.is_live:
         power_reader.tick()
@@ -62,7 +62,7 @@ def measure(root, seconds: float) -> dict:
         power = power_reader.tick(now_due=True)
         seconds = second.time - first.time
     else:
-        state = Sampler(root).tick()
+        state = host.sampler.tick()
         rates, power = state.rates, power_reader.tick()
         seconds = rates.seconds if rates is not None else 0.0
     names = list(dict.fromkeys(n for i in power.idle.values() for n, _ in i.shares))
@@ -80,25 +80,24 @@ def measure(root, seconds: float) -> dict:
             "mhz_why": power.mhz_why or None, "cpus": rows}
 
 
-def quiet_kinds(root, topo) -> dict[int, str]:
-    """{cpu: why it is quiet}: coremap made it quiet (the journal of this machine says), or the kernel
-    keeps the scheduler off it (isolcpus with domain) or runs it nohz_full, named by every isolation
-    flag that applies ("managed_irq, nohz_full"; Topology.isolation_of)."""
+def quiet_kinds(root, topo, made_quiet=()) -> dict[int, str]:
+    """{cpu: why it is quiet}: coremap made it quiet (`made_quiet`: the journal of this machine says), or
+    the kernel keeps the scheduler off it (isolcpus with domain) or runs it nohz_full, named by every
+    isolation flag that applies ("managed_irq, nohz_full"; Topology.isolation_of)."""
     from app.machine.topology import isolation_label     # measure's read_topology imported it already
     out = {}
     for c in topo.online:
         flags = topo.isolation_of(c)
         if "domain" in flags or "nohz_full" in flags:
             out[c] = isolation_label(flags)
-    if root.is_live:
-        out.update({c: "coremap" for c in _coremap_quiet(root)})
+    out.update({c: "coremap" for c in made_quiet})
     return out
 
 
-def _coremap_quiet(root) -> tuple[int, ...]:
+def _coremap_quiet(host) -> tuple[int, ...]:
     from app.errors import CoremapError
     try:
-        return journal_ledger(root).quiet_cpus
+        return host.open_pins(dry_run=True).ledger().quiet_cpus
     except (CoremapError, OSError):
         return ()       # no journal (nothing was ever pinned here), or not readable: nothing made quiet
 

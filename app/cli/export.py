@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from app.cli.common import add_command, root_of
+from app.cli.common import add_command, opened_host
 
 
 def register(subparsers) -> None:
@@ -28,18 +28,12 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     # Imported here: every `coremap` run imports this module to build its parser.
-    from app.pinning.journal import Journal
     from app.sources.export import gather, summary, write
     from probes.results import check_result
-    from app.store.folders import journal_path
-    root = root_of(args)
-    path = journal_path(create=False)
-    if path.exists():
-        with Journal(path, readonly=True) as journal:
-            exported = gather(root, journal=journal, results=args.jitter, any_host=args.any_host,
-                              check_result=check_result)
-    else:
-        exported = gather(root, results=args.jitter, any_host=args.any_host, check_result=check_result)
+    with opened_host(args) as host:
+        # The journal only read (a missing one is empty: nothing pinned, nothing quiet).
+        exported = gather(host.root, journal=host.open_pins(dry_run=True).journal, results=args.jitter,
+                          any_host=args.any_host, check_result=check_result)
     write(args.textfile, exported)
     for note in exported.notes:
         print(f"coremap: note: {note}", file=sys.stderr)

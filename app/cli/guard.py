@@ -16,8 +16,8 @@ import argparse
 import sys
 import time
 
-from app.cli.common import add_root_argument, bounded, write_json
-from app.cli.pin import affinity_service
+from app.cli.common import add_root_argument, bounded, opened_host, write_json
+from app.cli.pin import pins_of
 from app.errors import CoremapError
 from app.format import printable
 
@@ -56,19 +56,20 @@ def run(args) -> int:
     # imported here: only `coremap guard` needs the guard (and its Java and quiet-state imports)
     from app.quiet.guard import Guard
     policies = _policies(args.policy)
-    service = affinity_service(args)
-    for batch, reapply in policies:
-        service.journal.set_policy(batch, reapply)
-        print(f"batch #{batch}: {'re-apply' if reapply else 'report'} when changed", file=_said(args))
-    guard = Guard(service, reapply=args.reapply)
-    guard.refresh(force=True)
-    print(f"guarding {guard.guarded} targets every {args.interval:g} s; changed pins are "
-          f"{'re-applied' if args.reapply else 'reported'} (per-batch policies in the journal win)", flush=True,
-          file=_said(args))
-    try:
-        _ticks(args, guard)
-    finally:
-        guard.close()           # /dev/cpu_dma_latency let go (an isolate's force_latency)
+    with opened_host(args) as host:
+        service = pins_of(host)
+        for batch, reapply in policies:
+            service.journal.set_policy(batch, reapply)
+            print(f"batch #{batch}: {'re-apply' if reapply else 'report'} when changed", file=_said(args))
+        guard = Guard(service, reapply=args.reapply)
+        guard.refresh(force=True)
+        print(f"guarding {guard.guarded} targets every {args.interval:g} s; changed pins are "
+              f"{'re-applied' if args.reapply else 'reported'} (per-batch policies in the journal win)", flush=True,
+              file=_said(args))
+        try:
+            _ticks(args, guard)
+        finally:
+            guard.close()           # /dev/cpu_dma_latency let go (an isolate's force_latency)
     return 0
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import sys
 
 from app.atomic import check_output_path, write_atomic
-from app.cli.common import root_arg
 from app.cli.snapshot import print_result
 from app.errors import CoremapError
 from app.format import printable_lines
@@ -122,7 +121,7 @@ def _err_line(host: HostSpec, line: str) -> str:
 def _snapshot(client: AgentClient, args) -> int:
     out = check_output_path(args.out, "snapshot")
     data, tar = fetch_snapshot(client, interval=args.snapshot_interval, second=not args.no_second,
-                               root=root_arg(args))
+                               root=getattr(args, "root", None))
     write_atomic(out, data)
     interval = tar.meta.get("interval")
     skipped = tar.meta.get("skipped")
@@ -135,9 +134,10 @@ def _snapshot(client: AgentClient, args) -> int:
 def _on_capture(client: AgentClient, args) -> int:
     """`report` / `screenshot` of a snapshot the host takes now (two captures of its counters, a
     second apart, so the picture shows rates)."""
-    session = capture_session(client, interval=1.0, root=root_arg(args))
+    session = capture_session(client, interval=1.0, root=getattr(args, "root", None))
     try:
-        args.root = str(session.machine_dir)
+        # The command opens the snapshot brought here (open_host), not the host over ssh once more.
+        args.root, args.host = str(session.machine_dir), None
         return int(args.func(args) or 0)
     finally:
         session.close()

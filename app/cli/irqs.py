@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from app.cli.common import add_command, add_json_arguments, add_root_argument, bounded, root_of, write_json
+from app.cli.common import add_command, add_json_arguments, add_root_argument, bounded, opened_host, write_json
 from app.format import format_compact, printable
 from app.inputs import read_input_text
 from app.errors import CoremapError
@@ -53,7 +53,8 @@ def run(args) -> int:
         table = parse_interrupts(_read_file(args.file), what=args.file)
         rows, cpus, info = table.rows, table.cpus, {}
     else:
-        irqs = read_irqs(root_of(args))
+        with opened_host(args) as host:
+            irqs = read_irqs(host.root)
         rows, cpus, info = irqs.rows, irqs.cpus, irqs.info
     if args.json:
         write_json({"cpus": list(cpus), "irqs": [_row_json(r, info.get(r.irq), bool(not args.file))
@@ -143,22 +144,23 @@ def _run_rates(args) -> int:
     from app.machine.interrupts import read_interrupts
     from app.machine.sample import read_sample, read_snapshot_pair
     from app.sampling.rates import rates
-    root = root_of(args)
-    if root.is_live:
-        first = read_sample(root, tasks=False)
-        time.sleep(s)
-        second = read_sample(root, tasks=False)
-        note = f"rates over {second.time - first.time:.3f} s"
-    else:
-        pair = read_snapshot_pair(root)
-        if pair is None:
-            raise CoremapError(f"{root.root}: rates need a live machine or a two-capture snapshot "
-                               "(coremap snapshot, without --no-second); this capture has one set of "
-                               "counters, so drop --interval to see totals")
-        first, second = pair
-        note = f"rates over the snapshot's two captures, {second.time - first.time:g} s apart"
-    if second.interrupts is None:
-        read_interrupts(root)       # raises the SysRootReadError that names the missing file
+    with opened_host(args) as host:
+        root = host.root
+        if root.is_live:
+            first = read_sample(root, tasks=False)
+            time.sleep(s)
+            second = read_sample(root, tasks=False)
+            note = f"rates over {second.time - first.time:.3f} s"
+        else:
+            pair = read_snapshot_pair(root)
+            if pair is None:
+                raise CoremapError(f"{root.root}: rates need a live machine or a two-capture snapshot "
+                                   "(coremap snapshot, without --no-second); this capture has one set of "
+                                   "counters, so drop --interval to see totals")
+            first, second = pair
+            note = f"rates over the snapshot's two captures, {second.time - first.time:g} s apart"
+        if second.interrupts is None:
+            read_interrupts(root)       # raises the SysRootReadError that names the missing file
     r = rates(first, second)
     names = {row.irq: row.name for row in second.interrupts.rows}
     if args.json:

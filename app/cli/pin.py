@@ -13,12 +13,11 @@ sysroot).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from typing import TYPE_CHECKING
 
-from app.cli.common import (PID_MAX, add_cpus_argument, add_json_arguments, add_root_argument, root_of, whole,
+from app.cli.common import (PID_MAX, add_cpus_argument, add_json_arguments, add_root_argument, opened_host, whole,
                              write_json)
 from app.errors import CoremapError
 from app.format import cpus_word, format_change, format_cpus, printable
@@ -27,6 +26,7 @@ from app.store.folders import journal_path
 from app.sysroot import SysRoot
 
 if TYPE_CHECKING:
+    from app.host import Host
     from app.pinning.service import AffinityService
     from app.pinning.targets import PinRequest, PinResult, PinTarget
 
@@ -80,23 +80,14 @@ def register(subparsers) -> None:
     j.set_defaults(func=run_journal)
 
 
-def affinity_service(args, *, dry_run: bool = False) -> AffinityService:
-    """The AffinityService a command pins through: --root (else this machine), the journal, and
-    coremap-helper for writes the user may not make (started only when one is denied). A `dry_run`
-    only reads: the journal is opened read-only and no helper is offered."""
-    # Imported here, not at the top: every `coremap` run imports this module to build its parser,
-    # and only the commands that pin need the affinity service (issue 12: start-up time).
-    from app.pinning.service import AffinityService
-    from app.pinning.journal import Journal
-    root = root_of(args)
-    journal = Journal(journal_path(create=not dry_run), readonly=dry_run)
-    for note in journal.notes:
+def pins_of(host: Host, *, dry_run: bool = False) -> AffinityService:
+    """The pins a command makes on `host` (app/host.py open_pins: this machine, or a copy the tests may
+    write; a capture's refusal is one line), through coremap-helper for writes the user may not make
+    (started only when one is denied); its journal's notes on stderr. A `dry_run` only reads the journal."""
+    service = host.open_pins(dry_run=dry_run, helper=True)
+    for note in service.journal.notes:
         print(f"coremap: note: {note}", file=sys.stderr)
-    writer = None
-    if os.geteuid() != 0 and root.is_live and not dry_run:
-        from app.pinning.helper import HelperClient
-        writer = HelperClient()      # started only if a direct write is denied
-    return AffinityService(root, journal, writer)
+    return service
 
 
 def _irq_word(text: str) -> str:
@@ -115,27 +106,29 @@ def _word(text: str, what: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _targets(args, root: SysRoot, irqs) -> tuple[PinTarget, ...]:
-    """What the options name: one thread, a process, a Java thread, or every IRQ --irq and --device
-    select (`irqs()`: the machine's IRQ table, read once and only for names and devices)."""
-    from app.pinning.targets import PinTarget        # affinity_service() imported its package already
+def _targets(args, root: SysRoot, irqs=None) -> tuple[PinTarget, ...]:
+    """What the options name: one thread, a process, a Java thread, or (`coremap pin`, whose `irqs()` is
+    the machine's IRQ table, read once and only for names and devices) every IRQ --irq and --device
+    select. `coremap sched` reads its --tid, --pid and --java here too, without `irqs`."""
+    from app.pinning.targets import PinTarget        # pins_of() imported its package already
+    kinds = "--tid T, --pid P" + (", --irq/--device" if irqs else "") + " or --java NAME --pid P"
     given = ["tid"] if args.tid is not None else []
-    if args.irq or args.device:
+    if irqs and (args.irq or args.device):
         given.append("irq")
-    if (args.spread or args.rps) and given != ["irq"]:
+    if irqs and (args.spread or args.rps) and given != ["irq"]:
         raise PinInputError("--spread and --rps place IRQs: give them with --irq or --device")
     if args.java is not None:
         if args.pid is None:
             raise PinInputError("--java NAME needs --pid P, the JVM's process id (see `jcmd -l`)")
         if given:
-            raise PinInputError("give one of --tid, --pid, --irq/--device or --java NAME --pid P")
+            raise PinInputError(f"give one of {kinds}")
         from app.machine.java import find_java_thread
         tid = find_java_thread(args.pid, args.java, root)
         return (PinTarget("thread", tid, args.pid, args.java),)
     if args.pid is not None:
         given.append("pid")
     if len(given) != 1:
-        raise PinInputError("give exactly one of --tid T, --pid P, --irq/--device or --java NAME --pid P")
+        raise PinInputError(f"give exactly one of {kinds}")
     if given == ["irq"]:
         from app.pinning.irq_select import select_irqs
         where = "this machine" if root.is_live else str(root.root)
@@ -198,14 +191,15 @@ def run_pin(args) -> int:
     cpus = parse_cpulist(args.cpus, what="--cpus")
     if not cpus:
         raise PinInputError("--cpus is empty; write CPUs like 2-5,8")
-    service = affinity_service(args, dry_run=args.dry_run)
-    request = _request(args, service.root, cpus)
-    if request.each:
-        print(f"spread {len(request.targets)} IRQ{'s' if len(request.targets) > 1 else ''} over "
-              f"{cpus_word(cpus)}: one per CPU, each device's NUMA node first")
-    if args.dry_run:
-        return _report_plan(service.plan(request))
-    return _report(service.apply(request), "nothing to pin", named=True)
+    with opened_host(args) as host:
+        service = pins_of(host, dry_run=args.dry_run)
+        request = _request(args, service.root, cpus)
+        if request.each:
+            print(f"spread {len(request.targets)} IRQ{'s' if len(request.targets) > 1 else ''} over "
+                  f"{cpus_word(cpus)}: one per CPU, each device's NUMA node first")
+        if args.dry_run:
+            return _report_plan(service.plan(request))
+        return _report(service.apply(request), "nothing to pin", named=True)
 
 
 def _report_plan(plan) -> int:
@@ -222,20 +216,24 @@ def _report_plan(plan) -> int:
 
 
 def run_undo(args) -> int:
-    return _report(affinity_service(args).undo(), "nothing to undo")
+    with opened_host(args) as host:
+        return _report(pins_of(host).undo(), "nothing to undo")
 
 
 def run_redo(args) -> int:
-    return _report(affinity_service(args).redo(), "nothing to redo")
+    with opened_host(args) as host:
+        return _report(pins_of(host).redo(), "nothing to redo")
 
 
 def run_restore(args) -> int:
-    return _report(affinity_service(args).restore_all(), "nothing to restore: every pinned target has its "
-                                                         "original affinity")
+    with opened_host(args) as host:
+        return _report(pins_of(host).restore_all(), "nothing to restore: every pinned target has its original "
+                                                    "affinity")
 
 
 def run_journal(args) -> int:
-    # Imported here for start-up time, as in affinity_service(); PinTarget only for the listing.
+    # Imported here for start-up time; PinTarget only for the listing. The journal is the user's file, read
+    # whatever machine is shown, and alone: the pin service's imports would slow `coremap journal --json`.
     from app.pinning.journal import Journal
     journal = Journal(journal_path(create=False), readonly=True)
     for note in journal.notes:

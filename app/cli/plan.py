@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from app.cli.common import add_command, add_cpus_argument, add_json_arguments, add_root_argument, root_of, write_json
+from app.cli.common import (add_command, add_cpus_argument, add_json_arguments, add_root_argument, opened_host,
+                             write_json)
 from app.cli.topology import load
 
 
@@ -46,9 +47,9 @@ def run(args) -> int:
     # and only this command needs the model behind it (issue 12: start-up time).
     from app.quiet.boot_plan import make_plan
     from app.quiet.boot_plan_text import plan_text, write_plan_folder
-    root = root_of(args)
-    plan = make_plan(load(root), args.cpus, service=args.service, root=root, replace=args.replace,
-                     intel_pstate=args.intel_pstate_disable)
+    with opened_host(args) as host:
+        plan = make_plan(load(host.root), args.cpus, service=args.service, root=host.root, replace=args.replace,
+                         intel_pstate=args.intel_pstate_disable)
     written = write_plan_folder(Path(args.out), plan) if args.out else []
     if args.json:
         write_json({**asdict(plan), "cmdline_fragment": plan.cmdline_fragment, "isolated": list(plan.isolated),

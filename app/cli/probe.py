@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from app.cli.common import (OneLineParser, add_cpus_argument, add_json_arguments, bounded, bounded_size, journal_ledger,
+from app.cli.common import (OneLineParser, add_cpus_argument, add_json_arguments, bounded, bounded_size, opened_host,
                              write_json)
 from app.errors import CoremapError
 from app.format import format_size
@@ -283,11 +283,11 @@ def _busy_warning(cpus) -> str | None:
     the probe starts, so the probe's own load is not in it. It looks $COREMAP_BUSY_LOOK_S (0: not at all)."""
     from app.inputs import env_seconds
     from app.sampling.intruders import CLI_WINDOW_S, busy_line, read_busy
-    from app.sysroot import SysRoot
     look = env_seconds(BUSY_LOOK_ENV, CLI_WINDOW_S)
     if look == 0:
         return None
-    busy, seconds = read_busy(SysRoot("/"), cpus, look)
+    with opened_host(argparse.Namespace()) as here:         # this machine: the probes run here, whatever --root
+        busy, seconds = read_busy(here.root, cpus, look)
     return busy_line(busy, seconds)
 
 
@@ -311,5 +311,5 @@ def _warn_once_started(line: str, on_line=None):
 def _quiet_cpus() -> tuple[int, ...]:
     """The CPUs an isolate in effect made quiet (the journal says): this shell was moved off them
     with everything else, but probing them is what they are kept for."""
-    from app.sysroot import SysRoot
-    return journal_ledger(SysRoot("/")).quiet_cpus
+    with opened_host(argparse.Namespace()) as here:         # this machine, as in _busy_warning
+        return here.open_pins(dry_run=True).ledger().quiet_cpus

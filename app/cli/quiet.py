@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from app.cli.common import add_cpus_argument, add_json_arguments, add_root_argument, write_json
-from app.cli.pin import affinity_service
+from app.cli.common import add_cpus_argument, add_json_arguments, add_root_argument, opened_host, write_json
+from app.cli.pin import pins_of
 
 
 ISOLATE = """Make CPUs quiet (the window's Quiet → Make quiet…): keep every process off them with a cpuset where the machine has one (a shield,
@@ -92,19 +92,20 @@ def knobs_asked(args) -> tuple[str, ...]:
 def run(args) -> int:
     # imported here: the quiet model reads every thread and IRQ, and every command registers this one
     from app.quiet.isolate import LocalQuiet, failed_results, outcome_sentence, preview_text
-    quiet = LocalQuiet(affinity_service(args))
-    if args.action == "isolate":
-        preview = quiet.preview("isolate", args.cpus, pm_qos=args.pm_qos, move_pinned=args.move_pinned,
-                                knobs=knobs_asked(args))
-    else:
-        preview = quiet.preview("include", args.cpus, keep_pins=args.keep_pins)
+    with opened_host(args) as host:
+        quiet = LocalQuiet(pins_of(host, dry_run=args.dry_run))
+        if args.action == "isolate":
+            preview = quiet.preview("isolate", args.cpus, pm_qos=args.pm_qos, move_pinned=args.move_pinned,
+                                    knobs=knobs_asked(args))
+        else:
+            preview = quiet.preview("include", args.cpus, keep_pins=args.keep_pins)
+        results = [] if args.dry_run else quiet.apply(preview)
     if args.dry_run:
         if args.json:
             write_json({"preview": asdict(preview)}, args)
         else:
             print(preview_text(preview))
         return 0
-    results = quiet.apply(preview)
     failed = failed_results(results)
     if args.json:
         write_json({"preview": asdict(preview), "results": [asdict(r) for r in results],

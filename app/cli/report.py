@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli.common import OptionError, add_command, ensure_headless_qt, journal_ledger, output_file, session_or_root
+from app.cli.common import OptionError, add_command, ensure_headless_qt, opened_host, output_file
 from app.format import plural, printable
 from app.inputs import MiB, read_input_text
 from app.parse.json_text import JsonInputError, load_json
@@ -119,9 +119,10 @@ def _json_values(text: str, *, many: bool, what: str) -> list | None:
 def run(args) -> int:
     out = output_file(args, (".html", ".htm", ".pdf"), ".html or .pdf")
     kind = out.suffix.lower()
-    with session_or_root(args, "report on one machine at a time") as (session, root):
+    with opened_host(args) as host:
+        session, root = host.session, host.root
         quiet = ()
-        ledger = _ledger(root) if session is None else None
+        ledger = _ledger(host) if session is None else None
         if ledger is not None:
             quiet = ledger.quiet_cpus
         since = _since(args.since, session, ledger) if args.since is not None else None
@@ -144,12 +145,12 @@ def run(args) -> int:
     return 0
 
 
-def _ledger(root):
-    """The journal's Ledger of `root`; None, with a note on stderr, when the journal cannot be trusted
-    (the report is still written, without pins)."""
+def _ledger(host):
+    """What the journal adds up to for `host` (app/pinning/ledger.py Ledger), read only; None, with a note
+    on stderr, when the journal cannot be trusted (the report is still written, without pins)."""
     from app.errors import CoremapError
     try:
-        return journal_ledger(root)
+        return host.open_pins(dry_run=True).ledger()
     except CoremapError as e:
         print(f"coremap: note: no pins in the report: {e}", file=sys.stderr)
         return None

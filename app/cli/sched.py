@@ -9,13 +9,13 @@ cgroup without RT time, the CPU's stopper thread), 2 bad input (a priority out o
 """
 from __future__ import annotations
 
-from app.cli.common import PID_MAX, add_command, whole
+from app.cli.common import PID_MAX, add_command, opened_host, whole
 from app.errors import CoremapError
 from app.parse.task_stat import RT_PRIORITY, SCHED_POLICIES
 
 
 class SchedInputError(CoremapError):
-    """A sched request that names no thread, or a policy or priority the kernel does not take (exit 2)."""
+    """A policy or priority the kernel does not take (exit 2; what names no thread is a PinInputError)."""
 
 
 def register(subparsers) -> None:
@@ -42,34 +42,15 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from app.cli.pin import _report, _report_plan, affinity_service
+    from app.cli.pin import _report, _report_plan, _targets, pins_of
     from app.pinning.sched import sched_value
     try:
         value = sched_value(args.policy, args.priority)
     except ValueError as e:
         raise SchedInputError(str(e)) from None
-    service = affinity_service(args, dry_run=args.dry_run)
-    target = _target(args, service.root)
-    if args.dry_run:
-        return _report_plan(service.plan_schedule([target], value))
-    return _report(service.schedule([target], value, origin="cli"), "nothing to set", named=True)
-
-
-def _target(args, root):
-    """The thread, process or Java thread the options name (as `coremap pin` reads them)."""
-    from app.pinning.targets import PinTarget
-    if args.java is not None:
-        if args.pid is None or args.tid is not None:
-            raise SchedInputError("--java NAME needs --pid P, the JVM's process id (see `jcmd -l`), and no --tid")
-        from app.machine.java import find_java_thread
-        return PinTarget("thread", find_java_thread(args.pid, args.java, root), args.pid, args.java)
-    if (args.tid is None) == (args.pid is None):
-        raise SchedInputError("give exactly one of --tid T, --pid P or --java NAME --pid P")
-    if args.pid is not None:
-        if not root.exists(root.task_dir(args.pid, None, "task")):
-            raise SchedInputError(f"process {args.pid} does not exist; see `coremap threads`")
-        return PinTarget("process", args.pid)
-    if not root.exists(root.proc(args.tid, "status")):
-        raise SchedInputError(f"thread {args.tid} does not exist; see `coremap threads`")
-    from app.pinning.names import named_thread      # by its full Java name where its comm is cut
-    return named_thread(root, args.tid)
+    with opened_host(args) as host:
+        service = pins_of(host, dry_run=args.dry_run)
+        target = _targets(args, service.root)[0]     # as `coremap pin` reads them
+        if args.dry_run:
+            return _report_plan(service.plan_schedule([target], value))
+        return _report(service.schedule([target], value, origin="cli"), "nothing to set", named=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli.common import add_command, ensure_headless_qt, output_file, pixel_size, session_or_root
+from app.cli.common import add_command, ensure_headless_qt, opened_host, output_file, pixel_size
 
 WHAT = ("window", "grid")
 
@@ -39,7 +39,8 @@ def run(args) -> int:
     default = GRID_SIZE if args.what == "grid" else DEFAULT_SIZE
     size = parse_size(getattr(args, "size", None)) if getattr(args, "size", None) else default
 
-    with session_or_root(args, "open one machine at a time") as (_session, root):
+    with opened_host(args) as host:
+        root = host.root
         state = state_for(root)
         if args.what == "grid":
             data = render_grid(state, fmt=fmt, size=size, metric=metric.key)

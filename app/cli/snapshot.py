@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from app.cli.common import add_command, add_root_argument, bounded, root_of
+from app.cli.common import add_command, add_root_argument, bounded, opened_host
 
 if TYPE_CHECKING:
     from app.store.capture import SnapshotResult
@@ -35,9 +35,9 @@ def run(args) -> int:
     # Imported here, not at the top: every `coremap` run imports this module to build its parser,
     # and only this command needs the model behind it (issue 12: start-up time).
     from app.store.capture import take_snapshot
-    root = root_of(args)
-    res = take_snapshot(args.out, root, interval=args.snapshot_interval, second=not args.no_second,
-                        threads=not args.no_threads)
+    with opened_host(args) as host:
+        res = take_snapshot(args.out, host.root, interval=args.snapshot_interval, second=not args.no_second,
+                            threads=not args.no_threads)
     print_result(res)
     return 0
 

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from app.cli.common import PID_MAX, add_command, add_json_arguments, bounded, root_of, whole, write_json
+from app.cli.common import PID_MAX, add_command, add_json_arguments, bounded, opened_host, whole, write_json
 from app.errors import CoremapError
 from app.format import printable
 from app.parse.cpulist import format_cpulist
@@ -54,12 +54,16 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    with opened_host(args) as host:
+        return _list(args, host.root)
+
+
+def _list(args, root) -> int:
     # Imported here, not at the top: every `coremap` run imports this module to build its parser,
     # and only this command needs the model behind it (issue 12: start-up time).
     from app.machine.sample import MachineSample
     from app.machine.java import thread_names_of
     from app.machine.threads import TaskGone, TaskReader, find_threads_by_name
-    root = root_of(args)
     interval = args.threads_interval
     if interval < 0:
         raise CoremapError(f"--interval {interval}: give a positive number of seconds (or 0 for none)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from app.cli.common import add_command, root_of, write_json
+from app.cli.common import add_command, opened_host, write_json
 from app.errors import SysRootReadError
 from app.parse.cpulist import format_cpulist
 from app.format import format_size, printable
@@ -45,7 +45,8 @@ def load(root: SysRoot) -> Topology:
 
 
 def run(args) -> int:
-    topo = load(root_of(args))
+    with opened_host(args) as host:
+        topo = load(host.root)
     out = sys.stdout
     if args.csv:
         out.write(format_csv(topo))

@@ -21,8 +21,8 @@ import json
 import sys
 from pathlib import Path
 
-from app.cli.common import add_cpus_argument, add_root_argument, bounded, json_document, write_json
-from app.cli.pin import affinity_service
+from app.cli.common import add_cpus_argument, add_root_argument, bounded, json_document, opened_host, write_json
+from app.cli.pin import pins_of
 from app.errors import CoremapError
 from app.format import cpus_word, format_cpus
 
@@ -51,26 +51,27 @@ def run(args) -> int:
     from probes.verify import VerifyPlan, verify_text
 
     out = check_output_path(Path(args.out), "--out") if args.out else None
-    service = affinity_service(args)
-    if not service.root.is_live:
-        raise QuietError(f"verify measures the machine coremap runs on, not the capture {service.root.root}; "
-                         "drop --root")
-    cpus = check_cpus(service.root, args.cpus)
-    plan = VerifyPlan(cpus, args.seconds, args.pairs, args.attribute)
-    was_quiet = set(cpus) <= set(service.ledger().quiet_cpus)
-    own = OwnAffinityGuard(service.root)
-    own.lent = frozenset(cpus)  # made quiet between runs, this process with the rest: a probe may go there
-    own.exclude(cpus)           # this process stays off the measured CPUs on both sides alike
-    interrupted = None
-    try:
-        _run_steps(plan, service, own, out)
-    except (KeyboardInterrupt, SystemExit) as e:    # Ctrl+C, SIGTERM/SIGHUP: what finished is still said
-        interrupted = e
-    finally:
-        # Also on an error of coremap's own: the CPUs get their quiet state back, and --out its last word.
-        gave_back = _give_back(service, plan, was_quiet)
-        own.restore()
-        written = _write_out(plan, out)
+    with opened_host(args) as host:
+        if not host.root.is_live:
+            raise QuietError(f"verify measures the machine coremap runs on, not the capture {host.root.root}; "
+                             "drop --root")
+        service = pins_of(host)
+        cpus = check_cpus(service.root, args.cpus)
+        plan = VerifyPlan(cpus, args.seconds, args.pairs, args.attribute)
+        was_quiet = set(cpus) <= set(service.ledger().quiet_cpus)
+        own = OwnAffinityGuard(service.root)
+        own.lent = frozenset(cpus)  # made quiet between runs, this process with the rest: a probe may go there
+        own.exclude(cpus)           # this process stays off the measured CPUs on both sides alike
+        interrupted = None
+        try:
+            _run_steps(plan, service, own, out)
+        except (KeyboardInterrupt, SystemExit) as e:    # Ctrl+C, SIGTERM/SIGHUP: what finished is still said
+            interrupted = e
+        finally:
+            # Also on an error of coremap's own: the CPUs get their quiet state back, and --out its last word.
+            gave_back = _give_back(service, plan, was_quiet)
+            own.restore()
+            written = _write_out(plan, out)
     result = plan.result()
     if args.json:
         write_json(result, args)

@@ -22,7 +22,7 @@ from dataclasses import replace
 from collections.abc import Iterable
 
 from app.sampling.cpu_power import PowerReader
-from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL
+from app.sampling.interval import MAX_INTERVAL, MIN_INTERVAL, clamp_interval  # noqa: F401 (others import it here)
 from app.sampling.java_names import JavaNameReader
 from app.machine.interrupts import read_irqs, refresh_affinities
 from app.machine.sample import MachineSample, read_sample, read_snapshot_pair
@@ -313,12 +313,6 @@ def _tasks_but(threads, pids: frozenset[int]) -> dict:
 
 def _tasks_of(s: MachineSample) -> MachineSample:
     return replace(s, interrupts=None, softirqs=None, stat=None)
-
-
-def clamp_interval(seconds: float) -> float:
-    """The sampling interval the window offers: 0.25 s (finer floods the UI thread with states on a
-    1000-CPU machine) to 5 s."""
-    return min(MAX_INTERVAL, max(MIN_INTERVAL, float(seconds)))
 
 
 def _numbered(sample: MachineSample) -> set[str]:

@@ -13,20 +13,19 @@ to follow: the sources carry none.
 """
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from app.errors import CoremapError
 from app.host import CaptureHost, Host, LocalHost
-from app.machine.topology import Topology
-from app.remote.host import RemoteHost
-from app.remote.hosts import parse_host, remember_host
-from app.sampling.machine_state import MachineState
-from app.sampling.sampler import clamp_interval
-from app.store.session import open_session
-from probes.results import check_result
+from app.sampling.interval import clamp_interval
 from app.sysroot import SysRoot
+
+# Every command opens its machine here: what only ssh, a session or a source needs is imported where it is opened.
+if TYPE_CHECKING:
+    from app.machine.topology import Topology
+    from app.sampling.machine_state import MachineState
 
 
 class HostOptionError(CoremapError):
@@ -50,6 +49,8 @@ def open_host(args, *, check: bool = True) -> Host:
     if getattr(args, "host", None):
         if getattr(args, "session", None):
             raise HostOptionError("--host and --session both given: a session is a file here; open one at a time")
+        from app.remote.host import RemoteHost
+        from app.remote.hosts import parse_host, remember_host
         host = RemoteHost(parse_host(args.host), interval=interval, root=getattr(args, "root", None))
         if not check:
             return host         # File → Connect… connects it off the UI thread, cancellable by close()
@@ -63,6 +64,8 @@ def open_host(args, *, check: bool = True) -> Host:
     if getattr(args, "session", None):
         if getattr(args, "root", None):
             raise HostOptionError("--root and --session both given: open one machine at a time")
+        from app.store.session import open_session
+        from probes.results import check_result
         session = open_session(args.session, check_result)
         try:
             return CaptureHost(session.root, session=session, interval=interval)
@@ -73,8 +76,9 @@ def open_host(args, *, check: bool = True) -> Host:
 
 
 def host_of_root(root: SysRoot, interval: float = 1.0) -> Host:
-    """The machine whose files are `root`: this one live ("/"), else a capture (read-only)."""
-    return LocalHost(root, interval=interval) if root.is_live else CaptureHost(root, interval=interval)
+    """The machine whose files are `root`: this one live ("/") or a copy the tests may write, else a
+    capture (read-only)."""
+    return LocalHost(root, interval=interval) if root.writable else CaptureHost(root, interval=interval)
 
 
 def _replay_host(args, interval: float) -> SourceHost:
@@ -129,6 +133,7 @@ class SourceSampler:
         self.source = source
         self.interval = clamp_interval(interval)
         self.generation = 0
+        import threading            # here: the commands that open a machine through this module start none
         self._lock = threading.Lock()
 
     def tick(self) -> MachineState:

@@ -190,7 +190,6 @@ def test_the_first_autosave_of_the_live_machine_does_not_stop_the_window(qtbot, 
     import threading
 
     import app.store.session
-    import app.host as host_mod
     from app.store.session import open_session
     taken = []
     release = threading.Event()
@@ -200,7 +199,7 @@ def test_the_first_autosave_of_the_live_machine_does_not_stop_the_window(qtbot, 
         release.wait(30)                # held until the test saw the UI thread go on
         taken.append(root)
         return real(root, **kw)
-    monkeypatch.setattr(host_mod, "session_from_root", slow_snapshot)     # the LocalHost's capture
+    monkeypatch.setattr(app.store.session, "session_from_root", slow_snapshot)    # the LocalHost's capture
     w = _window(qtbot, "/")
     sc = w.session_controller
     sc.autosaver.autosave_now()

@@ -193,3 +193,14 @@ def _alive(pid: int) -> bool:
             return f.read().split(") ")[1][0] != "Z"
     except OSError:
         return False
+
+
+def test_a_screenshot_over_ssh_is_of_the_snapshot_the_host_took(sshd, tmp_path):
+    """`--host H screenshot`: the host takes a snapshot, brought here and opened as the command's machine
+    (open_host on it, not on the host over ssh a second time); the picture names the host's machine."""
+    out = tmp_path / "grid.png"
+    r = coremap(sshd, "--host", "s1", "screenshot", "--what", "grid", "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    topo = _json(coremap(sshd, "topology", "--json"))
+    assert r.stdout.startswith(f"{out}: grid of {topo['hostname']}, coloured by ")

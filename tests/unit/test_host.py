@@ -32,7 +32,8 @@ def test_a_capture_is_shown_read_only_and_says_why_it_cannot_be_pinned():
         state = host.sampler.tick()
         assert len(state.topology.online) == 12 and not state.live
         assert host.pins is None and host.quiet is None and host.probes is None and host.capture is None
-        assert host.absent("pins") == f"this is a snapshot of {host.name}: pinning needs the live machine"
+        assert host.absent("pins") == (f"a capture cannot be pinned — this is a snapshot of {host.name}: "
+                                      "pinning needs the live machine")
         assert host.absent("probes").endswith("no live probes")
         assert host.root == SysRoot(extract("sno")) and host.guarded() is None
     finally:
