@@ -10,6 +10,7 @@ from app.cli.main import main
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import all_machines, extract
+from tests.states import first_state
 from app.sources.live import host_of_root
 from widgets.application import build_window
 from widgets.summary_bar import machine_facts
@@ -24,8 +25,7 @@ def _window(qtbot, host=None, **kw):
 
 @pytest.mark.parametrize("m", all_machines(), ids=lambda m: m.name)
 def test_window_opens_on_every_fixture_machine(qtbot, m):
-    sampler = Sampler(SysRoot(extract(m)))
-    state = sampler.tick()
+    state = first_state(m.name)
     w = _window(qtbot)
     w.show()
     assert w.set_state(state)
@@ -98,7 +98,7 @@ def test_the_tick_line_shows_coremaps_cpu_share_only_where_ticks_follow(qtbot, w
         thread.stop()
 
 def test_metric_combo_recolours_the_grid(qtbot):
-    state = Sampler(SysRoot(extract("master.internal"))).tick()
+    state = first_state("master.internal")
     w = _window(qtbot)
     w.set_state(state)
     before = {c: it.figure for c, it in w.topology_view.cells().items()}

@@ -30,6 +30,7 @@ from app.sampling.machine_state import MachineState
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
+from tests.states import first_state
 from widgets.tables.irqs import (COL_EFFECTIVE, COL_IRQ, COL_RATE, OUTSIDE_BRUSH, IrqTableModel,
                                  IrqTableWidget, KEY_ROLE, parse_filter)
 from widgets.tables.threads import COL_ID, ID_ROLE, ThreadTableWidget, ThreadTreeModel, shown_name
@@ -90,8 +91,8 @@ def master_root():
 
 
 @pytest.fixture(scope="module")
-def master_state(master_root):
-    return Sampler(SysRoot(master_root)).tick()
+def master_state():
+    return first_state("master.internal")
 
 
 def cell(model, row, col, role=Qt.ItemDataRole.DisplayRole):
@@ -435,7 +436,7 @@ def test_irq_delivered_outside_its_request_on_worker1(qtbot):
     eff = (irq_dir / "effective_affinity_list").read_text().strip()
     assert eff == "6" and "6" not in req.split(",")
     model = IrqTableModel()
-    model.set_state(Sampler(SysRoot(root)).tick())
+    model.set_state(first_state("worker1.internal"))
     r = model.row_of("28")
     assert cell(model, r, COL_EFFECTIVE) == eff
     assert cell(model, r, COL_EFFECTIVE, Qt.ItemDataRole.BackgroundRole) == OUTSIDE_BRUSH
