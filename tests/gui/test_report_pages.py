@@ -62,7 +62,9 @@ def test_a_pdf_never_cuts_a_table_row_across_pages(qapp, tmp_path):
 def live_window(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_REPORTS_DIR", str(tmp_path / "reports"))
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
-    w = build_window(host_of_root(SysRoot("/")))
+    # Ticks every 0.25 s, not the window's 1 s: the rates it waits for come with the second tick, and
+    # neither test reads the interval.
+    w = build_window(host_of_root(SysRoot("/"), interval=0.25), interval=0.25)
     thread = w.sampler_thread
     qtbot.addWidget(w)
     w.resize(1200, 800)
