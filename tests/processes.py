@@ -14,17 +14,21 @@ def main_thread_ticks(pid: int) -> int:
     return int(rest[11]) + int(rest[12])
 
 
-def settle(proc: subprocess.Popen, quiet_s: float = 1.0, limit_s: float = 120.0) -> None:
+def settle(proc: subprocess.Popen, quiet_s: float = 1.0, limit_s: float = 120.0, poll_s: float = 0.05) -> None:
     """Wait until the window's main thread used no CPU for `quiet_s` (first state painted, docks laid
-    out, the signal handlers in place), however long a busy machine takes it to get there."""
+    out, the signal handlers in place), however long a busy machine takes it to get there. Looked at
+    every `poll_s`, so it returns `quiet_s` after the last tick the thread used, not up to twice that
+    (a look every `quiet_s` saw a stretch that began just after a look only at the look after next)."""
     end = time.monotonic() + limit_s
     last = main_thread_ticks(proc.pid)
+    quiet_since = time.monotonic()
     while time.monotonic() < end and proc.poll() is None:
-        time.sleep(quiet_s)
+        time.sleep(poll_s)
         now = main_thread_ticks(proc.pid)
-        if now == last:
+        if now != last:
+            last, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
             return
-        last = now
 
 
 def started(argv: list[str], limit_s: float = 30.0) -> subprocess.Popen:

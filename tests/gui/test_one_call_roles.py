@@ -8,7 +8,7 @@ from PySide6.QtCore import QModelIndex, QModelRoleData, QSortFilterProxyModel, Q
 
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.machines import extract
+from tests.states import first_state
 from widgets.tables.irqs import IrqTableWidget
 from widgets.tables.irqs import SORT_ROLE as IRQ_SORT
 from widgets.tables.threads import SORT_ROLE as THREAD_SORT
@@ -46,7 +46,7 @@ def assert_one_call_answers_as_data(proxy, extra_roles) -> int:
 
 @pytest.fixture(scope="module")
 def master_state():
-    return Sampler(SysRoot(extract("master.internal"))).tick()
+    return first_state("master.internal")
 
 
 @pytest.fixture(scope="module")

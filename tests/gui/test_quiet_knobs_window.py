@@ -33,7 +33,9 @@ def sno(qtbot, tmp_path):
     (dst / "dev" / "cpu_dma_latency").write_bytes(struct.pack("i", 2000000000))     # the kernel's default
     root = SysRoot(writable_test_tree(dst))
     sampler = Sampler(root)
-    w = build_window(None)
+    # The window's guard looks every 0.25 s, not every second: the guard test waits for its looks (the
+    # hold, then the release), and no test reads the interval.
+    w = build_window(None, interval=0.25)
     qtbot.addWidget(w)
     w.resize(1400, 900)
     w.show()

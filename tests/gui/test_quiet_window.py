@@ -29,10 +29,10 @@ from tests.machines import extract, writable_test_tree
 from widgets.application import build_window
 
 
-def _window(qtbot, sampler: Sampler):
+def _window(qtbot, sampler: Sampler, interval: float = 1.0):
     """The window applying `sampler`'s states by hand (the fixtures then show the machine they pin,
-    so its File menu knows it: sessions, reports)."""
-    w = build_window(None)
+    so its File menu knows it: sessions, reports). `interval`: how often its guard looks."""
+    w = build_window(None, interval=interval)
     qtbot.addWidget(w)
     w.resize(1400, 900)
     w.show()
@@ -49,7 +49,9 @@ def sno(qtbot, tmp_path):
     (dst / "sys" / "devices" / "virtual" / "workqueue" / "cpumask").write_text("fff\n")
     root = SysRoot(writable_test_tree(dst))
     sampler = Sampler(root)
-    w = _window(qtbot, sampler)
+    # The guard looks every 0.25 s on this copy: the guard test waits for its look at a change and for
+    # the re-apply (up to a second each at the window's interval), and no test reads the interval.
+    w = _window(qtbot, sampler, interval=0.25)
     journal = Journal(tmp_path / "journal.jsonl")
     service = AffinityService(root, journal)
     show_pins(w, service)

@@ -53,7 +53,17 @@ def _report(copy: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=180, env=env)
 
 
-def test_the_cli_report_holds_this_jobs_pins_and_since_chooses(machine, tmp_path):
+def _report_here(capsys, copy: Path, out: Path, *extra: str) -> tuple[int, str]:
+    """`coremap report` in this process (app.cli.main.main): its status and what it wrote to stderr."""
+    from app.cli.main import main
+    capsys.readouterr()
+    rc = main(["report", "--root", str(copy), "--out", str(out), *extra])
+    return rc, capsys.readouterr().err
+
+
+def test_the_cli_report_holds_this_jobs_pins_and_since_chooses(qapp, machine, tmp_path, capsys):
+    """The job's report runs as the command does, headless in a process of its own; the whole journal's
+    (--since 0) and the refused --since in this process, which gives the same report and the same line."""
     copy, service, old, new = machine
     LocalQuiet(service).apply(LocalQuiet(service).preview("isolate", "1"))
     [r] = service.apply(PinRequest((PinTarget("irq", new),), (1,)))
@@ -63,13 +73,13 @@ def test_the_cli_report_holds_this_jobs_pins_and_since_chooses(machine, tmp_path
     html = (tmp_path / "job.html").read_text()
     assert f"IRQ {new}" in html and "Make quiet CPU 1" in html and f"IRQ {old}" not in html
     assert "earlier journal rows left out" in html and "Now CPU 1 quiet" in html
-    whole = _report(copy, tmp_path / "whole.html", "--since", "0")
-    assert whole.returncode == 0, whole.stderr
+    rc, err = _report_here(capsys, copy, tmp_path / "whole.html", "--since", "0")
+    assert rc == 0, err
     html = (tmp_path / "whole.html").read_text()
     assert f"IRQ {old}" in html and f"IRQ {new}" in html and "left out" not in html
-    bad = _report(copy, tmp_path / "bad.html", "--since", "yesterday")
-    assert bad.returncode == 2 and not (tmp_path / "bad.html").exists()
-    assert bad.stderr.strip().splitlines() == [
+    rc, err = _report_here(capsys, copy, tmp_path / "bad.html", "--since", "yesterday")
+    assert rc == 2 and not (tmp_path / "bad.html").exists()
+    assert err.strip().splitlines() == [
         "coremap: --since 'yesterday': give seconds from the start (90), from the end (-30), end, or a time such as "
         "2026-11-25T13:40:00"]
 

@@ -62,7 +62,9 @@ def test_a_pdf_never_cuts_a_table_row_across_pages(qapp, tmp_path):
 def live_window(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_REPORTS_DIR", str(tmp_path / "reports"))
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
-    w = build_window(host_of_root(SysRoot("/")))
+    # Ticks every 0.25 s, not the window's 1 s: the rates it waits for come with the second tick, and
+    # neither test reads the interval.
+    w = build_window(host_of_root(SysRoot("/"), interval=0.25), interval=0.25)
     thread = w.sampler_thread
     qtbot.addWidget(w)
     w.resize(1200, 800)
@@ -103,13 +105,16 @@ def test_saving_a_session_says_nothing_of_files_the_user_did_not_ask_for(qtbot, 
     assert not list(tmp_path.glob("**/run.hlog"))
 
 
-def test_the_cli_report_of_a_machine_holds_its_pins_and_badges_its_quiet_cpus(qapp, tmp_path):
+def test_the_cli_report_of_a_machine_holds_its_pins_and_badges_its_quiet_cpus(qapp, tmp_path, monkeypatch, capsys):
     """`coremap report --root` holds what the window's report holds: the journal's pins of that
-    machine and its quiet CPUs badged in the grid (issue 23: only the window's report badged them)."""
+    machine and its quiet CPUs badged in the grid (issue 23: only the window's report badged them).
+    The report with the pins runs as the command does, headless in a process of its own; the one
+    without, its baseline, runs in this process (app.cli.main.main), which prints the same report."""
     import base64
     import os
     import sys
 
+    from app.cli.main import main
     from app.pinning.journal import Journal
     from app.pinning.service import AffinityService
     from app.quiet.isolate import LocalQuiet
@@ -124,19 +129,26 @@ def test_the_cli_report_of_a_machine_holds_its_pins_and_badges_its_quiet_cpus(qa
         quiet = LocalQuiet(AffinityService(root, journal))
         quiet.apply(quiet.preview("isolate", "1"))
 
-    def report(state_dir, name):
-        env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
-        env.update(COREMAP_STATE_DIR=str(state_dir), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-        r = subprocess.run([sys.executable, "-m", "app", "report", "--root", str(copy), "--out", name],
-                           capture_output=True, text=True, timeout=180, cwd=tmp_path, env=env)
-        assert r.returncode == 0, r.stderr
+    def report(state_dir, name, in_process=False):
+        if in_process:
+            monkeypatch.setenv("COREMAP_STATE_DIR", str(state_dir))
+            capsys.readouterr()
+            assert main(["report", "--root", str(copy), "--out", str(tmp_path / name)]) == 0
+            stdout = capsys.readouterr().out
+        else:
+            env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+            env.update(COREMAP_STATE_DIR=str(state_dir), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+            r = subprocess.run([sys.executable, "-m", "app", "report", "--root", str(copy), "--out", name],
+                               capture_output=True, text=True, timeout=180, cwd=tmp_path, env=env)
+            assert r.returncode == 0, r.stderr
+            stdout = r.stdout
         html = (tmp_path / name).read_text()
         grid = base64.b64decode(re.search(r'data:image/png;base64,([A-Za-z0-9+/=]+)', html).group(1))
-        return r.stdout, html, grid
+        return stdout, html, grid
 
     empty = tmp_path / "empty"
     empty.mkdir(mode=0o700)
-    plain_out, _plain_html, plain_grid = report(empty, "plain.html")
+    plain_out, _plain_html, plain_grid = report(empty, "plain.html", in_process=True)
     out, html, grid = report(state, "quiet.html")
     assert " 0 pins" in plain_out and " 0 pins" not in out
     assert re.search(r"isolate|Make quiet", html)

@@ -51,12 +51,19 @@ def _pins(n: int) -> list[dict]:
              "after": [1 - i % 2], "state": "done", "time": 1.7e9 + i} for i in range(n)]
 
 
-def _pdf_text(pdf: bytes, tmp_path) -> tuple[str, int]:
+def _pdf_text(pdf: bytes, tmp_path) -> str:
     path = tmp_path / "report.pdf"
     path.write_bytes(pdf)
-    text = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
+
+
+def _pdf_images(pdf: bytes, tmp_path) -> int:
+    """The PDF's pictures, as pdfimages lists them; only the test that counts them pays for the listing
+    (the page-break tests render up to 80 PDFs each and read their text only)."""
+    path = tmp_path / "report.pdf"
+    path.write_bytes(pdf)
     listing = subprocess.run(["pdfimages", "-list", str(path)], capture_output=True, text=True, check=True).stdout
-    return text, sum(1 for line in listing.splitlines()[2:] if line.split()[2:3] == ["image"])
+    return sum(1 for line in listing.splitlines()[2:] if line.split()[2:3] == ["image"])
 
 
 def _squash(s: str) -> str:
@@ -82,7 +89,8 @@ def test_the_pdf_holds_every_section_of_the_html(qapp, tmp_path, root, report, p
     headings = [_squash(re.sub(r"<[^>]+>", "", h)) for h in re.findall(r"<h[123]>(.*?)</h[123]>", html)]
     assert {"1. jitter on CPU 1", "2. jitter on CPU 0", "3. wakeup on CPU 1", "4. wakeup on CPU 0",
             "Notes"} <= set(headings)
-    text, images = _pdf_text(pdf_bytes(html), tmp_path)
+    pdf = pdf_bytes(html)
+    text, images = _pdf_text(pdf, tmp_path), _pdf_images(pdf, tmp_path)
     flat = _squash(text)
     # every heading, in the HTML's order
     at = 0
@@ -116,7 +124,7 @@ def test_what_follows_a_row_moved_to_the_next_page_is_printed(qapp, tmp_path):
     rows = "".join(f"<tr><td>{i}</td><td width='200'>{'word ' * 30}END{i}</td></tr>" for i in range(12))
     sections = "".join(f"<h3>Section {i}</h3><p>{'text ' * 300}</p>" for i in range(20))
     html = f"<html><body><h1>rows</h1><table border='1'>{rows}</table>{sections}<h2>Notes</h2><p>THE END</p></body></html>"
-    text, _images = _pdf_text(pdf_bytes(html), tmp_path)
+    text = _pdf_text(pdf_bytes(html), tmp_path)
     flat = _squash(text)
     assert all(f"END{i}" in flat for i in range(12))
     assert all(f"Section {i}" in flat for i in range(20)) and "THE END" in flat
@@ -132,7 +140,7 @@ def test_a_heading_its_paragraph_and_its_table_share_a_page(qapp, tmp_path):
                 f"<p>{'Pins in effect and those made since this window opened. ' * 3}Now CPU 1 quiet.</p>"
                 f"<table border='1'><tr><th>Target</th><th>Before → after</th><th>Result</th></tr>{rows}</table>"
                 f"{'<p>after</p>' * 40}</body></html>")
-        text, _images = _pdf_text(pdf_bytes(html), tmp_path)
+        text = _pdf_text(pdf_bytes(html), tmp_path)
         page = next(p for p in text.split("\f") if "Pins made" in p)
         assert "thread 0" in page.split("Pins made", 1)[1], (filler, page[-300:])
 

@@ -30,6 +30,7 @@ from app.sampling.machine_state import MachineState
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
+from tests.states import first_state
 from widgets.tables.irqs import (COL_EFFECTIVE, COL_IRQ, COL_RATE, OUTSIDE_BRUSH, IrqTableModel,
                                  IrqTableWidget, KEY_ROLE, parse_filter)
 from widgets.tables.threads import COL_ID, ID_ROLE, ThreadTableWidget, ThreadTreeModel, shown_name
@@ -90,8 +91,8 @@ def master_root():
 
 
 @pytest.fixture(scope="module")
-def master_state(master_root):
-    return Sampler(SysRoot(master_root)).tick()
+def master_state():
+    return first_state("master.internal")
 
 
 def cell(model, row, col, role=Qt.ItemDataRole.DisplayRole):
@@ -111,7 +112,7 @@ def test_irq_model_master_rows_sort_filter(qtbot, qtmodeltester, master_root, ma
     qtmodeltester.check(widget.proxy)
     widget.set_state(master_state)
 
-    _, raw = raw_interrupts(master_root)
+    cpus, raw = raw_interrupts(master_root)        # the oracle, parsed once (0.4 s on this file)
     # 1874 IRQ folders (and default_smp_affinity); 1862 of them have a line in /proc/interrupts.
     assert len([d for d in (master_root / "proc" / "irq").iterdir() if d.is_dir()]) == 1874
     assert len([k for k in raw if k.isdigit()]) == 1862
@@ -142,7 +143,6 @@ def test_irq_model_master_rows_sort_filter(qtbot, qtmodeltester, master_root, ma
     irq_dir = master_root / "proc" / "irq"
     eff5 = {d.name for d in irq_dir.iterdir()
             if d.name in raw and (d / "effective_affinity_list").read_text().strip() == "5"}
-    cpus, _ = raw_interrupts(master_root)
     counted5 = {k for k, (c, _) in raw.items() if len(c) == len(cpus) and c[cpus.index(5)]}
     got = {widget.proxy.index(r, COL_IRQ).data() for r in range(widget.proxy.rowCount())}
     assert eff5 and eff5 <= got
@@ -182,22 +182,30 @@ def test_irq_affinity_mismatch_highlighted(qtbot, master_root, master_state):
 
 
 def test_irq_rows_vanish_and_return_without_reset(qtbot, qtmodeltester, master_state):
+    # Three runs of master's rows, in its order: the first 200 lines (300 and 301 among them), the lines
+    # around 1500, and the named ones (LOC): three separate blocks go and come back. The model tester
+    # walks every cell at each begin/end of a block; over all 1,881 lines that was 6 s of this test, and
+    # sync_rows does the same per block whatever the table's length (widgets/tables/rows.py).
+    table = master_state.sample.interrupts
+    at = {r.irq: i for i, r in enumerate(table.rows)}
+    runs = table.rows[:200] + table.rows[at["1500"] - 10:at["1500"] + 10] + table.rows[at["NMI"]:]
+    base = replace(master_state, sample=replace(master_state.sample, interrupts=replace(table, rows=runs)))
     model = IrqTableModel()
     qtmodeltester.check(model)
-    model.set_state(master_state)
+    model.set_state(base)
     n = model.rowCount()
-    table = master_state.sample.interrupts
     gone = {"300", "301", "1500", "LOC"}
-    fewer = replace(table, rows=tuple(r for r in table.rows if r.irq not in gone))
-    smaller = replace(master_state, generation=2, sample=replace(master_state.sample, interrupts=fewer))
+    assert gone <= {r.irq for r in runs} and n == len(runs)
+    fewer = replace(table, rows=tuple(r for r in runs if r.irq not in gone))
+    smaller = replace(base, generation=2, sample=replace(base.sample, interrupts=fewer))
     resets, removed, inserted = [], [], []
     model.modelReset.connect(lambda: resets.append(1))
     model.rowsRemoved.connect(lambda p, a, b: removed.append(b - a + 1))
     model.rowsInserted.connect(lambda p, a, b: inserted.append(b - a + 1))
     model.set_state(smaller)
-    assert model.rowCount() == n - len(gone) and sum(removed) == len(gone)
+    assert model.rowCount() == n - len(gone) and sum(removed) == len(gone) and len(removed) == 3
     assert all(model.row_of(i) < 0 for i in gone)
-    model.set_state(replace(master_state, generation=3))
+    model.set_state(replace(base, generation=3))
     assert model.rowCount() == n and sum(inserted) == len(gone)
     assert resets == []
     keys = [cell(model, r, 0, KEY_ROLE) for r in range(n)]
@@ -435,7 +443,7 @@ def test_irq_delivered_outside_its_request_on_worker1(qtbot):
     eff = (irq_dir / "effective_affinity_list").read_text().strip()
     assert eff == "6" and "6" not in req.split(",")
     model = IrqTableModel()
-    model.set_state(Sampler(SysRoot(root)).tick())
+    model.set_state(first_state("worker1.internal"))
     r = model.row_of("28")
     assert cell(model, r, COL_EFFECTIVE) == eff
     assert cell(model, r, COL_EFFECTIVE, Qt.ItemDataRole.BackgroundRole) == OUTSIDE_BRUSH

@@ -13,6 +13,7 @@ from app.sampling.rates import CpuRates, Rates
 from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from tests.machines import extract
+from tests.states import first_state
 from widgets.colors import LUT, ColorScale, parse_metric
 from widgets.topology.items import CoreBoxItem, GroupBoxItem
 from widgets.topology.view import TopologyView
@@ -133,8 +134,7 @@ def test_metrics_choose_the_matching_figure(view):
 
 
 def test_one_capture_says_totals_not_rates(view):
-    from app.sampling.sampler import Sampler
-    state = Sampler(SysRoot(extract("worker1.internal"))).tick()
+    state = first_state("worker1.internal")
     view.set_state(state)
     assert "not rates" in view.legend.note
     assert all(it.color_index is not None for it in view.cells().values() if it.online)

@@ -382,10 +382,14 @@ def test_refresh_affinities_reads_the_cpus_again_and_keeps_the_rest(tmp_path):
     from app.machine.interrupts import read_irqs, refresh_affinities
     from app.sysroot import SysRoot
     from tests.machines import extract
+    # The table is read from the capture; what refresh_affinities reads again is the IRQ folders only
+    # (it lists nothing, reads no device), so only those are copied to be changed, with the
+    # proc/interrupts that makes a folder a SysRoot: 2,219 of the capture's 11,000 files.
+    table = read_irqs(SysRoot(extract("worker1.internal")))
     copy = tmp_path / "worker1"
-    shutil.copytree(extract("worker1.internal"), copy, symlinks=True)
+    shutil.copytree(extract("worker1.internal") / "proc" / "irq", copy / "proc" / "irq", symlinks=True)
+    shutil.copy(extract("worker1.internal") / "proc" / "interrupts", copy / "proc" / "interrupts")
     root = SysRoot(copy)
-    table = read_irqs(root)
     irq = next(k for k, v in table.info.items() if v.requested and len(v.requested) > 1)
     (copy / "proc" / "irq" / irq / "smp_affinity_list").write_text("3\n")
     fresh = refresh_affinities(root, table)

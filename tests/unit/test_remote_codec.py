@@ -21,6 +21,7 @@ from app.sampling.sampler import Sampler
 from app.sampling.machine_state import MachineState
 from app.sysroot import SysRoot
 from tests.machines import all_machines, extract
+from tests.states import first_state
 
 MACHINES = [m.name for m in all_machines()]
 
@@ -32,7 +33,7 @@ def _wire(form):
 
 @pytest.mark.parametrize("name", MACHINES)
 def test_every_fixture_machine_goes_over_and_back(name):
-    state = Sampler(SysRoot(extract(name))).tick()
+    state = first_state(name)
     got = StateReceiver().apply(_wire(StateSender().form(state)))
     assert got == state
     assert type(got.topology.cpus) is tuple and got.topology.cpu(got.topology.online[0])
@@ -86,7 +87,7 @@ def test_pin_values_and_journal_entries_go_over_and_back():
 
 
 def test_equal_objects_in_one_message_are_sent_once():
-    state = Sampler(SysRoot(extract("master.internal"))).tick()
+    state = first_state("master.internal")
     form = Encoder().encode(state)
     text = json.dumps(form)
     assert text.count('"$r"') > 1000        # the IRQ table's rows are the sample's rows

@@ -111,6 +111,13 @@ def _composite_copy(tmp_path: Path) -> Path:
     return dst
 
 
+@pytest.fixture(scope="module")
+def composite_for_names(tmp_path_factory) -> Path:
+    """One copy of the procfs composite (2,752 files) for the cases that write only the stored names'
+    file, each the whole file: they differ in nothing else (a copy each was 4 copies of the same tree)."""
+    return _composite_copy(tmp_path_factory.mktemp("names"))
+
+
 @pytest.mark.parametrize("bound, value", [("MAX_TASKS", 20), ("MAX_THREAD_BYTES", 64 * 1024)])
 def test_a_capture_past_its_bounds_keeps_whole_processes_and_says_so(tmp_path, monkeypatch, bound, value):
     monkeypatch.setattr(capture_threads, bound, value)
@@ -139,8 +146,8 @@ def test_a_capture_past_its_bounds_keeps_whole_processes_and_says_so(tmp_path, m
     {"format": 2, "names": {}},                                      # a format this coremap does not know
     [1, 2],
 ])
-def test_stored_names_out_of_bounds_are_refused_with_a_note(tmp_path, capsys, doc):
-    dst = _composite_copy(tmp_path)
+def test_stored_names_out_of_bounds_are_refused_with_a_note(composite_for_names, capsys, doc):
+    dst = composite_for_names
     (dst / SNAPSHOT_META_DIR).mkdir(exist_ok=True)
     (dst / SNAPSHOT_META_DIR / CAPTURED_NAMES).write_text(json.dumps(doc))
     err = []
@@ -149,23 +156,12 @@ def test_stored_names_out_of_bounds_are_refused_with_a_note(tmp_path, capsys, do
     assert CAPTURED_NAMES in err[0] and len(err[0].strip().splitlines()) <= 2, err
 
 
-def test_stored_names_name_a_captured_thread_whose_comm_is_cut(tmp_path, capsys):
-    dst = _composite_copy(tmp_path)
-    t = next(t for t in read_tasks(SysRoot(dst)).tasks.values())
-    stat = dst / "proc" / str(t.pid) / "task" / str(t.tid) / "stat"
-    text = stat.read_text()
-    stat.write_text(text[:text.index("(") + 1] + "market-data-fee" + text[text.rindex(")"):])
-    (dst / SNAPSHOT_META_DIR).mkdir(exist_ok=True)
-    (dst / SNAPSHOT_META_DIR / CAPTURED_NAMES).write_text(json.dumps(
-        {"format": 1, "names": {str(t.pid): {str(t.tid): HANDLER}}}))
-    rows = _threads_json(capsys, "--root", str(dst), "--name", "feed-handler-0")
-    assert [(r["tid"], r["name"]) for r in rows] == [(t.tid, HANDLER)]
-
-
-def test_the_window_sampler_names_a_captured_thread_by_its_stored_java_name(tmp_path):
-    """The window shows a capture through the Sampler: its state carries the names the capture stored."""
-    from app.sampling.sampler import Sampler
-    dst = _composite_copy(tmp_path)
+@pytest.fixture(scope="module")
+def cut_java_name(tmp_path_factory):
+    """A copy of the composite whose first thread's comm is a JVM thread's, cut by the kernel to 15 bytes
+    (COMM), and whose stored names give its full name (HANDLER): (the copy, that thread). Both tests below
+    only read it, one through `coremap threads`, one through the window's Sampler."""
+    dst = _composite_copy(tmp_path_factory.mktemp("cut"))
     t = next(t for t in read_tasks(SysRoot(dst)).tasks.values())
     stat = dst / "proc" / str(t.pid) / "task" / str(t.tid) / "stat"
     text = stat.read_text()
@@ -173,5 +169,18 @@ def test_the_window_sampler_names_a_captured_thread_by_its_stored_java_name(tmp_
     (dst / SNAPSHOT_META_DIR).mkdir(exist_ok=True)
     (dst / SNAPSHOT_META_DIR / CAPTURED_NAMES).write_text(json.dumps(
         {"format": 1, "names": {str(t.pid): {str(t.tid): HANDLER}}}))
+    return dst, t
+
+
+def test_stored_names_name_a_captured_thread_whose_comm_is_cut(cut_java_name, capsys):
+    dst, t = cut_java_name
+    rows = _threads_json(capsys, "--root", str(dst), "--name", "feed-handler-0")
+    assert [(r["tid"], r["name"]) for r in rows] == [(t.tid, HANDLER)]
+
+
+def test_the_window_sampler_names_a_captured_thread_by_its_stored_java_name(cut_java_name):
+    """The window shows a capture through the Sampler: its state carries the names the capture stored."""
+    from app.sampling.sampler import Sampler
+    dst, t = cut_java_name
     state = Sampler(SysRoot(dst)).tick()
     assert state.thread_names.name(t.pid, t.tid, state.sample.tasks.tasks[t.tid].comm) == HANDLER
