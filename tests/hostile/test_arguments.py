@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from app.pinning.helper import MAX_LINE, Helper
 from app.parse.cpulist import parse_cpulist
 from app.sysroot import SysRoot
 from tests.hostile.conftest import run_cli
+from tests.jvms import wait_until
 
 
 @pytest.mark.parametrize("text", ["١", "٠-١", "１", "0-³", "2-x", "0x1", "1e3", "-1", "0--1"])
@@ -89,7 +91,9 @@ def test_thread_names_cannot_forge_lines_or_send_escapes():
                              "ctypes.CDLL(None).prctl(15, b'ev\\x1b[31m\\nFAKE', 0, 0, 0)\n"
                              "time.sleep(30)\n"])
     try:
-        time.sleep(0.3)
+        # Until the child has named itself: a fixed 0.3 s was spent on every run, and was shorter than a
+        # Python start on a loaded machine.
+        wait_until(lambda: Path(f"/proc/{evil.pid}/comm").read_bytes().startswith(b"ev\x1b"), what="the rename")
         r = run_cli("threads", "--pid", evil.pid, timeout=30)
         assert r.returncode == 0, r.stderr
         assert "\x1b" not in r.stdout
