@@ -40,6 +40,34 @@ def copy_capture(dest: Path) -> Path:
     return dest
 
 
+def run_main(capsys, *args, timeout=30):
+    """`coremap ARGS` in this process (app.cli.main.main), as run_cli gives it: exit status, stdout,
+    stderr. For the many cases of a refusal whose first case runs as a child (run_cli covers the process
+    path), so each of the others saves a Python start and coremap's imports (issue 31). A run past
+    `timeout` raises TimeoutError (SIGALRM, which coremap does not use) rather than hang the suite; the
+    SIGTERM and SIGHUP handlers main() sets are put back."""
+    import signal
+
+    from app.cli.main import main
+
+    def late(_signum, _frame):
+        raise TimeoutError(f"coremap {' '.join(map(str, args))[:200]}: still running after {timeout} s")
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM)}
+    capsys.readouterr()
+    signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        rc = main([str(a) for a in args])
+    except SystemExit as e:         # argparse's refusals, as in a child
+        rc = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), rc, out.out, out.err)
+
+
 @pytest.fixture
 def secret(tmp_path):
     return write_secret(tmp_path)

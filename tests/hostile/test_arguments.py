@@ -13,7 +13,7 @@ from app.errors import CpuListError
 from app.pinning.helper import MAX_LINE, Helper
 from app.parse.cpulist import parse_cpulist
 from app.sysroot import SysRoot
-from tests.hostile.conftest import run_cli
+from tests.hostile.conftest import run_cli, run_main
 from tests.jvms import wait_until
 
 
@@ -69,14 +69,18 @@ def test_helper_answers_every_request_and_writes_nothing(request_text, tmp_path)
     json.dumps(reply)
 
 
-@pytest.mark.parametrize("args", [
+FLOAT_ARGS = [
     ["irqs", "--interval", "inf"], ["irqs", "--interval", "nan"], ["irqs", "--interval=-1"],
     ["irqs", "--interval", "0"], ["irqs", "--interval", "1e9"], ["threads", "--interval", "nan"],
     ["threads", "--interval=-0.5"], ["snapshot", "/tmp/never-written.tar.gz", "--interval", "inf"],
     ["--interval", "nan", "topology"], ["--interval", "0", "topology"], ["--interval=-inf", "topology"],
-])
-def test_float_options_refuse_nan_inf_negative_and_out_of_range(args):
-    r = run_cli(*args, timeout=30)
+]
+
+
+@pytest.mark.parametrize("args", FLOAT_ARGS)
+def test_float_options_refuse_nan_inf_negative_and_out_of_range(capsys, args):
+    # The first as a child; the others, one option type's refusals, in this process (run_main).
+    r = run_cli(*args, timeout=30) if args == FLOAT_ARGS[0] else run_main(capsys, *args)
     assert r.returncode == 2, r.stdout
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "give " in lines[0] and "seconds" in lines[0], r.stderr
