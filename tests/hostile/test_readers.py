@@ -31,6 +31,7 @@ import pytest
 from app.machine.threads import read_tasks
 from app.sysroot import SysRoot, confined
 from tests.hostile.conftest import REPO, SECRET, run_cli
+from tests.hostile.sources import product_modules
 
 # (module, function) -> why it may open a file itself.
 ALLOWED = {
@@ -70,9 +71,8 @@ _OPENERS = {("os", "open"), ("io", "open"), ("tarfile", "open"), ("gzip", "open"
             ("lzma", "open"), ("zipfile", "ZipFile")}
 
 
-def _file_opens(path: Path):
+def _file_opens(tree: ast.Module):
     """(qualified function, what, line) of every file open in one module."""
-    tree = ast.parse(path.read_text(), str(path))
     out, stack = [], []
 
     class Visitor(ast.NodeVisitor):
@@ -115,13 +115,12 @@ def _what(node: ast.Call) -> str | None:
 
 def test_every_file_is_read_through_the_readers():
     bad = []
-    for folder in ("app", "probes", "widgets"):
-        for path in sorted((REPO / folder).rglob("*.py")):
-            rel = str(path.relative_to(REPO))
-            for func, what, line in _file_opens(path):
-                key = (rel, func) if (rel, func) in ALLOWED else (rel, "*")
-                if key not in ALLOWED:
-                    bad.append(f"{rel}:{line} {func}: {what}")
+    for path, tree in product_modules():
+        rel = str(path.relative_to(REPO))
+        for func, what, line in _file_opens(tree):
+            key = (rel, func) if (rel, func) in ALLOWED else (rel, "*")
+            if key not in ALLOWED:
+                bad.append(f"{rel}:{line} {func}: {what}")
     assert bad == [], "read these through SysRoot or app/inputs.py (or allow them here, with the reason):\n" \
                       + "\n".join(bad)
 
