@@ -7,7 +7,7 @@ import ast
 import functools
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.hostile.conftest import REPO
 
 
 @functools.lru_cache(maxsize=None)
