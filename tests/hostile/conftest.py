@@ -26,21 +26,80 @@ def run_cli(*args, timeout=60, env=None):
                           timeout=timeout, cwd=REPO, env=e)
 
 
-@pytest.fixture
-def secret(tmp_path):
+def write_secret(folder: Path) -> Path:
     """A file outside every capture whose text must never appear in any output."""
-    p = tmp_path / "outside" / "secret"
+    p = folder / "outside" / "secret"
     p.parent.mkdir()
     p.write_text(SECRET + "\n")
     return p
 
 
-@pytest.fixture
-def capture(tmp_path):
+def copy_capture(dest: Path) -> Path:
     """A copy of a real 12-CPU capture with interrupts (openshift-nto sno), ours to spoil."""
-    dest = tmp_path / "capture"
     shutil.copytree(extract("sno"), dest, symlinks=True)
     return dest
+
+
+def run_main(capsys, *args, timeout=30):
+    """`coremap ARGS` in this process (app.cli.main.main), as run_cli gives it: exit status, stdout,
+    stderr. For the many cases of a refusal whose first case runs as a child (run_cli covers the process
+    path), so each of the others saves a Python start and coremap's imports (issue 31). A run past
+    `timeout` raises TimeoutError (SIGALRM, which coremap does not use) rather than hang the suite; the
+    SIGTERM and SIGHUP handlers main() sets are put back."""
+    import signal
+
+    from app.cli.main import main
+
+    def late(_signum, _frame):
+        raise TimeoutError(f"coremap {' '.join(map(str, args))[:200]}: still running after {timeout} s")
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM)}
+    capsys.readouterr()
+    signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        rc = main([str(a) for a in args])
+    except SystemExit as e:         # argparse's refusals, as in a child
+        rc = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), rc, out.out, out.err)
+
+
+@pytest.fixture
+def secret(tmp_path):
+    return write_secret(tmp_path)
+
+
+@pytest.fixture
+def capture(tmp_path):
+    return copy_capture(tmp_path / "capture")
+
+
+def tree_state(root: Path) -> dict:
+    """What a test that only reads `root` leaves as it was: each entry's kind, mode, size, mtime and
+    inode, and where each link points (links are not followed, FIFOs not opened)."""
+    state = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            state[p] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino,
+                        os.readlink(p) if os.path.islink(p) else None)
+    return state
+
+
+def read_only(root: Path):
+    """Yield `root`, built once for a module's tests that only read it, and fail the test that changed
+    it: the next test would find another tree than it asks for (each test built its own copy before,
+    0.3-1.3 s of copying the capture each, issue 31)."""
+    before = tree_state(root)
+    yield root
+    after = tree_state(root)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert changed == [], f"a test that only reads its capture changed it: {changed[:10]}"
 
 
 def replace_with_link(member: Path, target: str) -> None:
@@ -72,8 +131,18 @@ def add_processes(capture: Path, names=(EVIL, "sshd"), first_pid: int = 1) -> li
     return pids
 
 
+@pytest.fixture(scope="module")
+def _names_capture(tmp_path_factory):
+    return plant_names(copy_capture(tmp_path_factory.mktemp("names") / "capture"))
+
+
 @pytest.fixture
-def hostile_names(capture):
+def hostile_names(_names_capture):
+    """The module's capture with hostile names (plant_names), for tests that only read it."""
+    yield from read_only(_names_capture)
+
+
+def plant_names(capture: Path) -> Path:
     """The capture with EVIL as a process and thread name, its host name (meta.json and
     proc/sys/kernel/hostname), an IRQ's action and the CPU model."""
     add_processes(capture)
@@ -90,8 +159,19 @@ def hostile_names(capture):
     return capture
 
 
+@pytest.fixture(scope="module")
+def _tree_capture(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tree")
+    return plant_tree(copy_capture(folder / "capture"), write_secret(folder))
+
+
 @pytest.fixture
-def hostile_tree(capture, secret):
+def hostile_tree(_tree_capture):
+    """The module's capture with a hostile process tree (plant_tree), for tests that only read it."""
+    yield from read_only(_tree_capture)
+
+
+def plant_tree(capture: Path, secret: Path) -> Path:
     """The capture with a process tree built to leave it, hang a reader or fill its memory (issue 24,
     "Process lists in captures"): a cmdline and a comm linked to a secret outside (absolute, and by
     climbing with '..'), a thread's stat linked out, a task/ folder linked into the live /proc, a

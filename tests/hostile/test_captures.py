@@ -11,6 +11,7 @@ import pytest
 from app.errors import SysRootReadError
 from app.sysroot import SysRoot, confined
 from tests.hostile.conftest import SECRET, replace_with_link, run_cli
+from tests.jvms import wait_until
 
 
 @pytest.fixture(params=["openat2", "walk"])
@@ -133,15 +134,14 @@ def test_nothing_is_written_through_a_link_in_a_capture(capture, tmp_path):
 def test_a_zombie_thread_is_refused_like_an_exited_one(tmp_path):
     import subprocess
     import sys
-    import time
     # A child that exits and is never reaped stays a zombie while its parent lives.
     parent = subprocess.Popen([sys.executable, "-c",
                                "import os, time\npid = os.fork()\nif pid == 0: os._exit(0)\n"
                                "print(pid, flush=True)\ntime.sleep(30)\n"], stdout=subprocess.PIPE, text=True)
     try:
         zombie = int(parent.stdout.readline())
-        time.sleep(0.2)
-        assert open(f"/proc/{zombie}/stat").read().split(") ")[1][0] == "Z"
+        # Until the child has exited (it may not have when its pid is printed), not a fixed 0.2 s.
+        wait_until(lambda: open(f"/proc/{zombie}/stat").read().split(") ")[1][0] == "Z", what="the zombie")
         r = run_cli("pin", "--tid", zombie, "--cpus", "0", env={"COREMAP_STATE_DIR": str(tmp_path / "s")})
         assert r.returncode == 1
         assert "has exited (a zombie" in r.stdout, r.stdout

@@ -9,9 +9,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
+from app.parse.cpulist import parse_cpulist
 from app.pinning.helper import VERSION, HelperClient, default_command
 from app.pinning.journal import Journal
 from tests.hostile.conftest import REPO, run_cli
@@ -128,11 +130,16 @@ def test_a_journal_line_without_a_start_time_touches_no_process(tmp_path, sleepe
     """An old or forged record of a pin of `sleeper`'s pid with no start time: restore and undo must not
     re-pin it (it may be a new process that reused the pid)."""
     cpus = sorted(os.sched_getaffinity(sleeper.pid))
+    # A `before` unlike the sleeper's mask, whatever width another suite's isolate left that at (one run
+    # here found it at CPU 0 alone, so before == requested and restore had nothing to undo): restore then
+    # has a pin to undo, and must refuse it for want of a start time.
+    online = sorted(parse_cpulist(Path("/sys/devices/system/cpu/online").read_text().strip()))
+    before = (online[-1],) if cpus != [online[-1]] else (online[0],)
     for command in ("restore", "undo"):
         state = tmp_path / command
         state.mkdir(mode=0o700)
         with Journal(state / "journal.jsonl") as j:
-            e = j.record(kind="thread", target_id=sleeper.pid, requested=(cpus[0],), before=(cpus[-1],),
+            e = j.record(kind="thread", target_id=sleeper.pid, requested=(cpus[0],), before=before,
                          pid=sleeper.pid, starttime=None)
             j.mark(e, "done", after=(cpus[0],))
         r = run_cli(command, env={"COREMAP_STATE_DIR": str(state)})

@@ -230,15 +230,15 @@ JSON_ALLOWED = {
 def test_every_json_decode_goes_through_load_json():
     import ast
     from tests.hostile.conftest import REPO
+    from tests.hostile.sources import product_modules
     bad = []
-    for folder in ("app", "probes", "widgets"):
-        for path in sorted((REPO / folder).rglob("*.py")):
-            rel = str(path.relative_to(REPO))
-            if rel == "app/parse/json_text.py" or rel in JSON_ALLOWED:
-                continue
-            for node in ast.walk(ast.parse(path.read_text(), rel)):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                    name = ast.unparse(node.func)
-                    if name in ("json.loads", "json.load") or name.endswith(("json.decode", ".Decoder", "raw_decode")):
-                        bad.append(f"{rel}:{node.lineno} {name}")
+    for path, tree in product_modules():
+        rel = str(path.relative_to(REPO))
+        if rel == "app/parse/json_text.py" or rel in JSON_ALLOWED:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                name = ast.unparse(node.func)
+                if name in ("json.loads", "json.load") or name.endswith(("json.decode", ".Decoder", "raw_decode")):
+                    bad.append(f"{rel}:{node.lineno} {name}")
     assert bad == [], "decode JSON with app/parse/json_text.py load_json or decode_json:\n" + "\n".join(bad)

@@ -27,6 +27,7 @@ from app.sysroot import SysRoot
 from app.machine.topology.files import cpu_dir_ids, read_int
 from probes.common import ProbeError
 from tests.hostile.conftest import REPO, run_cli
+from tests.hostile.sources import product_modules
 from tests.hostile.test_option_table import TABLE
 
 BAD_NUMBERS = ["١", "٣٫٥", "１", "²", "", " ", "nan", "inf", "-inf", "1e999", "1_0", "0x10", "+-1", "9" * 400]
@@ -96,12 +97,11 @@ def test_no_option_takes_int_or_float_directly():
     """argparse's type=int and type=float take '١', nan and inf: every numeric option goes through
     app/parse/number.py (bounded, whole, pixel_size, bounded_size)."""
     bad = []
-    for folder in ("app", "probes", "widgets"):
-        for path in sorted((REPO / folder).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                if isinstance(node, ast.keyword) and node.arg == "type" and isinstance(node.value, ast.Name) \
-                        and node.value.id in ("int", "float"):
-                    bad.append(f"{path.relative_to(REPO)}:{node.value.lineno}")
+    for path, tree in product_modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg == "type" and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("int", "float"):
+                bad.append(f"{path.relative_to(REPO)}:{node.value.lineno}")
     assert bad == []
 
 

@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from tests.hostile.conftest import run_cli
+from tests.hostile.conftest import run_cli, run_main
 
 
 def _kinds(tmp_path, suffix):
@@ -42,13 +42,14 @@ def _state(path):
     (["screenshot", "--out", "{out}"], ".png"),
     (["--screenshot", "{out}"], ".png"),
 ])
-def test_non_regular_outputs_are_refused_and_untouched(tmp_path, command, suffix):
+def test_non_regular_outputs_are_refused_and_untouched(capsys, tmp_path, command, suffix):
     outputs, sock = _kinds(tmp_path, suffix)
     try:
         for kind, out in outputs.items():
             before = _state(out)
             args = [a.replace("{out}", str(out)) for a in command]
-            r = run_cli(*args, timeout=60)
+            # The FIFO as a child; the other kinds, the same writer's refusal, in this process (run_main).
+            r = run_cli(*args, timeout=60) if kind == "fifo" else run_main(capsys, *args, timeout=60)
             assert r.returncode == 2, (kind, r.stdout, r.stderr)
             lines = r.stderr.strip().splitlines()
             assert len(lines) == 1 and "not a regular file" in lines[0], (kind, r.stderr)

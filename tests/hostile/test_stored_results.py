@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from functools import partial
 
 import pytest
 
@@ -12,7 +13,7 @@ from app.store.results import clean_history
 from app.store.session import open_session, save_session, session_from_root
 from app.sysroot import SysRoot
 from probes.results import check_result
-from tests.hostile.conftest import run_cli
+from tests.hostile.conftest import run_cli, run_main
 from tests.machines import extract
 
 
@@ -24,20 +25,24 @@ def _rewrite(src, dst, member: str, text: str):
             zout.writestr(zi, data)
 
 
-@pytest.fixture
-def session_file(tmp_path):
-    p = tmp_path / "sno.coremap"
+@pytest.fixture(scope="module")
+def session_file(tmp_path_factory):
+    # Once for the module: each test reads it and writes its own spoiled copy (_rewrite).
+    p = tmp_path_factory.mktemp("session") / "sno.coremap"
     save_session(p, session_from_root(SysRoot(extract("sno")), history=[{"t": 0.0, "irq": {"24": {"3": 800.0}}}]))
     return p
 
 
-@pytest.mark.parametrize("member, text, note", [
+WRONG_TYPES = [
     ("history.jsonl", '{"t":0,"irq":[1,2]}\n{"t":1,"irq":{"24":{"x":5}}}\n{"t":2,"cpu":{"0":{"busy":1e400}}}\n',
      "3 malformed ticks"),
     ("history.jsonl", '{"t":"soon"}\n', "1 malformed tick"),
     ("journal.jsonl", '{"id":1e400,"kind":"irq"}\n', "1 malformed entry"),
-])
-def test_a_session_with_wrong_types_inside_still_reports(session_file, tmp_path, member, text, note):
+]
+
+
+@pytest.mark.parametrize("member, text, note", WRONG_TYPES)
+def test_a_session_with_wrong_types_inside_still_reports(capsys, session_file, tmp_path, member, text, note):
     bad = tmp_path / "bad.coremap"
     _rewrite(session_file, bad, member, text)
     s = open_session(bad)
@@ -46,7 +51,9 @@ def test_a_session_with_wrong_types_inside_still_reports(session_file, tmp_path,
     finally:
         s.close()
     out = tmp_path / "r.html"
-    r = run_cli("report", "--session", bad, "--out", out, timeout=120)
+    # The first case as a child; the others in this process (run_main): one door, other notes.
+    first = (member, text, note) == WRONG_TYPES[0]
+    r = (run_cli if first else partial(run_main, capsys))("report", "--session", bad, "--out", out, timeout=120)
     assert r.returncode == 0, r.stderr
     assert note in r.stderr and out.stat().st_size > 0
 
@@ -83,9 +90,11 @@ def test_history_cleaner_keeps_good_ticks():
     assert clean_history({"t": 1}) == ([], ["history: not a list of ticks; left out"])
 
 
-@pytest.mark.parametrize("buckets", [[[1000, 3], [2000, 1]], [[1000, 1999, 3]], [{"lo_ns": 5, "hi_ns": 9, "count": 2}]],
-                         ids=["edge-count", "lo-hi-count", "dicts"])
-def test_every_bucket_form_the_door_takes_reaches_the_report(tmp_path, buckets):
+BUCKET_FORMS = [[[1000, 3], [2000, 1]], [[1000, 1999, 3]], [{"lo_ns": 5, "hi_ns": 9, "count": 2}]]
+
+
+@pytest.mark.parametrize("buckets", BUCKET_FORMS, ids=["edge-count", "lo-hi-count", "dicts"])
+def test_every_bucket_form_the_door_takes_reaches_the_report(capsys, tmp_path, buckets):
     """Buckets stored as [edge, count] pairs passed app/store/results.py and failed in probes/histogram.py
     with an IndexError in `report` (issue 24): the one bucket reader reads every form the door takes."""
     from probes.histogram import bucket_rows
@@ -95,7 +104,9 @@ def test_every_bucket_form_the_door_takes_reaches_the_report(tmp_path, buckets):
     p = tmp_path / "res.json"
     p.write_text(json.dumps(res))
     out = tmp_path / "r.html"
-    r = run_cli("report", "--root", extract("sno"), "--probe", p, "--out", out, timeout=120)
+    # The first form as a child; the others in this process (run_main).
+    run = run_cli if buckets == BUCKET_FORMS[0] else partial(run_main, capsys)
+    r = run("report", "--root", extract("sno"), "--probe", p, "--out", out, timeout=120)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
 
 
