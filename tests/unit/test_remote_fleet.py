@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from app.remote.codec import StateSender
 from app.remote.fleet import FleetRow, capture_fleet, csv_rows, odd_cells
 from app.remote.hosts import parse_host
@@ -56,6 +58,14 @@ class FakeAgent:
             self._closed.set()
             with FakeAgent.lock:
                 FakeAgent.live -= 1
+
+
+@pytest.fixture(autouse=True)
+def short_rate_wait(monkeypatch):
+    """A host's two ticks are RATE_WAIT (0.5 s) apart so that its agent has rates; these agents' states are
+    made already, so the wait only added 0.5 s a host (50 hosts, 8 at once: 3 s)."""
+    from app.remote import fleet
+    monkeypatch.setattr(fleet, "RATE_WAIT", 0.02)
 
 
 def fake_connect(host, connect_timeout=None, handshake_timeout=None):
