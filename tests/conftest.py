@@ -214,6 +214,8 @@ def pytest_collection_finish(session):
     """A process that will run a test of the Prometheus stack starts it now, beside the tests before that
     one (tests/engines.py Started); an xdist worker collects every test but runs only some modules, so it
     may start one it never uses (three idle processes)."""
+    if session.config.option.collectonly:
+        return
     if any("prometheus_stack" in getattr(item, "fixturenames", ()) for item in session.items):
         from tests.engines import Started
         _PROMETHEUS.append(Started(_prometheus_engines()))

@@ -25,8 +25,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
