@@ -36,7 +36,8 @@ def test_a_fleet_of_one_machine_under_several_names_and_two_that_fail(sshd):
     assert rows[1]["status"].startswith("refused: the connection was refused")
     assert s.returncode == 1, s.stderr
     [silent] = list(csv.DictReader(io.StringIO(s.stdout)))
-    assert silent["host"] == "silent" and silent["status"].startswith(f"silent: no answer within {SILENT_TIMEOUT}"), silent
+    assert silent["host"] == "silent", silent
+    assert silent["status"].startswith(f"silent: no answer within {SILENT_TIMEOUT}"), silent
     assert float(silent["seconds"]) >= SILENT_TIMEOUT - 0.5, silent      # it waited its timeout, not less
     # Hosts side by side (at most --parallel) are counted in tests/unit/test_remote_fleet.py: a bound on
     # the wall clock here failed on a machine busy with a second suite.
