@@ -11,8 +11,9 @@ import pytest
 
 from tests.remote.conftest import coremap
 
-# Long enough for a real host on a machine busy with a second suite (4 s failed there).
-TIMEOUT = 8
+# Long enough for a real host on a machine busy with a second suite (4 s failed there, and 8 s once while
+# measuring issue 31). No test waits it out: the silent host has its own.
+TIMEOUT = 15
 # What a host that never answers is given: it waits this out in full, so it is short, and it comes in a
 # run (or through a connection) of its own: a host's timeout is its own, whatever its fleet's others do.
 SILENT_TIMEOUT = 2
@@ -20,7 +21,7 @@ SILENT_TIMEOUT = 2
 
 def test_a_fleet_of_one_machine_under_several_names_and_two_that_fail(sshd):
     names = ["s1", "refused", "s2", "s3"]
-    # The silent host in a fleet run of its own, side by side with the others': the 8 s the real hosts
+    # The silent host in a fleet run of its own, side by side with the others': the time the real hosts
     # may need is not waited out by it.
     with ThreadPoolExecutor(2) as pool:
         silent_run = pool.submit(coremap, sshd, "fleet", "silent", "--csv", "--timeout", SILENT_TIMEOUT)
@@ -30,7 +31,7 @@ def test_a_fleet_of_one_machine_under_several_names_and_two_that_fail(sshd):
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert [row["host"] for row in rows] == names
     ok = [rows[0], *rows[2:]]
-    assert all(row["status"] == "ok" and row["name"] == os.uname().nodename for row in ok)
+    assert all(row["status"] == "ok" and row["name"] == os.uname().nodename for row in ok), ok
     assert len({(row["model"], row["shape"], row["kernel"], row["numa_nodes"]) for row in ok}) == 1
     assert all(row["stands_out"] == "" for row in ok)          # one machine: nothing sets one apart
     assert rows[1]["status"].startswith("refused: the connection was refused")
@@ -62,7 +63,7 @@ def test_the_fleet_window_streams_ssh_hosts_as_they_answer(qtbot, remote_env):
     tile appears as its host answers, every round reads them again, a host that never answers gets its
     row at its timeout, and closing it ends the stream. (That the silent host does not hold the others
     back is counted in tests/unit/test_remote_fleet.py, not timed here.) The silent host's connection is
-    given SILENT_TIMEOUT: with the real hosts' TIMEOUT each round, and the close, waited 8 s for it."""
+    given SILENT_TIMEOUT: with the real hosts' TIMEOUT each round, and the close, waited it out."""
     from app.remote.client import AgentClient
     from app.remote.hosts import parse_host
     from app.sources.stream import FleetStream, ssh_rounds
