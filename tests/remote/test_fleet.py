@@ -58,14 +58,16 @@ def test_a_fleet_runs_jitter_on_each_host_and_reads_a_hosts_file(sshd, tmp_path)
     assert all(row["jitter"].startswith(f"CPU {cpu}: max ") and ">= 10 µs" in row["jitter"] for row in rows), rows
 
 
-def test_the_fleet_window_streams_ssh_hosts_as_they_answer(qtbot, remote_env):
+def test_the_fleet_window_streams_ssh_hosts_as_they_answer(qtbot, remote_env, monkeypatch):
     """The window's ssh fleet (what `coremap fleet HOST...` opens): it opens at once with no host, each
     tile appears as its host answers, every round reads them again, a host that never answers gets its
     row at its timeout, and closing it ends the stream. (That the silent host does not hold the others
     back is counted in tests/unit/test_remote_fleet.py, not timed here.) The silent host's connection is
     given SILENT_TIMEOUT: with the real hosts' TIMEOUT each round, and the close, waited it out."""
+    from app.remote import fleet
     from app.remote.client import AgentClient
     from app.remote.hosts import parse_host
+    monkeypatch.setattr(fleet, "RATE_WAIT", 0.1)    # a host's two ticks apart: a third of each round, not checked
     from app.sources.stream import FleetStream, ssh_rounds
     from widgets.fleet.window import FleetWindow
 
