@@ -67,9 +67,9 @@ def test_the_fleet_window_streams_ssh_hosts_as_they_answer(qtbot, remote_env, mo
     from app.remote import fleet
     from app.remote.client import AgentClient
     from app.remote.hosts import parse_host
-    monkeypatch.setattr(fleet, "RATE_WAIT", 0.1)    # a host's two ticks apart: a third of each round, not checked
     from app.sources.stream import FleetStream, ssh_rounds
     from widgets.fleet.window import FleetWindow
+    monkeypatch.setattr(fleet, "RATE_WAIT", 0.1)    # a host's two ticks apart: a third of each round, not checked
 
     def connect(host, connect_timeout, handshake_timeout):
         if host.host == "silent":
