@@ -169,6 +169,8 @@ def pytest_sessionstart(session):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    while _PROMETHEUS:
+        _PROMETHEUS.pop().stop()        # started at collection, and no test of this process asked for it
     before = _UNTOUCHED.get("before")
     if before is None or getattr(session.config, "workerinput", None) is not None:
         return                          # an xdist worker: the controller checks once for the run
@@ -190,19 +192,47 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 # -- the real engines, started once per run (issue 31: four modules started their own) ------------------
+_PROMETHEUS: list = []
+
+
+def _prometheus_engines():
+    import contextlib
+    import shutil as _shutil
+    from tests.engines import prometheus_engines
+    from tests.machines import extract
+    named = os.geteuid() == 0 and _shutil.which("unshare") is not None
+
+    @contextlib.contextmanager
+    def engines():
+        with prometheus_engines(extract("sno"), fixture_hostname="sno" if named else None) as e:
+            e.named = named
+            yield e
+    return engines
+
+
+def pytest_collection_finish(session):
+    """A process that will run a test of the Prometheus stack starts it now, beside the tests before that
+    one (tests/engines.py Started); an xdist worker collects every test but runs only some modules, so it
+    may start one it never uses (three idle processes)."""
+    if session.config.option.collectonly:
+        return
+    if any("prometheus_stack" in getattr(item, "fixturenames", ()) for item in session.items):
+        from tests.engines import Started
+        _PROMETHEUS.append(Started(_prometheus_engines()))
+
+
 @pytest.fixture(scope="session")
 def prometheus_stack():
     """One prometheus-node-exporter on this machine, one on the captured "sno" (named "sno" in a UTS
     namespace of its own where this is root and unshare exists: `stack.named`), and Prometheus scraping
     both (tests/engines.py): shared by every module that reads from Prometheus. A module that writes into
     the textfile folder takes its own file name there."""
-    import shutil as _shutil
-    from tests.engines import prometheus_engines
-    from tests.machines import extract
-    named = os.geteuid() == 0 and _shutil.which("unshare") is not None
-    with prometheus_engines(extract("sno"), fixture_hostname="sno" if named else None) as e:
-        e.named = named
-        yield e
+    from tests.engines import Started
+    started = _PROMETHEUS.pop() if _PROMETHEUS else Started(_prometheus_engines())
+    try:
+        yield started.get()
+    finally:
+        started.stop()
 
 
 @pytest.fixture(scope="session")

@@ -23,8 +23,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,6 +180,40 @@ def prometheus_engines(fixture_root: Path | None = None, *, textfile_dir: Path |
         yield e
     finally:
         e.stop()
+
+
+class Started:
+    """A context manager of engines entered on a thread of its own, so that its start overlaps the tests
+    that run before the first one that needs it (Prometheus takes its targets only at its scrape manager's
+    first reload, 5 s after it starts: the stack was 8 s of a module's set-up). `get()` waits for it and
+    raises what its start raised (a skip included); `stop()` leaves the context."""
+
+    def __init__(self, engines: Callable[[], contextlib.AbstractContextManager]):
+        self._ready, self._release = threading.Event(), threading.Event()
+        self._value = self._error = None
+        self._thread = threading.Thread(target=self._run, args=(engines,), name="coremap-engines", daemon=True)
+        self._thread.start()
+
+    def _run(self, engines) -> None:
+        try:
+            with engines() as value:
+                self._value = value
+                self._ready.set()
+                self._release.wait()
+        except BaseException as e:      # noqa: BLE001 - pytest's skip is one: handed to get()'s caller
+            self._error = e
+        finally:
+            self._ready.set()
+
+    def get(self):
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def stop(self) -> None:
+        self._release.set()
+        self._thread.join(60)
 
 
 def _wait_percpu(pmproxy: str, host: str) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from collections.abc import Callable
 from operator import attrgetter
 
@@ -217,14 +218,19 @@ def _runs(v: list) -> list | None:
 
 # -- what coremap sends ---------------------------------------------------------------------------------
 _SCHEMA: Schema | None = None
+# A fleet's hosts each make their receiver on a thread of their own, at once: msgspec.inspect, reading the
+# classes' annotations on eight threads together, crashed the interpreter (SIGSEGV in typing._eval_type,
+# seen in tests/unit/test_remote_fleet.py under xdist). The schema is found by one thread.
+_SCHEMA_LOCK = threading.Lock()
 
 
 def wire_schema() -> Schema:
     """The classes of coremap's wire: MachineState and what it holds, pin requests and results, journal
     entries and quiet events, an isolate's preview (found once)."""
     global _SCHEMA
-    if _SCHEMA is None:
-        _SCHEMA = Schema((MachineState, PinRequest, PinResult, JournalEntry, QuietEvent, QuietPreview))
+    with _SCHEMA_LOCK:
+        if _SCHEMA is None:
+            _SCHEMA = Schema((MachineState, PinRequest, PinResult, JournalEntry, QuietEvent, QuietPreview))
     return _SCHEMA
 
 

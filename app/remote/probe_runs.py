@@ -34,6 +34,7 @@ MAX_NS = 1 << 62
 STDERR_KEPT = 200
 CANCEL_WAIT_S = 10.0         # how long a cancel waits for the agent to say its child ended
 PROBE_GRACE_S = 120.0        # past its --seconds: building the probe there, its last lines, the link
+STOP_CHECK_S = 5.0           # how often a wait() looks whether this side stopped the run (a flood, an overrun)
 MAX_PROBE_S = 86400.0        # a probe that names no duration (it ends with its rounds) ends within a day
 # Runs started at once on one server (a jitter run's CPUs, probes/spec.py batches): half the streams its
 # agent serves at once (app/remote/agent.py MAX_REQUESTS, 32), the rest left for snapshots and commands.
@@ -203,7 +204,7 @@ class RemoteProbeRun(ProbeLines):
                            "take; it was stopped")
                 return self.cancel()
             try:
-                self._pending.wait(min(left, 5.0), give_up=False)
+                self._pending.wait(min(left, STOP_CHECK_S), give_up=False)
                 return self._finish()
             except TimeoutError:
                 if client.silent_for() >= SILENCE_S:

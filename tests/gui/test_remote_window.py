@@ -60,7 +60,9 @@ def test_the_window_says_which_host_and_pins_and_probes_go_there(qtbot, remote_w
     assert reasons and "does not exist on this machine" in reasons[0]
 
 
-def test_a_dropped_link_is_marked_stale_then_live(qtbot, remote_window, sshd):
+def test_a_dropped_link_is_marked_stale_then_live(qtbot, remote_window, sshd, monkeypatch):
+    from app.remote import sampler as sampler_mod
+    monkeypatch.setattr(sampler_mod, "BACKOFF", (0.2, 2.0))    # the wait before reconnecting, not checked here
     w = remote_window
     _wait_state(qtbot, w, lambda s: s.rates is not None)
     sshd.drop_connections()

@@ -50,7 +50,10 @@ class ScriptTransport(SshTransport):
 def agent_script(before: list[str], replies: dict[str, list[dict]], hello: dict | None = HELLO,
                  flood: int = 0) -> str:
     """A fake agent: reads the boot line, writes `flood` bytes with no newline, `before` (raw lines) and
-    the hello, then answers each op with its canned messages (the request id filled in)."""
+    the hello, then answers each op with its canned messages (the request id filled in). Each message goes
+    in as its JSON text, written with the id spliced in: compiling a 10 MB literal (the 70,000-row state
+    below) took the agent 10-20 s, and decoding and encoding it again for each request a few more."""
+    encoded = {op: [json.dumps(m) for m in msgs] for op, msgs in replies.items()}
     return f"""
 import json, sys
 sys.stdin.buffer.readline()
@@ -61,12 +64,11 @@ for raw in {before!r}:
 hello = {hello!r}
 if hello is not None:
     out.write((json.dumps(hello) + "\\n").encode()); out.flush()
-replies = {replies!r}
+replies = {encoded!r}
 for line in sys.stdin.buffer:
     req = json.loads(line)
-    for msg in replies.get(req.get("op"), [{{"type": "result", "result": None}}]):
-        m = dict(msg, id=req["id"])
-        out.write((json.dumps(m) + "\\n").encode()); out.flush()
+    for msg in replies.get(req.get("op"), ['{{"type": "result", "result": null}}']):
+        out.write(('{{"id": %d, ' % req["id"] + msg[1:] + "\\n").encode()); out.flush()
 """
 
 
@@ -181,7 +183,7 @@ def _lying_state(change) -> dict:
     from app.sysroot import SysRoot
     from tests.machines import extract
     state = Sampler(SysRoot(extract("sno"))).tick()
-    return json.loads(json.dumps(StateSender().form(change(state, replace))))
+    return StateSender().form(change(state, replace))       # agent_script encodes it
 
 
 def _first_cpu(s, replace):
@@ -197,8 +199,10 @@ def _negative_count(s, replace):
 
 
 def _too_many_rows(s, replace):
-    row = s.sample.interrupts.rows[0]
-    rows = tuple(replace(row, irq=str(i)) for i in range(70_000))
+    # One row 70,000 times: the agent's encoder sends it once and then 69,999 references to it, which the
+    # receiver must count as rows all the same. 70,000 distinct rows (10 MB) took 10 s to make, send and
+    # decode, for the same refusal.
+    rows = (s.sample.interrupts.rows[0],) * 70_000
     return replace(s, sample=replace(s.sample, interrupts=replace(s.sample.interrupts, rows=rows)))
 
 
@@ -220,8 +224,8 @@ def test_a_state_that_lies_is_refused_in_one_line(change, words):
 def test_an_agent_that_stops_answering_after_its_hello_is_given_up(monkeypatch):
     from app.cli.host import forward
     from app.remote import client as client_mod
-    monkeypatch.setattr(client_mod, "SILENCE_S", 1.0)
-    monkeypatch.setattr(client_mod, "CALL_TIMEOUT", 1.0)
+    monkeypatch.setattr(client_mod, "SILENCE_S", 0.5)
+    monkeypatch.setattr(client_mod, "CALL_TIMEOUT", 0.5)
     script = agent_script([], {}).replace("for line in sys.stdin.buffer:", "import time\nfor line in sys.stdin.buffer:\n    time.sleep(3600)\nfor _ in ():")
     client = connect(script)
     t0 = time.monotonic()
@@ -235,10 +239,10 @@ def test_an_agent_that_stops_answering_after_its_hello_is_given_up(monkeypatch):
 
 def test_a_silent_server_is_said_within_its_first_line_time(monkeypatch):
     from app.remote import client as client_mod
-    monkeypatch.setattr(client_mod, "FIRST_LINE_S", 1.0)
+    monkeypatch.setattr(client_mod, "FIRST_LINE_S", 0.5)
     t0 = time.monotonic()
     with pytest.raises(LinkError, match="evil: no answer within"):
-        AgentClient.connect(HOST, transport=ScriptTransport("import time; time.sleep(60)", connect_timeout=1))
+        AgentClient.connect(HOST, transport=ScriptTransport("import time; time.sleep(60)", connect_timeout=0.5))
     # ssh's connect timeout (set short here: issue 31, no test waits out a real one) and FIRST_LINE_S; the
     # whole handshake's (1 + HANDSHAKE_S) before.
     assert time.monotonic() - t0 < 10
@@ -310,15 +314,15 @@ for raw in sys.stdin.buffer:
 
 def test_a_probe_that_never_ends_is_stopped_after_its_time(monkeypatch):
     from app.remote import probe_runs
-    monkeypatch.setattr(probe_runs, "PROBE_GRACE_S", 1.0)
-    monkeypatch.setattr(probe_runs, "CANCEL_WAIT_S", 1.0)     # the agent never answers the cancel either
+    monkeypatch.setattr(probe_runs, "PROBE_GRACE_S", 0.5)
+    monkeypatch.setattr(probe_runs, "CANCEL_WAIT_S", 0.5)     # the agent never answers the cancel either
     client = connect(_probe_agent(1, {"type": "hello", "cpu": 1}, end=False))
     try:
         run = RemoteProbeRun(client, "jitter", ["--cpu", "1", "--seconds", "0.5"])
         t0 = time.monotonic()
         assert run.wait() != 0
         assert time.monotonic() - t0 < 20
-        assert "the probe did not end within the 1.5 s it may take" in run.failure("jitter CPU 1")
+        assert "the probe did not end within the 1 s it may take" in run.failure("jitter CPU 1")
     finally:
         client.close()
 
@@ -329,7 +333,8 @@ def test_a_probe_past_the_time_its_hello_named_is_stopped_then(monkeypatch):
     from app.remote import probe_runs
     from probes import runner
     monkeypatch.setattr(runner, "OVERRUN_GRACE_S", 0.5)
-    monkeypatch.setattr(probe_runs, "CANCEL_WAIT_S", 1.0)     # this agent never ends the run on a cancel
+    monkeypatch.setattr(probe_runs, "CANCEL_WAIT_S", 0.5)     # this agent never ends the run on a cancel
+    monkeypatch.setattr(probe_runs, "STOP_CHECK_S", 0.1)      # wait() sees the overrun's stop at once
     client = connect(_probe_agent(1, {"type": "hello", "cpu": 1, "expect_s": 0.3}, end=False))
     try:
         run = RemoteProbeRun(client, "jitter", ["--cpu", "1", "--seconds", "0.3"])
@@ -345,8 +350,11 @@ def test_a_probe_flood_is_bounded_and_said_once(monkeypatch):
     """20,000 interval lines of ~260 KB took 5.4 GB with --hlog; a run now keeps MAX_RUN_VALUES values."""
     from app.remote import probe_runs
     monkeypatch.setattr(probe_runs, "MAX_RUN_VALUES", 200_000)
+    monkeypatch.setattr(probe_runs, "STOP_CHECK_S", 0.1)      # wait() sees the flood's stop at once
     line = {"type": "interval", "elapsed_ns": 1, "buckets": [[i, i + 1, 1] for i in range(0, 20_000, 2)]}
-    client = connect(_probe_agent(200, line, end=True))
+    # 40 lines of 40,004 values: MAX_RUN_VALUES is passed at the fifth, so a run that kept them all fails
+    # below; 200 only made the agent send, and this side read, 40 MB more.
+    client = connect(_probe_agent(40, line, end=True))
     try:
         run = RemoteProbeRun(client, "jitter", ["--cpu", "1", "--seconds", "1"])
         assert run.wait() == 2

@@ -40,7 +40,9 @@ def test_states_over_ssh_hold_this_machines_topology(sampler):
     assert any(t.pid == os.getpid() for t in b.sample.tasks.tasks.values())
 
 
-def test_a_dropped_link_is_stale_then_live_again(sampler, sshd):
+def test_a_dropped_link_is_stale_then_live_again(sampler, sshd, monkeypatch):
+    from app.remote import sampler as sampler_mod
+    monkeypatch.setattr(sampler_mod, "BACKOFF", (0.2, 2.0))    # the wait before reconnecting, not checked here
     sampler.tick()
     assert sshd.drop_connections()
     deadline = time.monotonic() + 10
@@ -51,7 +53,7 @@ def test_a_dropped_link_is_stale_then_live_again(sampler, sshd):
     assert state.stale.startswith("disconnected — reconnecting in ")
     assert state.notes[0] == state.stale
     assert state.host == "s1"
-    # The backoff's first step is a second; then the next tick connects again.
+    # The backoff's first step (0.2 s here); then the next tick connects again.
     deadline = time.monotonic() + 20
     while state.stale and time.monotonic() < deadline:
         time.sleep(0.3)

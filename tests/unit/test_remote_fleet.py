@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from app.remote.codec import StateSender
 from app.remote.fleet import FleetRow, capture_fleet, csv_rows, odd_cells
 from app.remote.hosts import parse_host
@@ -56,6 +58,14 @@ class FakeAgent:
             self._closed.set()
             with FakeAgent.lock:
                 FakeAgent.live -= 1
+
+
+@pytest.fixture(autouse=True)
+def short_rate_wait(monkeypatch):
+    """A host's two ticks are RATE_WAIT (0.5 s) apart so that its agent has rates; these agents' states are
+    made already, so the wait only added 0.5 s a host (50 hosts, 8 at once: 3 s)."""
+    from app.remote import fleet
+    monkeypatch.setattr(fleet, "RATE_WAIT", 0.02)
 
 
 def fake_connect(host, connect_timeout=None, handshake_timeout=None):
@@ -160,3 +170,28 @@ def test_the_ssh_fleet_streams_rows_as_hosts_answer_round_after_round():
     many.on_rows = lambda rows: many.stop()
     many.run_round()
     assert len(many.rows()) == 1 and len(started) <= 2
+
+
+def test_a_fleets_hosts_find_the_wires_schema_once(monkeypatch):
+    """Each host of a fleet makes its StateReceiver on its own thread, at once: msgspec reading the wire's
+    annotations on eight threads together crashed the interpreter (SIGSEGV in 5 of 15 runs of 16 threads).
+    The schema is found by one of them; the others wait for it."""
+    from app.remote import codec
+    made = []
+
+    class SlowSchema(codec.Schema):
+        def __init__(self, *a, **kw):
+            made.append(threading.get_ident())
+            time.sleep(0.2)             # long enough for every other thread to ask meanwhile
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(codec, "_SCHEMA", None)
+    monkeypatch.setattr(codec, "Schema", SlowSchema)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(codec.StateReceiver())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(made) == 1 and len(got) == 8
+    assert len({id(r._decoder.schema) for r in got}) == 1
