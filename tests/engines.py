@@ -69,8 +69,13 @@ class Engines:
     def _run(self, i: int) -> subprocess.Popen:
         name, argv, port, env = self.specs[i]
         log = self.folder / f"{name}.out"
+        # Dies with the test process even when that is killed (a run cut short by `timeout`, a Ctrl+C'd
+        # worker): twelve node exporters of killed runs were found listening hours later. The thread that
+        # starts it lives as long as the stack (Started), as PR_SET_PDEATHSIG follows the thread.
+        from app.remote.transport import die_with_parent
         proc = subprocess.Popen(argv, stdout=open(log, "ab"), stderr=subprocess.STDOUT, cwd=self.folder,
-                                env=dict(os.environ, **(env or {})), start_new_session=True)
+                                env=dict(os.environ, **(env or {})), start_new_session=True,
+                                preexec_fn=die_with_parent)
         self.procs[i] = proc
         _wait_port(port, proc, log, name)
         return proc

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from app.remote.transport import die_with_parent
 from tests.machines import cached
 
 SRC = Path(__file__).resolve().parent / "unit" / "java" / "MarketData.java"
@@ -47,7 +48,8 @@ class MarketData:
         java = os.path.realpath(shutil.which("java"))
         self.proc = subprocess.Popen([java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", *options,
                                       "-cp", str(classes()), "MarketData"],
-                                     stdout=subprocess.PIPE, text=True, cwd="/", user=user)
+                                     stdout=subprocess.PIPE, text=True, cwd="/", user=user,
+                                     preexec_fn=die_with_parent)     # not outliving a killed test run
         self.pid = self.proc.pid
         self.tids: dict[str, int] = {}
         while True:

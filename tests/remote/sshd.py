@@ -38,6 +38,8 @@ import threading
 import time
 from pathlib import Path
 
+from app.remote.transport import die_with_parent
+
 SSHD = shutil.which("sshd", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
 REPO = Path(__file__).resolve().parents[2]
 INSTALLED_ALIASES = ("s1", "s2", "s3", "node-a")
@@ -186,7 +188,7 @@ Host blackhole
                 self.made_run_sshd = True
         self.log = open(self.folder / "sshd.log", "wb")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=die_with_parent)  # not outliving a killed run
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
