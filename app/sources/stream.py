@@ -140,10 +140,11 @@ def ssh_rounds(hosts: list, *, parallel: int, timeout: float, probe=None, connec
 def as_answered(items: list, one: Callable[[object], FleetRow], *, parallel: int, name: str) -> Iterator[list[FleetRow]]:
     """`one(item)` for every item, `parallel` at once, each row yielded (as a batch of one) as soon as it is
     there. When the consumer stops early (the window closed), the items not yet started are dropped and
-    the running ones finish, each within its own timeout."""
+    the running ones finish on their own, each within its own timeout, unwaited: the fleet window's close
+    waits for its stream thread, and that waited up to a host's timeout (15 s) with the UI thread."""
     pool = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix=name)
     try:
         for f in as_completed([pool.submit(one, i) for i in items]):
             yield [f.result()]
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=False, cancel_futures=True)

@@ -195,3 +195,27 @@ def test_a_fleets_hosts_find_the_wires_schema_once(monkeypatch):
         t.join(30)
     assert len(made) == 1 and len(got) == 8
     assert len({id(r._decoder.schema) for r in got}) == 1
+
+
+def test_a_stream_stopped_early_does_not_wait_for_a_host_still_answering():
+    """The fleet window's close ends its stream thread, and waits for it, in the UI thread: the host still
+    answering (a capture bounded only by its own timeout, 15 s) is left to finish on its own, unwaited."""
+    from app.sources.rows import failed_row
+    from app.sources.stream import as_answered
+    started, release = threading.Event(), threading.Event()
+
+    def one(host: str) -> FleetRow:
+        if host == "slow":
+            started.set()
+            release.wait(60)
+        return failed_row(host, f"{host}: answered")
+
+    rows = as_answered(["fast", "slow"], one, parallel=2, name="coremap-test")
+    [first] = next(rows)
+    assert first.host == "fast" and started.wait(20)      # the slow host is being asked (not cancellable)
+    closing = threading.Thread(target=rows.close)
+    closing.start()
+    closing.join(20)
+    stopped = not closing.is_alive()
+    release.set()
+    assert stopped, "closing the stream waited for the host still answering"
