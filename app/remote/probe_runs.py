@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable
 
@@ -34,7 +35,7 @@ MAX_NS = 1 << 62
 STDERR_KEPT = 200
 CANCEL_WAIT_S = 10.0         # how long a cancel waits for the agent to say its child ended
 PROBE_GRACE_S = 120.0        # past its --seconds: building the probe there, its last lines, the link
-STOP_CHECK_S = 5.0           # how often a wait() looks whether this side stopped the run (a flood, an overrun)
+ALIVE_CHECK_S = 5.0          # how often a wait() with no end in sight asks whether the agent still answers
 MAX_PROBE_S = 86400.0        # a probe that names no duration (it ends with its rounds) ends within a day
 # Runs started at once on one server (a jitter run's CPUs, probes/spec.py batches): half the streams its
 # agent serves at once (app/remote/agent.py MAX_REQUESTS, 32), the rest left for snapshots and commands.
@@ -115,7 +116,10 @@ class RemoteProbeRun(ProbeLines):
         self._values = 0                    # values kept so far (MAX_RUN_VALUES)
         self._stopped = ""                  # why this end stopped the run, once it has
         self._deadline = time.monotonic() + _duration(args)
-        self._pending = client.start("probe", probe=name, args=args, on_event=self._on_event)
+        # Set when the run ends there or is stopped from here (a flood, an overrun): a wait() wakes at once.
+        self._wake = threading.Event()
+        self._pending = client.start("probe", probe=name, args=args, on_event=self._on_event,
+                                     on_done=lambda _pending: self._wake.set())
 
     @classmethod
     def starter(cls, client_of: Callable[[], AgentClient | None]) -> ProbeStarter:
@@ -153,6 +157,7 @@ class RemoteProbeRun(ProbeLines):
         self._stopped = why
         self._add({"type": "error", "message": why})
         self._pending.cancel()
+        self._wake.set()
 
     def _finish(self) -> int:
         """The exit status, once the agent answered (an error becomes an `error` line and status 2)."""
@@ -203,14 +208,10 @@ class RemoteProbeRun(ProbeLines):
                 self._stop(f"{self.host}: the probe did not end within the {_duration(self.argv):g} s it may "
                            "take; it was stopped")
                 return self.cancel()
-            try:
-                self._pending.wait(min(left, STOP_CHECK_S), give_up=False)
+            if self._pending.done:
                 return self._finish()
-            except TimeoutError:
-                if client.silent_for() >= SILENCE_S:
-                    client.check_alive("the probe")
-            except CoremapError:
-                return self._finish()
+            if not self._wake.wait(min(left, ALIVE_CHECK_S)) and client.silent_for() >= SILENCE_S:
+                client.check_alive("the probe")
 
     def cancel(self) -> int:
         """Stop the probe on the server (the agent ends its child as a local cancel does)."""

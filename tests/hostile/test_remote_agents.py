@@ -334,7 +334,6 @@ def test_a_probe_past_the_time_its_hello_named_is_stopped_then(monkeypatch):
     from probes import runner
     monkeypatch.setattr(runner, "OVERRUN_GRACE_S", 0.5)
     monkeypatch.setattr(probe_runs, "CANCEL_WAIT_S", 0.5)     # this agent never ends the run on a cancel
-    monkeypatch.setattr(probe_runs, "STOP_CHECK_S", 0.1)      # wait() sees the overrun's stop at once
     client = connect(_probe_agent(1, {"type": "hello", "cpu": 1, "expect_s": 0.3}, end=False))
     try:
         run = RemoteProbeRun(client, "jitter", ["--cpu", "1", "--seconds", "0.3"])
@@ -350,7 +349,6 @@ def test_a_probe_flood_is_bounded_and_said_once(monkeypatch):
     """20,000 interval lines of ~260 KB took 5.4 GB with --hlog; a run now keeps MAX_RUN_VALUES values."""
     from app.remote import probe_runs
     monkeypatch.setattr(probe_runs, "MAX_RUN_VALUES", 200_000)
-    monkeypatch.setattr(probe_runs, "STOP_CHECK_S", 0.1)      # wait() sees the flood's stop at once
     line = {"type": "interval", "elapsed_ns": 1, "buckets": [[i, i + 1, 1] for i in range(0, 20_000, 2)]}
     # 40 lines of 40,004 values: MAX_RUN_VALUES is passed at the fifth, so a run that kept them all fails
     # below; 200 only made the agent send, and this side read, 40 MB more.
