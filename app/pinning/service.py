@@ -220,7 +220,7 @@ class AffinityService:
         if not self.root.writable:
             raise CaptureReadOnly(f"a capture cannot be pinned: {self.root.root} is a capture of another machine "
                                   "(or a folder of its files); pins, undo and restore act on the machine coremap "
-                                  "runs on, so drop --root")
+                                  "runs on, so drop --root or --session")
 
     def _pin_batch(self, request: PinRequest) -> "_PinBatch":
         """The steps of a pin, made once for `apply` and `plan`: CPUs refused for every target (`steps`
