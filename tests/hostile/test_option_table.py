@@ -262,6 +262,15 @@ def _refused(r: subprocess.CompletedProcess, case, v, before):
         assert (Path(v).parent / "victim").read_text() == "keep me"
 
 
+def _refused_here(tmp_path, capsys, monkeypatch, command, key, argv, case) -> None:
+    """The run of `command` on a hostile file of `case`, in this process (run_main), refused as a child's is."""
+    args, v, own = _prepare(tmp_path, command, key, argv, case)
+    for name, value in own.items():
+        monkeypatch.setenv(name, value)
+    before = os.lstat(v)
+    _refused(run_main(capsys, *args, timeout=20), case, v, before)
+
+
 def _as_child(command, key, case) -> bool:
     """Whether a run goes as a child rather than in this process (run_main): the first run of each kind
     of file (the process path: its exit status, its stderr), and every input linked to /dev/zero, which
@@ -278,18 +287,14 @@ def test_a_hostile_file_is_refused_in_one_line_within_20_s(tmp_path, capsys, mon
     if _as_child(command, key, case):
         _check(_start(tmp_path, command, key, argv, case), case, time.monotonic() + 20)
         return
-    args, v, own = _prepare(tmp_path, command, key, argv, case)
-    for name, value in own.items():
-        monkeypatch.setenv(name, value)
-    before = os.lstat(v)
-    _refused(run_main(capsys, *args, timeout=20), case, v, before)
+    _refused_here(tmp_path, capsys, monkeypatch, command, key, argv, case)
 
 
 def test_every_fifo_without_a_writer_is_refused_in_one_line_within_20_s(tmp_path, capsys, monkeypatch):
     # A FIFO is waited on for a writer (app/inputs.py: 10 s), so these wait 0.2 s, as long as any wait
-    # for a writer that never comes: one after the other at 10 s they slept 50 s of the suite (issue 31). The first FIFO of each kind of file (an input, a
-    # folder, an output) runs as a child, started first; the others run in this process (run_main) while
-    # those do: 27 children at once missed the 20 s on a loaded 2-CPU machine, and each cost a Python
+    # for a writer that never comes: one after the other at 10 s they slept 50 s of the suite (issue 31).
+    # The first FIFO of each kind of file (an input, a folder, an output) runs as a child, started first;
+    # the others run in this process (run_main) while those do: 27 children at once missed the 20 s on a loaded 2-CPU machine, and each cost a Python
     # start and coremap's imports.
     runs = _file_runs(fifo=True)
     short = {STREAM_IDLE_ENV: "0.2"}
@@ -303,11 +308,7 @@ def test_every_fifo_without_a_writer_is_refused_in_one_line_within_20_s(tmp_path
         for command, key, argv, case in runs:
             if (command, key, argv, case) in first.values():
                 continue
-            args, v, own = _prepare(tmp_path, command, key, argv, case)
-            for name, value in own.items():
-                monkeypatch.setenv(name, value)
-            before = os.lstat(v)
-            _refused(run_main(capsys, *args, timeout=20), case, v, before)
+            _refused_here(tmp_path, capsys, monkeypatch, command, key, argv, case)
         while children:
             one, case, t0 = children.pop(0)
             _check(one, case, t0 + 20)
