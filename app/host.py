@@ -91,7 +91,7 @@ class _FilesHere(Host):
     def __init__(self, name: str, root: SysRoot, interval: float, *, source: str | None = None, **parts):
         super().__init__(name, None, root=root, **parts)
         self._interval, self._source, self._sampler = interval, source, None
-        self._opened: Journal | None = None     # the journal this host opened, and so closes
+        self._opened: list[Journal] = []        # the journals this host opened, and so closes
 
     def open_pins(self, *, dry_run: bool = False, helper: bool = False) -> AffinityService:
         """Its pins, opened now (CoremapError: the journal cannot be, or a capture is not a `dry_run`, whose
@@ -104,14 +104,15 @@ class _FilesHere(Host):
         from app.pinning.journal import Journal          # here: only a pin or a check needs them
         from app.pinning.service import AffinityService
         from app.store.folders import journal_path
-        self._opened = Journal(journal_path(create=not dry_run), readonly=dry_run)
+        journal = Journal(journal_path(create=not dry_run), readonly=dry_run)
+        self._opened.append(journal)
         writer = None
         if helper and not dry_run and self.root.is_live and os.geteuid() != 0:
             from app.pinning.helper import HelperClient
             writer = HelperClient()
-        service = AffinityService(self.root, self._opened, writer)
-        if self.root.writable:
-            self._pins = service
+        service = AffinityService(self.root, journal, writer)
+        if self.root.writable and not dry_run:
+            self._pins = service        # a dry run's read-only journal is never the host's pins
         return service
 
     @property
@@ -124,8 +125,8 @@ class _FilesHere(Host):
         return self._sampler
 
     def close(self) -> None:
-        if self._opened is not None:
-            self._opened.close()
+        while self._opened:
+            self._opened.pop().close()
 
 
 def _start_probe(name: str, args: Iterable = (), *, on_line: Callable[[dict], None] | None = None) -> RunningProbe:
