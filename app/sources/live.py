@@ -13,6 +13,7 @@ to follow: the sources carry none.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -133,7 +134,6 @@ class SourceSampler:
         self.source = source
         self.interval = clamp_interval(interval)
         self.generation = 0
-        import threading            # here: the commands that open a machine through this module start none
         self._lock = threading.Lock()
 
     def tick(self) -> MachineState:
@@ -168,13 +168,11 @@ class MomentSampler(SourceSampler):
     live = False
 
     def __init__(self, timeline, at: float, *, interval: float = 1.0):
-        super().__init__(lambda generation: timeline.state_at(at, generation), timeline.label, interval=interval)
-        self.timeline = timeline
+        super().__init__(timeline.state_at, timeline.label, interval=interval)
+        self.timeline, self.at = timeline, at
 
     def tick(self) -> MachineState:
-        with self._lock:
-            self.generation += 1
-            return self._read(self.generation)
+        return self.moment(self.at)
 
     def moment(self, t: float) -> MachineState:
         with self._lock:
