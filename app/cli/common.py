@@ -70,14 +70,19 @@ def opened_host(args):
 
 
 def output_file(args, suffixes: tuple[str, ...], kinds: str) -> Path:
-    """--out as a Path, refused (OptionError) unless it ends in one of `suffixes` (any case; `kinds`
-    names them for people) and may be written (app.atomic.check_output_path), before any work."""
-    out = Path(args.out)
+    """--out, checked as output_path checks a file to write."""
+    return output_path(args.out, "--out", suffixes, kinds)
+
+
+def output_path(path: str, option: str, suffixes: tuple[str, ...], kinds: str) -> Path:
+    """`option`'s file as a Path, refused (OptionError) unless it ends in one of `suffixes` (any case;
+    `kinds` names them for people) and may be written (app.atomic.check_output_path), before any work."""
+    out = Path(path)
     if out.suffix.lower() not in suffixes:
-        raise OptionError(f"--out {out}: name a {kinds} file")
+        raise OptionError(f"{option} {out}: name a {kinds} file")
     # Imported here, not at the top: app.atomic brings tempfile and shutil (issue 12: start-up time).
     from app.atomic import check_output_path
-    check_output_path(out, "--out")
+    check_output_path(out, option)
     return out
 
 

@@ -11,14 +11,14 @@ help, so help, the manual and completion leave it out: `--host` starts it, peopl
 from __future__ import annotations
 
 import argparse
-import os
 import importlib
 import signal
 import sys
 
 import app
 import app.cli
-from app.cli.common import OneLineParser, bounded, pixel_size, subcommands, take_notes, terminal_text
+from app.cli.common import (OneLineParser, bounded, output_path, pixel_size, subcommands, take_notes,
+                            terminal_text)
 from app.cli.reference import epilog
 from app.errors import CoremapError
 from app.parse.url import url_argument
@@ -235,13 +235,6 @@ def _never_crash_on_encoding() -> None:
             reconfigure(errors="backslashreplace")
 
 
-def _check_screenshot(path: str) -> None:
-    from app.atomic import check_output_path
-    check_output_path(path, "--screenshot")
-    if os.path.splitext(path)[1].lower() not in (".png", ".jpg", ".jpeg", ".bmp"):
-        raise CoremapError(f"--screenshot {path}: name a .png file")
-
-
 def _gui(args) -> int:
     # Before Qt starts: without a display its xcb plugin aborts the process with a misleading
     # "xcb-cursor0 … is needed" (issue 23); one line here says what is wrong instead.
@@ -249,7 +242,8 @@ def _gui(args) -> int:
     from app.sources.live import open_host
     require_display(args)
     if getattr(args, "screenshot", None):
-        _check_screenshot(args.screenshot)      # before a machine is opened: a bad path costs nothing
+        # Before a machine is opened: a bad path costs nothing.
+        output_path(args.screenshot, "--screenshot", (".png", ".jpg", ".jpeg", ".bmp"), ".png")
     # Opened before Qt is loaded, from this (the main) thread: a machine that cannot be opened (a host
     # that cannot be reached, a damaged session, a source without that host) is one line and exit
     # status 2, and an ssh started here lives as long as the process.
