@@ -210,3 +210,17 @@ def test_an_empty_plot_says_what_to_do_and_every_axis_has_its_unit(qtbot):
     h.set_run(1, "cpu 1", buckets, 1e9)
     p.set_run(1, "cpu 1", buckets)
     assert not shown(h.empty_hint) and not shown(p.empty_hint)
+
+
+def test_the_empty_hint_stays_inside_a_narrow_plot(qtbot):
+    """Beside the probe form in a capture's window at 1400 px the histogram was ~200 px wide, and its
+    one-line hint ran past both sides: it wraps to the plot's width there, and is one line where it fits."""
+    plot = HistogramPlot()
+    qtbot.addWidget(plot)
+    plot.show()
+    for width in (600, 190):
+        plot.resize(width, 400)
+        qtbot.waitUntil(lambda: plot.width() == width)
+        hint = plot.empty_hint
+        assert plot.rect().contains(hint.geometry()), (width, hint.geometry(), plot.rect())
+        assert hint.wordWrap() == (width < 300)

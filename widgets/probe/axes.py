@@ -171,8 +171,15 @@ class EmptyHint(QLabel):
         return False
 
     def _place(self) -> None:
-        self.adjustSize()
+        # One line where the plot is wide enough, wrapped to its width where not: at its one-line width the
+        # hint ran past both sides of a plot squeezed beside the probe form (a capture's window at 1400 px).
         parent = self.parentWidget()
+        self.setWordWrap(False)
+        self.adjustSize()
+        if self.width() > parent.width() - 8:
+            self.setWordWrap(True)
+            width = max(60, parent.width() - 8)
+            self.resize(width, self.heightForWidth(width))
         self.move((parent.width() - self.width()) // 2, (parent.height() - self.height()) // 2)
 
 
