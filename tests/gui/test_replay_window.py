@@ -50,6 +50,25 @@ def test_at_reads_seconds_from_either_end_and_refuses_a_wall_clock_time_for_a_se
         s.close()
 
 
+def _drag_handle(qtbot, slider, value: int) -> None:
+    """Press on the slider's handle, move in steps to where `value` sits on the groove, release."""
+    from PySide6.QtCore import QPoint, Qt
+    from PySide6.QtWidgets import QStyle, QStyleOptionSlider
+    opt = QStyleOptionSlider()
+    slider.initStyleOption(opt)
+    style = slider.style()
+    handle = style.subControlRect(QStyle.ComplexControl.CC_Slider, opt, QStyle.SubControl.SC_SliderHandle, slider)
+    groove = style.subControlRect(QStyle.ComplexControl.CC_Slider, opt, QStyle.SubControl.SC_SliderGroove, slider)
+    span = groove.width() - handle.width()
+    x = groove.x() + handle.width() // 2 + QStyle.sliderPositionFromValue(slider.minimum(), slider.maximum(),
+                                                                          value, span)
+    start = handle.center()
+    qtbot.mousePress(slider, Qt.MouseButton.LeftButton, pos=start)
+    for k in range(1, 9):
+        qtbot.mouseMove(slider, QPoint(start.x() + (x - start.x()) * k // 8, start.y()))
+    qtbot.mouseRelease(slider, Qt.MouseButton.LeftButton, pos=QPoint(x, start.y()))
+
+
 def test_the_slider_redraws_the_window_as_of_each_moment(qtbot, session_file):
     host = open_host(Namespace(session=str(session_file), at="0"))     # as `coremap --session F --at 0`
     tl = host.timeline
@@ -62,7 +81,8 @@ def test_the_slider_redraws_the_window_as_of_each_moment(qtbot, session_file):
     qtbot.waitUntil(lambda: window.state is not None and "tick 1 of" in window.state.notes[0], timeout=10000)
     assert host.pins is None and "replay" in host.absent("pins")
     for i in (len(tl.times) - 1, 0):
-        bar.slider.setValue(i)                  # as the user drags
+        _drag_handle(qtbot, bar.slider, i)      # the user drags the handle with the mouse
+        assert bar.slider.value() == i
         tick = tl.ticks[i]
         want = {int(c): m.get("irq", 0.0) for c, m in tick.get("cpu", {}).items()}
         qtbot.waitUntil(lambda: f"tick {i + 1} of" in window.state.notes[0], timeout=10000)
