@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import argparse
 import functools
+import subprocess
 import sys
 import threading
-import time
 
 from app.cli.common import (OneLineParser, add_cpus_argument, add_json_arguments, bounded, bounded_size, opened_host,
                              write_json)
@@ -245,9 +245,13 @@ def run_batch(batch, start, own, on_line=None, *, keep_off=()) -> list[tuple]:
                     failure = run_.failure(job.label)
                     if failure:
                         raise CoremapError(failure)
-            if not any(run_.running for _job, run_ in started):
+            running = [run_ for _job, run_ in started if run_.running]
+            if not running:
                 break
-            time.sleep(BATCH_POLL_S)
+            try:
+                running[0].wait(BATCH_POLL_S)       # wakes as it ends, not up to a poll later
+            except subprocess.TimeoutExpired:
+                pass                                # look at the others again
     finally:
         # Ctrl+C, SIGTERM/SIGHUP (app/cli/main.py) or a failed job: none of the batch outlives it
         for _job, run_ in started:
