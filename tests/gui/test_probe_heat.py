@@ -63,7 +63,7 @@ def test_run_on_two_cpus_heats_both_cells(qtbot, monkeypatch):
     panel, view = w.probe_panel, w.topology_view
     panel.set_probe("jitter")
     panel.set_cpus(CPUS[:2])
-    panel.form.seconds_spin.setValue(0.6)
+    panel.form.seconds_spin.setValue(0.3)
     panel.form.field("attribute", "jitter").setChecked(False)
     statuses: list[str] = []
     panel.status_changed.connect(statuses.append)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -162,17 +161,19 @@ def test_live_jitter_run_names_the_task_we_ran_on_its_cpu():
         ["taskset", "-c", CPU, sys.executable, "-c",
          "import ctypes,time\n"
          "ctypes.CDLL(None).prctl(15, b'cm-intruder', 0, 0, 0)\n"
+         "print('named', flush=True)\n"
          "end = time.monotonic() + 3\n"
          "while time.monotonic() < end:\n"
          "    t = time.monotonic()\n"
          "    while time.monotonic() - t < 0.003: pass\n"
-         "    time.sleep(0.02)\n"])
+         "    time.sleep(0.02)\n"], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.2)
+        assert intruder.stdout.readline() == "named\n"        # named, and slicing from now on
         rc, lines, run = run_to_end("jitter", ["--cpu", CPU, "--seconds", "0.5", "--attribute"], timeout=30)
     finally:
         intruder.kill()
         intruder.wait()
+        intruder.stdout.close()
     assert rc == 0, run.stderr_lines
     a = next(l for l in lines if l["type"] == "attribution")
     assert a["available"] and a["cpu_events"] > 0

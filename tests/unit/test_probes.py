@@ -349,7 +349,8 @@ def test_a_probe_stopped_past_the_time_its_hello_named_is_ended_with_a_line(monk
     # the time its hello named, with an error line the CLI and the window show (issue 32).
     import signal
     from probes import runner
-    monkeypatch.setattr(runner, "OVERRUN_GRACE_S", 0.5)
+    monkeypatch.setattr(runner, "OVERRUN_GRACE_S", 0.3)      # 0.2 x 1.1 + 0.3: "within 1 s"
+    monkeypatch.setattr(runner, "TERM_GRACE_S", 0.05)        # a stopped child takes SIGTERM only once it runs
 
     def freeze(line):
         if line.get("type") == "hello":
