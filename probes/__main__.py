@@ -76,9 +76,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     status = main()
-    # What a probe leaves (a tracefs instance, a counted command) is ended in main's `finally` blocks; the
-    # interpreter's own teardown after that only delayed the exit the runner waits for (30-120 ms a run
-    # measured, issue 31). A SystemExit (SIGTERM, above) or an exception still ends the usual way.
+    # What a probe leaves is ended in main's `finally` blocks: the interpreter's teardown after them only
+    # held the exit the runner waits for, 30-120 ms a run (issue 31). SIGTERM's SystemExit ends as before.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

@@ -235,10 +235,8 @@ class ProbeRun(ProbeLines):
         return self.proc.poll()
 
     def wait(self, timeout: float | None = None) -> int:
-        """Wait for the process to exit and for its last line to be read; returns its exit status.
-        The reader's end (the child's stdout closes as it exits) is waited on first: Popen.wait with a
-        timeout polls, and noticed an exit up to 50 ms late (issue 31: ~25 ms a run, the live tests'
-        hundred runs included)."""
+        """Wait for the process to exit and for its last line to be read; returns its exit status. The
+        reader ends as the child's stdout closes at its exit: Popen.wait(timeout) polls, up to 50 ms late."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self._out.join(timeout)
         rc = self.proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
