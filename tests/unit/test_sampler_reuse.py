@@ -2,9 +2,11 @@
 on the live machine: two helper processes, one whose threads all sleep, one with a thread that spins."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -63,19 +65,32 @@ def _cpu_ns(pid: int) -> int:
     return time.clock_gettime_ns(((~pid) << 3) | 2)
 
 
+def _runnable(pid: int) -> bool:
+    """Whether a thread of `pid` is running or waits for a CPU (state R in its stat; a busy machine may
+    keep a thread on its way to its wait off every CPU for longer than _settled looks)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue                    # exited while listed
+        if stat[stat.rindex(")") + 2] == "R":
+            return True
+    return False
+
+
 def _settled(p: subprocess.Popen) -> None:
-    """Until every thread of `p` has settled into its wait: none ran in the last 20 ms (a thread that
-    has printed "ready" may still be on its way to its wait, or waiting for the GIL, and would make the
-    process look run between two reads). A wait for the state, not a fixed sleep."""
+    """Until every thread of `p` has settled into its wait: none ran in the last 20 ms and none is
+    runnable (a thread that has printed "ready" may still be on its way to its wait, or waiting for the
+    GIL, and would make the process look run between two reads). A wait for the state, not a fixed sleep."""
     deadline = time.monotonic() + 30
     before = _cpu_ns(p.pid)
     while True:
         time.sleep(0.02)
         now = _cpu_ns(p.pid)
-        if now == before:
+        if now == before and not _runnable(p.pid) and _cpu_ns(p.pid) == now:
             return
         assert time.monotonic() < deadline, f"helper process {p.pid} did not settle within 30 s"
-        before = now
+        before = _cpu_ns(p.pid)
 
 
 def _ran(pid: int, since: int) -> None:
