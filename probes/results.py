@@ -8,11 +8,9 @@ result against it. The model (app/store) sits below probes/ and cannot name thes
 stored result for a person (the CLI, the window) hands check_result to the model's reader."""
 from __future__ import annotations
 
-from msgspec.structs import fields
-
 from app.format import printable
 from app.parse.json_text import convert, JsonInputError
-from app.store.results import fields_checked
+from app.store.results import fields, fields_checked
 from probes.catalog import RECORDS
 from probes.result import Result
 

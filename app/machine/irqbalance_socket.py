@@ -95,7 +95,7 @@ def wait_for_cpus(root: SysRoot, pid: int, cpus: tuple[int, ...], sleep_s: int) 
         setup = read_setup(root, pid)
         if setup.banned_cpus == tuple(cpus) or time.monotonic() >= deadline:
             return setup
-        time.sleep(0.2)
+        time.sleep(0.05)
 
 
 def _ask(root: SysRoot, pid: int, command: str, *, reply: bool) -> str:

@@ -11,11 +11,12 @@ check_result), which the model's readers of a session take from their caller (ap
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Annotated, Literal
 
+import msgspec.structs
 from msgspec import NODEFAULT, UNSET, Meta, Struct, UnsetType
-from msgspec.structs import fields
 
 from app.format import printable
 from app.parse.json_text import convert, Count, CpuId, JsonInputError, MAX_FLOAT, NonNegative
@@ -103,6 +104,11 @@ class BucketSpan(Struct, kw_only=True):
 # A bucket as a probe writes it ({lo_ns, hi_ns, count}) or as older results kept it ([lo, hi, count]
 # or [edge, count]): probes/histogram.py bucket_rows reads all three.
 Bucket = BucketSpan | Annotated[list[Count], Meta(min_length=2, max_length=3)]
+
+
+# msgspec's fields() evaluates the type's annotations again on each call (about 1 ms): every stored result
+# and verification checked asks for the same few types; a type's fields never change.
+fields = functools.cache(msgspec.structs.fields)
 
 
 def fields_checked(obj: dict, type_, what: str, names=None) -> list[str]:

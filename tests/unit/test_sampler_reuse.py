@@ -2,9 +2,11 @@
 on the live machine: two helper processes, one whose threads all sleep, one with a thread that spins."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -57,10 +59,53 @@ def _start(code: str, *args: str) -> subprocess.Popen:
     return p
 
 
+def _cpu_ns(pid: int) -> int:
+    """The process's time on a CPU so far (all its threads), in ns: its CPU-time clock,
+    MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) of include/linux/posix-timers.h."""
+    return time.clock_gettime_ns(((~pid) << 3) | 2)
+
+
+def _runnable(pid: int) -> bool:
+    """Whether a thread of `pid` is running or waits for a CPU (state R in its stat; a busy machine may
+    keep a thread on its way to its wait off every CPU for longer than _settled looks)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue                    # exited while listed
+        if stat[stat.rindex(")") + 2] == "R":
+            return True
+    return False
+
+
+def _settled(p: subprocess.Popen) -> None:
+    """Until every thread of `p` has settled into its wait: none ran in the last 20 ms and none is
+    runnable (a thread that has printed "ready" may still be on its way to its wait, or waiting for the
+    GIL, and would make the process look run between two reads). A wait for the state, not a fixed sleep."""
+    deadline = time.monotonic() + 30
+    before = _cpu_ns(p.pid)
+    while True:
+        time.sleep(0.02)
+        now = _cpu_ns(p.pid)
+        if now == before and not _runnable(p.pid) and _cpu_ns(p.pid) == now:
+            return
+        assert time.monotonic() < deadline, f"helper process {p.pid} did not settle within 30 s"
+        before = _cpu_ns(p.pid)
+
+
+def _ran(pid: int, since: int) -> None:
+    """Until `pid` has had 50 ms more CPU than `since` (the spinner between two reads): its busy thread's
+    stat CPU ticks (10 ms each; utime + stime is its run time rounded down) have grown by then."""
+    deadline = time.monotonic() + 30
+    while _cpu_ns(pid) < since + 50_000_000:
+        assert time.monotonic() < deadline, f"process {pid} did not run within 30 s"
+        time.sleep(0.01)
+
+
 @pytest.fixture()
 def helpers():
     sleepers, spinner = _start(SLEEPERS, "40"), _start(SPINNER)
-    time.sleep(0.2)        # let the sleepers settle into their wait
+    _settled(sleepers)
     try:
         yield sleepers.pid, spinner.pid
     finally:
@@ -74,7 +119,7 @@ def test_sleeping_process_is_reused_exactly_and_a_spinning_one_is_read(helpers):
     sleepers, spinner = helpers
     reader = TaskReader(LIVE)
     first = reader.sample()
-    time.sleep(0.3)
+    _ran(spinner, _cpu_ns(spinner))
     second = reader.sample()
     fresh = TaskReader(LIVE)
     fresh.reuse = False
@@ -111,10 +156,10 @@ def test_forget_reads_again_and_detail_threads_are_always_fresh(helpers):
 def test_rates_of_still_threads_are_handed_out_again_and_equal_computed_ones(helpers):
     sleepers, spinner = helpers
     s = Sampler(LIVE, interval=1.0)
-    states = []
-    for _ in range(3):
+    states = [s.tick()]
+    for _ in range(2):
+        _ran(spinner, _cpu_ns(spinner))
         states.append(s.tick())
-        time.sleep(0.3)
     a, b = states[1], states[2]
     mine = b.sample.tasks.processes[sleepers].tids
     assert all(b.rates.tasks[t] is a.rates.tasks[t] for t in mine)
@@ -146,7 +191,8 @@ def test_a_big_sleeping_process_is_re_read_in_full_proportionally_less_often():
     small, big = _start(SLEEPERS, "20"), _start(SLEEPERS, str(2 * REUSE_THREADS))
     now = [0.0]
     try:
-        time.sleep(0.3)
+        _settled(small)
+        _settled(big)
         reader = TaskReader(LIVE, clock=lambda: now[0])
         first = reader.sample()
         # Past every small process's re-read (at most 0.99 x REUSE_SECONDS) and before any of the big
@@ -177,7 +223,7 @@ def test_a_sleeping_process_changed_from_outside_is_read_at_its_check():
     sleepers = _start(SLEEPERS, "6")
     now = [0.0]
     try:
-        time.sleep(0.3)
+        _settled(sleepers)
         reader = TaskReader(LIVE, clock=lambda: now[0])
         first = reader.sample()
         pid = sleepers.pid
