@@ -141,9 +141,10 @@ UNREAD = ("sys/devices/system/memory", "sys/devices/system/node/node*/memory[0-9
 CPU_CACHES = "sys/devices/system/cpu/cpu*/cache"
 
 # A packed tree: (path relative to the machine's folder, kind "d" | "f" | "l", permission bits, the file's
-# bytes or the link's target), parents before their contents; keyed by (folder, the sub-path packed).
+# bytes or the link's target), parents before their contents; keyed by (folder, the sub-path packed, the
+# globs left out).
 _Entry = tuple[str, str, int, "bytes | str | None"]
-_packed: dict[tuple[str, str], tuple[_Entry, ...]] = {}
+_packed: dict[tuple[str, str, tuple[str, ...]], tuple[_Entry, ...]] = {}
 
 
 def copy_machine(source: Machine | str | Path, dest: Path, *, only: Iterable[str] | None = None,
@@ -160,9 +161,7 @@ def copy_machine(source: Machine | str | Path, dest: Path, *, only: Iterable[str
     docstring), with one open/write/close per file: copytree took 170-550 ms a copy of sno (issue 31)."""
     folder = Path(extract(source) if isinstance(source, (Machine, str)) else source)
     # Every part is read (and a missing one refused, as copytree refuses it) before anything is written.
-    parts = [_packed_tree(folder, top) for top in _tops(only)]
-    pats = [_pattern(p.strip("/")) for p in leave_out]
-    skipped = re.compile(f"(?:{'|'.join(pats)})(?:/|$)") if pats else None    # one match per entry
+    parts = [_packed_tree(folder, top, tuple(leave_out)) for top in _tops(only)]
     umask = _umask()
     os.makedirs(dest, exist_ok=True)
     base = os.fspath(dest) + "/"
@@ -171,8 +170,6 @@ def copy_machine(source: Machine | str | Path, dest: Path, *, only: Iterable[str
         if entries and "/" in entries[0][0]:
             os.makedirs(base + entries[0][0].rsplit("/", 1)[0], exist_ok=True)
         for rel, kind, mode, data in entries:
-            if skipped is not None and skipped.match(rel):
-                continue
             path = base + rel
             if kind == "d":
                 os.mkdir(path, mode | 0o700)
@@ -232,23 +229,27 @@ def _umask() -> int:
     raise RuntimeError("/proc/self/status has no Umask line (Linux before 4.7); copy_machine needs it")
 
 
-def _packed_tree(folder: Path, top: str) -> tuple[_Entry, ...]:
-    """The entries of `folder`/`top` ("" for all of it) read into memory: once per process for a folder of
-    the cache (named for its content and never changed), each time for any other folder (a test's own
-    tree may change)."""
+def _packed_tree(folder: Path, top: str, leave_out: tuple[str, ...] = ()) -> tuple[_Entry, ...]:
+    """The entries of `folder`/`top` ("" for all of it) but those `leave_out` names, read into memory: once
+    per process for a folder of the cache (named for its content and never changed), each time for any
+    other folder (a test's own tree may change)."""
     real = folder.resolve()
     if not real.is_relative_to(_cache_dir().resolve()):
-        return _pack(real, top)
-    key = (os.fspath(real), top)
+        return _pack(real, top, leave_out)
+    key = (os.fspath(real), top, leave_out)
     if key not in _packed:
-        _packed[key] = _pack(real, top)
+        _packed[key] = _pack(real, top, leave_out)
     return _packed[key]
 
 
-def _pack(folder: Path, top: str) -> tuple[_Entry, ...]:
+def _pack(folder: Path, top: str, leave_out: tuple[str, ...]) -> tuple[_Entry, ...]:
     out: list[_Entry] = []
+    pats = [_pattern(p.strip("/")) for p in leave_out]
+    skipped = re.compile(f"(?:{'|'.join(pats)})(?:/|$)") if pats else None    # one match per entry
 
     def add(path: str, rel: str) -> None:
+        if skipped is not None and skipped.match(rel):
+            return                      # nor what is under it
         st = os.lstat(path)
         if stat.S_ISLNK(st.st_mode):
             out.append((rel, "l", 0, os.readlink(path)))
