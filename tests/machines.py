@@ -17,9 +17,12 @@ import csv
 import fcntl
 import hashlib
 import os
+import re
 import shutil
+import stat
 import tarfile
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,6 +131,145 @@ def cached(name: str, build) -> Path:
                     if tmp.exists():              # the build failed: nobody has seen this folder
                         shutil.rmtree(tmp)
     return dest
+
+
+# What a copy leaves out unless asked for: the memory blocks (513 of sno's 1,686 files) and each node's links
+# to them (257 of its 317 links), which nothing in app/ reads (`grep -rn "system/memory" app` is empty;
+# nodes.py and capture.py read only named files of node*/, never list one).
+UNREAD = ("sys/devices/system/memory", "sys/devices/system/node/node*/memory[0-9]*")
+# The CPUs' cache folders (588 of sno's 819 entries under cpu/), which the copies made to pin IRQs leave out.
+CPU_CACHES = "sys/devices/system/cpu/cpu*/cache"
+
+# A packed tree: (path relative to the machine's folder, kind "d" | "f" | "l", permission bits, the file's
+# bytes or the link's target), parents before their contents; keyed by (folder, the sub-path packed, the
+# globs left out).
+_Entry = tuple[str, str, int, "bytes | str | None"]
+_packed: dict[tuple[str, str, tuple[str, ...]], tuple[_Entry, ...]] = {}
+
+
+def copy_machine(source: Machine | str | Path, dest: Path, *, only: Iterable[str] | None = None,
+                 leave_out: Iterable[str] = UNREAD) -> Path:
+    """Write a copy of a machine's tree (a Machine, its name, or a folder such as extract()'s) into `dest`
+    (made if missing), for a test to spoil; returns `dest`. `only`: the sub-folders and files to copy
+    ("proc/irq", "sys/devices/system/cpu", "proc/interrupts"; the folders above them are made as
+    os.makedirs makes them); `leave_out`: what not to copy, as globs of names (CPU_CACHES); UNREAD unless
+    given (pass () for the whole tree).
+
+    As copytree(symlinks=True) without copystat: links are copied as links, never followed; file and folder
+    modes and bytes are kept; times are not (no test or reader compares a copy's mtimes with the fixture's).
+    It writes from the tree read into memory once per process (a folder of the cache never changes, module
+    docstring), with one open/write/close per file: copytree took 170-550 ms a copy of sno (issue 31)."""
+    folder = Path(extract(source) if isinstance(source, (Machine, str)) else source)
+    # Every part is read (and a missing one refused, as copytree refuses it) before anything is written.
+    parts = [_packed_tree(folder, top, tuple(leave_out)) for top in _tops(only)]
+    umask = _umask()
+    os.makedirs(dest, exist_ok=True)
+    base = os.fspath(dest) + "/"
+    lock_late = []                       # folders whose mode forbids filling them, or the umask took bits
+    for entries in parts:
+        if entries and "/" in entries[0][0]:
+            os.makedirs(base + entries[0][0].rsplit("/", 1)[0], exist_ok=True)
+        for rel, kind, mode, data in entries:
+            path = base + rel
+            if kind == "d":
+                os.mkdir(path, mode | 0o700)
+                if (mode | 0o700) & ~umask != mode:
+                    lock_late.append((path, mode))
+            elif kind == "l":
+                os.symlink(data, path)
+            else:
+                _write_file(path, data, mode, umask)
+    for path, mode in reversed(lock_late):
+        os.chmod(path, mode)
+    return Path(dest)
+
+
+def _tops(only: Iterable[str] | None) -> list[str]:
+    """The sub-paths to pack: "" (all) without `only`; else its paths, less those inside another."""
+    if only is None:
+        return [""]
+    wanted = sorted({p.strip("/") for p in only})
+    return [w for w in wanted if not any(w.startswith(o + "/") for o in wanted)]
+
+
+def _pattern(glob: str) -> str:
+    """A leave_out glob as a regular expression: `*` and `?` stay within one name, `[0-9]` is a class."""
+    out, i = [], 0
+    while i < len(glob):
+        c = glob[i]
+        end = glob.find("]", i + 1)
+        if c == "[" and end > i:
+            out.append(glob[i:end + 1])
+            i = end + 1
+            continue
+        out.append("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def _write_file(path: str, data: bytes, mode: int, umask: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if mode & umask:                 # os.open's mode lost the bits the umask drops
+            os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    """This process's umask, read without setting it (os.umask sets it: a race with another thread's
+    file); /proc/self/status has it since Linux 4.7."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    raise RuntimeError("/proc/self/status has no Umask line (Linux before 4.7); copy_machine needs it")
+
+
+def _packed_tree(folder: Path, top: str, leave_out: tuple[str, ...] = ()) -> tuple[_Entry, ...]:
+    """The entries of `folder`/`top` ("" for all of it) but those `leave_out` names, read into memory: once
+    per process for a folder of the cache (named for its content and never changed), each time for any
+    other folder (a test's own tree may change)."""
+    real = folder.resolve()
+    if not real.is_relative_to(_cache_dir().resolve()):
+        return _pack(real, top, leave_out)
+    key = (os.fspath(real), top, leave_out)
+    if key not in _packed:
+        _packed[key] = _pack(real, top, leave_out)
+    return _packed[key]
+
+
+def _pack(folder: Path, top: str, leave_out: tuple[str, ...]) -> tuple[_Entry, ...]:
+    out: list[_Entry] = []
+    pats = [_pattern(p.strip("/")) for p in leave_out]
+    skipped = re.compile(f"(?:{'|'.join(pats)})(?:/|$)") if pats else None    # one match per entry
+
+    def add(path: str, rel: str) -> None:
+        if skipped is not None and skipped.match(rel):
+            return                      # nor what is under it
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            out.append((rel, "l", 0, os.readlink(path)))
+        elif stat.S_ISDIR(st.st_mode):
+            if rel:
+                out.append((rel, "d", stat.S_IMODE(st.st_mode), None))
+            with os.scandir(path) as it:
+                names = sorted(e.name for e in it)
+            for name in names:
+                add(f"{path}/{name}", f"{rel}/{name}" if rel else name)
+        elif stat.S_ISREG(st.st_mode):
+            with open(path, "rb") as f:
+                out.append((rel, "f", stat.S_IMODE(st.st_mode), f.read()))
+        else:
+            raise ValueError(f"{path}: not a file, folder or link; copy_machine copies fixture trees")
+    if top and not os.path.lexists(folder / top):
+        raise FileNotFoundError(f"copy_machine: {top} is not in {folder}; name paths relative to the "
+                                "machine's folder")
+    add(os.fspath(folder / top) if top else os.fspath(folder), top)
+    return tuple(out)
 
 
 def widened(name: str, n_cpus: int) -> Path:

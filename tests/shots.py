@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,10 +32,10 @@ def irq_marks(tmp: Path) -> Path:
     from app.pinning.journal import Journal
     from app.sampling.sampler import Sampler
     from app.sysroot import SysRoot
-    from tests.machines import extract, writable_test_tree
+    from tests.machines import copy_machine, writable_test_tree
     from widgets.tables.irqs import IrqTableWidget
     copy = tmp / "worker1.internal"
-    shutil.copytree(extract("worker1.internal"), copy, symlinks=True)
+    copy_machine("worker1.internal", copy)
     root = SysRoot(writable_test_tree(copy))
     service = AffinityService(root, Journal(tmp / "journal.jsonl"))
     first = Sampler(root).tick()

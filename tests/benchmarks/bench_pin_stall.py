@@ -35,7 +35,7 @@ from app.remote.hosts import parse_host  # noqa: E402
 from app.remote.pins import RemoteAffinityService  # noqa: E402
 from app.remote.quiet import RemoteQuiet  # noqa: E402
 from app.remote.host import RemoteHost  # noqa: E402
-from tests.machines import extract, writable_test_tree  # noqa: E402
+from tests.machines import copy_machine, writable_test_tree  # noqa: E402
 from tests.remote.sshd import Sshd, unavailable  # noqa: E402
 
 PERIOD_MS = 2
@@ -82,7 +82,7 @@ def _gc_pauses() -> list[tuple[float, int]]:
 def _tree(sshd: Sshd) -> Path:
     dst = sshd.writable_tree
     shutil.rmtree(dst, ignore_errors=True)
-    shutil.copytree(extract(MACHINE), dst, symlinks=True)
+    copy_machine(MACHINE, dst)
     wq = dst / "sys" / "devices" / "virtual" / "workqueue"
     wq.mkdir(parents=True, exist_ok=True)
     (wq / "cpumask").write_text("ffffffff\n")

@@ -26,7 +26,7 @@ from app.store.session import open_session
 from app.sysroot import SysRoot
 from tests.gui.pins import settle, show_pins
 from tests.live import live_test, restore_quiet
-from tests.machines import extract, writable_test_tree
+from tests.machines import copy_machine, writable_test_tree
 from app.sources.live import host_of_root
 from widgets.application import build_window
 from widgets.tables.thread_cells import COL_ALLOWED
@@ -59,7 +59,7 @@ def _choose(qtbot, menu, action) -> None:
 def sno(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
     dst = tmp_path / "sno"
-    shutil.copytree(extract("sno"), dst, symlinks=True)
+    copy_machine("sno", dst)
     root = SysRoot(writable_test_tree(dst))
     sampler = Sampler(root)
     w = build_window(None)

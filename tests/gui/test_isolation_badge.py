@@ -4,14 +4,13 @@ so they carry no "iso" badge and their tooltip names "managed_irq, nohz_full"; a
 domain flag keeps its badge. Tooltips are read where the view shows them, from a hover's ToolTip event."""
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.gui.hover import grid_tooltip
-from tests.machines import extract
+from tests.machines import copy_machine, extract
 from widgets.summary_bar import SummaryBar
 from widgets.topology.view import TopologyView
 
@@ -44,7 +43,7 @@ def test_worker1_cpus_are_not_badged_isolated_and_say_their_flags(qtbot, monkeyp
 
 def test_a_domain_isolated_cpu_keeps_its_badge(qtbot, monkeypatch, tmp_path):
     root = tmp_path / "m"
-    shutil.copytree(extract("linux-amd64-offlineCPUs"), root, symlinks=True)
+    copy_machine("linux-amd64-offlineCPUs", root)
     (root / "sys/devices/system/cpu/isolated").unlink()
     (root / "sys/devices/system/cpu/nohz_full").unlink()
     (root / "proc/cmdline").write_text("ro isolcpus=domain,managed_irq,1 nohz_full=1\n")

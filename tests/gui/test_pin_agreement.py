@@ -9,7 +9,6 @@ dialog's check as the user types the CPUs, the CLI's dry run (its exit status), 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -27,7 +26,7 @@ from app.sysroot import SysRoot
 from tests.gui.pins import settle, show_pins
 from tests.gui.test_pinning import _drop, _enter_move, _mime, _point_on
 from tests.live import cpulist, live_test, restore_quiet
-from tests.machines import extract, writable_test_tree
+from tests.machines import copy_machine, writable_test_tree
 from widgets.application import build_window
 from widgets.pinning.dialog import check_pin
 from widgets.pinning.drop import PinDropPolicy
@@ -171,7 +170,7 @@ def test_a_kernel_thread_and_an_exited_thread_are_refused_by_every_way_in(state)
 def test_a_managed_irq_is_refused_by_every_way_in(tmp_path, monkeypatch):
     monkeypatch.setenv("COREMAP_STATE_DIR", str(tmp_path / "state"))
     dst = tmp_path / "sno"
-    shutil.copytree(extract("sno"), dst, symlinks=True)
+    copy_machine("sno", dst)
     dbg = dst / "sys" / "kernel" / "debug" / "irq" / "irqs"
     dbg.mkdir(parents=True)
     (dbg / "33").write_text("dstate:   0x37400200\n            IRQD_AFFINITY_MANAGED\n")

@@ -3,7 +3,6 @@ invalid, and Ctrl+P opens it for the selected rows of the thread and IRQ tables.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from app.parse.cpulist import parse_cpulist
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.gui.pins import settle, show_pins
-from tests.machines import extract, writable_test_tree
+from tests.machines import copy_machine, extract, writable_test_tree
 from widgets.application import build_window
 from widgets.pinning.dialog import PinDialog, check_cpu_text
 from widgets.pinning.mime import PinPayload
@@ -135,7 +134,7 @@ def test_ctrl_p_opens_the_dialog_for_the_selected_thread(qtbot, tmp_path, parked
 
 def test_ctrl_p_on_the_irq_table_and_context_menu(qtbot, tmp_path):
     dst = tmp_path / "sno"
-    shutil.copytree(extract("sno"), dst, symlinks=True)
+    copy_machine("sno", dst)
     root = SysRoot(writable_test_tree(dst))
     w = _window(qtbot, root)
     journal = Journal(tmp_path / "journal.jsonl")
@@ -168,7 +167,7 @@ def test_the_dialog_shows_the_pins_own_refusal_before_the_user_confirms(qtbot, t
     """Issue 28: the dialog asks what a drop asks (the pin flow's dry run), as the CPUs are typed, and
     says why not in its line, OK off: a managed IRQ here, as the pin itself would refuse it."""
     dst = tmp_path / "sno"
-    shutil.copytree(extract("sno"), dst, symlinks=True)
+    copy_machine("sno", dst)
     dbg = dst / "sys" / "kernel" / "debug" / "irq" / "irqs"
     dbg.mkdir(parents=True)
     (dbg / "33").write_text("dstate:   0x37400200\n            IRQD_AFFINITY_MANAGED\n")

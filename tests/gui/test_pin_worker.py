@@ -8,7 +8,6 @@ takes long enough to be watched and cancelled."""
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 
@@ -23,7 +22,7 @@ from app.pinning.writers import IrqWriter
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.gui.pins import settle, show_pins
-from tests.machines import extract, writable_test_tree
+from tests.machines import copy_machine, writable_test_tree
 from widgets.application import build_window
 
 SLOW_WRITE_S = 0.02
@@ -32,7 +31,7 @@ SLOW_WRITE_S = 0.02
 @pytest.fixture
 def sno(qtbot, tmp_path, monkeypatch):
     dst = tmp_path / "sno"
-    shutil.copytree(extract("sno"), dst, symlinks=True)
+    copy_machine("sno", dst)
     root = SysRoot(writable_test_tree(dst))
     sampler = Sampler(root)
     w = build_window(None)

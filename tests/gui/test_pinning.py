@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import threading
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from app.parse.cpulist import format_cpulist, parse_cpulist
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.gui.pins import settle, show_pins
-from tests.machines import extract, writable_test_tree
+from tests.machines import copy_machine, extract, writable_test_tree
 from widgets.application import build_window
 from widgets.pinning.mime import (PIN_MIME, PinPayload, PinPayloadError, parse_pin_payload, payload_from_rows,
                                   pin_mime_data)
@@ -83,7 +82,7 @@ def live(live_machine, qtbot, tmp_path):
 
 def _copy(tmp_path, name) -> Path:
     dst = tmp_path / name
-    shutil.copytree(extract(name), dst, symlinks=True)
+    copy_machine(name, dst)
     return writable_test_tree(dst)
 
 

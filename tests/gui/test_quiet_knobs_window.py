@@ -4,7 +4,6 @@ never or madvise, not both; Make quiet writes them in the batch and Undo gives t
 copy of "sno" (openshift-nto) with the knob files it lacks added with the kernel's defaults."""
 from __future__ import annotations
 
-import shutil
 import struct
 
 import pytest
@@ -15,7 +14,7 @@ from app.pinning.service import AffinityService
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.gui.pins import settle, show_pins
-from tests.machines import extract, writable_test_tree
+from tests.machines import copy_machine, writable_test_tree
 from widgets.application import build_window
 
 KNOB_FILES = {"proc/sys/kernel/hung_task_timeout_secs": "120\n",
@@ -25,7 +24,7 @@ KNOB_FILES = {"proc/sys/kernel/hung_task_timeout_secs": "120\n",
 @pytest.fixture
 def sno(qtbot, tmp_path):
     dst = tmp_path / "sno"
-    shutil.copytree(extract("sno"), dst, symlinks=True)
+    copy_machine("sno", dst)
     for rel, text in KNOB_FILES.items():
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
         (dst / rel).write_text(text)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.gui.pins import settle, show_pins
 from tests.live import live_test, read_affinities, restore_quiet
-from tests.machines import extract, writable_test_tree
+from tests.machines import copy_machine, writable_test_tree
 from widgets.application import build_window
 
 
@@ -44,7 +43,7 @@ def _window(qtbot, sampler: Sampler, interval: float = 1.0):
 @pytest.fixture
 def sno(qtbot, tmp_path):
     dst = tmp_path / "sno"
-    shutil.copytree(extract("sno"), dst, symlinks=True)
+    copy_machine("sno", dst)
     (dst / "sys" / "devices" / "virtual" / "workqueue").mkdir(parents=True)
     (dst / "sys" / "devices" / "virtual" / "workqueue" / "cpumask").write_text("fff\n")
     root = SysRoot(writable_test_tree(dst))

@@ -4,7 +4,6 @@ sno (12 CPUs) whose journal holds an earlier job: an IRQ pinned and restored."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from app.pinning.service import AffinityService, PinRequest, PinTarget
 from app.quiet.isolate import LocalQuiet
 from app.sysroot import SysRoot
 from tests.gui.pins import show_pins
-from tests.machines import extract, writable_test_tree
+from tests.machines import copy_machine, writable_test_tree
 from app.sources.live import host_of_root
 from widgets.application import build_window
 
@@ -29,7 +28,7 @@ def machine(tmp_path, monkeypatch):
     """(a writable copy of sno, its pin service on the journal coremap reads, two free IRQs), with an
     earlier job in that journal: IRQ `old` pinned to CPU 2, then everything restored."""
     copy = tmp_path / "sno"
-    shutil.copytree(extract("sno"), copy, symlinks=True)
+    copy_machine("sno", copy)
     root = SysRoot(writable_test_tree(copy))
     state = tmp_path / "state"
     state.mkdir(mode=0o700)

@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtGui import QImage
 
 from app.sysroot import SysRoot
-from tests.machines import extract
+from tests.machines import copy_machine, extract
 from app.sources.live import host_of_root
 from widgets.application import build_window
 from widgets.export import pdf_bytes
@@ -121,7 +121,7 @@ def test_the_cli_report_of_a_machine_holds_its_pins_and_badges_its_quiet_cpus(qa
     from tests.machines import writable_test_tree
 
     copy = tmp_path / "sno"
-    shutil.copytree(extract("sno"), copy, symlinks=True)
+    copy_machine("sno", copy)
     root = SysRoot(writable_test_tree(copy))
     state = tmp_path / "state"
     state.mkdir(mode=0o700)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.machines import extract
+from tests.machines import copy_machine
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "coremap-hostile-secret-7f3a"
@@ -36,7 +36,7 @@ def write_secret(folder: Path) -> Path:
 
 def copy_capture(dest: Path) -> Path:
     """A copy of a real 12-CPU capture with interrupts (openshift-nto sno), ours to spoil."""
-    shutil.copytree(extract("sno"), dest, symlinks=True)
+    copy_machine("sno", dest)
     return dest
 
 

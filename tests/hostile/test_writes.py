@@ -138,14 +138,12 @@ def test_no_file_is_written_by_qt_itself():
 
 
 def test_saving_a_session_of_a_folder_tree_1500_deep_is_one_line(tmp_path):
-    import shutil
-
     from app.errors import CoremapError
     from app.store.session import save_session, session_from_root
     from app.sysroot import SysRoot
-    from tests.machines import extract
+    from tests.machines import copy_machine
     capture = tmp_path / "capture"
-    shutil.copytree(extract("sno"), capture, symlinks=True)
+    copy_machine("sno", capture)
     deep = capture / "sys" / "x"
     deep.mkdir()
     os.chdir(deep)

@@ -15,14 +15,14 @@ from app.remote.hosts import parse_host
 from app.remote.pins import RemoteAffinityService
 from app.remote.quiet import RemoteQuiet
 from app.remote.sampler import RemoteSampler
-from tests.machines import extract, writable_test_tree
+from tests.machines import copy_machine, writable_test_tree
 
 
 @pytest.fixture
 def tree(sshd):
     dst = sshd.writable_tree             # the agent there may write into this copy, and only this one
     shutil.rmtree(dst, ignore_errors=True)
-    shutil.copytree(extract("sno"), dst, symlinks=True)
+    copy_machine("sno", dst)
     (dst / "sys" / "devices" / "virtual" / "workqueue").mkdir(parents=True)
     (dst / "sys" / "devices" / "virtual" / "workqueue" / "cpumask").write_text("fff\n")
     yield writable_test_tree(dst)

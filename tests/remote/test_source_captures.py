@@ -9,7 +9,6 @@ import argparse
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -23,7 +22,7 @@ from app.sources.live import open_host
 from app.sources.prometheus import Prometheus
 from app.store.capture import take_snapshot
 from app.sysroot import SysRoot
-from tests.machines import extract
+from tests.machines import copy_machine, extract
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE, OTHER = "sno", "16em64t-4s2c2t-offlines"
@@ -46,7 +45,7 @@ def _snapshot_as(machine: str, host: str, folder: Path, out: Path) -> Path:
     """A real `coremap snapshot` of the captured `machine`, recording `host` as its name (the name of the
     folder it was taken from, as take_snapshot records a capture that holds no hostname)."""
     tree = folder / host
-    shutil.copytree(extract(machine), tree, symlinks=True)
+    copy_machine(machine, tree)
     take_snapshot(out, SysRoot(tree), second=False)
     return out
 

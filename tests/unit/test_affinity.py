@@ -2,7 +2,6 @@
 temporary copy of a real captured machine (openshift-nto "sno"), on one real IRQ as root, and across a
 SIGKILL: the next start restores what the killed process pinned."""
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from app.machine.threads import TaskGone, read_task
 from app.machine.topology import read_online_cpus
 from app.parse.cpulist import format_cpulist
 from app.sysroot import SysRoot
-from tests.machines import extract, writable_test_tree
+from tests.machines import CPU_CACHES, copy_machine, extract, writable_test_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 CPUS = tuple(sorted(os.sched_getaffinity(0)))
@@ -65,10 +64,8 @@ def sno(tmp_path):
     """A writable copy of the sno machine's proc/irq and cpu folders."""
     src = extract("sno")
     dst = tmp_path / "sno"
-    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
-                    ignore=shutil.ignore_patterns("cache"))
-    shutil.copy(src / "proc" / "interrupts", dst / "proc" / "interrupts")
+    copy_machine(src, dst, only=("proc/irq", "sys/devices/system/cpu", "proc/interrupts"),
+                 leave_out=(CPU_CACHES,))
     return SysRoot(writable_test_tree(dst))
 
 

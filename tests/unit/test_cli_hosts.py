@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,7 @@ from app.host import CaptureHost, LocalHost
 from app.sources.live import host_of_root
 from app.store.session import save_session, session_from_root
 from app.sysroot import SysRoot
-from tests.machines import extract, writable_test_tree
+from tests.machines import CPU_CACHES, copy_machine, extract, writable_test_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,9 +106,7 @@ def test_a_captures_pins_only_plan():
 def test_a_copy_the_tests_may_write_is_pinned_through_its_host(tmp_path, capsys):
     src = extract("sno")
     dst = tmp_path / "sno"
-    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
-                    ignore=shutil.ignore_patterns("cache"))
+    copy_machine(src, dst, only=("proc/irq", "sys/devices/system/cpu"), leave_out=(CPU_CACHES,))
     with host_of_root(SysRoot(writable_test_tree(dst))) as host:
         assert isinstance(host, LocalHost) and host.pins is not None and host.probes is None
         assert host.absent("probes") == "a copy of sno: no live probes"

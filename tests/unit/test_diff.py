@@ -15,7 +15,7 @@ from app.cli.main import main
 from app.parse.cpulist import format_cpulist, parse_cpulist, parse_cpumask
 from app.store.capture import take_snapshot
 from app.sysroot import SysRoot
-from tests.machines import MACHINES_DIR, extract
+from tests.machines import MACHINES_DIR, copy_machine, extract
 
 
 def _diff(capsys, *argv) -> tuple[int, dict]:
@@ -169,8 +169,7 @@ def test_the_marked_cpus_are_where_their_irq_load_or_placement_differs(capsys):
 
 def _with_comm(src: Path, dst: Path, comm: str) -> Path:
     """A copy of prometheus/procfs's tree whose first thread is called `comm`."""
-    import shutil
-    shutil.copytree(src, dst, symlinks=True)
+    copy_machine(src, dst)
     stat = next((dst / "proc").glob("[0-9]*/task/[0-9]*/stat"))
     text = stat.read_text()
     stat.write_text(text[:text.index("(") + 1] + comm + text[text.rindex(")"):])

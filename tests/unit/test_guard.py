@@ -26,7 +26,7 @@ from app.parse.cpulist import parse_cpulist
 from app.quiet.isolate import LocalQuiet
 from app.sysroot import SysRoot
 from tests.live import live_test, restore_quiet
-from tests.machines import extract, writable_test_tree
+from tests.machines import CPU_CACHES, copy_machine, extract, writable_test_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 live = live_test
@@ -41,10 +41,8 @@ def _write_from_another_process(path: Path, text: str) -> None:
 def tree(tmp_path) -> SysRoot:
     src = extract("sno")
     dst = tmp_path / "sno"
-    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
-                    ignore=shutil.ignore_patterns("cache"))
-    shutil.copy(src / "proc" / "interrupts", dst / "proc" / "interrupts")
+    copy_machine(src, dst, only=("proc/irq", "sys/devices/system/cpu", "proc/interrupts"),
+                 leave_out=(CPU_CACHES,))
     wq = dst / "sys" / "devices" / "virtual" / "workqueue"
     wq.mkdir(parents=True)
     (wq / "cpumask").write_text("fff\n")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from app.pinning.refusals import PinWriteError
 from app.pinning.helper import MAX_LINE, Helper, HelperClient, main, serve, VERSION
 from app.sysroot import SysRoot
-from tests.machines import extract
+from tests.machines import CPU_CACHES, copy_machine, extract
 
 ROOT = Path(__file__).resolve().parents[2]
 CPUS = tuple(sorted(os.sched_getaffinity(0)))
@@ -29,9 +29,7 @@ CPUS = tuple(sorted(os.sched_getaffinity(0)))
 def sno_root(tmp_path_factory):
     src = extract("sno")
     dst = tmp_path_factory.mktemp("helper") / "sno"
-    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
-                    ignore=shutil.ignore_patterns("cache"))
+    copy_machine(src, dst, only=("proc/irq", "sys/devices/system/cpu"), leave_out=(CPU_CACHES,))
     return SysRoot(dst)
 
 
@@ -147,9 +145,7 @@ def test_malformed_thread_requests_are_refused_and_write_nothing(parked):
 def test_valid_irq_request_writes(tmp_path):
     src = extract("sno")
     dst = tmp_path / "sno"
-    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
-                    ignore=shutil.ignore_patterns("cache"))
+    copy_machine(src, dst, only=("proc/irq", "sys/devices/system/cpu"), leave_out=(CPU_CACHES,))
     root = SysRoot(dst)
     h = Helper(root)
     assert h.handle(json.dumps(_irq_base())) == {"ok": True}
@@ -302,9 +298,7 @@ def mask_root(tmp_path):
     from tests.machines import writable_test_tree
     src = extract("sno")
     dst = tmp_path / "sno"
-    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
-                    ignore=shutil.ignore_patterns("cache"))
+    copy_machine(src, dst, only=("proc/irq", "sys/devices/system/cpu"), leave_out=(CPU_CACHES,))
     (dst / "sys" / "devices" / "virtual" / "workqueue").mkdir(parents=True)
     (dst / "sys" / "devices" / "virtual" / "workqueue" / "cpumask").write_text("fff\n")
     q = dst / "sys" / "class" / "net" / "eth0" / "queues" / "rx-3"
@@ -352,8 +346,7 @@ def test_valid_mask_and_irqbalance_requests_write(mask_root):
 
 def test_a_capture_never_gets_irqbalances_file(tmp_path):
     src = extract("sno")
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", tmp_path / "s" / "sys" / "devices" / "system" / "cpu",
-                    ignore=shutil.ignore_patterns("cache"))
+    copy_machine(src, tmp_path / "s", only=("sys/devices/system/cpu",), leave_out=(CPU_CACHES,))
     reply = Helper(SysRoot(tmp_path / "s")).handle('{"op":"irqbalance_ban_cpus","cpus":"1"}')
     assert reply["ok"] is False and "live machine" in reply["error"]
     assert not (tmp_path / "s" / "etc").exists()

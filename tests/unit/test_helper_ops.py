@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 from app.pinning.helper import Helper
 from app.sysroot import SysRoot
 from tests.live import live_test
-from tests.machines import extract, writable_test_tree
+from tests.machines import copy_machine, writable_test_tree
 
 CPUSET = Path("/sys/fs/cgroup/cpuset")
 
@@ -23,7 +22,7 @@ CPUSET = Path("/sys/fs/cgroup/cpuset")
 @pytest.fixture
 def tree(tmp_path):
     dst = tmp_path / "sno"
-    shutil.copytree(extract("sno"), dst, symlinks=True)
+    copy_machine("sno", dst)
     (dst / "proc" / "sys" / "kernel").mkdir(parents=True, exist_ok=True)
     (dst / "proc" / "sys" / "kernel" / "timer_migration").write_text("1\n")
     return SysRoot(writable_test_tree(dst))
@@ -66,7 +65,7 @@ def test_a_setting_is_written_on_a_writable_copy(tree):
 
 def test_a_capture_is_never_written(tmp_path):
     dst = tmp_path / "sno"
-    shutil.copytree(extract("sno"), dst, symlinks=True)
+    copy_machine("sno", dst)
     reply = Helper(SysRoot(dst)).handle(json.dumps({"op": "set_cpuset", "index": 1, "cpus": "0"}))
     assert reply["ok"] is False and "only on the live machine" in reply["error"]
 

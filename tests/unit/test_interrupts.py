@@ -3,7 +3,6 @@ machines and this one."""
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from app.machine.interrupts import parse_action_name, read_interrupts, read_irqs
 from app.parse.interrupts import (MEMO_MAX_BYTES, InterruptRow, InterruptTable, RowMemo, parse_interrupts,
                                   parse_softirqs)
 from app.sysroot import SysRoot
-from tests.machines import INTERRUPTS_DIR, all_machines, extract, procfs_composite
+from tests.machines import INTERRUPTS_DIR, all_machines, copy_machine, extract, procfs_composite
 
 OPENSHIFT = ("master.internal", "worker1.internal", "worker2.internal", "sno")
 
@@ -294,7 +293,7 @@ def test_a_device_found_from_msi_irqs_and_class_net(tmp_path):
         read_irqs(SysRoot(real))
     assert str(e.value).endswith("proc/interrupts: missing")
     # The same tree with a /proc/interrupts row for the vector sysfs lists under the NIC's msi_irqs.
-    shutil.copytree(real, tmp_path / "m", symlinks=True)
+    copy_machine(real, tmp_path / "m")
     (tmp_path / "m" / "proc" / "interrupts").write_text("  CPU0\n 24: 7 PCI-MSI 49152-edge virtio0-input.0\n")
     i = read_irqs(SysRoot(tmp_path / "m")).info["24"]
     assert i.requested is None and i.effective is None     # this tree has no proc/irq
@@ -377,7 +376,6 @@ def test_the_hwdb_is_asked_once_per_device_not_per_read(monkeypatch):
 
 
 def test_refresh_affinities_reads_the_cpus_again_and_keeps_the_rest(tmp_path):
-    import shutil
 
     from app.machine.interrupts import read_irqs, refresh_affinities
     from app.sysroot import SysRoot
@@ -387,8 +385,7 @@ def test_refresh_affinities_reads_the_cpus_again_and_keeps_the_rest(tmp_path):
     # proc/interrupts that makes a folder a SysRoot: 2,219 of the capture's 11,000 files.
     table = read_irqs(SysRoot(extract("worker1.internal")))
     copy = tmp_path / "worker1"
-    shutil.copytree(extract("worker1.internal") / "proc" / "irq", copy / "proc" / "irq", symlinks=True)
-    shutil.copy(extract("worker1.internal") / "proc" / "interrupts", copy / "proc" / "interrupts")
+    copy_machine("worker1.internal", copy, only=("proc/irq", "proc/interrupts"))
     root = SysRoot(copy)
     irq = next(k for k, v in table.info.items() if v.requested and len(v.requested) > 1)
     (copy / "proc" / "irq" / irq / "smp_affinity_list").write_text("3\n")

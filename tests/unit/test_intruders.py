@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from app.machine.threads import TaskReader
 from app.sampling.intruders import BUSY_PCT, busy_line, busy_on, managed_on_quiet, thread_shares
 from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
-from tests.machines import extract
+from tests.machines import CPU_CACHES, copy_machine, extract
 
 MANAGED_IRQ = "57"          # sno: virtio3-req.3, requested and delivered on CPU 3
 MANAGED_CPU = 3
@@ -68,9 +67,7 @@ def managed_tree(tmp_path: Path) -> Path:
     a second later in which IRQ 57 rang EXTRA more times on CPU 3."""
     src = extract("sno")
     dst = tmp_path / "sno"
-    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
-                    ignore=shutil.ignore_patterns("cache"))
+    copy_machine(src, dst, only=("proc/irq", "sys/devices/system/cpu"), leave_out=(CPU_CACHES,))
     text = (src / "proc" / "interrupts").read_text()
     (dst / "proc" / "interrupts").write_text(text)
     dbg = dst / "sys" / "kernel" / "debug" / "irq" / "irqs"

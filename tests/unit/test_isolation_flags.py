@@ -5,7 +5,6 @@ nohz_full=0-4,11-79 and was shown as isolated; the other cases are a small real 
 command line written in and its own cpu/isolated and cpu/nohz_full files taken out (or set)."""
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
@@ -13,7 +12,7 @@ from app.cli.main import main
 from app.machine.topology import isolation_label, read_topology
 from app.parse.topology import parse_cmdline_isolation
 from app.sysroot import SysRoot
-from tests.machines import extract
+from tests.machines import copy_machine, extract
 
 CPU_DIR = "sys/devices/system/cpu"
 
@@ -22,7 +21,7 @@ CPU_DIR = "sys/devices/system/cpu"
 def two_cpus(tmp_path):
     """linux-amd64-offlineCPUs (CPUs 0-1 online) without its isolated and nohz_full files."""
     dest = tmp_path / "m"
-    shutil.copytree(extract("linux-amd64-offlineCPUs"), dest, symlinks=True)
+    copy_machine("linux-amd64-offlineCPUs", dest)
     for name in ("isolated", "nohz_full"):
         (dest / CPU_DIR / name).unlink()
     return dest

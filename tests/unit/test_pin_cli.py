@@ -2,7 +2,6 @@
 failed, 2 bad input), on this machine's threads and on a copy of the sno capture's IRQs."""
 import json
 import os
-import shutil
 import subprocess
 import threading
 
@@ -10,7 +9,7 @@ import pytest
 
 from app.cli.main import main
 from app.parse.cpulist import format_cpulist
-from tests.machines import extract, writable_test_tree
+from tests.machines import CPU_CACHES, copy_machine, extract, writable_test_tree
 
 CPUS = tuple(sorted(os.sched_getaffinity(0)))
 
@@ -24,9 +23,7 @@ def state(tmp_path, monkeypatch):
 def sno(tmp_path):
     src = extract("sno")
     dst = tmp_path / "sno"
-    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
-                    ignore=shutil.ignore_patterns("cache"))
+    copy_machine(src, dst, only=("proc/irq", "sys/devices/system/cpu"), leave_out=(CPU_CACHES,))
     return writable_test_tree(dst)
 
 

@@ -4,7 +4,6 @@ undo reverts; on copies of the sno and worker1 captures (worker1: 4 i40e ports o
 node 0)."""
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from app.cli.main import main
 from app.parse.cpulist import format_cpumask, parse_cpulist
 from app.pinning.spread import queue_targets, spread
 from app.machine.interrupts import IrqDevice
-from tests.machines import extract, writable_test_tree
+from tests.machines import CPU_CACHES, copy_machine, extract, writable_test_tree
 
 
 @pytest.fixture(autouse=True)
@@ -25,9 +24,7 @@ def state(tmp_path, monkeypatch):
 def sno(tmp_path):
     src = extract("sno")
     dst = tmp_path / "sno"
-    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
-                    ignore=shutil.ignore_patterns("cache"))
+    copy_machine(src, dst, only=("proc/irq", "sys/devices/system/cpu"), leave_out=(CPU_CACHES,))
     return writable_test_tree(dst)
 
 
@@ -35,18 +32,10 @@ def _copy_worker1(dst):
     """What a pin of worker1's IRQs reads and writes: its IRQ folders and /proc/interrupts, its CPUs and
     nodes, its PCI devices (their numa_node); copied, so it may be written."""
     src = extract("worker1.internal")
-    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
-    shutil.copy(src / "proc" / "interrupts", dst / "proc" / "interrupts")
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
-                    ignore=shutil.ignore_patterns("cache"))
-    nodes = src / "sys" / "devices" / "system" / "node"
-    for n in ("node0", "node1"):
-        (dst / "sys/devices/system/node" / n).mkdir(parents=True)
-        shutil.copy(nodes / n / "cpulist", dst / "sys/devices/system/node" / n / "cpulist")
-    shutil.copy(nodes / "online", dst / "sys/devices/system/node/online")
-    shutil.copytree(src / "sys" / "bus" / "pci", dst / "sys" / "bus" / "pci", symlinks=True)
-    for bus in (src / "sys" / "devices").glob("pci*"):        # where bus/pci/devices/* link to
-        shutil.copytree(bus, dst / "sys" / "devices" / bus.name, symlinks=True)
+    nodes = [f"sys/devices/system/node/{n}/cpulist" for n in ("node0", "node1")]
+    buses = [f"sys/devices/{bus.name}" for bus in (src / "sys" / "devices").glob("pci*")]  # bus/pci/devices/* link there
+    copy_machine(src, dst, only=("proc/irq", "proc/interrupts", "sys/devices/system/cpu", *nodes,
+                                 "sys/devices/system/node/online", "sys/bus/pci", *buses), leave_out=(CPU_CACHES,))
     return writable_test_tree(dst)
 
 

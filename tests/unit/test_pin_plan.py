@@ -5,7 +5,6 @@ steps would have changed (a thread moved into /coremap-pinned may then run on th
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from app.pinning.service import AffinityService, PinRequest, PinTarget
 from app.pinning.writers import Foresight, Step, ThreadWriter
 from app.machine.cgroups import read_cpuset_layout
 from app.sysroot import SysRoot
-from tests.machines import extract, writable_test_tree
+from tests.machines import copy_machine, extract, writable_test_tree
 
 MANAGED = 33                # an IRQ of sno that the tree's debugfs marks managed
 CPUS = tuple(sorted(os.sched_getaffinity(0)))
@@ -29,7 +28,7 @@ CPUS = tuple(sorted(os.sched_getaffinity(0)))
 def tree(tmp_path) -> SysRoot:
     """A writable copy of sno whose debugfs says IRQ 33 is managed (GENERIC_IRQ_DEBUGFS)."""
     dst = tmp_path / "sno"
-    shutil.copytree(extract("sno"), dst, symlinks=True)
+    copy_machine("sno", dst)
     dbg = dst / "sys" / "kernel" / "debug" / "irq" / "irqs"
     dbg.mkdir(parents=True)
     (dbg / str(MANAGED)).write_text("handler:  handle_edge_irq\ndstate:   0x37400200\n            IRQD_AFFINITY_MANAGED\n")

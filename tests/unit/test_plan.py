@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from app.quiet.boot_plan import PlanError, make_plan
 from app.quiet.boot_plan_pieces import GUARD_UNIT
 from app.quiet.boot_plan_text import plan_text, rollback_script, write_plan_folder
 from app.sysroot import SysRoot
-from tests.machines import extract
+from tests.machines import copy_machine, extract
 
 REPO = Path(__file__).resolve().parents[2]
 # Documentation/admin-guide/kernel-parameters.txt: isolcpus= [flag-list,]<cpu-list>, the flags nohz,
@@ -54,11 +53,9 @@ def machine_tree(tmp_path: Path, files: dict[str, str], *, base: str = "sno") ->
     /etc and /usr a capture lacks."""
     src = extract(base)
     root = tmp_path / "machine"
-    shutil.copytree(src / "sys" / "devices" / "system", root / "sys" / "devices" / "system", symlinks=True)
-    (root / "proc").mkdir()
-    for name in ("cmdline", "cpuinfo"):
-        if (src / "proc" / name).exists():
-            shutil.copy(src / "proc" / name, root / "proc" / name)
+    proc = [f"proc/{name}" for name in ("cmdline", "cpuinfo") if (src / "proc" / name).exists()]
+    copy_machine(src, root, only=("sys/devices/system", *proc))
+    (root / "proc").mkdir(exist_ok=True)
     for rel, text in {"proc/sys/kernel/osrelease": RELEASE + "\n", **files}.items():
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)

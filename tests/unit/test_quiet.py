@@ -7,7 +7,6 @@ puts every mask back exactly; `coremap include` reverses it. Everything moved is
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 
 import pytest
@@ -20,7 +19,7 @@ from app.quiet.isolate import LocalQuiet, QuietError, failed_results, outcome_se
 from app.pinning.ledger import Ledger, Moved
 from app.sysroot import SysRoot
 from tests.live import live_test, read_affinities, restore_quiet
-from tests.machines import extract, writable_test_tree
+from tests.machines import CPU_CACHES, copy_machine, extract, writable_test_tree
 
 MANAGED_IRQ = 57
 
@@ -32,10 +31,8 @@ def tree(tmp_path) -> SysRoot:
     from), and debugfs saying one IRQ is managed."""
     src = extract("sno")
     dst = tmp_path / "sno"
-    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
-                    ignore=shutil.ignore_patterns("cache"))
-    shutil.copy(src / "proc" / "interrupts", dst / "proc" / "interrupts")
+    copy_machine(src, dst, only=("proc/irq", "sys/devices/system/cpu", "proc/interrupts"),
+                 leave_out=(CPU_CACHES,))
     wq = dst / "sys" / "devices" / "virtual" / "workqueue"
     wq.mkdir(parents=True)
     (wq / "cpumask").write_text("fff\n")

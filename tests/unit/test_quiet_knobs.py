@@ -22,7 +22,7 @@ from app.quiet.isolate import LocalQuiet, QuietError, preview_text
 from app.quiet.knobs import WORDS
 from app.sysroot import SysRoot
 from tests.live import fingerprint_diff, live_test, machine_fingerprint, restore_quiet
-from tests.machines import extract, writable_test_tree
+from tests.machines import CPU_CACHES, copy_machine, extract, writable_test_tree
 
 QUIET = (2, 3)
 # The knob files the capture lacks, with the kernel's defaults as it shows them
@@ -37,9 +37,7 @@ KNOB_FILES = {"proc/sys/kernel/hung_task_timeout_secs": "120\n", "proc/sys/kerne
 def tree(tmp_path) -> SysRoot:
     src = extract("20em64t-hybrid-1p6c2t+2ca4co1t")
     dst = tmp_path / "hybrid"
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
-                    symlinks=True, ignore=shutil.ignore_patterns("cache"))
-    shutil.copytree(src / "proc", dst / "proc")
+    copy_machine(src, dst, only=("sys/devices/system/cpu", "proc"), leave_out=(CPU_CACHES,))
     for rel, text in KNOB_FILES.items():
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
         (dst / rel).write_text(text)

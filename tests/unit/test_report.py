@@ -1,7 +1,6 @@
 """app/store/report.py on real machines: figures match /proc/interrupts read independently; the HTML is one
 self-contained file with everything from the machine escaped; one capture says totals, not rates."""
 import re
-import shutil
 from html.parser import HTMLParser
 
 import pytest
@@ -9,7 +8,7 @@ import pytest
 from app.store.report import Image, build_report_html, report_from_root, report_from_session
 from app.store.session import Session, history_tick, open_session, save_session
 from app.sysroot import SysRoot
-from tests.machines import extract
+from tests.machines import copy_machine, extract
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +81,7 @@ class _Collect(HTMLParser):
 def test_html_is_self_contained_and_escaped(tmp_path):
     src = extract("sno")
     copy = tmp_path / "evil"
-    shutil.copytree(src, copy, symlinks=True)
+    copy_machine(src, copy)
     evil = 'quiet <script>alert("x")</script> isolcpus=2-3 & <img src=http://evil/x.png>'
     (copy / "proc" / "cmdline").write_text(evil + "\n")
     r = report_from_root(SysRoot(copy), notes="<b>bold?</b> & notes",

@@ -5,7 +5,6 @@ earlier job: an IRQ pinned and restored, another pinned and undone."""
 from __future__ import annotations
 
 import os
-import shutil
 import time
 
 import pytest
@@ -17,17 +16,15 @@ from app.quiet.isolate import LocalQuiet
 from app.store.report import build_report_html, report_from_root
 from app.store.report_pins import pin_scope
 from app.sysroot import SysRoot
-from tests.machines import extract, writable_test_tree
+from tests.machines import CPU_CACHES, copy_machine, extract, writable_test_tree
 
 
 @pytest.fixture
 def service(tmp_path):
     src = extract("sno")
     dst = tmp_path / "sno"
-    shutil.copytree(src / "proc" / "irq", dst / "proc" / "irq")
-    shutil.copytree(src / "sys" / "devices" / "system" / "cpu", dst / "sys" / "devices" / "system" / "cpu",
-                    ignore=shutil.ignore_patterns("cache"))
-    shutil.copy(src / "proc" / "interrupts", dst / "proc" / "interrupts")
+    copy_machine(src, dst, only=("proc/irq", "sys/devices/system/cpu", "proc/interrupts"),
+                 leave_out=(CPU_CACHES,))
     j = Journal(tmp_path / "journal.jsonl")
     yield AffinityService(SysRoot(writable_test_tree(dst)), j)
     j.close()

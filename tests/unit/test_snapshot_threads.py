@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -22,7 +21,7 @@ from app.store import capture_threads
 from app.store.capture import MAX_TARBALL, extract_tarball, take_snapshot
 from app.sysroot import SNAPSHOT_META_DIR, SysRoot
 from tests.jvms import COMM, HANDLER, MarketData, needs_jdk
-from tests.machines import procfs_composite
+from tests.machines import copy_machine, procfs_composite
 
 # A thread named as a JVM names its threads (PR_SET_NAME, 15), pinned to one CPU by itself and put
 # under SCHED_BATCH (no privilege needed), then asleep: what the capture must keep of it.
@@ -107,7 +106,7 @@ def test_a_capture_names_java_threads_as_the_jvm_did(live_machine, tmp_path, cap
 
 def _composite_copy(tmp_path: Path) -> Path:
     dst = tmp_path / "procfs"
-    shutil.copytree(procfs_composite(), dst, symlinks=True)
+    copy_machine(procfs_composite(), dst)
     return dst
 
 

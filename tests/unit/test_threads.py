@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import threading
 from dataclasses import replace
 
@@ -15,7 +14,7 @@ from app.machine.threads import (TaskGone, TaskReader, ThreadsSample, find_threa
                                  read_task, read_tasks, search_text)
 from app.parse.cpulist import parse_cpulist
 from app.sysroot import SysRoot
-from tests.machines import procfs_composite
+from tests.machines import copy_machine, procfs_composite
 
 LIVE = SysRoot("/")
 
@@ -146,7 +145,7 @@ def test_composite_fixture_tree():
 
 def test_bad_stat_in_tree_names_the_file(tmp_path):
     src = procfs_composite()
-    shutil.copytree(src / "proc" / "27079", tmp_path / "proc" / "27079")
+    copy_machine(src, tmp_path, only=("proc/27079",))
     (tmp_path / "proc" / "stat").write_text("cpu 1 2 3 4\n")
     bad = tmp_path / "proc" / "27079" / "task" / "27081" / "stat"
     bad.write_text("27081 (x) S 1 2\n")

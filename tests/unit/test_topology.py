@@ -24,7 +24,7 @@ from app.parse.topology import (
     parse_topology_id,
 )
 from app.sysroot import SysRoot
-from tests.machines import MACHINES_DIR, all_machines, extract, machine
+from tests.machines import MACHINES_DIR, all_machines, copy_machine, extract, machine
 
 MACHINES = all_machines()
 NAMES = [m.name for m in MACHINES]
@@ -348,9 +348,8 @@ def test_opteron_caches_follow_the_map_where_the_list_disagrees(capsys):
 def test_a_cache_map_that_is_no_mask_is_named(tmp_path):
     # The map is compared with the list by one int(); text int() cannot read is parsed in full, which
     # names the file.
-    import shutil
     root = tmp_path / "m"
-    shutil.copytree(extract("linux-amd64-offlineCPUs"), root, symlinks=True)
+    copy_machine("linux-amd64-offlineCPUs", root)
     bad = root / "sys/devices/system/cpu/cpu0/cache/index2/shared_cpu_map"
     bad.write_text("0000000x\n")
     with pytest.raises(CoremapError, match="index2/shared_cpu_map"):

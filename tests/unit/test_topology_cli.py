@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pytest
 
 from app.cli.main import main
 from app.parse.cpulist import parse_cpulist
 from app.sysroot import SysRoot
-from tests.machines import all_machines, extract
+from tests.machines import all_machines, copy_machine, extract
 
 ORACLE_MACHINES = [m for m in all_machines() if m.oracle is not None]
 
@@ -129,7 +128,7 @@ def test_bad_roots_exit_2_naming_the_path(capsys, tmp_path):
 @pytest.fixture
 def small_copy(tmp_path):
     dest = tmp_path / "m"
-    shutil.copytree(extract("linux-amd64-offlineCPUs"), dest, symlinks=True)
+    copy_machine("linux-amd64-offlineCPUs", dest)
     return dest
 
 
