@@ -30,6 +30,7 @@ TERM_GRACE_S = 0.2
 # (issue 32), here and on a server (app/remote/probe_runs.py), in the window and the CLI alike.
 OVERRUN_GRACE_S = 15.0
 MAX_EXPECT_S = 7 * 86400.0
+EXIT_AFTER_EOF_S = 1.0       # a child whose output ended and that still runs after this keeps its watch
 MAX_LINE = 64 * MiB          # as a remote run's (app/remote/protocol.py): a line with a whole histogram
 MAX_LOG_TEXT = 4096          # of a line that is not JSON, kept as a log line
 PARENT_ENV = "COREMAP_PROBE_PARENT"
@@ -97,6 +98,7 @@ class ProbeLines(ABC):
         self.lines: list[dict] = []
         self.stderr_lines: list[str] = []
         self._q: queue.Queue = queue.Queue()
+        self._overrun_watch: threading.Timer | None = None
 
     @property
     @abstractmethod
@@ -128,6 +130,14 @@ class ProbeLines(ABC):
         timer = threading.Timer(allowed, self._overran, (expect, allowed))
         timer.daemon = True
         timer.start()
+        self._overrun_watch = timer
+
+    def _ended(self) -> None:
+        """The run is over: its overrun watch goes now, not the rest of its allowed time later. Started
+        on the thread that read the hello, the watch's thread kept that thread's mask (coremap's own
+        threads are kept off the probed CPUs while a run lasts) and outlived the run by seconds."""
+        if self._overrun_watch is not None:
+            self._overrun_watch.cancel()
 
     def _overran(self, expect: float, allowed: float) -> None:
         if self.running:
@@ -219,6 +229,11 @@ class ProbeRun(ProbeLines):
                 line = {"type": "log", "text": text[:MAX_LOG_TEXT]}
             self._add(line)
         self.proc.stdout.close()
+        try:
+            self.proc.wait(EXIT_AFTER_EOF_S)     # the child closes its output as it exits
+            self._ended()
+        except subprocess.TimeoutExpired:
+            pass                                # still running: the overrun watch stays on it
 
     def _read_stderr(self):
         for raw in self.proc.stderr:

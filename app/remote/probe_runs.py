@@ -119,7 +119,11 @@ class RemoteProbeRun(ProbeLines):
         # Set when the run ends there or is stopped from here (a flood, an overrun): a wait() wakes at once.
         self._wake = threading.Event()
         self._pending = client.start("probe", probe=name, args=args, on_event=self._on_event,
-                                     on_done=lambda _pending: self._wake.set())
+                                     on_done=self._done)
+
+    def _done(self, _pending) -> None:
+        self._wake.set()
+        self._ended()
 
     @classmethod
     def starter(cls, client_of: Callable[[], AgentClient | None]) -> ProbeStarter:
