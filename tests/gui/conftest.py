@@ -6,6 +6,7 @@ teardown), records every QtWarningMsg / QtCriticalMsg / QtFatalMsg and fails the
 """
 from __future__ import annotations
 
+import gc
 import re
 
 import pytest
@@ -14,16 +15,29 @@ from PySide6.QtCore import QtMsgType, qInstallMessageHandler
 _BAD = (QtMsgType.QtWarningMsg, QtMsgType.QtCriticalMsg, QtMsgType.QtFatalMsg)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def collect_the_modules_garbage_at_its_end():
+    """Everything the module's tests and fixtures left is collected when its module fixtures are gone:
+    the objects collect_qt_garbage_while_no_worker_runs froze (alive at a test's end) included."""
+    yield
+    gc.unfreeze()
+    gc.collect()
+
+
 @pytest.fixture(autouse=True)
-def collect_qt_garbage_while_no_worker_runs():
+def collect_qt_garbage_while_no_worker_runs(collect_the_modules_garbage_at_its_end):
     """Collect each test's dead windows, sampler threads and models at its end, when every sampler
     thread has been stopped (qtbot closes its widgets first: this autouse fixture is set up before
     qtbot and so torn down after it). Left to chance, a collection of PySide wrappers ran in the UI
     thread while the next test's sampler worker ran Python, and crashed or hung the interpreter
-    (PySide6 6.11, Python 3.11: "Fatal Python error: Segmentation fault ... Garbage-collecting")."""
+    (PySide6 6.11, Python 3.11: "Fatal Python error: Segmentation fault ... Garbage-collecting").
+    What is alive after the collection is frozen (gc.freeze), so the next test's collection looks only
+    at the objects that test made: a worker's heap grows with every file it ran, and a full collection
+    of it took 0.6-0.9 s at each GUI test's end late in a run (35 s of a run's teardowns, issue 31).
+    What was frozen and dies later is collected at the module's end."""
     yield
-    import gc
     gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
