@@ -485,7 +485,8 @@ def test_a_runtimes_processes_are_told_apart_by_their_command(qtbot):
             "time.sleep(60)")
     child = subprocess.Popen([sys.executable, "-c", code])
     try:
-        time.sleep(0.5)
+        # Until its two threads run (so it runs the code, past the exec): the event, not a fixed 0.5 s.
+        qtbot.waitUntil(lambda: len(os.listdir(f"/proc/{child.pid}/task")) >= 3, timeout=30000)
         state = Sampler(SysRoot("/")).tick()
         model = ThreadTreeModel()
         model.set_state(state)
