@@ -108,9 +108,9 @@ def test_a_session_renders_headless_as_of_a_moment(session_file, tmp_path, capsy
     assert r.returncode == 0, r.stderr
     assert out.read_bytes()[:4] == b"\x89PNG"
     assert r.stdout.startswith(f"{out}: ") and "tick" not in r.stdout     # the moment drawn, named once
-    # The refusal in this process (app.cli.main.main prints the line a child would, and exits 2 as one
-    # does in tests/remote/test_sources.py): a child of its own cost 0.8 s of start-up.
-    from app.cli.main import main
+    # The refusal in this process (run_main: the line and status a child gives; a bad --at is refused by a
+    # child in tests/remote/test_sources.py): a child of its own cost 0.8 s of start-up.
+    from tests.hostile.conftest import run_main
     out.unlink()
-    assert main(["--session", str(session_file), "--at", "noon", "--screenshot", str(out)]) == 2
-    assert "--at 'noon'" in capsys.readouterr().err and not out.exists()
+    r = run_main(capsys, "--session", session_file, "--at", "noon", "--screenshot", out)
+    assert r.returncode == 2 and "--at 'noon'" in r.stderr and not out.exists()

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.hostile.conftest import run_main
 from tests.remote.conftest import coremap
 from tests.remote.sshd import REPO
 
@@ -24,15 +25,10 @@ def _json(r):
 
 
 def _here(capsys, *args) -> dict:
-    """`coremap ARGS --json` on this machine, in this process: the side an answer over ssh is compared
-    with. The command over ssh stays a child (what is tested); a child for the local side cost 0.5 s
-    of start-up for each of six reads (issue 31)."""
-    from app.cli.main import main
-    capsys.readouterr()
-    code = main([*map(str, args), "--json"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return json.loads(out)
+    """`coremap ARGS --json` on this machine, in this process (run_main): the side an answer over ssh is
+    compared with. The command over ssh stays a child (what is tested); a child for the local side cost
+    0.5 s of start-up for each of six reads (issue 31)."""
+    return _json(run_main(capsys, *args, "--json"))
 
 
 def test_topology_over_ssh_is_the_local_one(sshd, capsys):
