@@ -16,28 +16,29 @@ _BAD = (QtMsgType.QtWarningMsg, QtMsgType.QtCriticalMsg, QtMsgType.QtFatalMsg)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def collect_the_modules_garbage_at_its_end():
-    """Everything the module's tests and fixtures left is collected when its module fixtures are gone:
-    the objects collect_qt_garbage_while_no_worker_runs froze (alive at a test's end) included."""
+def freeze_what_lived_before_the_module():
+    """What is alive when a GUI module starts (Qt, the modules imported, the session's fixtures and caches,
+    the parsed product modules of the hostile tests) is moved out of the collector's sight (gc.freeze):
+    the collections at each test's end then look only at what this module made. A worker's heap grows
+    with every file it runs, and a full collection of it took 0.6-0.9 s at every GUI test's end late in
+    a run (35 s of a non-live run's teardowns, issue 31). What was alive at a module's start lives on (a
+    session's objects); the module's own objects, its module fixtures' windows included, are collected
+    at its end, when those fixtures are gone."""
+    gc.collect()
+    gc.freeze()
     yield
-    gc.unfreeze()
     gc.collect()
 
 
 @pytest.fixture(autouse=True)
-def collect_qt_garbage_while_no_worker_runs(collect_the_modules_garbage_at_its_end):
+def collect_qt_garbage_while_no_worker_runs(freeze_what_lived_before_the_module):
     """Collect each test's dead windows, sampler threads and models at its end, when every sampler
     thread has been stopped (qtbot closes its widgets first: this autouse fixture is set up before
     qtbot and so torn down after it). Left to chance, a collection of PySide wrappers ran in the UI
     thread while the next test's sampler worker ran Python, and crashed or hung the interpreter
-    (PySide6 6.11, Python 3.11: "Fatal Python error: Segmentation fault ... Garbage-collecting").
-    What is alive after the collection is frozen (gc.freeze), so the next test's collection looks only
-    at the objects that test made: a worker's heap grows with every file it ran, and a full collection
-    of it took 0.6-0.9 s at each GUI test's end late in a run (35 s of a run's teardowns, issue 31).
-    What was frozen and dies later is collected at the module's end."""
+    (PySide6 6.11, Python 3.11: "Fatal Python error: Segmentation fault ... Garbage-collecting")."""
     yield
     gc.collect()
-    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
