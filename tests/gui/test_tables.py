@@ -338,6 +338,9 @@ def test_thread_tree_live_filter_select_exit(qtbot, qtmodeltester):
 
         stop.set()
         thread.join(5)
+        # join() returns when Python is done with the thread, a moment before the kernel lets its task go;
+        # the tick below must not see it (one run under a load average of 40 missed the removal here).
+        qtbot.waitUntil(lambda: not os.path.exists(f"/proc/{pid}/task/{tid}"), timeout=10000)
         model.rowsAboutToBeRemoved.connect(lambda parent, a, b: removed.append(model.data(parent, ID_ROLE)))
         with qtbot.waitSignal(widget.selection_changed) as sel:
             widget.set_state(sampler.tick())
