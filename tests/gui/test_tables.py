@@ -338,6 +338,9 @@ def test_thread_tree_live_filter_select_exit(qtbot, qtmodeltester):
 
         stop.set()
         thread.join(5)
+        # join() returns when Python is done with the thread, a moment before the kernel lets its task go;
+        # the tick below must not see it (one run under a load average of 40 missed the removal here).
+        qtbot.waitUntil(lambda: not os.path.exists(f"/proc/{pid}/task/{tid}"), timeout=10000)
         model.rowsAboutToBeRemoved.connect(lambda parent, a, b: removed.append(model.data(parent, ID_ROLE)))
         with qtbot.waitSignal(widget.selection_changed) as sel:
             widget.set_state(sampler.tick())
@@ -485,7 +488,8 @@ def test_a_runtimes_processes_are_told_apart_by_their_command(qtbot):
             "time.sleep(60)")
     child = subprocess.Popen([sys.executable, "-c", code])
     try:
-        time.sleep(0.5)
+        # Until its two threads run (so it runs the code, past the exec): the event, not a fixed 0.5 s.
+        qtbot.waitUntil(lambda: len(os.listdir(f"/proc/{child.pid}/task")) >= 3, timeout=30000)
         state = Sampler(SysRoot("/")).tick()
         model = ThreadTreeModel()
         model.set_state(state)

@@ -58,7 +58,7 @@ def test_a_session_with_wrong_types_inside_still_reports(capsys, session_file, t
     assert note in r.stderr and out.stat().st_size > 0
 
 
-def test_probe_results_with_wrong_types(tmp_path):
+def test_probe_results_with_wrong_types(capsys, tmp_path):
     res = {"probe": "jitter", "cpu": 1, "percentiles": 5, "sampled_seconds": float("nan"),
            "buckets": [{"lo_ns": 1, "hi_ns": 2, "count": -4}], "attribution": {"available": True, "gaps": 3},
            "loop_ns": 8.7, "label": "ok\x1b[2J"}
@@ -69,16 +69,18 @@ def test_probe_results_with_wrong_types(tmp_path):
     p = tmp_path / "res.json"
     p.write_text(json.dumps(res).replace("NaN", "1e400"))
     out = tmp_path / "r.html"
-    r = run_cli("report", "--root", extract("sno"), "--probe", p, "--out", out, timeout=120)
+    # In this process (run_main): `report --probe` runs as a child in the bucket test below.
+    r = run_main(capsys, "report", "--root", extract("sno"), "--probe", p, "--out", out, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "'percentiles' has the wrong type" in r.stderr
 
 
-def test_notes_that_are_not_utf8(tmp_path):
+def test_notes_that_are_not_utf8(capsys, tmp_path):
     notes = tmp_path / "notes.md"
     notes.write_bytes(b"caf\xe9 \xff\xfe notes")
     out = tmp_path / "r.html"
-    r = run_cli("report", "--root", extract("sno"), "--notes", notes, "--out", out, timeout=120)
+    # In this process (run_main): `report` runs as a child in the session and bucket tests.
+    r = run_main(capsys, "report", "--root", extract("sno"), "--notes", notes, "--out", out, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "notes" in out.read_text()
 

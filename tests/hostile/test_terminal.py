@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import io
 import re
+from functools import partial
 
 import pytest
 
 from app.cli.common import TerminalText
 from app.format import BIDI_CONTROLS, printable, printable_lines
-from tests.hostile.conftest import EVIL, run_cli
+from tests.hostile.conftest import EVIL, run_cli, run_main
 
 # What must never reach a terminal raw: C0 controls but newline and tab, DEL, C1, the line and
 # paragraph separators, and the bidi overrides and isolates.
@@ -53,9 +54,12 @@ COMMANDS = [("topology",), ("irqs",), ("threads",), ("plan", "--quiet", "1"), ("
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[c[0] for c in COMMANDS])
-def test_every_printer_escapes_names_from_a_capture(hostile_names, tmp_path, command):
+def test_every_printer_escapes_names_from_a_capture(hostile_names, tmp_path, command, capsys):
     args = [a.format(tmp=tmp_path) for a in command]
-    r = run_cli(*args, "--root", hostile_names, timeout=120)
+    # The first command as a child (what a terminal receives); the others in this process (run_main):
+    # main() puts the same TerminalText on the streams, and their printers are what differ.
+    run = run_cli if command == COMMANDS[0] else partial(run_main, capsys)
+    r = run(*args, "--root", hostile_names, timeout=120)
     assert r.returncode in (0, 1), r.stderr
     for text in (r.stdout, r.stderr):
         assert not RAW.search(text), (command, RAW.search(text), text[:2000])
@@ -63,9 +67,9 @@ def test_every_printer_escapes_names_from_a_capture(hostile_names, tmp_path, com
 
 
 
-def test_the_report_escapes_names_for_html(hostile_names, tmp_path):
+def test_the_report_escapes_names_for_html(hostile_names, tmp_path, capsys):
     out = tmp_path / "report.html"
-    r = run_cli("report", "--root", hostile_names, "--out", out, timeout=120)
+    r = run_main(capsys, "report", "--root", hostile_names, "--out", out, timeout=120)     # the file is checked
     assert r.returncode == 0, r.stderr
     html = out.read_text()
     assert not RAW.search(html)
