@@ -16,16 +16,18 @@ HELLO_THEN_DONE = ("import json; print(json.dumps({'type': 'hello', 'expect_s': 
                    "print(json.dumps({'type': 'done'}))")
 
 
-def _threads_settle_to(n: int, deadline_s: float = 5.0) -> int:
+def _born_since(before: set, deadline_s: float = 5.0) -> list[str]:
+    """The names of the threads alive now that were not in `before`, once none is left or the deadline passed
+    (other tests' threads may end meanwhile: only those born since count)."""
     end = time.monotonic() + deadline_s
-    while threading.active_count() > n and time.monotonic() < end:
+    while (born := set(threading.enumerate()) - before) and time.monotonic() < end:
         time.sleep(0.01)
-    return threading.active_count()
+    return sorted(t.name for t in born)
 
 
 def test_a_run_that_ended_keeps_no_overrun_watch():
-    before = threading.active_count()
+    before = set(threading.enumerate())
     with ProbeRun([sys.executable, "-c", HELLO_THEN_DONE]) as run:
         assert run.wait(30) == 0
     assert [line["type"] for line in run.lines] == ["hello", "done"]
-    assert _threads_settle_to(before) == before, [t.name for t in threading.enumerate()]
+    assert _born_since(before) == []
