@@ -194,6 +194,9 @@ def _probe_child(parent: int, wait_s: float = 60) -> int:
     parent it is and whose command line is `python -m probes jitter`."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
+        parent_stat = Path(f"/proc/{parent}/stat").read_bytes()
+        # verify ended (a zombie until the test reaps it) without a child seen: say so now, not 60 s later
+        assert parent_stat[parent_stat.rfind(b")") + 2:][:1] != b"Z", f"verify (pid {parent}) ended first"
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
                 stat = Path(f"/proc/{pid}/stat").read_bytes()
