@@ -64,7 +64,7 @@ static inline uint64_t lp_clock_ns(clockid_t clk)
 
 static inline uint64_t lp_mono_ns(void) { return lp_clock_ns(CLOCK_MONOTONIC); }
 
-/* Defined once, in _native.c: the TSC's rate (measured once per process, ~60 ms the first time),
+/* Defined once, in _native.c: the TSC's rate (measured once per process, ~10 ms the first time),
  * whether the kernel says it is invariant (constant_tsc and nonstop_tsc), pinning the calling thread
  * to one CPU, and touching 64 KiB of stack before a timed loop. Hidden: shared by the files of this
  * one extension, not exported from it. */
