@@ -235,8 +235,17 @@ def test_a_pmlogger_archive_and_a_prometheus_range_replay_as_of_a_moment(pcp, pr
                       " kernel.percpu.cpu\n}\nlog mandatory on once {\n hinv.map.cpu_node\n hinv.cpu.model_name\n"
                       " kernel.uname\n}\n")
     archive = tmp_path / "host"
-    subprocess.run(["pmlogger", "-h", pcp.urls["hosts"][0], "-c", str(config), "-s", "4", "-l",
-                    str(tmp_path / "pmlogger.log"), str(archive)], check=True, timeout=60, capture_output=True)
+    # pmlogger takes its four samples a second apart (3 s); the Prometheus replay is checked meanwhile.
+    logger = subprocess.Popen(["pmlogger", "-h", pcp.urls["hosts"][0], "-c", str(config), "-s", "4", "-l",
+                               str(tmp_path / "pmlogger.log"), str(archive)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _a_prometheus_range_replays_as_of_a_moment(prom, tmp_path / "range.png")
+        _, err = logger.communicate(timeout=60)
+    finally:
+        logger.kill()
+        logger.wait()
+    assert logger.returncode == 0, err
     tl = PcpArchiveTimeline(str(archive))
     assert len(tl.times) >= 3 and tl.wall
     state = tl.state_at(tl.times[2])
@@ -248,9 +257,12 @@ def test_a_pmlogger_archive_and_a_prometheus_range_replay_as_of_a_moment(pcp, pr
     r = coremap("--pcp-archive", archive, "--at", "2", "--screenshot", out, "--size", "900x600")
     assert r.returncode == 0, r.stderr
     assert out.read_bytes()[:4] == b"\x89PNG"
+    r = run_main(capsys, "--pcp-archive", tmp_path / "none", "--at", "2", "--screenshot", out)   # a refusal, here
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "pmdumplog failed" in r.stderr
+
+
+def _a_prometheus_range_replays_as_of_a_moment(prom, out: Path) -> None:
     r = coremap("--prometheus", prom.urls["prometheus"], "--host", prom.urls["here"], "--at", "-2",
                 "--screenshot", out, "--size", "900x600")
     assert r.returncode == 0, r.stderr
     assert "prometheus" in r.stdout and prom.urls["here"] in r.stdout
-    r = run_main(capsys, "--pcp-archive", tmp_path / "none", "--at", "2", "--screenshot", out)   # a refusal, here
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "pmdumplog failed" in r.stderr
