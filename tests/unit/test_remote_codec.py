@@ -54,7 +54,9 @@ def test_live_ticks_are_deltas_that_rebuild_the_same_states():
     s = Sampler(SysRoot("/"), interval=0.25)
     snd, rcv = StateSender(), StateReceiver()
     sizes, prev = [], None
-    for _ in range(4):
+    for i in range(4):
+        if i:
+            time.sleep(0.25)        # the sampler's interval (its least): each tick reads the threads again
         state = s.tick()
         line = dumps(snd.form(state))
         got = rcv.apply(loads(line, "test"))
@@ -67,7 +69,6 @@ def test_live_ticks_are_deltas_that_rebuild_the_same_states():
             assert same and all(got.sample.tasks.tasks[t] is prev.sample.tasks.tasks[t] for t in same)
         sizes.append(len(line))
         prev, s_prev = got, state
-        time.sleep(0.25)
     # The middle delta, not the largest: a process that starts many threads between two ticks (a JVM in
     # a test running beside this one) makes that one delta large; a sender of whole frames would send
     # every tick as large as the first.
