@@ -98,11 +98,13 @@ def test_a_pcp_host_state_holds_this_machines_irqs_and_a_counter_reset_gives_zer
     assert r.irqs[irq].total == 0 and f"IRQ {irq}" in r.resets
 
 
-def test_the_wrong_engine_is_one_line_each_way(pcp, prom):
+def test_the_wrong_engine_is_one_line_each_way(pcp, prom, capsys):
     r = coremap("fleet", "--prometheus", pcp.urls["pmproxy"], "--json")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "is not a Prometheus server" in r.stderr
-    r = coremap("fleet", "--pcp", prom.urls["prometheus"], "node1", "--json")
+    # The other way in this process (run_main: the status and output a child gives; the child above
+    # covers the process path), saving a Python start and coremap's imports.
+    r = run_main(capsys, "fleet", "--pcp", prom.urls["prometheus"], "node1", "--json")
     assert r.returncode == 1
     assert "so it is not a pmproxy" in json.loads(r.stdout)["hosts"][0]["status"]
 
@@ -136,8 +138,9 @@ def test_a_prometheus_host_shown_in_full_has_every_irq_row_on_its_cpu_ids(prom):
     assert state.sample.interrupts.row("LOC").total > 0
 
 
-def test_match_that_selects_no_host_says_so(prom):
-    r = coremap("fleet", "--prometheus", prom.urls["prometheus"], "--match", 'job="nothing"', "--csv")
+def test_match_that_selects_no_host_says_so(prom, capsys):
+    # In this process (run_main), as the second wrong engine above: a fleet's refusal as a child is there.
+    r = run_main(capsys, "fleet", "--prometheus", prom.urls["prometheus"], "--match", 'job="nothing"', "--csv")
     assert r.returncode == 2
     assert 'no host with node_cpu_seconds_total matching job="nothing"' in r.stderr
 
