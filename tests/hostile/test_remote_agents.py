@@ -180,10 +180,8 @@ def _lying_state(change) -> dict:
     from dataclasses import replace
 
     from app.remote.codec import StateSender
-    from app.sampling.sampler import Sampler
-    from app.sysroot import SysRoot
-    from tests.machines import extract
-    state = Sampler(SysRoot(extract("sno"))).tick()
+    from tests.states import first_state
+    state = first_state("sno")
     return StateSender().form(change(state, replace))       # agent_script encodes it
 
 

@@ -142,7 +142,7 @@ def test_lists_in_their_compact_forms_are_checked(cpus, words):
 
 def test_infinity_cannot_come_in_a_number():
     """JSON has no infinity, but 1e999 parses to one: a rate field holding it is refused."""
-    state = Sampler(SysRoot(extract("sno"))).tick()
+    state = first_state("sno")
     text = json.dumps(Encoder().encode(state))
     bad = re.sub(r"(?<=[\[,])(\d+\.\d+)(?=[,\]])", "1e999", text, count=1)
     assert bad != text
@@ -157,7 +157,7 @@ def test_a_change_before_a_whole_state_is_refused():
 
 def test_a_residency_holds_only_shares_of_cpus():
     dec = Decoder(wire_schema(), MachineState)
-    state = Sampler(SysRoot(extract("sno"))).tick()
+    state = first_state("sno")
     form = Encoder().encode(state)
     i = [f.name for f in dataclasses.fields(MachineState)].index("residency")
     for bad, words in (({"$d": [[1, {"$c": "PinTarget", "f": ["irq", 1, None, "", None]}]]},
@@ -192,4 +192,4 @@ def test_mangled_states_are_refused_or_decoded_never_a_crash(data):
     assert isinstance(got, MachineState)
 
 
-_SNO_FORM = Encoder().encode(Sampler(SysRoot(extract("sno"))).tick())
+_SNO_FORM = Encoder().encode(first_state("sno"))
