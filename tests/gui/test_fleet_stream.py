@@ -17,7 +17,9 @@ def prom(prometheus_stack):
 
 
 def test_tiles_stream_in_keep_updating_sort_and_show_when_a_host_was_last_seen(qtbot, prom):
-    stream = FleetStream(prometheus_rounds(Prometheus(prom.urls["prometheus"])), interval=1.0)
+    # Rounds 0.3 s apart (the window's default is 5 s): two more rounds are waited for below, and the
+    # stopped host is seen at the first round after Prometheus' next scrape.
+    stream = FleetStream(prometheus_rounds(Prometheus(prom.urls["prometheus"])), interval=0.3)
     w = FleetWindow([], "irq", stream=stream, sort="busiest")
     qtbot.addWidget(w)
     w.resize(1400, 900)

@@ -14,9 +14,9 @@ from app.remote.hosts import parse_host, recent_hosts
 from app.host import CaptureHost
 from app.remote.host import RemoteHost
 from app.remote.pins import RemoteAffinityService
-from app.sampling.sampler import Sampler
 from app.sysroot import SysRoot
 from tests.machines import extract
+from tests.states import first_state
 from tests.remote.conftest import remote_env, sshd  # noqa: F401  (fixtures)
 from widgets.application import build_window, show_host
 from widgets.fleet.table import ODD_COLOR, FleetTableModel
@@ -110,7 +110,7 @@ def _rows():
     from app.remote.fleet import top_irq
     rows = []
     for name, host in (("worker1.internal", "w1"), ("worker2.internal", "w2"), ("master.internal", "m")):
-        state = Sampler(SysRoot(extract(name))).tick()
+        state = first_state(name)          # read once per process (tests/states.py)
         facts = (("Model", state.topology.model_name), ("Kernel", state.topology.kernel_release or "?"))
         rows.append(FleetRow(host, name, facts, top_irq(state), state, seconds=1.0))
     rows.append(FleetRow("gone", error="gone: the connection was refused on its ssh port"))
@@ -144,7 +144,12 @@ def test_fleet_window_grids_share_one_scale(qtbot):
 
 def test_a_saved_session_and_a_report_of_a_remote_machine_say_which_host(qtbot, remote_window, tmp_path,
                                                                           monkeypatch):
+    from functools import partial
+
+    from app.remote import host as remote_host
     monkeypatch.setenv("COREMAP_REPORTS_DIR", str(tmp_path))
+    # The server's two captures of the counters 0.1 s apart (0.5 s in the window): their gap is not checked.
+    monkeypatch.setattr(remote_host, "capture_session", partial(remote_host.capture_session, interval=0.1))
     w = remote_window
     state = _wait_state(qtbot, w, lambda s: s.rates is not None)
     session = w.session_controller.session()
@@ -161,7 +166,7 @@ def test_cpus_dropped_on_the_probe_panel_are_checked_against_the_machine_shown(q
     from widgets.probe.panel import ProbePanel
     panel = ProbePanel()
     qtbot.addWidget(panel)
-    state = replace(Sampler(SysRoot(extract("master.internal"))).tick(), live=True)
+    state = replace(first_state("master.internal"), live=True)
     far = (max(state.topology.online),)            # CPU 111: not one this test process may use
     panel.drop.set_state(state)
     assert "not in coremap's allowed CPUs" in panel.drop.refused(far)

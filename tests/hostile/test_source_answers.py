@@ -119,13 +119,14 @@ def test_a_pcp_source_that_claims_a_hundred_thousand_cpus_is_refused_at_once(ser
 
 def test_a_slow_pmproxy_costs_a_host_its_timeout_not_that_for_each_request(serve):
     clock = iter(range(1795614000, 1795615000))
-    s = serve(_pmproxy(lambda: next(clock), 5, delay=0.7))
+    # The times are the test's own (the defaults are 10 s and 15 s): a request takes 0.35 s, a host may take 1 s.
+    s = serve(_pmproxy(lambda: next(clock), 5, delay=0.35))
     t0 = time.monotonic()
     with pytest.raises(SourceError) as e:
-        Pmproxy(s.url, timeout=2, deadline=2).host("node1").state(1)
+        Pmproxy(s.url, timeout=1, deadline=1).host("node1").state(1)
     spent = time.monotonic() - t0
-    # Each request (0.7 s) is within the 2 s; the 6 a first state makes are not.
-    assert spent < 3, spent
+    # Each request (0.35 s) is within the 1 s; the 6 a first state makes (2.1 s) are not.
+    assert spent < 2, spent
     assert "given to one host" in str(e.value) or "cut off" in str(e.value)
 
 
@@ -134,15 +135,15 @@ def test_a_slow_prometheus_costs_a_batch_its_timeout(serve):
     inner = routes["/api/v1/query"]
 
     def slow(h):
-        time.sleep(0.7)
+        time.sleep(0.35)
         inner(h)
     routes["/api/v1/query"] = slow
     s = serve(routes)
-    prom = Prometheus(s.url, timeout=2, deadline=2)
+    prom = Prometheus(s.url, timeout=1, deadline=1)
     t0 = time.monotonic()
     with pytest.raises(SourceError):
-        prom.read_batch(["a", "b"])         # 5 queries of 0.7 s each
-    assert time.monotonic() - t0 < 3
+        prom.read_batch(["a", "b"])         # 5 queries of 0.35 s each: 1.75 s
+    assert time.monotonic() - t0 < 2
 
 
 def test_a_slow_prometheus_says_so_within_the_timeout_from_its_check_on(serve):
@@ -153,17 +154,18 @@ def test_a_slow_prometheus_says_so_within_the_timeout_from_its_check_on(serve):
 
     def slow(inner):
         def answer(h):
-            time.sleep(0.7)
+            time.sleep(0.35)
             inner(h)
         return answer
     routes["/api/v1/query"], routes["/api/v1/status/buildinfo"] = slow(inner_query), slow(inner_info)
     s = serve(routes)
-    prom = Prometheus(s.url, timeout=2, deadline=2)
+    prom = Prometheus(s.url, timeout=1, deadline=1)
     t0 = time.monotonic()
     prom.check()
     with pytest.raises(SourceError, match="given to one host|cut off"):
-        next(prom.rows())                   # 0.7 s check, 0.7 s the hosts, then 5 queries of 0.7 s each
-    assert time.monotonic() - t0 < 2.6
+        next(prom.rows())                   # 0.35 s check, 0.35 s the hosts, then 5 queries of 0.35 s each
+    # Each its own 1 s would be 1.7 s at least.
+    assert time.monotonic() - t0 < 1.6
 
 
 def test_one_host_with_more_irq_series_than_a_capture_holds_cpus_is_refused_at_once(serve):

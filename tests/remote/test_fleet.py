@@ -16,7 +16,7 @@ from tests.remote.conftest import coremap
 TIMEOUT = 15
 # What a host that never answers is given: it waits this out in full, so it is short, and it comes in a
 # run (or through a connection) of its own: a host's timeout is its own, whatever its fleet's others do.
-SILENT_TIMEOUT = 2
+SILENT_TIMEOUT = 1
 
 
 def test_a_fleet_of_one_machine_under_several_names_and_two_that_fail(sshd):

@@ -22,6 +22,7 @@ from app.sources.live import open_host
 from app.sources.prometheus import Prometheus
 from app.store.capture import take_snapshot
 from app.sysroot import SysRoot
+from tests.hostile.conftest import run_main
 from tests.machines import copy_machine, extract
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,8 +117,10 @@ def test_a_refused_capture_is_a_note_of_the_window_and_never_merged(prom, captur
     assert done.note == "" and done.topology is state.topology              # no capture of it: as it was
 
 
-def test_captures_without_a_source_and_a_folder_that_is_not_one_are_one_line(tmp_path):
+def test_captures_without_a_source_and_a_folder_that_is_not_one_are_one_line(tmp_path, capsys):
     r = coremap("--captures", tmp_path, "irqs")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--pcp URL or --prometheus URL" in r.stderr
-    r = coremap("fleet", "--prometheus", "http://127.0.0.1:1", "--captures", tmp_path / "none", "--json")
+    # The second refusal in this process (run_main: the status and lines a child gives; the first covers
+    # the process path), saving a Python start and coremap's imports.
+    r = run_main(capsys, "fleet", "--prometheus", "http://127.0.0.1:1", "--captures", tmp_path / "none", "--json")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not a folder" in r.stderr

@@ -98,11 +98,13 @@ def test_a_pcp_host_state_holds_this_machines_irqs_and_a_counter_reset_gives_zer
     assert r.irqs[irq].total == 0 and f"IRQ {irq}" in r.resets
 
 
-def test_the_wrong_engine_is_one_line_each_way(pcp, prom):
+def test_the_wrong_engine_is_one_line_each_way(pcp, prom, capsys):
     r = coremap("fleet", "--prometheus", pcp.urls["pmproxy"], "--json")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "is not a Prometheus server" in r.stderr
-    r = coremap("fleet", "--pcp", prom.urls["prometheus"], "node1", "--json")
+    # The other way in this process (run_main: the status and output a child gives; the child above
+    # covers the process path), saving a Python start and coremap's imports.
+    r = run_main(capsys, "fleet", "--pcp", prom.urls["prometheus"], "node1", "--json")
     assert r.returncode == 1
     assert "so it is not a pmproxy" in json.loads(r.stdout)["hosts"][0]["status"]
 
@@ -136,8 +138,9 @@ def test_a_prometheus_host_shown_in_full_has_every_irq_row_on_its_cpu_ids(prom):
     assert state.sample.interrupts.row("LOC").total > 0
 
 
-def test_match_that_selects_no_host_says_so(prom):
-    r = coremap("fleet", "--prometheus", prom.urls["prometheus"], "--match", 'job="nothing"', "--csv")
+def test_match_that_selects_no_host_says_so(prom, capsys):
+    # In this process (run_main), as the second wrong engine above: a fleet's refusal as a child is there.
+    r = run_main(capsys, "fleet", "--prometheus", prom.urls["prometheus"], "--match", 'job="nothing"', "--csv")
     assert r.returncode == 2
     assert 'no host with node_cpu_seconds_total matching job="nothing"' in r.stderr
 
@@ -235,8 +238,17 @@ def test_a_pmlogger_archive_and_a_prometheus_range_replay_as_of_a_moment(pcp, pr
                       " kernel.percpu.cpu\n}\nlog mandatory on once {\n hinv.map.cpu_node\n hinv.cpu.model_name\n"
                       " kernel.uname\n}\n")
     archive = tmp_path / "host"
-    subprocess.run(["pmlogger", "-h", pcp.urls["hosts"][0], "-c", str(config), "-s", "4", "-l",
-                    str(tmp_path / "pmlogger.log"), str(archive)], check=True, timeout=60, capture_output=True)
+    # pmlogger takes its four samples a second apart (3 s); the Prometheus replay is checked meanwhile.
+    logger = subprocess.Popen(["pmlogger", "-h", pcp.urls["hosts"][0], "-c", str(config), "-s", "4", "-l",
+                               str(tmp_path / "pmlogger.log"), str(archive)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _a_prometheus_range_replays_as_of_a_moment(prom, tmp_path / "range.png")
+        _, err = logger.communicate(timeout=60)
+    finally:
+        logger.kill()
+        logger.wait()
+    assert logger.returncode == 0, err
     tl = PcpArchiveTimeline(str(archive))
     assert len(tl.times) >= 3 and tl.wall
     state = tl.state_at(tl.times[2])
@@ -248,9 +260,12 @@ def test_a_pmlogger_archive_and_a_prometheus_range_replay_as_of_a_moment(pcp, pr
     r = coremap("--pcp-archive", archive, "--at", "2", "--screenshot", out, "--size", "900x600")
     assert r.returncode == 0, r.stderr
     assert out.read_bytes()[:4] == b"\x89PNG"
+    r = run_main(capsys, "--pcp-archive", tmp_path / "none", "--at", "2", "--screenshot", out)   # a refusal, here
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "pmdumplog failed" in r.stderr
+
+
+def _a_prometheus_range_replays_as_of_a_moment(prom, out: Path) -> None:
     r = coremap("--prometheus", prom.urls["prometheus"], "--host", prom.urls["here"], "--at", "-2",
                 "--screenshot", out, "--size", "900x600")
     assert r.returncode == 0, r.stderr
     assert "prometheus" in r.stdout and prom.urls["here"] in r.stdout
-    r = run_main(capsys, "--pcp-archive", tmp_path / "none", "--at", "2", "--screenshot", out)   # a refusal, here
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "pmdumplog failed" in r.stderr
