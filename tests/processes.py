@@ -19,16 +19,28 @@ def settle(proc: subprocess.Popen, quiet_s: float = 1.0, limit_s: float = 120.0,
     out, the signal handlers in place), however long a busy machine takes it to get there. Looked at
     every `poll_s`, so it returns `quiet_s` after the last tick the thread used, not up to twice that
     (a look every `quiet_s` saw a stretch that began just after a look only at the look after next)."""
+    settle_all([proc], quiet_s, limit_s, poll_s)
+
+
+def settle_all(procs: list[subprocess.Popen], quiet_s: float = 1.0, limit_s: float = 120.0,
+               poll_s: float = 0.05) -> None:
+    """settle() for windows started together: each is watched until it is quiet, in the same pass, so
+    their starts and quiet stretches overlap instead of adding up (one that ended is done)."""
     end = time.monotonic() + limit_s
-    last = main_thread_ticks(proc.pid)
-    quiet_since = time.monotonic()
-    while time.monotonic() < end and proc.poll() is None:
+    last = {p.pid: main_thread_ticks(p.pid) for p in procs}
+    quiet_since = dict.fromkeys(last, time.monotonic())
+    waiting = list(procs)
+    while waiting and time.monotonic() < end:
         time.sleep(poll_s)
-        now = main_thread_ticks(proc.pid)
-        if now != last:
-            last, quiet_since = now, time.monotonic()
-        elif time.monotonic() - quiet_since >= quiet_s:
-            return
+        for p in list(waiting):
+            if p.poll() is not None:
+                waiting.remove(p)
+                continue
+            now = main_thread_ticks(p.pid)
+            if now != last[p.pid]:
+                last[p.pid], quiet_since[p.pid] = now, time.monotonic()
+            elif time.monotonic() - quiet_since[p.pid] >= quiet_s:
+                waiting.remove(p)
 
 
 def started(argv: list[str], limit_s: float = 30.0) -> subprocess.Popen:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.machines import extract
-from tests.processes import settle
+from tests.processes import settle_all
 
 REPO = Path(__file__).resolve().parents[2]
 WATCH_S = 3.0
@@ -26,14 +26,31 @@ def _switches(pid: int) -> int:
         return sum(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
 
 
-def _window(tmp_path) -> subprocess.Popen:
+def _window(folder: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO), QT_QPA_PLATFORM="offscreen",
-               COREMAP_STATE_DIR=str(tmp_path / "state"), COREMAP_REPORTS_DIR=str(tmp_path / "reports"))
+               COREMAP_STATE_DIR=str(folder / "state"), COREMAP_REPORTS_DIR=str(folder / "reports"))
     return subprocess.Popen([sys.executable, "-m", "app", "--root", str(extract("sno"))], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.fixture(scope="module")
+def windows(tmp_path_factory):
+    """One idle window per signal, each with folders of its own, started together and waited for in one
+    pass: one after the other, each start and quiet stretch was waited out alone (3 of this file's 10 s).
+    Each test still signals a window that nothing else touched."""
+    wins = {sig: _window(tmp_path_factory.mktemp(sig.name)) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        settle_all(list(wins.values()))    # up, painted and idle: the event, not a fixed wait (issue 31)
+        yield wins
+    finally:
+        for win in wins.values():
+            if win.poll() is None:
+                win.kill()
+                win.wait()
+
+
 def _closes_on(win: subprocess.Popen, sig: int) -> None:
+    assert win.poll() is None, win.stderr.read()[-800:]
     os.kill(win.pid, sig)
     # Closes at all: without a wake-up it never would. That it needs no timer of its own to notice is
     # counted by the idle test (its main thread's wake-ups), not timed here.
@@ -41,34 +58,20 @@ def _closes_on(win: subprocess.Popen, sig: int) -> None:
     assert "Traceback" not in win.stderr.read()
 
 
-def test_an_idle_window_does_not_wake_and_ctrl_c_closes_it(tmp_path):
+def test_an_idle_window_does_not_wake_and_ctrl_c_closes_it(windows):
     """Ctrl+C (SIGINT) is sent to this idle window once its wake-ups are counted: a window of its own for
     it, as for SIGTERM and SIGHUP below, cost another start of coremap (3 s of this file's 13) to check
     the same thing on the same idle window."""
-    win = _window(tmp_path)
-    try:
-        settle(win)
-        assert win.poll() is None, win.stderr.read()[-800:]
-        before = _switches(win.pid)
-        time.sleep(WATCH_S)
-        woke = _switches(win.pid) - before
-        # A 300 ms timer alone is 10 wake-ups here; a few are allowed for what the platform does once.
-        assert woke <= 4, f"the idle window's main thread woke {woke} times in {WATCH_S:g} s"
-        _closes_on(win, signal.SIGINT)
-    finally:
-        if win.poll() is None:
-            win.kill()
-            win.wait()
+    win = windows[signal.SIGINT]
+    assert win.poll() is None, win.stderr.read()[-800:]
+    before = _switches(win.pid)
+    time.sleep(WATCH_S)
+    woke = _switches(win.pid) - before
+    # A 300 ms timer alone is 10 wake-ups here; a few are allowed for what the platform does once.
+    assert woke <= 4, f"the idle window's main thread woke {woke} times in {WATCH_S:g} s"
+    _closes_on(win, signal.SIGINT)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_closes_an_idle_window_at_once(tmp_path, sig):
-    win = _window(tmp_path)
-    try:
-        settle(win, quiet_s=0.5)           # up, painted and idle: the event, not a fixed wait (issue 31)
-        assert win.poll() is None, win.stderr.read()[-800:]
-        _closes_on(win, sig)
-    finally:
-        if win.poll() is None:
-            win.kill()
-            win.wait()
+def test_a_signal_closes_an_idle_window_at_once(windows, sig):
+    _closes_on(windows[sig], sig)

@@ -18,7 +18,8 @@ from widgets.session_controller import state_history_tick
 
 @pytest.fixture(scope="module")
 def session_file(tmp_path_factory):
-    """A session of this machine with five ticks of history, sampled 0.3 s apart."""
+    """A session of this machine with five ticks of history, sampled 0.15 s apart: 0.75 s in all, more
+    than the half second test_at reads back from the end (0.3 s apart waited out 0.75 s more)."""
     sampler = Sampler(SysRoot("/"))
     history, t0 = [], None
     for _ in range(6):
@@ -27,7 +28,7 @@ def session_file(tmp_path_factory):
         tick = state_history_tick(state.sample.time - t0, state)
         if tick:
             history.append(tick)
-        time.sleep(0.3)
+        time.sleep(0.15)
     path = tmp_path_factory.mktemp("replay") / "history.coremap"
     s = session_from_root(SysRoot("/"), history=history)
     save_session(path, s)

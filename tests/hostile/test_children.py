@@ -88,30 +88,47 @@ def test_counted_command_dies_with_the_cli(sig):
         subprocess.run(["pkill", "-f", "^sleep 45$"])
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_the_window_removes_its_session_folder_on_a_signal(tmp_path, sig):
-    """Opening a session extracts its machine into a temporary folder; a window stopped by SIGTERM or
-    SIGHUP (not only one closed by hand) removes it."""
+@pytest.fixture(scope="module")
+def session_windows(tmp_path_factory):
+    """A window on a saved session per signal, each with a TMPDIR of its own, started together and waited
+    for in one pass (one after the other, each start and quiet stretch was waited out alone): the signal
+    -> (window, its TMPDIR, the session folders it extracted there)."""
     from app.store.session import save_session, session_from_root
     from app.sysroot import SysRoot
     from tests.machines import extract
-    from tests.processes import settle
-    path = tmp_path / "sno.coremap"
+    from tests.processes import settle_all
+    base = tmp_path_factory.mktemp("sessions")
+    path = base / "sno.coremap"
     save_session(path, session_from_root(SysRoot(extract("sno"))))
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp), QT_QPA_PLATFORM="offscreen",
-               COREMAP_STATE_DIR=str(tmp_path / "state"), COREMAP_REPORTS_DIR=str(tmp_path / "reports"))
-    win = subprocess.Popen([sys.executable, "-m", "app", "--session", str(path)], cwd=REPO, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wins = {}
     try:
-        folders = _wait_for(lambda: [p for p in tmp.iterdir() if p.name.startswith("coremap-")], 30)
-        assert folders, "the session was not extracted"
-        settle(win, quiet_s=0.5)               # the window is up and idle
-        os.kill(win.pid, sig)
-        win.wait(20)
-        left = [p.name for p in tmp.iterdir() if p.name.startswith("coremap-")]
-        assert left == [], (left, win.stderr.read()[-500:])
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            folder = base / sig.name
+            tmp = folder / "tmp"
+            tmp.mkdir(parents=True)
+            env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp), QT_QPA_PLATFORM="offscreen",
+                       COREMAP_STATE_DIR=str(folder / "state"), COREMAP_REPORTS_DIR=str(folder / "reports"))
+            wins[sig] = (subprocess.Popen([sys.executable, "-m", "app", "--session", str(path)], cwd=REPO,
+                                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), tmp)
+        extracted = {sig: _wait_for(lambda: [p for p in tmp.iterdir() if p.name.startswith("coremap-")], 30)
+                     for sig, (_, tmp) in wins.items()}
+        settle_all([win for win, _ in wins.values()], quiet_s=0.5)     # the windows are up and idle
+        yield {sig: (win, tmp, extracted[sig]) for sig, (win, tmp) in wins.items()}
     finally:
-        if win.poll() is None:
-            win.kill()
+        for win, _ in wins.values():
+            if win.poll() is None:
+                win.kill()
+                win.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_the_window_removes_its_session_folder_on_a_signal(session_windows, sig):
+    """Opening a session extracts its machine into a temporary folder; a window stopped by SIGTERM or
+    SIGHUP (not only one closed by hand) removes it."""
+    win, tmp, folders = session_windows[sig]
+    assert folders, "the session was not extracted"
+    assert win.poll() is None, win.stderr.read()[-500:]
+    os.kill(win.pid, sig)
+    win.wait(20)
+    left = [p.name for p in tmp.iterdir() if p.name.startswith("coremap-")]
+    assert left == [], (left, win.stderr.read()[-500:])
