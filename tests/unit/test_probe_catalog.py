@@ -115,8 +115,8 @@ def _build(src: Path, env: dict, out: Path) -> None:
 def test_a_new_folder_is_a_new_probe_with_nothing_else_edited(tmp_path):
     """A copy of app/ and probes/ (no built extension) with probes/zeta_ping/: the catalog lists it first
     (its order), the spec and the text use it, the far side's build (app/remote/server.py, the same
-    files setup.py builds) compiles its loop into probes._native, and `python -m probes zeta-ping`
-    runs it."""
+    files setup.py builds) compiles its loop into probes._native (once per version of what it is built
+    of: _build_key), and `python -m probes zeta-ping` runs it."""
     for top in ("app", "probes"):
         shutil.copytree(ROOT / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     new = tmp_path / "probes" / "zeta_ping"
