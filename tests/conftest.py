@@ -166,6 +166,8 @@ def untouched_fingerprint(folders=None, devices=None) -> dict:
 
 def pytest_sessionstart(session):
     _UNTOUCHED["before"] = untouched_fingerprint()
+    from tests.rewrite_once import rewrite_test_modules
+    rewrite_test_modules(session.config)        # before xdist starts its workers (its hook runs last)
 
 
 def pytest_sessionfinish(session, exitstatus):

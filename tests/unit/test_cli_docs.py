@@ -5,6 +5,7 @@ gives now, as tests/gui/test_desktop_icons.py holds the PNGs to the SVG: an opti
 presses Tab."""
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -64,6 +65,13 @@ def test_the_man_page_renders_without_a_warning(tmp_path):
     assert "coremap probe jitter" in text and "-c LIST, --cpus LIST" in text
 
 
+@functools.cache
+def _script(shell: str) -> str:
+    """The completion script the parser gives, made once per shell for the completion tests below, which
+    only run it: a parser and its script for each of the 13 was 0.6 s of CPU (issue 31)."""
+    return completion_script(build_parser(), shell)
+
+
 def _bash(script: Path, line: str) -> list[str]:
     """What bash offers for the command line `line` (completing its last word), the script loaded."""
     words = line.split(" ")
@@ -87,7 +95,7 @@ def _bash(script: Path, line: str) -> list[str]:
 ])
 def test_bash_completes_as_help_reads(tmp_path, line, offered, not_offered):
     script = tmp_path / "coremap"
-    script.write_text(completion_script(build_parser(), "bash"))
+    script.write_text(_script("bash"))
     got = _bash(script, line)
     assert all(w in got for w in offered) and not any(w in got for w in not_offered), got
 
@@ -128,7 +136,7 @@ zpty -d z
                                              ("coremap probe jitter --policy f", "coremap probe jitter --policy fifo"),
                                              ("coremap iso", "coremap isolate")])
 def test_zsh_completes_as_help_reads(tmp_path, line, completed):
-    (tmp_path / "_coremap").write_text(completion_script(build_parser(), "zsh"))
+    (tmp_path / "_coremap").write_text(_script("zsh"))
     r = subprocess.run(["zsh", "-n", str(tmp_path / "_coremap")], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     shown = _zsh_complete(tmp_path, line, completed)

@@ -34,12 +34,22 @@ def _extract(tarball: Path, dest: Path) -> Path:
     return dest / top
 
 
-def test_live_snapshot_round_trip(tmp_path):
-    out = tmp_path / "live.tar.gz"
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """A snapshot of this machine with its second capture, and its tarball extracted: taken once for the
+    module, as the tests below only read it (a capture of the live machine and its extraction took
+    1 s of CPU for each)."""
+    folder = tmp_path_factory.mktemp("live")
+    out = folder / "live.tar.gz"
     res = take_snapshot(out, SysRoot("/"), interval=0.15)
-    assert out.exists() and not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    return folder, out, res, _extract(out, folder / "x")
+
+
+def test_live_snapshot_round_trip(live):
+    folder, out, res, extracted = live
+    assert out.exists() and not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
     assert 0.1 < res.interval < 1.0
-    root = SysRoot(_extract(out, tmp_path / "x"))
+    root = SysRoot(extracted)
     assert root.root.name == res.top
     meta = root.snapshot_meta()
     assert meta["format"] == 1 and meta["interval"] == res.interval and meta["kernel"]
@@ -85,10 +95,8 @@ def test_fixture_recapture_is_faithful(tmp_path):
     assert len(os.listdir(root.sys("bus/pci/devices"))) == n_src
 
 
-def test_recapture_of_a_snapshot_keeps_its_second_capture(tmp_path):
-    first = tmp_path / "a.tar.gz"
-    take_snapshot(first, SysRoot("/"), interval=0.1)
-    root = _extract(first, tmp_path / "x")
+def test_recapture_of_a_snapshot_keeps_its_second_capture(live, tmp_path):
+    root = live[3]
     again = take_snapshot(tmp_path / "b.tar.gz", SysRoot(root))
     root2 = SysRoot(_extract(tmp_path / "b.tar.gz", tmp_path / "y"))
     assert again.interval == SysRoot(root).later()[1] == root2.later()[1]
