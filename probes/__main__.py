@@ -11,9 +11,9 @@ import signal
 import sys
 
 from app.errors import CoremapError
+from probes import PARENT_ENV
+from probes.catalog import NAMES, RECORDS
 from probes.common import EXIT_BAD_INPUT, check_cpus, emit, log, pin
-from probes.runner import PARENT_ENV
-from probes.spec import PROBE_NAMES, record
 
 EXIT_PARENT_GONE = 3
 
@@ -37,15 +37,15 @@ def die_with_parent() -> None:
 def main(argv: list[str] | None = None) -> int:
     die_with_parent()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in PROBE_NAMES:
-        emit({"type": "error", "message": f"name a probe: one of {', '.join(PROBE_NAMES)}"})
+    if not argv or argv[0] not in NAMES:
+        emit({"type": "error", "message": f"name a probe: one of {', '.join(NAMES)}"})
         return EXIT_BAD_INPUT
     name = argv[0]
     # Cancel sends SIGTERM: exit through Python so `finally` blocks run (the jitter probe removes its
     # tracefs instance there). The handler runs when the current chunk returns, within ~100 ms; the
     # runner's SIGKILL after that is the backstop, and the next attributed run removes what it left.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    rec = record(name)
+    rec = RECORDS[name]                 # a name of NAMES, checked above
     mod = rec.measure
     try:
         args = mod.build_parser().parse_args(argv[1:])

@@ -23,6 +23,7 @@ from typing import Protocol
 from app.format import probe_exit_sentence
 from app.inputs import MiB
 from app.parse.json_text import JsonInputError, load_json
+from probes import PARENT_ENV
 
 TERM_GRACE_S = 0.2
 # A probe whose hello says how long it will run (`expect_s`) and that still runs this long after that, and a
@@ -33,7 +34,6 @@ MAX_EXPECT_S = 7 * 86400.0
 EXIT_AFTER_EOF_S = 1.0       # a child whose output ended and that still runs after this keeps its watch
 MAX_LINE = 64 * MiB          # as a remote run's (app/remote/protocol.py): a line with a whole histogram
 MAX_LOG_TEXT = 4096          # of a line that is not JSON, kept as a log line
-PARENT_ENV = "COREMAP_PROBE_PARENT"
 _ROOT = str(Path(__file__).resolve().parents[1])
 
 

@@ -109,7 +109,7 @@ def test_lock_scales_negatively_from_one_to_two_cpus_and_private_does_not():
     cpus = f"{CPUS[0]},{CPUS[1]}"
     got = {}
     for work in ("lock", "private"):
-        rc, lines, run = run_to_end("scaling", ["--cpus", cpus, "--work", work, "--seconds", "1", *_fifo()],
+        rc, lines, run = run_to_end("scaling", ["--cpus", cpus, "--work", work, "--seconds", "0.5", *_fifo()],
                                     timeout=120)
         assert rc == 0, (lines[-1:], run.stderr_lines)
         s = summarize(lines)
