@@ -222,7 +222,8 @@ class ConfinedRoot(_Confinement):
             fd = self._open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         except LeavesRoot:
             raise SysRootReadError(path, "missing") from None
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
+            # ESRCH: a /proc file of a task that exited while the path was walked, as read_small says
             raise SysRootReadError(path, "missing") from None
         except PermissionError:
             raise SysRootReadError(path, "permission denied; run as a user who may read it") from None
@@ -239,6 +240,10 @@ class ConfinedRoot(_Confinement):
             data = _read_bounded(fd, limit, path)
         except IsADirectoryError:
             raise SysRootReadError(path, "is a folder, not a file") from None
+        except ProcessLookupError:
+            # ESRCH: the task exited between the open and the read (an isolate stopped on one such
+            # process's comm): gone, like a file no longer there
+            raise SysRootReadError(path, "missing") from None
         except OSError as e:
             raise SysRootReadError(path, os.strerror(e.errno) if e.errno else str(e)) from None
         finally:

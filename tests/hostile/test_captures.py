@@ -154,3 +154,25 @@ def test_a_zombie_thread_is_refused_like_an_exited_one(tmp_path):
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_a_process_that_exits_between_the_open_and_the_read_is_missing(monkeypatch):
+    """procfs answers a read of an exited task's file with ESRCH once the task is reaped after the open.
+    That task is gone, as one whose file is no longer there: read_optional gives None, and no command
+    stops on it (an isolate stopped once on "/proc/PID/comm: No such process" of a process that ended
+    while it listed them)."""
+    import subprocess
+    gone = subprocess.Popen(["sleep", "30"])
+    read_bounded = confined._read_bounded
+
+    def ends_first(fd, limit, path):
+        gone.kill()
+        gone.wait()                     # reaped: the open file now answers ESRCH
+        return read_bounded(fd, limit, path)
+    monkeypatch.setattr(confined, "_read_bounded", ends_first)
+    root = SysRoot("/")
+    try:
+        assert root.read_optional(root.proc(gone.pid, "comm")) is None
+    finally:
+        gone.kill()
+        gone.wait()
