@@ -271,7 +271,8 @@ def test_tracefs_unmounted_under_attributed_run_2_leaves_run_1(tracefs, tmp_path
         if " done: " not in line:
             return
         in_out.append(_runs_in(out))
-        traced.append(instances / f"{INSTANCE_PREFIX}{_probe_child(pid)}")
+        child = _probe_child(pid)
+        traced.append(instances / f"{INSTANCE_PREFIX}{child}")
         tracing_on = traced[-1] / "tracing_on"
         deadline = time.monotonic() + 60
         while not (tracing_on.exists() and tracing_on.read_text().strip() == "1"):   # run 2 is tracing
