@@ -15,7 +15,7 @@ from probes import PARENT_ENV
 from probes.catalog import NAMES, RECORDS
 from probes.common import EXIT_BAD_INPUT, check_cpus, emit, log, pin
 
-EXIT_PARENT_GONE = 3
+EXIT_PARENT_GONE = 3                # nobody reads our lines: the parent died, or the reader closed
 
 
 def die_with_parent() -> None:
@@ -68,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:
         emit({"type": "error", "message": f"probes._native is not built ({e}); run `pip install -e .`"})
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        # whoever read our lines stopped (`| head` by hand; a ProbeRun's parent takes us down with it):
+        # nobody to tell, and a traceback about it would only bury what the reader did print
+        return EXIT_PARENT_GONE
     except OSError as e:
         log(f"{type(e).__name__}: {e}")
         emit({"type": "error", "message": f"{name}: {e}"})
@@ -78,6 +82,9 @@ if __name__ == "__main__":
     status = main()
     # What a probe leaves is ended in main's `finally` blocks: the interpreter's teardown after them only
     # held the exit the runner waits for, 30-120 ms a run (issue 31). SIGTERM's SystemExit ends as before.
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        status = EXIT_PARENT_GONE
     sys.stderr.flush()
     os._exit(status)

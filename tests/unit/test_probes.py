@@ -87,6 +87,23 @@ def test_bad_cpu_is_refused_before_any_loop():
     assert f"CPU {bad} is not available" in msg and "choose from" in msg
 
 
+def test_a_probe_whose_reader_closes_ends_without_a_traceback():
+    """`python -m probes jitter ... | head -1` by hand: the reader takes the hello and closes the pipe.
+    The probe's next line finds nobody reading; it ends with status 3 (nobody reads us) and says nothing
+    on stderr, where it printed two tracebacks before."""
+    probe = subprocess.Popen([sys.executable, "-m", "probes", "jitter", "--cpu", str(CPU), "--seconds", "5",
+                              "--chunk-ms", "20"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert json.loads(probe.stdout.readline())["type"] == "hello"
+        probe.stdout.close()
+        assert probe.wait(20) == 3
+        assert probe.stderr.read() == b""
+    finally:
+        probe.kill()
+        probe.wait()
+        probe.stderr.close()
+
+
 def test_cli_exit_2_for_bad_cpu_lists(capsys):
     from app.cli.main import main
     assert main(["probe", "jitter", "--cpu", "2-x"]) == 2
