@@ -256,14 +256,21 @@ def machine_fingerprint() -> dict[str, object]:
     """Every IRQ's requested mask, every thread's mask and cpuset (by tid and start time), coremap's
     cpuset folders, the masks and knobs an isolate sets (the workqueues', RPS/XPS, PM QoS, the sysctls
     tuned's cpu-partitioning sets, and tuned's knobs the user may tick: app/quiet/knobs.py): read from /proc and /sys directly, never through coremap, so it is
-    an independent oracle of "the machine is as it was". Compare two with `fingerprint_diff`, which
-    leaves out threads that were born or exited between them."""
+    an independent oracle of "the machine is as it was". Zombies are left out (they run nothing). Compare
+    two with `fingerprint_diff`, which leaves out threads that were born or exited between them."""
     a = read_affinities()
     fp: dict[str, object] = {f"irq {n}": m for n, m in a.irqs.items()}
     for (tid, start), mask in a.threads.items():
-        fp[f"thread {tid}@{start} mask"] = mask
         pid = a.pid_of.get(tid, tid)
-        cs = _text(PROC / str(pid) / "task" / str(tid) / "cpuset")
+        task = PROC / str(pid) / "task" / str(tid)
+        stat = _text(task / "stat") or ""
+        if stat[stat.rfind(")") + 2:][:1] in ("Z", "X"):
+            # exited, not yet reaped: it keeps the mask and the cpuset path it died with (a shield's, after
+            # that cpuset is gone) and runs nothing to give back; left out like a thread that is gone
+            # (another suite's ssh, seen in the shield after a give-back while two suites ran)
+            continue
+        fp[f"thread {tid}@{start} mask"] = mask
+        cs = _text(task / "cpuset")
         if cs is not None:
             fp[f"thread {tid}@{start} cpuset"] = cs
     for top in _CPUSET_ROOTS:
