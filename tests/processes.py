@@ -3,7 +3,9 @@ sleep (issue 31: fixed sleeps of 1-6 s around window processes cost 27 s a run a
 a busy machine)."""
 from __future__ import annotations
 
+import contextlib
 import subprocess
+import sys
 import time
 
 
@@ -58,3 +60,21 @@ def started(argv: list[str], limit_s: float = 30.0) -> subprocess.Popen:
             break                                     # it exited already: the caller's test says so
         time.sleep(0.002)
     return proc
+
+
+@contextlib.contextmanager
+def zombie():
+    """(parent pid, zombie pid): a child that has exited and that its parent, alive, never reaps; both are
+    gone when the block ends. Yielded once the child is a zombie (it may not be yet when its pid is printed)."""
+    from tests.jvms import wait_until
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import os, time\npid = os.fork()\nif pid == 0: os._exit(0)\n"
+                               "print(pid, flush=True)\ntime.sleep(30)\n"], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        wait_until(lambda: open(f"/proc/{child}/stat").read().split(") ")[1][0] == "Z", what="the zombie")
+        yield parent.pid, child
+    finally:
+        parent.kill()
+        parent.wait()
+        parent.stdout.close()

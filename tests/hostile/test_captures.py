@@ -12,7 +12,7 @@ import pytest
 from app.errors import SysRootReadError
 from app.sysroot import SysRoot, confined
 from tests.hostile.conftest import SECRET, replace_with_link, run_cli, run_main
-from tests.jvms import wait_until
+from tests.processes import zombie
 
 
 @pytest.fixture(params=["openat2", "walk"])
@@ -138,22 +138,11 @@ def test_nothing_is_written_through_a_link_in_a_capture(capture, tmp_path):
 
 
 def test_a_zombie_thread_is_refused_like_an_exited_one(tmp_path):
-    import subprocess
-    import sys
     # A child that exits and is never reaped stays a zombie while its parent lives.
-    parent = subprocess.Popen([sys.executable, "-c",
-                               "import os, time\npid = os.fork()\nif pid == 0: os._exit(0)\n"
-                               "print(pid, flush=True)\ntime.sleep(30)\n"], stdout=subprocess.PIPE, text=True)
-    try:
-        zombie = int(parent.stdout.readline())
-        # Until the child has exited (it may not have when its pid is printed), not a fixed 0.2 s.
-        wait_until(lambda: open(f"/proc/{zombie}/stat").read().split(") ")[1][0] == "Z", what="the zombie")
-        r = run_cli("pin", "--tid", zombie, "--cpus", "0", env={"COREMAP_STATE_DIR": str(tmp_path / "s")})
+    with zombie() as (_, dead):
+        r = run_cli("pin", "--tid", dead, "--cpus", "0", env={"COREMAP_STATE_DIR": str(tmp_path / "s")})
         assert r.returncode == 1
         assert "has exited (a zombie" in r.stdout, r.stdout
-    finally:
-        parent.kill()
-        parent.wait()
 
 
 def test_a_process_that_exits_between_the_open_and_the_read_is_missing(monkeypatch):

@@ -27,6 +27,7 @@ from app.pinning.service import AffinityService
 from app.quiet.guard import Guard
 from app.sysroot import SysRoot
 from tests.live import fingerprint_diff, live_test, machine_fingerprint, restore_quiet
+from tests.processes import zombie
 
 CPUSET = Path("/sys/fs/cgroup/cpuset")
 THREADS = ("import threading, time, os\n"
@@ -209,17 +210,7 @@ def test_the_fingerprint_leaves_out_a_zombie_and_keeps_its_living_parent():
     another suite's ssh that exited inside the shield showed "/coremap-system" after a give-back had
     removed that cpuset, and failed the test above while two suites ran. A zombie is left out; its
     parent, alive, is in."""
-    from tests.jvms import wait_until
-    parent = subprocess.Popen([sys.executable, "-c",
-                               "import os, time\npid = os.fork()\nif pid == 0: os._exit(0)\n"
-                               "print(pid, flush=True)\ntime.sleep(30)\n"], stdout=subprocess.PIPE, text=True)
-    try:
-        zombie = int(parent.stdout.readline())
-        wait_until(lambda: open(f"/proc/{zombie}/stat").read().split(") ")[1][0] == "Z", what="the zombie")
+    with zombie() as (parent, dead):
         keys = machine_fingerprint()
-        assert not [k for k in keys if k.startswith(f"thread {zombie}@")]
-        assert [k for k in keys if k.startswith(f"thread {parent.pid}@")]
-    finally:
-        parent.kill()
-        parent.wait()
-        parent.stdout.close()
+        assert not [k for k in keys if k.startswith(f"thread {dead}@")]
+        assert [k for k in keys if k.startswith(f"thread {parent}@")]
